@@ -1,0 +1,47 @@
+# WoTbench front door. The two commands a newcomer needs:
+#   make run CONFIG=configs/20dev.yaml    run a whole test, leave an HTML report under reports/
+#   make test                             build everything and run the test suite
+SHELL := /bin/bash
+CONFIG ?= configs/20dev.yaml
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: all bootstrap build build-asan run test bench validate clean docker-clean help
+
+all: build
+
+help:
+	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
+	@echo "make test                            build and run the tests"
+	@echo "make bench                           measure the emulators and print the figures"
+	@echo "make build                           install prerequisites, build the C binaries"
+	@echo "make docker-clean                    remove anything a killed run left behind"
+	@echo "make clean                           remove build outputs"
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+build: bootstrap
+	@$(MAKE) --no-print-directory -C gateway-emulator
+	@$(MAKE) --no-print-directory -C wot-device
+
+build-asan: bootstrap
+	@$(MAKE) --no-print-directory -C gateway-emulator asan
+	@$(MAKE) --no-print-directory -C wot-device asan
+
+run: build
+	@./harness.sh "$(CONFIG)"
+
+test: build build-asan
+	@bash scripts/run-tests.sh $(PYTEST_ARGS)
+
+bench: build
+	@$(PY) bench/run_all.py
+
+clean:
+	@$(MAKE) --no-print-directory -C gateway-emulator clean
+	@$(MAKE) --no-print-directory -C wot-device clean
+
+docker-clean: bootstrap
+	@$(VENV)/bin/wotbench clean

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what WoTbench needs on a fresh Debian machine, idempotently:
+#   - Debian packages (compiler, libcoap 4.3.1 static library and tools, collectl, iproute2,
+#     nftables) when running as root; a clear message with the command otherwise;
+#   - the Python virtual environment .venv with the package and its test dependencies.
+# Called by the Makefile before build, test, run and bench. Fast when nothing is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin collectl iproute2 nftables)
+PYTHON=${PYTHON:-python3}
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "bootstrap: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "bootstrap: missing Debian packages: ${missing[*]}" >&2
+    echo "bootstrap: install them with:  sudo apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# The venv is rebuilt only when pyproject.toml changes (the stamp holds its hash).
+stamp=.venv/.wotbench-stamp
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  if ! "$PYTHON" -c 'import sys; assert sys.version_info >= (3, 10)' 2>/dev/null; then
+    echo "bootstrap: WoTbench needs Python >= 3.10 as '$PYTHON' (set PYTHON=...)" >&2
+    exit 1
+  fi
+  if [ ! -x .venv/bin/python ]; then
+    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+      echo "bootstrap: '$PYTHON -m venv' failed; on Debian install python3-venv (as root: apt-get install python3-venv)" >&2
+      exit 1
+    fi
+  fi
+  echo "bootstrap: installing the Python package and its dependencies into .venv"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
