@@ -1,0 +1,310 @@
+/* coapio.c - CoAP I/O thread.
+ *
+ * One thread owns the libcoap context. A request for a known resource is registered with
+ * coap_register_async() (indefinite delay) and handed to the worker queue; libcoap answers a
+ * CON request with an empty ACK. When a worker finishes, it wakes this thread through an
+ * eventfd; the thread calls coap_async_trigger() and coap_io_process(), which re-invokes the
+ * resource handler with the stored request, and the handler fills in the real response
+ * (a separate CON response for a CON request, NON for NON). The loop blocks in epoll_wait on
+ * the libcoap epoll fd, the worker eventfd and a signalfd: no polling. */
+#include "coapio.h"
+
+#include <arpa/inet.h>
+#include <coap3/coap.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "service.h"
+
+#define SESSION_TIMEOUT_S 30
+#define MAX_IDLE_SESSIONS 256
+#define RCVBUF_BYTES (4 << 20)
+#define IO_BUDGET 64          /* datagrams per wake-up before completions are served again */
+
+static struct device *D;      /* handlers have no user argument */
+static uint8_t payload[RES_MAX_PAYLOAD];
+
+static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival) {
+    struct log_entry e = {.arrival_ns = arrival, .res = res, .method = method, .code = code};
+    devlog_add(D->log, &e);
+}
+
+static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
+
+/* A second invocation for a triggered async request: send the real response. */
+static void finish(coap_async_t *a, coap_pdu_t *resp) {
+    struct job *j = coap_async_get_app_data(a);
+    if (!j)
+        return;
+    coap_async_set_app_data(a, NULL);
+    coap_pdu_code_t code;
+    switch (j->method) {
+    case COAP_REQUEST_GET:
+        code = COAP_RESPONSE_CODE_CONTENT;
+        break;
+    case COAP_REQUEST_DELETE:
+        code = COAP_RESPONSE_CODE_DELETED;
+        break;
+    default:
+        code = COAP_RESPONSE_CODE_CHANGED;
+        break;
+    }
+    coap_pdu_set_code(resp, code);
+    if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)
+        coap_add_data(resp, j->res->payload_bytes, payload);
+    struct log_entry e = {.arrival_ns = j->arrival_ns, .start_ns = j->start_ns,
+                          .end_ns = j->end_ns, .res = (int32_t)(j->res - D->rs->v),
+                          .method = j->method, .code = code_byte(code)};
+    devlog_add(D->log, &e);
+    D->c.responses++;
+    workq_release(D->wq, j);
+}
+
+static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                         const coap_string_t *query, coap_pdu_t *resp) {
+    (void)query;
+    coap_async_t *a = coap_find_async(s, coap_pdu_get_token(req));
+    if (a) {
+        finish(a, resp);
+        return;
+    }
+    uint64_t arrival = mono_ns();
+    uint8_t method = (uint8_t)coap_pdu_get_code(req);
+    const struct resource *res = coap_resource_get_userdata(r);
+    D->c.requests++;
+    struct job *j = workq_acquire(D->wq);
+    if (j && !(a = coap_register_async(s, req, 0))) {
+        workq_release(D->wq, j);  /* same token already pending on this session */
+        j = NULL;
+    }
+    if (!j) {
+        coap_pdu_set_code(resp, COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE);
+        D->c.overload_503++;
+        D->c.responses++;
+        log_now((int32_t)(res - D->rs->v), method,
+                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival);
+        return;
+    }
+    j->res = res;
+    j->arrival_ns = arrival;
+    j->method = method;
+    j->ctx = a;
+    coap_async_set_app_data(a, j);
+    workq_submit(D->wq, j);
+}
+
+static void hnd_unknown(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                        const coap_string_t *query, coap_pdu_t *resp) {
+    (void)r, (void)s, (void)query;
+    uint64_t arrival = mono_ns();
+    D->c.requests++;
+    D->c.not_found++;
+    D->c.responses++;
+    coap_pdu_set_code(resp, COAP_RESPONSE_CODE_NOT_FOUND);
+    log_now(LOG_RES_UNKNOWN, (uint8_t)coap_pdu_get_code(req),
+            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival);
+}
+
+static int on_event(coap_session_t *s, const coap_event_t ev) {
+    /* Separate CON responses count against NSTART (default 1): raise it so concurrent
+     * responses to one client are not held back until the previous one is ACKed. */
+    if (ev == COAP_EVENT_SERVER_SESSION_NEW)
+        coap_session_set_nstart(s, (uint16_t)D->nstart);
+    return 0;
+}
+
+static void on_log(coap_log_t level, const char *msg) {
+    if (strstr(msg, "malformed"))
+        D->c.malformed++;
+    else if (level <= LOG_ERR)
+        fprintf(stderr, "libcoap: %s", msg);
+}
+
+/* Parses ADDR[:PORT] or [ADDR6][:PORT]. */
+static int parse_listen(const char *spec, coap_address_t *a) {
+    char host[64];
+    const char *port = NULL;
+    size_t hl;
+    if (spec[0] == '[') {
+        const char *e = strchr(spec, ']');
+        if (!e)
+            return -1;
+        hl = (size_t)(e - spec - 1);
+        memcpy(host, spec + 1, hl < sizeof host ? hl : 0);
+        if (e[1] == ':')
+            port = e + 2;
+        else if (e[1])
+            return -1;
+    } else {
+        const char *c = strchr(spec, ':');
+        hl = c ? (size_t)(c - spec) : strlen(spec);
+        if (hl < sizeof host)
+            memcpy(host, spec, hl);
+        port = c ? c + 1 : NULL;
+    }
+    if (hl == 0 || hl >= sizeof host)
+        return -1;
+    host[hl] = '\0';
+    long p = 5683;
+    if (port) {
+        char *end;
+        errno = 0;
+        p = strtol(port, &end, 10);
+        if (!*port || *end || errno || p < 1 || p > 65535)
+            return -1;
+    }
+    coap_address_init(a);
+    if (inet_pton(AF_INET, host, &a->addr.sin.sin_addr) == 1) {
+        a->addr.sin.sin_family = AF_INET;
+        a->addr.sin.sin_port = htons((uint16_t)p);
+        a->size = sizeof(struct sockaddr_in);
+    } else if (inet_pton(AF_INET6, host, &a->addr.sin6.sin6_addr) == 1) {
+        a->addr.sin6.sin6_family = AF_INET6;
+        a->addr.sin6.sin6_port = htons((uint16_t)p);
+        a->size = sizeof(struct sockaddr_in6);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* libcoap 4.3.1 has no accessor for the endpoint socket: find our bound UDP socket and
+ * raise its receive buffer (SO_RCVBUFFORCE needs CAP_NET_ADMIN; else capped at rmem_max). */
+static void raise_rcvbuf(const coap_address_t *a) {
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int type;
+        socklen_t tl = sizeof type;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_DGRAM)
+            continue;
+        if (getsockname(fd, (struct sockaddr *)&ss, &sl) || ss.ss_family != a->addr.sa.sa_family)
+            continue;
+        in_port_t port = ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                                 : ((struct sockaddr_in6 *)&ss)->sin6_port;
+        in_port_t want = ss.ss_family == AF_INET ? a->addr.sin.sin_port : a->addr.sin6.sin6_port;
+        if (port != want)
+            continue;
+        int v = RCVBUF_BYTES;
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v))
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+    }
+}
+
+static int add_resources(coap_context_t *ctx) {
+    for (size_t i = 0; i < D->rs->n; i++) {
+        struct resource *res = &D->rs->v[i];
+        coap_resource_t *r = coap_resource_init(coap_make_str_const(res->path), 0);
+        if (!r)
+            return -1;
+        coap_register_request_handler(r, COAP_REQUEST_GET, hnd_resource);
+        coap_register_request_handler(r, COAP_REQUEST_PUT, hnd_resource);
+        coap_register_request_handler(r, COAP_REQUEST_POST, hnd_resource);
+        coap_register_request_handler(r, COAP_REQUEST_DELETE, hnd_resource);
+        coap_resource_set_userdata(r, res);
+        coap_add_resource(ctx, r);
+    }
+    coap_resource_t *u = coap_resource_unknown_init(hnd_unknown);
+    if (!u)
+        return -1;
+    coap_register_request_handler(u, COAP_REQUEST_GET, hnd_unknown);
+    coap_register_request_handler(u, COAP_REQUEST_POST, hnd_unknown);
+    coap_register_request_handler(u, COAP_REQUEST_DELETE, hnd_unknown);
+    coap_add_resource(ctx, u);
+    return 0;
+}
+
+static int epoll_add(int ep, int fd) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static int readable(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+static int loop(coap_context_t *ctx, int sfd) {
+    int cfd = coap_context_get_coap_fd(ctx);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
+        epoll_add(ep, sfd)) {
+        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
+        return 1;
+    }
+    struct job **done = calloc(D->wq->nslots, sizeof *done);
+    if (!done)
+        return 1;
+    int stop = 0;
+    while (!stop) {
+        struct epoll_event ev[4];
+        int n = epoll_wait(ep, ev, 4, -1);
+        if (n < 0 && errno != EINTR) {
+            fprintf(stderr, "wot-device: epoll_wait: %s\n", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == sfd) {
+                stop = 1;
+            } else if (ev[i].data.fd == D->wq->efd) {
+                size_t k = workq_collect(D->wq, done, D->wq->nslots);
+                for (size_t m = 0; m < k; m++)
+                    coap_async_trigger(done[m]->ctx);
+            }
+        }
+        /* Sends triggered responses, runs timers, reads one datagram (pitfall 2: repeat). */
+        coap_io_process(ctx, COAP_IO_NO_WAIT);
+        for (int b = 1; b < IO_BUDGET && readable(cfd); b++)
+            coap_io_process(ctx, COAP_IO_NO_WAIT);
+    }
+    free(done);
+    close(ep);
+    return 0;
+}
+
+int coapio_run(struct device *d) {
+    D = d;
+    memset(payload, 'x', sizeof payload);
+    coap_address_t addr;
+    if (parse_listen(d->listen, &addr)) {
+        fprintf(stderr, "wot-device: bad --listen '%s', expected ADDR[:PORT]\n", d->listen);
+        return 2;
+    }
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    int sfd = signalfd(-1, &ss, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    coap_startup();
+    coap_set_log_handler(on_log);
+    coap_set_log_level(LOG_WARNING);
+    coap_context_t *ctx = coap_new_context(NULL);
+    if (sfd < 0 || !ctx) {
+        fprintf(stderr, "wot-device: cannot create context\n");
+        return 1;
+    }
+    coap_context_set_session_timeout(ctx, SESSION_TIMEOUT_S);
+    coap_context_set_max_idle_sessions(ctx, MAX_IDLE_SESSIONS);
+    coap_register_event_handler(ctx, on_event);
+    if (!coap_new_endpoint(ctx, &addr, COAP_PROTO_UDP)) {
+        fprintf(stderr, "wot-device: cannot listen on %s\n", d->listen);
+        coap_free_context(ctx);
+        return 1;
+    }
+    raise_rcvbuf(&addr);
+    int rc = add_resources(ctx) ? 1 : loop(ctx, sfd);
+    coap_free_context(ctx);
+    coap_cleanup();
+    close(sfd);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* coapio.h - the CoAP I/O thread: the only thread that calls libcoap. */
+#ifndef WOT_COAPIO_H
+#define WOT_COAPIO_H
+#include <stddef.h>
+#include "devlog.h"
+#include "resources.h"
+#include "workq.h"
+
+struct device {
+    const struct resource_set *rs;
+    struct workq *wq;
+    struct devlog *log;
+    struct counters c;
+    const char *listen;         /* ADDR[:PORT] */
+    unsigned nstart;            /* NSTART for server sessions (separate CON responses) */
+};
+
+/* Runs the CoAP server until SIGTERM/SIGINT (which must be blocked in all threads).
+ * Returns 0 on a signal, 1 on an environment failure (message printed), 2 on a bad address. */
+int coapio_run(struct device *d);
+
+#endif

@@ -1,0 +1,110 @@
+/* devlog.c - device log storage and the files written at shutdown. */
+#include "devlog.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+int devlog_init(struct devlog *l, size_t capacity) {
+    l->n = 0;
+    l->dropped = 0;
+    l->cap = capacity;
+    l->e = NULL;
+    if (capacity == 0)
+        return 0;
+    void *p = mmap(NULL, capacity * sizeof(struct log_entry), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    l->e = p;
+    return 0;
+}
+
+void devlog_add(struct devlog *l, const struct log_entry *e) {
+    if (l->n < l->cap)
+        l->e[l->n++] = *e;
+    else
+        l->dropped++;
+}
+
+static const char *method_name(uint8_t m) {
+    static const char *names[] = {"?", "GET", "POST", "PUT", "DELETE"};
+    return m < 5 ? names[m] : "?";
+}
+
+/* Writes s as a JSON string body (escaping quotes, backslashes and control characters). */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(f, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(f, "\\u%04x", *c);
+        else
+            fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
+static FILE *open_in(const char *dir, const char *file) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "wot-device: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static int close_checked(FILE *f, const char *what) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        fprintf(stderr, "wot-device: error writing %s\n", what);
+        return -1;
+    }
+    return 0;
+}
+
+int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
+                 const char *dir, const char *name, int threads) {
+    FILE *f = open_in(dir, "device-log.csv");
+    if (!f)
+        return -1;
+    static char buf[1 << 16];
+    setvbuf(f, buf, _IOFBF, sizeof buf);
+    fputs("arrival_ns,start_ns,end_ns,path,method,code\n", f);
+    for (size_t i = 0; i < l->n; i++) {
+        const struct log_entry *e = &l->e[i];
+        const char *path = e->res >= 0 && (size_t)e->res < rs->n ? rs->v[e->res].path : "";
+        fprintf(f, "%llu,", (unsigned long long)e->arrival_ns);
+        if (e->start_ns)
+            fprintf(f, "%llu,%llu,", (unsigned long long)e->start_ns,
+                    (unsigned long long)e->end_ns);
+        else
+            fputs(",,", f);
+        fprintf(f, "%s,%s,%u.%02u\n", path, method_name(e->method), e->code >> 5, e->code & 31);
+    }
+    if (close_checked(f, "device-log.csv"))
+        return -1;
+
+    f = open_in(dir, "device-summary.json");
+    if (!f)
+        return -1;
+    fputs("{\"name\": ", f);
+    json_str(f, name);
+    fprintf(f,
+            ", \"requests\": %llu, \"responses\": %llu, \"overload_503\": %llu, "
+            "\"not_found\": %llu, \"malformed\": %llu, \"log_entries\": %llu, "
+            "\"log_dropped\": %llu, \"threads\": %d}\n",
+            (unsigned long long)c->requests, (unsigned long long)c->responses,
+            (unsigned long long)c->overload_503, (unsigned long long)c->not_found,
+            (unsigned long long)c->malformed, (unsigned long long)l->n,
+            (unsigned long long)l->dropped, threads);
+    return close_checked(f, "device-summary.json");
+}
+
+void devlog_free(struct devlog *l) {
+    if (l->e)
+        munmap(l->e, l->cap * sizeof(struct log_entry));
+    l->e = NULL;
+}

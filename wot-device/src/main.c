@@ -1,0 +1,103 @@
+/* main.c - wot-device command line (contract §3). */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coapio.h"
+#include "devlog.h"
+#include "resources.h"
+#include "workq.h"
+
+#define DEFAULT_LOG_CAPACITY 1000000
+
+static void usage(void) {
+    fputs("usage: wot-device --resources FILE --log-dir DIR [--listen ADDR[:PORT]]\n"
+          "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n",
+          stderr);
+}
+
+static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < min || v > max) {
+        fprintf(stderr, "wot-device: bad %s '%s', expected an integer %ld..%ld\n", opt, s, min,
+                max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0:5683", *name = "";
+    long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
+    static const struct option opts[] = {
+        {"resources", required_argument, 0, 'r'}, {"log-dir", required_argument, 0, 'd'},
+        {"listen", required_argument, 0, 'l'},    {"threads", required_argument, 0, 't'},
+        {"queue", required_argument, 0, 'q'},     {"log-capacity", required_argument, 0, 'c'},
+        {"name", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (o) {
+        case 'r': resources = optarg; break;
+        case 'd': log_dir = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'n': name = optarg; break;
+        case 't': bad = parse_count("--threads", optarg, 1, 1024, &threads); break;
+        case 'q': bad = parse_count("--queue", optarg, 1, 1 << 20, &queue); break;
+        case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
+        case 'h': usage(); return 0;
+        default: bad = 1; break;
+        }
+        if (bad) {
+            usage();
+            return 2;
+        }
+    }
+    if (optind != argc || !resources || !log_dir) {
+        fputs("wot-device: --resources and --log-dir are required, no positional arguments\n",
+              stderr);
+        usage();
+        return 2;
+    }
+    struct stat st;
+    if (stat(log_dir, &st) || !S_ISDIR(st.st_mode) || access(log_dir, W_OK)) {
+        fprintf(stderr, "wot-device: --log-dir '%s' is not a writable directory\n", log_dir);
+        return 2;
+    }
+    struct resource_set rs;
+    if (resources_load(resources, &rs))
+        return 2;
+
+    /* SIGTERM/SIGINT go to the signalfd of the I/O thread; workers inherit the mask. */
+    sigset_t ss;
+    sigemptyset(&ss);
+    sigaddset(&ss, SIGTERM);
+    sigaddset(&ss, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &ss, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct devlog log;
+    struct workq wq;
+    if (devlog_init(&log, (size_t)log_cap) || workq_init(&wq, (int)threads, (size_t)queue)) {
+        fprintf(stderr, "wot-device: out of memory or cannot start threads\n");
+        return 1;
+    }
+    struct device d = {.rs = &rs, .wq = &wq, .log = &log, .listen = listen,
+                       .nstart = (unsigned)(queue + threads > 65535 ? 65535 : queue + threads)};
+    int rc = coapio_run(&d);
+    workq_shutdown(&wq);
+    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads))
+        rc = 1;
+    devlog_free(&log);
+    resources_free(&rs);
+    return rc;
+}

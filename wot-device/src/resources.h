@@ -1,0 +1,28 @@
+/* resources.h - parse the device resource file (contract §1, "Resource file"). */
+#ifndef WOT_RESOURCES_H
+#define WOT_RESOURCES_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum svc_mode { MODE_SLEEP = 0, MODE_BUSY = 1 };
+
+#define RES_MAX_PAYLOAD 1024      /* fits one CoAP/UDP datagram without block-wise transfer */
+#define RES_MAX_SERVICE_US 3600000000ULL
+
+struct resource {
+    char *path;                   /* without leading slash */
+    uint64_t service_ns;
+    enum svc_mode mode;
+    uint32_t payload_bytes;
+};
+
+struct resource_set {
+    struct resource *v;
+    size_t n;
+};
+
+/* Parses FILE; on error prints "FILE:LINE: what, expected what" to stderr and returns -1. */
+int resources_load(const char *file, struct resource_set *out);
+void resources_free(struct resource_set *rs);
+
+#endif
