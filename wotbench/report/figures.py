@@ -1,0 +1,252 @@
+"""The report's figures: one function per figure, each drawn with matplotlib (Agg) and returned
+as an inline SVG string (text kept as text, so the report stays searchable and crisp)."""
+from __future__ import annotations
+
+import io
+import re
+from typing import Any, Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+INK, GRID, MUTED = "#1f2933", "#e4e7eb", "#7b8794"
+BLUE, ORANGE, RED, GREEN, GREY, PURPLE = "#2f6fde", "#e8871e", "#c92a2a", "#2b8a3e", "#9aa5b1", "#7048e8"
+CYCLE = [BLUE, ORANGE, GREEN, PURPLE, RED, "#0c8599", "#a61e4d", "#5c940d", "#495057", "#f08c00"]
+SHADE = "#ffa8a8"
+
+plt.rcParams.update({
+    "svg.fonttype": "none", "svg.hashsalt": "wotbench", "font.family": "DejaVu Sans", "font.size": 9,
+    "axes.edgecolor": GREY, "axes.labelcolor": INK, "axes.titlesize": 10, "axes.titleweight": "bold",
+    "axes.titlecolor": INK, "axes.titlelocation": "left", "axes.grid": True, "grid.color": GRID,
+    "grid.linewidth": 0.8, "axes.spines.top": False, "axes.spines.right": False,
+    "xtick.color": MUTED, "ytick.color": MUTED, "legend.frameon": False, "legend.fontsize": 8,
+    "axes.prop_cycle": matplotlib.cycler(color=CYCLE), "figure.dpi": 100,
+})
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    s = buf.getvalue()
+    s = s[s.index("<svg"):]  # drop XML prolog + DOCTYPE for inline embedding
+    # responsive: keep the viewBox, let CSS size it
+    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot"', s, count=1)
+
+
+def _shade(ax, ctx: dict, label: bool = True) -> None:
+    for i, w in enumerate(ctx["contention"]["windows"]):
+        ax.axvspan(w["start_s"], w["end_s"], color=SHADE, alpha=0.35, lw=0,
+                   label="contention window" if label and i == 0 else None, zorder=0)
+
+
+def _end_marker(ax, ctx: dict) -> None:
+    if ctx.get("interrupted") and ctx.get("duration_s"):
+        ax.axvline(ctx["duration_s"], color=RED, ls=":", lw=1)
+
+
+def _ecdf(x: np.ndarray, n_max: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    x = np.sort(np.asarray(x, dtype=float)[np.isfinite(x)])
+    y = np.arange(1, len(x) + 1) / len(x)
+    if len(x) > n_max:  # thin evenly in probability, keep both ends
+        idx = np.unique(np.r_[np.linspace(0, len(x) - 1, n_max).astype(int), len(x) - 1])
+        x, y = x[idx], y[idx]
+    return x, y
+
+
+# --------------------------------------------------------------------------- figures
+
+def fig_rit_cdf(ctx: dict) -> str:
+    rit = ctx["data"]["rit"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2))
+    exp, sub = rit.get("expected"), rit.get("submitted")
+    for ax in (a1, a2):
+        if exp is not None and len(exp):
+            ax.step(*_ecdf(exp), where="post", color=GREY, lw=2.2, label="expected (trace)")
+        if sub is not None and len(sub):
+            ax.step(*_ecdf(sub), where="post", color=BLUE, lw=1.2, label="submitted (GE)")
+        ax.set_xlabel("request inter-arrival time per device (ms)")
+    a1.set_ylabel("CDF")
+    a1.set_title("RIT CDF, full range")
+    ref = exp if exp is not None and len(exp) else sub
+    hi = float(np.percentile(ref, 10)) if ref is not None and len(ref) else 1.0
+    a2.set_xlim(0, max(hi, 1e-3))
+    a2.set_ylim(0, 0.12)
+    a2.set_title("Zoom on the low end (p0–p10)")
+    a1.legend(loc="lower right")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def fig_rt_over_time(ctx: dict) -> str:
+    df: pd.DataFrame = ctx["data"]["rt_time"]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
+    sent = next((c for c in ("sent", "requests", "count", "n") if c in df), None)
+    ok = next((c for c in ("ok", "ok_count", "answered") if c in df), None)
+    if sent:
+        a1.plot(df["t_s"], df[sent], color=GREY, lw=1.2, label="sent")
+    if ok:
+        a1.plot(df["t_s"], df[ok], color=GREEN, lw=1.4, label="ok responses")
+    a1.set_ylabel("req/s")
+    a1.set_title("Throughput per second")
+    a1.set_ylim(bottom=0)
+    for col, color, lab in (("p50_ms", BLUE, "p50"), ("p95_ms", ORANGE, "p95"), ("p99_ms", RED, "p99")):
+        if col in df:
+            a2.plot(df["t_s"], df[col], color=color, lw=1.4 if lab != "p99" else 1.0, label=lab)
+    a2.set_ylabel("response time (ms)")
+    a2.set_xlabel("time since test start (s)")
+    a2.set_title("Response time percentiles per second")
+    a2.set_ylim(bottom=0)
+    for ax in (a1, a2):
+        _shade(ax, ctx, label=ax is a2)
+        _end_marker(ax, ctx)
+    a1.legend(loc="lower right", ncol=2)
+    a2.legend(loc="upper right", ncol=4)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def fig_rt_cdf(ctx: dict) -> str:
+    x, y = ctx["data"]["rt_cdf"]
+    if y is None:
+        x, y = _ecdf(x)
+    elif len(x) > 1500:
+        idx = np.unique(np.r_[np.linspace(0, len(x) - 1, 1500).astype(int), len(x) - 1])
+        x, y = x[idx], y[idx]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    ax.step(x, y, where="post", color=BLUE, lw=1.6, label="all successful requests")
+    rt = ctx["overall"]["rt"]
+    for q, color in (("p50", BLUE), ("p95", ORANGE), ("p99", RED)):
+        v = rt.get(q, rt.get(f"{q}_ms")) if isinstance(rt, dict) else None
+        if v is not None:
+            ax.axvline(v, color=color, ls="--", lw=0.9)
+            ax.annotate(f"{q} {v:.1f} ms", (v, 0.04 if q == "p50" else 0.5 if q == "p95" else 0.25),
+                        xytext=(4, 0), textcoords="offset points", color=color, fontsize=8)
+    if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel("response time (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Response time CDF")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def fig_rd(ctx: dict) -> str:
+    df: pd.DataFrame = ctx["data"]["rd"]
+    fig, ax = plt.subplots(figsize=(10, 3.4))
+    dev = next((c for c in ("devices_rd_ms", "device_rd_ms", "devices_ms", "rd_devices_ms") if c in df), None)
+    cd = next((c for c in ("cd_rd_ms", "cd_ms", "rd_cd_ms") if c in df), None)
+    if dev:
+        ax.plot(df["t_s"], df[dev], color=PURPLE, lw=1.2, label="devices R_d (mean)")
+    if cd:
+        ax.plot(df["t_s"], df[cd], color=INK, lw=1.6, label="CD node R_d")
+    rd = ctx["rd"]
+    if rd.get("baseline_ms"):
+        ax.axhline(rd["baseline_ms"], color=GREEN, ls="--", lw=1, label=f"CD baseline {rd['baseline_ms']:.2f} ms")
+    if rd.get("threshold_ms"):
+        ax.axhline(rd["threshold_ms"], color=RED, ls="--", lw=1, label=f"threshold {rd['threshold_ms']:.2f} ms")
+    _shade(ax, ctx)
+    _end_marker(ax, ctx)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time since test start (s)")
+    ax.set_ylabel("R_d (ms)")
+    ax.set_title("Device residence time R_d")
+    ax.legend(loc="upper left", ncol=5, bbox_to_anchor=(0, -0.2))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def fig_cpu_cores(ctx: dict) -> str:
+    df: pd.DataFrame = ctx["data"]["cpu_cores"]
+    fig, ax = plt.subplots(figsize=(10, 3.0))
+    roles = {r["core"]: ", ".join(r["components"]) for r in ctx["placement"].get("rows", [])}
+    for core, g in sorted(df.groupby("core"), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
+        lab = f"core {core}" + (f" ({_short(roles[str(core)])})" if str(core) in roles else "")
+        ax.plot(g["t_s"], g["busy_pct"], lw=1.3, label=lab)
+    _shade(ax, ctx)
+    _end_marker(ax, ctx)
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("time since test start (s)")
+    ax.set_ylabel("busy (%)")
+    ax.set_title("CPU per core (collectl)")
+    ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.2))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def _short(s: str, n: int = 40) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def fig_cpu_containers(ctx: dict) -> str:
+    df: pd.DataFrame = ctx["data"]["cpu_containers"].copy()
+    groups = ctx.get("device_groups") or {}
+    sizes: dict[str, int] = {}
+    for g in groups.values():
+        sizes[g] = sizes.get(g, 0) + 1
+    df["series"] = [f"{groups[c]}-* devices ({sizes[groups[c]]}, sum)" if c in groups else c
+                    for c in df["container"]]
+    df["t_r"] = df["t_s"].round(1)
+    agg = df.groupby(["series", "t_r"], as_index=False)["cpu_pct"].sum()
+    fig, ax = plt.subplots(figsize=(10, 3.0))
+    order = agg.groupby("series")["cpu_pct"].mean().sort_values(ascending=False).index
+    for name in order[:10]:
+        g = agg[agg.series == name]
+        ax.plot(g["t_r"], g["cpu_pct"], lw=1.3, label=name)
+    _shade(ax, ctx)
+    _end_marker(ax, ctx)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time since test start (s)")
+    ax.set_ylabel("CPU (% of one core)")
+    ax.set_title("CPU per container (cgroups)")
+    ax.legend(loc="upper left", ncol=4, bbox_to_anchor=(0, -0.2))
+    fig.tight_layout()
+    return _svg(fig)
+
+
+# --------------------------------------------------------------------------- registry
+
+# id, data key, title, how-to-read caption, function
+FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
+    ("fig-rit-cdf", "rit", "Expected vs submitted request inter-arrival times",
+     "The two curves should lie on top of each other: a submitted curve shifted right or flattened at "
+     "the low end means the GE sent late or bunched requests (compare with the paper's Figure 6).",
+     fig_rit_cdf),
+    ("fig-rt-time", "rt_time", "Throughput and response times over time",
+     "Flat lines mean a steady state. Spikes inside the shaded contention windows come from the host, "
+     "spikes outside them from the system under test.", fig_rt_over_time),
+    ("fig-rt-cdf", "rt_cdf", "Response time distribution",
+     "Read the share of requests answered within a latency budget: find the budget on the x axis, read "
+     "the fraction on the y axis. Dashed lines mark p50, p95 and p99.", fig_rt_cdf),
+    ("fig-rd", "rd", "Device residence time R_d and contention detector",
+     "R_d is the time a request spends inside a device. The CD node's R_d should stay near its calibration "
+     "baseline; above the threshold (red dashed) the host is contended and the interval is shaded.", fig_rd),
+    ("fig-cpu-cores", "cpu_cores", "CPU utilisation per core",
+     "A core near 100 % cannot give the components placed on it (legend) more time; saturation on the "
+     "GE's core threatens send accuracy, on device cores it inflates R_d.", fig_cpu_cores),
+    ("fig-cpu-containers", "cpu_containers", "CPU utilisation per container",
+     "Which component used the CPU: 100 % is one full core. Devices of one group are summed.",
+     fig_cpu_containers),
+]
+
+
+def make_figures(ctx: dict) -> list[dict[str, Any]]:
+    """All figures, in report order: {id, title, caption, svg} or {id, title, missing: reason}."""
+    out = []
+    for fid, key, title, caption, fn in FIGURES:
+        item = {"id": fid, "title": title, "caption": caption, "svg": None, "missing": None}
+        if key not in ctx["data"]:
+            item["missing"] = ctx["missing"].get(key, "no data")
+        else:
+            try:
+                item["svg"] = fn(ctx)
+            except Exception as e:  # a broken input must not take the whole report down
+                plt.close("all")
+                item["missing"] = f"the figure could not be drawn ({type(e).__name__}: {e})"
+        out.append(item)
+    return out
