@@ -1,0 +1,225 @@
+"""Core placement planner (paper section 5; contract section 6: plan.json).
+
+Rules of a faithful plan (needs reserved_os_cores + gateways + 1 (CD-GE) + >= 1 cores):
+- the OS and the harness keep the first ``reserved_os_cores`` usable cores (core 0 first);
+- each main gateway emulator (GE) and the contention-detector GE (CD-GE) get a dedicated
+  core on which no device runs; the GEs may then busy-wait;
+- the devices get all remaining cores: pinned round-robin (``affinity: pinned``) or all
+  sharing them (``shared``);
+- the CD node runs on the device cores (cpuset = all device cores) so that it feels the
+  devices' contention.
+
+With fewer cores ``make_plan`` returns the best degraded plan: one device core is always kept
+free of GEs; the GEs take the remaining non-OS cores (sharing them if needed), the CD-GE
+falls back to an OS core, and on a 2-core host the GE and CD-GE share core 0 with the OS
+while the devices and the CD node share core 1. Busy wait is replaced by hybrid wherever a
+GE does not own its core. Every compromise is listed in ``warnings`` and ``faithful`` is
+false whenever there is any warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal, Optional, Sequence
+
+from pydantic import BaseModel
+
+from .config import Config
+from .errors import ConfigError
+
+
+class Plan(BaseModel):
+    cores_total: int
+    usable_cores: list[int]
+    os_cores: list[int]
+    ge_cores: dict[str, int]
+    cd_ge_core: Optional[int]
+    device_cores: list[int]
+    cd_node_cpuset: Optional[str]
+    devices: dict[str, str]
+    ge_wait: Literal["busy", "hybrid"]
+    affinity: Literal["pinned", "shared"]
+    faithful: bool
+    warnings: list[str]
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(), indent=2) + "\n"
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json())
+        return path
+
+    def core_roles(self) -> dict[int, list[str]]:
+        """core id -> what runs there (for display)."""
+        roles: dict[int, list[str]] = {c: [] for c in self.usable_cores}
+        for c in self.os_cores:
+            roles[c].append("OS + harness")
+        for ge, c in self.ge_cores.items():
+            roles[c].append(ge)
+        if self.cd_ge_core is not None:
+            roles[self.cd_ge_core].append("cd-ge")
+        per_core: dict[int, list[str]] = {}
+        for name, cpuset in self.devices.items():
+            for c in parse_cpuset(cpuset):
+                per_core.setdefault(c, []).append(name)
+        for c, names in sorted(per_core.items()):
+            roles[c].append(f"{len(names)} device(s)" + (" (shared)" if self.affinity == "shared" and len(self.device_cores) > 1 else ""))
+        if self.cd_node_cpuset:
+            for c in parse_cpuset(self.cd_node_cpuset):
+                roles[c].append("cd-node")
+        return roles
+
+
+def cpuset_str(cores: Sequence[int]) -> str:
+    """[1,2,3,5] -> '1-3,5' (the cpuset syntax Docker and taskset accept)."""
+    cores = sorted(set(cores))
+    parts, i = [], 0
+    while i < len(cores):
+        j = i
+        while j + 1 < len(cores) and cores[j + 1] == cores[j] + 1:
+            j += 1
+        parts.append(str(cores[i]) if i == j else f"{cores[i]}-{cores[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_cpuset(s: str) -> list[int]:
+    out = []
+    for part in s.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def available_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
+    """Plan the placement for ``cfg`` on ``cores`` (default: this process's CPU affinity).
+
+    Pure apart from reading the affinity when ``cores`` is None."""
+    if cores is None:
+        available = available_cores()
+        total = os.cpu_count() or len(available)
+    else:
+        available = sorted(set(cores))
+        total = len(available)
+    if not available:
+        raise ConfigError(["placement: no usable cores"])
+    cpus = cfg.placement.cpus
+    if cpus != "all":
+        missing = [c for c in cpus if c not in available]
+        if missing:
+            raise ConfigError([f"placement.cpus: core(s) {cpuset_str(missing)} not available on this host "
+                               f"(available: {cpuset_str(available)})"])
+        usable = list(cpus)
+    else:
+        usable = available
+    n = len(usable)
+    G = cfg.gateways.count
+    cd = cfg.contention_detector.enabled
+    reserved = cfg.placement.reserved_os_cores
+    warnings: list[str] = []
+    ge_names = [f"ge-{k}" for k in range(G)]
+    need = reserved + G + (1 if cd else 0) + 1
+
+    if not cd:
+        warnings.append("contention detector disabled: WoTbench cannot tell whether the host distorted the results")
+    if reserved == 0:
+        warnings.append("reserved_os_cores is 0: OS and harness activity lands on GE and device cores")
+
+    ge_cores: dict[str, int] = {}
+    cd_ge_core: Optional[int] = None
+    if n >= need:
+        os_cores = usable[:reserved]
+        rest = usable[reserved:]
+        for k, ge in enumerate(ge_names):
+            ge_cores[ge] = rest[k]
+        if cd:
+            cd_ge_core = rest[G]
+        device_cores = rest[G + (1 if cd else 0):]
+    elif n == 1:
+        c = usable[0]
+        warnings.append(f"only 1 usable core (a faithful plan needs {need}): the OS, harness, GE(s), "
+                        f"CD-GE, devices and CD node all share core {c}; device load delays the GE's sends")
+        os_cores = [c] if reserved else []
+        ge_cores = {ge: c for ge in ge_names}
+        cd_ge_core = c if cd else None
+        device_cores = [c]
+    else:
+        k_os = min(reserved, n - 1)
+        os_cores = usable[:k_os]
+        rest = usable[k_os:]
+        warnings.append(f"only {n} usable cores; a faithful plan needs {need} "
+                        f"({reserved} OS, {G} GE, {1 if cd else 0} CD-GE, >= 1 device core)")
+        if k_os < reserved:
+            warnings.append(f"only {k_os} of reserved_os_cores={reserved} core(s) could be kept for the OS and harness")
+        ge_side, device_cores = rest[:-1], rest[-1:]
+        # main GEs: dedicated non-OS cores if possible, else share them (or the OS cores)
+        pool = ge_side or os_cores
+        for k, ge in enumerate(ge_names):
+            ge_cores[ge] = pool[k % len(pool)]
+        if cd:
+            spare = [c for c in ge_side if c not in ge_cores.values()]
+            cd_ge_core = spare[0] if spare else (os_cores[0] if os_cores else pool[0])
+        for c in sorted(set(ge_cores.values()) | ({cd_ge_core} if cd_ge_core is not None else set())):
+            users = [ge for ge, gc in ge_cores.items() if gc == c] + (["the CD-GE"] if cd_ge_core == c else [])
+            who = " and ".join(users)
+            if c in os_cores:
+                warnings.append(f"{who} share{'s' if len(users) == 1 else ''} core {c} with the OS and harness: "
+                                f"their activity can delay sends")
+            elif len(users) > 1:
+                warnings.append(f"{who} share core {c}")
+
+    # busy wait only where every GE and the CD-GE own their core
+    ge_side_cores = list(ge_cores.values()) + ([cd_ge_core] if cd_ge_core is not None else [])
+    dedicated = all(ge_side_cores.count(c) == 1 and c not in os_cores and c not in device_cores
+                    for c in ge_side_cores)
+    wanted = cfg.gateways.wait
+    if dedicated:
+        ge_wait = "busy" if wanted == "auto" else wanted
+    else:
+        ge_wait = "hybrid"
+        if wanted in ("busy", "auto"):
+            warnings.append(f"GE {'busy wait replaced by' if wanted == 'busy' else 'wait mode is'} hybrid "
+                            f"(sleep, then spin the last few hundred µs): the GE cores are shared, "
+                            f"a busy-waiting GE would starve what shares its core")
+
+    names = cfg.device_names()
+    # pinning to a single core is the same as sharing it (not a compromise)
+    affinity = cfg.placement.affinity if len(device_cores) > 1 else "shared"
+    if affinity == "pinned":
+        devices = {name: str(device_cores[i % len(device_cores)]) for i, name in enumerate(names)}
+    else:
+        shared = cpuset_str(device_cores)
+        devices = {name: shared for name in names}
+
+    return Plan(cores_total=total, usable_cores=list(usable), os_cores=list(os_cores), ge_cores=ge_cores,
+                cd_ge_core=cd_ge_core, device_cores=list(device_cores),
+                cd_node_cpuset=cpuset_str(device_cores) if cd else None, devices=devices,
+                ge_wait=ge_wait, affinity=affinity, faithful=not warnings, warnings=warnings)
+
+
+def print_plan(plan: Plan, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = console or Console()
+    table = Table(title=f"core map ({len(plan.usable_cores)} of {plan.cores_total} cores usable, "
+                        f"GE wait {plan.ge_wait}, devices {plan.affinity})")
+    table.add_column("core", justify="right")
+    table.add_column("runs")
+    for c, roles in plan.core_roles().items():
+        table.add_row(str(c), ", ".join(roles) or "-")
+    console.print(table)
+    if plan.faithful:
+        console.print("[green]faithful plan[/green] (paper section 5 placement rules hold)")
+    else:
+        console.print(f"[yellow]degraded plan[/yellow]: {len(plan.warnings)} compromise(s)")
+        for w in plan.warnings:
+            console.print(f"  [yellow]warning:[/yellow] {w}")
