@@ -1,0 +1,93 @@
+"""Start/stop a wot-device for tests: readiness via CoAP ping, logs read back after SIGTERM."""
+import csv
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from dev_coap import ping
+
+HEADER = "path,service_time_us,mode,payload_bytes\n"
+
+
+def free_addr() -> tuple[str, int]:
+    """A random loopback address and port (devices of parallel tests do not collide)."""
+    return (f"127.0.{random.randint(1, 250)}.{random.randint(2, 250)}",
+            random.randint(20000, 60000))
+
+
+class Device:
+    def __init__(self, binary: Path, tmp: Path, resources: str, *args: str, name: str = "dev"):
+        self.dir = tmp / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.res = self.dir / "resources.csv"
+        self.res.write_text(HEADER + resources)
+        self.addr = free_addr()
+        self.cmd = [str(binary), "--resources", str(self.res), "--log-dir", str(self.dir),
+                    "--listen", f"{self.addr[0]}:{self.addr[1]}", "--name", name, *args]
+        self.stderr_path = self.dir / "stderr.txt"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Device":
+        self._err = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(self.cmd, stderr=self._err,
+                                     env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
+        deadline = time.monotonic() + 10
+        while not ping(self.addr):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"device did not start: {self.stderr()}")
+        return self
+
+    def stop(self, timeout: float = 10) -> int:
+        """SIGTERM, wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        self._err.close()
+        return rc
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self._err.closed:
+            self._err.close()
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def stderr(self) -> str:
+        if not self._err.closed:
+            self._err.flush()
+        return self.stderr_path.read_text()
+
+    def log(self) -> list[dict]:
+        with open(self.dir / "device-log.csv") as f:
+            return list(csv.DictReader(f))
+
+    def summary(self) -> dict:
+        return json.loads((self.dir / "device-summary.json").read_text())
+
+    def cpu_ns(self) -> int:
+        """CPU time of all threads (ns), summed over /proc/PID/task/*/schedstat."""
+        total = 0
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        return total
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
