@@ -38,6 +38,13 @@ def _svg(fig) -> str:
     return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot"', s, count=1)
 
 
+def _scope_ids(svg: str, prefix: str) -> str:
+    """Prefix every id (and its references) so several inline SVGs can share one HTML page."""
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
+    svg = re.sub(r'url\(#([^)]+)\)', rf'url(#{prefix}-\1)', svg)
+    return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
+
+
 def _shade(ax, ctx: dict, label: bool = True) -> None:
     for i, w in enumerate(ctx["contention"]["windows"]):
         ax.axvspan(w["start_s"], w["end_s"], color=SHADE, alpha=0.35, lw=0,
@@ -47,6 +54,20 @@ def _shade(ax, ctx: dict, label: bool = True) -> None:
 def _end_marker(ax, ctx: dict) -> None:
     if ctx.get("interrupted") and ctx.get("duration_s"):
         ax.axvline(ctx["duration_s"], color=RED, ls=":", lw=1)
+
+
+def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, ylim=(0, None)) -> str:
+    """Common end of the single-axis time-series figures: contention shading, interruption
+    marker, labels, legend under the plot."""
+    _shade(ax, ctx)
+    _end_marker(ax, ctx)
+    ax.set_ylim(*ylim)
+    ax.set_xlabel("time since test start (s)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="upper left", ncol=ncol, bbox_to_anchor=(0, -0.2))
+    fig.tight_layout()
+    return _svg(fig)
 
 
 def _ecdf(x: np.ndarray, n_max: int = 1500) -> tuple[np.ndarray, np.ndarray]:
@@ -150,15 +171,7 @@ def fig_rd(ctx: dict) -> str:
         ax.axhline(rd["baseline_ms"], color=GREEN, ls="--", lw=1, label=f"CD baseline {rd['baseline_ms']:.2f} ms")
     if rd.get("threshold_ms"):
         ax.axhline(rd["threshold_ms"], color=RED, ls="--", lw=1, label=f"threshold {rd['threshold_ms']:.2f} ms")
-    _shade(ax, ctx)
-    _end_marker(ax, ctx)
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("time since test start (s)")
-    ax.set_ylabel("R_d (ms)")
-    ax.set_title("Device residence time R_d")
-    ax.legend(loc="upper left", ncol=5, bbox_to_anchor=(0, -0.2))
-    fig.tight_layout()
-    return _svg(fig)
+    return _finish_time_plot(fig, ax, ctx, "R_d (ms)", "Device residence time R_d", 5, ylim=(0, None))
 
 
 def fig_cpu_cores(ctx: dict) -> str:
@@ -168,15 +181,7 @@ def fig_cpu_cores(ctx: dict) -> str:
     for core, g in sorted(df.groupby("core"), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
         lab = f"core {core}" + (f" ({_short(roles[str(core)])})" if str(core) in roles else "")
         ax.plot(g["t_s"], g["busy_pct"], lw=1.3, label=lab)
-    _shade(ax, ctx)
-    _end_marker(ax, ctx)
-    ax.set_ylim(0, 105)
-    ax.set_xlabel("time since test start (s)")
-    ax.set_ylabel("busy (%)")
-    ax.set_title("CPU per core (collectl)")
-    ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.2))
-    fig.tight_layout()
-    return _svg(fig)
+    return _finish_time_plot(fig, ax, ctx, "busy (%)", "CPU per core (collectl)", 3, ylim=(0, 105))
 
 
 def _short(s: str, n: int = 40) -> str:
@@ -198,15 +203,7 @@ def fig_cpu_containers(ctx: dict) -> str:
     for name in order[:10]:
         g = agg[agg.series == name]
         ax.plot(g["t_r"], g["cpu_pct"], lw=1.3, label=name)
-    _shade(ax, ctx)
-    _end_marker(ax, ctx)
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("time since test start (s)")
-    ax.set_ylabel("CPU (% of one core)")
-    ax.set_title("CPU per container (cgroups)")
-    ax.legend(loc="upper left", ncol=4, bbox_to_anchor=(0, -0.2))
-    fig.tight_layout()
-    return _svg(fig)
+    return _finish_time_plot(fig, ax, ctx, "CPU (% of one core)", "CPU per container (cgroups)", 4, ylim=(0, None))
 
 
 # --------------------------------------------------------------------------- registry
@@ -244,7 +241,7 @@ def make_figures(ctx: dict) -> list[dict[str, Any]]:
             item["missing"] = ctx["missing"].get(key, "no data")
         else:
             try:
-                item["svg"] = fn(ctx)
+                item["svg"] = _scope_ids(fn(ctx), fid)
             except Exception as e:  # a broken input must not take the whole report down
                 plt.close("all")
                 item["missing"] = f"the figure could not be drawn ({type(e).__name__}: {e})"
