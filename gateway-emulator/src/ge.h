@@ -1,0 +1,149 @@
+/* ge.h - shared data structures of the gateway emulator. */
+#ifndef GE_H
+#define GE_H
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4 };
+enum { O_NONE = 0, O_OK, O_ERROR, O_TIMEOUT, O_RESET, O_UNSENT, O_COUNT };
+enum { WAIT_BUSY = 0, WAIT_HYBRID = 1 };
+enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
+
+/* request flags */
+#define RF_SENT 0x01  /* first copy handed to the kernel */
+#define RF_DONE 0x02  /* outcome final */
+#define RF_ACKED 0x04 /* empty ACK seen: stop retransmitting, wait for the separate response */
+
+/* One trace request: prepared before the start, filled in by the loop. 64 bytes. */
+typedef struct {
+    int64_t sched_ns; /* relative to the start instant */
+    int64_t sent_ns;  /* first transmission, relative; valid with RF_SENT */
+    int64_t recv_ns;  /* response arrival, relative; valid when code != 0 */
+    int64_t rtx_due;  /* absolute mono ns of the next retransmission (--retransmit) */
+    uint32_t device;
+    uint32_t path_id;   /* index into the interned path table */
+    uint32_t dgram_off; /* datagram bytes in the arena */
+    uint32_t pair;      /* (socket, endpoint) pair index */
+    uint16_t dgram_len;
+    uint16_t mid;
+    uint16_t ep;   /* endpoint index */
+    uint16_t sock; /* socket index */
+    uint8_t method;
+    uint8_t code; /* CoAP response code byte, 0 = none */
+    uint8_t outcome;
+    uint8_t flags;
+    uint8_t retrans;
+    uint8_t pad;
+    uint16_t rtx_t0_ms; /* initial retransmission timeout, ACK_TIMEOUT * [1, 1.5] */
+    uint8_t pad2[4];
+} req_t;
+
+typedef struct {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    int family;
+} endpoint_t;
+
+/* Per (socket, endpoint) pair: the requests using it, in order; MIDs are base + k. */
+typedef struct {
+    uint32_t first; /* offset into pair_reqs */
+    uint32_t count;
+    uint32_t sent;  /* how many of them have been sent (they are sent in order) */
+    uint16_t mid_base;
+    uint16_t pad;
+} pair_t;
+
+/* A distinct request URI: endpoint, path for the output, encoded CoAP options. */
+typedef struct uri_s {
+    char *path; /* path without leading '/', plus "?query" if any */
+    uint8_t *opts;
+    uint16_t optlen;
+    uint16_t ep;
+} uri_t;
+
+typedef struct {
+    /* options */
+    const char *trace_path;
+    const char *out_dir;
+    const char *label;
+    int64_t start_at; /* absolute mono ns, 0 = now + 100 ms */
+    int wait;
+    int64_t spin_ns;
+    int non; /* 1 = NON requests */
+    int64_t timeout_ns;
+    int retransmit;
+    int ports_per_device; /* 0 = auto */
+    int cpu;              /* -1 = no pinning */
+
+    /* trace */
+    req_t *reqs;
+    size_t n;
+    uint8_t *arena; /* all datagrams */
+    size_t arena_len;
+    struct uri_s *uris; /* distinct URIs; req_t.path_id indexes this */
+    size_t nuris;
+    endpoint_t *eps;
+    size_t neps;
+
+    /* sockets and MID pairs */
+    int *socks; /* nsocks fds */
+    int *sock_family;
+    size_t nsocks;
+    int ports_used; /* sockets per family actually used */
+    pair_t *pairs;  /* nsocks_per_family * neps entries, index = ep * ppd + k */
+    uint32_t *pair_reqs;
+    uint64_t salt;
+
+    /* run */
+    int64_t start_mono;
+    int64_t end_mono;
+    volatile uint64_t *progress; /* mmap'ed progress.bin, 8 words */
+    int interrupted_by;          /* 0, SIGINT, SIGTERM */
+    int interrupted_state;       /* state when interrupted */
+    uint64_t stale_responses;    /* responses for finished / unknown requests */
+} ge_t;
+
+extern volatile sig_atomic_t ge_stop_signal;
+
+/* trace.c */
+int trace_load(ge_t *g); /* 0 ok; prints FILE:LINE message and returns 2 on bad input */
+
+/* net.c */
+int net_prepare(ge_t *g); /* sockets, MIDs, tokens, datagrams; 0 ok, 1 env failure */
+void net_close(ge_t *g);
+size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_t mid,
+                          const uint8_t token[8], const uint8_t *opts, size_t optlen,
+                          size_t payload);
+int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
+
+/* loop.c */
+int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */
+
+/* stats.c */
+typedef struct {
+    double p50, p90, p99, p999, max;
+} lag_stats_t;
+void stats_send_lag(const ge_t *g, lag_stats_t *out);
+void stats_outcomes(const ge_t *g, uint64_t counts[O_COUNT]);
+
+/* output.c */
+int output_progress_open(ge_t *g);
+void output_progress_close(ge_t *g);
+int output_write(ge_t *g);
+
+static inline void progress_set(ge_t *g, int word, uint64_t v) {
+    if (g->progress)
+        g->progress[word] = v;
+}
+static inline void progress_inc(ge_t *g, int word) {
+    if (g->progress)
+        g->progress[word] = g->progress[word] + 1;
+}
+enum { PG_MAGIC = 0, PG_TOTAL, PG_SENT, PG_OK, PG_TIMEOUT, PG_RESET, PG_ERROR, PG_STATE };
+
+#endif

@@ -1,0 +1,231 @@
+/* main.c - CLI of the gateway emulator (contract §2): parse options, load and prepare the whole
+ * trace, run the send loop, write the results (also when interrupted). */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <coap3/coap.h>
+
+#include "clock.h"
+#include "ge.h"
+
+volatile sig_atomic_t ge_stop_signal = 0;
+
+static void on_signal(int sig) {
+    if (!ge_stop_signal)
+        ge_stop_signal = sig;
+}
+
+static void usage(FILE *f) {
+    fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
+          "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
+          "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n",
+          f);
+}
+
+static int bad_opt(const char *opt, const char *val, const char *expected) {
+    fprintf(stderr, "gateway-emulator: bad value '%s' for %s, expected %s\n", val, opt, expected);
+    usage(stderr);
+    return 2;
+}
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int mkdirs(const char *dir) {
+    char tmp[4096];
+    if (strlen(dir) >= sizeof tmp)
+        return -1;
+    strcpy(tmp, dir);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int parse_args(ge_t *g, int argc, char **argv) {
+    static const struct option opts[] = {
+        {"trace", required_argument, 0, 't'},   {"out", required_argument, 0, 'o'},
+        {"start-at", required_argument, 0, 'S'}, {"wait", required_argument, 0, 'w'},
+        {"spin-us", required_argument, 0, 's'}, {"type", required_argument, 0, 'y'},
+        {"timeout-ms", required_argument, 0, 'T'}, {"retransmit", no_argument, 0, 'r'},
+        {"ports-per-device", required_argument, 0, 'p'}, {"cpu", required_argument, 0, 'c'},
+        {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    g->wait = WAIT_HYBRID;
+    g->spin_ns = 200 * NS_PER_US;
+    g->timeout_ns = 10000 * NS_PER_MS;
+    g->cpu = -1;
+    g->label = "";
+    long long v;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': g->trace_path = optarg; break;
+        case 'o': g->out_dir = optarg; break;
+        case 'l': g->label = optarg; break;
+        case 'r': g->retransmit = 1; break;
+        case 'S':
+            if (parse_int(optarg, 1, INT64_MAX, &v) < 0)
+                return bad_opt("--start-at", optarg, "CLOCK_MONOTONIC nanoseconds > 0");
+            g->start_at = v;
+            break;
+        case 'w':
+            if (strcmp(optarg, "busy") == 0)
+                g->wait = WAIT_BUSY;
+            else if (strcmp(optarg, "hybrid") == 0)
+                g->wait = WAIT_HYBRID;
+            else
+                return bad_opt("--wait", optarg, "busy or hybrid");
+            break;
+        case 's':
+            if (parse_int(optarg, 0, 10000000, &v) < 0)
+                return bad_opt("--spin-us", optarg, "an integer 0..10000000");
+            g->spin_ns = v * NS_PER_US;
+            break;
+        case 'y':
+            if (strcmp(optarg, "con") == 0)
+                g->non = 0;
+            else if (strcmp(optarg, "non") == 0)
+                g->non = 1;
+            else
+                return bad_opt("--type", optarg, "con or non");
+            break;
+        case 'T':
+            if (parse_int(optarg, 1, 86400000, &v) < 0)
+                return bad_opt("--timeout-ms", optarg, "an integer 1..86400000");
+            g->timeout_ns = v * NS_PER_MS;
+            break;
+        case 'p':
+            if (parse_int(optarg, 1, 256, &v) < 0)
+                return bad_opt("--ports-per-device", optarg, "an integer 1..256");
+            g->ports_per_device = (int)v;
+            break;
+        case 'c':
+            if (parse_int(optarg, 0, CPU_SETSIZE - 1, &v) < 0)
+                return bad_opt("--cpu", optarg, "a CPU number");
+            g->cpu = (int)v;
+            break;
+        case 'h': usage(stdout); exit(0);
+        default:
+            fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gateway-emulator: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (!g->trace_path || !g->out_dir) {
+        fprintf(stderr, "gateway-emulator: --trace and --out are required\n");
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    static ge_t G;
+    ge_t *g = &G;
+    int rc = parse_args(g, argc, argv);
+    if (rc)
+        return rc;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps and epoll waits return EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    coap_startup();
+    coap_set_log_level(LOG_EMERG);
+
+    rc = trace_load(g);
+    if (rc)
+        return rc;
+    if (mkdirs(g->out_dir) < 0) {
+        fprintf(stderr, "gateway-emulator: cannot create %s: %s\n", g->out_dir, strerror(errno));
+        return 1;
+    }
+    if (output_progress_open(g))
+        return 1;
+    progress_set(g, PG_TOTAL, g->n);
+    if (net_prepare(g))
+        return 1;
+    if (g->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(g->cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) < 0) {
+            fprintf(stderr, "gateway-emulator: cannot pin to CPU %d: %s\n", g->cpu,
+                    strerror(errno));
+            return 1;
+        }
+    }
+    (void)mlockall(MCL_CURRENT | MCL_FUTURE); /* best effort: no page faults on the hot path */
+
+    int64_t now = mono_ns();
+    g->start_mono = g->start_at ? g->start_at : now + 100 * NS_PER_MS;
+    if (g->start_mono < now)
+        fprintf(stderr,
+                "gateway-emulator: warning: --start-at is %.3f ms in the past; requests will be "
+                "late by that much (send lag shows it)\n",
+                (double)(now - g->start_mono) / 1e6);
+
+    if (!ge_stop_signal)
+        rc = loop_run(g);
+    else { /* interrupted while loading: everything unsent */
+        for (size_t i = 0; i < g->n; i++) {
+            g->reqs[i].outcome = O_UNSENT;
+            g->reqs[i].flags |= RF_DONE;
+        }
+        g->end_mono = mono_ns();
+        g->interrupted_state = ST_LOADING;
+    }
+    g->interrupted_by = ge_stop_signal;
+    if (g->end_mono == 0)
+        g->end_mono = mono_ns();
+    int wrc = output_write(g);
+    output_progress_close(g);
+    net_close(g);
+    if (rc)
+        return rc;
+    if (wrc)
+        return 1;
+    if (g->interrupted_by) {
+        uint64_t c[O_COUNT];
+        stats_outcomes(g, c);
+        fprintf(stderr,
+                "gateway-emulator: interrupted by %s: stopped after sending %zu of %zu requests "
+                "(%llu unsent); results so far written to %s\n",
+                g->interrupted_by == SIGINT ? "SIGINT" : "SIGTERM",
+                g->n - (size_t)c[O_UNSENT], g->n, (unsigned long long)c[O_UNSENT], g->out_dir);
+        return g->interrupted_by == SIGINT ? 130 : 143;
+    }
+    return 0;
+}

@@ -1,0 +1,275 @@
+/* net.c - networking and CoAP encoding for the GE.
+ *
+ * Before the start: size the per-device source-port pool, open the non-blocking UDP sockets,
+ * assign every request its socket and message ID (per (socket, endpoint) counter), its token and
+ * its complete datagram. The hot path then only calls sendto() on prepared bytes.
+ * Options are encoded by libcoap (coap_opt_encode in trace.c); every distinct URI's first
+ * datagram is checked with libcoap's parser (coap_pdu_parse) before the start. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <coap3/coap.h>
+
+#include "ge.h"
+
+#define EXCHANGE_LIFETIME_NS (247LL * 1000000000LL)
+#define MIDS_PER_LIFETIME 60000 /* < 65536: margin against reuse within EXCHANGE_LIFETIME */
+#define MAX_PORTS 256
+#define RCVBUF_BYTES (8 * 1024 * 1024)
+
+int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+    return x->sin6_port == y->sin6_port &&
+           memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+}
+
+void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]) {
+    uint32_t hi = (uint32_t)(g->salt >> 32), lo = (uint32_t)g->salt ^ idx;
+    for (int i = 0; i < 4; i++) {
+        out[i] = (uint8_t)(hi >> (24 - 8 * i));
+        out[4 + i] = (uint8_t)(lo >> (24 - 8 * i));
+    }
+}
+
+size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_t mid,
+                          const uint8_t token[8], const uint8_t *opts, size_t optlen,
+                          size_t payload) {
+    size_t need = 4 + 8 + optlen + (payload ? 1 + payload : 0);
+    if (need > cap)
+        return 0;
+    buf[0] = (uint8_t)(1 << 6 | (non ? COAP_MESSAGE_NON : COAP_MESSAGE_CON) << 4 | 8);
+    buf[1] = (uint8_t)method;
+    buf[2] = (uint8_t)(mid >> 8);
+    buf[3] = (uint8_t)mid;
+    memcpy(buf + 4, token, 8);
+    memcpy(buf + 12, opts, optlen);
+    if (payload) {
+        buf[12 + optlen] = 0xFF; /* payload marker */
+        memset(buf + 13 + optlen, 'x', payload);
+    }
+    return need;
+}
+
+/* max number of requests to one endpoint inside any EXCHANGE_LIFETIME window */
+static uint64_t peak_window(const ge_t *g, const uint32_t *by_ep, const uint32_t *ep_first) {
+    uint64_t best = 0;
+    for (size_t e = 0; e < g->neps; e++) {
+        const uint32_t *l = by_ep + ep_first[e];
+        size_t cnt = ep_first[e + 1] - ep_first[e], lo = 0;
+        for (size_t hi = 0; hi < cnt; hi++) {
+            while (g->reqs[l[hi]].sched_ns - g->reqs[l[lo]].sched_ns >= EXCHANGE_LIFETIME_NS)
+                lo++;
+            if (hi - lo + 1 > best)
+                best = hi - lo + 1;
+        }
+    }
+    return best;
+}
+
+static int open_socket(int family) {
+    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int sz = RCVBUF_BYTES;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    sz = 2 * 1024 * 1024;
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_family = (sa_family_t)family;
+    socklen_t sl = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* check a prepared datagram with libcoap's parser: code, MID and token must round-trip */
+static int verify_dgram(const uint8_t *d, size_t len, int method, uint16_t mid,
+                        const uint8_t tok[8]) {
+    coap_pdu_t *pdu = coap_pdu_init(0, 0, 0, len + 64);
+    if (!pdu)
+        return -1;
+    int ok = coap_pdu_parse(COAP_PROTO_UDP, d, len, pdu) && (int)coap_pdu_get_code(pdu) == method &&
+             coap_pdu_get_mid(pdu) == mid;
+    if (ok) {
+        coap_bin_const_t t = coap_pdu_get_token(pdu);
+        ok = t.length == 8 && memcmp(t.s, tok, 8) == 0;
+    }
+    coap_delete_pdu(pdu);
+    return ok ? 0 : -1;
+}
+
+int net_prepare(ge_t *g) {
+    if (getrandom(&g->salt, sizeof g->salt, 0) != sizeof g->salt) {
+        fprintf(stderr, "gateway-emulator: getrandom failed: %s\n", strerror(errno));
+        return 1;
+    }
+    /* requests grouped by endpoint, in trace order (counting sort) */
+    uint32_t *ep_first = calloc(g->neps + 1, sizeof *ep_first);
+    uint32_t *by_ep = malloc(g->n * sizeof *by_ep);
+    uint32_t *fill = calloc(g->neps + 1, sizeof *fill);
+    if (!ep_first || !by_ep || !fill)
+        goto oom;
+    for (size_t i = 0; i < g->n; i++)
+        ep_first[g->reqs[i].ep + 1]++;
+    for (size_t e = 0; e < g->neps; e++)
+        ep_first[e + 1] += ep_first[e];
+    for (size_t i = 0; i < g->n; i++) {
+        uint16_t e = g->reqs[i].ep;
+        by_ep[ep_first[e] + fill[e]++] = (uint32_t)i;
+    }
+
+    int K = g->ports_per_device;
+    if (K <= 0) {
+        uint64_t peak = peak_window(g, by_ep, ep_first);
+        K = (int)((peak + MIDS_PER_LIFETIME - 1) / MIDS_PER_LIFETIME);
+        if (K < 1)
+            K = 1;
+        if (K > MAX_PORTS) {
+            fprintf(stderr,
+                    "gateway-emulator: warning: peak per-device rate needs %d source ports; using "
+                    "%d, message IDs may repeat within EXCHANGE_LIFETIME\n",
+                    K, MAX_PORTS);
+            K = MAX_PORTS;
+        }
+    }
+    g->ports_used = K;
+
+    /* K sockets per address family in use */
+    int need4 = 0, need6 = 0;
+    for (size_t e = 0; e < g->neps; e++) {
+        if (g->eps[e].family == AF_INET)
+            need4 = 1;
+        else
+            need6 = 1;
+    }
+    g->nsocks = (size_t)K * (size_t)(need4 + need6);
+    g->socks = malloc(g->nsocks * sizeof *g->socks);
+    g->sock_family = malloc(g->nsocks * sizeof *g->sock_family);
+    if (!g->socks || !g->sock_family)
+        goto oom;
+    for (size_t s = 0; s < g->nsocks; s++)
+        g->socks[s] = -1;
+    for (size_t s = 0; s < g->nsocks; s++) {
+        int fam = (need4 && s < (size_t)K) ? AF_INET : AF_INET6;
+        g->sock_family[s] = fam;
+        g->socks[s] = open_socket(fam);
+        if (g->socks[s] < 0) {
+            fprintf(stderr, "gateway-emulator: cannot open a UDP socket: %s\n", strerror(errno));
+            goto fail;
+        }
+    }
+
+    /* pairs: (endpoint, k) -> requests in order; MIDs = random base + position */
+    size_t npairs = g->neps * (size_t)K;
+    g->pairs = calloc(npairs, sizeof *g->pairs);
+    g->pair_reqs = malloc(g->n * sizeof *g->pair_reqs);
+    uint16_t *rnd = malloc(npairs * sizeof *rnd);
+    if (!g->pairs || !g->pair_reqs || !rnd) {
+        free(rnd);
+        goto oom;
+    }
+    if (getrandom(rnd, npairs * sizeof *rnd, 0) != (ssize_t)(npairs * sizeof *rnd))
+        memset(rnd, 0, npairs * sizeof *rnd);
+    uint32_t off = 0;
+    for (size_t e = 0; e < g->neps; e++) {
+        size_t cnt = ep_first[e + 1] - ep_first[e];
+        for (int k = 0; k < K; k++) {
+            pair_t *p = &g->pairs[e * (size_t)K + (size_t)k];
+            p->first = off;
+            p->mid_base = rnd[e * (size_t)K + (size_t)k];
+            for (size_t j = (size_t)k; j < cnt; j += (size_t)K)
+                g->pair_reqs[off + p->count++] = by_ep[ep_first[e] + j];
+            off += p->count;
+        }
+    }
+    free(rnd);
+
+    /* datagrams */
+    size_t total = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        size_t pay = g->reqs[i].dgram_len;
+        total += 12 + g->uris[g->reqs[i].path_id].optlen + (pay ? 1 + pay : 0);
+    }
+    if (total > UINT32_MAX) {
+        fprintf(stderr, "gateway-emulator: trace datagrams exceed 4 GiB\n");
+        goto fail;
+    }
+    g->arena = malloc(total ? total : 1);
+    uint8_t *checked = calloc(g->nuris, 1);
+    if (!g->arena || !checked) {
+        free(checked);
+        goto oom;
+    }
+    g->arena_len = total;
+    size_t pos = 0;
+    int fam_base6 = need4 ? K : 0;
+    for (size_t pi = 0; pi < npairs; pi++) {
+        pair_t *p = &g->pairs[pi];
+        size_t e = pi / (size_t)K, k = pi % (size_t)K;
+        int sock = (int)k + (g->eps[e].family == AF_INET ? 0 : fam_base6);
+        for (uint32_t j = 0; j < p->count; j++) {
+            uint32_t idx = g->pair_reqs[p->first + j];
+            req_t *r = &g->reqs[idx];
+            const uri_t *u = &g->uris[r->path_id];
+            uint8_t tok[8];
+            token_for(g, idx, tok);
+            r->mid = (uint16_t)(p->mid_base + j);
+            r->sock = (uint16_t)sock;
+            r->pair = (uint32_t)pi;
+            size_t len = net_encode_request(g->arena + pos, total - pos, g->non, r->method, r->mid,
+                                            tok, u->opts, u->optlen, r->dgram_len);
+            if (len == 0 || len > 65507) {
+                fprintf(stderr, "gateway-emulator: request %u does not fit a datagram\n", idx);
+                free(checked);
+                goto fail;
+            }
+            if (!checked[r->path_id]) {
+                checked[r->path_id] = 1;
+                if (verify_dgram(g->arena + pos, len, r->method, r->mid, tok) < 0) {
+                    fprintf(stderr, "gateway-emulator: internal error: libcoap rejects the "
+                                    "datagram of request %u\n",
+                            idx);
+                    free(checked);
+                    goto fail;
+                }
+            }
+            r->dgram_off = (uint32_t)pos;
+            r->dgram_len = (uint16_t)len;
+            pos += len;
+        }
+    }
+    free(checked);
+    free(ep_first);
+    free(by_ep);
+    free(fill);
+    return 0;
+oom:
+    fprintf(stderr, "gateway-emulator: out of memory preparing %zu requests\n", g->n);
+fail:
+    free(ep_first);
+    free(by_ep);
+    free(fill);
+    return 1;
+}
+
+void net_close(ge_t *g) {
+    for (size_t s = 0; s < g->nsocks; s++)
+        if (g->socks && g->socks[s] >= 0)
+            close(g->socks[s]);
+}

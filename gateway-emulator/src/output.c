@@ -1,0 +1,189 @@
+/* output.c - progress.bin (mmap'ed, plain stores), requests.csv and summary.json (contract §2).
+ * Written after the loop has ended; never called on the hot path. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ge.h"
+
+#define PROGRESS_MAGIC 0x57544250524f4731ULL
+
+static const char *METHOD[] = {"", "GET", "POST", "PUT", "DELETE"};
+static const char *OUTCOME[] = {"none", "ok", "error", "timeout", "reset", "unsent"};
+
+int output_progress_open(ge_t *g) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/progress.bin", g->out_dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || ftruncate(fd, 8 * sizeof(uint64_t)) < 0) {
+        fprintf(stderr, "gateway-emulator: cannot create %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    void *m = mmap(NULL, 8 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "gateway-emulator: cannot mmap %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    g->progress = m;
+    for (int i = 0; i < 8; i++)
+        g->progress[i] = 0;
+    g->progress[PG_MAGIC] = PROGRESS_MAGIC; /* x86-64: little-endian, as the contract says */
+    g->progress[PG_STATE] = ST_LOADING;
+    return 0;
+}
+
+void output_progress_close(ge_t *g) {
+    if (g->progress)
+        munmap((void *)g->progress, 8 * sizeof(uint64_t));
+    g->progress = NULL;
+}
+
+/* append an unsigned/signed decimal to p */
+static char *put_i64(char *p, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    if (v < 0)
+        *p++ = '-';
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_str(char *p, const char *s) {
+    size_t l = strlen(s);
+    memcpy(p, s, l);
+    return p + l;
+}
+
+static int write_requests(const ge_t *g, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    static char line[8192];
+    fputs("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions\n",
+          f);
+    for (size_t i = 0; i < g->n; i++) {
+        const req_t *r = &g->reqs[i];
+        const char *path_s = g->uris[r->path_id].path;
+        if (strlen(path_s) > sizeof line - 256)
+            path_s = "(path too long)";
+        char *p = line;
+        p = put_i64(p, (int64_t)i);
+        *p++ = ',';
+        p = put_i64(p, r->device);
+        *p++ = ',';
+        p = put_str(p, METHOD[r->method]);
+        *p++ = ',';
+        p = put_str(p, path_s);
+        *p++ = ',';
+        p = put_i64(p, r->sched_ns);
+        *p++ = ',';
+        if (r->flags & RF_SENT)
+            p = put_i64(p, r->sent_ns);
+        *p++ = ',';
+        if (r->code || r->outcome == O_RESET)
+            p = put_i64(p, r->recv_ns);
+        *p++ = ',';
+        if (r->code) {
+            p = put_i64(p, r->code >> 5);
+            *p++ = '.';
+            *p++ = (char)('0' + (r->code & 31) / 10);
+            *p++ = (char)('0' + (r->code & 31) % 10);
+        }
+        *p++ = ',';
+        p = put_str(p, OUTCOME[r->outcome < O_COUNT ? r->outcome : 0]);
+        *p++ = ',';
+        p = put_i64(p, r->retrans);
+        *p++ = '\n';
+        fwrite(line, 1, (size_t)(p - line), f);
+    }
+    int err = ferror(f);
+    return (fclose(f) == 0 && !err) ? 0 : -1;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int write_summary(const ge_t *g, const char *path) {
+    uint64_t c[O_COUNT];
+    stats_outcomes(g, c);
+    lag_stats_t lag;
+    stats_send_lag(g, &lag);
+    int64_t last_sched = g->n ? g->reqs[g->n - 1].sched_ns : 0, last_sent = 0;
+    uint64_t nsent = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->reqs[i].flags & RF_SENT) {
+            nsent++;
+            if (g->reqs[i].sent_ns > last_sent)
+                last_sent = g->reqs[i].sent_ns;
+        }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs("{\n  \"label\": ", f);
+    json_str(f, g->label ? g->label : "");
+    fputs(",\n  \"trace\": ", f);
+    json_str(f, g->trace_path);
+    fprintf(f,
+            ",\n  \"requests\": %zu,\n  \"outcomes\": {\"ok\": %llu, \"error\": %llu, "
+            "\"timeout\": %llu, \"reset\": %llu, \"unsent\": %llu},\n",
+            g->n, (unsigned long long)c[O_OK], (unsigned long long)c[O_ERROR],
+            (unsigned long long)c[O_TIMEOUT], (unsigned long long)c[O_RESET],
+            (unsigned long long)c[O_UNSENT]);
+    double dur = (double)(g->end_mono - g->start_mono) / 1e9;
+    fprintf(f, "  \"start_mono_ns\": %lld,\n  \"end_mono_ns\": %lld,\n  \"duration_s\": %.9f,\n",
+            (long long)g->start_mono, (long long)g->end_mono, dur > 0 ? dur : 0.0);
+    /* rates over the span from the start instant to the last scheduled / sent request */
+    fprintf(f, "  \"offered_rate\": %.3f,\n  \"achieved_rate\": %.3f,\n",
+            last_sched > 0 ? (double)g->n / ((double)last_sched / 1e9) : 0.0,
+            last_sent > 0 ? (double)nsent / ((double)last_sent / 1e9) : 0.0);
+    fprintf(f,
+            "  \"send_lag_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
+            "\"max\": %.3f},\n",
+            lag.p50, lag.p90, lag.p99, lag.p999, lag.max);
+    fprintf(f,
+            "  \"wait\": \"%s\",\n  \"type\": \"%s\",\n  \"timeout_ms\": %lld,\n  \"retransmit\": "
+            "%s,\n  \"ports_per_device\": %d,\n  \"interrupted\": %s\n}\n",
+            g->wait == WAIT_BUSY ? "busy" : "hybrid", g->non ? "non" : "con",
+            (long long)(g->timeout_ns / 1000000), g->retransmit ? "true" : "false", g->ports_used,
+            g->interrupted_by ? "true" : "false");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int output_write(ge_t *g) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/requests.csv", g->out_dir);
+    if (write_requests(g, path) < 0) {
+        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/summary.json", g->out_dir);
+    if (write_summary(g, path) < 0) {
+        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}

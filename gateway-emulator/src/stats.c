@@ -1,0 +1,46 @@
+/* stats.c - outcome counts and send-lag percentiles (after the run, off the hot path). */
+#include <stdlib.h>
+
+#include "ge.h"
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* nearest-rank percentile of a sorted array */
+static int64_t pct(const int64_t *v, size_t n, double q) {
+    size_t k = (size_t)(q * (double)n + 0.999999999);
+    if (k < 1)
+        k = 1;
+    if (k > n)
+        k = n;
+    return v[k - 1];
+}
+
+void stats_send_lag(const ge_t *g, lag_stats_t *out) {
+    out->p50 = out->p90 = out->p99 = out->p999 = out->max = 0;
+    int64_t *v = malloc((g->n ? g->n : 1) * sizeof *v);
+    if (!v)
+        return;
+    size_t m = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->reqs[i].flags & RF_SENT)
+            v[m++] = g->reqs[i].sent_ns - g->reqs[i].sched_ns;
+    if (m) {
+        qsort(v, m, sizeof *v, cmp_i64);
+        out->p50 = (double)pct(v, m, 0.50) / 1e3;
+        out->p90 = (double)pct(v, m, 0.90) / 1e3;
+        out->p99 = (double)pct(v, m, 0.99) / 1e3;
+        out->p999 = (double)pct(v, m, 0.999) / 1e3;
+        out->max = (double)v[m - 1] / 1e3;
+    }
+    free(v);
+}
+
+void stats_outcomes(const ge_t *g, uint64_t counts[O_COUNT]) {
+    for (int i = 0; i < O_COUNT; i++)
+        counts[i] = 0;
+    for (size_t i = 0; i < g->n; i++)
+        counts[g->reqs[i].outcome < O_COUNT ? g->reqs[i].outcome : O_NONE]++;
+}

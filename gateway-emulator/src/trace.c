@@ -1,0 +1,413 @@
+/* trace.c - load and validate the trace CSV (contract §1), resolve hosts once, encode the
+ * CoAP options of every distinct URI with libcoap. Runs before the start; may allocate. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <coap3/coap.h>
+
+#include "ge.h"
+
+#define MAX_PAYLOAD 1024
+#define MAX_OPTS 1024
+#define MAX_FIELDS 6
+
+/* ---- a small string -> index hash table (open addressing, power of two) ---- */
+typedef struct {
+    char **keys;
+    uint32_t *vals;
+    size_t cap, used;
+} strmap_t;
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    while (*s)
+        h = (h ^ (uint8_t)*s++) * 1099511628211ULL;
+    return h;
+}
+
+static int strmap_grow(strmap_t *m) {
+    size_t ncap = m->cap ? m->cap * 2 : 64;
+    char **nk = calloc(ncap, sizeof *nk);
+    uint32_t *nv = calloc(ncap, sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return -1;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i])
+            continue;
+        size_t j = fnv1a(m->keys[i]) & (ncap - 1);
+        while (nk[j])
+            j = (j + 1) & (ncap - 1);
+        nk[j] = m->keys[i];
+        nv[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+    return 0;
+}
+
+/* returns slot of key; *found tells whether present */
+static size_t strmap_find(const strmap_t *m, const char *key, int *found) {
+    size_t j = fnv1a(key) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (strcmp(m->keys[j], key) == 0) {
+            *found = 1;
+            return j;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    *found = 0;
+    return j;
+}
+
+static void strmap_free(strmap_t *m) {
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->vals);
+}
+
+/* ---- loader state ---- */
+typedef struct {
+    ge_t *g;
+    const char *file;
+    long line;
+    strmap_t uri_map;  /* full uri string -> uri index */
+    size_t reqs_cap, uris_cap, eps_cap;
+} loader_t;
+
+static int bad(loader_t *L, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "%s:%ld: ", L->file, L->line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+static char *trim(char *s) {
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    return s;
+}
+
+/* strict non-negative decimal integer */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
+    if (!*s)
+        return -1;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* resolve host:port once; returns endpoint index or -1 (message printed) */
+static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_literal) {
+    ge_t *g = L->g;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t sl;
+    struct sockaddr_in *s4 = (void *)&ss;
+    struct sockaddr_in6 *s6 = (void *)&ss;
+    *is_literal = 1;
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        sl = sizeof *s4;
+    } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(port);
+        sl = sizeof *s6;
+    } else {
+        *is_literal = 0;
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_DGRAM;
+        int rc = getaddrinfo(host, NULL, &hints, &res);
+        if (rc != 0 || !res) {
+            bad(L, "cannot resolve host '%s' (%s), expected a resolvable host name or an IP address",
+                host, gai_strerror(rc));
+            return -1;
+        }
+        /* prefer IPv4 */
+        struct addrinfo *pick = res;
+        for (struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        memcpy(&ss, pick->ai_addr, pick->ai_addrlen);
+        sl = pick->ai_addrlen;
+        if (ss.ss_family == AF_INET)
+            s4->sin_port = htons(port);
+        else
+            s6->sin6_port = htons(port);
+        freeaddrinfo(res);
+    }
+    for (size_t i = 0; i < g->neps; i++)
+        if (addr_eq(&g->eps[i].addr, &ss))
+            return (int)i;
+    if (g->neps >= 65535) {
+        bad(L, "more than 65535 distinct endpoints, expected fewer");
+        return -1;
+    }
+    if (g->neps == L->eps_cap) {
+        L->eps_cap = L->eps_cap ? L->eps_cap * 2 : 16;
+        endpoint_t *ne = realloc(g->eps, L->eps_cap * sizeof *ne);
+        if (!ne)
+            return -1;
+        g->eps = ne;
+    }
+    endpoint_t *e = &g->eps[g->neps];
+    e->addr = ss;
+    e->addrlen = sl;
+    e->family = ss.ss_family;
+    return (int)g->neps++;
+}
+
+/* append option number `num` (given the previous number *last) with libcoap's encoder */
+static int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+                   const uint8_t *val, size_t vlen) {
+    size_t w = coap_opt_encode((coap_opt_t *)(buf + *len), cap - *len, (uint16_t)(num - *last), val,
+                               vlen);
+    if (w == 0)
+        return -1;
+    *len += w;
+    *last = num;
+    return 0;
+}
+
+/* coap_split_path/query write segments as options with delta 0; re-encode with option number */
+static int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+                        const uint8_t *segs, size_t seglen) {
+    size_t off = 0;
+    while (off < seglen) {
+        const coap_opt_t *o = (const coap_opt_t *)(segs + off);
+        size_t sz = coap_opt_size(o);
+        if (sz == 0)
+            return -1;
+        if (put_opt(buf, cap, len, last, num, coap_opt_value(o), coap_opt_length(o)) < 0)
+            return -1;
+        off += sz;
+    }
+    return 0;
+}
+
+/* parse and intern a URI; returns uri index or -1 (message printed) */
+static int uri_for(loader_t *L, const char *uristr) {
+    ge_t *g = L->g;
+    int found;
+    if (L->uri_map.used * 2 >= L->uri_map.cap && strmap_grow(&L->uri_map) < 0)
+        return -1;
+    size_t slot = strmap_find(&L->uri_map, uristr, &found);
+    if (found)
+        return (int)L->uri_map.vals[slot];
+
+    if (strncmp(uristr, "coap://", 7) != 0)
+        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query]", uristr), -1;
+    coap_uri_t u;
+    if (coap_split_uri((const uint8_t *)uristr, strlen(uristr), &u) < 0 ||
+        u.scheme != COAP_URI_SCHEME_COAP || u.host.length == 0 || u.host.length > 255)
+        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query]", uristr), -1;
+    if (u.port == 0)
+        return bad(L, "bad port in uri '%s', expected a port 1..65535", uristr), -1;
+    char host[256];
+    memcpy(host, u.host.s, u.host.length);
+    host[u.host.length] = 0;
+    int literal;
+    int ep = endpoint_for(L, host, u.port, &literal);
+    if (ep < 0)
+        return -1;
+
+    uint8_t opts[MAX_OPTS], segs[MAX_OPTS];
+    size_t olen = 0;
+    uint16_t last = 0;
+    if (!literal &&
+        put_opt(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_HOST, u.host.s, u.host.length) < 0)
+        return bad(L, "uri '%s' too long, expected options under %d bytes", uristr, MAX_OPTS), -1;
+    if (u.path.length) {
+        size_t sl = sizeof segs;
+        if (coap_split_path(u.path.s, u.path.length, segs, &sl) < 0 ||
+            put_segments(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_PATH, segs, sl) < 0)
+            return bad(L, "bad path in uri '%s', expected a path under %d bytes", uristr, MAX_OPTS),
+                   -1;
+    }
+    if (u.query.length) {
+        size_t sl = sizeof segs;
+        if (coap_split_query(u.query.s, u.query.length, segs, &sl) < 0 ||
+            put_segments(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_QUERY, segs, sl) < 0)
+            return bad(L, "bad query in uri '%s', expected a query under %d bytes", uristr,
+                       MAX_OPTS),
+                   -1;
+    }
+
+    if (g->nuris == L->uris_cap) {
+        L->uris_cap = L->uris_cap ? L->uris_cap * 2 : 64;
+        uri_t *nu = realloc(g->uris, L->uris_cap * sizeof *nu);
+        if (!nu)
+            return -1;
+        g->uris = nu;
+    }
+    uri_t *ur = &g->uris[g->nuris];
+    size_t plen = u.path.length + (u.query.length ? 1 + u.query.length : 0);
+    ur->path = malloc(plen + 1);
+    ur->opts = malloc(olen ? olen : 1);
+    if (!ur->path || !ur->opts)
+        return -1;
+    if (u.path.length)
+        memcpy(ur->path, u.path.s, u.path.length);
+    if (u.query.length) {
+        ur->path[u.path.length] = '?';
+        memcpy(ur->path + u.path.length + 1, u.query.s, u.query.length);
+    }
+    ur->path[plen] = 0;
+    if (olen)
+        memcpy(ur->opts, opts, olen);
+    ur->optlen = (uint16_t)olen;
+    ur->ep = (uint16_t)ep;
+    L->uri_map.keys[slot] = strdup(uristr);
+    L->uri_map.vals[slot] = (uint32_t)g->nuris;
+    L->uri_map.used++;
+    return (int)g->nuris++;
+}
+
+static int parse_line(loader_t *L, char *line, int64_t *last_us) {
+    ge_t *g = L->g;
+    char *f[MAX_FIELDS];
+    int nf = 0;
+    char *p = line;
+    for (;;) {
+        char *c = strchr(p, ',');
+        if (nf == MAX_FIELDS)
+            break;
+        f[nf++] = p;
+        if (!c)
+            break;
+        *c = 0;
+        p = c + 1;
+    }
+    if (nf < 4 || nf > 5 || strchr(p, ','))
+        return bad(L, "%d fields, expected 4 or 5: device_id,send_time_us,method,uri[,payload_bytes]",
+                   nf < MAX_FIELDS ? nf : MAX_FIELDS);
+    for (int i = 0; i < nf; i++)
+        f[i] = trim(f[i]);
+
+    uint64_t dev, t, pay = 0;
+    if (parse_u64(f[0], UINT32_MAX, &dev) < 0)
+        return bad(L, "bad device_id '%s', expected an integer >= 0", f[0]);
+    if (parse_u64(f[1], (uint64_t)INT64_MAX / 1000, &t) < 0)
+        return bad(L, "bad send_time_us '%s', expected an integer >= 0 (microseconds)", f[1]);
+    if ((int64_t)t < *last_us)
+        return bad(L, "send_time_us %llu is before the previous line's %lld, expected non-decreasing times",
+                   (unsigned long long)t, (long long)*last_us);
+    int m;
+    if (strcmp(f[2], "GET") == 0)
+        m = M_GET;
+    else if (strcmp(f[2], "PUT") == 0)
+        m = M_PUT;
+    else if (strcmp(f[2], "POST") == 0)
+        m = M_POST;
+    else if (strcmp(f[2], "DELETE") == 0)
+        m = M_DELETE;
+    else
+        return bad(L, "bad method '%s', expected GET, PUT, POST or DELETE", f[2]);
+    if (nf == 5) {
+        if (parse_u64(f[4], MAX_PAYLOAD, &pay) < 0)
+            return bad(L, "bad payload_bytes '%s', expected an integer 0..%d", f[4], MAX_PAYLOAD);
+        if (pay > 0 && (m == M_GET || m == M_DELETE))
+            return bad(L, "payload_bytes %llu with %s, expected a payload only with PUT or POST",
+                       (unsigned long long)pay, f[2]);
+    }
+    int uri = uri_for(L, f[3]);
+    if (uri < 0)
+        return 2;
+
+    if (g->n == L->reqs_cap) {
+        L->reqs_cap = L->reqs_cap ? L->reqs_cap * 2 : 4096;
+        req_t *nr = realloc(g->reqs, L->reqs_cap * sizeof *nr);
+        if (!nr) {
+            fprintf(stderr, "gateway-emulator: out of memory loading the trace\n");
+            return 1;
+        }
+        g->reqs = nr;
+    }
+    req_t *r = &g->reqs[g->n++];
+    memset(r, 0, sizeof *r);
+    r->sched_ns = (int64_t)t * 1000;
+    r->device = (uint32_t)dev;
+    r->method = (uint8_t)m;
+    r->path_id = (uint32_t)uri;
+    r->ep = g->uris[uri].ep;
+    r->dgram_len = (uint16_t)pay; /* payload size until net_prepare encodes the datagram */
+    *last_us = (int64_t)t;
+    return 0;
+}
+
+int trace_load(ge_t *g) {
+    loader_t L;
+    memset(&L, 0, sizeof L);
+    L.g = g;
+    L.file = g->trace_path;
+    FILE *fp = fopen(g->trace_path, "r");
+    if (!fp) {
+        fprintf(stderr, "%s:0: cannot open (%s), expected a readable trace file\n", g->trace_path,
+                strerror(errno));
+        return 2;
+    }
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0, seen_content = 0;
+    int64_t last_us = 0;
+    while ((len = getline(&buf, &cap, fp)) >= 0) {
+        L.line++;
+        if (memchr(buf, 0, (size_t)len)) {
+            rc = bad(&L, "NUL byte in line, expected text");
+            break;
+        }
+        char *s = trim(buf);
+        if (!*s || *s == '#')
+            continue;
+        if (!seen_content) {
+            seen_content = 1;
+            if (strncmp(s, "device_id", 9) == 0)
+                continue;
+        }
+        rc = parse_line(&L, s, &last_us);
+        if (rc)
+            break;
+    }
+    if (!rc && ferror(fp))
+        rc = bad(&L, "read error (%s), expected a readable file", strerror(errno));
+    if (!rc && g->n == 0)
+        rc = bad(&L, "no requests in the trace, expected at least one request line");
+    if (!rc && g->n > UINT32_MAX - 1)
+        rc = bad(&L, "too many requests, expected fewer than 2^32");
+    free(buf);
+    fclose(fp);
+    strmap_free(&L.uri_map);
+    return rc;
+}
