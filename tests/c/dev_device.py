@@ -20,7 +20,9 @@ def free_addr() -> tuple[str, int]:
 
 
 class Device:
-    def __init__(self, binary: Path, tmp: Path, resources: str, *args: str, name: str = "dev"):
+    def __init__(self, binary: Path, tmp: Path, resources: str, *args: str, name: str = "dev",
+                 cpu: int | None = None):
+        self.cpu = cpu
         self.dir = tmp / name
         self.dir.mkdir(parents=True, exist_ok=True)
         self.res = self.dir / "resources.csv"
@@ -33,7 +35,8 @@ class Device:
 
     def __enter__(self) -> "Device":
         self._err = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen(self.cmd, stderr=self._err,
+        pin = (lambda: os.sched_setaffinity(0, {self.cpu})) if self.cpu is not None else None
+        self.proc = subprocess.Popen(self.cmd, stderr=self._err, preexec_fn=pin,
                                      env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
         deadline = time.monotonic() + 10
         while not ping(self.addr):
