@@ -163,6 +163,8 @@ class Config(_Model):
     network: Network = Field(default_factory=Network)
     monitor: Monitor = Field(default_factory=Monitor)
     report: Report = Field(default_factory=Report)
+    # deliberate contention episodes; validated by wotbench.contention_inject when installed
+    contention: Optional[list[Any]] = None
 
     @field_validator("trace", mode="before")
     @classmethod
@@ -314,6 +316,16 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
     if needed > available:
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {max(available, 0)} devices "
                         f"(host part from .10), {needed} needed (devices + CD node); use a larger subnet such as /16")
+    if cfg.contention is not None:
+        try:
+            from .contention_inject import validate_contention
+        except ImportError:
+            pass
+        else:
+            try:
+                validate_contention(cfg.contention, test_duration_s=cfg.duration_s)
+            except ConfigError as e:
+                problems.extend(e.problems)
     if cfg.trace is not None:
         tf = Path(cfg.trace.file)
         if not tf.is_file():

@@ -1,0 +1,323 @@
+"""Synthetic workload generation: ``wotbench trace CONFIG --out DIR``.
+
+Writes into DIR (contract sections 1 and 4)::
+
+    trace.csv               merged, time-sorted main trace (times from the test start)
+    ge-<k>.csv              only when gateways.count > 1: device ids with id % count == k
+    resources/<device>.csv  one per device
+    cd-trace.csv            the contention detector's probe trace (times from calibration start)
+    resources/cd-node.csv   the CD node's single resource ``cd``
+
+Timeline (see CONTRACTS.md section 8): the CD-GE starts at T0 and sends one request every
+``interval_s`` for ``calibration_s + duration_s``; the main GE(s) start at
+``T0 + calibration_s`` (``--start-at``), so ``trace.csv`` times are relative to the test start.
+
+Workload model, per device of a group:
+
+- arrivals: a renewal process with the group's RIT distribution over ``duration_s``; the first
+  arrival is at U*X1 (U uniform, X1 a RIT sample) so devices are not phase-locked;
+- resources: ``resources`` synthetic resources ``r0..r{N-1}`` whose service times are the
+  conditional means of the N equal-probability bins of the service-time distribution (shuffled
+  per device); every request picks one uniformly. The *request-weighted* service time then has
+  exactly the target mean and a CDF within 1/N of the target's everywhere (KS distance
+  <= 1/N), for any distribution;
+- method: drawn from the ``methods`` weights; PUT/POST carry ``request_payload_bytes``.
+
+Everything is drawn from ``numpy.random.default_rng([seed, group index, stream])``, so a
+seed gives the same files on every run and adding a group does not change the others.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .config import (COAP_PORT, Config, DeviceAddress, cd_node_address, device_addresses,
+                     METHODS, resolve)
+from .distributions import make_distribution
+from .errors import ConfigError
+
+CD_RESOURCE = "cd"
+CD_PAYLOAD_BYTES = 16
+TRACE_HEADER = "device_id,send_time_us,method,uri"
+RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
+_STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE = 1, 2, 3
+
+
+@dataclass
+class GroupSummary:
+    group: str
+    devices: int
+    threads: int
+    mode: str
+    requests: int
+    rate_per_device: float        # offered req/s per device (1000 / mean RIT)
+    achieved_rate_per_device: float
+    service_time_ms: float        # request-weighted mean service time (ms)
+    rho: float                    # offered utilisation per device: rate * S / threads
+    cpu_demand_cores: float       # busy-mode CPU work offered by the whole group, in cores
+
+
+@dataclass
+class TraceSummary:
+    out_dir: str
+    requests: int
+    duration_s: float
+    groups: list[GroupSummary]
+    cd_requests: int
+    ge_files: list[str]
+    recorded: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def busy_cpu_demand_cores(self) -> float:
+        return sum(g.cpu_demand_cores for g in self.groups)
+
+
+@dataclass
+class GeneratedTrace:
+    device_id: np.ndarray       # int64
+    send_time_us: np.ndarray    # int64, sorted
+    method: np.ndarray          # int8 index into METHODS
+    resource: np.ndarray        # int64 index into resource_paths of the device
+    payload: np.ndarray         # int64 request payload bytes
+    resources: dict[str, list[tuple[str, int, str, int]]]   # device -> rows of its file
+
+
+def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([cfg.seed, group_index, stream])
+
+
+def _arrivals(dist, rng: np.random.Generator, count: int, duration_ms: float) -> list[np.ndarray]:
+    """Arrival times (ms, < duration) of ``count`` independent renewal processes."""
+    n_exp = duration_ms / dist.mean
+    k = max(4, int(n_exp + 6 * math.sqrt(n_exp) + 10))
+    x = np.asarray(dist.sample(rng, (count, k)), dtype=float)
+    x[:, 0] *= rng.random(count)          # random phase
+    t = np.cumsum(x, axis=1)
+    while (t[:, -1] < duration_ms).any():  # rare: extend rows that fell short
+        more = np.asarray(dist.sample(rng, (count, k)), dtype=float)
+        t = np.concatenate([t, t[:, -1:] + np.cumsum(more, axis=1)], axis=1)
+    return [row[row < duration_ms] for row in t]
+
+
+def resource_service_times_us(dist, n: int) -> np.ndarray:
+    """The N resource service times (µs, ascending) for a service-time distribution."""
+    return np.maximum(np.rint(dist.bin_means(n) * 1000.0), 0).astype(np.int64)
+
+
+def generate(cfg: Config) -> GeneratedTrace:
+    """Generate the main trace in memory (see the module docstring for the model)."""
+    duration_ms = cfg.duration_s * 1000.0
+    addrs = device_addresses(cfg)
+    ids, times, meths, ress, pays = [], [], [], [], []
+    resources: dict[str, list[tuple[str, int, str, int]]] = {}
+    first = 0
+    for gi, g in enumerate(cfg.devices):
+        s_dist = make_distribution(g.service_time)
+        r_dist = make_distribution(g.rit)
+        base = resource_service_times_us(s_dist, g.resources)
+        rng_res = _rng(cfg, gi, _STREAM_RESOURCES)
+        for k in range(g.count):
+            st = rng_res.permutation(base)
+            resources[addrs[first + k].name] = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes)
+                                                for j in range(g.resources)]
+        rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
+        n = sum(len(r) for r in rows)
+        ids.append(np.repeat(np.arange(first, first + g.count, dtype=np.int64), [len(r) for r in rows]))
+        times.append(np.floor(np.concatenate(rows) * 1000.0).astype(np.int64) if n else np.zeros(0, np.int64))
+        rng_c = _rng(cfg, gi, _STREAM_CHOICE)
+        ress.append(rng_c.integers(0, g.resources, size=n, dtype=np.int64))
+        names = list(g.methods)
+        w = np.array([g.methods[m] for m in names], dtype=float)
+        midx = np.array([METHODS.index(m) for m in names], dtype=np.int8)
+        m = midx[rng_c.choice(len(names), size=n, p=w / w.sum())] if len(names) > 1 else np.full(n, midx[0], np.int8)
+        meths.append(m)
+        has_body = (m == METHODS.index("PUT")) | (m == METHODS.index("POST"))
+        pays.append(np.where(has_body, g.request_payload_bytes, 0).astype(np.int64))
+        first += g.count
+    device_id, send_time = np.concatenate(ids), np.concatenate(times)
+    order = np.lexsort((device_id, send_time))
+    return GeneratedTrace(device_id[order], send_time[order], np.concatenate(meths)[order],
+                          np.concatenate(ress)[order], np.concatenate(pays)[order], resources)
+
+
+def _uri(a: DeviceAddress, path: str) -> str:
+    return f"coap://{a.ip}:{a.port}/{path}"
+
+
+def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None) -> int:
+    """Write trace rows fast: one f-string per row over precomputed URI prefixes."""
+    d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
+    if mask is not None:
+        d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
+    with_payload = bool(p.any())
+    prefix = [f"{a.id},"for a in addrs]
+    base = [f"coap://{a.ip}:{a.port}/r" for a in addrs]
+    with path.open("w", buffering=1 << 20) as f:
+        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
+        chunk = 200_000
+        for s in range(0, len(d), chunk):
+            dl, tl, ml, rl = (x[s:s + chunk].tolist() for x in (d, t, m, r))
+            if with_payload:
+                pl = p[s:s + chunk].tolist()
+                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e},{g}\n"
+                                 for a, b, c, e, g in zip(dl, tl, ml, rl, pl)]))
+            else:
+                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e}\n"
+                                 for a, b, c, e in zip(dl, tl, ml, rl)]))
+    return len(d)
+
+
+def _write_resources(path: Path, rows: list[tuple[str, int, str, int]]) -> None:
+    path.write_text(RESOURCE_HEADER + "\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+
+
+def cd_trace_times_us(cfg: Config) -> np.ndarray:
+    """CD probe send times (µs from calibration start): k * interval_s while < calibration + test."""
+    cd = cfg.contention_detector
+    total_us = (cd.calibration_s + cfg.duration_s) * 1e6
+    step = cd.interval_s * 1e6
+    return np.rint(np.arange(0, math.ceil(total_us / step)) * step).astype(np.int64)
+
+
+def write_cd_files(cfg: Config, out_dir: Path) -> int:
+    """Write cd-trace.csv and resources/cd-node.csv; returns the number of CD requests."""
+    r = resolve(cfg) if cfg.contention_detector.service_time_ms == "auto" or cfg.contention_detector.mode == "auto" else cfg
+    cd = r.contention_detector
+    a = cd_node_address(cfg)
+    times = cd_trace_times_us(cfg) if cd.enabled else np.zeros(0, np.int64)
+    uri = _uri(a, CD_RESOURCE)
+    (out_dir / "cd-trace.csv").write_text(
+        TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
+    _write_resources(out_dir / "resources" / f"{a.name}.csv",
+                     [(CD_RESOURCE, int(round(float(cd.service_time_ms) * 1000)), cd.mode, CD_PAYLOAD_BYTES)])
+    return len(times)
+
+
+def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], out_dir: Path,
+               cd_requests: int, ge_files: list[str], recorded: bool) -> TraceSummary:
+    counts = np.bincount(device_id, minlength=cfg.total_devices) if len(device_id) else np.zeros(cfg.total_devices, int)
+    groups, warnings, first = [], [], 0
+    for g in cfg.devices:
+        rate = 1000.0 / make_distribution(g.rit).mean
+        names = [f"{g.group}-{i}" for i in range(g.count)]
+        st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names if n in resources]
+        s_ms = float(np.mean(st)) if st else make_distribution(g.service_time).mean
+        req = int(counts[first:first + g.count].sum())
+        achieved = req / g.count / cfg.duration_s
+        lam = achieved if recorded else rate
+        rho = lam * s_ms / 1000.0 / g.threads
+        demand = g.count * lam * s_ms / 1000.0 if g.mode == "busy" else 0.0
+        groups.append(GroupSummary(g.group, g.count, g.threads, g.mode, req, rate, achieved, s_ms, rho, demand))
+        if rho >= 1:
+            warnings.append(f"group {g.group}: offered utilisation per device rho = {rho:.2f} >= 1 "
+                            f"({lam:.1f} req/s x {s_ms:.2f} ms / {g.threads} thread(s)): the devices cannot keep "
+                            f"up, their queues grow for the whole test")
+        first += g.count
+    return TraceSummary(str(out_dir), int(len(device_id)), cfg.duration_s, groups, cd_requests, ge_files,
+                        recorded, warnings)
+
+
+def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
+    """Generate (or, with ``trace:``, import a recorded) workload into ``out_dir``."""
+    out_dir = Path(out_dir)
+    (out_dir / "resources").mkdir(parents=True, exist_ok=True)
+    addrs = device_addresses(cfg)
+    if cfg.trace is not None:
+        return _import_recorded(cfg, out_dir, addrs)
+    tr = generate(cfg)
+    _write_rows(out_dir / "trace.csv", tr, addrs)
+    for name, rows in tr.resources.items():
+        _write_resources(out_dir / "resources" / f"{name}.csv", rows)
+    ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
+    cd_requests = write_cd_files(cfg, out_dir)
+    return _summarise(cfg, tr.device_id, tr.resources, out_dir, cd_requests, ge_files, False)
+
+
+def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> list[str]:
+    G = cfg.gateways.count
+    if G <= 1:
+        return ["trace.csv"]
+    files = []
+    for k in range(G):
+        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k)
+        files.append(f"ge-{k}.csv")
+    return files
+
+
+def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> TraceSummary:
+    """Copy a recorded trace, re-addressing every request to its device's configured address."""
+    from .trace_io import read_trace
+    src = Path(cfg.trace.file)
+    res_dir = Path(cfg.trace.resources) if cfg.trace.resources else src.parent / "resources"
+    df = read_trace(src)
+    n = cfg.total_devices
+    bad = df.index[(df.device_id >= n)]
+    if len(bad):
+        row = df.loc[bad[0]]
+        raise ConfigError([f"trace.file: {src}:{int(row.line)}: device_id {int(row.device_id)} but the config "
+                           f"has {n} devices (ids 0..{n - 1}); add devices or use another trace"])
+    resources: dict[str, list] = {}
+    for a in addrs:
+        f = res_dir / f"{a.name}.csv"
+        if not f.is_file():
+            raise ConfigError([f"trace.resources: {f} missing (one resources file per device, named <device>.csv)"])
+        shutil.copyfile(f, out_dir / "resources" / f.name)
+        resources[a.name] = _read_resources(f)
+    paths = df.uri.str.replace(r"^coap://(\[[^\]]*\]|[^/]*)/", "", regex=True)
+    host = np.array([f"coap://{a.ip}:{a.port}/" for a in addrs], dtype=object)
+    uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
+    cols = ["device_id", "send_time_us", "method"]
+    out = df[cols].copy()
+    out["uri"] = uris
+    if "payload_bytes" in df.columns:
+        out["payload_bytes"] = df.payload_bytes.fillna(0).astype(np.int64)
+    out.to_csv(out_dir / "trace.csv", index=False)
+    G = cfg.gateways.count
+    ge_files = ["trace.csv"]
+    if G > 1:
+        ge_files = []
+        for k in range(G):
+            out[out.device_id % G == k].to_csv(out_dir / f"ge-{k}.csv", index=False)
+            ge_files.append(f"ge-{k}.csv")
+    cd_requests = write_cd_files(cfg, out_dir)
+    return _summarise(cfg, df.device_id.to_numpy(), resources, out_dir, cd_requests, ge_files, True)
+
+
+def _read_resources(path: Path) -> list[tuple[str, int, str, int]]:
+    rows = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines[1:], 2):
+        parts = line.split(",")
+        try:
+            rows.append((parts[0], int(parts[1]), parts[2], int(parts[3])))
+        except (IndexError, ValueError):
+            raise ConfigError([f"{path}:{i}: expected path,service_time_us,mode,payload_bytes, got {line!r}"]) from None
+    return rows
+
+
+def print_summary(summary: TraceSummary, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    console = console or Console()
+    t = Table(title=f"{'recorded' if summary.recorded else 'generated'} trace: {summary.requests} requests "
+                    f"over {summary.duration_s:g} s -> {summary.out_dir}")
+    for col in ("group", "devices", "mode", "threads", "requests", "req/s/dev", "S ms", "rho", "CPU cores"):
+        t.add_column(col, justify="left" if col in ("group", "mode") else "right")
+    for g in summary.groups:
+        rho = f"{g.rho:.3f}"
+        t.add_row(g.group, str(g.devices), g.mode, str(g.threads), str(g.requests),
+                  f"{g.rate_per_device:.2f} ({g.achieved_rate_per_device:.2f})", f"{g.service_time_ms:.3f}",
+                  f"[red]{rho}[/red]" if g.rho >= 1 else rho, f"{g.cpu_demand_cores:.2f}")
+    console.print(t)
+    console.print(f"req/s/dev: offered (achieved in this trace); S: request-weighted mean service time; "
+                  f"rho = lambda S / threads per device; CPU cores: busy-mode CPU work offered. In total: "
+                  f"{summary.busy_cpu_demand_cores:.2f} core(s). CD probes: {summary.cd_requests}. "
+                  f"GE trace file(s): {', '.join(summary.ge_files)}")
+    for w in summary.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
