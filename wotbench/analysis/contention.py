@@ -1,0 +1,143 @@
+"""Contention verdict (paper §6.2): does the CD node respond slower under load than alone?
+
+Input: the CD node's samples — R_d per CD request (see rd.py), phase ``calibration`` (sent inside
+run.json's calibration window, CD alone) or ``test`` (sent during the test). A CD request that
+was sent but got no ``ok`` answer (timeout, reset, error) counts as R_d = +inf: a lost probe is
+the slowest possible answer, never 0 ms. Unsent probes are ignored.
+
+Rule, per window of the test (``window_s`` seconds from the test start, default 10 s, or
+``window_samples`` consecutive CD samples):
+    b_med, b_mad = median and MAD of the calibration R_d
+    threshold    = max(k · 1.4826 · b_mad, floor)                      (k = 4, floor = 0.10)
+    flagged      = (median_w − b_med > threshold)
+                   AND one-sided Mann–Whitney U p (window > calibration) < alpha / m
+m = number of windows tested (Bonferroni), alpha = 0.01. Windows with fewer than
+``min_window_samples`` (5) samples are not tested. Medians and ranks make single 1–2 ms steal
+spikes of the host irrelevant. ``status``:
+    detected      — at least one window flagged
+    none          — windows tested, none flagged
+    inconclusive  — fewer than ``min_baseline_samples`` (8) calibration samples or no window
+                    with enough samples (nothing is guessed)
+    not_checked   — no CD data at all (CD disabled or its log missing)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, asdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import mannwhitneyu
+
+from .stats import fnum
+
+MAD_SCALE = 1.4826
+
+
+@dataclass
+class ContentionParams:
+    window_s: float = 10.0
+    window_samples: int | None = None
+    k: float = 4.0
+    floor: float = 0.10
+    alpha: float = 0.01
+    min_baseline_samples: int = 8
+    min_window_samples: int = 5
+
+
+WINDOW_COLUMNS = ["window", "start_s", "end_s", "samples", "lost", "median_rd", "shift",
+                  "ratio", "p_value", "tested", "flagged"]
+
+
+def _windows(test: pd.DataFrame, duration_s: float, p: ContentionParams
+             ) -> list[tuple[float, float, np.ndarray]]:
+    t = test["t_s"].to_numpy()
+    v = test["rd_eff"].to_numpy()
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    out = []
+    if p.window_samples:
+        n = int(p.window_samples)
+        for i in range(0, len(t), n):
+            out.append((float(t[i]), float(t[min(i + n, len(t)) - 1]), v[i:i + n]))
+        return out
+    w = float(p.window_s)
+    end = max(duration_s, float(t.max()) if len(t) else 0.0)
+    nwin = max(1, int(np.ceil(end / w - 1e-9)))
+    idx = np.floor(t / w).astype(np.int64)
+    for i in range(nwin):
+        out.append((i * w, (i + 1) * w, v[idx == i]))
+    return out
+
+
+def assess(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
+           ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Contention block and the per-window series. ``cd`` columns: t_s, phase, rd, outcome."""
+    block: dict[str, Any] = {"status": "not_checked", "reason": None, "params": asdict(p),
+                             "baseline": None, "windows_tested": 0, "windows_flagged": 0,
+                             "onset_s": None, "max_shift": None, "median_shift": None,
+                             "max_ratio": None, "flagged_windows": []}
+    if cd is None or len(cd) == 0:
+        block["reason"] = "no contention-detector samples"
+        return block, pd.DataFrame(columns=WINDOW_COLUMNS)
+    cd = cd[cd["outcome"] != "unsent"].copy()
+    lost = cd["outcome"] != "ok"
+    cd["rd_eff"] = np.where(lost, np.inf, cd["rd"].to_numpy())
+    cd = cd[~np.isnan(cd["rd_eff"].to_numpy())]
+    base = cd.loc[cd["phase"] == "calibration", "rd_eff"].to_numpy()
+    test = cd[cd["phase"] == "test"]
+
+    b_med = float(np.median(base)) if len(base) else float("nan")
+    b_mad = float(np.median(np.abs(base - b_med))) if len(base) else float("nan")
+    thr = max(p.k * MAD_SCALE * b_mad, p.floor) if len(base) else float("nan")
+    block["baseline"] = {"samples": int(len(base)), "lost": int(np.isinf(base).sum()),
+                         "median_rd": fnum(b_med), "mad_rd": fnum(b_mad),
+                         "threshold_shift": fnum(thr)}
+    wins = _windows(test, duration_s, p)
+    testable = [len(v) >= p.min_window_samples for _, _, v in wins]
+    m = sum(testable)
+    enough_base = len(base) >= p.min_baseline_samples
+    rows = []
+    for i, ((s, e, v), can) in enumerate(zip(wins, testable)):
+        med = float(np.median(v)) if len(v) else float("nan")
+        shift = med - b_med
+        ratio = (1.0 + med) / (1.0 + b_med) if len(v) and (1.0 + b_med) > 0 else float("nan")
+        pval = float("nan")
+        flagged = None
+        if can and enough_base:
+            pval = float(mannwhitneyu(v, base, alternative="greater").pvalue)
+            flagged = bool(shift > thr and pval < p.alpha / m)
+        rows.append({"window": i, "start_s": s, "end_s": e, "samples": int(len(v)),
+                     "lost": int(np.isinf(v).sum()), "median_rd": med, "shift": shift,
+                     "ratio": ratio, "p_value": pval, "tested": bool(can and enough_base),
+                     "flagged": flagged})
+    series = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    if not enough_base:
+        block["status"] = "inconclusive"
+        block["reason"] = (f"only {len(base)} calibration samples "
+                           f"(< {p.min_baseline_samples}); no verdict")
+        return block, series
+    if m == 0:
+        block["status"] = "inconclusive"
+        block["reason"] = (f"no test window has {p.min_window_samples} or more CD samples")
+        return block, series
+    block["windows_tested"] = int(m)
+    fl = series[series["flagged"] == True]  # noqa: E712  (None = untested)
+    block["windows_flagged"] = int(len(fl))
+    if len(fl):
+        block["status"] = "detected"
+        block["onset_s"] = float(fl["start_s"].iloc[0])
+        block["max_shift"] = fnum(fl["shift"].max())
+        block["median_shift"] = fnum(fl["shift"].median())
+        block["max_ratio"] = fnum(fl["ratio"].max())
+        block["flagged_windows"] = [{"start_s": float(r.start_s), "end_s": float(r.end_s),
+                                     "shift": fnum(r.shift), "ratio": fnum(r.ratio),
+                                     "p_value": fnum(r.p_value)}
+                                    for r in fl.itertuples()]
+        block["reason"] = (f"{len(fl)} of {m} windows: CD R_d median rose by up to "
+                           f"{fl['shift'].max():.3g} (×{fl['ratio'].max():.3g} response time) "
+                           f"from {fl['start_s'].iloc[0]:g} s")
+    else:
+        block["status"] = "none"
+        block["reason"] = f"no window of {m} departs from the calibration baseline"
+    return block, series

@@ -1,0 +1,236 @@
+"""Assemble summary.json and series/*.csv from a loaded run (docs/CONTRACTS.md §7)."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import contention as cont
+from . import ge_integrity as gei
+from . import rd as rdm
+from . import responses as resp
+from .loading import RunData
+
+ANALYSIS_VERSION = 1
+SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "invalid": 3}
+
+
+@dataclass
+class AnalysisParams:
+    ge: gei.GeIntegrityParams = field(default_factory=gei.GeIntegrityParams)
+    rd: rdm.RdParams = field(default_factory=rdm.RdParams)
+    contention: cont.ContentionParams = field(default_factory=cont.ContentionParams)
+
+
+def _cd_samples(run: RunData, p: AnalysisParams) -> pd.DataFrame | None:
+    """CD probes with t_s (send time, s from the test start), phase, outcome, rt_ms, rd."""
+    if run.cd_ge is None:
+        return None
+    req = resp.combine_ge([run.cd_ge], run.test_start_ns)
+    codes = np.zeros(len(req), np.int64)
+    s_ms = rdm.service_times_ms(req, codes, [run.cd.resources if run.cd else None])
+    rd = rdm.rd_values(req, s_ms)
+    t_ns = np.where(np.isnan(req["sent"].to_numpy()), req["sched"].to_numpy(),
+                    req["sent"].to_numpy())
+    t_s = t_ns / 1e9
+    cal = run.run.get("calibration") or {}
+    c0, c1 = cal.get("start_mono_ns"), cal.get("end_mono_ns")
+    if isinstance(c0, int) and isinstance(c1, int) and c1 > c0:
+        lo, hi = (c0 - run.test_start_ns) / 1e9, (c1 - run.test_start_ns) / 1e9
+        in_cal = (t_s >= lo) & (t_s < hi)
+    else:
+        run.warnings.append("run.json has no calibration window; CD probes sent before the "
+                            "test start are used as the calibration baseline")
+        in_cal = t_s < 0
+    in_test = (t_s >= 0) & (t_s < run.duration_s)
+    phase = np.where(in_cal, "calibration", np.where(in_test, "test", "other"))
+    if run.cd is not None and run.cd.resources is not None and np.isnan(s_ms).all():
+        run.warnings.append(f"no CD request path matches {run.cd.name}'s resource file")
+    return pd.DataFrame({"t_s": t_s, "phase": phase, "outcome": req["outcome"].astype(str),
+                         "rt_ms": req["rt_sent_ms"].to_numpy(), "rd": rd, "s_ms": s_ms})
+
+
+def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
+             contention: dict[str, Any]) -> dict[str, Any]:
+    invalid, flags, notes = [], [], []
+    for f in run.run.get("failures") or []:
+        invalid.append(f"component {f.get('component', '?')} failed: {f.get('what', '?')}")
+    if overall["requests"] == 0:
+        invalid.append("no requests in the GE logs")
+    elif overall["sent"] == 0:
+        invalid.append("no request was sent")
+    elif overall["outcomes"]["ok"] == 0:
+        invalid.append("no request was answered with 2.xx")
+    ge_state = "not_checked"
+    bottleneck = []
+    for gid, g in ge_block["per_ge"].items():
+        if g["kept_up"] is False:
+            bottleneck.append(f"{gid} did not keep up with the trace: " + "; ".join(g["problems"]))
+    checked = [g["kept_up"] for g in ge_block["per_ge"].values() if g["kept_up"] is not None]
+    if bottleneck:
+        ge_state = "bottleneck"
+    elif checked:
+        ge_state = "kept_up"
+    cd_ge = ge_block.get("cd_ge")
+    if cd_ge is not None and cd_ge.get("kept_up") is False:
+        notes.append("the CD's GE sent late (" + "; ".join(cd_ge["problems"]) + ")")
+    if contention["status"] == "detected":
+        flags.append(("contention", "contention: " + contention["reason"]))
+    elif contention["status"] in ("inconclusive", "not_checked"):
+        notes.append(f"contention {contention['status'].replace('_', ' ')}: "
+                     f"{contention['reason']}")
+    for b in bottleneck:
+        flags.append(("ge_bottleneck", b))
+    if run.run.get("interrupted") or ge_block["interrupted"]:
+        notes.append(f"run interrupted: {overall['outcomes']['unsent']} requests unsent; "
+                     "statistics cover the part that ran")
+    if invalid:
+        status = "invalid"
+    elif flags:
+        status = max((f[0] for f in flags), key=SEVERITY.__getitem__)
+    else:
+        status = "trustworthy"
+    reasons = invalid + [f[1] for f in flags] + notes
+    if status == "trustworthy" and not reasons:
+        reasons = ["GEs kept up with the trace and the CD node saw no contention"]
+    return {"status": status, "reasons": reasons, "exit_code": 0 if status == "trustworthy" else 3,
+            "checks": {"data": "invalid" if invalid else "ok", "ge": ge_state,
+                       "contention": contention["status"]}}
+
+
+def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    req = resp.combine_ge(run.ges, run.test_start_ns)
+    codes, names = resp.device_codes(req, run)
+    overall, per_device = resp.compute_responses(req, codes, names, run.duration_s)
+    series: dict[str, pd.DataFrame] = {}
+    series["response_times"] = resp.response_series(req, codes, names)
+    series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(req, codes, names)
+
+    # GE integrity, per GE
+    id_to_name = {int(d.id): n for n, d in run.devices.items() if d.id is not None}
+    per_ge, rit_cdfs, lag_cdfs = {}, [], []
+    ge_col = req["ge"].astype(str).to_numpy() if len(req) else np.zeros(0, object)
+    for g in run.ges:
+        sub = req[ge_col == g.ge_id]
+        b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary)
+        per_ge[g.ge_id] = b
+        rit_cdfs.append(rc)
+        lag_cdfs.append(lc)
+    cd_ge_block = None
+    if run.cd_ge is not None:
+        cd_req = resp.combine_ge([run.cd_ge], run.test_start_ns)
+        cd_name = run.cd.name if run.cd else "cd-node"
+        ids = {int(x): cd_name for x in np.unique(cd_req["device"].to_numpy())}
+        cd_ge_block, rc, lc = gei.ge_integrity(cd_req, "cd-ge", ids, p.ge, run.cd_ge.summary)
+        rit_cdfs.append(rc)
+        lag_cdfs.append(lc)
+    kept = [b["kept_up"] for b in per_ge.values()]
+    ge_block = {
+        "rule": {"late_threshold_ms": p.ge.late_threshold_ms,
+                 "max_late_share": p.ge.max_late_share, "max_ks": p.ge.max_ks,
+                 "text": "kept_up = late_share <= max_late_share and early_share <= "
+                         "max_late_share and lag p99 <= late_threshold_ms and ks_tol <= max_ks"},
+        "kept_up": False if False in kept else (True if kept and None not in kept else None),
+        "interrupted": any(b["interrupted"] for b in per_ge.values()),
+        "per_ge": per_ge,
+        "cd_ge": cd_ge_block,
+    }
+    series["rit_cdf"] = pd.concat(rit_cdfs, ignore_index=True) if rit_cdfs else pd.DataFrame(
+        columns=["ge", "cdf", "expected_rit_ms", "submitted_rit_ms"])
+    series["send_lag_cdf"] = pd.concat(lag_cdfs, ignore_index=True) if lag_cdfs else \
+        pd.DataFrame(columns=["ge", "cdf", "lag_ms"])
+
+    # R_d and decomposition for the main devices
+    dev_infos = [run.devices.get(n) for n in names]
+    s_ms = rdm.service_times_ms(req, codes, [d.resources if d else None for d in dev_infos])
+    rd = rdm.rd_values(req, s_ms)
+    timeout_ms = max((float(g.summary.get("timeout_ms") or 10000) for g in run.ges),
+                     default=10000.0)
+    matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
+                                             timeout_ms, p.rd)
+    dec = rdm.decomposition(req, matched)
+    counters["ok_requests"] = int(overall["outcomes"]["ok"])
+    counters["ok_requests_matched"] = int(len(dec))
+    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms))
+    rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
+
+    # CD node
+    cd = _cd_samples(run, p)
+    cd_rd_block = None
+    if cd is not None:
+        cd_name = run.cd.name if run.cd else "cd-node"
+        ph = cd["phase"].to_numpy()
+        cd_rd_block = {}
+        for phase in ("calibration", "test"):
+            v = cd["rd"].to_numpy()[ph == phase]
+            st = rdm._stats_rows(np.zeros(len(v), np.int64), v, 1, "")[1]
+            st["lost"] = int(((cd["outcome"] != "ok") & (cd["outcome"] != "unsent"))
+                             .to_numpy()[ph == phase].sum())
+            cd_rd_block[phase] = st
+        cd_rd_block["device"] = cd_name
+        tmask = ph == "test"
+        fake = pd.DataFrame({"sched": cd["t_s"].to_numpy()[tmask] * 1e9})
+        cd_series = rdm.rd_series(fake, cd["rd"].to_numpy()[tmask],
+                                  np.zeros(int(tmask.sum()), np.int64), [cd_name],
+                                  p.contention.window_s or p.rd.window_s, label_all="")
+        rd_frames.append(cd_series[cd_series["device"] == cd_name])
+        series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
+    rd_block["cd"] = cd_rd_block
+    series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
+        if any(len(f) for f in rd_frames) else rd_frames[0]
+
+    contention, windows = cont.assess(cd, run.duration_s, p.contention)
+    series["contention_windows"] = windows
+
+    verdict = _verdict(run, overall, ge_block, contention)
+    run_block = {
+        "name": run.run.get("name"),
+        "run_id": run.run.get("run_id"),
+        "run_dir": str(run.run_dir),
+        "backend": run.run.get("backend"),
+        "test_start_mono_ns": run.test_start_ns,
+        "duration_s": run.duration_s,
+        "interrupted": bool(run.run.get("interrupted")) or ge_block["interrupted"],
+        "failures": run.run.get("failures") or [],
+        "ges": [g.ge_id for g in run.ges],
+        "devices": names,
+        "cd_device": run.cd.name if run.cd else None,
+        "analysis_version": ANALYSIS_VERSION,
+        "params": {"ge": asdict(p.ge), "rd": asdict(p.rd), "contention": asdict(p.contention)},
+        "warnings": run.warnings,
+    }
+    summary = {"run": run_block, "overall": overall, "per_device": per_device,
+               "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
+               "verdict": verdict}
+    return summary, series
+
+
+def _json_clean(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _json_clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_clean(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def write(run_dir: Path, summary: dict[str, Any], series: dict[str, pd.DataFrame]) -> None:
+    summary_clean = _json_clean(summary)
+    summary.clear()
+    summary.update(summary_clean)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    sdir = run_dir / "series"
+    sdir.mkdir(exist_ok=True)
+    for name, df in series.items():
+        df.to_csv(sdir / f"{name}.csv", index=False, float_format="%.6g")
