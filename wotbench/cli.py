@@ -1,0 +1,174 @@
+"""The ``wotbench`` command line.
+
+Subcommands: ``validate``, ``trace``, ``plan`` (this module and its siblings), and ``run``,
+``doctor``, ``clean``, ``analyze``, ``report`` which import their modules lazily.
+Every :class:`~wotbench.errors.WotbenchError` is printed as ``wotbench: error: <message>``
+on stderr and exits with its code; Ctrl-C exits 130; user errors never show a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from .errors import ConfigError, EnvironmentProblem, WotbenchError
+
+
+def _cmd_validate(args) -> int:
+    from .config import load_config
+    from .plan import make_plan
+    cfg = load_config(args.config)
+    make_plan(cfg)  # placement.cpus must exist on this host
+    print("OK")
+    return 0
+
+
+def _cmd_trace(args) -> int:
+    if args.stats:
+        from .trace_io import print_stats, trace_stats
+        print_stats(trace_stats(args.stats))
+        return 0
+    if not args.config:
+        raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
+    if not args.out:
+        raise ConfigError(["trace: --out DIR is required to generate a trace"])
+    from .config import load_config
+    from .tracegen import print_summary, write_trace
+    cfg = load_config(args.config)
+    if args.seed is not None:
+        cfg.seed = args.seed
+    print_summary(write_trace(cfg, args.out))
+    return 0
+
+
+def _parse_cores(text: str) -> list[int]:
+    from .plan import parse_cpuset
+    try:
+        return parse_cpuset(text)
+    except ValueError:
+        raise ConfigError([f"--cores: expected a core list such as 0-3 or 0,2,4, got {text!r}"]) from None
+
+
+def _cmd_plan(args) -> int:
+    from .config import load_config
+    from .plan import make_plan, print_plan
+    cfg = load_config(args.config)
+    plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
+    print_plan(plan)
+    out = Path(args.out)
+    try:
+        plan.write(out)
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot write {out}: {e.strerror}") from None
+    print(f"wrote {out}")
+    return 0
+
+
+def _lazy(module: str, func: str, what: str) -> Callable:
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and (module == e.name or module.startswith(e.name + ".")):
+            raise EnvironmentProblem(f"'{what}' is not available in this installation ({module} is missing)") from None
+        raise
+    fn = getattr(mod, func, None)
+    if fn is None:
+        raise EnvironmentProblem(f"'{what}' is not available in this installation ({module}.{func} is missing)")
+    return fn
+
+
+def _cmd_run(args) -> int:
+    return _lazy("wotbench.runner.main", "run", "run")(args.config, args.out_root, args.backend)
+
+
+def _cmd_doctor(args) -> int:
+    return _lazy("wotbench.runner.doctor", "main", "doctor")()
+
+
+def _cmd_clean(args) -> int:
+    return _lazy("wotbench.runner.cleanup", "main", "clean")()
+
+
+def _cmd_analyze(args) -> int:
+    return _lazy("wotbench.analysis", "main", "analyze")(args.run_dir)
+
+
+def _cmd_report(args) -> int:
+    return _lazy("wotbench.report", "main", "report")(args.run_dir)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # same prefix as every other error, exit 2
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"wotbench: error: {message}\n")
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    p = _Parser(prog="wotbench", description="Contention-aware Web of Things emulation testbed.")
+    p.add_argument("--version", action="version", version=f"wotbench {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    s = sub.add_parser("validate", help="check a config file; prints OK or the problems")
+    s.add_argument("config", metavar="CONFIG")
+    s.set_defaults(func=_cmd_validate)
+
+    s = sub.add_parser("trace", help="generate a synthetic trace, or summarise one (--stats)")
+    s.add_argument("config", metavar="CONFIG", nargs="?")
+    s.add_argument("--out", metavar="DIR", help="output directory (trace.csv, resources/, cd-trace.csv)")
+    s.add_argument("--seed", type=int, help="override the config's seed")
+    s.add_argument("--stats", metavar="TRACE", help="summarise an existing trace.csv instead")
+    s.set_defaults(func=_cmd_trace)
+
+    s = sub.add_parser("plan", help="plan the core placement; prints the core map, writes plan.json")
+    s.add_argument("config", metavar="CONFIG")
+    s.add_argument("--out", metavar="FILE", default="plan.json", help="default: ./plan.json")
+    s.add_argument("--cores", metavar="LIST", help="plan for these cores instead of this host's (e.g. 0-7)")
+    s.set_defaults(func=_cmd_plan)
+
+    s = sub.add_parser("run", help="run an experiment")
+    s.add_argument("config", metavar="CONFIG")
+    s.add_argument("--backend", choices=["docker", "process"], default=None,
+                   help="default: the config's backend")
+    s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    s.set_defaults(func=_cmd_run)
+
+    s = sub.add_parser("doctor", help="check that this host can run WoTbench")
+    s.set_defaults(func=_cmd_doctor)
+    s = sub.add_parser("clean", help="remove leftover WoTbench containers and networks")
+    s.set_defaults(func=_cmd_clean)
+    s = sub.add_parser("analyze", help="analyse a run directory (summary.json, series/)")
+    s.add_argument("run_dir", metavar="RUN_DIR")
+    s.set_defaults(func=_cmd_analyze)
+    s = sub.add_parser("report", help="write report.html for a run directory")
+    s.add_argument("run_dir", metavar="RUN_DIR")
+    s.set_defaults(func=_cmd_report)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        rc = args.func(args)
+        return int(rc or 0)
+    except WotbenchError as e:
+        sys.stderr.write(f"wotbench: error: {e.message}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("wotbench: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 141
+
+
+def _entry() -> None:  # pragma: no cover
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
