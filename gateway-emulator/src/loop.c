@@ -449,7 +449,7 @@ int loop_run(ge_t *g) {
         check_timeouts(L, now);
         if (L->heap_n)
             retransmit_due(L, now);
-        if (!busy) {
+        if (!busy && L->outstanding > 0) {
             int64_t d = next_deadline(L);
             if (d - now > DRAIN_WAIT_CAP_NS)
                 d = now + DRAIN_WAIT_CAP_NS;
