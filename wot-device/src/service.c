@@ -3,7 +3,7 @@
  * sleep: the service ends at start + S on CLOCK_MONOTONIC regardless of load. The thread
  *        sleeps with clock_nanosleep(TIMER_ABSTIME) to start + S - SERVICE_SPIN_NS (1 ns
  *        timer slack) and spins on clock_gettime for the rest, which removes the wake-up
- *        latency of the timer (tens of µs) at the cost of <= 150 µs of CPU per request.
+ *        latency of the timer (tens of µs) at the cost of <= 200 µs of CPU per request.
  * busy:  burns exactly S of the thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), so the
  *        wall-clock duration stretches when the core is shared. */
 #include "service.h"

@@ -4,8 +4,8 @@
 #include <stdint.h>
 #include "resources.h"
 
-/* Sleep with an absolute CLOCK_MONOTONIC deadline up to SPIN_NS before it, then spin. */
-#define SERVICE_SPIN_NS 150000ULL
+/* Sleep with an absolute CLOCK_MONOTONIC deadline up to SERVICE_SPIN_NS before it, then spin. */
+#define SERVICE_SPIN_NS 200000ULL
 
 uint64_t mono_ns(void);
 /* Call once in each worker thread: 1 ns timer slack. */
