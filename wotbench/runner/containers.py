@@ -1,0 +1,69 @@
+"""Device and gateway containers with least privilege and the plan's CPU placement."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROLE_LABEL = "wotbench.role"
+RUN_LABEL = "wotbench.run"
+COMPONENT_LABEL = "wotbench.component"
+
+# Every container runs the static binary as nobody, without capabilities, on a read-only root.
+LEAST_PRIVILEGE = dict(read_only=True, user="65534:65534", cap_drop=["ALL"],
+                       security_opt=["no-new-privileges"], privileged=False)
+
+
+@dataclass
+class Spec:
+    name: str                      # component name (device name, ge-0, cd-ge, cd-node)
+    role: str                      # device | ge | cd-node | cd-ge
+    image: str
+    command: list[str]
+    cpuset: str                    # "1" or "1-3"
+    networks: dict[str, str]       # network name -> fixed ipv4
+    binds: dict[Path, tuple[str, str]] = field(default_factory=dict)  # host -> (path, ro|rw)
+    cpu_quota: float | None = None  # fraction of one core
+    memory_mb: int | None = None
+    pids_limit: int = 64
+
+
+def container_name(run_id: str, component: str) -> str:
+    return f"wb-{run_id}-{component}"
+
+
+def create(client, run_id: str, spec: Spec):
+    """Create (not start) the container; it joins every network of ``spec`` with its fixed IP."""
+    nets = list(spec.networks.items())
+    first_net, first_ip = nets[0]
+    kwargs = dict(LEAST_PRIVILEGE)
+    if spec.cpu_quota:
+        kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
+    if spec.memory_mb:
+        kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
+        kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"
+    c = client.containers.create(
+        spec.image, spec.command, name=container_name(run_id, spec.name), detach=True,
+        labels={RUN_LABEL: run_id, ROLE_LABEL: spec.role, COMPONENT_LABEL: spec.name},
+        cpuset_cpus=spec.cpuset, pids_limit=spec.pids_limit, network=first_net,
+        networking_config={first_net: client.api.create_endpoint_config(ipv4_address=first_ip)},
+        volumes={str(h): {"bind": p, "mode": m} for h, (p, m) in spec.binds.items()},
+        log_config={"type": "json-file", "config": {"max-size": "1m"}},
+        init=False, auto_remove=False, **kwargs)
+    for net_name, ip in nets[1:]:
+        client.networks.get(net_name).connect(c, ipv4_address=ip)
+    return c
+
+
+def exit_state(container) -> tuple[str, int | None, bool]:
+    """(status, exit code or None, oom_killed), refreshing the container's attributes."""
+    container.reload()
+    st = container.attrs.get("State", {})
+    code = st.get("ExitCode") if st.get("Status") in ("exited", "dead") else None
+    return st.get("Status", "?"), code, bool(st.get("OOMKilled"))
+
+
+def logs_tail(container, lines: int = 20) -> str:
+    try:
+        return container.logs(stdout=True, stderr=True, tail=lines).decode("utf-8", "replace")
+    except Exception:  # the container may be gone already
+        return ""

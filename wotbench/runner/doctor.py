@@ -1,0 +1,200 @@
+"""``wotbench doctor``: is this host able to run WoTbench, and what to do when it is not.
+
+Each check returns ``Check(name, status, detail, fix)`` with status ``ok``, ``warn`` (runs, with
+a caveat) or ``fail`` (cannot run). ``run`` reuses :func:`run_checks` as its prerequisite step.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from wotbench.runner import images
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def docker_client():
+    """A pinged Docker client, or raise the SDK's exception."""
+    import docker
+    client = docker.from_env(timeout=30)
+    client.ping()
+    return client
+
+
+def check_docker() -> Check:
+    try:
+        client = docker_client()
+        info = client.info()
+    except Exception as e:
+        return Check("docker", FAIL, f"Docker daemon not reachable: {e.__class__.__name__}: {e}",
+                     "start the daemon (systemctl start docker), add yourself to the docker group, "
+                     "or run with backend: process")
+    return Check("docker", OK, f"Docker {info.get('ServerVersion')} (cgroup v"
+                 f"{info.get('CgroupVersion', '?')}, {info.get('CgroupDriver')}, "
+                 f"{info.get('Driver')}); images are built locally FROM scratch, no registry used")
+
+
+def check_binaries() -> list[Check]:
+    out = []
+    for comp in images.COMPONENTS:
+        b = comp.binary()
+        if b.exists() and not images.is_stale(comp):
+            static = images._is_static(b)
+            out.append(Check(comp.name, OK if static else FAIL, f"{b}" + ("" if static else
+                             " is not static"), "" if static else f"rebuild: make -C {comp.source_dir}"))
+        elif (comp.source_dir / "Makefile").exists():
+            tools = [t for t in ("make", "gcc") if not shutil.which(t)]
+            out.append(Check(comp.name, FAIL if tools else OK,
+                             f"{'missing' if not b.exists() else 'stale'}: will be built by "
+                             f"`make -C {comp.source_dir}`" + (f"; missing {', '.join(tools)}"
+                                                              if tools else ""),
+                             "apt-get install build-essential" if tools else ""))
+        else:
+            out.append(Check(comp.name, FAIL, f"{b} missing and no sources to build it",
+                             f"set {comp.env_var} to a static binary"))
+    return out
+
+
+def check_libcoap() -> Check:
+    hits = glob.glob("/usr/lib/*/libcoap-3-notls.a") + glob.glob("/usr/local/lib*/libcoap-3*.a") \
+        + glob.glob("/usr/lib/libcoap-3*.a")
+    if hits:
+        return Check("libcoap", OK, f"static library {hits[0]}")
+    return Check("libcoap", WARN, "no static libcoap (libcoap-3-notls.a): the C binaries cannot be "
+                 "rebuilt", "apt-get install libcoap3-dev")
+
+
+def check_collectl() -> Check:
+    path = shutil.which("collectl")
+    if path:
+        return Check("collectl", OK, path)
+    return Check("collectl", WARN, "collectl missing: no host resource monitor (per-container CPU "
+                 "accounting still works)", "apt-get install collectl")
+
+
+def check_cgroups() -> Check:
+    root = Path("/sys/fs/cgroup")
+    v2_ctl = root / "cgroup.controllers"
+    if (root / "cpuset").is_dir() or (root / "cpuset,cpu").is_dir():
+        quota = any((root / d / "cpu.cfs_quota_us").exists() for d in ("cpu", "cpu,cpuacct"))
+        return Check("cgroup cpuset", OK, "cgroup v1 cpuset" + (" + CFS quota" if quota else ""))
+    if v2_ctl.exists():
+        ctl = v2_ctl.read_text().split()
+        if "cpuset" in ctl:
+            return Check("cgroup cpuset", OK, f"cgroup v2 ({' '.join(ctl)})")
+        return Check("cgroup cpuset", FAIL, "cgroup v2 without the cpuset controller",
+                     "enable it: echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control")
+    return Check("cgroup cpuset", WARN, "no cpuset cgroup found; containers cannot be pinned",
+                 "mount the cpuset controller, or use backend: process (sched_setaffinity)")
+
+
+def check_netem() -> Check:
+    try:
+        from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
+        ok, why = probe_netem()
+    except Exception as e:  # module missing or probe impossible here
+        return Check("netem", WARN, f"netem probe not available ({e.__class__.__name__})",
+                     "needed only for network impairments")
+    return Check("netem", OK if ok else WARN, why, "" if ok else NO_NETEM_HINT)
+
+
+def _cpu_times() -> dict[int, tuple[int, int]]:
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3:4].isdigit():
+            parts = line.split()
+            vals = list(map(int, parts[1:]))
+            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+            out[int(parts[0][3:])] = (sum(vals[:8]), idle)
+    return out
+
+
+def core_busy(sample_s: float = 0.5) -> dict[int, float]:
+    """Fraction of each core busy over ``sample_s`` (what else runs on this host)."""
+    a = _cpu_times()
+    time.sleep(sample_s)
+    b = _cpu_times()
+    return {c: 1 - (b[c][1] - a[c][1]) / max(1, b[c][0] - a[c][0]) for c in b if c in a}
+
+
+def check_cores(sample_s: float = 0.5) -> Check:
+    usable = sorted(os.sched_getaffinity(0))
+    busy = core_busy(sample_s)
+    hot = {c: f for c, f in busy.items() if c in usable and f > 0.25}
+    detail = f"{len(usable)} usable core(s) {usable}; busy now: " + ", ".join(
+        f"{c}: {busy.get(c, 0):.0%}" for c in usable)
+    if len(usable) < 2:
+        return Check("free cores", WARN, detail + " -- one core: everything shares it",
+                     "use a host with >= 4 cores for a faithful plan")
+    if hot:
+        return Check("free cores", WARN, detail + " -- other work is running",
+                     "stop other workloads (top), or pick free cores with placement.cpus")
+    return Check("free cores", OK, detail)
+
+
+def check_leftovers() -> Check:
+    try:
+        client = docker_client()
+        n = len(client.containers.list(all=True, filters={"label": "wotbench.run"}))
+        m = len(client.networks.list(filters={"label": "wotbench.run"}))
+    except Exception:
+        return Check("leftovers", OK, "Docker not reachable: nothing to check")
+    from wotbench.runner.cleanup import leftover_processes
+    p = len(leftover_processes())
+    if n or m or p:
+        return Check("leftovers", WARN, f"{n} container(s), {m} network(s), {p} process(es) of "
+                     "earlier runs still exist and may load the host", "wotbench clean")
+    return Check("leftovers", OK, "no leftovers of earlier runs")
+
+
+def run_checks(backend: str = "docker", quick: bool = False) -> list[Check]:
+    checks = []
+    if backend in ("docker", "auto"):
+        checks.append(check_docker())
+    checks += check_binaries()
+    checks.append(check_libcoap())
+    checks.append(check_collectl())
+    if backend in ("docker", "auto"):
+        checks.append(check_cgroups())
+    if not quick:
+        checks.append(check_netem())
+    checks.append(check_cores(0.3 if quick else 0.5))
+    checks.append(check_leftovers())
+    return checks
+
+
+def print_checks(checks: list[Check]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    style = {OK: "green", WARN: "yellow", FAIL: "bold red"}
+    t = Table(show_header=True, header_style="bold")
+    for col in ("check", "status", "detail", "fix"):
+        t.add_column(col, overflow="fold")
+    for c in checks:
+        t.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail, c.fix)
+    Console().print(t)
+
+
+def main() -> int:
+    checks = run_checks("docker")
+    print_checks(checks)
+    docker_ok = all(c.status != FAIL for c in checks if c.name == "docker")
+    others_ok = all(c.status != FAIL for c in checks if c.name != "docker")
+    if not others_ok:
+        return 1
+    if not docker_ok:
+        print("Docker is not usable: runs need `backend: process` on this host")
+        return 1
+    return 0

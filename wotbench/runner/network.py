@@ -1,0 +1,112 @@
+"""Per-run user-defined bridge networks with fixed addresses.
+
+A Linux bridge accepts at most 1024 ports (BR_MAX_PORTS), so one bridge cannot carry more than
+~1000 containers. The configured subnet is therefore cut into /22 blocks (1024 addresses, at
+most 1021 usable once the network, broadcast and gateway addresses are taken): a block can never
+hold more endpoints than a bridge has ports. One internal bridge is created per block that holds
+at least one device; gateways (GE, CD-GE) join every bridge, each with a fixed address at the
+top of the block. A subnet narrower than /22 is used whole, as a single bridge.
+
+The device addresses themselves come from the configuration (``wotbench.config``); this module
+only checks that they fit and groups them by block.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from wotbench.errors import ConfigError
+
+BLOCK_PREFIX = 22
+MAX_BRIDGE_PORTS = 1024
+
+
+@dataclass
+class NetBlock:
+    name: str
+    subnet: ipaddress.IPv4Network
+    gateway: ipaddress.IPv4Address
+    devices: dict[str, str] = field(default_factory=dict)      # component -> ip
+    gateways: dict[str, str] = field(default_factory=dict)     # GE name -> ip on this block
+
+
+@dataclass
+class NetworkPlan:
+    run_id: str
+    subnet: ipaddress.IPv4Network
+    blocks: list[NetBlock]
+
+    def endpoints(self, component: str) -> dict[str, str]:
+        """network name -> ip for every network ``component`` is attached to."""
+        out = {}
+        for b in self.blocks:
+            if component in b.devices:
+                out[b.name] = b.devices[component]
+            if component in b.gateways:
+                out[b.name] = b.gateways[component]
+        return out
+
+
+def plan_networks(run_id: str, subnet: str, devices: dict[str, str],
+                  gateways: list[str]) -> NetworkPlan:
+    """Group ``devices`` (name -> ipv4) into bridge blocks and give each gateway an address."""
+    try:
+        net = ipaddress.ip_network(subnet, strict=True)
+    except ValueError as e:
+        raise ConfigError(f"network.subnet: {e}") from None
+    if net.version != 4:
+        raise ConfigError("network.subnet: only IPv4 subnets are supported")
+    prefix = max(net.prefixlen, BLOCK_PREFIX)
+    blocks: dict[ipaddress.IPv4Network, NetBlock] = {}
+    used: set[ipaddress.IPv4Address] = set()
+    problems = []
+    for name, ip_s in devices.items():
+        ip = ipaddress.ip_address(ip_s)
+        if ip not in net:
+            problems.append(f"devices: address {ip} of {name} is outside network.subnet {net}")
+            continue
+        block_net = ipaddress.ip_network(f"{ip}/{prefix}", strict=False)
+        if block_net not in blocks:
+            idx = len(blocks)
+            blocks[block_net] = NetBlock(f"wb-{run_id}-net{idx}", block_net,
+                                         next(block_net.hosts()))
+        b = blocks[block_net]
+        if ip in (block_net.network_address, block_net.broadcast_address, b.gateway):
+            problems.append(f"devices: address {ip} of {name} is reserved in {block_net} "
+                            "(network, broadcast or bridge gateway)")
+        if ip in used:
+            problems.append(f"devices: address {ip} is used twice")
+        used.add(ip)
+        b.devices[name] = str(ip)
+    for b in blocks.values():
+        free = (ip for ip in reversed(list(b.subnet.hosts()))
+                if ip not in used and ip != b.gateway)
+        for ge in gateways:
+            ip = next(free, None)
+            if ip is None:
+                problems.append(f"network.subnet: block {b.subnet} has no free address left "
+                                f"for {ge}; use a wider subnet or fewer devices per block")
+                break
+            used.add(ip)
+            b.gateways[ge] = str(ip)
+        ports = len(b.devices) + len(b.gateways)
+        if ports > MAX_BRIDGE_PORTS - 1:
+            problems.append(f"network: {ports} endpoints on one bridge exceeds the Linux limit "
+                            f"of {MAX_BRIDGE_PORTS} ports")
+    if problems:
+        raise ConfigError(problems)
+    return NetworkPlan(run_id, net, sorted(blocks.values(), key=lambda b: b.subnet))
+
+
+def create_networks(client, plan: NetworkPlan, labels: dict[str, str]) -> list:
+    """Create one internal bridge per block (no route out of the host: the load stays local)."""
+    import docker.types
+
+    nets = []
+    for b in plan.blocks:
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+            subnet=str(b.subnet), gateway=str(b.gateway))])
+        nets.append(client.networks.create(
+            b.name, driver="bridge", internal=True, check_duplicate=True, ipam=ipam,
+            labels=labels, options={"com.docker.network.driver.mtu": "1500"}))
+    return nets
