@@ -1,0 +1,124 @@
+"""wotbench capacity: probe + bisect against a fake runner with a known threshold."""
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from sweep_fakes import FakeRunner, write_base
+from wotbench.capacity import capacity_exit_code, run_capacity
+from wotbench.errors import ConfigError
+
+
+def _count(cfg):
+    return cfg["devices"][0]["count"]
+
+
+def _threshold(limit, status="contention"):
+    return FakeRunner(verdict=lambda c: status if _count(c) >= limit else "trustworthy")
+
+
+def _cap(tmp_path, runner, report=False, **kw):
+    out = io.StringIO()
+    res = run_capacity(write_base(tmp_path), out_root=tmp_path / "reports", run_fn=runner,
+                       console=Console(file=out, width=140), report=report, **kw)
+    res["_printed"] = out.getvalue()
+    return res
+
+
+def test_doubling_then_bisection_finds_36(tmp_path):
+    runner = _threshold(37)
+    res = _cap(tmp_path, runner, report=True)
+    assert res["status"] == "found" and res["answer"] == 36 and res["first_flagged"] == 37
+    assert [_count(c) for c in runner.calls] == [5, 10, 20, 40, 30, 35, 37, 36]
+    assert res["runs"] == 8 and capacity_exit_code(res) == 0
+    assert [s["phase"] for s in res["steps"]] == ["probe"] * 4 + ["bisect"] * 4
+    d = tmp_path / "reports"
+    [cap_dir] = d.iterdir()
+    assert cap_dir.name.startswith("capacity-t-")
+    saved = json.loads((cap_dir / "capacity.json").read_text())
+    assert saved["answer"] == 36 and saved["schema"] == "wotbench-capacity/1"
+    assert saved["steps"][3]["verdicts"] == ["contention"] and saved["steps"][3]["rd_cd"] is not None
+    html = (cap_dir / "report.html").read_text()
+    assert "Largest contention-free setting" in html and "36" in html and "Capacity search evidence" in html
+    assert "largest setting with a trustworthy verdict" in res["_printed"]
+
+
+def test_step_without_bisect_answers_at_step_resolution(tmp_path):
+    runner = _threshold(37)
+    res = _cap(tmp_path, runner, step=5)
+    assert res["answer"] == 35 and res["first_flagged"] == 40
+    assert [_count(c) for c in runner.calls] == [5, 10, 15, 20, 25, 30, 35, 40]
+
+
+def test_step_with_bisect(tmp_path):
+    runner = _threshold(37)
+    res = _cap(tmp_path, runner, step=5, bisect=True)
+    assert res["answer"] == 36 and res["runs"] == 10
+    assert [_count(c) for c in runner.calls][-2:] == [37, 36]
+
+
+def test_ge_bottleneck_counts_as_flagged(tmp_path):
+    res = _cap(tmp_path, _threshold(12, "ge_bottleneck"), start=4, maximum=50)
+    assert res["answer"] == 11
+
+
+def test_nothing_clean(tmp_path):
+    runner = _threshold(1)
+    res = _cap(tmp_path, runner)
+    assert res["status"] == "none_clean" and res["answer"] is None and len(runner.calls) == 1
+    assert capacity_exit_code(res) == 3
+
+
+def test_max_clean(tmp_path):
+    runner = _threshold(1000)
+    res = _cap(tmp_path, runner, maximum=30)
+    assert res["status"] == "max_clean" and res["answer"] == 30
+    assert [_count(c) for c in runner.calls] == [5, 10, 20, 30]
+
+
+def test_repeats_majority_vote_absorbs_a_noisy_flag(tmp_path):
+    # count 20 is flagged once out of three (noise) -> clean; 37+ always flagged
+    def verdict(c):
+        if _count(c) >= 37 or (_count(c) == 20 and c.get("seed", 1) == 1):
+            return "contention"
+        return "trustworthy"
+    runner = FakeRunner(verdict=verdict)
+    res = _cap(tmp_path, runner, repeats=3)
+    assert res["answer"] == 36
+    step20 = next(s for s in res["steps"] if s["value"] == 20)
+    assert step20["flagged"] is False and step20["verdicts"].count("contention") == 1
+    seeds = sorted({c.get("seed", 1) for c in runner.calls})
+    assert seeds == [1, 2, 3]
+
+
+def test_rate_pseudo_key(tmp_path):
+    # per-device rate in req/s; flagged from 30 req/s (rit.mean <= 33.3 ms)
+    runner = FakeRunner(verdict=lambda c: "contention" if 1000 / c["devices"][0]["rit"]["mean"] >= 30 - 1e-6
+                        else "trustworthy")
+    res = _cap(tmp_path, runner, key="devices[0].rate", start=4, maximum=100)
+    assert res["answer"] == 29 and res["first_flagged"] == 30
+
+
+def test_failed_run_stops_and_resume_reuses_evidence(tmp_path):
+    broken = FakeRunner(fail_on=lambda c: 1 if _count(c) == 20 else 0,
+                        verdict=lambda c: "contention" if _count(c) >= 37 else "trustworthy")
+    res = _cap(tmp_path, broken)
+    assert res["status"] == "failed" and res["answer"] == 10 and capacity_exit_code(res) == 1
+    fixed = _threshold(37)
+    res2 = _cap(tmp_path, fixed, resume=res["sweep_dir"])
+    assert res2["answer"] == 36
+    assert [_count(c) for c in fixed.calls] == [20, 40, 30, 35, 37, 36]   # 5 and 10 reused
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"key": "devices[0].cuont"}, "--key devices[0].cuont: devices[0].cuont: unknown key"),
+    ({"start": 0}, "--start"),
+    ({"start": 10, "maximum": 5}, "below --start"),
+    ({"repeats": 0}, "--repeats"),
+])
+def test_bad_parameters(tmp_path, kw, msg):
+    with pytest.raises(ConfigError) as e:
+        _cap(tmp_path, FakeRunner(), **kw)
+    assert any(msg in p for p in e.value.problems), e.value.problems
+    assert not (tmp_path / "reports").exists()

@@ -1,0 +1,15 @@
+"""Series of tests (``wotbench sweep``) and their report; see README.md in this folder.
+
+Public API:
+
+- :func:`run_sweep` (create or resume, run, report), :func:`sweep_exit_code`
+- :class:`Sweep` (``create``, ``open``, ``run_all``, ``run_point``, ``add_point``, ``points``)
+- :func:`plan_points`, :func:`cartesian`, :func:`read_matrix`, :func:`derive_config`
+- :func:`wotbench.sweep.paths.parse_vary`, ``parse_key``, ``set_path``, ``get_path``
+- :func:`wotbench.sweep.report.write_report`, ``collect``
+"""
+from .core import (Point, Sweep, cartesian, create_sweep, derive_config, plan_points, read_matrix,
+                   run_sweep, sweep_exit_code)
+
+__all__ = ["Point", "Sweep", "cartesian", "create_sweep", "derive_config", "plan_points", "read_matrix",
+           "run_sweep", "sweep_exit_code"]

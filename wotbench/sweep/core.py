@@ -1,0 +1,385 @@
+"""Series of tests: derived configs, one run dir per point, a resumable ``sweep.json``.
+
+Layout of a sweep dir (``reports/sweep-<name>-<UTC>/``; capacity searches use
+``reports/capacity-<name>-<UTC>/`` and the same layout)::
+
+    sweep.json            points, status, run dir per point (schema: wotbench/sweep/README.md)
+    base.yaml             the base config as given (copy)
+    configs/<id>.yaml     the derived, validated config of each point
+    runs/<id>/<name>-<UTC>/   the run dir the runner wrote for the point
+    report.html           the series report
+
+A point is complete when its run dir has ``summary.json``; ``resume`` re-runs only the others.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+import yaml
+
+from ..errors import ConfigError, EnvironmentProblem, WotbenchError
+from .paths import format_key, parse_key, set_path
+
+SCHEMA = "wotbench-sweep/1"
+RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
+
+
+def default_run_fn() -> RunFn:
+    from ..runner.main import run   # imported late: the runner pulls in docker
+    return run
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+@dataclass
+class Point:
+    id: str
+    index: int
+    overrides: dict[str, Any]
+    config: str                           # relative to the sweep dir
+    status: str = "pending"               # pending | running | done | failed | interrupted
+    exit_code: Optional[int] = None
+    run_dir: Optional[str] = None         # relative to the sweep dir
+    verdict: Optional[str] = None         # summary.json verdict.status
+    reasons: list[str] = field(default_factory=list)
+    started_utc: Optional[str] = None
+    finished_utc: Optional[str] = None
+    error: Optional[str] = None
+    origin: Optional[str] = None          # the --vary arguments / matrix entry it came from
+
+
+def _attribute(problem: str, keys: dict[str, str], fallback: str) -> str:
+    """Prefix a config problem with the --vary argument (or matrix entry) whose key it concerns."""
+    loc = problem.split(":", 1)[0].strip()
+    for key, origin in keys.items():
+        if loc == key or loc.startswith(key + ".") or loc.startswith(key + "[") or \
+                key.startswith(loc + ".") or key.startswith(loc + "["):
+            return f"{origin}: {problem}"
+    return f"{fallback}: {problem}"
+
+
+def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, name: str,
+                  origins: Optional[dict[str, str]] = None, label: str = "point") -> dict:
+    """The validated config mapping of a point (only the keys set, paths absolute).
+
+    Raises :class:`ConfigError` whose problems name the ``--vary`` argument concerned."""
+    from ..config import config_from_dict
+    origins = origins or {k: f"{label} {k}={v!r}" for k, v in overrides.items()}
+    raw = dict(base_raw)
+    for key, value in overrides.items():
+        try:
+            raw = set_path(raw, key, value)
+        except ValueError as e:
+            raise ConfigError([f"{origins.get(key, key)}: {e}"]) from None
+    raw["name"] = name
+    try:
+        cfg = config_from_dict(raw, base_dir, source=None)
+    except ConfigError as e:
+        raise ConfigError([_attribute(p, origins, label) for p in e.problems]) from None
+    return cfg.model_dump(mode="json", exclude_unset=True)
+
+
+def _point_name(base: str, pid: str) -> str:
+    base = str(base or "sweep")
+    return f"{base[:60 - len(pid) - 1]}-{pid}"
+
+
+def _find_run_dir(root: Path) -> Optional[Path]:
+    """The newest run dir under ``root`` that has summary.json."""
+    if not root.is_dir():
+        return None
+    done = [d for d in root.iterdir() if d.is_dir() and (d / "summary.json").is_file()]
+    return max(done, key=lambda d: (d / "summary.json").stat().st_mtime) if done else None
+
+
+class Sweep:
+    """A sweep dir and its ``sweep.json``."""
+
+    def __init__(self, directory: Path, data: dict):
+        self.dir = Path(directory)
+        self.data = data
+        self.points = [Point(**p) for p in data.pop("points", [])]
+
+    # ------------------------------------------------------------------ creation / loading
+    @classmethod
+    def create(cls, base_config: str | Path, points: Iterable[dict[str, Any]], *,
+               out_root: str | Path = "reports", kind: str = "sweep", backend: Optional[str] = None,
+               origins: Optional[list[dict[str, str]]] = None, extra: Optional[dict] = None,
+               directory: Optional[Path] = None) -> "Sweep":
+        """Validate every point first (nothing is written when one is bad), then write the dir."""
+        base_config = Path(base_config)
+        from ..config import load_config
+        load_config(base_config)                       # the base itself must be valid
+        base_raw = yaml.safe_load(base_config.read_text())
+        name = str(base_raw.get("name", "sweep"))
+        points = [dict(p) for p in points]
+        directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{_stamp()}"
+        sweep = cls(directory, {
+            "schema": SCHEMA, "kind": kind, "name": name, "created_utc": utc_now(),
+            "updated_utc": utc_now(), "base_config": str(base_config.resolve()),
+            "base_dir": str(base_config.resolve().parent), "backend": backend, **(extra or {}),
+        })
+        sweep._base_raw = base_raw
+        derived, problems = [], []
+        for i, ov in enumerate(points):
+            pid = sweep._new_id(i, len(points))
+            try:
+                derived.append(sweep._derive(pid, ov, (origins or [None] * len(points))[i]))
+            except ConfigError as e:
+                problems += e.problems
+        if problems:
+            raise ConfigError(list(dict.fromkeys(problems)), str(base_config))
+        sweep._write_base()
+        for i, (ov, cfg) in enumerate(zip(points, derived)):
+            sweep._add(sweep._new_id(i, len(points)), ov, cfg, (origins or [None] * len(points))[i])
+        sweep.save()
+        return sweep
+
+    @classmethod
+    def open(cls, directory: str | Path) -> "Sweep":
+        directory = Path(directory)
+        f = directory / "sweep.json"
+        if not f.is_file():
+            raise ConfigError([f"{f}: not found (expected a sweep dir written by 'wotbench sweep')"])
+        try:
+            data = json.loads(f.read_text())
+        except json.JSONDecodeError as e:
+            raise ConfigError([f"{f}: not valid JSON ({e})"]) from None
+        if data.get("schema") != SCHEMA:
+            raise ConfigError([f"{f}: schema {data.get('schema')!r}, expected {SCHEMA!r}"])
+        sweep = cls(directory, data)
+        sweep._base_raw = yaml.safe_load((directory / "base.yaml").read_text())
+        return sweep
+
+    # ------------------------------------------------------------------ points
+    def _new_id(self, index: int, total: int = 0) -> str:
+        width = max(2 if self.data.get("kind") == "sweep" else 3, len(str(max(total, 1) - 1)))
+        return f"p{index:0{width}d}"
+
+    def _derive(self, pid: str, overrides: dict, origin: Optional[dict[str, str]]) -> dict:
+        overrides = {format_key(parse_key(k)): v for k, v in overrides.items()}
+        return derive_config(self._base_raw, overrides, base_dir=Path(self.data["base_dir"]),
+                             name=_point_name(self.data["name"], pid), origins=origin,
+                             label=f"point {pid}")
+
+    def _write_base(self) -> None:
+        (self.dir / "configs").mkdir(parents=True, exist_ok=True)
+        (self.dir / "base.yaml").write_text(Path(self.data["base_config"]).read_text())
+
+    def _add(self, pid: str, overrides: dict, cfg: dict, origin: Optional[dict[str, str]]) -> Point:
+        rel = f"configs/{pid}.yaml"
+        (self.dir / rel).write_text(yaml.safe_dump(cfg, sort_keys=False))
+        p = Point(id=pid, index=len(self.points), overrides=dict(overrides), config=rel,
+                  origin="; ".join(dict.fromkeys(origin.values())) if origin else None)
+        self.points.append(p)
+        return p
+
+    def find(self, overrides: dict[str, Any]) -> Optional[Point]:
+        want = {format_key(parse_key(k)): v for k, v in overrides.items()}
+        return next((p for p in self.points if p.overrides == want), None)
+
+    def add_point(self, overrides: dict[str, Any]) -> Point:
+        """Add a point (capacity search) or return the existing one with the same overrides."""
+        found = self.find(overrides)
+        if found:
+            return found
+        pid = self._new_id(len(self.points))
+        p = self._add(pid, {format_key(parse_key(k)): v for k, v in overrides.items()},
+                      self._derive(pid, overrides, None), None)
+        self.save()
+        return p
+
+    # ------------------------------------------------------------------ persistence
+    def to_json(self) -> dict:
+        return {**self.data, "points": [asdict(p) for p in self.points]}
+
+    def save(self) -> None:
+        self.data["updated_utc"] = utc_now()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / "sweep.json.tmp"
+        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str))
+        os.replace(tmp, self.dir / "sweep.json")
+
+    def summary(self, p: Point) -> Optional[dict]:
+        if not p.run_dir:
+            return None
+        f = self.dir / p.run_dir / "summary.json"
+        try:
+            return json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    # ------------------------------------------------------------------ running
+    def refresh(self, p: Point) -> bool:
+        """Mark ``p`` done when its run dir has summary.json (also after a crash); True if done."""
+        rd = _find_run_dir(self.dir / "runs" / p.id)
+        if rd is None:
+            return False
+        p.run_dir = str(rd.relative_to(self.dir))
+        p.status = "done"
+        summ = self.summary(p) or {}
+        verdict = summ.get("verdict") or {}
+        p.verdict = verdict.get("status")
+        p.reasons = list(verdict.get("reasons") or [])
+        return True
+
+    def run_point(self, p: Point, run_fn: RunFn, backend: Optional[str] = None) -> Point:
+        if self.refresh(p):
+            return p
+        out_root = self.dir / "runs" / p.id
+        out_root.mkdir(parents=True, exist_ok=True)
+        p.status, p.started_utc, p.finished_utc, p.error = "running", utc_now(), None, None
+        self.save()
+        try:
+            p.exit_code = int(run_fn(str(self.dir / p.config), str(out_root),
+                                     backend or self.data.get("backend")))
+        except KeyboardInterrupt:
+            p.status, p.error, p.finished_utc = "interrupted", "interrupted by the user", utc_now()
+            self.save()
+            raise
+        except EnvironmentProblem as e:   # the host cannot run tests: the next point would fail too
+            p.status, p.error, p.finished_utc = "failed", str(e), utc_now()
+            self.save()
+            raise
+        except WotbenchError as e:
+            p.status, p.error, p.exit_code = "failed", str(e), e.exit_code
+        except Exception as e:            # a crash of one point must not lose the series
+            p.status, p.error = "failed", f"{type(e).__name__}: {e}"
+        p.finished_utc = utc_now()
+        if not self.refresh(p) and p.status == "running":
+            p.status = "failed"
+            p.error = f"the run exited with {p.exit_code} and wrote no summary.json"
+        self.save()
+        return p
+
+    def pending(self) -> list[Point]:
+        return [p for p in self.points if not self.refresh(p)]
+
+    def run_all(self, run_fn: Optional[RunFn] = None, *, backend: Optional[str] = None,
+                console: Any = None, progress: bool = True) -> list[Point]:
+        """Run every incomplete point in order, with a progress bar; returns the points."""
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        run_fn = run_fn or default_run_fn()
+        console = console or Console(stderr=True)
+        todo = self.pending()
+        self.save()
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.fields[point]}"), console=console,
+                      disable=not progress, transient=False) as bar:
+            task = bar.add_task(f"{self.data['kind']} {self.data['name']}", total=len(self.points),
+                                completed=len(self.points) - len(todo), point="")
+            for p in todo:
+                bar.update(task, point=f"{p.id} {_describe(p.overrides)}")
+                self.run_point(p, run_fn, backend)
+                bar.advance(task)
+                if p.status == "failed":
+                    console.print(f"[red]{p.id} failed:[/] {p.error}")
+            bar.update(task, point="")
+        return self.points
+
+
+def _describe(overrides: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+# ---------------------------------------------------------------------- point generation
+def cartesian(varies: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
+    """Cartesian product of ``[(key, values), ...]`` in order (last key varies fastest)."""
+    points: list[dict[str, Any]] = [{}]
+    for key, values in varies:
+        points = [{**p, key: v} for p in points for v in values]
+    return points
+
+
+def read_matrix(path: str | Path) -> list[dict[str, Any]]:
+    """``points: [{devices[0].count: 5, placement.affinity: shared}, ...]`` from a YAML file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError([f"--matrix {path}: cannot read ({e})"]) from None
+    pts = data.get("points") if isinstance(data, dict) else None
+    if not isinstance(pts, list) or not pts or not all(isinstance(p, dict) and p for p in pts):
+        raise ConfigError([f"--matrix {path}: expected 'points:' with a list of non-empty mappings "
+                           "{dotted.key: value}"])
+    out = []
+    for i, p in enumerate(pts):
+        try:
+            out.append({format_key(parse_key(str(k))): v for k, v in p.items()})
+        except ValueError as e:
+            raise ConfigError([f"--matrix {path}: points[{i}]: {e}"]) from None
+    return out
+
+
+def plan_points(vary_args: list[str], matrix: Optional[str | Path] = None
+                ) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[dict]]:
+    """Points, per-point origins (key -> the argument that set it) and the ``vary`` record.
+
+    With both ``--matrix`` and ``--vary``, every matrix point is crossed with the --vary product.
+    """
+    from .paths import parse_vary
+    varies = [parse_vary(a) for a in vary_args]
+    keys = [k for k, _ in varies]
+    if len(set(keys)) != len(keys):
+        raise ConfigError([f"--vary: key given twice: {sorted({k for k in keys if keys.count(k) > 1})}"])
+    vary_origin = {k: f"--vary {a}" for (k, _), a in zip(varies, vary_args)}
+    product = cartesian(varies)
+    if matrix is None:
+        if not varies:
+            raise ConfigError(["nothing to vary: give --vary KEY=V1,V2,... or --matrix FILE.yaml"])
+        return product, [dict(vary_origin) for _ in product], [{"key": k, "values": v} for k, v in varies]
+    mpoints = read_matrix(matrix)
+    points, origins = [], []
+    for i, mp in enumerate(mpoints):
+        for vp in product:
+            points.append({**mp, **vp})
+            origins.append({**{k: f"--matrix {matrix} points[{i}] {k}" for k in mp}, **vary_origin})
+    return points, origins, [{"key": k, "values": v} for k, v in varies]
+
+
+def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[str | Path] = None,
+                 out_root: str | Path = "reports", backend: Optional[str] = None) -> Sweep:
+    points, origins, vary = plan_points(vary_args, matrix)
+    return Sweep.create(config, points, out_root=out_root, backend=backend, origins=origins,
+                        extra={"vary": vary, "matrix": str(Path(matrix).resolve()) if matrix else None})
+
+
+def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]] = None, *,
+              matrix: Optional[str | Path] = None, resume: Optional[str | Path] = None,
+              out_root: str | Path = "reports", backend: Optional[str] = None,
+              run_fn: Optional[RunFn] = None, console: Any = None, progress: bool = True,
+              report: bool = True) -> Sweep:
+    """``wotbench sweep``: create (or resume) a sweep, run its points, write report.html."""
+    if resume is not None:
+        sweep = Sweep.open(resume)
+    else:
+        if config is None:
+            raise ConfigError(["sweep: give a CONFIG (or --resume SWEEP_DIR)"])
+        sweep = create_sweep(config, vary_args or [], matrix=matrix, out_root=out_root, backend=backend)
+    try:
+        sweep.run_all(run_fn, backend=backend, console=console, progress=progress)
+    finally:
+        if report:
+            from .report import write_report
+            write_report(sweep)
+    return sweep
+
+
+def sweep_exit_code(sweep: Sweep) -> int:
+    """0 all points done and trustworthy, 3 all done but some flagged, 1 a point failed."""
+    if any(p.status != "done" for p in sweep.points):
+        return 1
+    return 0 if all(p.verdict == "trustworthy" for p in sweep.points) else 3
