@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -119,36 +120,48 @@ def _verdict(summary: dict, contention: dict) -> dict:
                                                   "The analysis did not state whether the results can be trusted."))
     reasons = [str(r) for r in (v.get("reasons") or [])]
     detail = None
-    if status == "contention" and contention.get("windows"):
-        detail = (f"{len(contention['windows'])} window(s), {contention['contended_s']:.1f} s in total"
-                  + (f" ({contention['contended_share']:.0%} of the test)" if contention.get("contended_share") is not None else "")
-                  + (f"; R_d up to {contention['peak_ratio']:.1f}× the calibration baseline" if contention.get("peak_ratio") else "")
-                  + ": " + ", ".join(w["label"] for w in contention["windows"]))
+    if contention.get("windows"):
+        detail = (f"from {contention['onset_s']:g} s, " if contention.get("onset_s") is not None else "") + \
+            f"{len(contention['windows'])} window(s), {contention['contended_s']:.0f} s in total"
+        if contention.get("contended_share") is not None:
+            detail += f" ({contention['contended_share']:.0%} of the test)"
+        if contention.get("peak_ratio"):
+            detail += f"; CD node response time up to {contention['peak_ratio']:.2f}× its calibration baseline"
+        detail += ": " + ", ".join(w["label"] for w in contention["windows"])
+    checks = v.get("checks") if isinstance(v.get("checks"), dict) else {}
     return {"status": status, "cls": cls, "headline": headline, "explain": explain, "reasons": reasons,
-            "detail": detail, "exit_code": v.get("exit_code")}
+            "detail": detail, "exit_code": v.get("exit_code"), "checks": checks}
 
 
-def _contention(summary: dict) -> dict:
+CONTENTION_STATUS = {"detected": ("warn", "contention detected"), "none": ("ok", "no contention"),
+                     "inconclusive": ("unknown", "inconclusive"), "not_checked": ("unknown", "not checked")}
+
+
+def _contention(summary: dict, duration_s: float | None) -> dict:
     c = summary.get("contention")
     if not isinstance(c, dict):
-        return {"available": False, "windows": [], "detected": False,
-                "reason": "the contention detector was not run (no 'contention' section in summary.json)"}
+        c = {"status": "not_checked", "reason": "summary.json has no 'contention' section"}
+    status = str(c.get("status") or ("detected" if c.get("flagged_windows") else "not_checked"))
     wins = []
-    for w in c.get("windows") or []:
+    for w in c.get("flagged_windows") or c.get("windows") or []:
         a, b = num(pick(w, "start_s", "start")), num(pick(w, "end_s", "end"))
         if a is None or b is None:
             continue
-        peak = num(pick(w, "peak_rd_ms", "max_rd_ms", "peak_ms"))
-        ratio = num(pick(w, "peak_ratio", "ratio", "max_ratio"))
-        wins.append({"start_s": a, "end_s": b, "duration_s": b - a, "peak_rd_ms": peak, "peak_ratio": ratio,
-                     "label": f"{a:.0f}–{b:.0f} s"})
-    total = num(pick(c, "contended_s", "total_s", "duration_s"))
-    if total is None:
-        total = sum(w["duration_s"] for w in wins)
-    ratios = [w["peak_ratio"] for w in wins if w["peak_ratio"]]
-    return {"available": True, "detected": bool(pick(c, "detected", default=bool(wins))), "windows": wins,
-            "contended_s": total, "contended_share": num(pick(c, "contended_share", "share")),
-            "peak_ratio": max(ratios) if ratios else None, "reason": None}
+        wins.append({"start_s": a, "end_s": b, "duration_s": b - a, "shift": num(w.get("shift")),
+                     "ratio": num(pick(w, "ratio", "peak_ratio")), "p_value": num(w.get("p_value")),
+                     "label": f"{a:g}–{b:g} s"})
+    total = sum(w["duration_s"] for w in wins)
+    base = c.get("baseline") if isinstance(c.get("baseline"), dict) else {}
+    b_med, thr = num(base.get("median_rd")), num(base.get("threshold_shift"))
+    ratios = [w["ratio"] for w in wins if w["ratio"]]
+    pill_cls, pill = CONTENTION_STATUS.get(status, ("unknown", status))
+    return {"status": status, "available": status in ("detected", "none"), "detected": status == "detected",
+            "pill": pill, "pill_cls": pill_cls, "reason": c.get("reason"), "windows": wins,
+            "contended_s": total, "contended_share": total / duration_s if duration_s else None,
+            "peak_ratio": num(c.get("max_ratio")) or (max(ratios) if ratios else None),
+            "onset_s": num(c.get("onset_s")), "windows_tested": c.get("windows_tested"),
+            "baseline_rd": b_med, "threshold_rd": (b_med + thr) if b_med is not None and thr is not None else None,
+            "threshold_shift": thr, "baseline_samples": base.get("samples")}
 
 
 def _host(run: dict) -> list[tuple[str, str]]:
@@ -228,20 +241,29 @@ def _compress(names: list[str]) -> str:
     return ", ".join(parts + other)
 
 
+def _rt_stats(block: dict) -> dict:
+    """The response-time stats of an overall/per-device block: `response_time_ms.from_sent`
+    (analysis) with p50_ms... keys, normalised to {count, mean, p50, p90, p95, p99, p999, max}."""
+    rt = pick(block, "response_time_ms.from_sent", "response_time_ms", "response_ms", default={}) or {}
+    return {k: pstat(rt, k) for k in ("mean", "p50", "p90", "p95", "p99", "p999", "max")} | \
+        {"count": rt.get("count")}
+
+
 def _overall(summary: dict) -> dict:
     o = summary.get("overall") or {}
-    outcomes = pick(o, "outcomes", default={}) or {}
-    requests = num(pick(o, "requests", "total")) or float(sum(v for v in outcomes.values() if isinstance(v, (int, float))))
-    rt = pick(o, "response_ms", "response_time_ms", "latency_ms", default={}) or {}
-    duration = num(pick(summary, "run.duration_s", "overall.duration_s"))
+    outcomes = o.get("outcomes") or {}
+    requests = num(o.get("requests"))
+    if requests is None:
+        requests = float(sum(v for v in outcomes.values() if isinstance(v, (int, float))))
+    duration = num(pick(o, "duration_s")) or num(pick(summary, "run.duration_s"))
     ok = num(outcomes.get("ok"))
-    achieved = num(pick(o, "achieved_rate", "throughput_rps", "ok_rate"))
+    achieved = num(pick(o, "throughput_rps", "achieved_rate"))
     if achieved is None and ok is not None and duration:
         achieved = ok / duration
-    return {"requests": requests, "outcomes": outcomes, "rt": rt, "achieved_rate": achieved,
-            "offered_rate": num(pick(o, "offered_rate", "offered_rps")),
+    return {"requests": requests, "sent": num(o.get("sent")), "outcomes": outcomes, "rt": _rt_stats(o),
+            "achieved_rate": achieved, "offered_rate": num(pick(o, "offered_rps", "offered_rate")),
             "success_share": (ok / requests) if ok is not None and requests else None,
-            "codes": pick(o, "codes", "response_codes", default={}) or {}, "duration_s": duration}
+            "loss_rate_of_sent": num(o.get("loss_rate_of_sent")), "duration_s": duration}
 
 
 def _outcome_rows(outcomes: dict, requests: float | None) -> list[dict]:
@@ -261,51 +283,56 @@ def _outcome_rows(outcomes: dict, requests: float | None) -> list[dict]:
 
 
 def _per_device(summary: dict) -> list[dict]:
-    pdv = summary.get("per_device") or []
-    if isinstance(pdv, dict):
-        pdv = [dict(v, device=v.get("device", k)) if isinstance(v, dict) else {"device": k} for k, v in pdv.items()]
+    pdv = summary.get("per_device") or {}
+    if isinstance(pdv, list):
+        pdv = {str(pick(d, "device", "name", default=i)): d for i, d in enumerate(pdv) if isinstance(d, dict)}
     rows = []
-    for d in pdv:
+    for name, d in pdv.items():
         if not isinstance(d, dict):
             continue
-        rt = pick(d, "response_ms", "response_time_ms", "latency_ms", default=d) or {}
         oc = d.get("outcomes") or {}
-        req = num(pick(d, "requests", "total"))
-        ok = num(pick(oc, "ok", default=d.get("ok")))
-        rows.append({"device": str(pick(d, "device", "name", default="?")), "group": d.get("group"),
-                     "requests": req, "ok": ok,
-                     "failed": (req - ok) if req is not None and ok is not None else None,
-                     "mean": pstat(rt, "mean"), "p50": pstat(rt, "p50"), "p95": pstat(rt, "p95"),
-                     "p99": pstat(rt, "p99"), "max": pstat(rt, "max")})
+        req = num(d.get("requests"))
+        ok = num(oc.get("ok"))
+        rows.append({"device": str(name), "ge": d.get("ge"), "requests": req, "ok": ok,
+                     "failed": (req - ok - (num(oc.get("unsent")) or 0)) if req is not None and ok is not None else None,
+                     "throughput": num(d.get("throughput_rps")), **_rt_stats(d)})
     return rows
+
+
+def _ge_row(gid: str, g: dict) -> dict:
+    e, s = g.get("expected_rit") or {}, g.get("submitted_rit") or {}
+    lag = g.get("lag_ms") or {}
+    return {"ge": gid, "kept_up": g.get("kept_up"), "problems": [str(p) for p in g.get("problems") or []],
+            "expected": {k: pstat(e, k) for k in ("mean", "p5", "p50")},
+            "submitted": {k: pstat(s, k) for k in ("mean", "p5", "p50")},
+            "ks": num(g.get("ks")), "ks_tol": num(g.get("ks_tol")), "late_share": num(g.get("late_share")),
+            "early_share": num(g.get("early_share")), "lag_p50": num(lag.get("p50")),
+            "lag_p99": num(lag.get("p99")), "lag_max": num(lag.get("max")), "sent": g.get("sent"),
+            "not_kept_up": g.get("devices_not_kept_up") or []}
 
 
 def _ge(summary: dict) -> dict:
     g = summary.get("ge_integrity")
-    if not isinstance(g, dict):
-        return {"available": False, "reason": "summary.json has no 'ge_integrity' section"}
-    e = pick(g, "expected_rit_ms", "expected", "rit.expected", default={})
-    s = pick(g, "submitted_rit_ms", "submitted", "rit.submitted", default={})
-    table = [{"stat": name, "expected": pstat(e, key), "submitted": pstat(s, key)}
-             for name, key in (("mean", "mean"), ("p5", "p5"), ("p50", "p50"))]
-    ks = pick(g, "ks", "ks_statistic")
-    ks_p = None
-    if isinstance(ks, dict):
-        ks, ks_p = pick(ks, "statistic", "d", "value"), pick(ks, "pvalue", "p_value")
-    return {"available": True, "table": table, "ks": num(ks), "ks_p": num(ks_p),
-            "late_share": num(pick(g, "late_share", "late_fraction")),
-            "late_threshold_ms": num(pick(g, "late_threshold_ms", "late_ms")),
-            "send_lag_us": pick(g, "send_lag_us", default={}) or {},
-            "ok": pick(g, "ok", "passed")}
+    if not isinstance(g, dict) or not isinstance(g.get("per_ge"), dict):
+        return {"available": False, "reason": "summary.json has no 'ge_integrity.per_ge' section"}
+    rows = [_ge_row(gid, b) for gid, b in g["per_ge"].items() if isinstance(b, dict)]
+    if isinstance(g.get("cd_ge"), dict):
+        rows.append(_ge_row("cd-ge", g["cd_ge"]) | {"is_cd": True})
+    rule = g.get("rule") or {}
+    return {"available": True, "rows": rows, "ok": g.get("kept_up"),
+            "late_threshold_ms": num(rule.get("late_threshold_ms")),
+            "max_late_share": num(rule.get("max_late_share")), "max_ks": num(rule.get("max_ks"))}
 
 
 def _rd(summary: dict) -> dict:
     r = summary.get("rd")
     if not isinstance(r, dict):
         return {"available": False}
-    return {"available": True, "baseline_ms": num(pick(r, "baseline_ms", "baseline.mean_ms", "baseline.mean")),
-            "threshold_ms": num(pick(r, "threshold_ms", "threshold")),
-            "cd": pick(r, "cd_ms", "cd", default={}), "devices": pick(r, "devices_ms", "devices", default={})}
+    cd = r.get("cd") if isinstance(r.get("cd"), dict) else None
+    return {"available": True, "definition": r.get("definition"),
+            "devices": pick(r, "overall.rd", default={}) or {},
+            "cd_calibration": (cd or {}).get("calibration") or {}, "cd_test": (cd or {}).get("test") or {},
+            "cd_device": (cd or {}).get("device")}
 
 
 def _network(run: dict) -> dict:
@@ -340,154 +367,159 @@ def _fmt_spec(spec: Any) -> str:
 # --------------------------------------------------------------------------- time series
 
 def _t_seconds(df: pd.DataFrame, start_ns: float | None) -> pd.Series | None:
-    c = _first_col(df, "t_s", "time_s", "elapsed_s", "second", "sec", "t")
+    """Seconds since the test start from a `second`/`t_s` column or a CLOCK_MONOTONIC `mono_ns`."""
+    c = _first_col(df, "t_s", "second", "time_s", "start_s")
     if c is not None:
         return pd.to_numeric(df[c], errors="coerce")
-    c = _first_col(df, "mono_ns", "t_ns", "time_ns", "timestamp_ns", "ts_ns")
+    c = _first_col(df, "mono_ns", "t_ns")
     if c is not None:
         t = pd.to_numeric(df[c], errors="coerce").astype(float)
-        ref = start_ns if start_ns is not None and t.min() >= start_ns - 3600e9 else t.min()
-        return (t - ref) / 1e9
+        return (t - (start_ns if start_ns is not None else t.min())) / 1e9
     return None
 
 
 def load_cgroups(path: Path, start_ns: float | None) -> tuple[pd.DataFrame | None, str | None]:
-    """monitor/cgroups.csv -> long frame (t_s, container, cpu_pct). Accepts a percentage column or
-    cumulative usage counters (usec or ns) which are differentiated."""
+    """monitor/cgroups.csv (cumulative `cpu_ns`, `runqueue_ns` per component) -> long frame
+    t_s, component, cpu_pct (% of one core), runq_ms_per_s (run-queue wait per second)."""
     df = _read_csv(path)
     if df is None:
-        return None, "monitor/cgroups.csv is missing or empty (monitoring was off or the runner did not write it)"
+        return None, "monitor/cgroups.csv is missing or empty (monitoring was off or stopped early)"
     t = _t_seconds(df, start_ns)
-    name = _first_col(df, "container", "name", "component", "cgroup", "id")
-    if t is None or name is None:
-        return None, f"monitor/cgroups.csv has no recognised time/container columns ({', '.join(df.columns)})"
-    out = pd.DataFrame({"t_s": t, "container": df[name].astype(str)})
-    pct = _first_col(df, "cpu_pct", "cpu_percent", "cpu_%", "cpu")
-    cum, scale = _first_col(df, "cpu_usage_usec", "usage_usec", "cpu_usec"), 1e-6
-    if cum is None:
-        cum, scale = _first_col(df, "cpu_usage_ns", "cpu_ns", "usage_ns", "cpuacct_usage"), 1e-9
-    if pct is not None:
-        out["cpu_pct"] = pd.to_numeric(df[pct], errors="coerce")
-    elif cum is not None:
-        out["cum_s"] = pd.to_numeric(df[cum], errors="coerce") * scale
-        out = out.sort_values(["container", "t_s"])
-        dt = out.groupby("container")["t_s"].diff()
-        dc = out.groupby("container")["cum_s"].diff()
-        out["cpu_pct"] = (dc / dt * 100).where(dt > 0)
-        out = out.dropna(subset=["cpu_pct"]).drop(columns="cum_s")
-    else:
-        return None, "monitor/cgroups.csv has no CPU column (expected cpu_pct or cpu_usage_usec)"
-    out = out.dropna()
-    return (out, None) if len(out) else (None, "monitor/cgroups.csv has no usable samples")
+    name = _first_col(df, "component", "container", "name")
+    cpu = _first_col(df, "cpu_ns", "cpu_usage_ns")
+    if t is None or name is None or cpu is None:
+        return None, f"monitor/cgroups.csv lacks mono_ns/component/cpu_ns columns (has {', '.join(map(str, df.columns))})"
+    out = pd.DataFrame({"t_s": t, "component": df[name].astype(str),
+                        "cpu": pd.to_numeric(df[cpu], errors="coerce")})
+    rq = _first_col(df, "runqueue_ns")
+    out["rq"] = pd.to_numeric(df[rq], errors="coerce") if rq else np.nan
+    out = out.sort_values(["component", "t_s"])
+    g = out.groupby("component")
+    dt = g["t_s"].diff()
+    out["cpu_pct"] = (g["cpu"].diff() / 1e9 / dt * 100).where(dt > 0)
+    out["runq_ms_per_s"] = (g["rq"].diff() / 1e6 / dt).where(dt > 0)
+    out = out.dropna(subset=["cpu_pct"])[["t_s", "component", "cpu_pct", "runq_ms_per_s"]]
+    return (out, None) if len(out) else (None, "monitor/cgroups.csv has fewer than two samples per component")
 
 
-def load_collectl(mon: Path, start_ns: float | None) -> pd.DataFrame | None:
-    """Fallback when the analysis wrote no per-core series: collectl plot files (-P) with
-    `[CPU:N]Totl%` or `[CPU:N]Idle%` columns, time relative to the first sample."""
-    d = mon / "collectl"
-    if not d.is_dir():
-        return None
-    for f in sorted(p for p in d.rglob("*") if p.is_file() and not p.name.endswith((".gz", ".raw"))):
+def _cpu_wide(df: pd.DataFrame, t: pd.Series) -> pd.DataFrame | None:
+    """collectl per-core columns ([CPU:n]Totl%, else 100 - [CPU:n]Idle%) -> t_s, core, busy_pct."""
+    out = []
+    for c in df.columns:
+        m = re.fullmatch(r"\[CPU:(\d+)\](Totl|Idle)%", str(c))
+        if not m:
+            continue
+        core, kind = m.groups()
+        if kind == "Idle" and f"[CPU:{core}]Totl%" in df.columns:
+            continue
+        v = pd.to_numeric(df[c], errors="coerce")
+        out.append(pd.DataFrame({"t_s": t, "core": core, "busy_pct": v if kind == "Totl" else 100 - v}))
+    return pd.concat(out, ignore_index=True).dropna() if out else None
+
+
+def load_collectl_files(mon: Path) -> pd.DataFrame | None:
+    """Raw collectl plot files (monitor/collectl/*.cpu, `#UTC` header, -oUzm) when the runner did
+    not leave monitor/cpu.csv; time is relative to the first sample."""
+    for f in sorted((mon / "collectl").glob("*.cpu")) if (mon / "collectl").is_dir() else []:
         try:
-            lines = [ln for ln in f.read_text(errors="replace").splitlines() if ln.strip()]
+            lines = f.read_text(errors="replace").splitlines()
         except OSError:
             continue
-        hdr = next((ln for ln in lines if ln.startswith("#Date") or ln.startswith("#UTC")), None)
-        if hdr is None or "[CPU:" not in hdr:
+        hdr = next((ln for ln in lines if ln.startswith("#UTC")), None)
+        if hdr is None:
             continue
-        cols = hdr.lstrip("#").split()
-        rows = [ln.split() for ln in lines if not ln.startswith("#")]
-        rows = [r for r in rows if len(r) == len(cols)]
-        if not rows:
-            continue
-        df = pd.DataFrame(rows, columns=cols)
-        if "Date" in df and "Time" in df:
-            ts = pd.to_datetime(df["Date"] + " " + df["Time"], errors="coerce", format="%Y%m%d %H:%M:%S.%f")
-            if ts.isna().all():
-                ts = pd.to_datetime(df["Date"] + " " + df["Time"], errors="coerce", format="%Y%m%d %H:%M:%S")
-            t = (ts - ts.min()).dt.total_seconds()
-        else:
-            t = pd.to_numeric(df[cols[0]], errors="coerce")
-            t = t - t.min()
-        out = []
-        for c in cols:
-            if c.startswith("[CPU:") and c.endswith("]Totl%"):
-                core, busy = c[5:c.index("]")], pd.to_numeric(df[c], errors="coerce")
-            elif c.startswith("[CPU:") and c.endswith("]Idle%"):
-                core = c[5:c.index("]")]
-                if f"[CPU:{core}]Totl%" in cols:
-                    continue
-                busy = 100 - pd.to_numeric(df[c], errors="coerce")
-            else:
-                continue
-            out.append(pd.DataFrame({"t_s": t, "core": core, "busy_pct": busy}))
-        if out:
-            return pd.concat(out, ignore_index=True).dropna()
+        cols = ["utc_s"] + hdr.split()[1:]
+        rows = [r for r in (ln.split() for ln in lines if ln and not ln.startswith("#")) if len(r) == len(cols)]
+        if rows:
+            df = pd.DataFrame(rows, columns=cols)
+            t = pd.to_numeric(df["utc_s"], errors="coerce")
+            return _cpu_wide(df, t - t.min())
     return None
 
 
 def _cpu_cores(run_dir: Path, start_ns: float | None) -> tuple[pd.DataFrame | None, str | None]:
-    df = _series(run_dir, "cpu_cores.csv", "cpu_per_core.csv", "cpu.csv")
-    if df is not None:
-        t = _t_seconds(df, start_ns)
-        core = _first_col(df, "core", "cpu")
-        busy = _first_col(df, "busy_pct", "total_pct", "cpu_pct", "busy")
-        if t is not None and core is not None and busy is not None:
-            return pd.DataFrame({"t_s": t, "core": df[core].astype(str), "busy_pct": df[busy]}), None
-        if t is not None:  # wide form: t_s, cpu0, cpu1 ...
-            wide = [c for c in df.columns if c.lower().startswith(("cpu", "core"))]
-            if wide:
-                long = df.assign(t_s=t).melt(id_vars="t_s", value_vars=wide, var_name="core", value_name="busy_pct")
-                long["core"] = long["core"].str.extract(r"(\d+)", expand=False).fillna(long["core"])
-                return long, None
-    df = load_collectl(run_dir / "monitor", start_ns)
-    if df is not None:
-        return df, None
-    if not (run_dir / "monitor").is_dir():
+    mon = run_dir / "monitor"
+    if not mon.is_dir():
         return None, "the run has no monitor/ directory (monitoring was disabled or the run stopped before it started)"
-    return None, "no per-core CPU data: neither series/cpu_cores.csv nor a readable collectl plot file was found"
+    df = _read_csv(mon / "cpu.csv")
+    if df is not None and _t_seconds(df, start_ns) is not None:
+        out = _cpu_wide(df, _t_seconds(df, start_ns))
+        if out is not None:
+            return out, None
+    out = load_collectl_files(mon)
+    if out is not None:
+        return out, None
+    return None, ("no per-core CPU data: neither monitor/cpu.csv nor a collectl *.cpu file was found "
+                  "(is collectl installed on the host?)")
+
+
+def _requests(run_dir: Path, run: dict) -> pd.DataFrame | None:
+    """ok/code/response time of every main-GE request (for the CDF and the code table)."""
+    frames = []
+    ges = run.get("ges") or [{"id": p.name, "dir": f"ge/{p.name}"} for p in sorted((run_dir / "ge").glob("*"))]
+    for g in ges:
+        path = run_dir / str(g.get("dir", f"ge/{g.get('id')}")) / "requests.csv"
+        if not path.is_file():
+            continue
+        try:
+            df = pd.read_csv(path, usecols=["sent_ns", "received_ns", "code", "outcome"],
+                             dtype={"code": str, "outcome": str})
+        except (OSError, ValueError):
+            continue
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _load_series(run_dir: Path, summary: dict, run: dict) -> tuple[dict, dict]:
-    start_ns = num(pick(run, "test.start_mono_ns"))
+    start_ns = num(pick(run, "test.start_mono_ns")) or num(pick(summary, "run.test_start_mono_ns"))
     data: dict[str, Any] = {}
     missing: dict[str, str] = {}
 
-    df = _series(run_dir, "response_times.csv", "response_time.csv", "latency.csv")
-    if df is not None and _t_seconds(df, start_ns) is not None:
+    df = _series(run_dir, "response_times.csv")
+    if df is not None and "device" in df:
+        df = df[df["device"].astype(str) == "all"]
+    if df is not None and len(df) and _t_seconds(df, start_ns) is not None:
         df = df.assign(t_s=_t_seconds(df, start_ns))
+        oc = _series(run_dir, "outcomes_over_time.csv")
+        if oc is not None and _t_seconds(oc, start_ns) is not None:
+            cols = [c for c in oc.columns if c in ("ok", "error", "timeout", "reset")]
+            sent = pd.DataFrame({"t_s": _t_seconds(oc, start_ns), "sent": oc[cols].sum(axis=1)})
+            df = df.merge(sent, on="t_s", how="outer").sort_values("t_s")
         data["rt_time"] = df
     else:
-        missing["rt_time"] = "series/response_times.csv is missing (no request was answered, or the analysis did not run)"
+        missing["rt_time"] = "series/response_times.csv is missing or empty (no request was answered, or the analysis did not run)"
 
-    df = _series(run_dir, "response_cdf.csv", "response_times_cdf.csv")
-    if df is not None:
-        x = _first_col(df, "response_ms", "rt_ms", "ms", "value")
-        if x is not None:
-            y = _first_col(df, "cdf", "p", "quantile")
-            data["rt_cdf"] = (df[x].to_numpy(float), df[y].to_numpy(float) if y else None)
+    req = _requests(run_dir, run)
+    if req is not None:
+        ok = req[req["outcome"] == "ok"]
+        rt = ((ok["received_ns"] - ok["sent_ns"]) / 1e6).dropna().to_numpy(float)
+        if len(rt):
+            data["rt_cdf"] = (np.sort(rt), None)
+        codes = req["code"].fillna("").astype(str)
+        data["codes"] = {c: int(n) for c, n in codes[codes != ""].value_counts().sort_index().items()}
     if "rt_cdf" not in data:
-        missing["rt_cdf"] = "series/response_cdf.csv is missing (no successful response to plot)"
+        missing["rt_cdf"] = ("no successful response in ge/*/requests.csv" if req is not None
+                             else "no ge/*/requests.csv was found in the run directory")
 
-    df = _series(run_dir, "rit.csv", "rit_samples.csv", "rit_cdf.csv")
-    if df is not None:
-        kind, val = _first_col(df, "kind", "series", "which"), _first_col(df, "rit_ms", "ms", "value")
-        if kind and val:
-            data["rit"] = {str(k): g[val].to_numpy(float) for k, g in df.groupby(kind)}
-        else:
-            ec, sc = _first_col(df, "expected_ms", "expected"), _first_col(df, "submitted_ms", "submitted")
-            if ec and sc:
-                data["rit"] = {"expected": df[ec].dropna().to_numpy(float), "submitted": df[sc].dropna().to_numpy(float)}
-    if "rit" not in data:
-        missing["rit"] = "series/rit.csv is missing (the GE wrote no requests.csv)"
+    df = _series(run_dir, "rit_cdf.csv")
+    if df is not None and {"cdf", "expected_rit_ms", "submitted_rit_ms"} <= set(df.columns):
+        gcol = df["ge"].astype(str) if "ge" in df else pd.Series("ge", index=df.index)
+        data["rit"] = {ge: (g["cdf"].to_numpy(float), g["expected_rit_ms"].to_numpy(float),
+                            g["submitted_rit_ms"].to_numpy(float))
+                       for ge, g in df.groupby(gcol) if ge != "cd-ge"}
+    if not data.get("rit"):
+        data.pop("rit", None)
+        missing["rit"] = "series/rit_cdf.csv is missing (the GE sent fewer than two requests per device, or the analysis did not run)"
 
-    df = _series(run_dir, "rd.csv", "rd_series.csv")
-    if df is not None and _t_seconds(df, start_ns) is not None:
-        data["rd"] = df.assign(t_s=_t_seconds(df, start_ns))
+    rd = _series(run_dir, "rd_over_time.csv")
+    cd = _series(run_dir, "cd_samples.csv")
+    if (rd is not None and "device" in rd) or (cd is not None and {"t_s", "rd"} <= set(cd.columns)):
+        data["rd"] = {"windows": rd if rd is not None and "device" in rd else None,
+                      "cd": cd if cd is not None and {"t_s", "rd"} <= set(cd.columns) else None}
     else:
-        missing["rd"] = ("the contention detector was not enabled for this run (no cd-node)"
-                         if not run.get("cd") and summary.get("rd") is None
-                         else "series/rd.csv is missing (no device log could be read)")
+        missing["rd"] = ("the contention detector was not enabled for this run (no CD node)"
+                         if not run.get("cd") and not pick(summary, "rd.cd")
+                         else "series/rd_over_time.csv and series/cd_samples.csv are missing (no R_d could be computed)")
 
     df, why = _cpu_cores(run_dir, start_ns)
     if df is not None:
@@ -518,9 +550,10 @@ def build_context(run_dir: Path | str) -> dict:
     cfg_path = run_dir / "config.resolved.yaml"
     config_text = cfg_path.read_text(errors="replace") if cfg_path.is_file() else None
 
-    contention = _contention(summary)
     overall = _overall(summary)
+    contention = _contention(summary, overall["duration_s"] or num(pick(run, "test.duration_s")))
     data, missing = _load_series(run_dir, summary, run)
+    overall["codes"] = data.pop("codes", {})
     interrupted = bool(pick(run, "interrupted", default=False) or pick(summary, "run.interrupted", default=False))
     name = pick(run, "name", default=None) or pick(summary, "run.name", default=run_dir.name)
     return {

@@ -34,6 +34,7 @@ def _svg(fig) -> str:
     plt.close(fig)
     s = buf.getvalue()
     s = s[s.index("<svg"):]  # drop XML prolog + DOCTYPE for inline embedding
+    s = re.sub(r"<metadata>.*?</metadata>\s*", "", s, count=1, flags=re.S)
     # responsive: keep the viewBox, let CSS size it
     return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot"', s, count=1)
 
@@ -65,7 +66,8 @@ def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, yl
     ax.set_xlabel("time since test start (s)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(loc="upper left", ncol=ncol, bbox_to_anchor=(0, -0.2))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", ncol=ncol, bbox_to_anchor=(0, -0.2))
     fig.tight_layout()
     return _svg(fig)
 
@@ -82,21 +84,24 @@ def _ecdf(x: np.ndarray, n_max: int = 1500) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- figures
 
 def fig_rit_cdf(ctx: dict) -> str:
-    rit = ctx["data"]["rit"]
+    """series/rit_cdf.csv holds quantiles on a probability grid, one block per GE."""
+    rit: dict = ctx["data"]["rit"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2))
-    exp, sub = rit.get("expected"), rit.get("submitted")
+    hi = 0.0
+    for i, (ge, (p, exp, sub)) in enumerate(sorted(rit.items())):
+        suffix = f" {ge}" if len(rit) > 1 else ""
+        for ax in (a1, a2):
+            ax.plot(exp, p, color=GREY, lw=2.6, label=f"expected (trace){suffix}" if ax is a1 else None)
+            ax.plot(sub, p, color=CYCLE[i % len(CYCLE)], lw=1.2, label=f"submitted (GE){suffix}" if ax is a1 else None)
+        lo_e, lo_s = exp[p <= 0.10], sub[p <= 0.10]
+        hi = max([hi, *(x.max() for x in (lo_e, lo_s) if len(x) and np.isfinite(x).any())])
     for ax in (a1, a2):
-        if exp is not None and len(exp):
-            ax.step(*_ecdf(exp), where="post", color=GREY, lw=2.2, label="expected (trace)")
-        if sub is not None and len(sub):
-            ax.step(*_ecdf(sub), where="post", color=BLUE, lw=1.2, label="submitted (GE)")
         ax.set_xlabel("request inter-arrival time per device (ms)")
     a1.set_ylabel("CDF")
     a1.set_title("RIT CDF, full range")
-    ref = exp if exp is not None and len(exp) else sub
-    hi = float(np.percentile(ref, 10)) if ref is not None and len(ref) else 1.0
-    a2.set_xlim(0, max(hi, 1e-3))
-    a2.set_ylim(0, 0.12)
+    a1.set_ylim(0, 1.02)
+    a2.set_xlim(0, max(hi * 1.05, 1e-3))
+    a2.set_ylim(0, 0.105)
     a2.set_title("Zoom on the low end (p0–p10)")
     a1.legend(loc="lower right")
     fig.tight_layout()
@@ -106,18 +111,17 @@ def fig_rit_cdf(ctx: dict) -> str:
 def fig_rt_over_time(ctx: dict) -> str:
     df: pd.DataFrame = ctx["data"]["rt_time"]
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
-    sent = next((c for c in ("sent", "requests", "count", "n") if c in df), None)
-    ok = next((c for c in ("ok", "ok_count", "answered") if c in df), None)
-    if sent:
-        a1.plot(df["t_s"], df[sent], color=GREY, lw=1.2, label="sent")
-    if ok:
-        a1.plot(df["t_s"], df[ok], color=GREEN, lw=1.4, label="ok responses")
+    x = df["t_s"] + 0.5  # per-second bins, drawn at their middle
+    if "sent" in df:
+        a1.plot(x, df["sent"], color=GREY, lw=1.2, label="sent")
+    if "count" in df:
+        a1.plot(x, df["count"].fillna(0), color=GREEN, lw=1.4, label="ok responses")
     a1.set_ylabel("req/s")
     a1.set_title("Throughput per second")
     a1.set_ylim(bottom=0)
     for col, color, lab in (("p50_ms", BLUE, "p50"), ("p95_ms", ORANGE, "p95"), ("p99_ms", RED, "p99")):
         if col in df:
-            a2.plot(df["t_s"], df[col], color=color, lw=1.4 if lab != "p99" else 1.0, label=lab)
+            a2.plot(x, df[col], color=color, lw=1.4 if lab != "p99" else 1.0, label=lab)
     a2.set_ylabel("response time (ms)")
     a2.set_xlabel("time since test start (s)")
     a2.set_title("Response time percentiles per second")
@@ -158,20 +162,32 @@ def fig_rt_cdf(ctx: dict) -> str:
 
 
 def fig_rd(ctx: dict) -> str:
-    df: pd.DataFrame = ctx["data"]["rd"]
+    """R_d = (R - S) / S (dimensionless): CD node per probe (calibration at t < 0), devices' median
+    per analysis window, calibration median and detection threshold."""
+    d = ctx["data"]["rd"]
+    c = ctx["contention"]
     fig, ax = plt.subplots(figsize=(10, 3.4))
-    dev = next((c for c in ("devices_rd_ms", "device_rd_ms", "devices_ms", "rd_devices_ms") if c in df), None)
-    cd = next((c for c in ("cd_rd_ms", "cd_ms", "rd_cd_ms") if c in df), None)
-    if dev:
-        ax.plot(df["t_s"], df[dev], color=PURPLE, lw=1.2, label="devices R_d (mean)")
-    if cd:
-        ax.plot(df["t_s"], df[cd], color=INK, lw=1.6, label="CD node R_d")
-    rd = ctx["rd"]
-    if rd.get("baseline_ms"):
-        ax.axhline(rd["baseline_ms"], color=GREEN, ls="--", lw=1, label=f"CD baseline {rd['baseline_ms']:.2f} ms")
-    if rd.get("threshold_ms"):
-        ax.axhline(rd["threshold_ms"], color=RED, ls="--", lw=1, label=f"threshold {rd['threshold_ms']:.2f} ms")
-    return _finish_time_plot(fig, ax, ctx, "R_d (ms)", "Device residence time R_d", 5, ylim=(0, None))
+    cd = d.get("cd")
+    if cd is not None:
+        cal = cd[cd["phase"] == "calibration"] if "phase" in cd else cd.iloc[:0]
+        test = cd[cd["phase"] != "calibration"] if "phase" in cd else cd
+        if len(cal):
+            ax.axvspan(cal["t_s"].min(), 0, color=GRID, alpha=0.6, lw=0, label="calibration (CD alone)", zorder=0)
+            ax.plot(cal["t_s"], cal["rd"], color=INK, lw=1.0, marker=".", ms=3)
+        ax.plot(test["t_s"], test["rd"], color=INK, lw=1.4, marker=".", ms=3, label="CD node R_d (per probe)")
+    w = d.get("windows")
+    if w is not None and len(w):
+        dev = w[w["device"].astype(str) == "all"]
+        if len(dev):
+            xs = np.r_[dev["window_start_s"].to_numpy(), dev["window_end_s"].to_numpy()[-1]]
+            ys = np.r_[dev["p50_rd"].to_numpy(), dev["p50_rd"].to_numpy()[-1]]
+            ax.step(xs, ys, where="post", color=PURPLE, lw=1.6, label="devices R_d (median per window)")
+    if c.get("baseline_rd") is not None:
+        ax.axhline(c["baseline_rd"], color=GREEN, ls="--", lw=1, label=f"CD calibration median {c['baseline_rd']:.3f}")
+    if c.get("threshold_rd") is not None:
+        ax.axhline(c["threshold_rd"], color=RED, ls="--", lw=1, label=f"threshold {c['threshold_rd']:.3f}")
+    return _finish_time_plot(fig, ax, ctx, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
+                             ylim=(min(0, ax.get_ylim()[0]), None))
 
 
 def fig_cpu_cores(ctx: dict) -> str:
@@ -189,21 +205,38 @@ def _short(s: str, n: int = 40) -> str:
 
 
 def fig_cpu_containers(ctx: dict) -> str:
+    """CPU use and run-queue wait per component (monitor/cgroups.csv); a group's devices summed."""
     df: pd.DataFrame = ctx["data"]["cpu_containers"].copy()
     groups = ctx.get("device_groups") or {}
     sizes: dict[str, int] = {}
     for g in groups.values():
         sizes[g] = sizes.get(g, 0) + 1
-    df["series"] = [f"{groups[c]}-* devices ({sizes[groups[c]]}, sum)" if c in groups else c
-                    for c in df["container"]]
+    df["series"] = [f"{groups[c]}-* ({sizes[groups[c]]} devices, sum)" if c in groups else c
+                    for c in df["component"]]
     df["t_r"] = df["t_s"].round(1)
-    agg = df.groupby(["series", "t_r"], as_index=False)["cpu_pct"].sum()
-    fig, ax = plt.subplots(figsize=(10, 3.0))
-    order = agg.groupby("series")["cpu_pct"].mean().sort_values(ascending=False).index
-    for name in order[:10]:
+    agg = df.groupby(["series", "t_r"], as_index=False)[["cpu_pct", "runq_ms_per_s"]].sum(min_count=1)
+    has_rq = agg["runq_ms_per_s"].notna().any()
+    fig, axes = plt.subplots(2 if has_rq else 1, 1, figsize=(10, 4.8 if has_rq else 3.0), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2] if has_rq else [1]})
+    a1 = axes[0][0]
+    order = list(agg.groupby("series")["cpu_pct"].mean().sort_values(ascending=False).index[:10])
+    colors = {name: CYCLE[i % len(CYCLE)] for i, name in enumerate(order)}
+    for name in order:
         g = agg[agg.series == name]
-        ax.plot(g["t_r"], g["cpu_pct"], lw=1.3, label=name)
-    return _finish_time_plot(fig, ax, ctx, "CPU (% of one core)", "CPU per container (cgroups)", 4, ylim=(0, None))
+        a1.plot(g["t_r"], g["cpu_pct"], lw=1.3, color=colors[name], label=name)
+    a1.set_ylabel("CPU (% of one core)")
+    a1.set_title("CPU per container (cgroups)")
+    a1.set_ylim(bottom=0)
+    if not has_rq:
+        return _finish_time_plot(fig, a1, ctx, "CPU (% of one core)", "CPU per container (cgroups)", 4)
+    a2 = axes[1][0]
+    for name in order:
+        g = agg[agg.series == name]
+        a2.plot(g["t_r"], g["runq_ms_per_s"], lw=1.2, color=colors[name])
+    _shade(a1, ctx, label=False)
+    _end_marker(a1, ctx)
+    a1.legend(loc="upper left", ncol=4, fontsize=7.5)
+    return _finish_time_plot(fig, a2, ctx, "run-queue wait (ms/s)", "Waiting for a CPU (run queue)", 4)
 
 
 # --------------------------------------------------------------------------- registry
@@ -220,14 +253,17 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
     ("fig-rt-cdf", "rt_cdf", "Response time distribution",
      "Read the share of requests answered within a latency budget: find the budget on the x axis, read "
      "the fraction on the y axis. Dashed lines mark p50, p95 and p99.", fig_rt_cdf),
-    ("fig-rd", "rd", "Device residence time R_d and contention detector",
-     "R_d is the time a request spends inside a device. The CD node's R_d should stay near its calibration "
-     "baseline; above the threshold (red dashed) the host is contended and the interval is shaded.", fig_rd),
+    ("fig-rd", "rd", "Relative response-time deviation R_d: devices and contention-detector node",
+     "R_d = (R − S) / S, how much longer than its service time S a request took (0 = no overhead). The "
+     "CD node was measured alone during calibration (grey, t < 0); during the test its R_d should stay "
+     "near that median. Windows where it rose above the threshold are shaded: there the host was "
+     "contended.", fig_rd),
     ("fig-cpu-cores", "cpu_cores", "CPU utilisation per core",
      "A core near 100 % cannot give the components placed on it (legend) more time; saturation on the "
      "GE's core threatens send accuracy, on device cores it inflates R_d.", fig_cpu_cores),
     ("fig-cpu-containers", "cpu_containers", "CPU utilisation per container",
-     "Which component used the CPU: 100 % is one full core. Devices of one group are summed.",
+     "Which component used the CPU (100 % = one full core; a group's devices are summed) and how long its "
+     "threads waited for a CPU each second: run-queue wait is the direct sign of CPU contention.",
      fig_cpu_containers),
 ]
 
