@@ -74,7 +74,8 @@ class Client:
         self.mid = int.from_bytes(os.urandom(2), "big")
         self.pending: dict[bytes, int] = {}     # token -> send time (ns)
         self.results: dict[bytes, dict] = {}    # token -> response + times
-        self.acks = 0
+        self.acks = 0          # ACKs we sent for separate CON responses
+        self.empty_acks = 0    # empty ACKs received (request accepted, answer later)
 
     def close(self):
         self.sock.close()
@@ -104,6 +105,7 @@ class Client:
                 self.sock.sendto(encode(ACK, 0, m["mid"]), self.addr)
                 self.acks += 1
             if m["type"] == ACK and m["code"] == 0:
+                self.empty_acks += 1
                 continue  # empty ACK of a request answered later
             tok = m["token"]
             if tok in self.pending and m["code"] != 0:

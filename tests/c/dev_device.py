@@ -81,13 +81,18 @@ class Device:
 
     def cpu_ns(self) -> int:
         """CPU time of all threads (ns), summed over /proc/PID/task/*/schedstat."""
-        total = 0
+        return self.schedstat()[0]
+
+    def schedstat(self) -> tuple[int, int]:
+        """(CPU time, run-queue wait) of all threads in ns, from /proc/PID/task/*/schedstat."""
+        run = wait = 0
         for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
             try:
-                total += int((task / "schedstat").read_text().split()[0])
+                f = (task / "schedstat").read_text().split()
+                run, wait = run + int(f[0]), wait + int(f[1])
             except (FileNotFoundError, ProcessLookupError):
                 pass
-        return total
+        return run, wait
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

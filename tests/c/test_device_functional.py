@@ -36,6 +36,8 @@ def test_methods_codes_and_log(dev):
     assert code_str(c.request(GET, "r0")["code"]) == "2.05"  # DELETE keeps the resource
     r = c.request(GET, "sub/r1")
     assert code_str(r["code"]) == "2.05" and r["payload"] == b""
+    # each CON request: empty ACK at once, then a separate CON response that we ACKed
+    assert c.empty_acks == 6 and c.acks == 6
     c.close()
     assert dev.stop() == 0
     log = dev.log()

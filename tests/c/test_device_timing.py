@@ -22,6 +22,7 @@ def pinned(core: int):
 def test_sleep_5ms_at_20_per_s(device_bin, tmp_path):
     with Device(device_bin, tmp_path, "r0,5000,sleep,16\n") as d:
         c = Client(d.addr)
+        _, wait0 = d.schedstat()
         t0 = time.monotonic()
         rts = []
         for i in range(60):  # 20 req/s for 3 s
@@ -32,11 +33,15 @@ def test_sleep_5ms_at_20_per_s(device_bin, tmp_path):
             if pause > 0:
                 time.sleep(pause)
         c.close()
+        # run-queue wait of the device's threads: > 2 ms means other load on this host kept
+        # the device off the CPU, and only the medians can be held to tight bounds
+        quiet = d.schedstat()[1] - wait0 < 2 * MS
         assert d.stop() == 0
         log = d.log()
     assert min(rts) >= 5 * MS
+    # client-side bound: median and p90 (a loaded shared host delays the Python client too)
     assert statistics.median(rts) <= 5 * MS + 1.5 * MS, statistics.median(rts)
-    assert max(rts) <= 5 * MS + 15 * MS
+    assert max(rts) <= 5 * MS + (15 * MS if quiet else 100 * MS), sorted(rts)
     assert len(log) == 60
     svc = []
     for row in log:
@@ -45,33 +50,33 @@ def test_sleep_5ms_at_20_per_s(device_bin, tmp_path):
         svc.append(e - s)
     assert min(svc) >= 5 * MS
     assert statistics.median(svc) <= 5 * MS + 50_000
-    assert max(svc) <= 5 * MS + 2 * MS
+    assert max(svc) <= 5 * MS + (2 * MS if quiet else 50 * MS), sorted(svc)
 
 
 HOG = "import time\nend = time.monotonic() + {secs}\nwhile time.monotonic() < end: pass\n"
 
 
-def _busy_round(dev: Device, n: int) -> tuple[int, list[int]]:
-    """n sequential requests; returns (process CPU ns used, wall service times from the log)."""
+def _busy_round(dev: Device, n: int) -> tuple[int, int]:
+    """n sequential requests; returns (process CPU ns, run-queue wait ns) they took."""
     c = Client(dev.addr)
-    cpu0 = dev.cpu_ns()
+    cpu0, wait0 = dev.schedstat()
     for _ in range(n):
         r = c.request(GET, "b", NON, timeout=5)
         assert r is not None and code_str(r["code"]) == "2.05"
-    cpu = dev.cpu_ns() - cpu0
+    cpu, wait = dev.schedstat()
     c.close()
-    return cpu
+    return cpu - cpu0, wait - wait0
 
 
 def test_busy_cpu_time_and_contention(device_bin, tmp_path):
     core = max(os.sched_getaffinity(0))
     S, n = 20 * MS, 10
     with Device(device_bin, tmp_path, "b,20000,busy,0\n", cpu=core) as d:
-        cpu_idle = _busy_round(d, n)
+        cpu_idle, wait_idle = _busy_round(d, n)
         hog = subprocess.Popen([sys.executable, "-c", HOG.format(secs=4)], preexec_fn=pinned(core))
         try:
             time.sleep(0.1)
-            cpu_cont = _busy_round(d, n)
+            cpu_cont, _ = _busy_round(d, n)
         finally:
             hog.kill()
             hog.wait()
@@ -82,7 +87,9 @@ def test_busy_cpu_time_and_contention(device_bin, tmp_path):
         assert n * S * 0.97 <= cpu <= n * S * 1.15 + 5 * MS, (cpu_idle, cpu_cont)
     wall = [int(r["end_ns"]) - int(r["start_ns"]) for r in log]
     idle, cont = statistics.median(wall[:n]), statistics.median(wall[n:])
-    assert S <= idle <= S * 1.2, wall
+    assert min(wall) >= S, wall
+    if wait_idle < 0.1 * n * S:  # else other work on this host already shared the core
+        assert idle <= S * 1.2, wall
     assert cont >= 1.6 * S, wall     # one competitor on the core: about 2x wall time
 
 
