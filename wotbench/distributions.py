@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-from scipy import optimize, special, stats
 
 DISTS = ("deterministic", "exponential", "uniform", "normal", "lognormal", "gamma",
          "weibull", "pareto", "empirical")
@@ -51,18 +50,20 @@ class DistributionError(ValueError):
 
 
 def _weibull_cv(k: float) -> float:
-    g1 = special.gamma(1 + 1 / k)
-    return math.sqrt(special.gamma(1 + 2 / k) / g1 ** 2 - 1)
+    g1 = math.gamma(1 + 1 / k)
+    return math.sqrt(math.gamma(1 + 2 / k) / g1 ** 2 - 1)
 
 
 def weibull_shape_for_cv(cv: float) -> float:
     """Weibull shape k whose coefficient of variation is ``cv`` (cv decreases with k)."""
+    from scipy import optimize
     lo, hi = _WEIBULL_K
     return optimize.brentq(lambda k: _weibull_cv(k) - cv, lo, hi, xtol=1e-12)
 
 
 def _truncnorm_alpha_for_cv(cv: float) -> float:
     """alpha = -mu/sigma of a normal truncated at 0 whose cv is ``cv`` (0 < cv < 1)."""
+    from scipy import optimize, stats
     def cv_of(a: float) -> float:
         lam = math.exp(stats.norm.logpdf(a) - stats.norm.logsf(a))
         mean = -a + lam
@@ -270,6 +271,7 @@ class Empirical(Distribution):
 
 def make_distribution(spec: Mapping[str, Any], base_dir: str | Path | None = None) -> Distribution:
     """Build a distribution from a spec (mapping or pydantic model); raises DistributionError."""
+    from scipy import stats   # imported here: scipy costs ~1 s at start-up
     if hasattr(spec, "model_dump"):
         spec = spec.model_dump()
     problems = validate_spec(spec, base_dir)
@@ -298,7 +300,7 @@ def make_distribution(spec: Mapping[str, Any], base_dir: str | Path | None = Non
         return _Scipy(dist, stats.gamma(a=k, scale=mean / k), mean, cv)
     if dist == "weibull":
         k = weibull_shape_for_cv(cv)
-        return _Scipy(dist, stats.weibull_min(c=k, scale=mean / special.gamma(1 + 1 / k)), mean, cv)
+        return _Scipy(dist, stats.weibull_min(c=k, scale=mean / math.gamma(1 + 1 / k)), mean, cv)
     if dist == "pareto":
         a = shape if shape is not None else 1 + math.sqrt(1 + 1 / (cv * cv))
         xm = mean * (a - 1) / a

@@ -1,0 +1,108 @@
+"""CLI exit codes and messages, run as a real subprocess (no tracebacks for user errors)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
+
+
+def wb(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "wotbench.cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd or ROOT, timeout=120)
+
+
+def no_traceback(r):
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+
+
+def test_validate_ok():
+    r = wb("validate", CONFIGS / "20dev.yaml")
+    assert r.returncode == 0 and r.stdout.strip() == "OK"
+
+
+def test_validate_problems(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("name: t\ndevices:\n  - group: a\n    serivce_time: {dist: exponential, mean: 5}\n"
+                 "  - group: b\n    service_time: {dist: exponential, mean: -5}\n")
+    r = wb("validate", f)
+    no_traceback(r)
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"wotbench: error: {f}: 2 problems:")
+    assert f"{f}: devices[0].serivce_time: unknown key, did you mean 'service_time'?" in r.stderr
+    assert f"{f}: devices[1].service_time.mean: must be > 0, got -5" in r.stderr
+
+
+def test_missing_file_and_yaml_error(tmp_path):
+    r = wb("validate", tmp_path / "nope.yaml")
+    assert r.returncode == 2 and r.stderr == f"wotbench: error: {tmp_path / 'nope.yaml'}: file not found\n"
+    f = tmp_path / "s.yaml"
+    f.write_text("name: [x\n")
+    r = wb("validate", f)
+    no_traceback(r)
+    assert r.returncode == 2 and "YAML syntax error" in r.stderr and "line " in r.stderr
+
+
+def test_usage_errors():
+    r = wb()
+    assert r.returncode == 2 and "wotbench: error:" in r.stderr
+    r = wb("bogus")
+    assert r.returncode == 2 and "invalid choice: 'bogus'" in r.stderr
+    r = wb("trace", CONFIGS / "1dev.yaml")
+    assert r.returncode == 2 and r.stderr == "wotbench: error: trace: --out DIR is required to generate a trace\n"
+
+
+def test_trace_and_stats(tmp_path):
+    r = wb("trace", CONFIGS / "1dev.yaml", "--out", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    assert "requests" in r.stdout and (tmp_path / "t" / "trace.csv").exists()
+    assert (tmp_path / "t" / "resources" / "cpu-0.csv").exists() and (tmp_path / "t" / "cd-trace.csv").exists()
+    r = wb("trace", "--stats", tmp_path / "t" / "trace.csv")
+    assert r.returncode == 0 and "RIT mean" in r.stdout
+    r = wb("trace", "--stats", tmp_path / "missing.csv")
+    assert r.returncode == 2 and "file not found" in r.stderr
+    no_traceback(r)
+
+
+def test_plan(tmp_path):
+    out = tmp_path / "plan.json"
+    r = wb("plan", CONFIGS / "20dev.yaml", "--out", out, "--cores", "0-1")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(out.read_text())
+    assert p["faithful"] is False and p["device_cores"] == [1] and "warning" in r.stdout
+    r = wb("plan", CONFIGS / "20dev.yaml", "--out", out, "--cores", "0-7")
+    assert r.returncode == 0 and json.loads(out.read_text())["faithful"] is True
+
+
+@pytest.mark.parametrize("cmd", [["run", CONFIGS / "1dev.yaml", "--backend", "process"], ["doctor"], ["clean"],
+                                 ["analyze", "/nonexistent-run"], ["report", "/nonexistent-run"]])
+def test_lazy_commands_dispatch_cleanly(cmd):
+    """Dispatches to the other modules; whatever they answer, no traceback and a defined exit code.
+    (doctor/clean/run may touch Docker; with a missing module the exit is 1 with a clear message.)"""
+    if cmd[0] in ("run", "clean"):
+        from importlib.util import find_spec
+        mod = {"run": "wotbench.runner.main", "clean": "wotbench.runner.cleanup"}[cmd[0]]
+        if find_spec(mod) is not None:
+            pytest.skip(f"{mod} is installed: not starting a real {cmd[0]} from a unit test")
+    r = wb(*cmd)
+    no_traceback(r)
+    assert r.returncode in (0, 1, 2, 3)
+
+
+def test_error_handler_in_process(monkeypatch, capsys):
+    from wotbench import cli
+    from wotbench.errors import EnvironmentProblem
+
+    def boom(args):
+        raise EnvironmentProblem("docker daemon not reachable")
+    monkeypatch.setattr(cli, "_cmd_doctor", boom)
+    assert cli.main(["doctor"]) == 1
+    assert capsys.readouterr().err == "wotbench: error: docker daemon not reachable\n"
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_cmd_doctor", interrupted)
+    assert cli.main(["doctor"]) == 130
