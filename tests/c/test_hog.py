@@ -63,8 +63,9 @@ def test_cpu_runs_for_the_given_time_pinned_and_busy(hog_bin):
     out, _ = p.communicate(timeout=5)
     wall = time.monotonic() - t0
     assert p.returncode == 0
-    assert 0.95 <= wall <= 1.8
-    assert cpu_mid >= 0.25                                    # 2 threads on one core: ~0.5 s by now
+    assert 0.95 <= wall <= 2.5
+    # 2 threads on one core: ~0.5 s by now on an idle host; other test suites may share the core
+    assert cpu_mid >= 0.1
     res = json.loads(out)
     assert res["mode"] == "cpu" and res["threads"] == 2 and res["cpus"] == [1]
     assert res["started"] and not res["terminated"] and 0.99 <= res["ran_s"] <= 1.3 and res["ops"] > 0
@@ -81,8 +82,8 @@ def test_start_at_waits_without_consuming_cpu(hog_bin):
     out = p.stdout.read()
     wall = time.monotonic() - t0
     assert os.waitstatus_to_exitcode(status) == 0
-    assert 0.95 <= wall <= 1.6
-    assert ru.ru_utime + ru.ru_stime >= 0.25                 # it did spin for ~0.4 s
+    assert 0.95 <= wall <= 2.5
+    assert ru.ru_utime + ru.ru_stime >= 0.1                  # it spun (~0.4 s on an idle host)
     assert json.loads(out)["ran_s"] == pytest.approx(0.4, abs=0.1)
 
 
