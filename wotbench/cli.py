@@ -39,8 +39,24 @@ def _cmd_trace(args) -> int:
     cfg = load_config(args.config)
     if args.seed is not None:
         cfg.seed = args.seed
-    print_summary(write_trace(cfg, args.out))
+    summary = write_trace(cfg, args.out)
+    print_summary(summary)
+    _note_cpu_demand(cfg, summary.busy_cpu_demand_cores)
     return 0
+
+
+def _note_cpu_demand(cfg, demand: float) -> None:
+    """Compare the devices' busy CPU work with the device cores this host's plan gives them."""
+    from .plan import make_plan
+    try:
+        cores = len(make_plan(cfg).device_cores)
+    except ConfigError:
+        return
+    if demand >= 0.7 * cores:
+        level = "exceeds" if demand >= cores else "is close to"
+        print(f"note: the devices' busy CPU work ({demand:.2f} cores) {level} the {cores} device core(s) "
+              f"this host's plan gives them: expect CPU contention among the devices (the contention "
+              f"detector measures it)")
 
 
 def _parse_cores(text: str) -> list[int]:

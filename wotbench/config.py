@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 import types
 import typing
 from pathlib import Path
@@ -269,7 +270,10 @@ def _message(err: dict) -> str:
     if t == "string_too_long":
         return f"must be at most {ctx.get('max_length')} characters, got {len(inp)}"
     if t == "literal_error":
-        return f"must be {ctx.get('expected')}, got {_show(inp)}"
+        msg = f"must be {ctx.get('expected')}, got {_show(inp)}"
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        close = difflib.get_close_matches(str(inp), choices, n=1, cutoff=0.6) if isinstance(inp, str) else []
+        return msg + (f" (did you mean '{close[0]}'?)" if close else "")
     if t == "too_short":
         return f"must have at least {ctx.get('min_length')} item(s)"
     if t in ("model_type", "model_attributes_type", "dict_type"):

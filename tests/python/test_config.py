@@ -70,6 +70,8 @@ def test_missing_required():
 
 def test_bad_enum():
     assert problems(with_group(mode="fast")) == ["devices[0].mode: must be 'sleep' or 'busy', got 'fast'"]
+    assert problems(with_group(mode="bussy")) == \
+        ["devices[0].mode: must be 'sleep' or 'busy', got 'bussy' (did you mean 'busy'?)"]
     assert problems({**MIN, "gateways": {"wait": "spin"}}) == \
         ["gateways.wait: must be 'busy', 'hybrid' or 'auto', got 'spin'"]
 
