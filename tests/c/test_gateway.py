@@ -1,6 +1,6 @@
 """gateway-emulator: trace validation, CoAP interop, loss/reset, MIDs, open loop, signals,
 retransmission, timing against wot-device. Functional tests use the ASan+UBSan build."""
-import os
+import csv
 import signal
 import statistics
 import struct
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ge_helpers import (REQ_HEADER, Responder, check_consistent, free_port, loopback_addr,
-                        read_summary, run_ge, write_trace)
+                        run_ge, write_trace)
 
 ROOT = Path(__file__).resolve().parents[2]
 MS = 1_000_000
@@ -283,7 +283,6 @@ def test_no_retransmit_by_default(ge_asan_bin, tmp_path):
 
 
 # ---------------------------------------------------------------- timing vs wot-device
-DEVICE = ROOT / "wot-device" / "build" / "wot-device"
 
 
 @pytest.mark.skipif(not (ROOT / "wot-device" / "Makefile").exists(),
@@ -294,12 +293,24 @@ def test_timing_vs_wot_device(ge_bin, device_bin, tmp_path):
         host, port = dev.addr
         rows = [(0, 1000 + i * 50000, "GET", f"coap://{host}:{port}/r0") for i in range(60)]
         trace = write_trace(tmp_path / "t.csv", rows)
-        p = run_ge(ge_bin, trace, tmp_path / "o", "--timeout-ms", "2000", "--wait", "busy")
-        dev.stop()
+        p = run_ge(ge_bin, trace, tmp_path / "o", "--timeout-ms", "2000")
+        assert dev.stop() == 0
     assert p.returncode == 0, p.stderr
     got, s = check_consistent(tmp_path / "o", 60)
     assert s["outcomes"]["ok"] == 60
     rts = [(int(x["received_ns"]) - int(x["sent_ns"])) / 1e6 for x in got]
     assert min(rts) >= 5.0, rts
-    assert statistics.median(rts) < 5.0 + 2.0, rts  # loopback + CoAP overhead
-    assert max(rts) < 5.0 + 25.0, rts  # generous: the 2 cores are shared with other tests
+    # generous bounds: the 2 cores are shared with other test suites (sleep wake-ups wait)
+    assert statistics.median(rts) < 5.0 + 10.0, rts
+    assert max(rts) < 5.0 + 50.0, rts
+    # load-independent attribution check against the device's own log (absolute monotonic):
+    # GE sent <= device arrival < device end <= GE received, request by request
+    with open(dev.dir / "device-log.csv", newline="") as f:
+        log = sorted(csv.DictReader(f), key=lambda r: int(r["arrival_ns"]))
+    log = [r for r in log if r["path"].lstrip("/") == "r0"]
+    assert len(log) == 60
+    base = s["start_mono_ns"]
+    for x, d in zip(got, log):
+        assert base + int(x["sent_ns"]) <= int(d["arrival_ns"])
+        assert int(d["end_ns"]) - int(d["start_ns"]) >= 5 * MS
+        assert int(d["end_ns"]) <= base + int(x["received_ns"])
