@@ -186,10 +186,10 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
         ge_wait = "busy" if wanted == "auto" else wanted
     else:
         ge_wait = "hybrid"
-        if wanted in ("busy", "auto"):
-            warnings.append(f"GE {'busy wait replaced by' if wanted == 'busy' else 'wait mode is'} hybrid "
-                            f"(sleep, then spin the last few hundred µs): the GE cores are shared, "
-                            f"a busy-waiting GE would starve what shares its core")
+        what = "GE busy wait replaced by hybrid" if wanted == "busy" else "GE wait is hybrid"
+        warnings.append(f"{what} (sleep, then spin the last few hundred µs; the paper busy-waits on a "
+                        f"dedicated core): the GE cores are shared, a busy-waiting GE would starve what "
+                        f"shares its core")
 
     names = cfg.device_names()
     # pinning to a single core is the same as sharing it (not a compromise)

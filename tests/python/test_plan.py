@@ -66,6 +66,10 @@ def test_busy_wait_replaced_on_shared_core():
     p = make_plan(cfg(wait="busy"), cores=[0, 1])
     assert p.ge_wait == "hybrid" and any("busy wait replaced by hybrid" in w for w in p.warnings)
     assert make_plan(cfg(wait="hybrid"), cores=range(8)).ge_wait == "hybrid"
+    assert make_plan(cfg(wait="hybrid"), cores=range(8)).faithful           # a user's choice on own cores
+    # a resolved config (wait already 'hybrid') keeps the compromise listed
+    p = make_plan(cfg(wait="hybrid"), cores=[0, 1])
+    assert any(w.startswith("GE wait is hybrid") for w in p.warnings) and len(p.warnings) == 3
 
 
 def test_three_cores_ge_keeps_its_core():
