@@ -186,8 +186,10 @@ def fig_rd(ctx: dict) -> str:
         ax.axhline(c["baseline_rd"], color=GREEN, ls="--", lw=1, label=f"CD calibration median {c['baseline_rd']:.3f}")
     if c.get("threshold_rd") is not None:
         ax.axhline(c["threshold_rd"], color=RED, ls="--", lw=1, label=f"threshold {c['threshold_rd']:.3f}")
+    ys = [ln.get_ydata() for ln in ax.get_lines()]
+    top = max((float(np.nanmax(np.asarray(y, float))) for y in ys if len(y)), default=1.0)
     return _finish_time_plot(fig, ax, ctx, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
-                             ylim=(min(0, ax.get_ylim()[0]), None))
+                             ylim=(min(0, ax.get_ylim()[0]), max(top * 1.15, 0.1)))
 
 
 def fig_cpu_cores(ctx: dict) -> str:
