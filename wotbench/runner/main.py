@@ -242,10 +242,13 @@ class Runner:
                                    {d.name: d.address for d in self.devices}, gateways)
         t = time.monotonic()
         self.started = True
-        workers = 8 if self.backend_name == "docker" else 1
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for fut in [pool.submit(self.backend.start_device, d) for d in self.devices]:
-                fut.result()
+        if self.backend_name == "docker":  # container creation is slow: a few in parallel
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                for fut in [pool.submit(self.backend.start_device, d) for d in self.devices]:
+                    fut.result()
+        else:  # the main thread: the parent-death signal fires when the *spawning thread* ends
+            for d in self.devices:
+                self.backend.start_device(d)
         log(f"{len(self.devices)} device(s) started in {time.monotonic() - t:.1f} s; "
             "waiting for CoAP pings")
         names = {d.name for d in self.devices}

@@ -54,6 +54,17 @@ def _child_setup(cpus: set[int]):
     return setup
 
 
+def _others_can_reach(path: Path) -> bool:
+    """Can an unrelated uid traverse every directory down to ``path``?"""
+    for p in [path, *path.parents]:
+        try:
+            if not p.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
 class ProcessBackend:
     name = "process"
     own_cgroup = False
@@ -63,7 +74,10 @@ class ProcessBackend:
         self.bins: dict[str, Path] = {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
-        self.drop = os.geteuid() == 0
+        self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
+        if os.geteuid() == 0 and not self.drop:
+            log(f"process backend: {run_dir} is not reachable for uid {NOBODY} (a parent "
+                "directory lacks o+x); the programs run as root")
 
     def prepare(self, binaries: dict[str, Path]) -> None:
         self.bins = dict(binaries)

@@ -71,7 +71,9 @@ class ProgressView:
         now = time.monotonic_ns()
         main = combine([read_progress(p) for p in self.ge_files])
         cd = read_progress(self.cd_file) if self.cd_file else None
-        if now < self.start:
+        if now < self.t0:
+            phase, frac = "starting", 0.0
+        elif now < self.start:
             phase, frac = "calibration", (now - self.t0) / max(1, self.start - self.t0)
         else:
             phase, frac = "test", (now - self.start) / max(1, self.end - self.start)

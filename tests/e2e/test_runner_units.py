@@ -1,0 +1,100 @@
+"""Fast checks of runner pieces that need neither Docker nor the binaries."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import struct
+import threading
+
+import pytest
+
+from wotbench.errors import ConfigError
+from wotbench.runner import network, progress, readiness
+from wotbench.runner.cleanup import _labelled
+from wotbench.runner.process_backend import loopback_address
+
+
+def _addrs(n, base="172.28.0.0/16"):
+    return {f"d-{i}": network.bridge_address(base, i) for i in range(n)}
+
+
+def test_networks_split_below_bridge_port_limit():
+    plan = network.plan_networks("r", "172.28.0.0/16", _addrs(2500), ["ge-0", "cd-ge"])
+    assert len(plan.blocks) == 3
+    for b in plan.blocks:
+        assert len(b.devices) + len(b.gateways) < network.MAX_BRIDGE_PORTS
+        assert b.subnet.prefixlen == 22 and set(b.gateways) == {"ge-0", "cd-ge"}
+        assert all(ipaddress.ip_address(ip) in b.subnet for ip in b.gateways.values())
+    ips = [ip for b in plan.blocks for ip in list(b.devices.values()) + list(b.gateways.values())]
+    assert len(ips) == len(set(ips))
+    assert len(plan.endpoints("ge-0")) == 3 and len(plan.endpoints("d-5")) == 1
+
+
+def test_networks_reject_reserved_and_foreign_addresses():
+    with pytest.raises(ConfigError) as e:
+        network.plan_networks("r", "172.28.0.0/16", {"a": "172.28.4.1", "b": "10.0.0.5"}, [])
+    text = "\n".join(e.value.problems)
+    assert "reserved" in text and "outside" in text
+
+
+def test_bridge_address_layout():
+    assert network.bridge_address("172.28.0.0/16", 0) == "172.28.0.10"
+    assert network.bridge_address("172.28.0.0/16", 1003) == "172.28.3.245"
+    assert network.bridge_address("172.28.0.0/16", 1004) == "172.28.4.10"
+    consecutive = {f"d-{i}": str(ipaddress.ip_address("172.28.0.10") + i) for i in range(1100)}
+    with pytest.raises(ConfigError, match="reserved"):
+        network.plan_networks("r", "172.28.0.0/16", consecutive, ["ge-0"])
+
+
+def test_small_subnet_is_one_bridge():
+    plan = network.plan_networks("r", "172.28.5.0/24", _addrs(3, "172.28.5.0/24"), ["ge-0"])
+    assert [str(b.subnet) for b in plan.blocks] == ["172.28.5.0/24"]
+
+
+def test_loopback_mapping_keeps_host_part():
+    assert loopback_address("172.28.3.241", "172.28.0.0/16") == "127.0.3.241"
+
+
+def test_cleanup_never_matches_unlabelled():
+    assert not _labelled({"wotbench.role": "device"}, None)
+    assert not _labelled({"wotbench.run": "a"}, "b")
+    assert _labelled({"wotbench.run": "a"}, None) and _labelled({"wotbench.run": "a"}, "a")
+
+
+def test_readiness_names_the_silent_device():
+    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    srv.bind(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def answer():  # a device that answers pings with RST
+        srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                data, src = srv.recvfrom(64)
+            except socket.timeout:
+                continue
+            srv.sendto(bytes([0x70, 0]) + data[2:4], src)
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        assert readiness.wait_ready([("up", "127.0.0.1", port)], timeout_s=2) < 2
+        with pytest.raises(readiness.NotReady) as e:
+            readiness.wait_ready([("up", "127.0.0.1", port), ("down-7", "127.0.0.1", 9)],
+                                 timeout_s=0.5)
+        assert e.value.missing == ["down-7"] and "down-7" in str(e.value)
+    finally:
+        stop.set()
+        t.join()
+        srv.close()
+
+
+def test_progress_reader(tmp_path):
+    p = tmp_path / "progress.bin"
+    assert progress.read_progress(p) is None
+    p.write_bytes(struct.pack("<8Q", progress.MAGIC, 100, 50, 40, 5, 1, 2, 2))
+    got = progress.read_progress(p)
+    assert got == {"total": 100, "sent": 50, "ok": 40, "timeout": 5, "reset": 1, "error": 2,
+                   "state": 2}
+    c = progress.combine([got, None, got])
+    assert c["sent"] == 100 and c["answered"] == 86 and c["lost"] == 10 and c["state"] == "sending"
