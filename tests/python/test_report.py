@@ -134,17 +134,22 @@ def test_missing_optional_parts_render_with_notes(tmp_path):
 
 def test_unfaithful_plan_warnings_prominent_and_autoescape(tmp_path):
     run_dir = make_run(tmp_path, faithful=False, ge_bottleneck=True,
-                       network={"cpu": {"delay_ms": 20, "loss_pct": 1}})
+                       network={"backend": "tc", "devices": {
+                           f"cpu-{i}": {"describe": "delay 20 ms, loss 1 %", "impairment": {"delay_ms": 20}}
+                           for i in range(3)}})
     run = json.loads((run_dir / "run.json").read_text())
     run["failures"] = [{"component": "<script>x</script>", "what": "bad & worse"}]
+    run["contention"] = [{"name": "hog-1", "kind": "cpu", "cores": [1], "start_s": 10, "end_s": 20}]
     (run_dir / "run.json").write_text(json.dumps(run))
     html = render_html(run_dir)
     assert "<script>x</script>" not in html and "&lt;script&gt;" in html
+    assert "hog-1" in _table(html, "table-injected")
     assert 'id="plan-warnings"' in html and "not faithful" in html
     assert "GE shares core 1" in html
     assert re.search(r'class="banner bad">\s*<div class="title">GE bottleneck', html)
     assert "did not keep up" in html and '<span class="pill bad">no</span>' in _table(html, "table-ge")
-    assert "delay_ms=20" in _table(html, "table-network")
+    assert "cpu-0…2 (3 devices)" in _table(html, "table-network")
+    assert "delay 20 ms, loss 1 %" in _table(html, "table-network")
 
 
 def test_series_missing_entirely(tmp_path):

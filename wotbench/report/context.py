@@ -336,26 +336,25 @@ def _rd(summary: dict) -> dict:
 
 
 def _network(run: dict) -> dict:
+    """run.json `network` as written by wotbench.netimpair ({backend, devices: {name: {describe,
+    impairment, applied}}, ...}); devices with the same impairment are listed together."""
     net = run.get("network")
-    if not net:
-        return {"applied": False, "rows": []}
-    rows = []
-    if isinstance(net, dict):
-        items = net.get("impairments", net)
-        if isinstance(items, dict):
-            for target, spec in items.items():
-                rows.append({"target": str(target), "spec": _fmt_spec(spec)})
-        else:
-            net = items
-    if isinstance(net, list):
-        for it in net:
-            if isinstance(it, dict):
-                target = pick(it, "target", "device", "group", "component", default="?")
-                spec = {k: v for k, v in it.items() if k not in ("target", "device", "group", "component")}
-                rows.append({"target": str(target), "spec": _fmt_spec(spec)})
-            else:
-                rows.append({"target": "", "spec": str(it)})
-    return {"applied": bool(rows), "rows": rows}
+    if not isinstance(net, dict) or not net.get("devices"):
+        return {"applied": False, "rows": [], "backend": (net or {}).get("backend") if isinstance(net, dict) else None}
+    by_spec: dict[str, list[str]] = {}
+    for dev, d in net["devices"].items():
+        spec = (d.get("describe") or _fmt_spec(d.get("impairment"))) if isinstance(d, dict) else _fmt_spec(d)
+        by_spec.setdefault(str(spec), []).append(str(dev))
+    rows = [{"target": _compress(devs), "spec": spec} for spec, devs in by_spec.items()]
+    return {"applied": bool(rows), "rows": rows, "backend": net.get("backend")}
+
+
+def _injected(run: dict) -> list[dict]:
+    """run.json `contention`: the contention episodes injected on purpose (wotbench.contention_inject)."""
+    eps = run.get("contention")
+    return [{"name": e.get("name"), "kind": e.get("kind"), "cores": e.get("cores"),
+             "start_s": num(e.get("start_s")), "end_s": num(e.get("end_s"))}
+            for e in (eps if isinstance(eps, list) else []) if isinstance(e, dict)]
 
 
 def _fmt_spec(spec: Any) -> str:
@@ -581,6 +580,7 @@ def build_context(run_dir: Path | str) -> dict:
         "rd": _rd(summary),
         "cd_enabled": bool(run.get("cd")) or isinstance(summary.get("rd"), dict),
         "network": _network(run),
+        "injected": _injected(run),
         "config_text": config_text,
         "generated_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "data": data,
