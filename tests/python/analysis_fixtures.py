@@ -108,6 +108,8 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
     lag = lag + np.where(late, int(spec.late_ms * 1e6), 0)
     sent = sched + lag
     arrival = sent + int(spec.net_us * 1e3) + rng.exponential(20e3, n).astype(np.int64)
+    # the path GE -> device is FIFO (one socket path, one receive thread): no overtaking
+    arrival = pd.Series(arrival).groupby(dev).cummax().to_numpy()
     start = arrival + rng.exponential(spec.queue_us * 1e3, n).astype(np.int64)
     end = start + s_ns
     recv = end + int(spec.net_us * 1e3) + rng.exponential(20e3, n).astype(np.int64)
@@ -145,6 +147,12 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
 
     # --- device logs (absolute ns), rows that reached the device, in arrival order
     reached = has_sent & ~lost_before
+    # ground truth for the join tests (not part of the contract; the analysis ignores it)
+    pd.DataFrame({"index": np.arange(n), "reached": reached,
+                  "arrival_ns": arrival + TEST_START_NS,
+                  "service_ms": s_ns / 1e6, "queueing_ms": (start - arrival) / 1e6,
+                  "network_ms": (recv - sent - (end - arrival)) / 1e6}
+                 ).to_csv(root / "truth.csv", index=False)
     for d, name in enumerate(names):
         if name in spec.missing_logs:
             continue
@@ -212,7 +220,6 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
     return root
 
 
-def truth(root: Path) -> dict:
-    """Ground truth recomputed from the written GE log (for cross-checks)."""
-    req = pd.read_csv(Path(root) / "ge" / "ge-0" / "requests.csv")
-    return {"requests": len(req), "outcomes": req["outcome"].value_counts().to_dict()}
+def truth(root: Path) -> pd.DataFrame:
+    """Per-request ground truth written by make_run (index, reached, arrival_ns, ...)."""
+    return pd.read_csv(Path(root) / "truth.csv")

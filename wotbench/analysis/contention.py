@@ -11,7 +11,7 @@ Rule, per window of the test (``window_s`` seconds from the test start, default 
     threshold    = max(k · 1.4826 · b_mad, floor)                      (k = 4, floor = 0.10)
     flagged      = (median_w − b_med > threshold)
                    AND one-sided Mann–Whitney U p (window > calibration) < alpha / m
-m = number of windows tested (Bonferroni), alpha = 0.01. Windows with fewer than
+m = number of windows tested (Bonferroni: family-wise alpha = 0.05 per run). Windows with fewer than
 ``min_window_samples`` (5) samples are not tested. Medians and ranks make single 1–2 ms steal
 spikes of the host irrelevant. ``status``:
     detected      — at least one window flagged
@@ -40,7 +40,7 @@ class ContentionParams:
     window_samples: int | None = None
     k: float = 4.0
     floor: float = 0.10
-    alpha: float = 0.01
+    alpha: float = 0.05
     min_baseline_samples: int = 8
     min_window_samples: int = 5
 

@@ -9,14 +9,21 @@ Decomposition (device log joined to GE rows; all ms):
   queueing      = start − arrival       # waiting in the device's request queue
   service       = end − start           # the emulated service itself
 
-Join rule: per device and path, every device-log row is attributed to the GE request to the same
-device and path with the latest ``sent`` ≤ ``arrival + join_slack`` (pandas merge_asof,
-backward; device-log times are absolute CLOCK_MONOTONIC ns, GE times are converted from
-``start_mono_ns``-relative). A GE request claimed by several log rows is resolved by order (see
-``_resolve_conflicts``: concurrent requests to one path shift back to the preceding unclaimed
-requests; retransmission duplicates keep the earliest arrival). A match is discarded if the arrival is later than the request's receive time
-(+ slack) or more than the GE timeout after the send. Lost requests that never reached the
-device therefore stay unmatched instead of stealing the next request's log row.
+Join rule (per device and path; device-log times are absolute CLOCK_MONOTONIC ns, GE times are
+converted from ``start_mono_ns``-relative; the GE reads ``sent_ns`` right before sendto(), so
+arrival > sent and ``join_slack_us`` defaults to 0):
+  1. hi(l) = the GE request with the latest sent ≤ arrival(l) + slack (merge_asof backward).
+     Log rows with no such request, arriving more than the GE timeout after it, or after it was
+     already answered, belong to no request (probes, stray packets) and are dropped.
+  2. The path GE → device is FIFO, so the mapping is monotone: in arrival order, each log row
+     gets the latest request consistent with that, pos(l) = min(hi(l), pos(l+1) − 1), a reverse
+     cumulative minimum per key. Requests to one path that are in flight together (request k+1
+     sent before request k arrived) are thereby matched by order, and requests lost before the
+     device are skipped instead of shifting the rest.
+  3. A match is kept only if sent ≤ arrival (+ slack), arrival ≤ received (when answered) and
+     arrival − sent ≤ the GE timeout; the rest count as unmatched.
+Limitation: with ``--retransmit`` a duplicate arrival can displace a match (then step 3 usually
+rejects it and it is counted as unmatched).
 """
 from __future__ import annotations
 
@@ -35,7 +42,7 @@ DECOMP = ("network_stack", "queueing", "service")
 
 @dataclass
 class RdParams:
-    join_slack_us: float = 50.0
+    join_slack_us: float = 0.0   # GE reads sent_ns right before sendto(): arrival > sent
     window_s: float = 10.0
 
 
@@ -113,26 +120,44 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
     left = left[left["key"] >= 0]
     slack = int(p.join_slack_us * 1e3)
     left["probe"] = left["arrival"] + slack
-    left = left.sort_values("probe", kind="stable")
 
     sent = req["sent"].to_numpy()
+    recv_all = req["recv"].to_numpy()
     m = ~np.isnan(sent)
-    rows = np.nonzero(m)[0]
     right = pd.DataFrame({
         "key": (codes[m] * n_cat + req["path"].cat.codes.to_numpy(np.int64)[m]),
         "sent_i": np.round(sent[m]).astype(np.int64),
-        "row": rows,
-    }).sort_values("sent_i", kind="stable")
-    j = pd.merge_asof(left, right, left_on="probe", right_on="sent_i", by="key",
-                      direction="backward", allow_exact_matches=True)
-    j = j.dropna(subset=["row"])
-    j["row"] = j["row"].astype(np.int64)
-    j = _resolve_conflicts(j, right, len(req), slack)
-    recv = req["recv"].to_numpy()[j["row"].to_numpy()]
+        "row": np.nonzero(m)[0],
+    }).sort_values(["key", "sent_i"], kind="stable").reset_index(drop=True)
+    k_arr = right["key"].to_numpy(np.int64)
+    s_arr = right["sent_i"].to_numpy(np.int64)
+    r_arr = right["row"].to_numpy(np.int64)
+    right["pos"] = np.arange(len(right), dtype=np.int64)
+    j = pd.merge_asof(left.sort_values("probe", kind="stable"),
+                      right.sort_values("sent_i", kind="stable")[["key", "sent_i", "pos"]],
+                      left_on="probe", right_on="sent_i", by="key", direction="backward",
+                      allow_exact_matches=True).dropna(subset=["pos"])
+    hi = j["pos"].to_numpy(np.int64)
+    arr = j["arrival"].to_numpy(np.int64)
+    # log rows that belong to no GE request: later than the timeout after the latest possible
+    # send, or arriving after that request was already answered with nothing else in flight
+    rec_hi = recv_all[r_arr[hi]]
+    plausible = (arr - s_arr[hi] <= timeout_ms * 1e6) & ~(rec_hi + slack < arr)
+    j = j[plausible].sort_values(["key", "arrival"], kind="stable").reset_index(drop=True)
+    # latest monotone assignment: pos(l) = min(hi(l), pos(l+1) - 1) within each key
+    rank = j.groupby("key", sort=False).cumcount().to_numpy(np.int64)
+    d = pd.Series(j["pos"].to_numpy(np.int64) - rank)
+    sufmin = d[::-1].groupby(j["key"].to_numpy()[::-1], sort=False).cummin()[::-1].to_numpy()
+    pos = sufmin + rank
+    posc = np.clip(pos, 0, max(len(k_arr) - 1, 0))
+    key = j["key"].to_numpy(np.int64)
     arr = j["arrival"].to_numpy(np.float64)
-    snt = sent[j["row"].to_numpy()]
-    valid = (np.isnan(recv) | (arr <= recv + slack)) & (arr - snt <= timeout_ms * 1e6)
-    j = j[valid]
+    rows = r_arr[posc]
+    recv = recv_all[rows]
+    snt = sent[rows]
+    valid = ((pos >= 0) & (k_arr[posc] == key) & (arr + slack >= snt)
+             & (np.isnan(recv) | (arr <= recv + slack)) & (arr - snt <= timeout_ms * 1e6))
+    j = j[valid].assign(row=rows[valid])
     out = pd.DataFrame({"row": j["row"].to_numpy(np.int64),
                         "code": codes[j["row"].to_numpy(np.int64)],
                         "arrival": j["arrival"].to_numpy(np.float64),
@@ -141,42 +166,6 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
     counters["matched"] = int(len(out))
     counters["unmatched_log_rows"] = int(log_rows - len(out))
     return out, counters
-
-
-def _resolve_conflicts(j: pd.DataFrame, right: pd.DataFrame, n_rows: int, slack: int
-                       ) -> pd.DataFrame:
-    """Give every GE row at most one log row.
-
-    c > 1 log rows claiming GE row r (sorted by arrival) arise from (a) requests to the same path
-    in flight at once — the earlier arrivals belong to the preceding, unclaimed GE rows of the
-    same key — or (b) retransmissions — duplicates of r. The i-th of c claimants moves to the
-    GE row c−1−i places earlier in the key's send order when that row exists, is unclaimed and
-    was sent by the claimant's arrival (+ slack); the last claimant keeps r. When no claimant
-    can move, the earliest keeps r (retransmission) and the others are dropped.
-    """
-    j = j.sort_values(["row", "arrival"], kind="stable").reset_index(drop=True)
-    rows = j["row"].to_numpy(np.int64)
-    c = j.groupby("row", sort=False)["row"].transform("size").to_numpy(np.int64)
-    if (c <= 1).all():
-        return j
-    i = j.groupby("row", sort=False).cumcount().to_numpy(np.int64)
-    key_sorted = right.sort_values(["key", "sent_i"], kind="stable")
-    k_arr = key_sorted["key"].to_numpy(np.int64)
-    r_arr = key_sorted["row"].to_numpy(np.int64)
-    s_arr = key_sorted["sent_i"].to_numpy(np.int64)
-    inv = np.full(n_rows, -1, np.int64)
-    inv[r_arr] = np.arange(len(r_arr))
-    claimed = np.zeros(n_rows, bool)
-    claimed[rows] = True
-    t = inv[rows] - (c - 1 - i)
-    tc = np.clip(t, 0, max(len(r_arr) - 1, 0))
-    valid = ((i < c - 1) & (t >= 0) & (k_arr[tc] == j["key"].to_numpy(np.int64))
-             & ~claimed[r_arr[tc]] & (s_arr[tc] <= j["arrival"].to_numpy(np.int64) + slack))
-    any_valid = pd.Series(valid).groupby(rows).transform("any").to_numpy(bool)
-    new_row = np.where(valid, r_arr[tc], rows)
-    keep = np.where(any_valid, valid | (i == c - 1), i == 0)
-    j = j.assign(row=new_row)[keep]
-    return j.sort_values(["row", "arrival"], kind="stable").drop_duplicates("row", keep="first")
 
 
 def decomposition(req: pd.DataFrame, matched: pd.DataFrame) -> pd.DataFrame:
