@@ -115,6 +115,31 @@ def _cmd_report(args) -> int:
     return _lazy("wotbench.report", "main", "report")(args.run_dir)
 
 
+def _yaml_scalar(text: Optional[str]):
+    """Numbers stay numbers (``--start 5`` is the int 5), as the config would read them."""
+    import yaml
+    return None if text is None else yaml.safe_load(text)
+
+
+def _cmd_sweep(args) -> int:
+    from .sweep import run_sweep, sweep_exit_code
+    sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
+                      out_root=args.out_root, backend=args.backend, progress=not args.no_progress)
+    print(sweep.dir / "report.html")
+    return sweep_exit_code(sweep)
+
+
+def _cmd_capacity(args) -> int:
+    from rich.console import Console
+    from .capacity import capacity_exit_code, run_capacity
+    result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
+                          maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
+                          bisect=True if args.bisect else None, repeats=args.repeats,
+                          resolution=_yaml_scalar(args.resolution), resume=args.resume,
+                          out_root=args.out_root, backend=args.backend, console=Console())
+    return capacity_exit_code(result)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # same prefix as every other error, exit 2
         self.print_usage(sys.stderr)
@@ -152,6 +177,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the config's backend")
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.set_defaults(func=_cmd_run)
+
+    s = sub.add_parser("sweep", help="run a series of tests varying config keys; writes a sweep report")
+    s.add_argument("config", metavar="CONFIG", nargs="?")
+    s.add_argument("--vary", metavar="KEY=V1,V2,...", action="append",
+                   help="a dotted config key and its values, e.g. devices[0].count=5,10,20 (repeatable: cartesian product)")
+    s.add_argument("--matrix", metavar="FILE", help="a YAML file listing the points explicitly")
+    s.add_argument("--resume", metavar="SWEEP_DIR", help="continue a sweep; completed points are not rerun")
+    s.add_argument("--backend", choices=["docker", "process"], default=None)
+    s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_cmd_sweep)
+
+    s = sub.add_parser("capacity", help="find the largest setting this host emulates without contention")
+    s.add_argument("config", metavar="CONFIG", nargs="?")
+    s.add_argument("--key", default="devices[0].count",
+                   help="the key to raise (default devices[0].count; devices[N].rate = req/s per device)")
+    s.add_argument("--start", default="5", help="first value (default 5)")
+    s.add_argument("--max", default="200", help="largest value tried (default 200)")
+    s.add_argument("--step", default=None, help="step size (default: doubling, then bisection)")
+    s.add_argument("--bisect", action="store_true", help="bisect between the last clean and first flagged value")
+    s.add_argument("--repeats", type=int, default=1, help="runs per value; flagged if half or more are flagged")
+    s.add_argument("--resolution", default=None, help="stop bisecting below this gap")
+    s.add_argument("--resume", metavar="DIR", help="continue a capacity search")
+    s.add_argument("--backend", choices=["docker", "process"], default=None)
+    s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    s.set_defaults(func=_cmd_capacity)
 
     s = sub.add_parser("doctor", help="check that this host can run WoTbench")
     s.set_defaults(func=_cmd_doctor)

@@ -121,6 +121,8 @@ class Placement(_Model):
 
 class Network(_Model):
     subnet: str = "172.28.0.0/16"
+    # how per-device impairments (devices[].network) are applied; see docs/NETWORK-IMPAIRMENTS.md
+    backend: Literal["auto", "pumba", "netem", "app"] = "auto"
 
     @field_validator("subnet")
     @classmethod

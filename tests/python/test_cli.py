@@ -106,3 +106,25 @@ def test_error_handler_in_process(monkeypatch, capsys):
         raise KeyboardInterrupt
     monkeypatch.setattr(cli, "_cmd_doctor", interrupted)
     assert cli.main(["doctor"]) == 130
+
+
+def test_sweep_and_capacity_reject_bad_input(tmp_path):
+    """The wired subcommands fail with the config's own key-path messages, before any run."""
+    r = wb("sweep", CONFIGS / "1dev.yaml", "--vary", "devices[0].cuont=1,2", "--out-root", tmp_path)
+    no_traceback(r)
+    assert r.returncode == 2
+    assert "cuont" in r.stderr and "did you mean 'count'" in r.stderr
+    r = wb("sweep", "--out-root", tmp_path)
+    no_traceback(r)
+    assert r.returncode == 2 and "give a CONFIG" in r.stderr
+    r = wb("capacity", CONFIGS / "1dev.yaml", "--start", "0", "--out-root", tmp_path)
+    no_traceback(r)
+    assert r.returncode == 2 and "start" in r.stderr
+
+
+def test_network_backend_key_validated(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("name: t\nnetwork: {backend: netme}\ndevices:\n  - group: a\n")
+    r = wb("validate", f)
+    no_traceback(r)
+    assert r.returncode == 2 and "network.backend" in r.stderr and "'netem'" in r.stderr
