@@ -1,0 +1,34 @@
+"""`make bench`: every benchmark in one go, figures printed (nothing here passes or fails).
+
+The benchmarks pin the emulator under test to core 1 and its peer to core 0, so run them on a
+quiet host: any other load on the 2 cores shows up directly in the figures. The load average
+before each benchmark is printed so a reader can judge that.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = [
+    ("gateway emulator: floors, max sustained rate, send lag", ["ge_bench.py"]),
+    ("wot-device: service-time emulation error, max response rate", ["device_bench.py"]),
+]
+
+
+def main() -> int:
+    failed = []
+    for title, argv in BENCHES:
+        load1 = os.getloadavg()[0]
+        print(f"\n=== {title}  (load average before: {load1:.2f}, cores: {os.cpu_count()})", flush=True)
+        rc = subprocess.call([sys.executable, str(HERE / argv[0]), *argv[1:], *sys.argv[1:]], cwd=HERE.parent)
+        if rc != 0:
+            failed.append(f"{argv[0]} exited {rc}")
+    if failed:
+        print("\nbenchmarks that did not complete: " + "; ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
