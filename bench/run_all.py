@@ -21,7 +21,7 @@ def main() -> int:
     for title, argv in BENCHES:
         load1 = os.getloadavg()[0]
         print(f"\n=== {title}  (load average before: {load1:.2f}, cores: {os.cpu_count()})", flush=True)
-        rc = subprocess.call([sys.executable, str(HERE / argv[0]), *argv[1:], *sys.argv[1:]], cwd=HERE.parent)
+        rc = subprocess.call([sys.executable, str(HERE / argv[0]), *argv[1:]], cwd=HERE.parent)
         if rc != 0:
             failed.append(f"{argv[0]} exited {rc}")
     if failed:

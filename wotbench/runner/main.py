@@ -94,6 +94,8 @@ class Runner:
         self.aborted = False                # the test could not complete (GE failure)
         self.exit_hint: int | None = None   # 2 when a GE rejected its input
         self.started = False
+        self.hogs = None
+        self.contention: list[dict] = []
 
     # -------------------------------------------------------------- signals
     def _raise_signal(self, signum, frame):
@@ -237,6 +239,9 @@ class Runner:
             from wotbench.runner.process_backend import ProcessBackend
             self.backend = ProcessBackend(self.run_id, self.run_dir, log)
         self.backend.prepare(self.binaries)
+        from wotbench.runner.hogs import Hogs
+        self.hogs = Hogs(self.backend, self.run_id, self.run_dir / "contention", log)
+        self.hogs.prepare(self.resolved)
         gateways = [g.name for g in self.ges] + ([self.cd_ge.name] if self.cd_ge else [])
         self.backend.setup_network(self.resolved.network.subnet,
                                    {d.name: d.address for d in self.devices}, gateways)
@@ -262,7 +267,7 @@ class Runner:
     # -------------------------------------------------------------- 7-9: test
     def run_test(self) -> None:
         cfg = self.resolved
-        if cfg.monitor.enabled or True:  # per-component CPU accounting is always useful
+        if True:  # per-component CPU accounting always; collectl only with monitor.enabled
             self.monitor = Monitor(self.run_dir / "monitor", cfg.monitor.interval_s,
                                    cpus=self.plan.os_cores or None,
                                    collectl=cfg.monitor.enabled, log=log)
@@ -287,6 +292,7 @@ class Runner:
         self.timeline = {"t0_mono_ns": t0, "calibration": {"start_mono_ns": t0,
                                                             "end_mono_ns": test_start},
                          "test": {"start_mono_ns": test_start, "duration_s": cfg.duration_s}}
+        self.contention = self.hogs.launch(self.resolved, self.plan, test_start)
         for g in all_ges:
             self.backend.create_ge(g)
         for g in ([self.cd_ge] if self.cd_ge else []) + self.ges:
@@ -387,6 +393,8 @@ class Runner:
                 self.stop_components()
             except Exception as e:
                 log(f"stopping components failed: {e}")
+        if self.hogs is not None:
+            self.hogs.stop()
         if self.monitor is not None:
             self.monitor.stop()
         if self.backend is not None:
@@ -430,6 +438,7 @@ class Runner:
             "networks": self.backend.network_record() if self.backend else [],
             "plan": {"faithful": self.plan.faithful, "warnings": self.plan.warnings}
             if self.plan else None,
+            "contention": self.contention,
             "failures": self.failures, "warnings": self.warnings,
             "interrupted": self.interrupted is not None,
             "aborted": self.aborted,
