@@ -83,3 +83,16 @@ def test_device_killed_mid_run(harness, tmp_path):
     assert labelled(run_id) == ([], [])
     assert (rd / "devices/dev-0/device-log.csv").exists()
     assert (rd / "summary.json").exists()
+
+
+def test_contention_episode_runs_and_is_removed(harness, tmp_path):
+    h = harness("hog.yaml")
+    rc = h.wait(180)
+    assert rc in (0, 3), h.output
+    rd = run_dir_of(tmp_path)
+    run = json.loads((rd / "run.json").read_text())
+    assert [e["name"] for e in run["contention"]] == ["hog-0-cpu"]
+    assert run["contention"][0]["start_mono_ns"] == run["test"]["start_mono_ns"] + 3_000_000_000
+    hog = json.loads((rd / "contention/hog-0-cpu.json").read_text())
+    assert hog["started"] and hog["ran_s"] > 2.5
+    assert labelled(run["run_id"]) == ([], [])
