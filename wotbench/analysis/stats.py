@@ -26,8 +26,7 @@ def grouped_stats(codes: np.ndarray, values: np.ndarray, n_groups: int,
     mean = np.full(n_groups, np.nan)
     vmax = np.full(n_groups, np.nan)
     if len(values):
-        order = np.lexsort((values, codes))
-        v = values[order]
+        v = _sort_by_group(codes, values, n_groups)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         ok = counts > 0
         s, c = starts[ok], counts[ok]
@@ -44,6 +43,16 @@ def grouped_stats(codes: np.ndarray, values: np.ndarray, n_groups: int,
     out["quantiles"] = quant
     out["max"] = vmax
     return out
+
+
+def _sort_by_group(codes: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """``values`` sorted by (group code, value): a float sort, then a stable (radix) sort of the
+    small integer codes — several times faster than np.lexsort on 10^6 rows."""
+    order = np.argsort(values)
+    if n_groups == 1:
+        return values[order]
+    small = codes[order].astype(np.int16 if n_groups < 2**15 else np.int64)
+    return values[order[np.argsort(small, kind="stable")]]
 
 
 def summary_stats(values: np.ndarray, qs: dict[str, float] = RT_QUANTILES,

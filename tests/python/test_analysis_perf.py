@@ -1,0 +1,25 @@
+"""Benchmark-style: analysing a 10^6-request run must finish well within the budget (< 10 s)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from analysis_fixtures import make_run
+from wotbench.analysis import analyze
+
+
+@pytest.mark.slow
+def test_million_request_run_timing(tmp_path):
+    t0 = time.perf_counter()
+    d = make_run(tmp_path, n_devices=20, duration_s=60, rate_per_device=834,
+                 service_us=[500, 1000, 2000, 0], queue_us=50, loss_fraction=0.001, seed=21)
+    t1 = time.perf_counter()
+    s = analyze(d)
+    t2 = time.perf_counter()
+    n = s["overall"]["requests"]
+    print(f"\n[analysis benchmark] {n} requests (+{n} device-log rows): "
+          f"generate {t1 - t0:.1f} s, analyze {t2 - t1:.2f} s")
+    assert n > 950_000
+    assert s["rd"]["join"]["ok_requests_matched"] > 0.99 * s["overall"]["outcomes"]["ok"]
+    assert t2 - t1 < 30  # target < 10 s on the 2-core machine; generous for loaded CI hosts
