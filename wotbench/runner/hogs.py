@@ -13,7 +13,7 @@ from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner import images
-from wotbench.runner.process_backend import _child_setup
+from wotbench.runner.process_backend import child_setup
 from wotbench.runner.cleanup import PROCESS_ENV
 
 HOG = images.Component("hog", "WOTBENCH_HOG_BIN")
@@ -61,7 +61,7 @@ class Hogs:
                 self.running[s.name] = subprocess.Popen(
                     s.process_argv(binary), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     env={PROCESS_ENV: self.run_id}, start_new_session=True,
-                    preexec_fn=_child_setup(set(s.cores)))
+                    preexec_fn=child_setup(set(s.cores)))
         if self.specs:
             self.log(f"{len(self.specs)} contention episode(s) scheduled")
         return [s.record() for s in self.specs]

@@ -153,15 +153,12 @@ class Monitor:
             cdir = self.dir / "collectl"
             cdir.mkdir(exist_ok=True)
             interval = max(1, round(self.interval))
-            cpus = self.cpus
-
-            def pin():  # runs in the child: keep collectl on the OS core(s)
-                if cpus:
-                    os.sched_setaffinity(0, cpus)
+            from wotbench.runner.process_backend import child_setup
             self._proc = subprocess.Popen(
                 ["collectl", "-scCmn", "-i", str(interval), "-P", "-oUzm", "-F1", "-f", str(cdir)],
                 stdout=subprocess.DEVNULL, stderr=open(self.dir / "collectl.stderr", "w"),
-                preexec_fn=pin, start_new_session=True)
+                preexec_fn=child_setup(set(self.cpus or ())),
+                start_new_session=True)
         elif self.use_collectl:
             self.log("monitor: collectl not found; host metrics skipped (apt-get install collectl)")
         self._csv = open(self.dir / "cgroups.csv", "w", newline="")

@@ -44,9 +44,11 @@ def parse_cpuset(s: str) -> set[int]:
     return out
 
 
-def _child_setup(cpus: set[int]):
+def child_setup(cpus: set[int]):
+    """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed)."""
     def setup():
-        os.sched_setaffinity(0, cpus)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, _signal.SIGTERM, 0, 0, 0)
         except Exception:
@@ -97,7 +99,7 @@ class ProcessBackend:
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
-                cwd="/", start_new_session=True, preexec_fn=_child_setup(cpus), **kw)
+                cwd="/", start_new_session=True, preexec_fn=child_setup(cpus), **kw)
 
     def start_device(self, d: DeviceRun) -> None:
         argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
