@@ -145,6 +145,7 @@ def test_late_share_property(n, frac, late_ms, seed):
     assert len(cdf) == 201
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # scipy's asymptotic p-value, unused
 @settings(max_examples=40, deadline=None)
 @given(a=st.lists(st.floats(0, 100), min_size=1, max_size=50),
        b=st.lists(st.floats(0, 100), min_size=1, max_size=50))
