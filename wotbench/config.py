@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from .addressing import FIRST_DEVICE_OFFSET, describe_capacity, host_address
+from .addressing import capacity as address_capacity
 from .distributions import DISTS, validate_spec
 from .errors import ConfigError
 
@@ -318,10 +320,9 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
             problems.extend(_network_problems(g.network, f"devices[{i}].network"))
     net = ipaddress.ip_network(cfg.network.subnet)
     needed = cfg.total_devices + 1  # + the CD node
-    available = net.num_addresses - 10 - 1  # host part starts at .10, minus broadcast
-    if needed > available:
-        problems.append(f"network.subnet: {cfg.network.subnet} has room for {max(available, 0)} devices "
-                        f"(host part from .10), {needed} needed (devices + CD node); use a larger subnet such as /16")
+    if needed > address_capacity(net):
+        problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
+                        f"{needed} needed (devices + CD node); use a larger subnet such as /16")
     if cfg.contention is not None:
         try:
             from .contention_inject import validate_contention
@@ -474,7 +475,7 @@ def dump_resolved(cfg: Config, path: str | Path) -> Path:
 
 COAP_PORT = 5683
 CD_NODE_NAME = "cd-node"
-FIRST_HOST_OFFSET = 10   # host part starts at .10: .0 network, .1 Docker gateway, .2-.9 spare
+FIRST_HOST_OFFSET = FIRST_DEVICE_OFFSET   # kept for callers: host part starts at .10
 
 
 class DeviceAddress(typing.NamedTuple):
@@ -485,24 +486,19 @@ class DeviceAddress(typing.NamedTuple):
     port: int
 
 
-def _host(net: ipaddress.IPv4Network, index: int) -> str:
-    addr = net.network_address + FIRST_HOST_OFFSET + index
-    if addr >= net.broadcast_address:
-        raise ConfigError([f"network.subnet: {net} is too small for {index + 1} addresses from .{FIRST_HOST_OFFSET}"])
-    return str(addr)
-
-
 def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
     """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
 
-    Addresses are consecutive from host offset 10 of ``network.subnet`` (or ``subnet``),
-    e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the 1000th device of a /16; the
-    network, gateway (.1) and broadcast addresses are never used."""
+    Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
+    consecutive from host offset 10, e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the
+    1000th device of a /16; in a subnet wider than /22 at most 1004 per /22 bridge block
+    (device 1004 is 172.28.4.10). Network, gateway (.1) and broadcast addresses of a block are
+    never used."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
     for g in cfg.devices:
         for k in range(g.count):
-            out.append(DeviceAddress(f"{g.group}-{k}", g.group, i, _host(net, i), COAP_PORT))
+            out.append(DeviceAddress(f"{g.group}-{k}", g.group, i, host_address(net, i), COAP_PORT))
             i += 1
     return out
 
@@ -512,4 +508,4 @@ def cd_node_address(cfg: Config, subnet: Optional[str] = None) -> DeviceAddress:
     the address right after the last device."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     n = cfg.total_devices
-    return DeviceAddress(CD_NODE_NAME, "cd", n, _host(net, n), COAP_PORT)
+    return DeviceAddress(CD_NODE_NAME, "cd", n, host_address(net, n), COAP_PORT)

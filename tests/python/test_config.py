@@ -174,7 +174,9 @@ def test_device_addresses():
     addrs = device_addresses(cfg)
     assert addrs[0] == ("a-0", "a", 0, "172.28.0.10", 5683)
     assert addrs[2] == ("b-0", "b", 2, "172.28.0.12", 5683)
-    assert addrs[-1].ip == "172.28.5.231" and addrs[-1].name == "b-1499"   # 10 + 1501 = 5*256 + 231
+    # past 1004 devices the second /22 bridge block starts at 172.28.4.10 (wotbench.addressing)
+    assert addrs[1004].ip == "172.28.4.10"
+    assert addrs[-1].ip == "172.28.5.251" and addrs[-1].name == "b-1499"   # 4.0 + 10 + 497
     assert len({a.ip for a in addrs}) == 1502
-    assert cd_node_address(cfg) == ("cd-node", "cd", 1502, "172.28.5.232", 5683)
+    assert cd_node_address(cfg) == ("cd-node", "cd", 1502, "172.28.5.252", 5683)
     assert device_addresses(cfg, subnet="10.9.0.0/16")[0].ip == "10.9.0.10"

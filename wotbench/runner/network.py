@@ -7,36 +7,26 @@ hold more endpoints than a bridge has ports. One internal bridge is created per 
 at least one device; gateways (GE, CD-GE) join every bridge, each with a fixed address at the
 top of the block. A subnet narrower than /22 is used whole, as a single bridge.
 
-The device addresses themselves come from the configuration (``wotbench.config``); this module
-only checks that they fit and groups them by block. Addresses that are consecutive across a
-block boundary cannot work (the boundary falls on a block's broadcast and network address);
-:func:`bridge_address` is the layout that fits: positions 10 .. 10+DEVICES_PER_BLOCK-1 of
-every /22 block, leaving .0-.9 (network, bridge gateway at .1, spare) and the top of each block
-(gateways, broadcast) free. For up to 1004 devices it equals "consecutive from .10".
+The device addresses themselves come from the configuration (``wotbench.config``, which uses
+the layout of :mod:`wotbench.addressing`); this module only checks that they fit and groups them
+by block. Addresses that are consecutive across a block boundary cannot work (the boundary
+falls on a block's broadcast and network address); :func:`bridge_address` is the layout that
+fits (``wotbench.addressing.host_address``).
 """
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
 
+from wotbench.addressing import BLOCK_PREFIX, DEVICES_PER_BLOCK, FIRST_DEVICE_OFFSET, host_address  # noqa: F401
 from wotbench.errors import ConfigError
 
-BLOCK_PREFIX = 22
 MAX_BRIDGE_PORTS = 1024
-FIRST_DEVICE_OFFSET = 10
-DEVICES_PER_BLOCK = 1004          # positions 10..1013: leaves 1014..1022 for up to 9 gateways
 
 
 def bridge_address(subnet: str, index: int) -> str:
-    """Address of device ``index`` (0-based) in the multi-bridge layout described above."""
-    net = ipaddress.ip_network(subnet)
-    block_size = 2 ** (32 - max(net.prefixlen, BLOCK_PREFIX))
-    per_block = min(DEVICES_PER_BLOCK, block_size - FIRST_DEVICE_OFFSET - 1 - 9)
-    block, pos = divmod(index, per_block)
-    addr = net.network_address + block * block_size + FIRST_DEVICE_OFFSET + pos
-    if addr not in net:
-        raise ConfigError(f"network.subnet: {net} is too small for {index + 1} devices")
-    return str(addr)
+    """Address of device ``index`` (0-based) in the multi-bridge layout (wotbench.addressing)."""
+    return host_address(subnet, index)
 
 
 @dataclass
@@ -93,7 +83,7 @@ def plan_networks(run_id: str, subnet: str, devices: dict[str, str],
             problems.append(f"devices: address {ip} of {name} is reserved in {block_net} "
                             "(network, broadcast or bridge gateway of a bridge block; more than "
                             "~1000 devices need the per-block layout of "
-                            "wotbench.runner.network.bridge_address)")
+                            "wotbench.addressing, used by wotbench.config.device_addresses)")
         if ip in used:
             problems.append(f"devices: address {ip} is used twice")
         used.add(ip)
