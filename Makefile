@@ -15,6 +15,7 @@ help:
 	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
 	@echo "make test                            build and run the tests"
 	@echo "make bench                           measure the emulators and print the figures"
+	@echo "make validate                        run the validation scenarios, write reports/validate-*/table.md"
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
 	@echo "make clean                           remove build outputs"
@@ -38,6 +39,10 @@ test: build build-asan
 
 bench: build
 	@$(PY) bench/run_all.py
+
+# validation scenarios (configs/validation/scenarios.yaml); waits for a quiet host before each run
+validate: build
+	@$(PY) -m wotbench.validate $(VALIDATE_ARGS)
 
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean
