@@ -22,11 +22,12 @@ class DeviceRun:
     port: int = COAP_PORT
     cpu_quota: float | None = None
     memory_mb: int | None = None
+    impair: list[str] = field(default_factory=list)   # app-level impairment flags (never cd-node)
 
     def args(self, resources: str, log_dir: str, listen: str | None) -> list[str]:
         a = ["--resources", resources, "--log-dir", log_dir, "--threads", str(self.threads),
              "--name", self.name]
-        return a + (["--listen", listen] if listen else [])
+        return a + (["--listen", listen] if listen else []) + self.impair
 
     def record(self, run_dir: Path) -> dict:
         """run.json ``devices[]``."""

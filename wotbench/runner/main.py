@@ -1,10 +1,11 @@
 """``wotbench run``: one emulation run from config to verdict (paper §4.2 test harness).
 
-Flow: prerequisites (doctor) and stale binaries (make) -> images (FROM scratch, local) ->
-inputs (resolved config, plan.json, trace/) in ``<out_root>/<name>-<UTC>/`` -> network ->
-devices + CD node -> readiness (CoAP ping) -> monitor -> GEs with absolute start times ->
-wait (bounded) -> SIGTERM devices (they flush their logs) -> remove every container and
-network -> run.json -> analysis + report.
+Flow: network-impairment backend chosen (fails early) -> prerequisites (doctor) and stale
+binaries (make) -> images (FROM scratch, local) -> inputs (resolved config, plan.json, trace/)
+in ``<out_root>/<name>-<UTC>/`` -> network -> devices + CD node -> readiness (CoAP ping) ->
+impairments applied (netem/pumba; app flags are on the device command lines) -> monitor ->
+GEs with absolute start times -> wait (bounded) -> impairments removed -> SIGTERM devices (they
+flush their logs) -> remove every container and network -> run.json -> analysis + report.
 
 Timeline (CLOCK_MONOTONIC, the same in every container):
   T0 = now + lead (time to create and start the GE containers and let them load the trace);
@@ -15,8 +16,8 @@ Timeline (CLOCK_MONOTONIC, the same in every container):
 
 Cleanup runs on every path (normal end, failed step, Ctrl-C, SIGTERM): SIGINT/SIGTERM become
 an :class:`Interrupted` exception; the ``finally`` block ignores further signals while it
-stops the GEs and devices (so their partial logs are written), removes every container and
-network labelled with this run id, and writes run.json. A SIGKILLed harness cannot clean up:
+removes the network impairments, stops the GEs and devices (so their partial logs are
+written), removes every container and network labelled with this run id, and writes run.json. A SIGKILLed harness cannot clean up:
 ``wotbench clean`` removes what it left.
 
 Exit codes: 0 trustworthy, 3 flagged (verdict, or a component failed), 2 bad input,
@@ -96,6 +97,7 @@ class Runner:
         self.started = False
         self.hogs = None
         self.contention: list[dict] = []
+        self.impair = None                  # runner.impair.Impairments (network impairments)
 
     # -------------------------------------------------------------- signals
     def _raise_signal(self, signum, frame):
@@ -119,6 +121,7 @@ class Runner:
                 self.prepare()
                 self.deploy()
                 self.run_test()
+                self.remove_impairments()
                 self.stop_components()
             except Interrupted as e:
                 self.interrupted = e.signum
@@ -144,6 +147,7 @@ class Runner:
 
         cfg = load_config(self.config_path)
         name = self.backend_name or cfg.backend
+        explicit = name != "auto"
         if name == "auto":
             try:
                 doctor.docker_client()
@@ -154,6 +158,12 @@ class Runner:
         if name not in ("docker", "process"):
             raise ConfigError(f"backend: unknown backend {name!r} (docker | process | auto)")
         self.backend_name = name
+        # network impairments: choose the backend before anything is created (fail early)
+        from wotbench.runner.impair import Impairments
+        self.impair = Impairments.select(cfg, name, explicit)
+        if self.impair.backend is not None:
+            log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
+                f"{self.impair.name} backend ({self.impair.reasons[-1]})")
         checks = doctor.run_checks(name, quick=True)
         bad = [c for c in checks if c.status == doctor.FAIL]
         if bad:
@@ -164,6 +174,7 @@ class Runner:
                 self.warnings.append(f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
                 log(f"warning: {self.warnings[-1]}")
         self.binaries = images.ensure_binaries(log)
+        self.impair.check_device_binary(self.binaries["wot-device"])
 
         if name == "process":  # devices on loopback addresses: 172.28.0.10 -> 127.0.0.10
             cfg = cfg.model_copy(deep=True)
@@ -186,6 +197,7 @@ class Runner:
                 run_dir = self.out_root / f"{base}-{k}"
         self.run_dir, self.run_id = run_dir.resolve(), run_dir.name
         log(f"run {self.run_id} ({name} backend) -> {self.run_dir}")
+        self.impair.set_log_dir(self.run_dir / "network")
         dump_resolved(self.resolved, run_dir / "config.resolved.yaml")
         self.plan.write(run_dir / "plan.json")
         for w in self.plan.warnings:
@@ -210,7 +222,8 @@ class Runner:
                 name=a.name, id=a.id, group=a.group, role="device", address=a.ip, port=a.port,
                 cpuset=plan.devices[a.name], resources=rd / "trace" / "resources" / f"{a.name}.csv",
                 log_dir=_writable_dir(rd / "devices" / a.name), threads=g.threads,
-                cpu_quota=g.cpu_quota, memory_mb=g.memory_mb))
+                cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
+                impair=self.impair.device_args(a.name, "device")))
         if self.cd.enabled:
             a = cd_node_address(cfg)
             self.devices.append(DeviceRun(
@@ -254,6 +267,8 @@ class Runner:
         else:  # the main thread: the parent-death signal fires when the *spawning thread* ends
             for d in self.devices:
                 self.backend.start_device(d)
+        if self.impair.applies_at_start:  # app: the --impair flags are in effect already
+            self.impair.apply([], self._impair_duration_s())
         log(f"{len(self.devices)} device(s) started in {time.monotonic() - t:.1f} s; "
             "waiting for CoAP pings")
         names = {d.name for d in self.devices}
@@ -263,6 +278,32 @@ class Runner:
         took = wait_ready([(d.name, d.address, d.port) for d in self.devices],
                           timeout_s=15 + 0.05 * len(self.devices), dead=dead)
         log(f"all devices answer CoAP ping ({took:.2f} s)")
+        self.apply_impairments()
+
+    def _impair_duration_s(self) -> float:
+        """How long a time-limited impairment (pumba --duration) must last: calibration, test,
+        the GE timeout and the end margin, plus the start lead (bounded by 10 s)."""
+        cfg = self.resolved
+        cal = self.cd.calibration_s if self.cd_ge else 0.0
+        return cal + cfg.duration_s + cfg.gateways.timeout_ms / 1000 + END_MARGIN_S + 10.0
+
+    def apply_impairments(self) -> None:
+        """netem/pumba: into the running device containers' namespaces (never the CD node)."""
+        imp = self.impair
+        if imp is None or imp.backend is None or imp.applied:
+            return
+        from wotbench.netimpair import DeviceTarget
+        targets = [DeviceTarget.from_container(d.name, self.backend.ctr[d.name])
+                   for d in self.devices if d.role == "device" and imp.plan.get(d.name)]
+        log(f"applying network impairments ({imp.name} backend) to {len(targets)} device(s)")
+        imp.apply(targets, self._impair_duration_s())
+
+    def remove_impairments(self) -> None:
+        if self.impair is not None and self.impair.backend is not None \
+                and self.impair.removed is None:
+            self.impair.remove(log)
+            if self.impair.name != "app":
+                log(f"network impairments removed ({self.impair.name} backend)")
 
     # -------------------------------------------------------------- 7-9: test
     def run_test(self) -> None:
@@ -388,6 +429,7 @@ class Runner:
 
     # -------------------------------------------------------------- cleanup + run.json
     def cleanup(self) -> None:
+        self.remove_impairments()   # before the containers go (netem needs their namespaces)
         if (self.interrupted or self.error) and self.backend is not None and self.started:
             try:
                 self.stop_components()
@@ -439,6 +481,7 @@ class Runner:
             "plan": {"faithful": self.plan.faithful, "warnings": self.plan.warnings}
             if self.plan else None,
             "contention": self.contention,
+            "network": self.impair.record(rd) if self.impair is not None else None,
             "failures": self.failures, "warnings": self.warnings,
             "interrupted": self.interrupted is not None,
             "aborted": self.aborted,
