@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -337,16 +338,39 @@ def _rd(summary: dict) -> dict:
 
 def _network(run: dict) -> dict:
     """run.json `network` as written by wotbench.netimpair ({backend, devices: {name: {describe,
-    impairment, applied}}, ...}); devices with the same impairment are listed together."""
+    impairment, applied}}, ...}, plus the runner's requested/reasons and app counters); devices
+    with the same impairment are listed together, with what was applied to each."""
     net = run.get("network")
     if not isinstance(net, dict) or not net.get("devices"):
         return {"applied": False, "rows": [], "backend": (net or {}).get("backend") if isinstance(net, dict) else None}
     by_spec: dict[str, list[str]] = {}
+    applied: dict[str, list[tuple[str, str]]] = {}
+    counters: dict[str, dict[str, int]] = {}
     for dev, d in net["devices"].items():
         spec = (d.get("describe") or _fmt_spec(d.get("impairment"))) if isinstance(d, dict) else _fmt_spec(d)
         by_spec.setdefault(str(spec), []).append(str(dev))
-    rows = [{"target": _compress(devs), "spec": spec} for spec, devs in by_spec.items()]
-    return {"applied": bool(rows), "rows": rows, "backend": net.get("backend")}
+        if isinstance(d, dict):
+            applied.setdefault(str(spec), []).append((str(dev), _applied_text(d.get("applied"))))
+            for k, v in (d.get("counters") or {}).items():
+                if isinstance(v, (int, float)):
+                    counters.setdefault(str(spec), {}).setdefault(k, 0)
+                    counters[str(spec)][k] += v
+    rows = [{"target": _compress(devs), "spec": spec, "applied": applied.get(spec, []),
+             "counters": counters.get(spec)} for spec, devs in by_spec.items()]
+    reasons = net.get("reasons") if isinstance(net.get("reasons"), list) else []
+    return {"applied": bool(rows), "rows": rows, "backend": net.get("backend"),
+            "requested": net.get("requested"), "reasons": [str(r) for r in reasons],
+            "removed": net.get("removed")}
+
+
+def _applied_text(a: Any) -> str:
+    """netem/pumba: a list of command lines (one per line); app: the wot-device arguments."""
+    if not isinstance(a, list):
+        return str(a or "")
+    items = [str(x) for x in a]
+    if items and all(" " in x for x in items):
+        return "\n".join(items)
+    return shlex.join(items)
 
 
 def _injected(run: dict) -> list[dict]:
