@@ -23,7 +23,7 @@ def with_group(**kw):
     return {"name": "t", "devices": [{"group": "cpu", **kw}]}
 
 
-@pytest.mark.parametrize("name", ["20dev", "1dev", "sleep-50dev"])
+@pytest.mark.parametrize("name", ["20dev", "1dev", "sleep-50dev", "lossy-radio"])
 def test_shipped_configs_load(name):
     cfg = load_config(CONFIGS / f"{name}.yaml")
     assert cfg.name == name
