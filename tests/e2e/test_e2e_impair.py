@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import signal
 import statistics
 import subprocess
@@ -25,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _device_supports_impair() -> str | None:
-    binary = REPO / "wot-device" / "build" / "wot-device"
+    binary = Path(os.environ.get("WOTBENCH_DEVICE_BIN") or REPO / "wot-device" / "build" / "wot-device")
     if not binary.exists():
         return f"{binary} not built"
     r = subprocess.run([str(binary), "--help"], capture_output=True, text=True)
@@ -51,8 +52,9 @@ def assert_nothing_left(run: dict) -> None:
     qdisc on the host, and the impairment backend says it removed everything."""
     assert labelled(run["run_id"]) == ([], [])
     assert leftover_processes(run["run_id"]) == []
-    sidecars = subprocess.run(["docker", "ps", "-a", "--filter", f"label=wotbench.run={run['run_id']}",
-                               "--filter", "ancestor=wotbench-tc", "-q"], capture_output=True, text=True)
+    # Pumba's tc sidecars carry this label (pumba/pkg/container: sidecar ContainerCreate)
+    sidecars = subprocess.run(["docker", "ps", "-a", "--filter", "label=com.gaiaadm.pumba.skip=true", "-q"],
+                              capture_output=True, text=True, check=True)
     assert sidecars.stdout.strip() == ""
     pumba = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _comm(p) == "pumba"]
     assert pumba == []
@@ -98,8 +100,9 @@ def test_app_backend_delay_and_loss(harness, tmp_path):
     sd = math.sqrt(n * 0.1 * 0.9)
     assert n == 320 and abs(lost - 0.1 * n) < 4 * sd, (lost, n)
     assert sum(r["outcome"] == "timeout" for r in by["near-0"]) <= 2
-    if far.get("counters"):                                       # wot-device's own count
-        assert far["counters"]["dropped_out"] == lost
+    # wot-device's own count: every dropped response datagram (a separate response also has an
+    # empty ACK that can be lost without a timeout), so at least the timeouts
+    assert far["counters"]["dropped_out"] >= lost and far["counters"]["dropped_in"] == 0
     html = (rd / "report.html").read_text() if (rd / "report.html").exists() else ""
     if html:
         assert "app</b> backend" in html and "--impair" in html

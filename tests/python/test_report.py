@@ -191,3 +191,19 @@ def test_real_analysis_output_renders(tmp_path):
     for fid in FIGURE_IDS:
         assert "<svg" in _figure(html, fid), fid
     assert "Not available because" not in html
+
+
+def test_network_section_names_backend_and_exact_settings(tmp_path):
+    devs = {f"s-{i}": {"describe": "delay 40ms, loss 2%; egress", "applied":
+                       ["--impair", "dir=egress,delay=40ms,loss=2%", "--impair-seed", str(100 + i)],
+                       "counters": {"dropped_out": 3, "dropped_in": 0, "seed": 100 + i, "dir": "egress"}}
+            for i in range(2)}
+    run_dir = make_run(tmp_path, network={"backend": "app", "requested": "auto", "devices": devs,
+                                          "reasons": ["netem backend: no sch_netem", "app backend chosen: x"],
+                                          "removed": True})
+    html = render_html(run_dir)
+    assert "with the <b>app</b> backend (requested: auto)" in html
+    table = _table(html, "table-network")
+    assert "dropped_out 6" in table and "seed" not in table
+    assert "--impair dir=egress,delay=40ms,loss=2% --impair-seed 101" in html
+    assert "netem backend: no sch_netem | app backend chosen: x" in html

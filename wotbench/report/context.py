@@ -336,6 +336,10 @@ def _rd(summary: dict) -> dict:
             "cd_device": (cd or {}).get("device")}
 
 
+# device-summary.json "impair" counts shown per impairment (CONTRACTS §3)
+IMPAIR_COUNTERS = ("dropped_in", "dropped_out", "duplicated", "corrupted")
+
+
 def _network(run: dict) -> dict:
     """run.json `network` as written by wotbench.netimpair ({backend, devices: {name: {describe,
     impairment, applied}}, ...}, plus the runner's requested/reasons and app counters); devices
@@ -352,7 +356,7 @@ def _network(run: dict) -> dict:
         if isinstance(d, dict):
             applied.setdefault(str(spec), []).append((str(dev), _applied_text(d.get("applied"))))
             for k, v in (d.get("counters") or {}).items():
-                if isinstance(v, (int, float)):
+                if k in IMPAIR_COUNTERS and isinstance(v, (int, float)):
                     counters.setdefault(str(spec), {}).setdefault(k, 0)
                     counters[str(spec)][k] += v
     rows = [{"target": _compress(devs), "spec": spec, "applied": applied.get(spec, []),
