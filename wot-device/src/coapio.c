@@ -19,10 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "impair.h"
 #include "service.h"
 
 #define SESSION_TIMEOUT_S 30
@@ -178,8 +181,10 @@ static int parse_listen(const char *spec, coap_address_t *a) {
 }
 
 /* libcoap 4.3.1 has no accessor for the endpoint socket: find our bound UDP socket and
- * raise its receive buffer (SO_RCVBUFFORCE needs CAP_NET_ADMIN; else capped at rmem_max). */
-static void raise_rcvbuf(const coap_address_t *a) {
+ * raise its receive buffer (SO_RCVBUFFORCE needs CAP_NET_ADMIN; else capped at rmem_max).
+ * Returns the socket (for the impairment wrappers), -1 if not found. */
+static int raise_rcvbuf(const coap_address_t *a) {
+    int found = -1;
     for (int fd = 3; fd < 1024; fd++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof ss;
@@ -197,7 +202,9 @@ static void raise_rcvbuf(const coap_address_t *a) {
         int v = RCVBUF_BYTES;
         if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &v, sizeof v))
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+        found = fd;
     }
+    return found;
 }
 
 static int add_resources(coap_context_t *ctx) {
@@ -233,14 +240,39 @@ static int readable(int fd) {
     return poll(&p, 1, 0) > 0;
 }
 
+/* Impairments (impair.c): sends held responses that are due, hands due held requests to
+ * libcoap (coap_io_do_epoll on the endpoint socket makes libcoap call recvmsg, which the
+ * wrapper answers with the held datagram) and arms the timerfd for the next due time. */
+static void impair_service(coap_context_t *ctx, int tfd, uint64_t *armed) {
+    uint64_t now = mono_ns();
+    impair_flush_egress(now);
+    while (impair_ingress_begin(now)) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = impair_endpoint_ptr()};
+        coap_io_do_epoll(ctx, &ev, 1);
+        impair_ingress_end();
+        impair_flush_egress(now = mono_ns());  /* e.g. an immediate 4.04 without delay */
+    }
+    uint64_t next = impair_next_due();
+    if (next != *armed) {
+        struct itimerspec its = {.it_value = {.tv_sec = (time_t)(next / 1000000000ULL),
+                                              .tv_nsec = (long)(next % 1000000000ULL)}};
+        timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);  /* next == 0 disarms */
+        *armed = next;
+    }
+}
+
 static int loop(coap_context_t *ctx, int sfd) {
     int cfd = coap_context_get_coap_fd(ctx);
     int ep = epoll_create1(EPOLL_CLOEXEC);
+    int tfd = impair_enabled() ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
-        epoll_add(ep, sfd)) {
+        epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd)))) {
         fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
+    if (impair_enabled())  /* held datagrams leave within µs of their due time */
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    uint64_t armed = 0;
     struct job **done = calloc(D->wq->nslots, sizeof *done);
     if (!done)
         return 1;
@@ -259,14 +291,23 @@ static int loop(coap_context_t *ctx, int sfd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
                 for (size_t m = 0; m < k; m++)
                     coap_async_trigger(done[m]->ctx);
+            } else if (ev[i].data.fd == tfd) {
+                uint64_t expirations;
+                if (read(tfd, &expirations, sizeof expirations) < 0) {
+                }
+                armed = 0;  /* expired: re-arm below */
             }
         }
         /* Sends triggered responses, runs timers, reads one datagram (pitfall 2: repeat). */
         coap_io_process(ctx, COAP_IO_NO_WAIT);
         for (int b = 1; b < IO_BUDGET && readable(cfd); b++)
             coap_io_process(ctx, COAP_IO_NO_WAIT);
+        if (tfd >= 0)
+            impair_service(ctx, tfd, &armed);
     }
     free(done);
+    if (tfd >= 0)
+        close(tfd);
     close(ep);
     return 0;
 }
@@ -301,7 +342,13 @@ int coapio_run(struct device *d) {
         coap_free_context(ctx);
         return 1;
     }
-    raise_rcvbuf(&addr);
+    int efd = raise_rcvbuf(&addr);
+    if (impair_enabled() && (impair_set_endpoint(efd) || impair_init())) {
+        fprintf(stderr, "wot-device: --impair: cannot hook the endpoint socket or allocate "
+                "the delay queues\n");
+        coap_free_context(ctx);
+        return 1;
+    }
     int rc = add_resources(ctx) ? 1 : loop(ctx, sfd);
     coap_free_context(ctx);
     coap_cleanup();

@@ -1,5 +1,6 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
+#include "impair.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -95,11 +96,13 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     fprintf(f,
             ", \"requests\": %llu, \"responses\": %llu, \"overload_503\": %llu, "
             "\"not_found\": %llu, \"malformed\": %llu, \"log_entries\": %llu, "
-            "\"log_dropped\": %llu, \"threads\": %d}\n",
+            "\"log_dropped\": %llu, \"threads\": %d",
             (unsigned long long)c->requests, (unsigned long long)c->responses,
             (unsigned long long)c->overload_503, (unsigned long long)c->not_found,
             (unsigned long long)c->malformed, (unsigned long long)l->n,
             (unsigned long long)l->dropped, threads);
+    impair_json(f);
+    fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }
 

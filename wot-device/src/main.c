@@ -10,6 +10,7 @@
 
 #include "coapio.h"
 #include "devlog.h"
+#include "impair.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -17,7 +18,8 @@
 
 static void usage(void) {
     fputs("usage: wot-device --resources FILE --log-dir DIR [--listen ADDR[:PORT]]\n"
-          "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n",
+          "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n"
+          "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n",
           stderr);
 }
 
@@ -36,12 +38,15 @@ static int parse_count(const char *opt, const char *s, long min, long max, long 
 
 int main(int argc, char **argv) {
     const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0:5683", *name = "";
+    const char *impair = NULL, *impair_ge = NULL, *impair_seed = NULL;
     long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
     static const struct option opts[] = {
         {"resources", required_argument, 0, 'r'}, {"log-dir", required_argument, 0, 'd'},
         {"listen", required_argument, 0, 'l'},    {"threads", required_argument, 0, 't'},
         {"queue", required_argument, 0, 'q'},     {"log-capacity", required_argument, 0, 'c'},
         {"name", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
+        {"impair", required_argument, 0, 'i'},    {"impair-ge", required_argument, 0, 'g'},
+        {"impair-seed", required_argument, 0, 's'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -51,6 +56,9 @@ int main(int argc, char **argv) {
         case 'd': log_dir = optarg; break;
         case 'l': listen = optarg; break;
         case 'n': name = optarg; break;
+        case 'i': impair = optarg; break;
+        case 'g': impair_ge = optarg; break;
+        case 's': impair_seed = optarg; break;
         case 't': bad = parse_count("--threads", optarg, 1, 1024, &threads); break;
         case 'q': bad = parse_count("--queue", optarg, 1, 1 << 20, &queue); break;
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
@@ -68,6 +76,8 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
+    if (impair_parse(impair, impair_ge, impair_seed))
+        return 2;
     struct stat st;
     if (stat(log_dir, &st) || !S_ISDIR(st.st_mode) || access(log_dir, W_OK)) {
         fprintf(stderr, "wot-device: --log-dir '%s' is not a writable directory\n", log_dir);
@@ -98,6 +108,7 @@ int main(int argc, char **argv) {
     if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads))
         rc = 1;
     devlog_free(&log);
+    impair_free();
     resources_free(&rs);
     return rc;
 }
