@@ -27,7 +27,7 @@ def _table(html: str, tid: str) -> str:
 
 @pytest.fixture(scope="module")
 def clean_html(tmp_path_factory):
-    run_dir = make_run(tmp_path_factory.mktemp("clean"))
+    run_dir = make_run(tmp_path_factory.mktemp("report-clean"))
     path = render(run_dir)
     assert path == run_dir / "report.html"
     return path.read_text()
@@ -85,7 +85,7 @@ def test_per_device_and_outcome_tables(tmp_path, clean_html):
     for outcome in ("ok", "error", "timeout", "reset", "unsent"):
         assert f"<td>{outcome}</td>" in o
     assert "%" in o
-    summary = json.loads(next(tmp_path.parent.glob("clean*/*/summary.json")).read_text())
+    summary = json.loads(next(tmp_path.parent.glob("report-clean*/*/summary.json")).read_text())
     assert f"{summary['overall']['requests']:,}" in o
 
 
