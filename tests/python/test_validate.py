@@ -215,3 +215,11 @@ def test_manifest_rejects_bad_expect(tmp_path: Path):
     p.write_text("scenarios:\n  - {name: a, config: a.yaml, expect: maybe}\n")
     with pytest.raises(ValueError, match="expect must be"):
         v.read_manifest(p)
+
+
+def test_simulate_rule_separates_null_and_big_shift():
+    pool = [0.05, 0.06, 0.07, 0.08, 0.06, 0.05, 0.09, 0.07, 0.06, 0.3]
+    null = v.simulate_rule(pool, n_cal=30, n_win=10, windows=3, shift=0.0, trials=30)
+    big = v.simulate_rule(pool, n_cal=30, n_win=10, windows=3, shift=1.0, trials=30)
+    assert null["false_alarm"] <= 0.1
+    assert big["detected"] == 1.0
