@@ -186,30 +186,34 @@ def test_gilbert_elliott_bursts(device_bin, ge_bin, tmp_path):
     assert g.summary()["impair"]["dropped_out"] == lg
 
 
-def test_seed_reproducible(device_bin, ge_bin, tmp_path):
+def test_seed_reproducible(device_bin, tmp_path):
+    """Closed loop (one request at a time), so the device sends its datagrams in request order
+    whatever the host load: the same seed gives the same losses and delays."""
     spec = "dir=egress,delay=10ms,jitter=8ms,dist=uniform,loss=20%"
 
     def once(seed, tag):
+        lost, rt = [], []
         with Device(device_bin, tmp_path, "r0,0,sleep,4\n", "--impair", spec,
                     "--impair-seed", str(seed), name=tag) as d:
-            by = _ge_run(ge_bin, tmp_path, [d], 150, 5000, "--type", "non", "--timeout-ms",
-                         "300", tag=tag)
+            c = Client(d.addr)
+            for i in range(100):
+                r = c.request(GET, "r0", NON, timeout=0.15)
+                if r is None:
+                    lost.append(i)
+                    c.pending.clear()
+                rt.append(r["rt_ns"] / MS if r else None)
+            c.close()
             assert d.stop() == 0
-        rows = by[0]
-        lost = [i for i, r in enumerate(rows) if r["outcome"] == "timeout"]
-        rt = [(int(r["received_ns"]) - int(r["sent_ns"])) / MS if r["outcome"] == "ok" else None
-              for r in rows]
+        assert d.summary()["impair"]["dropped_out"] >= len(lost) - 2
         return lost, rt
 
     l1, r1 = once(42, "a")
     l2, r2 = once(42, "b")
     l3, r3 = once(43, "c")
-    # The draws follow the order in which the device sends datagrams. That is the request
-    # order here, except when a stalled I/O thread (loaded host) sends two finished
-    # responses in one batch: libcoap may then swap them, so allow a few differences.
-    assert len(l1) > 10
-    assert len(set(l1) ^ set(l2)) <= 4, (l1, l2)
-    assert len(set(l1) ^ set(l3)) > 15, (l1, l3)       # ~48 expected for independent draws
+    assert len(l1) > 8
+    # a response later than 150 ms (a stalled host) would count as lost: allow two such
+    assert len(set(l1) ^ set(l2)) <= 2, (l1, l2)
+    assert len(set(l1) ^ set(l3)) > 10, (l1, l3)       # ~32 expected for independent draws
     same = [abs(a - b) for a, b in zip(r1, r2) if a is not None and b is not None]
     other = [abs(a - b) for a, b in zip(r1, r3) if a is not None and b is not None]
     assert statistics.median(same) < 1.0, same           # same delays, up to host noise
@@ -290,3 +294,28 @@ def test_dup_and_corrupt_counted(device_asan_bin, tmp_path):
                    for clean in (bytes([0x58, 0x45]) + t + b"\xff" + b"x" * 8 for t in toks))
         flips.append(best)
     assert all(f <= 1 for f in flips) and sum(flips) >= 16, flips  # a MID bit flip is invisible
+
+
+def test_app_backend_args_accepted(device_asan_bin, tmp_path):
+    """Every kind of argument wotbench.netimpair's AppBackend produces is accepted (the run
+    then stops at the missing --log-dir, which is checked after the --impair options)."""
+    from wotbench.netimpair.backends.app import app_args
+    from wotbench.netimpair.model import Impairment
+    cases = [
+        {"delay": {"time_ms": 40, "jitter_ms": 5, "correlation": 25, "distribution": "normal"},
+         "loss": {"percent": 2, "correlation": 10}, "rate": "1.5mbit",
+         "duplicate": {"percent": 0.5, "correlation": 1}, "corrupt": {"percent": 0.1},
+         "direction": "both"},
+        {"delay": {"time_ms": 0.5}, "direction": "ingress",
+         "loss": {"gilbert_elliott": {"p": 1, "r": 30, "one_minus_h": 100, "one_minus_k": 0}}},
+        {"delay": {"time_ms": 10, "jitter_ms": 2, "distribution": "pareto"}, "rate": "100kbps"},
+    ]
+    res = tmp_path / "r.csv"
+    res.write_text(HEADER)
+    for c in cases:
+        args = app_args(Impairment.model_validate(c), 7, "dev-0")
+        p = subprocess.run([str(device_asan_bin), "--resources", str(res), "--log-dir",
+                            str(tmp_path / "missing"), *args], capture_output=True, text=True,
+                           timeout=20)
+        assert p.returncode == 2 and "--log-dir" in p.stderr and "--impair" not in p.stderr, \
+            (args, p.stderr)
