@@ -91,8 +91,10 @@ class ContentionDetector(_Model):
     enabled: bool = True
     service_time_ms: Any = "auto"   # 'auto' or a number > 0
     mode: Literal["auto", "sleep", "busy"] = "auto"
-    interval_s: float = Field(1.0, gt=0)
-    calibration_s: float = Field(10.0, ge=0)
+    # 0.5 s probes / 20 s calibration: 20 probes per 10 s contention window, 40 baseline samples
+    # (evidence: docs/VALIDATION.md "Detector defaults")
+    interval_s: float = Field(0.5, gt=0)
+    calibration_s: float = Field(20.0, ge=0)
 
     @field_validator("service_time_ms")
     @classmethod

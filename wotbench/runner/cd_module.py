@@ -6,8 +6,11 @@
   It runs on the device cores (plan ``cd_node_cpuset``), so it competes for CPU exactly like a
   device and its response time rises when the device cores are contended.
 - CD-GE: a ``gateway-emulator`` replaying a sequential deterministic workload against the CD
-  node: one request every ``interval_s`` (default 1 s), on its own core (plan ``cd_ge_core``).
-  At one request per second and one service time per request the probe adds < 1% load.
+  node: one request every ``interval_s`` (default 0.5 s), on its own core (plan ``cd_ge_core``).
+  At two requests per second and one 5 ms service time per request the probe adds 1 % of a core.
+  Defaults (0.5 s probes, ``calibration_s`` 20 s = 40 baseline samples, 20 probes per 10 s
+  contention window) are chosen from measurements in docs/VALIDATION.md: with 1 s probes the
+  median of 10 probes in a window is noisy enough under light device load to raise false windows.
 
 Timeline (all absolute CLOCK_MONOTONIC; T0 chosen by the runner once everything is ready):
   T0 ............ CD-GE starts; calibration: the CD node alone (no main load) -> the baseline
