@@ -282,7 +282,8 @@ def render_table(results: list[dict]) -> str:
     for r in results:
         name = r["name"]
         if r.get("skipped"):
-            lines.append(f"| {name} | – | not run: {r['skipped']} | – | – | – | – | – | – | "
+            why = r["skipped"].split(" (")[0]          # details stay in results.json
+            lines.append(f"| {name} | – | not run: {why} | – | – | – | – | – | – | "
                          f"{_load_txt(r.get('load'))} |")
             continue
         ev = r.get("evaluation")
