@@ -25,6 +25,7 @@ class Spec:
     cpu_quota: float | None = None  # fraction of one core
     memory_mb: int | None = None
     pids_limit: int = 64
+    cpu_shares: int | None = None   # CFS weight (default 1024)
 
 
 def container_name(run_id: str, component: str) -> str:
@@ -38,6 +39,8 @@ def create(client, run_id: str, spec: Spec):
     kwargs = dict(LEAST_PRIVILEGE)
     if spec.cpu_quota:
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
+    if spec.cpu_shares:
+        kwargs["cpu_shares"] = spec.cpu_shares
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"

@@ -9,6 +9,10 @@ from wotbench.runner.components import DeviceRun, GeRun
 
 # in-container paths of the bind mounts
 RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/out"
+# CFS weight of the GE containers (default 1024). Where the plan must share a GE's core with
+# the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
+# preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
+GE_CPU_SHARES = 8192
 
 
 class DockerBackend:
@@ -54,7 +58,7 @@ class DockerBackend:
             command=g.args(TRACE_IN, OUT_IN), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
-            memory_mb=None, pids_limit=64), start=False)
+            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES), start=False)
 
     def start_ge(self, g: GeRun) -> None:
         self.ctr[g.name].start()
