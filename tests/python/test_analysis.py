@@ -298,7 +298,8 @@ def test_bad_input_messages(tmp_path, capsys):
     with pytest.raises(AnalysisError, match=r"run\.json.*not valid JSON"):
         analyze(d)
     assert main(d) == 2
-    assert "run.json" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("wotbench: error:") and "run.json" in err
 
     d = make_run(tmp_path / "s", duration_s=3, seed=17)
     req = d / "ge" / "ge-0" / "requests.csv"

@@ -77,19 +77,20 @@ def test_plan(tmp_path):
     assert r.returncode == 0 and json.loads(out.read_text())["faithful"] is True
 
 
-@pytest.mark.parametrize("cmd", [["run", CONFIGS / "1dev.yaml", "--backend", "process"], ["doctor"], ["clean"],
-                                 ["analyze", "/nonexistent-run"], ["report", "/nonexistent-run"]])
-def test_lazy_commands_dispatch_cleanly(cmd):
-    """Dispatches to the other modules; whatever they answer, no traceback and a defined exit code.
-    (doctor/clean/run may touch Docker; with a missing module the exit is 1 with a clear message.)"""
-    if cmd[0] in ("run", "clean"):
-        from importlib.util import find_spec
-        mod = {"run": "wotbench.runner.main", "clean": "wotbench.runner.cleanup"}[cmd[0]]
-        if find_spec(mod) is not None:
-            pytest.skip(f"{mod} is installed: not starting a real {cmd[0]} from a unit test")
+@pytest.mark.parametrize("cmd,codes", [
+    (["run", "/nonexistent/config.yaml"], {2}),   # bad input: nothing is started
+    (["doctor"], {0, 1}),                          # 1 = something this host lacks, with the fix
+    (["analyze", "/nonexistent-run"], {2}),
+    (["report", "/nonexistent-run"], {2}),
+])
+def test_lazy_commands_dispatch_cleanly(cmd, codes):
+    """Dispatches to the other modules: a defined exit code, no traceback, a message on error.
+    (A real run and `clean` are exercised end to end in tests/e2e.)"""
     r = wb(*cmd)
     no_traceback(r)
-    assert r.returncode in (0, 1, 2, 3)
+    assert r.returncode in codes
+    if r.returncode == 2:
+        assert r.stderr.startswith("wotbench: error:") and "nonexistent" in r.stderr
 
 
 def test_error_handler_in_process(monkeypatch, capsys):

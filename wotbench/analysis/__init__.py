@@ -9,6 +9,7 @@ See README.md in this package for every key of summary.json and every series fil
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def main(run_dir: str | Path, params: AnalysisParams | None = None) -> int:
     try:
         summary = analyze(run_dir, params)
     except WotbenchError as exc:
-        console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        sys.stderr.write(f"wotbench: error: {exc}\n")  # the CLI's one error format
         return int(getattr(exc, "exit_code", 2) or 2)
     print_summary(summary, console)
     return int(summary["verdict"]["exit_code"])
