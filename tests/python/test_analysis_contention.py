@@ -83,3 +83,27 @@ def test_lost_probes_count_as_slowest_not_zero():
     b2, w2 = assess(s2, 60, P)
     assert b2["status"] == "none"
     assert w2[w2["start_s"] >= 50]["samples"].sum() == 0
+
+
+def _with_rt(df, service_ms=5.0, extra_ms=0.0):
+    """Give a synthetic CD series response times (rt = S·(1 + R_d)), optionally slowed throughout."""
+    df = df.copy()
+    df["rt_ms"] = service_ms * (1.0 + df["rd"]) + extra_ms
+    df["rd"] = (df["rt_ms"] - service_ms) / service_ms
+    return df
+
+
+def test_contended_calibration_is_flagged_absolutely():
+    """Another workload on the device cores from the start inflates the baseline itself: the
+    relative window rule sees no change, the absolute baseline check must still flag it."""
+    b, _ = assess(_with_rt(cd_series(3, steal_prob=0.0), extra_ms=8.0), 60, P)
+    assert b["baseline"]["absolute"]["elevated"] is True
+    assert b["windows_flagged"] == 0 and b["status"] == "detected"
+    assert "already slowed during calibration" in b["reason"]
+
+
+def test_quiet_calibration_is_not_elevated_across_seeds():
+    for seed in range(50):
+        b, _ = assess(_with_rt(cd_series(seed, steal_prob=0.10)), 60, P)
+        assert b["baseline"]["absolute"]["elevated"] is False, seed
+        assert b["status"] == "none", seed
