@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from .addressing import FIRST_DEVICE_OFFSET, describe_capacity, host_address
 from .addressing import capacity as address_capacity
 from .distributions import DISTS, validate_spec
-from .errors import ConfigError
+from .errors import ConfigError, format_loc
 
 Mode = Literal["sleep", "busy"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
@@ -193,17 +193,6 @@ class Config(_Model):
 
 # ---------------------------------------------------------------------------------------
 # error formatting
-
-def format_loc(loc: tuple) -> str:
-    """('devices', 1, 'service_time', 'mean') -> 'devices[1].service_time.mean'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
-
 
 def _show(v: Any) -> str:
     s = repr(v)

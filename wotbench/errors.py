@@ -51,3 +51,14 @@ class EnvironmentProblem(WotbenchError):
 
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message, exit_code)
+
+
+def format_loc(loc: tuple) -> str:
+    """A key path as users write it: ('devices', 1, 'service_time', 'mean') -> 'devices[1].service_time.mean'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"

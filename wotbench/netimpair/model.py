@@ -25,6 +25,8 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from wotbench.errors import format_loc
+
 BackendName = Literal["auto", "pumba", "netem", "app"]
 Direction = Literal["egress", "ingress", "both"]
 Distribution = Literal["uniform", "normal", "pareto", "paretonormal"]
@@ -265,25 +267,17 @@ class NetworkImpairment(Impairment):
             return Impairment.model_validate(merged)
         except ValidationError as e:
             first = e.errors()[0]
-            loc = _loc_str(("overrides", name) + tuple(first["loc"]))
+            loc = format_loc(("overrides", name) + tuple(first["loc"]))
             raise _err(f"{loc}: {first['msg']}") from None
 
 
-def _loc_str(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> list[str]:
     """``["devices[0].network.delay.jitter_ms: 30 ms is larger ..."]`` from a pydantic error."""
     out = []
     for e in exc.errors():
-        loc = _loc_str(tuple(e["loc"]))
+        loc = format_loc(tuple(e["loc"])) if e["loc"] else ""  # model-level error: no sub-key
         key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
         msg = e["msg"]
         # An override error already carries its own sub-path ("overrides.cpu-3.delay...: msg").
