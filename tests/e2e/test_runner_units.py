@@ -5,6 +5,7 @@ import ipaddress
 import socket
 import struct
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,29 @@ def test_progress_reader(tmp_path):
                    "state": 2}
     c = progress.combine([got, None, got])
     assert c["sent"] == 100 and c["answered"] == 86 and c["lost"] == 10 and c["state"] == "sending"
+
+
+def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
+    """prepare() pins the harness to the OS cores; a sweep runs many tests in one process, so
+    after each run the process must have its cores back (else the next run plans on 1 core)."""
+    import os
+
+    from wotbench.errors import EnvironmentProblem
+    from wotbench.runner import main
+
+    before = os.sched_getaffinity(0)
+    if len(before) < 2:
+        pytest.skip("needs >= 2 cores to observe the pin")
+    seen = {}
+
+    def failing_deploy(self):
+        seen["during"] = os.sched_getaffinity(0)
+        raise EnvironmentProblem("deploy stopped by the test")
+
+    monkeypatch.setattr(main.Runner, "deploy", failing_deploy)
+    monkeypatch.setattr(main.Runner, "conclude", lambda self: 1)
+    cfg = Path(__file__).parent / "configs" / "small.yaml"
+    main.Runner(cfg, out_root=tmp_path, backend="process").execute()
+    assert seen["during"] != before          # the run did pin the harness ...
+    assert os.sched_getaffinity(0) == before  # ... and gave the cores back
+    assert os.getpriority(os.PRIO_PROCESS, 0) <= main.HARNESS_NICE
