@@ -46,9 +46,9 @@ class FakeRunner:
         summary = {
             "run": {"name": cfg["name"], "devices": [f"cpu-{i}" for i in range(n)]},
             "overall": {"devices": n, "offered_rps": n * 1000 / rit, "throughput_rps": n * 1000 / rit * 0.99,
-                        "response_time_ms": {"from_sent": {"p50": rt, "mean": rt * 1.1, "p95": rt * 2}}},
+                        "response_time_ms": {"from_sent": {"p50_ms": rt, "mean_ms": rt * 1.1, "p95_ms": rt * 2}}},
             "ge_integrity": {"kept_up": status != "ge_bottleneck",
-                             "per_ge": {"ge-0": {"late_share": 0.001 * n, "ks_tol": 0.01, "send_lag_us": {"p99": 40.0}}}},
+                             "per_ge": {"ge-0": {"late_share": 0.001 * n, "ks_tol": 0.01, "lag_ms": {"p99": 0.040}}}},
             "rd": ({"overall": {"rd": {"p50": 0.1 * (1 + load)}},
                     "cd": {"calibration": {"p50": 0.05}, "test": {"p50": 0.05 * (1 + 3 * (status == "contention"))}}}
                    if self.rd else None),
@@ -58,9 +58,12 @@ class FakeRunner:
         }
         (run_dir / "summary.json").write_text(json.dumps(summary))
         (run_dir / "plan.json").write_text(json.dumps({"affinity": aff}))
-        (run_dir / "run.json").write_text(json.dumps({"cd": {"service_time_us": 5000}}))
+        (run_dir / "run.json").write_text(json.dumps({"cd": {"service_time_us": 5000},
+                                                      "test": {"start_mono_ns": 0, "duration_s": 3}}))
         (run_dir / "report.html").write_text("<html>run</html>")
         if self.cpu:
-            (run_dir / "series" / "cpu_cores.csv").write_text(
-                "t_s,core,busy_pct\n" + "".join(f"{t},{c},{min(100, 10 + load * 50)}\n" for t in range(3) for c in (0, 1)))
+            busy = min(100, 10 + load * 50)   # collectl's columns, as the runner's monitor writes them
+            (run_dir / "monitor").mkdir()
+            (run_dir / "monitor" / "cpu.csv").write_text(
+                "utc_s,mono_ns,[CPU:0]Totl%,[CPU:1]Totl%\n" + "".join(f"{t},{t * 10**9},{busy},{busy}\n" for t in range(3)))
         return summary["verdict"]["exit_code"]

@@ -161,3 +161,26 @@ def test_runner_exception_is_recorded(tmp_path):
 def test_resume_rejects_a_non_sweep_dir(tmp_path):
     with pytest.raises(ConfigError, match="sweep.json: not found"):
         Sweep.open(tmp_path)
+
+
+def test_report_rows_read_a_real_analysis_summary(tmp_path):
+    """The sweep report reads the keys the analysis really writes: a run directory analysed by
+    wotbench.analysis (not a hand-written summary) gives every figure's facts."""
+    from analysis_fixtures import make_run
+    from wotbench.analysis import analyze
+    from wotbench.sweep.report import collect
+
+    sweep = run_sweep(write_base(tmp_path), ["devices[0].count=3"], out_root=tmp_path,
+                      run_fn=FakeRunner(), progress=False, report=False)
+    point = sweep.points[0]
+    run_dir = sweep.dir / point.run_dir
+    for f in run_dir.iterdir():   # replace the fake's files with a synthetic run, really analysed
+        if f.is_file():
+            f.unlink()
+    make_run(run_dir, duration_s=5, seed=3)
+    analyze(run_dir)
+    row = collect(sweep)[0]
+    for fact in ("devices", "throughput_rps", "rt_p50_ms", "rt_p95_ms", "rd_devices", "rd_cd",
+                 "cd_rt_ms", "late_share", "ks", "lag_p99_us", "ge_kept_up"):
+        assert row[fact] is not None, fact
+    assert row["devices"] == 3 and 0 < row["rt_p50_ms"] < row["rt_p95_ms"]

@@ -24,6 +24,11 @@ except Exception:  # pragma: no cover - the report package is optional here
 Row = dict[str, Any]
 
 
+
+def _from_zero(ax) -> None:
+    """y from 0 with headroom: autoscaling hugs nearly equal values and clips their markers."""
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
+
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
@@ -80,7 +85,7 @@ def _vs_throughput(rows: list[Row], fid: str, title: str, cap: str, ykey: str, y
     _plot_curves(ax, _curves(rows, _group_label, "tput_per_device", ykey), str)
     ax.set_xlabel("throughput per device (req/s)")
     ax.set_ylabel(ylabel)
-    ax.set_ylim(0, None)
+    _from_zero(ax)
     ax.legend(ncol=2)
     return _fig(fid, title, cap, _svg(fig))
 
@@ -137,7 +142,7 @@ def fig5_affinity(rows: list[Row]) -> dict:
     _plot_curves(a1, _curves(rows, lambda r: r["affinity"], "devices", "rt_p50_ms"), str)
     a1.set_xlabel("number of devices")
     a1.set_ylabel("response time p50 (ms)")
-    a1.set_ylim(0, None)
+    _from_zero(a1)
     a1.legend()
     cpu = _curves(rows, lambda r: r["affinity"], "devices", "cpu_total_pct")
     if cpu:

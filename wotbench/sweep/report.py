@@ -1,8 +1,8 @@
 """The sweep report: one row of facts per point (read from each run's summary.json and series),
 figures (:mod:`wotbench.sweep.figures`) and one self-contained HTML page.
 
-The summary.json keys read are listed in ``CANDIDATES`` (first present wins; both the analysis
-layout and older fixtures are accepted); wotbench/sweep/README.md documents them.
+The summary.json keys read are listed in ``SUMMARY_KEYS`` (one key per fact, as the analysis
+writes them: wotbench/analysis/README.md); wotbench/sweep/README.md lists them too.
 """
 from __future__ import annotations
 
@@ -18,67 +18,52 @@ import yaml
 from .core import Sweep
 from .paths import get_path
 
-# fact -> summary.json dotted paths, first present wins
-CANDIDATES: dict[str, tuple[str, ...]] = {
-    "devices": ("overall.devices", "run.devices"),
-    "throughput_rps": ("overall.throughput_rps", "overall.achieved_rate"),
-    "offered_rps": ("overall.offered_rps", "overall.offered_rate"),
-    "rt_p50_ms": ("overall.response_time_ms.from_sent.p50", "overall.response_ms.p50"),
-    "rt_mean_ms": ("overall.response_time_ms.from_sent.mean", "overall.response_ms.mean"),
-    "rt_p95_ms": ("overall.response_time_ms.from_sent.p95", "overall.response_ms.p95"),
-    "rd_devices": ("rd.overall.rd.p50", "rd.devices_ms.p50", "rd.devices.p50"),
-    "rd_cd": ("rd.cd.test.p50", "rd.cd_ms.p50"),
-    "rd_cd_baseline": ("rd.cd.calibration.p50", "rd.baseline_ms"),
-    "cd_rt_ms": ("rd.cd.test.rt_p50_ms", "cd.response_ms.p50"),
-    "ge_kept_up": ("ge_integrity.kept_up", "ge_integrity.ok"),
-    "late_share": ("ge_integrity.late_share",),
-    "ks": ("ge_integrity.ks",),
-    "lag_p99_us": ("ge_integrity.send_lag_us.p99",),
-    "cpu_total_pct": ("overall.cpu_busy_pct", "monitor.cpu_busy_pct"),
+# fact -> its key in a run's summary.json (wotbench/analysis/README.md documents every key)
+SUMMARY_KEYS: dict[str, str] = {
+    "devices": "overall.devices",
+    "throughput_rps": "overall.throughput_rps",
+    "offered_rps": "overall.offered_rps",
+    "rt_p50_ms": "overall.response_time_ms.from_sent.p50_ms",
+    "rt_mean_ms": "overall.response_time_ms.from_sent.mean_ms",
+    "rt_p95_ms": "overall.response_time_ms.from_sent.p95_ms",
+    "rd_devices": "rd.overall.rd.p50",
+    "rd_cd": "rd.cd.test.p50",
+    "rd_cd_baseline": "rd.cd.calibration.p50",
+    "ge_kept_up": "ge_integrity.kept_up",
 }
 
 
 def _pick(summary: dict, fact: str) -> Any:
-    for path in CANDIDATES[fact]:
-        v = get_path(summary, path)
-        if v is not None and not isinstance(v, (dict, list)):
-            return v
-        if fact == "devices" and isinstance(v, list):
-            return len(v)
-    return None
+    v = get_path(summary, SUMMARY_KEYS[fact])
+    return None if isinstance(v, (dict, list)) else v
 
 
 def _ge_facts(summary: dict) -> dict[str, Any]:
-    """GE integrity: the analysis keeps it per GE; take the worst GE."""
-    out = {k: _pick(summary, k) for k in ("ge_kept_up", "late_share", "ks", "lag_p99_us")}
-    per_ge = get_path(summary, "ge_integrity.per_ge")
-    if isinstance(per_ge, dict) and per_ge:
-        def worst(*paths: str) -> Optional[float]:
-            vals = []
-            for b in per_ge.values():
-                v = next((get_path(b, p) for p in paths if get_path(b, p) is not None), None)
-                if isinstance(v, (int, float)):
-                    vals.append(float(v))
-            return max(vals) if vals else None
-        out["late_share"] = out["late_share"] if out["late_share"] is not None else worst("late_share")
-        out["ks"] = out["ks"] if out["ks"] is not None else worst("ks_tol", "ks")
-        out["lag_p99_us"] = out["lag_p99_us"] if out["lag_p99_us"] is not None else \
-            worst("send_lag_us.p99", "lag_us.p99")
-    return out
+    """GE integrity is kept per GE (ge_integrity.per_ge); a series shows the worst GE."""
+    per_ge = get_path(summary, "ge_integrity.per_ge") or {}
+
+    def worst(path: str, scale: float = 1.0) -> Optional[float]:
+        vals = [float(v) * scale for b in per_ge.values()
+                if isinstance(v := get_path(b, path), (int, float))]
+        return max(vals) if vals else None
+    return {"ge_kept_up": _pick(summary, "ge_kept_up"), "late_share": worst("late_share"),
+            "ks": worst("ks_tol"), "lag_p99_us": worst("lag_ms.p99", 1000.0)}
 
 
-def _cpu_total(run_dir: Path) -> Optional[float]:
-    """Mean host CPU busy % (average over cores) from series/cpu_cores.csv, if present."""
-    f = run_dir / "series" / "cpu_cores.csv"
+def _cpu_total(run_dir: Path, run: dict) -> Optional[float]:
+    """Mean host CPU busy % over all cores during the test, from collectl (monitor/cpu.csv)."""
     try:
-        df = pd.read_csv(f)
+        df = pd.read_csv(run_dir / "monitor" / "cpu.csv")
     except (OSError, ValueError):
         return None
-    col = next((c for c in ("busy_pct", "total_pct", "cpu_pct") if c in df), None)
-    if col is None or "t_s" not in df:
+    cols = [c for c in df.columns if c.startswith("[CPU:") and c.endswith("]Totl%")]
+    if not cols or "mono_ns" not in df:
         return None
-    v = df.groupby("t_s")[col].mean().mean()
-    return float(v) if math.isfinite(v) else None
+    start, dur = get_path(run, "test.start_mono_ns"), get_path(run, "test.duration_s")
+    if isinstance(start, (int, float)) and isinstance(dur, (int, float)):
+        df = df[(df["mono_ns"] >= start) & (df["mono_ns"] <= start + dur * 1e9)]
+    v = float(df[cols].to_numpy(dtype=float).mean()) if len(df) else float("nan")
+    return v if math.isfinite(v) else None
 
 
 def _config(sweep: Sweep, p) -> dict:
@@ -108,20 +93,19 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
         row: dict[str, Any] = {"id": p.id, "overrides": p.overrides, "status": p.status,
                                "verdict": p.verdict, "reasons": p.reasons, "error": p.error,
                                "exit_code": p.exit_code, "run_dir": p.run_dir, "has_summary": bool(summ)}
-        row.update({k: _pick(summ, k) for k in CANDIDATES if not k.startswith(("ge_", "late", "ks", "lag"))})
+        row.update({k: _pick(summ, k) for k in SUMMARY_KEYS if k != "ge_kept_up"})
         row.update(_ge_facts(summ))
-        if row["devices"] is None and cfg.get("devices"):
-            row["devices"] = sum(int(g.get("count", 1)) for g in cfg["devices"]) if summ else None
+        if row["devices"] is None and summ and cfg.get("devices"):
+            row["devices"] = sum(int(g.get("count", 1)) for g in cfg["devices"])
         row["affinity"] = plan.get("affinity") or get_path(cfg, "placement.affinity") or "pinned"
         n = row["devices"]
         row["tput_per_device"] = row["throughput_rps"] / n if n and row["throughput_rps"] is not None else None
         row["offered_per_device"] = row["offered_rps"] / n if n and row["offered_rps"] is not None else None
-        if row["cd_rt_ms"] is None and row["rd_cd"] is not None:
-            s_us = get_path(run, "cd.service_time_us")   # R = S (1 + R_d) holds for the median
-            if isinstance(s_us, (int, float)) and get_path(summ, "rd.cd.test.p50") is not None:
-                row["cd_rt_ms"] = s_us / 1000 * (1 + row["rd_cd"])
-        if row["cpu_total_pct"] is None and run_dir:
-            row["cpu_total_pct"] = _cpu_total(run_dir)
+        # the CD's median response time: R = S (1 + R_d) holds for the median (S is fixed)
+        s_us = get_path(run, "cd.service_time_us")
+        row["cd_rt_ms"] = (s_us / 1000 * (1 + row["rd_cd"])
+                           if isinstance(s_us, (int, float)) and row["rd_cd"] is not None else None)
+        row["cpu_total_pct"] = _cpu_total(run_dir, run) if run_dir else None
         report = run_dir / "report.html" if run_dir else None
         row["report"] = str(report.relative_to(sweep.dir)) if report and report.is_file() else None
         rows.append(row)
