@@ -285,8 +285,6 @@ def test_no_retransmit_by_default(ge_asan_bin, tmp_path):
 # ---------------------------------------------------------------- timing vs wot-device
 
 
-@pytest.mark.skipif(not (ROOT / "wot-device" / "Makefile").exists(),
-                    reason="wot-device (contract §3) not in this checkout yet")
 def test_timing_vs_wot_device(ge_bin, device_bin, tmp_path):
     import dev_device  # the wot-device engineer's start/stop helper
     with dev_device.Device(device_bin, tmp_path, "r0,5000,sleep,16\n") as dev:
@@ -299,10 +297,12 @@ def test_timing_vs_wot_device(ge_bin, device_bin, tmp_path):
     got, s = check_consistent(tmp_path / "o", 60)
     assert s["outcomes"]["ok"] == 60
     rts = [(int(x["received_ns"]) - int(x["sent_ns"])) / 1e6 for x in got]
+    # every response in [S, S + 15 ms], the median within S + 1.5 ms. Measured on a quiet 2-core
+    # host: 5.19-5.23 min, 5.33-5.39 median, 6.3-9.4 ms max; the max absorbs a host steal of a
+    # few ms (see shared libcoap notes), the median does not move with one.
     assert min(rts) >= 5.0, rts
-    # generous bounds: the 2 cores are shared with other test suites (sleep wake-ups wait)
-    assert statistics.median(rts) < 5.0 + 10.0, rts
-    assert max(rts) < 5.0 + 50.0, rts
+    assert statistics.median(rts) < 5.0 + 1.5, rts
+    assert max(rts) < 5.0 + 15.0, rts
     # load-independent attribution check against the device's own log (absolute monotonic):
     # GE sent <= device arrival < device end <= GE received, request by request
     with open(dev.dir / "device-log.csv", newline="") as f:
