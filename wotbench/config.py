@@ -31,10 +31,12 @@ Mode = Literal["sleep", "busy"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+MAX_PAYLOAD_BYTES = 1024   # gateway-emulator and wot-device limit (one datagram, no block-wise)
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    # inf/nan are never meaningful here and would only fail later, deep in the trace generator
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, allow_inf_nan=False)
 
 
 class DistSpec(_Model):
@@ -55,8 +57,9 @@ class DeviceGroup(_Model):
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
     resources: int = Field(10, ge=1, le=100000)
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0})
-    payload_bytes: int = Field(16, ge=0, le=65000)
-    request_payload_bytes: int = Field(0, ge=0, le=65000)
+    # both emulators keep a payload in one datagram (no block-wise transfer): at most 1024 bytes
+    payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES)
+    request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES)
     cpu_quota: Optional[float] = Field(None, gt=0)
     memory_mb: int = Field(32, ge=4)
     # per-group network impairments: a mapping validated by wotbench.netimpair.model
@@ -360,7 +363,8 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
         for k in ("file", "resources"):
             if k in tr:
                 tr[k] = fix(tr[k])
-    for g in raw.get("devices") or []:
+    groups = raw.get("devices")
+    for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):
             for key in ("service_time", "rit"):
                 spec = g.get(key)

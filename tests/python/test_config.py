@@ -186,3 +186,22 @@ def test_device_addresses():
     assert len({a.ip for a in addrs}) == 1502
     assert cd_node_address(cfg) == ("cd-node", "cd", 1502, "172.28.5.252", 5683)
     assert device_addresses(cfg, subnet="10.9.0.0/16")[0].ip == "10.9.0.10"
+
+
+def test_devices_of_the_wrong_type_is_a_message_not_a_traceback():
+    assert problems({"name": "t", "devices": 5}) == ["devices: must be a list, got an integer 5"]
+
+
+def test_infinite_numbers_are_rejected_where_they_are_written():
+    got = problems({"name": "t", "duration_s": float("inf"),
+                    "devices": [{"group": "a", "rit": {"dist": "exponential", "mean": float("inf")}}]})
+    assert got == ["duration_s: input should be a finite number",
+                   "devices[0].rit.mean: input should be a finite number"]
+
+
+def test_payloads_beyond_one_datagram_are_rejected_before_any_run():
+    """The emulators cap payloads at 1024 bytes; the config must say so, not the GE after deploy."""
+    got = problems(with_group(payload_bytes=5000, request_payload_bytes=3000))
+    assert got == ["devices[0].payload_bytes: must be <= 1024, got 5000",
+                   "devices[0].request_payload_bytes: must be <= 1024, got 3000"]
+    config_from_dict(with_group(payload_bytes=1024, request_payload_bytes=1024))
