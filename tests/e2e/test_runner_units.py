@@ -125,3 +125,25 @@ def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
     assert seen["during"] != before          # the run did pin the harness ...
     assert os.sched_getaffinity(0) == before  # ... and gave the cores back
     assert os.getpriority(os.PRIO_PROCESS, 0) <= main.HARNESS_NICE
+
+
+def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatch):
+    """A hog that does not exit on SIGTERM (hung) must not outlive the run: it runs in its own
+    session, so no other cleanup path would reach it."""
+    import subprocess
+    import sys
+
+    from wotbench.runner.hogs import Hogs
+
+    hogs = Hogs.__new__(Hogs)           # only stop()'s state is needed
+    hogs.dir, hogs.log = tmp_path, lambda msg: None
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                               "print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    assert stubborn.stdout.readline() == b"ready\n"   # SIGTERM is ignored from here on
+    hogs.running = {"h0": stubborn}
+    communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.5 s is enough here
+    monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.5))
+    hogs.stop()
+    assert stubborn.poll() is not None and hogs.running == {}

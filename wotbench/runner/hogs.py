@@ -84,4 +84,7 @@ class Hogs:
                     out.write_bytes(h.logs(stdout=True, stderr=False))
             except Exception as e:
                 self.log(f"contention: could not collect {name}: {e}")
+                if isinstance(h, subprocess.Popen) and h.poll() is None:
+                    h.kill()   # its own session: nothing else would ever stop it
+                    h.wait()
             self.running.pop(name, None)
