@@ -8,10 +8,9 @@ on stderr and exits with its code; Ctrl-C exits 130; user errors never show a tr
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from .errors import ConfigError, EnvironmentProblem, WotbenchError
 
@@ -82,37 +81,29 @@ def _cmd_plan(args) -> int:
     return 0
 
 
-def _lazy(module: str, func: str, what: str) -> Callable:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and (module == e.name or module.startswith(e.name + ".")):
-            raise EnvironmentProblem(f"'{what}' is not available in this installation ({module} is missing)") from None
-        raise
-    fn = getattr(mod, func, None)
-    if fn is None:
-        raise EnvironmentProblem(f"'{what}' is not available in this installation ({module}.{func} is missing)")
-    return fn
-
-
 def _cmd_run(args) -> int:
-    return _lazy("wotbench.runner.main", "run", "run")(args.config, args.out_root, args.backend)
+    from .runner.main import run
+    return run(args.config, args.out_root, args.backend)
 
 
 def _cmd_doctor(args) -> int:
-    return _lazy("wotbench.runner.doctor", "main", "doctor")()
+    from .runner.doctor import main as doctor
+    return doctor()
 
 
 def _cmd_clean(args) -> int:
-    return _lazy("wotbench.runner.cleanup", "main", "clean")()
+    from .runner.cleanup import main as clean
+    return clean()
 
 
 def _cmd_analyze(args) -> int:
-    return _lazy("wotbench.analysis", "main", "analyze")(args.run_dir)
+    from .analysis import main as analyze
+    return analyze(args.run_dir)
 
 
 def _cmd_report(args) -> int:
-    return _lazy("wotbench.report", "main", "report")(args.run_dir)
+    from .report import main as report
+    return report(args.run_dir)
 
 
 def _yaml_scalar(text: Optional[str]):

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from .addressing import FIRST_DEVICE_OFFSET, describe_capacity, host_address
+from .addressing import describe_capacity, host_address
 from .addressing import capacity as address_capacity
 from .distributions import DISTS, validate_spec
 from .errors import ConfigError, format_loc
@@ -62,8 +62,7 @@ class DeviceGroup(_Model):
     request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES)
     cpu_quota: Optional[float] = Field(None, gt=0)
     memory_mb: int = Field(32, ge=4)
-    # per-group network impairments: a mapping validated by wotbench.netimpair.model
-    # (when that module is installed), or null for none
+    # per-group network impairments: a mapping validated by wotbench.netimpair.model, or null
     network: Optional[dict[str, Any]] = None
 
     @field_validator("methods", mode="before")
@@ -159,6 +158,10 @@ class TraceSource(_Model):
     file: str
     resources: Optional[str] = None   # default: <dir of file>/resources
 
+    @property
+    def resources_dir(self) -> Path:
+        return Path(self.resources) if self.resources else Path(self.file).parent / "resources"
+
 
 class Config(_Model):
     name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=60)]
@@ -173,7 +176,7 @@ class Config(_Model):
     network: Network = Field(default_factory=Network)
     monitor: Monitor = Field(default_factory=Monitor)
     report: Report = Field(default_factory=Report)
-    # deliberate contention episodes; validated by wotbench.contention_inject when installed
+    # deliberate contention episodes; validated by wotbench.contention_inject
     contention: Optional[list[Any]] = None
 
     @field_validator("trace", mode="before")
@@ -318,31 +321,24 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
                         f"{needed} needed (devices + CD node); use a larger subnet such as /16")
     if cfg.contention is not None:
+        from .contention_inject import validate_contention
         try:
-            from .contention_inject import validate_contention
-        except ImportError:
-            pass
-        else:
-            try:
-                validate_contention(cfg.contention, test_duration_s=cfg.duration_s)
-            except ConfigError as e:
-                problems.extend(e.problems)
+            validate_contention(cfg.contention, test_duration_s=cfg.duration_s)
+        except ConfigError as e:
+            problems.extend(e.problems)
     if cfg.trace is not None:
         tf = Path(cfg.trace.file)
         if not tf.is_file():
             problems.append(f"trace.file: file not found: {tf}")
-        rd = Path(cfg.trace.resources) if cfg.trace.resources else tf.parent / "resources"
+        rd = cfg.trace.resources_dir
         if not rd.is_dir():
             problems.append(f"trace.resources: directory not found: {rd}")
     return problems
 
 
 def _network_problems(raw: dict, prefix: str) -> list[str]:
-    try:
-        from .netimpair.model import parse_network
-        from .netimpair.errors import ImpairmentConfigError
-    except ImportError:   # impairment layer not installed: accept the mapping as it is
-        return []
+    from .netimpair.errors import ImpairmentConfigError   # local: the impairment layer is heavy
+    from .netimpair.model import parse_network
     try:
         parse_network(raw, prefix=prefix)
     except ImpairmentConfigError as e:
@@ -460,7 +456,7 @@ def dump_resolved(cfg: Config, path: str | Path) -> Path:
     path = Path(path)
     data = cfg.model_dump(mode="json")
     with path.open("w") as f:
-        f.write(f"# resolved WoTbench config (all defaults and auto values filled in)\n")
+        f.write("# resolved WoTbench config (all defaults and auto values filled in)\n")
         yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
     return path
 
@@ -470,7 +466,6 @@ def dump_resolved(cfg: Config, path: str | Path) -> Path:
 
 COAP_PORT = 5683
 CD_NODE_NAME = "cd-node"
-FIRST_HOST_OFFSET = FIRST_DEVICE_OFFSET   # kept for callers: host part starts at .10
 
 
 class DeviceAddress(typing.NamedTuple):

@@ -41,16 +41,13 @@ class ConfigError(WotbenchError):
         if len(self.problems) == 1:
             message = prefix + self.problems[0]
         else:
-            message = (f"{source}: " if source else "") + f"{len(self.problems)} problems:\n" + \
+            message = prefix + f"{len(self.problems)} problems:\n" + \
                 "\n".join(f"  {prefix}{p}" for p in self.problems)
         super().__init__(message, exit_code=2)
 
 
 class EnvironmentProblem(WotbenchError):
     """The host environment cannot run what was asked (exit code 1)."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message, exit_code)
 
 
 def format_loc(loc: tuple) -> str:

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .config import METHODS as _METHODS
 from .errors import ConfigError
-
-_METHODS = ("GET", "PUT", "POST", "DELETE")
 _URI_RE = r"^coap://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
 
 

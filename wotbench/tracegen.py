@@ -36,7 +36,7 @@ from typing import Optional
 
 import numpy as np
 
-from .config import (COAP_PORT, Config, DeviceAddress, cd_node_address, device_addresses,
+from .config import (Config, DeviceAddress, cd_node_address, device_addresses,
                      METHODS, resolve)
 from .distributions import make_distribution
 from .errors import ConfigError
@@ -203,9 +203,10 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
                cd_requests: int, ge_files: list[str], recorded: bool) -> TraceSummary:
     counts = np.bincount(device_id, minlength=cfg.total_devices) if len(device_id) else np.zeros(cfg.total_devices, int)
     groups, warnings, first = [], [], 0
+    all_names = cfg.device_names()
     for g in cfg.devices:
         rate = 1000.0 / make_distribution(g.rit).mean
-        names = [f"{g.group}-{i}" for i in range(g.count)]
+        names = all_names[first:first + g.count]
         st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names if n in resources]
         s_ms = float(np.mean(st)) if st else make_distribution(g.service_time).mean
         req = int(counts[first:first + g.count].sum())
@@ -254,7 +255,7 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
     """Copy a recorded trace, re-addressing every request to its device's configured address."""
     from .trace_io import read_trace
     src = Path(cfg.trace.file)
-    res_dir = Path(cfg.trace.resources) if cfg.trace.resources else src.parent / "resources"
+    res_dir = cfg.trace.resources_dir
     df = read_trace(src)
     n = cfg.total_devices
     bad = df.index[(df.device_id >= n)]

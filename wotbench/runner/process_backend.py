@@ -17,6 +17,7 @@ import signal as _signal
 import subprocess
 from pathlib import Path
 
+from wotbench.plan import parse_cpuset
 from wotbench.errors import ConfigError
 from wotbench.runner.cleanup import PROCESS_ENV, kill_processes
 from wotbench.runner.components import DeviceRun, GeRun
@@ -31,17 +32,6 @@ def loopback_address(ip: str, subnet: str) -> str:
     if not 0 < host < 2 ** 24 - 1:
         raise ConfigError(f"devices: address {ip} has no loopback equivalent in 127.0.0.0/8")
     return str(ipaddress.ip_address(int(ipaddress.ip_address("127.0.0.0")) + host))
-
-
-def parse_cpuset(s: str) -> set[int]:
-    out: set[int] = set()
-    for part in str(s).split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part.strip():
-            out.add(int(part))
-    return out
 
 
 def child_setup(cpus: set[int]):
@@ -108,7 +98,7 @@ class ProcessBackend:
     def start_device(self, d: DeviceRun) -> None:
         argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
                                                        f"{d.address}:{d.port}")
-        self._spawn(d.name, argv, parse_cpuset(d.cpuset), d.log_dir / "stdout.log")
+        self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.log_dir / "stdout.log")
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(str(g.trace), str(g.out_dir))
