@@ -18,7 +18,7 @@ from .errors import AnalysisError, WotbenchError
 from .ge_integrity import GeIntegrityParams
 from .loading import load_run
 from .rd import RdParams
-from .summary import AnalysisParams, build, write as _write
+from .summary import AnalysisParams, _json_clean, build, write as _write
 
 __all__ = ["analyze", "main", "AnalysisParams", "GeIntegrityParams", "RdParams",
            "ContentionParams", "AnalysisError", "WotbenchError"]
@@ -33,11 +33,9 @@ def analyze(run_dir: str | Path, params: AnalysisParams | None = None,
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     summary, series = build(run, params or AnalysisParams())
+    summary = _json_clean(summary)
     if write:
         _write(run_dir, summary, series)
-    else:
-        from .summary import _json_clean
-        summary = _json_clean(summary)
     return summary
 
 

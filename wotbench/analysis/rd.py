@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .loading import DeviceInfo
-from .stats import fnum, grouped_stats
+from .stats import grouped_stats, row_stats
 
 RD_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 DECOMP = ("network_stack", "queueing", "service")
@@ -189,15 +189,7 @@ def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str
     qs = list(RD_QS.values())
     g = grouped_stats(codes[m], v[m], n, qs)
     a = grouped_stats(np.zeros(int(m.sum()), np.int64), v[m], 1, qs)
-
-    def one(gg: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-        d = {"count": int(gg["count"][i]), f"mean{unit}": fnum(gg["mean"][i])}
-        for j, k in enumerate(RD_QS):
-            d[f"{k}{unit}"] = fnum(gg["quantiles"][i, j])
-        d[f"max{unit}"] = fnum(gg["max"][i])
-        return d
-
-    return [one(g, i) for i in range(n)], one(a, 0)
+    return [row_stats(g, i, RD_QS, unit) for i in range(n)], row_stats(a, 0, RD_QS, unit)
 
 
 def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFrame,

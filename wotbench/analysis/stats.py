@@ -55,22 +55,6 @@ def _sort_by_group(codes: np.ndarray, values: np.ndarray, n_groups: int) -> np.n
     return values[order[np.argsort(small, kind="stable")]]
 
 
-def summary_stats(values: np.ndarray, qs: dict[str, float] = RT_QUANTILES,
-                  unit: str = "_ms") -> dict[str, Any]:
-    """count, mean, the quantiles in ``qs`` and max of one sample, as a JSON-ready dict."""
-    values = np.asarray(values, dtype=np.float64)
-    values = values[~np.isnan(values)]
-    res: dict[str, Any] = {"count": int(len(values))}
-    if len(values) == 0:
-        res.update({f"mean{unit}": None, **{f"{k}{unit}": None for k in qs}, f"max{unit}": None})
-        return res
-    qv = np.quantile(values, list(qs.values()))
-    res[f"mean{unit}"] = float(values.mean())
-    res.update({f"{k}{unit}": float(v) for k, v in zip(qs, qv)})
-    res[f"max{unit}"] = float(values.max())
-    return res
-
-
 def row_stats(g: dict[str, np.ndarray], i: int, qs: dict[str, float] = RT_QUANTILES,
               unit: str = "_ms") -> dict[str, Any]:
     """Group ``i`` of a :func:`grouped_stats` result as a JSON-ready dict."""

@@ -15,6 +15,7 @@ from . import ge_integrity as gei
 from . import rd as rdm
 from . import responses as resp
 from .loading import RunData
+from .stats import grouped_stats, row_stats
 
 ANALYSIS_VERSION = 1
 SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "invalid": 3}
@@ -27,11 +28,11 @@ class AnalysisParams:
     contention: cont.ContentionParams = field(default_factory=cont.ContentionParams)
 
 
-def _cd_samples(run: RunData, p: AnalysisParams) -> pd.DataFrame | None:
-    """CD probes with t_s (send time, s from the test start), phase, outcome, rt_ms, rd."""
-    if run.cd_ge is None:
-        return None
-    req = resp.combine_ge([run.cd_ge], run.test_start_ns)
+def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
+    """CD probes with t_s (send time, s from the test start), phase, outcome, rt_ms, rd.
+
+    ``req`` is the CD GE's requests, ``resp.combine_ge([run.cd_ge], run.test_start_ns)``.
+    """
     codes = np.zeros(len(req), np.int64)
     s_ms = rdm.service_times_ms(req, codes, [run.cd.resources if run.cd else None])
     rd = rdm.rd_values(req, s_ms)
@@ -122,6 +123,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd
         rit_cdfs.append(rc)
         lag_cdfs.append(lc)
     cd_ge_block = None
+    cd_req = None
     if run.cd_ge is not None:
         cd_req = resp.combine_ge([run.cd_ge], run.test_start_ns)
         cd_name = run.cd.name if run.cd else "cd-node"
@@ -160,7 +162,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
 
     # CD node
-    cd = _cd_samples(run, p)
+    cd = _cd_samples(run, cd_req) if cd_req is not None else None
     cd_rd_block = None
     if cd is not None:
         cd_name = run.cd.name if run.cd else "cd-node"
@@ -168,7 +170,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd
         cd_rd_block = {}
         for phase in ("calibration", "test"):
             v = cd["rd"].to_numpy()[ph == phase]
-            st = rdm._stats_rows(np.zeros(len(v), np.int64), v, 1, "")[1]
+            v = v[~np.isnan(v)]
+            st = row_stats(grouped_stats(np.zeros(len(v), np.int64), v, 1,
+                                         list(rdm.RD_QS.values())), 0, rdm.RD_QS, "")
             st["lost"] = int(((cd["outcome"] != "ok") & (cd["outcome"] != "unsent"))
                              .to_numpy()[ph == phase].sum())
             cd_rd_block[phase] = st
@@ -226,9 +230,7 @@ def _json_clean(x: Any) -> Any:
 
 
 def write(run_dir: Path, summary: dict[str, Any], series: dict[str, pd.DataFrame]) -> None:
-    summary_clean = _json_clean(summary)
-    summary.clear()
-    summary.update(summary_clean)
+    """Write ``summary`` (already passed through :func:`_json_clean`) and the series files."""
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     sdir = run_dir / "series"
     sdir.mkdir(exist_ok=True)
