@@ -31,7 +31,7 @@ build-asan: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator asan
 	@$(MAKE) --no-print-directory -C wot-device asan
 
-run: build
+run:   # harness.sh bootstraps and builds itself (it is also the entry point without make)
 	@./harness.sh "$(CONFIG)"
 
 test: build build-asan

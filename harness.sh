@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # WoTbench test harness: one command from a config to an HTML report.
 #   ./harness.sh configs/20dev.yaml [--backend docker|process]
-# Installs and builds what is missing, then hands over to `wotbench run`, which creates the
+# Installs what is missing, then hands over to `wotbench run`, which builds stale binaries, creates the
 # environment, runs the test, removes everything it created and writes reports/<name>-<time>/.
 # Exit codes: 0 valid run, 3 run flagged (GE bottleneck or contention), 2 bad input, 1 environment.
 set -euo pipefail
@@ -15,8 +15,6 @@ if [ ! -f "$config" ]; then
   echo "harness: config file not found: $config" >&2
   exit 2
 fi
-bash scripts/bootstrap.sh
-make --no-print-directory -C gateway-emulator >/dev/null
-make --no-print-directory -C wot-device >/dev/null
+bash scripts/bootstrap.sh   # apt packages and the venv; `wotbench run` rebuilds stale binaries
 # exec: signals (Ctrl-C, SIGTERM) reach wotbench directly, which cleans up on every path.
 exec .venv/bin/wotbench run "$config" "$@"

@@ -6,8 +6,6 @@ when the series lacks the data.
 """
 from __future__ import annotations
 
-import io
-import re
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
@@ -16,26 +14,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-try:   # same look as the single-run report (its module sets the rcParams)
-    from ..report import figures as _style  # noqa: F401
-except Exception:  # pragma: no cover - the report package is optional here
-    pass
+# the single-run report's SVG embedding; importing it also sets the shared look (rcParams)
+from ..report.figures import _svg  # noqa: E402
 
 Row = dict[str, Any]
-
 
 
 def _from_zero(ax) -> None:
     """y from 0 with headroom: autoscaling hugs nearly equal values and clips their markers."""
     ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
 
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    s = buf.getvalue()
-    s = s[s.index("<svg"):]
-    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot"', s, count=1)
 
 
 def _usable(rows: list[Row], *keys: str) -> list[Row]:
