@@ -147,3 +147,64 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
     monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.5))
     hogs.stop()
     assert stubborn.poll() is not None and hogs.running == {}
+
+
+def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path):
+    """deploy() can fail (a device not ready) before any GE container exists; cleanup's
+    stop_components must still SIGTERM the devices (their logs are written on SIGTERM) instead
+    of failing on the missing GEs. A device whose creation never happened is skipped."""
+    import signal
+
+    from wotbench.runner import containers, main
+    from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.docker_backend import DockerBackend
+
+    class Container:   # the docker SDK calls DockerBackend makes, for a running device
+        def __init__(self, name, log_dir):
+            self.name, self.log_dir, self.signals = name, log_dir, []
+            self.labels = {containers.COMPONENT_LABEL: name}
+            self.attrs = {"State": {"Status": "running", "Pid": 4242, "ExitCode": 0}}
+
+        def reload(self):
+            pass
+
+        def kill(self, signal):
+            self.signals.append(signal)
+            (self.log_dir / "device-log.csv").write_text("t,event\n")   # written on SIGTERM
+            self.attrs["State"] = {"Status": "exited", "Pid": 0, "ExitCode": 0}
+
+        def wait(self, timeout):
+            return {"StatusCode": self.attrs["State"]["ExitCode"]}
+
+        def logs(self, **kw):
+            return b""
+
+    class Client:
+        def __init__(self):
+            self.containers = self
+
+        def list(self, all, filters):
+            return [c for c in backend.ctr.values() if c.attrs["State"]["Status"] == "exited"]
+
+    r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
+    r.run_dir = tmp_path
+    backend = r.backend = DockerBackend(Client(), "run", log=lambda msg: None)
+
+    def device(name):
+        d = tmp_path / name
+        d.mkdir()
+        return DeviceRun(name=name, id=0, group="g", role="device", address="172.28.0.10",
+                         cpuset="1", resources=tmp_path / "r.csv", log_dir=d)
+    r.devices = [device("d-0"), device("d-1"), device("d-never")]
+    for d in r.devices[:2]:
+        backend.ctr[d.name] = Container(d.name, d.log_dir)
+    r.ges = [GeRun(name="ge-0", role="ge", cpu=2, trace=tmp_path / "t.csv",
+                   out_dir=tmp_path / "ge-0", wait="hybrid", msg_type="con", timeout_ms=100)]
+    r.cd_ge = GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
+                    out_dir=tmp_path / "cd-ge", wait="hybrid", msg_type="con", timeout_ms=100)
+
+    r.stop_components()
+
+    assert [backend.ctr[n].signals for n in ("d-0", "d-1")] == [["SIGTERM"], ["SIGTERM"]]
+    assert all((d.log_dir / "device-log.csv").exists() for d in r.devices[:2])
+    assert r.failures == [] and r.ge_exit == {}

@@ -64,13 +64,19 @@ class DockerBackend:
         self.ctr[g.name].start()
 
     def pid(self, name: str) -> int | None:
-        c = self.ctr[name]
+        """The running container's pid; None if it is not running or was never created."""
+        c = self.ctr.get(name)
+        if c is None:
+            return None
         c.reload()
         return c.attrs.get("State", {}).get("Pid") or None
 
     def exit_code(self, name: str) -> int | None:
         status, code, _ = containers.exit_state(self.ctr[name])
         return code if status in ("exited", "dead") else None
+
+    def created(self, name: str) -> bool:
+        return name in self.ctr
 
     def describe_exit(self, name: str) -> str:
         status, code, oom = containers.exit_state(self.ctr[name])

@@ -417,7 +417,9 @@ class Runner:
 
     # -------------------------------------------------------------- 10: stop
     def stop_components(self) -> None:
-        """Stop GEs that still run, then SIGTERM every device and wait for its logs."""
+        """Stop GEs that still run, then SIGTERM every device and wait for its logs. Components
+        never created (deploy failed first) are skipped: pid() is None for such a GE, created()
+        False for such a device."""
         if self.backend is None:
             return
         for g in self.ges + ([self.cd_ge] if self.cd_ge else []):
@@ -425,7 +427,7 @@ class Runner:
                 self.backend.signal(g.name, signal.SIGTERM)
                 code = self.backend.wait(g.name, 10)
                 self.ge_exit.setdefault(g.name, code)
-        names = [d.name for d in self.devices]
+        names = [d.name for d in self.devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         for n in alive:
@@ -441,6 +443,8 @@ class Runner:
                 self.fail(n, f"exited with {code} after SIGTERM")
         reported = {f["component"] for f in self.failures}
         for d in self.devices:
+            if not self.backend.created(d.name):
+                continue    # never created: nothing to stop, no output to save
             if d.name in reported or d.name in already:
                 self.backend.save_output(d.name, d.log_dir / "container.log")
             if d.name not in reported and not (d.log_dir / "device-log.csv").exists():

@@ -111,6 +111,9 @@ class ProcessBackend:
         p = self.procs.get(name)
         return p.pid if p else None
 
+    def created(self, name: str) -> bool:
+        return name in self.procs or name in self.pending
+
     def exit_code(self, name: str) -> int | None:
         p = self.procs.get(name)
         if p is None:
