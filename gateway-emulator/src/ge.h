@@ -45,7 +45,6 @@ typedef struct {
 typedef struct {
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    int family;
 } endpoint_t;
 
 /* Per (socket, endpoint) pair: the requests using it, in order; MIDs are base + k. */
@@ -83,7 +82,6 @@ typedef struct {
     req_t *reqs;
     size_t n;
     uint8_t *arena; /* all datagrams */
-    size_t arena_len;
     struct uri_s *uris; /* distinct URIs; req_t.path_id indexes this */
     size_t nuris;
     endpoint_t *eps;
@@ -91,7 +89,6 @@ typedef struct {
 
     /* sockets and MID pairs */
     int *socks; /* nsocks fds */
-    int *sock_family;
     size_t nsocks;
     int ports_used; /* sockets per family actually used */
     pair_t *pairs;  /* nsocks_per_family * neps entries, index = ep * ppd + k */
@@ -103,8 +100,6 @@ typedef struct {
     int64_t end_mono;
     volatile uint64_t *progress; /* mmap'ed progress.bin, 8 words */
     int interrupted_by;          /* 0, SIGINT, SIGTERM */
-    int interrupted_state;       /* state when interrupted */
-    uint64_t stale_responses;    /* responses for finished / unknown requests */
 } ge_t;
 
 extern volatile sig_atomic_t ge_stop_signal;

@@ -167,25 +167,19 @@ static req_t *by_mid(loop_t *L, int sock, int ep, uint16_t mid) {
 static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                    const struct sockaddr_storage *src, socklen_t srclen, int64_t t) {
     ge_t *g = L->g;
-    if (len < 4 || (d[0] >> 6) != 1) {
-        g->stale_responses++;
+    if (len < 4 || (d[0] >> 6) != 1)
         return;
-    }
     int type = (d[0] >> 4) & 3, code = d[1];
     uint16_t mid = (uint16_t)(d[2] << 8 | d[3]);
     int ep = ep_lookup(L, src);
-    if (ep < 0) {
-        g->stale_responses++;
+    if (ep < 0)
         return;
-    }
     if (code == 0) { /* empty message */
         req_t *r = (type == COAP_MESSAGE_ACK || type == COAP_MESSAGE_RST) ? by_mid(L, sock, ep, mid)
                                                                            : NULL;
         if (!r) {
             if (type == COAP_MESSAGE_CON) /* CoAP ping */
                 send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
-            else
-                g->stale_responses++;
             return;
         }
         if (type == COAP_MESSAGE_ACK) {
@@ -197,7 +191,6 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         return;
     }
     if (!coap_pdu_parse(COAP_PROTO_UDP, d, len, L->pdu)) {
-        g->stale_responses++;
         if (type == COAP_MESSAGE_CON)
             send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
         return;
@@ -223,10 +216,8 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
     }
     if (type == COAP_MESSAGE_CON) /* separate response: acknowledge (RST if not ours) */
         send_empty(g, sock, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
-    if (!r) {
-        g->stale_responses++;
+    if (!r)
         return;
-    }
     r->code = (uint8_t)code;
     r->recv_ns = t - g->start_mono;
     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
@@ -353,16 +344,13 @@ static void wait_for_start(loop_t *L) {
         cpu_relax();
 }
 
+/* Called right after check_timeouts(), which leaves to_head == next or on a request that is not
+ * done (retransmit_due() in between never finishes one): that request's timeout is the next. */
 static int64_t next_deadline(const loop_t *L) {
     const ge_t *g = L->g;
     int64_t d = INT64_MAX;
-    for (size_t i = L->to_head; i < L->next; i++) {
-        const req_t *r = &g->reqs[i];
-        if (!(r->flags & RF_DONE)) {
-            d = g->start_mono + r->sent_ns + g->timeout_ns;
-            break;
-        }
-    }
+    if (L->to_head < L->next)
+        d = g->start_mono + g->reqs[L->to_head].sent_ns + g->timeout_ns;
     if (L->heap_n && g->reqs[L->heap[0]].rtx_due < d)
         d = g->reqs[L->heap[0]].rtx_due;
     return d;
@@ -414,10 +402,8 @@ int loop_run(ge_t *g) {
     rc = 0;
 
     progress_set(g, PG_STATE, ST_WAITING);
-    g->interrupted_state = ST_WAITING;
     wait_for_start(L);
     progress_set(g, PG_STATE, ST_SENDING);
-    g->interrupted_state = ST_SENDING;
 
     const int busy = g->wait == WAIT_BUSY;
     int burst = 0;
@@ -433,8 +419,7 @@ int loop_run(ge_t *g) {
         drain(L);
         now = mono_ns();
         check_timeouts(L, now);
-        if (L->heap_n)
-            retransmit_due(L, now);
+        retransmit_due(L, now);
         if (!busy && due - now > g->spin_ns) {
             int64_t until = due - g->spin_ns, d = next_deadline(L);
             wait_until(L, d < until ? d : until);
@@ -442,13 +427,11 @@ int loop_run(ge_t *g) {
     }
 
     progress_set(g, PG_STATE, ST_DRAINING);
-    g->interrupted_state = ST_DRAINING;
     while (L->outstanding > 0 && !ge_stop_signal) {
         drain(L);
         int64_t now = mono_ns();
         check_timeouts(L, now);
-        if (L->heap_n)
-            retransmit_due(L, now);
+        retransmit_due(L, now);
         if (!busy && L->outstanding > 0) {
             int64_t d = next_deadline(L);
             if (d - now > DRAIN_WAIT_CAP_NS)

@@ -205,7 +205,6 @@ int main(int argc, char **argv) {
             g->reqs[i].flags |= RF_DONE;
         }
         g->end_mono = mono_ns();
-        g->interrupted_state = ST_LOADING;
     }
     g->interrupted_by = ge_stop_signal;
     if (g->end_mono == 0)

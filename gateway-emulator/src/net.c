@@ -153,21 +153,19 @@ int net_prepare(ge_t *g) {
     /* K sockets per address family in use */
     int need4 = 0, need6 = 0;
     for (size_t e = 0; e < g->neps; e++) {
-        if (g->eps[e].family == AF_INET)
+        if (g->eps[e].addr.ss_family == AF_INET)
             need4 = 1;
         else
             need6 = 1;
     }
     g->nsocks = (size_t)K * (size_t)(need4 + need6);
     g->socks = malloc(g->nsocks * sizeof *g->socks);
-    g->sock_family = malloc(g->nsocks * sizeof *g->sock_family);
-    if (!g->socks || !g->sock_family)
+    if (!g->socks)
         goto oom;
     for (size_t s = 0; s < g->nsocks; s++)
         g->socks[s] = -1;
     for (size_t s = 0; s < g->nsocks; s++) {
         int fam = (need4 && s < (size_t)K) ? AF_INET : AF_INET6;
-        g->sock_family[s] = fam;
         g->socks[s] = open_socket(fam);
         if (g->socks[s] < 0) {
             fprintf(stderr, "gateway-emulator: cannot open a UDP socket: %s\n", strerror(errno));
@@ -216,13 +214,12 @@ int net_prepare(ge_t *g) {
         free(checked);
         goto oom;
     }
-    g->arena_len = total;
     size_t pos = 0;
     int fam_base6 = need4 ? K : 0;
     for (size_t pi = 0; pi < npairs; pi++) {
         pair_t *p = &g->pairs[pi];
         size_t e = pi / (size_t)K, k = pi % (size_t)K;
-        int sock = (int)k + (g->eps[e].family == AF_INET ? 0 : fam_base6);
+        int sock = (int)k + (g->eps[e].addr.ss_family == AF_INET ? 0 : fam_base6);
         for (uint32_t j = 0; j < p->count; j++) {
             uint32_t idx = g->pair_reqs[p->first + j];
             req_t *r = &g->reqs[idx];

@@ -184,7 +184,6 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
     endpoint_t *e = &g->eps[g->neps];
     e->addr = ss;
     e->addrlen = sl;
-    e->family = ss.ss_family;
     return (int)g->neps++;
 }
 
