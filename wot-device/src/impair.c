@@ -23,6 +23,7 @@
  *   paretonormal  (Phi^-1(u) + 3 * pareto(u)) / 4     (iproute2 paretonormal.c)
  * Negative delays are 0. Pings (empty CON in, empty RST out, 4 bytes) are never impaired. */
 #include "impair.h"
+#include "service.h"
 
 #include <errno.h>
 #include <math.h>
@@ -46,7 +47,7 @@ struct cfg {
     int given, egress, ingress;
     int64_t delay_ns, jitter_ns;
     double delay_corr;
-    int dist, dist_given;
+    int dist;
     double loss, loss_corr;
     int ge;
     double ge_p, ge_r, ge_1h, ge_1k;
@@ -202,7 +203,6 @@ static int spec_kv(const char *k, const char *v) {
         for (int j = 0; j < 4; j++)
             if (!strcmp(v, d[j])) {
                 C.dist = j;
-                C.dist_given = 1;
                 return 0;
             }
         return bad("--impair", "bad dist", v, "uniform|normal|pareto|paretonormal");
@@ -515,10 +515,9 @@ static int admit(struct chan *c, uint8_t *buf, size_t len, const struct meta *m,
     if (!now_ok)
         hold(c, buf, len, m, due);
     if (count > 1) {            /* the duplicate: own loss/corruption/delay, never at once */
-        static uint8_t dup[PKT_MAX];
-        memcpy(dup, orig, len);
-        if (admit(c, dup, len, m, v6, 0, now))
-            hold(c, dup, len, m, now);
+        /* the inner call (allow_dup 0) never copies into orig, so orig itself is the clone */
+        if (admit(c, orig, len, m, v6, 0, now))
+            hold(c, orig, len, m, now);
     }
     return now_ok;
 }
@@ -604,12 +603,6 @@ void impair_ingress_end(void) {
     replay = NULL;
 }
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Empty message (4 bytes, code 0.00) of the given type: CON = ping, RST = its answer. */
 static int is_ping_msg(const uint8_t *d, size_t len, int type) {
     return len == 4 && (d[0] & 0xC0) == 0x40 && ((d[0] >> 4) & 3) == type && d[1] == 0;
@@ -631,7 +624,7 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags) {
     memcpy(buf, d, len);
     struct meta meta = {m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
     int v6 = m->msg_namelen == sizeof(struct sockaddr_in6);
-    if (admit(&EG, buf, len, &meta, v6, 1, now_ns())) {
+    if (admit(&EG, buf, len, &meta, v6, 1, mono_ns())) {
         struct iovec iov = {.iov_base = buf, .iov_len = len};
         struct msghdr m2 = *m;
         m2.msg_iov = &iov;
@@ -682,7 +675,7 @@ ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
     }
     struct meta meta = {m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
     int v6 = m->msg_namelen == sizeof(struct sockaddr_in6);
-    if (admit(&IN, d, (size_t)n, &meta, v6, 1, now_ns()))
+    if (admit(&IN, d, (size_t)n, &meta, v6, 1, mono_ns()))
         return n;
     errno = ECONNREFUSED;          /* dropped or held: libcoap sees no datagram */
     return -1;
