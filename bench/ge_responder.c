@@ -72,9 +72,6 @@ int main(int argc, char **argv) {
             m[k].msg_hdr.msg_iov = &iov[k];
             m[k].msg_hdr.msg_name = &src[i];
             m[k].msg_hdr.msg_namelen = sizeof src[i];
-            if (k != i) {
-                iov[k].iov_base = buf[i];
-            }
             k++;
             n++;
         }
