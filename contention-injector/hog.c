@@ -69,6 +69,12 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleep until the absolute CLOCK_MONOTONIC instant ns; a SIGTERM/SIGINT ends the wait early. */
+static void sleep_until(uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (!got_signal && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
 static int parse_u64(const char *s, uint64_t *out) {
     char *end;
     if (!s || !*s || *s == '-') return -1;
@@ -267,10 +273,8 @@ int main(int argc, char **argv) {
     /* Wait for the start instant (interruptible). */
     int started = 0;
     uint64_t t0 = mono_ns();
-    if (start_at > t0) {
-        struct timespec ts = {(time_t)(start_at / 1000000000ull), (long)(start_at % 1000000000ull)};
-        while (!got_signal && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
-    }
+    if (start_at > t0)
+        sleep_until(start_at);
     if (!got_signal) {
         t0 = mono_ns();
         started = 1;
@@ -285,9 +289,7 @@ int main(int argc, char **argv) {
             }
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        uint64_t deadline = t0 + (uint64_t)(seconds * 1e9);
-        struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
-        while (!got_signal && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+        sleep_until(t0 + (uint64_t)(seconds * 1e9));
         atomic_store(&stop_flag, 1);
         for (int i = 0; i < threads; i++) pthread_join(ws[i].tid, NULL);
     }
