@@ -173,7 +173,7 @@ def _host(run: dict) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in rows if v is not None]
 
 
-def _placement(plan: dict | None, plan_err: str | None, run: dict) -> dict:
+def _placement(plan: dict | None, plan_err: str | None) -> dict:
     if not isinstance(plan, dict):
         return {"available": False, "reason": plan_err or "plan.json is missing"}
     roles: dict[str, list[str]] = {}
@@ -253,6 +253,7 @@ def _rt_stats(block: dict) -> dict:
 def _overall(summary: dict) -> dict:
     o = summary.get("overall") or {}
     outcomes = o.get("outcomes") or {}
+    rates = o.get("rates") or {}
     requests = num(o.get("requests"))
     if requests is None:
         requests = float(sum(v for v in outcomes.values() if isinstance(v, (int, float))))
@@ -263,11 +264,19 @@ def _overall(summary: dict) -> dict:
         achieved = ok / duration
     return {"requests": requests, "sent": num(o.get("sent")), "outcomes": outcomes, "rt": _rt_stats(o),
             "achieved_rate": achieved, "offered_rate": num(pick(o, "offered_rps", "offered_rate")),
-            "success_share": (ok / requests) if ok is not None and requests else None,
+            "success_share": _share(rates, "ok", ok, requests),
             "loss_rate_of_sent": num(o.get("loss_rate_of_sent")), "duration_s": duration}
 
 
-def _outcome_rows(outcomes: dict, requests: float | None) -> list[dict]:
+def _share(rates: dict, outcome: str, count: float | None, requests: float | None) -> float | None:
+    """Share of all requests with ``outcome``: the analysis's ``overall.rates`` value, computed
+    from the counts only for a summary without it."""
+    if outcome in rates:
+        return num(rates[outcome])
+    return count / requests if count is not None and requests else None
+
+
+def _outcome_rows(outcomes: dict, requests: float | None, rates: dict) -> list[dict]:
     order = ["ok", "error", "timeout", "reset", "unsent"]
     keys = order + [k for k in outcomes if k not in order]
     meaning = {"ok": "2.xx response", "error": "4.xx/5.xx response or local send failure",
@@ -278,7 +287,7 @@ def _outcome_rows(outcomes: dict, requests: float | None) -> list[dict]:
         v = num(outcomes.get(k))
         if v is None:
             continue
-        rows.append({"outcome": k, "count": int(v), "share": v / requests if requests else None,
+        rows.append({"outcome": k, "count": int(v), "share": _share(rates, k, v, requests),
                      "meaning": meaning.get(k, "")})
     return rows
 
@@ -469,8 +478,9 @@ def _cpu_cores(run_dir: Path, start_ns: float | None) -> tuple[pd.DataFrame | No
     if not mon.is_dir():
         return None, "the run has no monitor/ directory (monitoring was disabled or the run stopped before it started)"
     df = _read_csv(mon / "cpu.csv")
-    if df is not None and _t_seconds(df, start_ns) is not None:
-        out = _cpu_wide(df, _t_seconds(df, start_ns))
+    t = _t_seconds(df, start_ns) if df is not None else None
+    if t is not None:
+        out = _cpu_wide(df, t)
         if out is not None:
             return out, None
     out = load_collectl_files(mon)
@@ -505,12 +515,14 @@ def _load_series(run_dir: Path, summary: dict, run: dict) -> tuple[dict, dict]:
     df = _series(run_dir, "response_times.csv")
     if df is not None and "device" in df:
         df = df[df["device"].astype(str) == "all"]
-    if df is not None and len(df) and _t_seconds(df, start_ns) is not None:
-        df = df.assign(t_s=_t_seconds(df, start_ns))
+    t = _t_seconds(df, start_ns) if df is not None and len(df) else None
+    if t is not None:
+        df = df.assign(t_s=t)
         oc = _series(run_dir, "outcomes_over_time.csv")
-        if oc is not None and _t_seconds(oc, start_ns) is not None:
+        t_oc = _t_seconds(oc, start_ns) if oc is not None else None
+        if t_oc is not None:
             cols = [c for c in oc.columns if c in ("ok", "error", "timeout", "reset")]
-            sent = pd.DataFrame({"t_s": _t_seconds(oc, start_ns), "sent": oc[cols].sum(axis=1)})
+            sent = pd.DataFrame({"t_s": t_oc, "sent": oc[cols].sum(axis=1)})
             df = df.merge(sent, on="t_s", how="outer").sort_values("t_s")
         data["rt_time"] = df
     else:
@@ -598,11 +610,12 @@ def build_context(run_dir: Path | str) -> dict:
         "failures": [f if isinstance(f, dict) else {"component": "", "what": str(f)} for f in run.get("failures") or []],
         "run_json_note": run_err,
         "host": _host(run),
-        "placement": _placement(plan, plan_err, run),
+        "placement": _placement(plan, plan_err),
         "verdict": _verdict(summary, contention),
         "contention": contention,
         "overall": overall,
-        "outcome_rows": _outcome_rows(overall["outcomes"], overall["requests"]),
+        "outcome_rows": _outcome_rows(overall["outcomes"], overall["requests"],
+                                      pick(summary, "overall.rates", default=None) or {}),
         "per_device": _per_device(summary),
         "ge": _ge(summary),
         "rd": _rd(summary),

@@ -136,17 +136,12 @@ def fig_rt_over_time(ctx: dict) -> str:
 
 
 def fig_rt_cdf(ctx: dict) -> str:
-    x, y = ctx["data"]["rt_cdf"]
-    if y is None:
-        x, y = _ecdf(x)
-    elif len(x) > 1500:
-        idx = np.unique(np.r_[np.linspace(0, len(x) - 1, 1500).astype(int), len(x) - 1])
-        x, y = x[idx], y[idx]
+    x, y = _ecdf(ctx["data"]["rt_cdf"][0])  # (sorted response times, None) from context.py
     fig, ax = plt.subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6, label="all successful requests")
     rt = ctx["overall"]["rt"]
     for q, color in (("p50", BLUE), ("p95", ORANGE), ("p99", RED)):
-        v = rt.get(q, rt.get(f"{q}_ms")) if isinstance(rt, dict) else None
+        v = rt[q]  # context._rt_stats: always a dict with p50/p95/p99 (None if absent)
         if v is not None:
             ax.axvline(v, color=color, ls="--", lw=0.9)
             ax.annotate(f"{q} {v:.1f} ms", (v, 0.04 if q == "p50" else 0.5 if q == "p95" else 0.25),
