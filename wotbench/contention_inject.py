@@ -36,11 +36,12 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, format_loc
+from .runner.containers import NOBODY, ROLE_LABEL, RUN_LABEL
 
 HOG_IMAGE = "wotbench-hog:1"
 HOG_IN_IMAGE = "/hog"
-HOG_UID = "65534:65534"
+HOG_UID = f"{NOBODY}:{NOBODY}"
 MAX_EPISODE_S = 3600.0
 MIB = 1024 * 1024
 KINDS = ("cpu", "membw", "cache")
@@ -76,13 +77,6 @@ class ContentionEpisode(BaseModel):
         return self.threads if self.threads is not None else len(self.cores)
 
 
-def _loc(prefix: str, loc: Iterable[Any]) -> str:
-    out = prefix
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
 def parse_contention(raw: Any, *, key: str = "contention") -> list[ContentionEpisode]:
     """Validate the raw ``contention:`` value (None or a list of mappings).
 
@@ -102,7 +96,7 @@ def parse_contention(raw: Any, *, key: str = "contention") -> list[ContentionEpi
             episodes.append(ContentionEpisode.model_validate(item))
         except ValidationError as e:
             for err in e.errors():
-                problems.append(f"{_loc(f'{key}[{i}]', err['loc'])}: {err['msg']}")
+                problems.append(f"{format_loc((key, i, *err['loc']))}: {err['msg']}")
     if problems:
         raise ConfigError(problems)
     return episodes
@@ -182,7 +176,6 @@ class HogSpec:
     """One hog to launch. ``argv[0]`` is the in-image path ``/hog``."""
 
     name: str                      # e.g. "hog-0-cpu": container name suffix and output file stem
-    index: int
     kind: str
     cores: list[int]
     threads: int
@@ -213,16 +206,6 @@ class HogSpec:
             "cpuset_cpus": self.cpuset, "mem_limit": self.memory_limit_bytes,
             "labels": dict(self.labels), "stop_signal": "SIGTERM",
         }
-
-    def docker_run_argv(self, *, name_prefix: str = "wotbench") -> list[str]:
-        """The same as a ``docker run`` command line (for logs and manual reproduction)."""
-        kw = self.container_kwargs(name_prefix=name_prefix)
-        out = ["docker", "run", "-d", "--name", kw["name"], "--user", HOG_UID, "--cap-drop", "ALL",
-               "--security-opt", "no-new-privileges", "--network", "none", "--read-only",
-               "--cpuset-cpus", kw["cpuset_cpus"], "--memory", str(kw["mem_limit"])]
-        for k, v in kw["labels"].items():
-            out += ["--label", f"{k}={v}"]
-        return out + [self.image] + kw["command"]
 
     def record(self) -> dict[str, Any]:
         """What to store in run.json ``contention`` (the injected windows, for validation)."""
@@ -272,11 +255,11 @@ def episodes_for_run(config: Any, plan: Any, test_start_mono_ns: int, *,
         if buf:
             argv += ["--bytes", str(buf)]
         specs.append(HogSpec(
-            name=hog_name, index=i, kind=ep.kind, cores=list(ep.cores), threads=ep.total_threads,
+            name=hog_name, kind=ep.kind, cores=list(ep.cores), threads=ep.total_threads,
             buffer_bytes=buf, start_s=ep.start_s, duration_s=ep.duration_s,
             start_mono_ns=start_ns, end_mono_ns=start_ns + int(round(ep.duration_s * 1e9)),
             argv=argv, image=image,
             memory_limit_bytes=buf * ep.total_threads + 32 * MIB,
-            labels={"wotbench.run": name, "wotbench.role": "hog", "wotbench.episode": str(i)},
+            labels={RUN_LABEL: name, ROLE_LABEL: "hog", "wotbench.episode": str(i)},
         ))
     return specs

@@ -30,10 +30,6 @@ class ImpairmentPlan:
     def get(self, device: str) -> Optional[DeviceImpairment]:
         return self.devices.get(device)
 
-    def to_json(self) -> dict[str, Any]:
-        return {d.device: {"group": d.group, "key": d.key, "describe": d.impairment.describe(),
-                           "impairment": d.impairment.model_dump(exclude_none=True)} for d in self}
-
 
 def _group_attr(g: Any, name: str, default: Any = None) -> Any:
     return g.get(name, default) if isinstance(g, Mapping) else getattr(g, name, default)
@@ -68,8 +64,9 @@ def resolve_impairments(groups: Iterable[Any],
             if dev not in names:
                 shown = f"{names[0]}..{names[-1]}" if len(names) > 1 else ", ".join(names)
                 problems.append(f"{key}.overrides.{dev}: no device named {dev} in group {gname} ({shown})")
+        base = raw.base()   # Impairment is frozen: devices without an override share it
         for name in names:
-            imp = raw.for_device(name)
+            imp = raw.for_device(name) if name in raw.overrides else base
             if imp.is_empty():
                 continue
             k = f"{key}.overrides.{name}" if name in raw.overrides else key

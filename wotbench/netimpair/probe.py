@@ -70,7 +70,3 @@ def probe_ifb(runner: Optional[CommandRunner] = None, refresh: bool = False) -> 
     if runner is None:
         _cache["ifb"] = res
     return res
-
-
-def clear_cache() -> None:
-    _cache.clear()

@@ -7,9 +7,10 @@ from pathlib import Path
 ROLE_LABEL = "wotbench.role"
 RUN_LABEL = "wotbench.run"
 COMPONENT_LABEL = "wotbench.component"
+NOBODY = 65534   # uid and gid the emulators and hogs run as (containers; process backend as root)
 
 # Every container runs the static binary as nobody, without capabilities, on a read-only root.
-LEAST_PRIVILEGE = dict(read_only=True, user="65534:65534", cap_drop=["ALL"],
+LEAST_PRIVILEGE = dict(read_only=True, user=f"{NOBODY}:{NOBODY}", cap_drop=["ALL"],
                        security_opt=["no-new-privileges"], privileged=False)
 
 

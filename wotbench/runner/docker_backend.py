@@ -72,8 +72,7 @@ class DockerBackend:
         return c.attrs.get("State", {}).get("Pid") or None
 
     def exit_code(self, name: str) -> int | None:
-        status, code, _ = containers.exit_state(self.ctr[name])
-        return code if status in ("exited", "dead") else None
+        return containers.exit_state(self.ctr[name])[1]
 
     def created(self, name: str) -> bool:
         return name in self.ctr

@@ -39,11 +39,11 @@ from pathlib import Path
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.runner import cd_module, doctor, images
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.containers import NOBODY
 from wotbench.runner.monitor import Monitor
 from wotbench.runner.progress import ProgressView
 from wotbench.runner.readiness import wait_ready
 
-NOBODY = 65534
 STOP_GRACE_S = 15.0       # devices: SIGTERM -> exit (they write their logs)
 END_MARGIN_S = 15.0       # added to the bounded wait for the GEs
 
@@ -327,15 +327,15 @@ class Runner:
     # -------------------------------------------------------------- 7-9: test
     def run_test(self) -> None:
         cfg = self.resolved
-        if True:  # per-component CPU accounting always; collectl only with monitor.enabled
-            self.monitor = Monitor(self.run_dir / "monitor", cfg.monitor.interval_s,
-                                   cpus=self.plan.os_cores or None,
-                                   collectl=cfg.monitor.enabled, log=log)
-            self.monitor.start()
-            for d in self.devices:
-                pid = self.backend.pid(d.name)
-                if pid:
-                    self.monitor.watch(d.name, d.role, pid, self.backend.own_cgroup)
+        # per-component CPU accounting always; collectl only with monitor.enabled
+        self.monitor = Monitor(self.run_dir / "monitor", cfg.monitor.interval_s,
+                               cpus=self.plan.os_cores or None,
+                               collectl=cfg.monitor.enabled, log=log)
+        self.monitor.start()
+        for d in self.devices:
+            pid = self.backend.pid(d.name)
+            if pid:
+                self.monitor.watch(d.name, d.role, pid, self.backend.own_cgroup)
 
         all_ges = self.ges + ([self.cd_ge] if self.cd_ge else [])
         requests = getattr(self.trace_summary, "requests", 0)

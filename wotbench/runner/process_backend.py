@@ -21,9 +21,9 @@ from wotbench.plan import parse_cpuset
 from wotbench.errors import ConfigError
 from wotbench.runner.cleanup import PROCESS_ENV, kill_processes
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.containers import NOBODY
 
 PR_SET_PDEATHSIG = 1
-NOBODY = 65534
 
 
 def loopback_address(ip: str, subnet: str) -> str:

@@ -127,7 +127,10 @@ class PumbaBackend(Backend):
 
     def commands(self, targets: Sequence[DeviceTarget], duration_s: float, tc_image: str) -> dict[str, list[list[str]]]:
         """device -> the pumba command lines (one per impairment kind)."""
-        by = self._targets_by_name(targets)
+        return self._commands(self._targets_by_name(targets), duration_s, tc_image)
+
+    def _commands(self, by: dict[str, DeviceTarget], duration_s: float,
+                  tc_image: str) -> dict[str, list[list[str]]]:
         out: dict[str, list[list[str]]] = {}
         for d in self.plan:
             t = by[d.device]
@@ -147,8 +150,8 @@ class PumbaBackend(Backend):
             raise ImpairmentError("pumba backend: " + "; ".join(problems))
         image = self.tc_image or self.image_builder()
         self.tc_image = image
-        cmds = self.commands(targets, duration_s, image)
-        by = {t.name: t for t in targets}
+        by = self._targets_by_name(targets)
+        cmds = self._commands(by, duration_s, image)
         log_dir = self.log_dir or tempfile.mkdtemp(prefix="wotbench-pumba-")
         os.makedirs(log_dir, exist_ok=True)
         for dev, argvs in cmds.items():
@@ -157,10 +160,11 @@ class PumbaBackend(Backend):
                 self._refs[dev] = (NetnsRef.for_pid(int(t.pid)), t.interface)
             self.applied[dev] = {"target": t.container, "tc_image": image, "applied": []}
             for argv in argvs:
-                log = os.path.join(log_dir, f"pumba-{dev}-{argv[argv.index('--pull-image=false') + 1]}.log")
+                kind = argv[argv.index("--pull-image=false") + 1]   # the netem subcommand
+                log = os.path.join(log_dir, f"pumba-{dev}-{kind}.log")
                 with open(log, "wb") as fh:
                     p = self.popen(argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-                self.procs.append((dev, argv[argv.index("--pull-image=false") + 1], p, log))
+                self.procs.append((dev, kind, p, log))
                 self.applied[dev]["applied"].append(shell_join(argv))
         deadline = time.monotonic() + self.settle_s
         while time.monotonic() < deadline:
