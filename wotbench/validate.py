@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as _dt
 import json
-import math
 import os
-import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -45,6 +43,8 @@ from typing import Any, Callable, Optional
 import yaml
 
 from .analysis.stats import fnum as _f
+from .sweep.core import _stamp as _utc
+from .sweep.paths import get_path
 
 DEV_RISE = 0.10               # devices' response-time rise that counts as "R_d rose"
 QUIET_PATTERNS = ("wotbench", "pytest", "gcc", "cc1", "make -C", "docker build")
@@ -60,21 +60,13 @@ def _read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _get(d: Any, *keys: str) -> Any:
-    for k in keys:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(k)
-    return d
-
-
 def load_run(run_dir: Path) -> dict[str, Any]:
     """The facts the tables need from one run dir (run.json, summary.json, series/)."""
     run_dir = Path(run_dir)
     run = json.loads((run_dir / "run.json").read_text())
     summary = json.loads((run_dir / "summary.json").read_text())
     cont = summary.get("contention") or {}
-    cd_name = _get(run, "cd", "device") or "cd-node"
+    cd_name = get_path(run, "cd.device") or "cd-node"
     rd_rows = _read_csv(run_dir / "series" / "rd_over_time.csv")
     dev_windows = [{"start_s": _f(r["window_start_s"]), "end_s": _f(r["window_end_s"]),
                     "p50_rd": _f(r["p50_rd"]), "count": int(float(r["count"] or 0))}
@@ -90,7 +82,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                      for e in (run.get("contention") or [])],
         "contention": {"status": cont.get("status"), "reason": cont.get("reason"),
                        "onset_s": cont.get("onset_s"),
-                       "window_s": _get(cont, "params", "window_s"),
+                       "window_s": get_path(cont, "params.window_s"),
                        "windows_tested": cont.get("windows_tested"),
                        "windows_flagged": cont.get("windows_flagged"),
                        "baseline": cont.get("baseline"),
@@ -98,16 +90,16 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                                            for w in cont.get("flagged_windows") or []]},
         "cd_windows": cd_windows,
         "dev_windows": dev_windows,
-        "rd_devices_p50": _get(summary, "rd", "overall", "rd", "p50"),
-        "rd_cd_cal_p50": _get(summary, "rd", "cd", "calibration", "p50"),
-        "rd_cd_test_p50": _get(summary, "rd", "cd", "test", "p50"),
-        "cd": {"name": cd_name, "service_time_us": _get(run, "cd", "service_time_us"),
-               "mode": _get(run, "cd", "mode"), "interval_s": _get(run, "cd", "interval_s"),
-               "calibration_s": _get(run, "cd", "calibration_s")},
-        "verdict": _get(summary, "verdict", "status"),
-        "reasons": _get(summary, "verdict", "reasons") or [],
-        "ge_kept_up": _get(summary, "ge_integrity", "kept_up"),
-        "devices": _get(summary, "overall", "devices"),
+        "rd_devices_p50": get_path(summary, "rd.overall.rd.p50"),
+        "rd_cd_cal_p50": get_path(summary, "rd.cd.calibration.p50"),
+        "rd_cd_test_p50": get_path(summary, "rd.cd.test.p50"),
+        "cd": {"name": cd_name, "service_time_us": get_path(run, "cd.service_time_us"),
+               "mode": get_path(run, "cd.mode"), "interval_s": get_path(run, "cd.interval_s"),
+               "calibration_s": get_path(run, "cd.calibration_s")},
+        "verdict": get_path(summary, "verdict.status"),
+        "reasons": get_path(summary, "verdict.reasons") or [],
+        "ge_kept_up": get_path(summary, "ge_integrity.kept_up"),
+        "devices": get_path(summary, "overall.devices"),
         "failures": run.get("failures") or [],
     }
 
@@ -132,8 +124,7 @@ def device_rise(dev_windows: list[dict], episodes: list[dict], rise: float = DEV
     if not wins:
         return {"reference_rt_ratio": None, "windows": [], "onset_s": None}
     base = outside if outside else [1.0 + w["p50_rd"] for w in wins]
-    ref = sorted(base)[len(base) // 2] if len(base) % 2 else \
-        0.5 * (sorted(base)[len(base) // 2 - 1] + sorted(base)[len(base) // 2])
+    ref = statistics.median(base)
     out = []
     for w in wins:
         ratio = (1.0 + w["p50_rd"]) / ref if ref > 0 else None
@@ -145,7 +136,7 @@ def device_rise(dev_windows: list[dict], episodes: list[dict], rise: float = DEV
 
 def _window_len(run: dict) -> float:
     lens = [w["end_s"] - w["start_s"] for w in run.get("dev_windows", []) if w.get("end_s") is not None]
-    cw = _get(run, "contention", "window_s")
+    cw = get_path(run, "contention.window_s")
     cands = [x for x in [cw] + lens if x]
     return float(max(cands)) if cands else 10.0
 
@@ -223,14 +214,14 @@ def evaluate_series(points: list[tuple[Any, dict]], rise: float = DEV_RISE) -> d
         if ref is None and rd is not None:
             ref = 1.0 + rd
         ratio = (1.0 + rd) / ref if rd is not None and ref else None
-        status = _get(run, "contention", "status")
+        status = get_path(run, "contention.status")
         rows.append({"value": value, "rd_devices_p50": rd, "rt_ratio_devices": ratio,
                      "devices_rose": bool(ratio is not None and ratio > 1.0 + rise),
                      "rd_cd_cal_p50": run.get("rd_cd_cal_p50"),
                      "rd_cd_test_p50": run.get("rd_cd_test_p50"),
                      "cd_status": status, "cd_flagged": status == "detected",
-                     "cd_windows_flagged": _get(run, "contention", "windows_flagged"),
-                     "cd_windows_tested": _get(run, "contention", "windows_tested"),
+                     "cd_windows_flagged": get_path(run, "contention.windows_flagged"),
+                     "cd_windows_tested": get_path(run, "contention.windows_tested"),
                      "verdict": run.get("verdict"), "run_dir": run.get("run_dir"),
                      "load": run.get("load")})
     dev_i = next((i for i, r in enumerate(rows) if r["devices_rose"]), None)
@@ -369,10 +360,6 @@ def wait_quiet(max_load: float, timeout_s: float, poll_s: float = 10.0,
         log(f"  waiting for a quiet host: load {la:.2f} (< {max_load} wanted)"
             + (f", busy: {'; '.join(busy[:3])}" if busy else ""))
         time.sleep(poll_s)
-
-
-def _utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _wotbench_bin() -> list[str]:
@@ -546,7 +533,7 @@ def calibration_sweep(run_dir: Path, lengths: list[int], params=None) -> list[di
     from .analysis.contention import ContentionParams, assess
     cd = pd.read_csv(run_dir / "series" / "cd_samples.csv")
     run = json.loads((run_dir / "run.json").read_text())
-    dur = float(_get(run, "test", "duration_s") or 0)
+    dur = float(get_path(run, "test.duration_s") or 0)
     p = params or ContentionParams()
     out = []
     cal = cd[cd["phase"] == "calibration"]
@@ -555,8 +542,8 @@ def calibration_sweep(run_dir: Path, lengths: list[int], params=None) -> list[di
         block, series = assess(keep, dur, p)
         out.append({"n_calibration": int(min(n, len(cal))), "status": block["status"],
                     "flagged": [(w["start_s"], w["end_s"]) for w in block["flagged_windows"]],
-                    "threshold": _get(block, "baseline", "threshold_shift"),
-                    "median": _get(block, "baseline", "median_rd"),
+                    "threshold": get_path(block, "baseline.threshold_shift"),
+                    "median": get_path(block, "baseline.median_rd"),
                     "min_p": float(series["p_value"].min()) if len(series) else None})
     return out
 
