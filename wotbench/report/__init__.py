@@ -52,7 +52,7 @@ def _pct(v, digits: int = 1) -> str:
 
 
 def _env():
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape  # noqa: F401
+    from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("wotbench.report", "templates"),
                       autoescape=select_autoescape(["html", "j2"], default=True),

@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import signal
-import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor

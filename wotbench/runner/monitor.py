@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import glob
 import json
-import os
 import signal
 import shutil
 import subprocess

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from wotbench.addressing import BLOCK_PREFIX, DEVICES_PER_BLOCK, FIRST_DEVICE_OFFSET, host_address  # noqa: F401
+from wotbench.addressing import BLOCK_PREFIX, host_address
 from wotbench.errors import ConfigError
 
 MAX_BRIDGE_PORTS = 1024
