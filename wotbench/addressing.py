@@ -1,7 +1,8 @@
-"""Device address layout: the one place that turns (subnet, device index) into an IPv4 address.
+"""Device naming and address layout: the one place that names a device and turns (subnet,
+device index) into an IPv4 address.
 
-Used by ``wotbench.config.device_addresses`` / ``cd_node_address`` (trace generator, runner)
-and by ``wotbench.runner.network`` (bridges). A Linux bridge has at most 1024 ports, so a subnet
+Used by the config (device names), ``wotbench.resolve.device_addresses`` / ``cd_node_address``
+(trace generator, runner) and ``wotbench.runner.network`` (bridges). A Linux bridge has at most 1024 ports, so a subnet
 wider than /22 is cut into /22 blocks, one bridge each:
 
 - subnet /22 or narrower (one block): consecutive addresses from host offset 10 up to the
@@ -20,11 +21,19 @@ from typing import Union
 
 from .errors import ConfigError
 
+COAP_PORT = 5683
+CD_NODE_NAME = "cd-node"         # the contention detector's device
+CD_GROUP = "cd"
 BLOCK_PREFIX = 22                # one bridge per /22 block (1024 addresses)
 FIRST_DEVICE_OFFSET = 10         # host part of the first device in a block
 DEVICES_PER_BLOCK = 1004         # multi-block subnets: positions 10..1013 of each block
 
 Net = Union[str, ipaddress.IPv4Network]
+
+
+def device_name(group: str, index: int) -> str:
+    """The name of device ``index`` (0-based) of ``group``: ``<group>-<index>``."""
+    return f"{group}-{index}"
 
 
 def _net(subnet: Net) -> ipaddress.IPv4Network:

@@ -1,4 +1,5 @@
-"""Reading and summarising trace files (contract section 1): ``wotbench trace --stats TRACE``."""
+"""Reading the input files of a run (contract section 1): trace files (``read_trace``; summaries
+for ``wotbench trace --stats TRACE``) and resource files (``read_resources``)."""
 from __future__ import annotations
 
 import io
@@ -7,8 +8,37 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .config import MAX_PAYLOAD_BYTES
 from .config import METHODS as _METHODS
-from .errors import ConfigError
+from .csvcheck import MAX_LISTED, IntRange, Text, read_csv_checked
+from .errors import ConfigError, WotbenchError
+
+MAX_SERVICE_US = 3_600_000_000          # wot-device's RES_MAX_SERVICE_US (one hour)
+
+
+def resource_path_problem(path: str) -> str | None:
+    """What is wrong with a resource path, as wot-device (resources.c bad_path) judges it."""
+    if path == "":
+        return "empty path"
+    if path.startswith("/"):
+        return f"path {path!r} starts with '/'"
+    if path.endswith("/"):
+        return f"path {path!r} ends with '/'"
+    if "//" in path:
+        return f"path {path!r} has an empty segment"
+    if path == ".well-known/core":
+        return "path '.well-known/core' is reserved"
+    if any(c <= " " or c >= "\x7f" or c in '?#"' for c in path):
+        return f"path {path!r} has an invalid character"
+    return None
+
+
+RESOURCE_COLUMNS = {
+    "path": Text(resource_path_problem, "a path without leading '/' made of printable characters, "
+                                        "e.g. r0 or a/b"),
+    "service_time_us": IntRange(0, MAX_SERVICE_US), "mode": ("sleep", "busy"),
+    "payload_bytes": IntRange(0, MAX_PAYLOAD_BYTES),
+}
 _URI_RE = r"^coap://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
 
 
@@ -33,44 +63,64 @@ def read_trace(path: str | Path) -> pd.DataFrame:
             continue
         keep.append(s)
         numbers.append(no)
-    cols = ["device_id", "send_time_us", "method", "uri", "payload_bytes"]
     if not keep:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols[:4] + ["line"]})
-    ncols = np.array([s.count(",") + 1 for s in keep])
-    bad = np.flatnonzero((ncols < 4) | (ncols > 5))
-    if len(bad):
-        i = bad[0]
-        raise ConfigError([f"{path}:{numbers[i]}: {ncols[i]} field(s), expected "
-                           f"device_id,send_time_us,method,uri[,payload_bytes]"])
-    df = pd.read_csv(io.StringIO("\n".join(keep)), header=None, names=cols, dtype=str,
-                     keep_default_na=False)
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in _TRACE_COLUMNS[:4] + ["line"]})
+    df, problems = _parse_trace(keep)
+    if problems:
+        bad = sorted(problems)
+        listed = [f"{path}:{numbers[i]}: {problems[i]}" for i in bad[:MAX_LISTED]]
+        if len(bad) > MAX_LISTED:
+            listed.append(f"{path}: {len(bad) - MAX_LISTED} more bad line(s) not listed")
+        raise ConfigError(listed)
+    df = df.reset_index(drop=True)
     df["line"] = numbers
-
-    def fail(mask: np.ndarray, what: str, expected: str):
-        idx = np.flatnonzero(mask)
-        if len(idx):
-            i = idx[0]
-            raise ConfigError([f"{path}:{numbers[i]}: {what} {df.iloc[i][what.split()[0]]!r}, expected {expected}"])
-
-    fail(~df.device_id.str.fullmatch(r"\d+").to_numpy(), "device_id", "an integer >= 0")
-    fail(~df.send_time_us.str.fullmatch(r"\d+").to_numpy(), "send_time_us", "an integer >= 0 (µs)")
-    fail(~df.method.isin(_METHODS).to_numpy(), "method", "GET, PUT, POST or DELETE")
-    fail(~df.uri.str.match(_URI_RE).to_numpy(), "uri", "coap://host[:port]/path")
     has_pl = (df.payload_bytes != "").to_numpy()
-    fail(has_pl & ~df.payload_bytes.str.fullmatch(r"\d+").to_numpy(), "payload_bytes", "an integer >= 0")
     df["device_id"] = df.device_id.astype(np.int64)
     df["send_time_us"] = df.send_time_us.astype(np.int64)
-    t = df.send_time_us.to_numpy()
-    dec = np.flatnonzero(np.diff(t) < 0)
-    if len(dec):
-        i = dec[0] + 1
-        raise ConfigError([f"{path}:{numbers[i]}: send_time_us {t[i]} is before the previous line's "
-                           f"{t[i - 1]}, expected non-decreasing times"])
     if has_pl.any():
         df["payload_bytes"] = pd.to_numeric(df.payload_bytes.where(has_pl, "0")).astype(np.int64)
     else:
         df = df.drop(columns="payload_bytes")
     return df
+
+
+_TRACE_COLUMNS = ["device_id", "send_time_us", "method", "uri", "payload_bytes"]
+_TRACE_FIELDS = "device_id,send_time_us,method,uri[,payload_bytes]"
+_UINT = r"\d{1,18}"                  # fits an int64
+
+
+def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
+    """The trace lines as text columns, and the first problem of every malformed line:
+    {index in ``lines``: what is wrong} (empty when the trace is good)."""
+    ncols = np.array([s.count(",") + 1 for s in lines])
+    problems = {int(i): f"{ncols[i]} field(s), expected {_TRACE_FIELDS}"
+                for i in np.flatnonzero((ncols < 4) | (ncols > 5))}
+    shaped = np.flatnonzero((ncols >= 4) & (ncols <= 5))
+    if not len(shaped):
+        return pd.DataFrame(columns=_TRACE_COLUMNS), problems
+    df = pd.read_csv(io.StringIO("\n".join(lines[i] for i in shaped)), header=None,
+                     names=_TRACE_COLUMNS, dtype=str, keep_default_na=False)
+    df.index = shaped
+
+    def check(bad: pd.Series, col: str, expected: str) -> None:
+        for i in df.index[bad.to_numpy()]:
+            problems.setdefault(int(i), f"{col} {df.at[i, col]!r}, expected {expected}")
+
+    check(~df.device_id.str.fullmatch(_UINT), "device_id", "an integer >= 0")
+    timed = df.send_time_us.str.fullmatch(_UINT)
+    check(~timed, "send_time_us", "an integer >= 0 (µs)")
+    check(~df.method.isin(_METHODS), "method", "GET, PUT, POST or DELETE")
+    check(~df.uri.str.match(_URI_RE), "uri", "coap://host[:port]/path")
+    pl = df.payload_bytes
+    pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 5)
+    pl_ok &= pd.to_numeric(pl.where(pl_ok, "0")) <= MAX_PAYLOAD_BYTES
+    check((pl != "") & ~pl_ok, "payload_bytes", f"an integer 0..{MAX_PAYLOAD_BYTES}")
+    t = df.send_time_us[timed].astype(np.int64)      # order among the lines with a time
+    tv = t.to_numpy()
+    for k in np.flatnonzero(np.diff(tv) < 0) + 1:
+        problems.setdefault(int(t.index[k]), f"send_time_us {tv[k]} is before the previous "
+                                             f"line's {tv[k - 1]}, expected non-decreasing times")
+    return df, problems
 
 
 def trace_stats(path: str | Path) -> dict:
@@ -126,3 +176,12 @@ def print_stats(stats: dict, console=None, max_rows: int = 30) -> None:
         o = dict(stats["overall"], requests=stats["requests"])
         row("all (per device)", o, o["rate_per_device"])
     console.print(t)
+
+
+def read_resources(path: str | Path, error: type[WotbenchError] = ConfigError) -> pd.DataFrame:
+    """A resource file (``path,service_time_us,mode,payload_bytes``) checked as wot-device
+    reads it: every bad line (a malformed value, a path the device refuses, a repeated path)
+    raises ``error`` (exit 2) naming ``FILE:LINE``."""
+    df = read_csv_checked(Path(path), RESOURCE_COLUMNS, "resource file", error, unique=("path",))
+    df["path"] = df["path"].astype(str)
+    return df

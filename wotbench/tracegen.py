@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 
-from .config import (Config, DeviceAddress, cd_node_address, device_addresses,
-                     METHODS, resolve)
+from .config import METHODS, Config
+from .resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
+from .trace_io import read_resources, read_trace
 from .distributions import make_distribution
 from .errors import ConfigError
 
@@ -187,7 +189,7 @@ def cd_trace_times_us(cfg: Config) -> np.ndarray:
 
 def write_cd_files(cfg: Config, out_dir: Path) -> int:
     """Write cd-trace.csv and resources/cd-node.csv; returns the number of CD requests."""
-    r = resolve(cfg) if cfg.contention_detector.service_time_ms == "auto" or cfg.contention_detector.mode == "auto" else cfg
+    r = resolve_cd(cfg)
     cd = r.contention_detector
     a = cd_node_address(cfg)
     times = cd_trace_times_us(cfg) if cd.enabled else np.zeros(0, np.int64)
@@ -251,25 +253,46 @@ def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> li
     return files
 
 
+def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
+    """Read and check a recorded ``trace:`` and its resource files, every line of every file:
+    (the trace, resource file per device name); ConfigError listing each bad line as FILE:LINE."""
+    src = Path(cfg.trace.file)
+    problems: list[str] = []
+    try:
+        df = read_trace(src)
+    except ConfigError as e:
+        df, problems = None, list(e.problems)
+    n = cfg.total_devices
+    if df is not None:
+        bad = df.index[(df.device_id.astype(np.int64) >= n)]
+        if len(bad):
+            row = df.loc[bad[0]]
+            more = f" ({len(bad) - 1} more line(s) like it)" if len(bad) > 1 else ""
+            problems.append(f"trace.file: {src}:{int(row.line)}: device_id {int(row.device_id)} but the "
+                            f"config has {n} devices (ids 0..{n - 1}){more}; add devices or use another trace")
+    files = {}
+    for name in cfg.device_names():
+        f = cfg.trace.resources_dir / f"{name}.csv"
+        if not f.is_file():
+            problems.append(f"trace.resources: {f} missing (one resources file per device, named <device>.csv)")
+            continue
+        try:
+            read_resources(f)
+        except ConfigError as e:
+            problems += e.problems
+        files[name] = f
+    if problems:
+        raise ConfigError(problems)
+    return df, files
+
+
 def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> TraceSummary:
     """Copy a recorded trace, re-addressing every request to its device's configured address."""
-    from .trace_io import read_trace
-    src = Path(cfg.trace.file)
-    res_dir = cfg.trace.resources_dir
-    df = read_trace(src)
-    n = cfg.total_devices
-    bad = df.index[(df.device_id >= n)]
-    if len(bad):
-        row = df.loc[bad[0]]
-        raise ConfigError([f"trace.file: {src}:{int(row.line)}: device_id {int(row.device_id)} but the config "
-                           f"has {n} devices (ids 0..{n - 1}); add devices or use another trace"])
+    df, files = check_recorded(cfg)
     resources: dict[str, list] = {}
     for a in addrs:
-        f = res_dir / f"{a.name}.csv"
-        if not f.is_file():
-            raise ConfigError([f"trace.resources: {f} missing (one resources file per device, named <device>.csv)"])
-        shutil.copyfile(f, out_dir / "resources" / f.name)
-        resources[a.name] = _read_resources(f)
+        shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
+        resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^coap://(\[[^\]]*\]|[^/]*)/", "", regex=True)
     host = np.array([f"coap://{a.ip}:{a.port}/" for a in addrs], dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
@@ -291,15 +314,9 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
 
 
 def _read_resources(path: Path) -> list[tuple[str, int, str, int]]:
-    rows = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines[1:], 2):
-        parts = line.split(",")
-        try:
-            rows.append((parts[0], int(parts[1]), parts[2], int(parts[3])))
-        except (IndexError, ValueError):
-            raise ConfigError([f"{path}:{i}: expected path,service_time_us,mode,payload_bytes, got {line!r}"]) from None
-    return rows
+    df = read_resources(path)
+    return list(zip(df["path"].astype(str), df["service_time_us"].astype(int),
+                    df["mode"].astype(str), df["payload_bytes"].astype(int)))
 
 
 def print_summary(summary: TraceSummary, console=None) -> None:

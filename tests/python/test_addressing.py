@@ -4,7 +4,8 @@ import ipaddress
 import pytest
 
 from wotbench import addressing
-from wotbench.config import cd_node_address, config_from_dict, device_addresses
+from wotbench.config import config_from_dict
+from wotbench.resolve import cd_node_address, device_addresses
 from wotbench.errors import ConfigError
 from wotbench.runner import network
 

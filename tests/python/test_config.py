@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config import (Config, cd_node_address, config_from_dict, device_addresses, dump_resolved,
-                             load_config, resolve)
+from wotbench.config import config_from_dict, load_config
+from wotbench.resolve import cd_node_address, device_addresses, dump_resolved, resolve
 from wotbench.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

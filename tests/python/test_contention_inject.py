@@ -1,8 +1,10 @@
 """The contention: config block and the hog specs a run launches."""
 import pytest
 
-from wotbench.contention_inject import (ContentionEpisode, default_buffer_bytes, episodes_for_run,
-                                        parse_contention, validate_contention)
+from wotbench.contention import ContentionEpisode, parse_contention, validate_contention
+from wotbench.runner.docker_backend import hog_container_kwargs
+from wotbench.runner.hogspec import default_buffer_bytes, episodes_for_run
+from wotbench.runner.process_backend import hog_process_argv
 from wotbench.errors import ConfigError
 
 PLAN = {"cores_total": 2, "usable_cores": [0, 1], "device_cores": [1]}
@@ -25,11 +27,11 @@ def test_cpu_episode_becomes_an_aligned_pinned_hog():
     assert s.argv == ["/hog", "--mode", "cpu", "--seconds", "10", "--start-at", str(T0 + 10 * 10**9),
                       "--cpu", "1", "--threads", "1", "--label", "hog-0-cpu"]
     assert s.cpuset == "1" and s.buffer_bytes == 0
-    kw = s.container_kwargs()
+    kw = hog_container_kwargs(s, "wotbench/hog:x", run_id="t")
     assert kw["user"] == "65534:65534" and kw["cap_drop"] == ["ALL"] and kw["cpuset_cpus"] == "1"
-    assert kw["command"] == s.argv[1:] and kw["network_mode"] == "none"
-    assert s.process_argv("/x/hog")[0] == "/x/hog" and s.process_argv("/x/hog")[1:] == s.argv[1:]
-    assert s.record()["end_s"] == 20
+    assert kw["command"] == s.argv[1:] and kw["network_mode"] == "none" and kw["name"] == "wb-t-hog-0-cpu"
+    assert hog_process_argv(s, "/x/hog")[0] == "/x/hog" and hog_process_argv(s, "/x/hog")[1:] == s.argv[1:]
+    assert s.record().end_s == 20
 
 
 def test_memory_episode_gets_buffer_and_memory_limit():

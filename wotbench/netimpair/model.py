@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, fie
 from pydantic_core import PydanticCustomError
 
 from wotbench.errors import format_loc
+from wotbench.schema_errors import problems as schema_problems
 
 BackendName = Literal["auto", "pumba", "netem", "app"]
 Direction = Literal["egress", "ingress", "both"]
@@ -271,21 +272,10 @@ class NetworkImpairment(Impairment):
             raise _err(f"{loc}: {first['msg']}") from None
 
 
-
-
 def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> list[str]:
-    """``["devices[0].network.delay.jitter_ms: 30 ms is larger ..."]`` from a pydantic error."""
-    out = []
-    for e in exc.errors():
-        loc = format_loc(tuple(e["loc"])) if e["loc"] else ""  # model-level error: no sub-key
-        key = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
-        msg = e["msg"]
-        # An override error already carries its own sub-path ("overrides.cpu-3.delay...: msg").
-        if msg.startswith("overrides.") and ": " in msg:
-            sub, msg = msg.split(": ", 1)
-            key = f"{key}.{sub}" if key else sub
-        out.append(f"{key}: {msg}" if key else msg)
-    return out
+    """``["devices[0].network.delay.jitter_ms: 30 ms is larger ..."]`` from a pydantic error
+    (the config's one formatter, :mod:`wotbench.schema_errors`)."""
+    return schema_problems(exc, NetworkImpairment, (prefix,) if prefix else ())
 
 
 def parse_network(raw: Any, prefix: str = "network") -> NetworkImpairment | None:

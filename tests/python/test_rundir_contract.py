@@ -1,0 +1,48 @@
+"""The run-directory contract: run.json and summary.json are written and read through one
+model each, so a writer and a reader cannot disagree silently."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from analysis_fixtures import make_run
+from wotbench.analysis import analyze
+from wotbench.rundir import RunDir, RunRecord, Summary
+from wotbench.sweep.report import _facts
+from wotbench.validation.facts import load_run
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    d = make_run(tmp_path_factory.mktemp("contract"), duration_s=10, seed=5)
+    return RunDir(d), analyze(d)
+
+
+def test_summary_round_trips_through_its_model(analysed):
+    rd, s = analysed
+    assert rd.read_summary() == s
+    assert json.loads(rd.summary_json.read_text()) == s.model_dump(mode="json")
+
+
+def test_an_unknown_key_is_an_error_not_a_silent_gap(analysed, tmp_path):
+    rd, _ = analysed
+    data = json.loads(rd.summary_json.read_text())
+    data["overall"]["p95"] = 1.0        # a key no writer produces
+    with pytest.raises(ValidationError, match="overall.p95"):
+        Summary.model_validate(data)
+    run = json.loads(rd.run_json.read_text())
+    run["host"]["cores"] = 2            # an alias that no writer produces (cpus is the key)
+    with pytest.raises(ValidationError, match="cores"):
+        RunRecord.model_validate(run)
+
+
+def test_every_reader_gets_its_facts_from_a_genuinely_analysed_run(analysed):
+    rd, s = analysed
+    facts = _facts(s)                   # the sweep report
+    for k in ("devices", "throughput_rps", "rt_p50_ms", "rd_devices", "rd_cd", "late_share",
+              "ks", "lag_p99_us", "ge_kept_up"):
+        assert facts[k] is not None, k
+    v = load_run(rd.path)               # the validation study
+    assert v["verdict"] == s.verdict.status and v["dev_windows"] and v["rd_cd_cal_p50"] is not None

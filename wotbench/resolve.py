@@ -1,0 +1,108 @@
+"""Resolution: from a validated config to what a run deploys, on top of the schema
+(:mod:`wotbench.config`) and the placement (:mod:`wotbench.plan`).
+
+- :func:`resolve_cd` fills ``contention_detector.service_time_ms`` / ``mode`` when ``auto``
+  (needs nothing but the config: the trace generator uses it);
+- :func:`resolve` also fills ``gateways.wait`` from a placement plan;
+- :func:`device_addresses` / :func:`cd_node_address`: every device's name, group, trace id and
+  IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.addressing`);
+- :func:`dump_resolved` writes ``config.resolved.yaml``.
+``backend: auto`` is left to the runner (it depends on whether Docker is reachable).
+"""
+from __future__ import annotations
+
+import ipaddress
+import typing
+from pathlib import Path
+from typing import Optional, Sequence
+
+import yaml
+
+from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, device_name, host_address
+from .config import Config
+from .distributions import make_distribution
+from .plan import Plan, make_plan
+
+
+def group_request_rates(cfg: Config) -> list[float]:
+    """Offered request rate (req/s) of one device of each group: 1000 / mean RIT (ms)."""
+    return [1000.0 / make_distribution(g.rit).mean for g in cfg.devices]
+
+
+def resolve_cd(cfg: Config) -> Config:
+    """A copy with the contention detector's ``auto`` values filled in:
+
+    - service_time_ms: request-weighted mean device service time,
+      sum_g(count_g * rate_g * S_g) / sum_g(count_g * rate_g)  (ms)
+    - mode: the mode that receives most requests (ties: busy)
+    """
+    out = cfg.model_copy(deep=True)
+    out._source = cfg._source
+    cd = out.contention_detector
+    if cd.service_time_ms != "auto" and cd.mode != "auto":
+        return out
+    weights = [g.count * r for g, r in zip(cfg.devices, group_request_rates(cfg))]
+    total = sum(weights)
+    if cd.service_time_ms == "auto":
+        st = sum(w * make_distribution(g.service_time).mean
+                 for w, g in zip(weights, cfg.devices)) / total
+        cd.service_time_ms = round(st, 6)
+    if cd.mode == "auto":
+        busy = sum(w for w, g in zip(weights, cfg.devices) if g.mode == "busy")
+        cd.mode = "busy" if busy >= total - busy else "sleep"
+    return out
+
+
+def resolve(cfg: Config, plan: Optional[Plan] = None, *,
+            cores: Optional[Sequence[int]] = None) -> Config:
+    """A copy with every ``auto`` value filled in: :func:`resolve_cd`, and ``gateways.wait``
+    from ``plan`` (busy when each GE has a dedicated core, else hybrid; planned on ``cores``,
+    default this host's, when no plan is given)."""
+    out = resolve_cd(cfg)
+    if out.gateways.wait == "auto":
+        out.gateways.wait = (plan or make_plan(cfg, cores=cores)).ge_wait
+    return out
+
+
+def dump_resolved(cfg: Config, path: str | Path) -> Path:
+    """Write ``config.resolved.yaml`` (every key, defaults included) and return its path."""
+    path = Path(path)
+    data = cfg.model_dump(mode="json")
+    with path.open("w") as f:
+        f.write("# resolved WoTbench config (all defaults and auto values filled in)\n")
+        yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
+    return path
+
+
+class DeviceAddress(typing.NamedTuple):
+    name: str
+    group: str
+    id: int
+    ip: str
+    port: int
+
+
+def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
+    """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
+
+    Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
+    consecutive from host offset 10, e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the
+    1000th device of a /16; in a subnet wider than /22 at most 1004 per /22 bridge block
+    (device 1004 is 172.28.4.10). Network, gateway (.1) and broadcast addresses of a block are
+    never used."""
+    net = ipaddress.ip_network(subnet or cfg.network.subnet)
+    out, i = [], 0
+    for g in cfg.devices:
+        for k in range(g.count):
+            out.append(DeviceAddress(device_name(g.group, k), g.group, i, host_address(net, i),
+                                     COAP_PORT))
+            i += 1
+    return out
+
+
+def cd_node_address(cfg: Config, subnet: Optional[str] = None) -> DeviceAddress:
+    """The contention-detector node: name ``cd-node``, group ``cd``, id = number of devices,
+    the address right after the last device."""
+    net = ipaddress.ip_network(subnet or cfg.network.subnet)
+    n = cfg.total_devices
+    return DeviceAddress(CD_NODE_NAME, CD_GROUP, n, host_address(net, n), COAP_PORT)

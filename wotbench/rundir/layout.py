@@ -1,0 +1,193 @@
+"""Where every file of a run directory lives (docs/CONTRACTS.md §4): one place, so no other
+module spells a run-directory path.
+
+    rd = RunDir("reports/20dev-20261123T053000Z")
+    rd.run_json, rd.summary_json, rd.ge_dir("ge-0"), rd.device_log("cpu-3"), rd.series("rd_over_time")
+    rd.read_run() -> RunRecord      rd.write_run(record)
+    rd.read_summary() -> Summary    rd.write_summary(summary)
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .record import RunRecord
+    from .summary import Summary
+
+CD_GE_DIR = "cd-ge"
+CONTAINER_LOG = "container.log"   # a container's own output, saved for a failed component
+STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process backend)
+
+
+class RunDir:
+    """The layout of one run directory. Paths only; :meth:`read_run` / :meth:`read_summary`
+    decode the two JSON contracts through their models (ValueError on a bad file)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- inputs written before the run ------------------------------------------------
+    @property
+    def config_resolved(self) -> Path:
+        return self.path / "config.resolved.yaml"
+
+    @property
+    def plan_json(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
+    def trace_dir(self) -> Path:
+        return self.path / "trace"
+
+    @property
+    def resources_dir(self) -> Path:
+        return self.trace_dir / "resources"
+
+    def resource_file(self, device: str) -> Path:
+        return self.resources_dir / f"{device}.csv"
+
+    def ge_trace(self, ge_index: int, ge_count: int) -> Path:
+        """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
+        return self.trace_dir / ("trace.csv" if ge_count == 1 else f"ge-{ge_index}.csv")
+
+    @property
+    def cd_trace(self) -> Path:
+        return self.trace_dir / "cd-trace.csv"
+
+    # -- what the components write ------------------------------------------------------
+    def ge_dir(self, ge_id: str) -> Path:
+        """Output directory of a GE: ge/<id>/ for main GEs, cd-ge/ for the CD's GE."""
+        return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.path / "ge" / ge_id
+
+    def ge_progress(self, ge_id: str) -> Path:
+        """The GE's live counters (``progress.bin``, docs/CONTRACTS.md §2)."""
+        return self.ge_dir(ge_id) / "progress.bin"
+
+    def ge_container_log(self, ge_id: str) -> Path:
+        return self.ge_dir(ge_id) / CONTAINER_LOG
+
+    def ge_stdout(self, ge_id: str) -> Path:
+        return self.ge_dir(ge_id) / STDOUT_LOG
+
+    def device_dir(self, device: str) -> Path:
+        return self.path / "devices" / device
+
+    def device_container_log(self, device: str) -> Path:
+        return self.device_dir(device) / CONTAINER_LOG
+
+    def device_stdout(self, device: str) -> Path:
+        return self.device_dir(device) / STDOUT_LOG
+
+    def device_log(self, device: str) -> Path:
+        return self.device_dir(device) / "device-log.csv"
+
+    def device_summary(self, device: str) -> Path:
+        return self.device_dir(device) / "device-summary.json"
+
+    def device_ready(self, device: str) -> Path:
+        """Created by wot-device once its CoAP endpoint listens."""
+        return self.device_dir(device) / "ready"
+
+    def ge_warmup(self, ge_id: str) -> Path:
+        """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
+        return self.ge_dir(ge_id) / "warmup.json"
+
+    @property
+    def monitor_dir(self) -> Path:
+        return self.path / "monitor"
+
+    @property
+    def cgroups_csv(self) -> Path:
+        return self.monitor_dir / "cgroups.csv"
+
+    @property
+    def cpu_csv(self) -> Path:
+        return self.monitor_dir / "cpu.csv"
+
+    @property
+    def host_csv(self) -> Path:
+        return self.monitor_dir / "host.csv"
+
+    @property
+    def clock_json(self) -> Path:
+        """One instant on both clocks (``{"wall_s", "mono_ns"}``), to map collectl's UTC."""
+        return self.monitor_dir / "clock.json"
+
+    @property
+    def collectl_dir(self) -> Path:
+        return self.monitor_dir / "collectl"
+
+    @property
+    def collectl_stderr(self) -> Path:
+        return self.monitor_dir / "collectl.stderr"
+
+    @property
+    def contention_dir(self) -> Path:
+        return self.path / "contention"
+
+    def hog_report(self, hog: str) -> Path:
+        """A contention hog's one-line JSON report."""
+        return self.contention_dir / f"{hog}.json"
+
+    @property
+    def network_dir(self) -> Path:
+        return self.path / "network"
+
+    # -- what the harness and the analysis write ----------------------------------------
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def series_dir(self) -> Path:
+        return self.path / "series"
+
+    def series(self, name: str) -> Path:
+        return self.series_dir / f"{name}.csv"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to the run directory, as run.json stores it."""
+        return str(Path(path).relative_to(self.path))
+
+    # -- the two JSON contracts ---------------------------------------------------------
+    def read_run(self) -> "RunRecord":
+        from .record import RunRecord
+        return RunRecord.model_validate(_read_object(self.run_json))
+
+    def write_run(self, record: "RunRecord") -> Path:
+        return _write_atomic(self.run_json, record.model_dump(mode="json"))
+
+    def read_summary(self) -> "Summary":
+        from .summary import Summary
+        return Summary.model_validate(_read_object(self.summary_json))
+
+    def write_summary(self, summary: "Summary") -> Path:
+        return _write_atomic(self.summary_json, summary.model_dump(mode="json"))
+
+
+def _read_object(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object")
+    return data
+
+
+def _write_atomic(path: Path, data: dict) -> Path:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,192 @@
+"""``run.json``: what the harness deployed and what happened (docs/CONTRACTS.md §4).
+
+The runner builds a :class:`RunRecord` and writes it with ``RunDir.write_run`` on every path
+(also after Ctrl-C or a failed step), before the analysis runs; the analysis, report, sweep and
+validation read it with ``RunDir.read_run``. Every field but the identity has a default, so a
+record of a run that failed early (or a hand-made one) still loads.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ._model import Record
+
+
+class HostRecord(Record):
+    hostname: Optional[str] = None
+    kernel: Optional[str] = None
+    machine: Optional[str] = None
+    cpus: Optional[int] = None
+    python: Optional[str] = None
+    harness_cpus: list[int] = Field(default_factory=list)
+    docker: Optional[str] = None          # Docker Engine version (Docker backend)
+    cpu_model: Optional[str] = None       # /proc/cpuinfo "model name"
+
+
+class Window(Record):
+    start_mono_ns: int
+    end_mono_ns: int
+
+
+class TestWindow(Record):
+    start_mono_ns: int
+    duration_s: float
+
+
+class CdRecord(Record):
+    """The contention detector's sizing (``wotbench.runner.cd_module``)."""
+    device: str = "cd-node"
+    service_time_us: int
+    mode: str
+    interval_s: float
+    calibration_s: Optional[float] = None
+    resources: Optional[str] = None       # relative to the run dir
+
+
+class DeviceRecord(Record):
+    """One device (or the CD node) as deployed."""
+    name: str
+    id: Optional[int] = None              # device id in the trace
+    address: Optional[str] = None
+    port: int = 5683
+    group: Optional[str] = None
+    role: str = "device"                  # device | cd-node
+    resources: Optional[str] = None       # resource file, relative to the run dir
+    cpuset: Optional[str] = None
+    threads: int = 1
+    cpu_quota: Optional[float] = None
+    memory_mb: Optional[int] = None
+    log_dir: Optional[str] = None         # relative to the run dir
+
+
+class GeRecord(Record):
+    """One gateway emulator (a main GE or the CD's GE)."""
+    id: str
+    dir: str                              # output directory, relative to the run dir
+    cpu: Optional[int] = None
+    trace: Optional[str] = None
+    wait: Optional[str] = None
+    start_at_mono_ns: Optional[int] = None
+
+
+class BridgeRecord(Record):
+    name: str
+    subnet: str
+    devices: Optional[int] = None
+    gateways: Optional[dict[str, str]] = None
+
+
+class PlanNote(Record):
+    faithful: bool
+    warnings: list[str] = Field(default_factory=list)
+
+
+class EpisodeRecord(Record):
+    """An injected contention episode (a hog), times relative to the test start."""
+    name: str
+    kind: str
+    cores: list[int]
+    threads: Optional[int] = None
+    buffer_bytes: Optional[int] = None
+    start_s: float
+    end_s: float
+    start_mono_ns: Optional[int] = None
+    end_mono_ns: Optional[int] = None
+
+
+class ImpairCounters(Record):
+    """The app backend's datagram counts of one device (device-summary.json ``impair``,
+    docs/CONTRACTS.md §3)."""
+    dir: str
+    seed: int
+    dropped_in: int = 0
+    dropped_out: int = 0
+    duplicated: int = 0
+    corrupted: int = 0
+    delayed_in: int = 0
+    delayed_out: int = 0
+    duplicated_in: int = 0
+    duplicated_out: int = 0
+    corrupted_in: int = 0
+    corrupted_out: int = 0
+    queue_full_in: int = 0
+    queue_full_out: int = 0
+    held_at_exit_in: int = 0
+    held_at_exit_out: int = 0
+    send_errors: int = 0
+    pings_exempt: int = 0
+    oversize_exempt: int = 0
+
+
+class ImpairedDevice(Record):
+    """What one impairment backend applied to one device (``netimpair`` ``Backend.record``)."""
+    describe: str
+    key: Optional[str] = None
+    impairment: dict[str, Any] = Field(default_factory=dict)
+    applied: list[str] = Field(default_factory=list)
+    target: Optional[str] = None          # netem / pumba: the namespace or container
+    interface: Optional[str] = None       # netem
+    tc_image: Optional[str] = None        # pumba
+    counters: Optional[ImpairCounters] = None   # app backend
+
+
+class NetworkRecord(Record):
+    """Network impairments: the backend's record plus how it was chosen."""
+    backend: Optional[str] = None         # null when nothing is impaired
+    requested: Optional[str] = None
+    reasons: list[str] = Field(default_factory=list)
+    devices: dict[str, ImpairedDevice] = Field(default_factory=dict)
+    removed: Optional[bool] = None
+    removal: list[dict[str, Any]] = Field(default_factory=list)
+    in_effect: Optional[bool] = None
+
+
+class SysctlChange(Record):
+    """A host setting the run raised for its duration and restored afterwards."""
+    name: str
+    before: int
+    during: int
+
+
+class Phases(Record):
+    """How long the run's set-up and teardown took (s): what a large run costs besides the test."""
+    start_devices_s: Optional[float] = None   # create + start every device (+ the CD node)
+    listening_s: Optional[float] = None       # until every device listened
+    warmup_s: Optional[float] = None          # the slowest GE's readiness pings
+    stop_s: Optional[float] = None            # SIGTERM to every component until they exited
+    teardown_s: Optional[float] = None        # removing every container and network
+
+
+class Failure(Record):
+    component: str
+    what: str
+
+
+class RunRecord(Record):
+    name: Optional[str] = None
+    run_id: Optional[str] = None
+    backend: Optional[Literal["docker", "process"]] = None
+    host: HostRecord = Field(default_factory=HostRecord)
+    calibration: Optional[Window] = None  # null when the CD is disabled
+    test: Optional[TestWindow] = None
+    t0_mono_ns: Optional[int] = None
+    cd: Optional[CdRecord] = None
+    devices: list[DeviceRecord] = Field(default_factory=list)   # main devices, trace order
+    cd_node: Optional[DeviceRecord] = None
+    ges: Optional[list[GeRecord]] = None  # null: the analysis looks for ge/*/ directories
+    cd_ge: Optional[GeRecord] = None
+    ge_exit_codes: dict[str, Optional[int]] = Field(default_factory=dict)
+    networks: list[BridgeRecord] = Field(default_factory=list)
+    plan: Optional[PlanNote] = None
+    contention: list[EpisodeRecord] = Field(default_factory=list)
+    network: Optional[NetworkRecord] = None
+    host_tuning: list[SysctlChange] = Field(default_factory=list)
+    phases: Phases = Field(default_factory=Phases)
+    failures: list[Failure] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    interrupted: bool = False
+    aborted: bool = False
+    error: Optional[str] = None
+    written_at_utc: Optional[str] = None

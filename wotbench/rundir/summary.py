@@ -1,0 +1,386 @@
+"""``summary.json``: what the analysis concluded (docs/CONTRACTS.md §7; every key is explained
+in wotbench/analysis/README.md).
+
+``wotbench.analysis`` builds a :class:`Summary` and writes it with ``RunDir.write_summary``; the
+report, the sweep report, the validation study and the capacity search read it with
+``RunDir.read_summary`` and use attributes. The parameters of the analysis rules are part of the
+schema (``run.params``) and are defined here, so the analysis and its readers share them.
+
+Statistics that had no data are ``None`` (JSON null): JSON has no NaN. A few facts that follow
+from the stored ones (``ContentionBlock.contended_s``, ``Baseline.threshold_rd``, the worst GE's
+values) are properties: computed on read and never written, so they cannot disagree with them.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from ._model import Record
+from .record import Failure
+
+F = Optional[float]
+VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
+ContentionStatus = Literal["detected", "none", "inconclusive", "not_checked"]
+
+
+# --------------------------------------------------------------------------- rule parameters
+
+class GeIntegrityParams(Record):
+    late_threshold_ms: float = 1.0
+    max_late_share: float = 0.01
+    max_ks: float = 0.05
+    cdf_points: int = 201
+
+
+class RdParams(Record):
+    join_slack_us: float = 0.0   # the GE reads sent_ns right before sendto(): arrival > sent
+    window_s: float = 10.0
+
+
+class ContentionParams(Record):
+    window_s: float = 10.0
+    window_samples: Optional[int] = None
+    k: float = 4.0
+    floor: float = 0.10
+    alpha: float = 0.05
+    min_baseline_samples: int = 8
+    min_window_samples: int = 5
+    baseline_k: float = 1.0
+    baseline_floor_ms: float = 2.0
+
+
+class AnalysisParams(Record):
+    ge: GeIntegrityParams = Field(default_factory=GeIntegrityParams)
+    rd: RdParams = Field(default_factory=RdParams)
+    contention: ContentionParams = Field(default_factory=ContentionParams)
+
+
+# --------------------------------------------------------------------------- run
+
+class RunBlock(Record):
+    name: Optional[str] = None
+    run_id: Optional[str] = None
+    run_dir: str
+    backend: Optional[str] = None
+    test_start_mono_ns: int
+    duration_s: float
+    interrupted: bool
+    failures: list[Failure] = Field(default_factory=list)
+    ges: list[str] = Field(default_factory=list)
+    devices: list[str] = Field(default_factory=list)
+    cd_device: Optional[str] = None
+    analysis_version: int
+    params: AnalysisParams
+    warnings: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- responses
+
+class Outcomes(Record):
+    ok: int = 0
+    error: int = 0
+    timeout: int = 0
+    reset: int = 0
+    unsent: int = 0
+
+
+class OutcomeRates(Record):
+    ok: F = None
+    error: F = None
+    timeout: F = None
+    reset: F = None
+    unsent: F = None
+
+
+class RtStats(Record):
+    count: int = 0
+    mean_ms: F = None
+    p50_ms: F = None
+    p90_ms: F = None
+    p95_ms: F = None
+    p99_ms: F = None
+    p999_ms: F = None
+    max_ms: F = None
+
+
+class ResponseTimes(Record):
+    from_sent: RtStats
+    from_scheduled: RtStats
+
+
+class OutcomeBlock(Record):
+    requests: int
+    sent: int
+    outcomes: Outcomes
+    rates: OutcomeRates
+    loss_rate_of_sent: F = None
+    offered_rps: F = None
+    throughput_rps: F = None
+
+
+class Overall(OutcomeBlock):
+    devices: int
+    duration_s: float
+    response_time_ms: ResponseTimes
+    response_codes: dict[str, int] = Field(default_factory=dict)   # CoAP code -> responses
+
+
+class DeviceResponses(OutcomeBlock):
+    ge: Optional[str] = None
+    response_time_ms: ResponseTimes
+
+
+# --------------------------------------------------------------------------- GE integrity
+
+class RitStats(Record):
+    count: int = 0
+    mean_ms: F = None
+    p5_ms: F = None
+    p50_ms: F = None
+
+
+class LagStats(Record):
+    mean: F = None
+    p50: F = None
+    p90: F = None
+    p99: F = None
+    p999: F = None
+    max: F = None
+    min: F = None
+
+
+class GeDeviceIntegrity(Record):
+    sent: int
+    expected_rit: RitStats
+    submitted_rit: RitStats
+    ks: F = None
+    ks_tol: F = None
+    lag_ms: LagStats
+    late_share: F = None
+    early_share: F = None
+    kept_up: Optional[bool] = None
+    problems: list[str] = Field(default_factory=list)
+
+
+class GeIntegrity(GeDeviceIntegrity):
+    requests: int
+    interrupted: bool
+    wait: Optional[str] = None
+    devices_not_kept_up: list[str] = Field(default_factory=list)
+    per_device: dict[str, GeDeviceIntegrity] = Field(default_factory=dict)
+
+
+class GeRule(Record):
+    late_threshold_ms: float
+    max_late_share: float
+    max_ks: float
+    text: str
+
+
+class GeIntegrityBlock(Record):
+    rule: GeRule
+    kept_up: Optional[bool] = None
+    interrupted: bool
+    per_ge: dict[str, GeIntegrity] = Field(default_factory=dict)
+    cd_ge: Optional[GeIntegrity] = None
+
+    # one line for a run with several GEs (the sweep report): the worst main GE's value
+    @property
+    def worst_late_share(self) -> Optional[float]:
+        return _largest([g.late_share for g in self.per_ge.values()])
+
+    @property
+    def worst_ks_tol(self) -> Optional[float]:
+        return _largest([g.ks_tol for g in self.per_ge.values()])
+
+    @property
+    def worst_lag_p99_ms(self) -> Optional[float]:
+        return _largest([g.lag_ms.p99 for g in self.per_ge.values()])
+
+
+def _largest(values: list[Optional[float]]) -> Optional[float]:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+# --------------------------------------------------------------------------- R_d
+
+class RdStats(Record):
+    count: int = 0
+    mean: F = None
+    p50: F = None
+    p95: F = None
+    p99: F = None
+    max: F = None
+
+
+class DecompStats(Record):
+    count: int = 0
+    mean_ms: F = None
+    p50_ms: F = None
+    p95_ms: F = None
+    p99_ms: F = None
+    max_ms: F = None
+
+
+class Decomposition(Record):
+    network_stack: DecompStats
+    queueing: DecompStats
+    service: DecompStats
+
+
+class DeviceRd(Record):
+    rd: RdStats
+    decomposition_ms: Decomposition
+
+
+class JoinCounters(Record):
+    log_rows: int
+    matched: int
+    unmatched_log_rows: int
+    ok_requests: int
+    ok_requests_matched: int
+
+
+class CdPhaseRd(RdStats):
+    lost: int = 0
+
+
+class CdRd(Record):
+    calibration: CdPhaseRd
+    test: CdPhaseRd
+    device: str
+
+
+class RdBlock(Record):
+    definition: str
+    requests_with_s: int
+    overall: DeviceRd
+    join: JoinCounters
+    per_device: dict[str, DeviceRd] = Field(default_factory=dict)
+    cd: Optional[CdRd] = None
+
+
+# --------------------------------------------------------------------------- contention
+
+class AbsoluteBaseline(Record):
+    service_ms: F = None
+    median_excess_ms: F = None
+    limit_ms: F = None
+    elevated: bool
+
+
+class Baseline(Record):
+    samples: int
+    lost: int
+    median_rd: F = None
+    mad_rd: F = None
+    threshold_shift: F = None
+    absolute: Optional[AbsoluteBaseline] = None
+
+    @property
+    def threshold_rd(self) -> Optional[float]:
+        """The CD R_d above which a window's median counts as contended."""
+        if self.median_rd is None or self.threshold_shift is None:
+            return None
+        return self.median_rd + self.threshold_shift
+
+
+class FlaggedWindow(Record):
+    start_s: float
+    end_s: float
+    shift: F = None
+    ratio: F = None
+    p_value: F = None
+
+
+class ContentionBlock(Record):
+    status: ContentionStatus
+    reason: Optional[str] = None
+    params: ContentionParams
+    baseline: Optional[Baseline] = None
+    windows_tested: int = 0
+    windows_flagged: int = 0
+    onset_s: F = None
+    max_shift: F = None
+    median_shift: F = None
+    max_ratio: F = None
+    flagged_windows: list[FlaggedWindow] = Field(default_factory=list)
+
+    @property
+    def contended_s(self) -> float:
+        """Seconds of the test inside flagged windows."""
+        return sum(w.end_s - w.start_s for w in self.flagged_windows)
+
+
+# --------------------------------------------------------------------------- loss
+
+class LossCauses(Record):
+    """Requests that did not end ok, by where they were lost (wotbench.analysis.loss)."""
+    to_device: int = 0
+    from_device: int = 0
+    local_send: int = 0
+    impairment: int = 0
+    refused_503: int = 0
+    device_late: int = 0
+    sut_error: int = 0
+    sut_reset: int = 0
+    no_device_log: int = 0
+    interrupted: int = 0
+
+
+class LossBlock(Record):
+    requests_not_ok: int
+    sent: int
+    by_cause: LossCauses
+    testbed: int
+    configured: int
+    sut: int
+    testbed_share: F = None
+    testbed_devices: int = 0
+    first_testbed_loss_s: F = None
+    per_device: dict[str, dict[str, int]] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- monitor
+
+class MonitorBlock(Record):
+    """Resource use (wotbench.analysis.monitor); ``*_missing``: why a series is absent."""
+    host_cpu_busy_pct: F = None          # mean over all cores and samples during the test
+    cpu_cores_missing: Optional[str] = None
+    cpu_components_missing: Optional[str] = None
+
+
+# --------------------------------------------------------------------------- verdict
+
+class Checks(Record):
+    data: Literal["ok", "invalid"]
+    ge: Literal["kept_up", "bottleneck", "not_checked"]
+    contention: ContentionStatus
+    loss: Literal["none", "testbed_loss", "not_checked"] = "not_checked"
+
+
+class Verdict(Record):
+    status: VerdictStatus
+    reasons: list[str] = Field(default_factory=list)
+    exit_code: int
+    checks: Checks
+
+
+class Summary(Record):
+    run: RunBlock
+    overall: Overall
+    per_device: dict[str, DeviceResponses] = Field(default_factory=dict)
+    ge_integrity: GeIntegrityBlock
+    rd: RdBlock
+    contention: ContentionBlock
+    verdict: Verdict
+    monitor: Optional[MonitorBlock] = None
+    loss: Optional[LossBlock] = None
+
+    @property
+    def contended_share(self) -> Optional[float]:
+        """The share of the test inside flagged windows (None for a run without duration)."""
+        d = self.overall.duration_s
+        return self.contention.contended_s / d if d else None
