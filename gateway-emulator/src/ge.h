@@ -77,6 +77,7 @@ typedef struct {
     int retransmit;
     int ports_per_device; /* 0 = auto */
     int cpu;              /* -1 = no pinning */
+    int64_t warmup_ns;    /* 0 = no warm-up pings before the start */
 
     /* trace */
     req_t *reqs;
@@ -98,8 +99,13 @@ typedef struct {
     /* run */
     int64_t start_mono;
     int64_t end_mono;
-    volatile uint64_t *progress; /* mmap'ed progress.bin, 8 words */
+    volatile uint64_t *progress; /* mmap'ed progress.bin, PG_WORDS words */
     int interrupted_by;          /* 0, SIGINT, SIGTERM */
+    struct {
+        int enabled, rounds;
+        size_t answered;
+        int64_t took_ns;
+    } warmup; /* warmup.c: readiness pings before the start */
 } ge_t;
 
 extern volatile sig_atomic_t ge_stop_signal;
@@ -115,6 +121,9 @@ size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_
                           size_t payload);
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
+
+/* warmup.c */
+int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */
 
 /* loop.c */
 int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */
@@ -139,6 +148,7 @@ static inline void progress_inc(ge_t *g, int word) {
     if (g->progress)
         g->progress[word] = g->progress[word] + 1;
 }
-enum { PG_MAGIC = 0, PG_TOTAL, PG_SENT, PG_OK, PG_TIMEOUT, PG_RESET, PG_ERROR, PG_STATE };
+enum { PG_MAGIC = 0, PG_TOTAL, PG_SENT, PG_OK, PG_TIMEOUT, PG_RESET, PG_ERROR, PG_STATE,
+       PG_ENDPOINTS, PG_ANSWERED, PG_WORDS };
 
 #endif

@@ -25,7 +25,8 @@ static void on_signal(int sig) {
 static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
-          "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n",
+          "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
+          "         [--warmup-ms N]\n",
           f);
 }
 
@@ -71,6 +72,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"timeout-ms", required_argument, 0, 'T'}, {"retransmit", no_argument, 0, 'r'},
         {"ports-per-device", required_argument, 0, 'p'}, {"cpu", required_argument, 0, 'c'},
         {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
+        {"warmup-ms", required_argument, 0, 'W'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -126,6 +128,11 @@ static int parse_args(ge_t *g, int argc, char **argv) {
             if (parse_int(optarg, 0, CPU_SETSIZE - 1, &v) < 0)
                 return bad_opt("--cpu", optarg, "a CPU number");
             g->cpu = (int)v;
+            break;
+        case 'W':
+            if (parse_int(optarg, 0, 600000, &v) < 0)
+                return bad_opt("--warmup-ms", optarg, "an integer 0..600000");
+            g->warmup_ns = v * NS_PER_MS;
             break;
         case 'h': usage(stdout); exit(0);
         default:
@@ -197,6 +204,8 @@ int main(int argc, char **argv) {
                 "late by that much (send lag shows it)\n",
                 (double)(now - g->start_mono) / 1e6);
 
+    if (g->warmup_ns && !ge_stop_signal && warmup_run(g))
+        return 1;
     if (!ge_stop_signal)
         rc = loop_run(g);
     else { /* interrupted while loading: everything unsent */

@@ -19,20 +19,20 @@ int output_progress_open(ge_t *g) {
     char path[4096];
     snprintf(path, sizeof path, "%s/progress.bin", g->out_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || ftruncate(fd, 8 * sizeof(uint64_t)) < 0) {
+    if (fd < 0 || ftruncate(fd, PG_WORDS * sizeof(uint64_t)) < 0) {
         fprintf(stderr, "gateway-emulator: cannot create %s: %s\n", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return 1;
     }
-    void *m = mmap(NULL, 8 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *m = mmap(NULL, PG_WORDS * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
         fprintf(stderr, "gateway-emulator: cannot mmap %s: %s\n", path, strerror(errno));
         return 1;
     }
     g->progress = m;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < PG_WORDS; i++)
         g->progress[i] = 0;
     g->progress[PG_MAGIC] = PROGRESS_MAGIC; /* x86-64: little-endian, as the contract says */
     g->progress[PG_STATE] = ST_LOADING;
@@ -41,7 +41,7 @@ int output_progress_open(ge_t *g) {
 
 void output_progress_close(ge_t *g) {
     if (g->progress)
-        munmap((void *)g->progress, 8 * sizeof(uint64_t));
+        munmap((void *)g->progress, PG_WORDS * sizeof(uint64_t));
     g->progress = NULL;
 }
 
@@ -164,6 +164,16 @@ static int write_summary(const ge_t *g, const char *path) {
             "  \"send_lag_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, "
             "\"max\": %.3f},\n",
             lag.p50, lag.p90, lag.p99, lag.p999, lag.max);
+    if (g->warmup.enabled)
+        fprintf(f,
+                "  \"warmup\": {\"endpoints\": %zu, \"answered\": %zu, \"took_ms\": %.3f, "
+                "\"rounds\": %d},\n",
+                g->neps, g->warmup.answered, (double)g->warmup.took_ns / 1e6, g->warmup.rounds);
+    else
+        fputs("  \"warmup\": null,\n", f);
+    /* a request's token is salt_hi (4 bytes) then salt_lo ^ index (4 bytes, big-endian): with the
+     * salt, a device log's token column names the GE request exactly */
+    fprintf(f, "  \"token_salt\": \"%016llx\",\n", (unsigned long long)g->salt);
     fprintf(f,
             "  \"wait\": \"%s\",\n  \"type\": \"%s\",\n  \"timeout_ms\": %lld,\n  \"retransmit\": "
             "%s,\n  \"ports_per_device\": %d,\n  \"interrupted\": %s\n}\n",

@@ -44,7 +44,11 @@ def test_clean_removes_only_labelled(image):
         assert labelled(run_id) != ([], [])
         r = subprocess.run([sys.executable, "-m", "wotbench.cli", "clean"], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
+        # Exit 1 is right only when some *other* run's network is held by a stale Docker
+        # endpoint (a daemon restart frees it); this test's own leftovers must always go.
+        stuck = [l for l in r.stdout.splitlines() if "could not be removed" in l]
+        assert r.returncode == (1 if stuck else 0), r.stdout + r.stderr
+        assert not any(lab_net in l for l in stuck), r.stdout
         assert run_id in r.stdout
         assert labelled(run_id) == ([], [])
         # the controls carry other wotbench labels but no wotbench.run: untouched

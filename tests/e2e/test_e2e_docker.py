@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import signal
 import subprocess
 import time
@@ -52,7 +53,8 @@ def test_run_end_to_end(harness, tmp_path):
 def test_sigint_cleans_up_and_keeps_raw_logs(harness, tmp_path):
     h = harness("long.yaml")
     h.wait_for("T0 in", 120)
-    time.sleep(5)                           # into the test phase (calibration is 3 s)
+    t0_in = float(re.search(r"T0 in ([0-9.]+) s", h.output).group(1))
+    time.sleep(t0_in + 3 + 2)               # into the test phase (calibration is 3 s)
     h.proc.send_signal(signal.SIGINT)
     rc = h.wait(60)
     assert rc == 130, h.output

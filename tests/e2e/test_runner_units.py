@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
-import socket
 import struct
-import threading
 from pathlib import Path
 
 import pytest
@@ -62,32 +60,37 @@ def test_cleanup_never_matches_unlabelled():
     assert _labelled({"wotbench.run": "a"}, None) and _labelled({"wotbench.run": "a"}, "a")
 
 
-def test_readiness_names_the_silent_device():
-    srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    srv.bind(("127.0.0.1", 0))
-    port = srv.getsockname()[1]
-    stop = threading.Event()
+def test_readiness_waits_for_listening_devices_and_names_the_late_ones(tmp_path):
+    up, down = tmp_path / "up-ready", tmp_path / "down-ready"
+    up.touch()
+    assert readiness.wait_listening([("up", up)], timeout_s=2) < 1
+    with pytest.raises(readiness.NotReady) as e:
+        readiness.wait_listening([("up", up), ("down-7", down)], timeout_s=0.3)
+    assert e.value.missing == ["down-7"] and "did not start listening" in str(e.value)
+    with pytest.raises(readiness.NotReady, match="exited with 139"):
+        readiness.wait_listening([("down-7", down)], timeout_s=5,
+                                 dead=lambda: {"down-7": "exited with 139"})
 
-    def answer():  # a device that answers pings with RST
-        srv.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                data, src = srv.recvfrom(64)
-            except socket.timeout:
-                continue
-            srv.sendto(bytes([0x70, 0]) + data[2:4], src)
-    t = threading.Thread(target=answer, daemon=True)
-    t.start()
-    try:
-        assert readiness.wait_ready([("up", "127.0.0.1", port)], timeout_s=2) < 2
-        with pytest.raises(readiness.NotReady) as e:
-            readiness.wait_ready([("up", "127.0.0.1", port), ("down-7", "127.0.0.1", 9)],
-                                 timeout_s=0.5)
-        assert e.value.missing == ["down-7"] and "down-7" in str(e.value)
-    finally:
-        stop.set()
-        t.join()
-        srv.close()
+
+def test_readiness_names_devices_a_gateway_could_not_reach(tmp_path):
+    import json
+    import time
+    names = {"172.28.0.10:5683": "cpu-0", "172.28.0.11:5683": "cpu-1"}
+    w = tmp_path / "warmup.json"
+    w.write_text(json.dumps({"endpoints": 2, "answered": 2, "took_ms": 3.0, "rounds": 1,
+                             "unanswered": []}))
+    soon = time.monotonic_ns() + 2 * 10**9
+    assert readiness.wait_warm([("ge-0", w)], names, soon)["ge-0"]["answered"] == 2
+    w.write_text(json.dumps({"endpoints": 2, "answered": 1, "took_ms": 2000.0, "rounds": 20,
+                             "unanswered": ["172.28.0.11:5683"]}))
+    with pytest.raises(readiness.NotReady) as e:
+        readiness.wait_warm([("ge-0", w)], names, soon)
+    assert e.value.missing == ["cpu-1"] and "did not answer the gateway emulator's CoAP ping" in str(e.value)
+    with pytest.raises(readiness.NotReady, match="before T0"):
+        readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, time.monotonic_ns())
+    assert readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, soon,
+                               ge_gone=lambda g: True) == {}
+    assert readiness.warmup_ms(1000) == readiness.WARMUP_BASE_MS + 1000 * readiness.WARMUP_PER_ENDPOINT_MS
 
 
 def test_progress_reader(tmp_path):
@@ -134,15 +137,17 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
     import sys
 
     from wotbench.runner.hogs import Hogs
+    from wotbench.runner.process_backend import ProcessHog
 
-    hogs = Hogs.__new__(Hogs)           # only stop()'s state is needed
-    hogs.dir, hogs.log = tmp_path, lambda msg: None
+    from wotbench.rundir import RunDir
+
+    hogs = Hogs(backend=None, run_id="r", rd=RunDir(tmp_path), log=lambda msg: None)  # stop() only
     stubborn = subprocess.Popen(
         [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                                "print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, start_new_session=True)
     assert stubborn.stdout.readline() == b"ready\n"   # SIGTERM is ignored from here on
-    hogs.running = {"h0": stubborn}
+    hogs.running = {"h0": ProcessHog(stubborn)}
     communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.5 s is enough here
     monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.5))
     hogs.stop()
@@ -157,6 +162,7 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
 
     from wotbench.runner import containers, main
     from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.rundir import RunDir
     from wotbench.runner.docker_backend import DockerBackend
 
     class Container:   # the docker SDK calls DockerBackend makes, for a running device
@@ -187,24 +193,81 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
             return [c for c in backend.ctr.values() if c.attrs["State"]["Status"] == "exited"]
 
     r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
-    r.run_dir = tmp_path
+    r.rd = RunDir(tmp_path)
     backend = r.backend = DockerBackend(Client(), "run", log=lambda msg: None)
 
     def device(name):
-        d = tmp_path / name
-        d.mkdir()
+        d = r.rd.device_dir(name)
+        d.mkdir(parents=True)
         return DeviceRun(name=name, id=0, group="g", role="device", address="172.28.0.10",
-                         cpuset="1", resources=tmp_path / "r.csv", log_dir=d)
+                         cpuset="1", resources=tmp_path / "r.csv", log_dir=d,
+                         stdout=r.rd.device_stdout(name))
     r.devices = [device("d-0"), device("d-1"), device("d-never")]
     for d in r.devices[:2]:
         backend.ctr[d.name] = Container(d.name, d.log_dir)
     r.ges = [GeRun(name="ge-0", role="ge", cpu=2, trace=tmp_path / "t.csv",
-                   out_dir=tmp_path / "ge-0", wait="hybrid", msg_type="con", timeout_ms=100)]
+                   out_dir=tmp_path / "ge-0", stdout=tmp_path / "ge-0.log", wait="hybrid", msg_type="con", timeout_ms=100)]
     r.cd_ge = GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
-                    out_dir=tmp_path / "cd-ge", wait="hybrid", msg_type="con", timeout_ms=100)
+                    out_dir=tmp_path / "cd-ge", stdout=tmp_path / "cd-ge.log", wait="hybrid", msg_type="con", timeout_ms=100)
 
     r.stop_components()
 
     assert [backend.ctr[n].signals for n in ("d-0", "d-1")] == [["SIGTERM"], ["SIGTERM"]]
     assert all((d.log_dir / "device-log.csv").exists() for d in r.devices[:2])
     assert r.failures == [] and r.ge_exit == {}
+
+
+def test_process_backend_stop_reports_the_one_that_ignores_sigterm(tmp_path):
+    """stop(): one SIGTERM each, one shared deadline; None for a process still running."""
+    import subprocess
+    import sys
+    import time
+
+    from wotbench.runner.process_backend import ProcessBackend
+
+    b = ProcessBackend("r", tmp_path, log=lambda msg: None)
+    code = ("import signal, sys, time; {} print('ready', flush=True); time.sleep(30)")
+    for name, ignore in (("polite", False), ("stubborn", True)):
+        b.procs[name] = subprocess.Popen(
+            [sys.executable, "-c", code.format(
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN);" if ignore else "")],
+            stdout=subprocess.PIPE)
+        assert b.procs[name].stdout.readline() == b"ready\n"
+    t = time.monotonic()
+    codes = b.stop(["polite", "stubborn", "never-created"], grace_s=0.5)
+    took = time.monotonic() - t
+    assert codes == {"polite": 128 + 15, "stubborn": None}
+    assert 0.4 < took < 3.0
+    assert b.cleanup() == {"processes": 1} and b.procs == {}
+
+
+def test_cpu_model_is_the_first_model_name(tmp_path):
+    from wotbench.runner.main import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\n"
+                    "processor\t: 1\nmodel name\t: other\n")
+    assert cpu_model(info) == "AMD EPYC 7B13"
+    info.write_text("processor\t: 0\nFeatures\t: fp asimd\n")     # e.g. some ARM kernels
+    assert cpu_model(info) is None and cpu_model(tmp_path / "missing") is None
+
+
+def test_a_bridge_docker_refuses_is_an_environment_problem_naming_the_subnet():
+    import docker.errors
+
+    from wotbench.errors import EnvironmentProblem
+
+    class Networks:
+        def create(self, name, **kw):
+            raise docker.errors.APIError("403 Client Error", explanation="Pool overlaps with "
+                                         "other one on this address space")
+
+    class Client:
+        networks = Networks()
+
+    plan = network.plan_networks("r", "172.28.0.0/16", _addrs(2), ["ge-0"])
+    with pytest.raises(EnvironmentProblem) as e:
+        network.create_networks(Client(), plan, {"wotbench.run": "r"})
+    assert e.value.exit_code == 1
+    assert str(e.value).startswith("network.subnet: Docker cannot create the bridge wb-r-net0 for "
+                                   "172.28.0.0/22: Pool overlaps")

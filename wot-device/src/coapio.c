@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <coap3/coap.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,8 +37,11 @@
 static struct device *D;      /* handlers have no user argument */
 static uint8_t payload[RES_MAX_PAYLOAD];
 
-static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival) {
+static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
+                    const coap_pdu_t *req) {
     struct log_entry e = {.arrival_ns = arrival, .res = res, .method = method, .code = code};
+    coap_bin_const_t tok = coap_pdu_get_token(req);
+    devlog_token(&e, tok.s, tok.length);
     devlog_add(D->log, &e);
 }
 
@@ -67,6 +71,7 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
     struct log_entry e = {.arrival_ns = j->arrival_ns, .start_ns = j->start_ns,
                           .end_ns = j->end_ns, .res = (int32_t)(j->res - D->rs->v),
                           .method = j->method, .code = code_byte(code)};
+    devlog_token(&e, j->token, j->tkl);
     devlog_add(D->log, &e);
     D->c.responses++;
     workq_release(D->wq, j);
@@ -94,12 +99,15 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         D->c.overload_503++;
         D->c.responses++;
         log_now((int32_t)(res - D->rs->v), method,
-                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival);
+                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival, req);
         return;
     }
     j->res = res;
     j->arrival_ns = arrival;
     j->method = method;
+    coap_bin_const_t tok = coap_pdu_get_token(req);
+    j->tkl = (uint8_t)(tok.length < sizeof j->token ? tok.length : sizeof j->token);
+    memcpy(j->token, tok.s, j->tkl);
     j->ctx = a;
     coap_async_set_app_data(a, j);
     workq_submit(D->wq, j);
@@ -114,7 +122,7 @@ static void hnd_unknown(coap_resource_t *r, coap_session_t *s, const coap_pdu_t 
     D->c.responses++;
     coap_pdu_set_code(resp, COAP_RESPONSE_CODE_NOT_FOUND);
     log_now(LOG_RES_UNKNOWN, (uint8_t)coap_pdu_get_code(req),
-            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival);
+            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival, req);
 }
 
 static int on_event(coap_session_t *s, const coap_event_t ev) {
@@ -312,6 +320,17 @@ static int loop(coap_context_t *ctx, int sfd) {
     return 0;
 }
 
+/* Tell the harness the endpoint listens: an empty <log_dir>/ready (no network involved, so the
+ * readiness of many devices costs no neighbour-table entries). Best effort. */
+static void mark_ready(const char *log_dir) {
+    char path[4096];
+    if (!log_dir || snprintf(path, sizeof path, "%s/ready", log_dir) >= (int)sizeof path)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+}
+
 int coapio_run(struct device *d) {
     D = d;
     memset(payload, 'x', sizeof payload);
@@ -349,7 +368,11 @@ int coapio_run(struct device *d) {
         coap_free_context(ctx);
         return 1;
     }
-    int rc = add_resources(ctx) ? 1 : loop(ctx, sfd);
+    int rc = add_resources(ctx) ? 1 : 0;
+    if (rc == 0)
+        mark_ready(d->log_dir);
+    if (rc == 0)
+        rc = loop(ctx, sfd);
     coap_free_context(ctx);
     coap_cleanup();
     close(sfd);

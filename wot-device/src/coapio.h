@@ -12,6 +12,7 @@ struct device {
     struct devlog *log;
     struct counters c;
     const char *listen;         /* ADDR[:PORT] */
+    const char *log_dir;        /* <log_dir>/ready is created once the endpoint listens */
     unsigned nstart;            /* NSTART for server sessions (separate CON responses) */
 };
 

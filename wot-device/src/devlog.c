@@ -29,6 +29,11 @@ void devlog_add(struct devlog *l, const struct log_entry *e) {
         l->dropped++;
 }
 
+void devlog_token(struct log_entry *e, const uint8_t *token, size_t len) {
+    e->tkl = (uint8_t)(len < sizeof e->token ? len : sizeof e->token);
+    memcpy(e->token, token, e->tkl);
+}
+
 static const char *method_name(uint8_t m) {
     static const char *names[] = {"?", "GET", "POST", "PUT", "DELETE"};
     return m < 5 ? names[m] : "?";
@@ -73,7 +78,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
         return -1;
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
-    fputs("arrival_ns,start_ns,end_ns,path,method,code\n", f);
+    fputs("arrival_ns,start_ns,end_ns,path,method,code,token\n", f);
     for (size_t i = 0; i < l->n; i++) {
         const struct log_entry *e = &l->e[i];
         const char *path = e->res >= 0 && (size_t)e->res < rs->n ? rs->v[e->res].path : "";
@@ -83,7 +88,10 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
                     (unsigned long long)e->end_ns);
         else
             fputs(",,", f);
-        fprintf(f, "%s,%s,%u.%02u\n", path, method_name(e->method), e->code >> 5, e->code & 31);
+        fprintf(f, "%s,%s,%u.%02u,", path, method_name(e->method), e->code >> 5, e->code & 31);
+        for (int k = 0; k < e->tkl; k++)
+            fprintf(f, "%02x", e->token[k]);
+        fputc('\n', f);
     }
     if (close_checked(f, "device-log.csv"))
         return -1;

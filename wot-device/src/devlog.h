@@ -12,7 +12,12 @@ struct log_entry {
     int32_t res;                           /* index into the resource set, or LOG_RES_UNKNOWN */
     uint8_t method;                        /* coap_request_t value (1 GET .. 4 DELETE) */
     uint8_t code;                          /* CoAP code byte, class << 5 | detail */
+    uint8_t tkl;                           /* request token length (0..8 kept) */
+    uint8_t token[8];                      /* the request's token: joins the GE's row exactly */
 };
+
+/* copies a request's token (at most 8 bytes) into an entry */
+void devlog_token(struct log_entry *e, const uint8_t *token, size_t len);
 
 struct counters {
     uint64_t requests, responses, overload_503, not_found, malformed;

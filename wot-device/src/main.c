@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "wot-device: out of memory or cannot start threads\n");
         return 1;
     }
-    struct device d = {.rs = &rs, .wq = &wq, .log = &log, .listen = listen,
+    struct device d = {.rs = &rs, .wq = &wq, .log = &log, .listen = listen, .log_dir = log_dir,
                        .nstart = (unsigned)(queue + threads > 65535 ? 65535 : queue + threads)};
     int rc = coapio_run(&d);
     workq_shutdown(&wq);

@@ -12,6 +12,7 @@ struct job {
     const struct resource *res;
     uint64_t arrival_ns, start_ns, end_ns;
     uint8_t method;
+    uint8_t tkl, token[8];      /* the request's token, for the device log */
     void *ctx;                  /* owned by the I/O thread (the libcoap async handle) */
     size_t idx;                 /* slot index */
 };

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CD_NODE = "cd-node"
-CD_GE = "cd-ge"
+from wotbench.addressing import CD_NODE_NAME
+from wotbench.rundir import CD_GE_DIR, CdRecord
+
+CD_NODE = CD_NODE_NAME   # the CD node, a wot-device
+CD_GE = CD_GE_DIR        # its gateway emulator (output in cd-ge/)
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,11 @@ class CdSettings:
     interval_s: float
     calibration_s: float
 
-    def record(self) -> dict:
-        """run.json ``cd``."""
-        return {"device": CD_NODE, "service_time_us": self.service_time_us, "mode": self.mode,
-                "interval_s": self.interval_s, "calibration_s": self.calibration_s}
+    def record(self, resources: str) -> CdRecord:
+        """run.json ``cd``; ``resources``: the CD node's resource file, relative to the run."""
+        return CdRecord(device=CD_NODE, service_time_us=self.service_time_us, mode=self.mode,
+                        interval_s=self.interval_s, calibration_s=self.calibration_s,
+                        resources=resources)
 
 
 def settings(cfg) -> CdSettings:

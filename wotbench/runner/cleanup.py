@@ -9,53 +9,98 @@ from __future__ import annotations
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wotbench.runner.containers import RUN_LABEL
+from wotbench.runner.labels import PROCESS_ENV, RUN_LABEL
 
-PROCESS_ENV = "WOTBENCH_RUN"
+
+REMOVE_PARALLEL = 8          # container removals at once (dockerd does the work)
+STALE_NETWORK_FIX = (
+    "Docker keeps an endpoint of a container that no longer exists (a Docker 20.10 race when "
+    "many containers go at once); nothing but a daemon restart frees it: `systemctl restart "
+    "docker` when no other containers matter, then `wotbench clean`. Until then WoTbench "
+    "runs with the default subnet move to a free one; a run with this network's subnet set "
+    "explicitly stops and names it")
+NETWORK_TRIES = 6            # network removal attempts, with backoff
+
+
+def _remove_container(client, c, run_id, log) -> int:
+    """Disconnect the container from its networks, then remove it: removing many containers
+    that are still attached can leave their endpoints behind in Docker 20.10's network store
+    (the network then "has active endpoints" that nothing can disconnect)."""
+    import docker.errors
+    # a sparse list entry (one API call for all) carries its labels at the top level
+    if not _labelled(c.attrs.get("Labels") or {}, run_id):
+        return 0
+    name = (c.attrs.get("Names") or [c.id])[0]
+    for net in ((c.attrs.get("NetworkSettings") or {}).get("Networks") or {}):
+        try:
+            client.api.disconnect_container_from_network(c.id, net, force=True)
+        except docker.errors.APIError:
+            pass   # not connected (any more), or the network is gone
+    try:
+        c.remove(force=True, v=True)
+        return 1
+    except docker.errors.NotFound:
+        return 0
+    except docker.errors.APIError as e:
+        if "already in progress" not in str(e):
+            log(f"cleanup: cannot remove container {name}: {e}")
+        return 0
+
+
+def _remove_network(net, log) -> bool:
+    """Disconnect what is still attached (also endpoints whose container is gone: Docker 20.10
+    can keep them when many containers go at once), then remove; retry with backoff."""
+    import docker.errors
+    delay = 0.2
+    for attempt in range(NETWORK_TRIES):
+        try:
+            net.reload()
+            for ep in (net.attrs.get("Containers") or {}).values():
+                # by name: a stale endpoint has no container to pass, but its name disconnects it
+                try:
+                    net.client.api.disconnect_container_from_network(ep.get("Name"), net.id,
+                                                                     force=True)
+                except docker.errors.APIError:
+                    pass
+            net.remove()
+            return True
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as e:
+            if attempt == NETWORK_TRIES - 1:
+                log(f"cleanup: cannot remove network {net.name}: {e}; " + STALE_NETWORK_FIX)
+                return False
+            time.sleep(delay)
+            delay *= 2
+    return False
 
 
 def remove_run(client, run_id: str | None, log=print) -> dict[str, int]:
-    """Force-remove containers then networks labelled ``wotbench.run=<run_id>`` (any run when
-    ``run_id`` is None). Idempotent: objects already gone are skipped silently."""
+    """Remove containers (bounded parallel, forced) then networks labelled
+    ``wotbench.run=<run_id>`` (any run when ``run_id`` is None). Idempotent: objects already
+    gone are skipped silently."""
     import docker.errors
 
     flt = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
     removed = {"containers": 0, "networks": 0}
     for attempt in range(3):
         try:
-            leftovers = client.containers.list(all=True, filters=flt)
+            leftovers = client.containers.list(all=True, filters=flt, sparse=True)
         except docker.errors.APIError as e:
             log(f"cleanup: cannot list containers: {e}")
             break
-        for c in leftovers:
-            if not _labelled(c.labels, run_id):
-                continue
-            try:
-                c.remove(force=True, v=True)
-                removed["containers"] += 1
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as e:
-                if "already in progress" not in str(e):
-                    log(f"cleanup: cannot remove container {c.name}: {e}")
         if not leftovers:
             break
+        with ThreadPoolExecutor(max_workers=REMOVE_PARALLEL) as pool:
+            removed["containers"] += sum(pool.map(
+                lambda c: _remove_container(client, c, run_id, log), leftovers))
         time.sleep(0.2 * attempt)
     for net in client.networks.list(filters=flt):
-        if not _labelled(net.attrs.get("Labels") or {}, run_id):
-            continue
-        try:
-            net.reload()
-            for c in net.containers:  # a container from outside attached by hand
-                net.disconnect(c, force=True)
-            net.remove()
+        if _labelled(net.attrs.get("Labels") or {}, run_id) and _remove_network(net, log):
             removed["networks"] += 1
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as e:
-            log(f"cleanup: cannot remove network {net.name}: {e}")
     return removed
 
 
@@ -126,14 +171,18 @@ def main() -> int:
     except Exception as e:
         print(f"Docker not reachable ({e.__class__.__name__}); no containers checked")
         return status
-    runs = sorted({c.labels.get(RUN_LABEL) for c in client.containers.list(
-        all=True, filters={"label": RUN_LABEL})} | {n.attrs.get("Labels", {}).get(RUN_LABEL)
+    runs = sorted({(c.attrs.get("Labels") or {}).get(RUN_LABEL) for c in client.containers.list(
+        all=True, filters={"label": RUN_LABEL}, sparse=True)} | {n.attrs.get("Labels", {}).get(RUN_LABEL)
                                                     for n in client.networks.list(
                                                         filters={"label": RUN_LABEL})})
     removed = remove_run(client, None)
     if removed["containers"] or removed["networks"]:
         print(f"removed {removed['containers']} container(s) and {removed['networks']} "
               f"network(s) of run(s): {', '.join(r for r in runs if r)}")
-    elif not procs:
+    left = [n.name for n in client.networks.list(filters={"label": RUN_LABEL})]
+    if left:   # the reason and the fix were printed for each
+        print(f"{len(left)} network(s) could not be removed: {', '.join(left)}")
+        return 1
+    if not (removed["containers"] or removed["networks"] or procs):
         print("nothing to clean: no container, network or process labelled wotbench.run")
     return status

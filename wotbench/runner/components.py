@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COAP_PORT = 5683
+from wotbench.addressing import COAP_PORT
+from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 
 
 @dataclass
@@ -18,6 +19,7 @@ class DeviceRun:
     cpuset: str
     resources: Path             # host path of the resource file
     log_dir: Path               # host path: devices/<name>/
+    stdout: Path                # its stdout + stderr when a local process (process backend)
     threads: int = 1
     port: int = COAP_PORT
     cpu_quota: float | None = None
@@ -29,13 +31,12 @@ class DeviceRun:
              "--name", self.name]
         return a + (["--listen", listen] if listen else []) + self.impair
 
-    def record(self, run_dir: Path) -> dict:
-        """run.json ``devices[]``."""
-        return {"name": self.name, "id": self.id, "address": self.address, "port": self.port,
-                "group": self.group, "role": self.role,
-                "resources": str(self.resources.relative_to(run_dir)), "cpuset": self.cpuset,
-                "threads": self.threads, "cpu_quota": self.cpu_quota,
-                "memory_mb": self.memory_mb, "log_dir": str(self.log_dir.relative_to(run_dir))}
+    def record(self, rd: RunDir) -> DeviceRecord:
+        """run.json ``devices[]`` / ``cd_node``."""
+        return DeviceRecord(name=self.name, id=self.id, address=self.address, port=self.port,
+                            group=self.group, role=self.role, resources=rd.rel(self.resources),
+                            cpuset=self.cpuset, threads=self.threads, cpu_quota=self.cpu_quota,
+                            memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir))
 
 
 @dataclass
@@ -45,11 +46,13 @@ class GeRun:
     cpu: int
     trace: Path                 # host path
     out_dir: Path               # host path: ge/<id>/ or cd-ge/
+    stdout: Path                # its stdout + stderr when a local process (process backend)
     wait: str = "hybrid"
     msg_type: str = "con"
     timeout_ms: int = 10000
     retransmit: bool = False
     start_at: int | None = None  # absolute CLOCK_MONOTONIC ns
+    warmup_ms: int = 0           # readiness pings before the start (0: none)
     extra: list[str] = field(default_factory=list)
 
     def args(self, trace: str, out_dir: str) -> list[str]:
@@ -59,9 +62,11 @@ class GeRun:
             a += ["--start-at", str(self.start_at)]
         if self.retransmit:
             a.append("--retransmit")
+        if self.warmup_ms:
+            a += ["--warmup-ms", str(self.warmup_ms)]
         return a + self.extra
 
-    def record(self, run_dir: Path) -> dict:
-        return {"id": self.name, "dir": str(self.out_dir.relative_to(run_dir)), "cpu": self.cpu,
-                "trace": str(self.trace.relative_to(run_dir)), "wait": self.wait,
-                "start_at_mono_ns": self.start_at}
+    def record(self, rd: RunDir) -> GeRecord:
+        """run.json ``ges[]`` / ``cd_ge``."""
+        return GeRecord(id=self.name, dir=rd.rel(self.out_dir), cpu=self.cpu,
+                        trace=rd.rel(self.trace), wait=self.wait, start_at_mono_ns=self.start_at)

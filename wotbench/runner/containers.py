@@ -4,10 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROLE_LABEL = "wotbench.role"
-RUN_LABEL = "wotbench.run"
-COMPONENT_LABEL = "wotbench.component"
-NOBODY = 65534   # uid and gid the emulators and hogs run as (containers; process backend as root)
+from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, ROLE_LABEL, RUN_LABEL
 
 # Every container runs the static binary as nobody, without capabilities, on a read-only root.
 LEAST_PRIVILEGE = dict(read_only=True, user=f"{NOBODY}:{NOBODY}", cap_drop=["ALL"],

@@ -1,11 +1,29 @@
-"""Docker backend: FROM scratch images, per-run internal bridges, least-privilege containers."""
+"""Docker backend: FROM scratch images, per-run internal bridges, least-privilege containers.
+
+One Docker client serves the whole run (``DockerKind.connect``): the doctor checks, the images,
+the containers and networks, and Pumba's tc sidecar image all use it.
+"""
 from __future__ import annotations
 
 import signal as _signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from wotbench.config import Config
+from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.netimpair import DeviceTarget
+from wotbench.netimpair.tcimage import ensure_tc_image
+from wotbench.rundir import BridgeRecord
 from wotbench.runner import cleanup, containers, images, network
+from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
+from wotbench.runner.monitor import container_cgroup_dirs
 
 # in-container paths of the bind mounts
 RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/out"
@@ -13,57 +31,197 @@ RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/o
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
+PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
+
+T = TypeVar("T")
+
+
+def docker_client(timeout: int = 30):
+    """A pinged Docker client, or raise the SDK's exception."""
+    import docker
+    client = docker.from_env(timeout=timeout)
+    client.ping()
+    return client
+
+
+def in_parallel(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
+    """``fn`` over ``items`` with at most PARALLEL calls at once; results in order, the first
+    exception re-raised after every call has ended."""
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        futures = [pool.submit(fn, x) for x in items]
+    return [f.result() for f in futures]
+
+
+def hog_container_kwargs(spec: HogSpec, image: str, *, run_id: str) -> dict[str, Any]:
+    """Keyword arguments for docker SDK ``client.containers.run``: detached, unprivileged, no
+    network, pinned to the episode's cores, memory limited to its buffers."""
+    return {
+        "image": image, "command": spec.argv[1:],
+        "name": containers.container_name(run_id, spec.name),
+        "detach": True, "user": f"{NOBODY}:{NOBODY}", "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"], "network_mode": "none", "read_only": True,
+        "cpuset_cpus": spec.cpuset, "mem_limit": spec.memory_limit_bytes,
+        "labels": {**spec.labels, COMPONENT_LABEL: spec.name}, "stop_signal": "SIGTERM",
+    }
+
+
+class DockerHog:
+    """A running hog container."""
+
+    def __init__(self, container):
+        self.container = container
+
+    def stop(self, timeout: float) -> bytes:
+        c = self.container
+        c.reload()
+        if c.status == "running":
+            c.kill(signal="SIGTERM")
+        c.wait(timeout=timeout)
+        return c.logs(stdout=True, stderr=False)
+
+
+class ExitEvents:
+    """Exit codes of this run's containers, pushed by dockerd on one event stream: the runner
+    learns that a device died without listing the containers every second (at a thousand
+    devices that listing alone kept dockerd busy on the core the gateway emulators share)."""
+
+    def __init__(self, client, run_id: str):
+        self.codes: dict[str, int] = {}
+        self._stream = client.events(decode=True, filters={
+            "type": "container", "event": "die", "label": f"{RUN_LABEL}={run_id}"})
+        self._thread = threading.Thread(target=self._read, name="wotbench-exits", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for ev in self._stream:
+                attrs = (ev.get("Actor") or {}).get("Attributes") or {}
+                comp = attrs.get(COMPONENT_LABEL)
+                if comp:
+                    self.codes[comp] = int(attrs.get("exitCode", -1))
+        except Exception:  # noqa: BLE001 - the stream was closed, or dockerd went away
+            pass
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        except Exception:  # noqa: BLE001 - already closed
+            pass
+
+
+class DockerKind:
+    name = "docker"
+    runtime = "Docker"
+    ge_start_lead_s = 0.4
+    needs_docker = True
+    container_namespaces = True
+
+    def connect(self) -> Any:
+        return docker_client()
+
+    def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
+        """A subnet no existing Docker network uses: the configured one when it is free; when
+        it is taken, a free one if the user did not choose it, else a clear stop."""
+        taken = network.subnets_in_use(connection)
+        blocker = network.overlapping(cfg.network.subnet, taken)
+        if blocker is None:
+            return cfg, []
+        if "subnet" in cfg.network.model_fields_set:
+            raise ConfigError(network.subnet_taken_message(cfg.network.subnet, blocker))
+        free = network.free_subnet(cfg.network.subnet, taken)
+        if free is None:
+            raise EnvironmentProblem(network.subnet_taken_message(cfg.network.subnet, blocker)
+                                     + "; no free private /16 was found either")
+        out = cfg.model_copy(deep=True)
+        out.network.subnet = free
+        return out, [f"network.subnet {cfg.network.subnet} overlaps Docker network "
+                     f"{blocker[0]} ({blocker[1]}): this run uses {free}"]
+
+    def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
+        """Pumba's tc sidecar image is built with the run's client."""
+        if connection is None:
+            return {}
+        return {"pumba": {"image_builder": partial(ensure_tc_image, connection)}}
+
+    def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> "DockerBackend":
+        return DockerBackend(connection or docker_client(), run_id, log)
 
 
 class DockerBackend:
     name = "docker"
-    own_cgroup = True
 
-    def __init__(self, client, run_id: str, log=print):
+    def __init__(self, client, run_id: str, log: Log = print):
         self.client, self.run_id, self.log = client, run_id, log
         self.images: dict[str, str] = {}
-        self.net_plan: network.NetworkPlan | None = None
-        self.ctr: dict[str, object] = {}
-        self.labels = {containers.RUN_LABEL: run_id}
+        self.net_plan: Optional[network.NetworkPlan] = None
+        self.ctr: dict[str, Any] = {}
+        self.labels = {RUN_LABEL: run_id}
+        self.exits: Optional[ExitEvents] = None
 
+    # -- describe -----------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        try:
+            return {"docker": self.client.version().get("Version")}
+        except Exception:  # noqa: BLE001 - a fact for the record, never a reason to fail
+            return {}
+
+    # -- build --------------------------------------------------------------------------
     def prepare(self, binaries: dict[str, Path]) -> None:
         self.images = images.ensure_images(self.client, binaries, self.log)
 
+    # -- network ------------------------------------------------------------------------
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
-        self.net_plan = network.plan_networks(self.run_id, subnet, devices, gateways)
-        network.create_networks(self.client, self.net_plan, self.labels)
+        self.exits = self.exits or ExitEvents(self.client, self.run_id)   # before any container
+        plan = network.plan_networks(self.run_id, subnet, devices, gateways)
+        network.create_networks(self.client, plan, self.labels)
+        self.net_plan = plan    # run.json records networks that exist, not planned ones
 
-    def network_record(self) -> list[dict]:
-        return [{"name": b.name, "subnet": str(b.subnet), "devices": len(b.devices),
-                 "gateways": b.gateways} for b in self.net_plan.blocks] if self.net_plan else []
+    def network_record(self) -> list[BridgeRecord]:
+        return [BridgeRecord(name=b.name, subnet=str(b.subnet), devices=len(b.devices),
+                             gateways=b.gateways) for b in self.net_plan.blocks] \
+            if self.net_plan else []
 
-    def _run(self, spec: containers.Spec, start: bool = True):
+    # -- components ---------------------------------------------------------------------
+    def _create(self, spec: containers.Spec):
         c = containers.create(self.client, self.run_id, spec)
         self.ctr[spec.name] = c
-        if start:
-            c.start()
         return c
 
-    def start_device(self, d: DeviceRun) -> None:
-        self._run(containers.Spec(
+    def _start_device(self, d: DeviceRun) -> None:
+        self._create(containers.Spec(
             name=d.name, role=d.role, image=self.images["wot-device"],
             command=d.args(RES_IN, LOGS_IN, None), cpuset=d.cpuset,
             networks=self.net_plan.endpoints(d.name),
             binds={d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")},
-            cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads))
+            cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
+
+    def start_devices(self, devices: Sequence[DeviceRun]) -> None:
+        in_parallel(self._start_device, devices)
 
     def create_ge(self, g: GeRun) -> None:
-        self._run(containers.Spec(
+        self._create(containers.Spec(
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
             command=g.args(TRACE_IN, OUT_IN), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
-            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES), start=False)
+            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
 
     def start_ge(self, g: GeRun) -> None:
         self.ctr[g.name].start()
 
-    def pid(self, name: str) -> int | None:
+    def launch_hog(self, spec: HogSpec) -> DockerHog:
+        kw = hog_container_kwargs(spec, self.images["hog"], run_id=self.run_id)
+        return DockerHog(self.client.containers.run(**kw))
+
+    def impairment_targets(self, names: Sequence[str]) -> list[DeviceTarget]:
+        return [DeviceTarget.from_container(n, self.ctr[n]) for n in names]
+
+    # -- inspect ------------------------------------------------------------------------
+    def cgroup(self, name: str) -> Optional[dict[str, Path]]:
+        c = self.ctr.get(name)
+        return container_cgroup_dirs(c.id) if c is not None else None
+
+    def pid(self, name: str) -> Optional[int]:
         """The running container's pid; None if it is not running or was never created."""
         c = self.ctr.get(name)
         if c is None:
@@ -71,8 +229,10 @@ class DockerBackend:
         c.reload()
         return c.attrs.get("State", {}).get("Pid") or None
 
-    def exit_code(self, name: str) -> int | None:
-        return containers.exit_state(self.ctr[name])[1]
+    def exit_code(self, name: str) -> Optional[int]:
+        if self.exits is not None and name in self.exits.codes:
+            return self.exits.codes[name]
+        return None if self.exits is not None else containers.exit_state(self.ctr[name])[1]
 
     def created(self, name: str) -> bool:
         return name in self.ctr
@@ -82,34 +242,52 @@ class DockerBackend:
         return f"container exited with {code}" + (" (OOM-killed: raise memory_mb)" if oom else "")
 
     def exited(self, names: set[str]) -> dict[str, int]:
-        """Exit codes of the components in ``names`` that are no longer running (one API call)."""
-        out = {}
-        for c in self.client.containers.list(all=True, filters={
-                "label": f"{containers.RUN_LABEL}={self.run_id}", "status": "exited"}):
-            comp = c.labels.get(containers.COMPONENT_LABEL)
-            if comp in names:
-                out[comp] = c.attrs.get("State", {}).get("ExitCode")
-        return out
+        """Exit codes of the components in ``names`` that are no longer running (from the
+        event stream: no API call)."""
+        codes = self.exits.codes if self.exits is not None else {}
+        return {n: c for n, c in list(codes.items()) if n in names}
 
+    # -- control ------------------------------------------------------------------------
     def signal(self, name: str, sig: int) -> None:
         import docker.errors
+        c = self.ctr.get(name)
+        if c is None:
+            return
         try:
-            self.ctr[name].kill(signal=_signal.Signals(sig).name)
+            c.kill(signal=_signal.Signals(sig).name)
         except docker.errors.APIError:
             pass  # not running (any more)
 
-    def wait(self, name: str, timeout: float) -> int | None:
+    def _wait(self, name: str, timeout: float) -> Optional[int]:
         import requests.exceptions
         try:
             return self.ctr[name].wait(timeout=timeout).get("StatusCode")
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             return None
 
+    def stop(self, names: Sequence[str], grace_s: float) -> dict[str, Optional[int]]:
+        names = [n for n in names if n in self.ctr]
+        in_parallel(lambda n: self.signal(n, _signal.SIGTERM), names)
+        deadline = time.monotonic() + grace_s
+        if self.exits is None:  # no event stream: one wait call per container
+            codes = in_parallel(lambda n: self._wait(n, max(0.1, deadline - time.monotonic())),
+                                names)
+            return dict(zip(names, codes))
+        # the exits arrive on the event stream: no API call per container
+        seen = self.exits.codes
+        while time.monotonic() < deadline and not all(n in seen for n in names):
+            time.sleep(0.05)
+        return {n: seen.get(n) for n in names}
+
     def save_output(self, name: str, path: Path) -> None:
         text = containers.logs_tail(self.ctr[name], lines=200)
         if text:
             path.write_text(text)
 
-    def cleanup(self) -> dict:
+    def cleanup(self) -> dict[str, int]:
         self.ctr.clear()
-        return cleanup.remove_run(self.client, self.run_id, self.log)
+        try:
+            return cleanup.remove_run(self.client, self.run_id, self.log)
+        finally:
+            if self.exits is not None:
+                self.exits.close()

@@ -12,7 +12,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
 from wotbench.runner import images
+from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.docker_backend import docker_client
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -25,17 +28,19 @@ class Check:
     fix: str = ""
 
 
-def docker_client():
-    """A pinged Docker client, or raise the SDK's exception."""
-    import docker
-    client = docker.from_env(timeout=30)
-    client.ping()
-    return client
-
-
-def check_docker() -> Check:
+def connect() -> tuple[object | None, Exception | None]:
+    """(a pinged Docker client, None) or (None, why not)."""
     try:
-        client = docker_client()
+        return docker_client(), None
+    except Exception as e:  # noqa: BLE001 - every failure to reach Docker is reported as one
+        return None, e
+
+
+def check_docker(client, problem: Exception | None = None) -> Check:
+    """``client``: a pinged client, or None with the ``problem`` that connecting met."""
+    try:
+        if client is None:
+            raise problem or ConnectionError("no Docker client")
         info = client.info()
     except Exception as e:
         return Check("docker", FAIL, f"Docker daemon not reachable: {e.__class__.__name__}: {e}",
@@ -102,12 +107,26 @@ def check_cgroups() -> Check:
 
 def check_netem() -> Check:
     try:
-        from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
         ok, why = probe_netem()
-    except Exception as e:  # module missing or probe impossible here
+    except Exception as e:  # probe impossible here (no tc, no permission)
         return Check("netem", WARN, f"netem probe not available ({e.__class__.__name__})",
                      "needed only for network impairments")
     return Check("netem", OK if ok else WARN, why, "" if ok else NO_NETEM_HINT)
+
+
+def check_neighbour_table() -> Check:
+    from wotbench.runner.hostlimits import NEIGH_DIR, THRESHOLDS, supported_devices
+    vals = {k: (NEIGH_DIR / k).read_text().strip() if (NEIGH_DIR / k).exists() else "?"
+            for k in THRESHOLDS}
+    n = supported_devices()
+    detail = (f"gc_thresh1/2/3 = {vals['gc_thresh1']}/{vals['gc_thresh2']}/{vals['gc_thresh3']}: "
+              f"Docker runs up to about {n} devices without raising them")
+    if os.geteuid() == 0:
+        return Check("neighbour table", OK, detail + "; as root, a larger run raises them for "
+                     "its duration and restores them")
+    return Check("neighbour table", WARN if (n or 0) < 1000 else OK, detail,
+                 "for more devices (as root): sysctl -w net.ipv4.neigh.default.gc_thresh3=8192 "
+                 "net.ipv4.neigh.default.gc_thresh2=4096")
 
 
 def _cpu_times() -> dict[int, tuple[int, int]]:
@@ -144,14 +163,14 @@ def check_cores(sample_s: float = 0.5) -> Check:
     return Check("free cores", OK, detail)
 
 
-def check_leftovers() -> Check:
+def check_leftovers(client=None) -> Check:
     try:
-        client = docker_client()
+        if client is None:
+            raise ConnectionError("no Docker client")
         n = len(client.containers.list(all=True, filters={"label": "wotbench.run"}))
         m = len(client.networks.list(filters={"label": "wotbench.run"}))
     except Exception:
         return Check("leftovers", OK, "Docker not reachable: nothing to check")
-    from wotbench.runner.cleanup import leftover_processes
     p = len(leftover_processes())
     if n or m or p:
         return Check("leftovers", WARN, f"{n} container(s), {m} network(s), {p} process(es) of "
@@ -159,19 +178,25 @@ def check_leftovers() -> Check:
     return Check("leftovers", OK, "no leftovers of earlier runs")
 
 
-def run_checks(backend: str = "docker", quick: bool = False) -> list[Check]:
+def run_checks(docker: bool = True, quick: bool = False, client=None) -> list[Check]:
+    """Every check; ``docker``: the run uses containers (Docker and cgroup checks); ``client``:
+    a pinged Docker client to reuse (else one is made here, once)."""
+    problem = None
+    if client is None:
+        client, problem = connect()
     checks = []
-    if backend in ("docker", "auto"):
-        checks.append(check_docker())
+    if docker:
+        checks.append(check_docker(client, problem))
     checks += check_binaries()
     checks.append(check_libcoap())
     checks.append(check_collectl())
-    if backend in ("docker", "auto"):
+    if docker:
         checks.append(check_cgroups())
+        checks.append(check_neighbour_table())
     if not quick:
         checks.append(check_netem())
     checks.append(check_cores(0.3 if quick else 0.5))
-    checks.append(check_leftovers())
+    checks.append(check_leftovers(client))
     return checks
 
 
@@ -188,7 +213,7 @@ def print_checks(checks: list[Check]) -> None:
 
 
 def main() -> int:
-    checks = run_checks("docker")
+    checks = run_checks(docker=True)
     print_checks(checks)
     docker_ok = all(c.status != FAIL for c in checks if c.name == "docker")
     others_ok = all(c.status != FAIL for c in checks if c.name != "docker")

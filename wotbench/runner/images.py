@@ -16,19 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
+from wotbench.runner.labels import IMAGE_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-IMAGE_LABEL = "wotbench.image"
 
 
 @dataclass(frozen=True)
 class Component:
-    name: str        # program name: gateway-emulator | wot-device
+    name: str        # program name: gateway-emulator | wot-device | hog
     env_var: str     # overrides the binary path (tests, custom builds); disables make
+    source: str = ""  # source directory under the repository, default: the program name
 
     @property
     def source_dir(self) -> Path:
-        return REPO_ROOT / self.name
+        return REPO_ROOT / (self.source or self.name)
 
     def binary(self) -> Path:
         override = os.environ.get(self.env_var)
@@ -37,7 +38,8 @@ class Component:
 
 GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
 DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN")
-COMPONENTS = (GE, DEVICE)
+HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
+COMPONENTS = (GE, DEVICE)   # every run needs these; the hog only runs with contention episodes
 
 
 def _newest_source_mtime(src: Path) -> float:
@@ -58,24 +60,27 @@ def is_stale(comp: Component) -> bool:
     return binary.stat().st_mtime < _newest_source_mtime(comp.source_dir)
 
 
-def ensure_binaries(log=print) -> dict[str, Path]:
-    """Run ``make -C <component>`` for missing or stale binaries; return name -> path."""
-    paths = {}
-    for comp in COMPONENTS:
-        if is_stale(comp):
-            if not (comp.source_dir / "Makefile").exists():
-                raise EnvironmentProblem(
-                    f"{comp.binary()} does not exist and {comp.source_dir}/Makefile is missing; "
-                    f"build it or point {comp.env_var} at a static {comp.name} binary")
-            log(f"building {comp.name} (make -C {comp.source_dir})")
-            res = subprocess.run(["make", "-C", str(comp.source_dir)], capture_output=True,
-                                 text=True)
-            if res.returncode != 0 or not comp.binary().exists():
-                tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
-                raise EnvironmentProblem(f"make -C {comp.source_dir} failed:\n{tail}\n"
-                                         "fix: run `wotbench doctor` (libcoap static library, gcc)")
-        paths[comp.name] = comp.binary()
-    return paths
+def ensure_binary(comp: Component, log=print) -> Path:
+    """Run ``make -C <source>`` when the binary is missing or stale; return its path."""
+    if is_stale(comp):
+        if not (comp.source_dir / "Makefile").exists():
+            raise EnvironmentProblem(
+                f"{comp.binary()} does not exist and {comp.source_dir}/Makefile is missing; "
+                f"build it or point {comp.env_var} at a static {comp.name} binary")
+        log(f"building {comp.name} (make -C {comp.source_dir})")
+        res = subprocess.run(["make", "-C", str(comp.source_dir)], capture_output=True,
+                             text=True)
+        if res.returncode != 0 or not comp.binary().exists():
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
+            raise EnvironmentProblem(f"make -C {comp.source_dir} failed:\n{tail}\n"
+                                     "fix: run `wotbench doctor` (libcoap static library, gcc)")
+    return comp.binary()
+
+
+def ensure_binaries(log=print, hog: bool = False) -> dict[str, Path]:
+    """The binaries a run needs (built when stale): program name -> path; ``hog``: the run has
+    contention episodes."""
+    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + ((HOG,) if hog else ())}
 
 
 def dockerfile(program: str) -> str:

@@ -1,9 +1,9 @@
 """Network impairments in the run flow (issue 5), on top of ``wotbench.netimpair``.
 
-    imp = Impairments.select(cfg, runtime="docker", runtime_explicit=True)   # before anything exists
+    imp = Impairments.select(cfg, kind, runtime_explicit=True)   # before anything exists
     imp.check_device_binary(wot_device_path)        # app backend: the build must know --impair
     device.impair = imp.device_args(name)           # devices only; the CD node never
-    imp.apply(targets, duration_s)                  # app: when devices start; others: after readiness
+    imp.apply(backend.impairment_targets(names), duration_s)   # app: at start; others: when ready
     imp.remove()                                    # every path, idempotent, never raises
     run_json["network"] = imp.record()
 
@@ -25,6 +25,7 @@ from typing import Any, Optional, Sequence
 
 from wotbench import netimpair
 from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.rundir import NetworkRecord, RunDir
 
 
 class Impairments:
@@ -38,7 +39,9 @@ class Impairments:
 
     # ------------------------------------------------------------------ choose
     @classmethod
-    def select(cls, cfg, runtime: str, runtime_explicit: bool, options=None) -> "Impairments":
+    def select(cls, cfg, kind, runtime_explicit: bool, options=None) -> "Impairments":
+        """``kind``: the runner backend's kind (``container_namespaces``: can netem/pumba enter
+        the devices' network namespaces); ``runtime_explicit``: the user chose it."""
         requested = cfg.network.backend
         try:
             plan = netimpair.resolve_impairments(cfg.devices)
@@ -46,7 +49,7 @@ class Impairments:
             raise ConfigError(e.problems) from None
         if not plan:
             return cls(requested, plan, None, ["no device has network impairments"])
-        if runtime == "process":
+        if not kind.container_namespaces:
             if requested in ("netem", "pumba"):
                 msg = (f"network.backend: {requested} works on device containers (it enters their "
                        f"network namespaces), but this run uses local processes; use "
@@ -68,7 +71,7 @@ class Impairments:
                 if ok:  # available here, but check() rejected the plan: a config problem
                     raise ConfigError([f"network.backend: {e}"]) from None
             raise EnvironmentProblem(f"network.backend: {requested}: {e}") from None
-        if runtime == "process" and requested == "auto":
+        if not kind.container_namespaces and requested == "auto":
             reasons = ["pumba, netem: need device containers; the process backend runs devices "
                        "as local processes"] + reasons
         return cls(requested, plan, backend, reasons)
@@ -132,21 +135,21 @@ class Impairments:
                 f"{json.dumps(self.removed)[:400]}")
 
     # ------------------------------------------------------------------ report
-    def record(self, run_dir: Optional[Path] = None) -> dict:
+    def record(self, rd: Optional[RunDir] = None) -> NetworkRecord:
         """run.json ``network``: backend.record() + requested/backend/reasons; with the app
         backend also each impaired device's counters from its device-summary.json ``impair``."""
         if self.backend is None:
-            return {"backend": None, "requested": self.requested, "reasons": self.reasons,
-                    "devices": {}, "removed": True, "removal": []}
+            return NetworkRecord(backend=None, requested=self.requested, reasons=self.reasons,
+                                 devices={}, removed=True, removal=[])
         rec = dict(self.backend.record())
         rec.update(requested=self.requested, backend=self.backend.name, reasons=self.reasons,
                    in_effect=self.applied)
-        if run_dir is not None:
+        if rd is not None:
             for name, d in rec.get("devices", {}).items():
                 try:
-                    summ = json.loads((run_dir / "devices" / name / "device-summary.json").read_text())
+                    summ = json.loads(rd.device_summary(name).read_text())
                 except (OSError, ValueError):
                     continue
                 if isinstance(summ.get("impair"), dict):
                     d["counters"] = summ["impair"]
-        return rec
+        return NetworkRecord.model_validate(rec)

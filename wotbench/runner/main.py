@@ -1,52 +1,51 @@
 """``wotbench run``: one emulation run from config to verdict (paper §4.2 test harness).
 
-Flow: network-impairment backend chosen (fails early) -> prerequisites (doctor) and stale
-binaries (make) -> images (FROM scratch, local) -> inputs (resolved config, plan.json, trace/)
-in ``<out_root>/<name>-<UTC>/`` -> network -> devices + CD node -> readiness (CoAP ping) ->
-impairments applied (netem/pumba; app flags are on the device command lines) -> monitor ->
-GEs with absolute start times -> wait (bounded) -> impairments removed -> SIGTERM devices (they
-flush their logs) -> remove every container and network -> run.json -> analysis + report.
+Phases (``Runner.execute``): prepare the inputs (``inputs.py``: backend kind, network-impairment
+backend (fails early), host checks, stale binaries, run directory with the resolved config,
+plan.json and trace/) -> deploy (backend images, network, devices + CD node, readiness by CoAP
+ping, netem/pumba impairments) -> run the test (monitor, hogs, GEs with absolute start times
+from ``timeline.py``, the poll loop of ``watch.py``) -> stop (impairments removed, GEs and
+devices SIGTERMed so they write their logs) -> cleanup -> run.json -> analysis + report.
 
-Timeline (CLOCK_MONOTONIC, the same in every container):
-  T0 = now + lead (time to create and start the GE containers and let them load the trace);
-  the CD-GE starts at T0 and probes the CD node for calibration_s + duration_s;
-  the main GE(s) start at T0 + calibration_s (``run.json`` ``test.start_mono_ns``);
-  the wait ends when every GE has exited, bounded by
-  test start + duration_s + timeout_ms + a margin; GEs still running then get SIGTERM.
+The runner talks to its backend (Docker containers or local processes) only through the
+declared interface of ``backend.py``.
 
 Cleanup runs on every path (normal end, failed step, Ctrl-C, SIGTERM): SIGINT/SIGTERM become
 an :class:`Interrupted` exception; the ``finally`` block ignores further signals while it
 removes the network impairments, stops the GEs and devices (so their partial logs are
-written), removes every container and network labelled with this run id, and writes run.json. A SIGKILLed harness cannot clean up:
-``wotbench clean`` removes what it left.
+written), removes every container and network labelled with this run id, and writes run.json.
+A SIGKILLed harness cannot clean up: ``wotbench clean`` removes what it left.
 
 Exit codes: 0 trustworthy, 3 flagged (verdict, or a component failed), 2 bad input,
 1 environment failure, 130/143 interrupted.
 """
 from __future__ import annotations
 
-import json
 import os
 import platform
 import signal
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
-from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
-from wotbench.runner import cd_module, doctor, images
+from wotbench.config import load_config
+from wotbench.errors import WotbenchError
+from wotbench.plan import make_plan
+from wotbench.resolve import cd_node_address, device_addresses, resolve
+from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
+from wotbench.runner import cd_module, hostlimits, images, inputs
+from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.containers import NOBODY
+from wotbench.runner.hogs import Hogs
+from wotbench.runner.impair import Impairments
 from wotbench.runner.monitor import Monitor
-from wotbench.runner.progress import ProgressView
-from wotbench.runner.readiness import wait_ready
+from wotbench.runner import readiness
+from wotbench.runner.timeline import Timeline, lead_s
+from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test
+from wotbench.stamps import iso_stamp
 
 STOP_GRACE_S = 15.0       # devices: SIGTERM -> exit (they write their logs)
-END_MARGIN_S = 15.0       # added to the bounded wait for the GEs
-
-
 HARNESS_NICE = 10
 
 
@@ -56,6 +55,17 @@ def lower_priority(nice: int) -> None:
     current = os.getpriority(os.PRIO_PROCESS, 0)
     if current < nice:
         os.nice(nice - current)
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> Optional[str]:
+    """/proc/cpuinfo "model name" of the first CPU (None where the kernel names none)."""
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 class Interrupted(Exception):
@@ -68,46 +78,42 @@ def log(msg: str) -> None:
     print(f"wotbench: {msg}", flush=True)
 
 
-def _writable_dir(path: Path) -> Path:
-    """A directory the unprivileged (uid 65534) programs can write into."""
-    path.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:
-        os.chown(path, NOBODY, NOBODY)
-    else:
-        path.chmod(0o777)
-    return path
-
-
-def _utc_stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
 class Runner:
     def __init__(self, config_path, out_root="reports", backend=None):
         self.config_path = Path(config_path)
         self.out_root = Path(out_root)
-        self.backend_name = backend
-        self.run_dir: Path | None = None
+        self.requested_backend = backend
+        self.kind: BackendKind | None = None
+        self.connection = None              # kind.connect(): one runtime client per run
+        self.rd: RunDir | None = None
         self.run_id: str | None = None
-        self.backend = None
+        self.backend: RunBackend | None = None
         self.monitor: Monitor | None = None
         self.cfg = self.resolved = self.plan = None
+        self.binaries: dict[str, Path] = {}
+        self.trace_summary = None
         self.devices: list[DeviceRun] = []
         self.ges: list[GeRun] = []          # main GEs
         self.cd_ge: GeRun | None = None
         self.cd: cd_module.CdSettings | None = None
         self.failures: list[dict] = []
         self.warnings: list[str] = []
-        self.timeline: dict = {}
+        self.timeline: Timeline | None = None
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
         self.aborted = False                # the test could not complete (GE failure)
         self.exit_hint: int | None = None   # 2 when a GE rejected its input
         self.started = False
-        self.hogs = None
-        self.contention: list[dict] = []
-        self.impair = None                  # runner.impair.Impairments (network impairments)
+        self.hogs: Hogs | None = None
+        self.contention: list = []
+        self.impair: Impairments | None = None
+        self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
+        self.phases = Phases()
+
+    @property
+    def run_dir(self) -> Path | None:
+        return self.rd.path if self.rd else None
 
     # -------------------------------------------------------------- signals
     def _raise_signal(self, signum, frame):
@@ -155,72 +161,37 @@ class Runner:
 
     # -------------------------------------------------------------- 1-3: inputs
     def prepare(self) -> None:
-        from wotbench import tracegen
-        from wotbench.config import dump_resolved, load_config, resolve
-        from wotbench.plan import make_plan
-
         cfg = load_config(self.config_path)
-        name = self.backend_name or cfg.backend
-        explicit = name != "auto"
-        if name == "auto":
-            try:
-                doctor.docker_client()
-                name = "docker"
-            except Exception:
-                name = "process"
-                log("Docker not reachable: using the process backend")
-        if name not in ("docker", "process"):
-            raise ConfigError(f"backend: unknown backend {name!r} (docker | process | auto)")
-        self.backend_name = name
+        self.kind, explicit, self.connection = inputs.select_kind(
+            self.requested_backend or cfg.backend, log)
         # network impairments: choose the backend before anything is created (fail early)
-        from wotbench.runner.impair import Impairments
-        self.impair = Impairments.select(cfg, name, explicit)
+        self.impair = Impairments.select(cfg, self.kind, explicit,
+                                         options=self.kind.impairment_options(self.connection))
         if self.impair.backend is not None:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
-        checks = doctor.run_checks(name, quick=True)
-        bad = [c for c in checks if c.status == doctor.FAIL]
-        if bad:
-            raise EnvironmentProblem("prerequisites missing:\n" + "\n".join(
-                f"  {c.name}: {c.detail}" + (f"\n    fix: {c.fix}" if c.fix else "") for c in bad))
-        for c in checks:
-            if c.status == doctor.WARN and c.name in ("free cores", "leftovers", "collectl"):
-                self.warnings.append(f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else ""))
-                log(f"warning: {self.warnings[-1]}")
-        self.binaries = images.ensure_binaries(log)
+        self.warnings += inputs.check_host(self.kind, self.connection, log)
+        self.binaries = images.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
 
-        if name == "process":  # devices on loopback addresses: 172.28.0.10 -> 127.0.0.10
-            cfg = cfg.model_copy(deep=True)
-            cfg.network.subnet = "127.0.0.0/8"
-            self.warnings.append("process backend: cpu_quota and memory_mb are not enforced")
+        cfg, notes = self.kind.adapt(cfg, self.connection)
+        for n in notes:
+            log(n)
+        self.warnings += notes
         self.cfg = cfg
-        self.resolved = resolve(cfg)
-        self.plan = make_plan(self.resolved)
+        self.plan = make_plan(cfg)
+        self.resolved = resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
+        if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
+            self.tuning.apply(hostlimits.neighbour_plan(cfg.total_devices + 1,
+                                                        cfg.gateways.count + 1))
 
-        self.out_root.mkdir(parents=True, exist_ok=True)
-        base = f"{cfg.name}-{_utc_stamp()}"
-        run_dir, k = self.out_root / base, 1
-        while True:
-            try:
-                run_dir.mkdir()
-                break
-            except FileExistsError:
-                k += 1
-                run_dir = self.out_root / f"{base}-{k}"
-        self.run_dir, self.run_id = run_dir.resolve(), run_dir.name
-        log(f"run {self.run_id} ({name} backend) -> {self.run_dir}")
-        self.impair.set_log_dir(self.run_dir / "network")
-        dump_resolved(self.resolved, run_dir / "config.resolved.yaml")
-        self.plan.write(run_dir / "plan.json")
-        for w in self.plan.warnings:
-            log(f"plan: {w}")
-        summary = tracegen.write_trace(self.resolved, run_dir / "trace")
-        self.trace_summary = summary
-        for w in getattr(summary, "warnings", []):
-            log(f"trace: {w}")
-            self.warnings.append(f"trace: {w}")
+        self.rd = inputs.make_run_dir(self.out_root, cfg.name)
+        self.run_id = self.rd.path.name
+        log(f"run {self.run_id} ({self.kind.name} backend) -> {self.rd.path}")
+        self.impair.set_log_dir(self.rd.network_dir)
+        self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log)
+        self.warnings += notes
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, self.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
@@ -230,91 +201,84 @@ class Runner:
 
     # -------------------------------------------------------------- 4-6: deploy
     def _build_components(self) -> None:
-        from wotbench.config import cd_node_address, device_addresses
-
-        rd, cfg, plan = self.run_dir, self.resolved, self.plan
+        rd, cfg, plan = self.rd, self.resolved, self.plan
         groups = {g.group: g for g in cfg.devices}
         for a in device_addresses(cfg):
             g = groups[a.group]
             self.devices.append(DeviceRun(
                 name=a.name, id=a.id, group=a.group, role="device", address=a.ip, port=a.port,
-                cpuset=plan.devices[a.name], resources=rd / "trace" / "resources" / f"{a.name}.csv",
-                log_dir=_writable_dir(rd / "devices" / a.name), threads=g.threads,
+                cpuset=plan.devices[a.name], resources=rd.resource_file(a.name),
+                log_dir=inputs.writable_dir(rd.device_dir(a.name)),
+                stdout=rd.device_stdout(a.name), threads=g.threads,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=self.impair.device_args(a.name, "device")))
         if self.cd.enabled:
             a = cd_node_address(cfg)
             self.devices.append(DeviceRun(
                 name=a.name, id=a.id, group=a.group, role="cd-node", address=a.ip, port=a.port,
-                cpuset=plan.cd_node_cpuset, resources=rd / "trace" / "resources" / f"{a.name}.csv",
-                log_dir=_writable_dir(rd / "devices" / a.name), threads=1, memory_mb=32))
+                cpuset=plan.cd_node_cpuset, resources=rd.resource_file(a.name),
+                log_dir=inputs.writable_dir(rd.device_dir(a.name)),
+                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32))
             self.cd_ge = GeRun(name=cd_module.CD_GE, role="cd-ge", cpu=plan.cd_ge_core,
-                               trace=rd / "trace" / "cd-trace.csv",
-                               out_dir=_writable_dir(rd / "cd-ge"), wait="hybrid",
+                               trace=rd.cd_trace,
+                               out_dir=inputs.writable_dir(rd.ge_dir(cd_module.CD_GE)),
+                               stdout=rd.ge_stdout(cd_module.CD_GE), wait="hybrid",
                                msg_type="con", timeout_ms=cfg.gateways.timeout_ms)
         n = cfg.gateways.count
         for k in range(n):
-            trace = rd / "trace" / ("trace.csv" if n == 1 else f"ge-{k}.csv")
-            self.ges.append(GeRun(name=f"ge-{k}", role="ge", cpu=plan.ge_cores[f"ge-{k}"],
-                                  trace=trace, out_dir=_writable_dir(rd / "ge" / f"ge-{k}"),
-                                  wait=cfg.gateways.wait, msg_type=cfg.gateways.message_type,
+            name = f"ge-{k}"
+            self.ges.append(GeRun(name=name, role="ge", cpu=plan.ge_cores[name],
+                                  trace=rd.ge_trace(k, n),
+                                  out_dir=inputs.writable_dir(rd.ge_dir(name)),
+                                  stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
+                                  msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
                                   retransmit=cfg.gateways.retransmit))
 
+    @property
+    def all_ges(self) -> list[GeRun]:
+        return self.ges + ([self.cd_ge] if self.cd_ge else [])
+
     def deploy(self) -> None:
         self._build_components()
-        if self.backend_name == "docker":
-            from wotbench.runner.docker_backend import DockerBackend
-            self.backend = DockerBackend(doctor.docker_client(), self.run_id, log)
-        else:
-            from wotbench.runner.process_backend import ProcessBackend
-            self.backend = ProcessBackend(self.run_id, self.run_dir, log)
+        self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
         self.backend.prepare(self.binaries)
-        from wotbench.runner.hogs import Hogs
-        self.hogs = Hogs(self.backend, self.run_id, self.run_dir / "contention", log)
-        self.hogs.prepare(self.resolved)
-        gateways = [g.name for g in self.ges] + ([self.cd_ge.name] if self.cd_ge else [])
+        self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
         self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.name: d.address for d in self.devices}, gateways)
+                                   {d.name: d.address for d in self.devices},
+                                   [g.name for g in self.all_ges])
         t = time.monotonic()
         self.started = True
-        if self.backend_name == "docker":  # container creation is slow: a few in parallel
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                for fut in [pool.submit(self.backend.start_device, d) for d in self.devices]:
-                    fut.result()
-        else:  # the main thread: the parent-death signal fires when the *spawning thread* ends
-            for d in self.devices:
-                self.backend.start_device(d)
+        self.backend.start_devices(self.devices)
         if self.impair.applies_at_start:  # app: the --impair flags are in effect already
             self.impair.apply([], self._impair_duration_s())
-        log(f"{len(self.devices)} device(s) started in {time.monotonic() - t:.1f} s; "
+        self.phases.start_devices_s = round(time.monotonic() - t, 3)
+        log(f"{len(self.devices)} device(s) started in {self.phases.start_devices_s:.1f} s; "
             "waiting for CoAP pings")
-        names = {d.name for d in self.devices}
-
-        def dead():
-            return {n: f"exited with {c}" for n, c in self.backend.exited(names).items()}
-        took = wait_ready([(d.name, d.address, d.port) for d in self.devices],
-                          timeout_s=15 + 0.05 * len(self.devices), dead=dead)
-        log(f"all devices answer CoAP ping ({took:.2f} s)")
+        took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name)) for d in self.devices],
+                                        timeout_s=15 + 0.05 * len(self.devices), dead=self._dead)
+        self.phases.listening_s = round(took, 3)
+        log(f"all devices listen ({took:.2f} s)")
         self.apply_impairments()
 
+    def _dead(self) -> dict[str, str]:
+        """Devices that exited (readiness fails at once instead of waiting for its timeout)."""
+        names = {d.name for d in self.devices}
+        return {n: f"exited with {c}" for n, c in self.backend.exited(names).items()}
+
     def _impair_duration_s(self) -> float:
-        """How long a time-limited impairment (pumba --duration) must last: calibration, test,
-        the GE timeout and the end margin, plus the start lead (bounded by 10 s)."""
         cfg = self.resolved
         cal = self.cd.calibration_s if self.cd_ge else 0.0
-        return cal + cfg.duration_s + cfg.gateways.timeout_ms / 1000 + END_MARGIN_S + 10.0
+        return Timeline(0, cal, cfg.duration_s, cfg.gateways.timeout_ms).impairment_s()
 
     def apply_impairments(self) -> None:
         """netem/pumba: into the running device containers' namespaces (never the CD node)."""
         imp = self.impair
         if imp is None or imp.backend is None or imp.applied:
             return
-        from wotbench.netimpair import DeviceTarget
-        targets = [DeviceTarget.from_container(d.name, self.backend.ctr[d.name])
-                   for d in self.devices if d.role == "device" and imp.plan.get(d.name)]
-        log(f"applying network impairments ({imp.name} backend) to {len(targets)} device(s)")
-        imp.apply(targets, self._impair_duration_s())
+        names = [d.name for d in self.devices if d.role == "device" and imp.plan.get(d.name)]
+        log(f"applying network impairments ({imp.name} backend) to {len(names)} device(s)")
+        imp.apply(self.backend.impairment_targets(names), self._impair_duration_s())
 
     def remove_impairments(self) -> None:
         if self.impair is not None and self.impair.backend is not None \
@@ -327,85 +291,63 @@ class Runner:
     def run_test(self) -> None:
         cfg = self.resolved
         # per-component CPU accounting always; collectl only with monitor.enabled
-        self.monitor = Monitor(self.run_dir / "monitor", cfg.monitor.interval_s,
+        self.monitor = Monitor(self.rd, cfg.monitor.interval_s,
                                cpus=self.plan.os_cores or None,
                                collectl=cfg.monitor.enabled, log=log)
         self.monitor.start()
         for d in self.devices:
-            pid = self.backend.pid(d.name)
-            if pid:
-                self.monitor.watch(d.name, d.role, pid, self.backend.own_cgroup)
+            self._watch(d.name, d.role, d.group if d.role == "device" else None)
 
-        all_ges = self.ges + ([self.cd_ge] if self.cd_ge else [])
-        requests = getattr(self.trace_summary, "requests", 0)
-        lead_s = 1.0 + (0.4 if self.backend_name == "docker" else 0.05) * len(all_ges) \
-            + requests / 2e6
-        cal_ns = int(self.cd.calibration_s * 1e9) if self.cd_ge else 0
-        t0 = time.monotonic_ns() + int(lead_s * 1e9)
-        test_start = t0 + cal_ns
-        test_end = test_start + int(cfg.duration_s * 1e9)
+        all_ges = self.all_ges
+        n_main = sum(1 for d in self.devices if d.role == "device")
+        for g in all_ges:   # readiness from the GE's own address: pings before its start
+            g.warmup_ms = readiness.warmup_ms(n_main if g.role == "ge" else 1)
+        warm_s = max(g.warmup_ms for g in all_ges) / 1000
+        self.timeline = tl = Timeline.plan(
+            time.monotonic_ns(),
+            lead_s(len(all_ges), self.kind.ge_start_lead_s, self.trace_summary.requests) + warm_s,
+            self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
+            cfg.gateways.timeout_ms)
         if self.cd_ge:
-            self.cd_ge.start_at = t0
+            self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
-            g.start_at = test_start
-        self.timeline = {"t0_mono_ns": t0, "calibration": {"start_mono_ns": t0,
-                                                            "end_mono_ns": test_start},
-                         "test": {"start_mono_ns": test_start, "duration_s": cfg.duration_s}}
-        self.contention = self.hogs.launch(self.resolved, self.plan, test_start)
+            g.start_at = tl.test_start_ns
+        self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
         for g in all_ges:
             self.backend.create_ge(g)
         for g in ([self.cd_ge] if self.cd_ge else []) + self.ges:
             self.backend.start_ge(g)
-            pid = self.backend.pid(g.name)
-            if pid and self.monitor:
-                self.monitor.watch(g.name, g.role, pid, self.backend.own_cgroup)
-        late = time.monotonic_ns() - t0
+            self._watch(g.name, g.role)
+        late = time.monotonic_ns() - tl.t0_ns
         if late > 0:
             self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
-        log(f"T0 in {(t0 - time.monotonic_ns()) / 1e9:.1f} s: calibration {cal_ns / 1e9:g} s, "
-            f"then the test for {cfg.duration_s:g} s")
+        warm = readiness.wait_warm(
+            [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges],
+            {f"{d.address}:{d.port}": d.name for d in self.devices}, tl.t0_ns, dead=self._dead,
+            ge_gone=lambda name: self.backend.exit_code(name) is not None)
+        if warm:
+            self.phases.warmup_s = max(w["took_ms"] for w in warm.values()) / 1000
+            log("every device answers its gateway emulator's CoAP ping ("
+                + ", ".join(f"{g}: {w['took_ms']:.0f} ms" for g, w in warm.items()) + ")")
+        log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
+            f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
+        self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
+                                       {d.name for d in self.devices}, tl, self.fail,
+                                       self._ge_failed))
 
-        deadline = test_end + int((cfg.gateways.timeout_ms / 1000 + END_MARGIN_S) * 1e9)
-        dev_names = {d.name for d in self.devices}
-        running = {g.name: g for g in all_ges}
-        dead_devices: set[str] = set()
-        next_check = 0.0
-        with ProgressView([g.out_dir / "progress.bin" for g in self.ges],
-                          self.cd_ge.out_dir / "progress.bin" if self.cd_ge else None,
-                          test_start, test_end, t0) as view:
-            while running:
-                view.update()
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + 1.0
-                    gone = self.backend.exited(dev_names - dead_devices)
-                    for name, code in sorted(gone.items()):
-                        dead_devices.add(name)
-                        self.fail(name, f"{self.backend.describe_exit(name)} during the test "
-                                  f"(exit code {code})")
-                    for name in list(running):
-                        code = self.backend.exit_code(name)
-                        if code is None:
-                            continue
-                        g = running.pop(name)
-                        self.ge_exit[name] = code
-                        if code != 0:
-                            self._ge_failed(g, code, running)
-                if time.monotonic_ns() > deadline:
-                    for name in list(running):
-                        self.fail(name, "still running at the bounded end of the test; stopped")
-                        self.backend.signal(name, signal.SIGTERM)
-                        self.ge_exit[name] = self.backend.wait(name, 10)
-                        running.pop(name)
-                    break
-                time.sleep(0.25)
-            view.update()
+    def _watch(self, name: str, role: str, group: str | None = None) -> None:
+        """Account the component's CPU: its own cgroup when it has one, else its threads."""
+        cgroup = self.backend.cgroup(name)
+        pid = None if cgroup else self.backend.pid(name)
+        if cgroup or pid:
+            self.monitor.watch(name, role, pid=pid, cgroup=cgroup, group=group)
 
-    def _ge_failed(self, g: GeRun, code: int, running: dict) -> None:
-        out = g.out_dir / "container.log"
+    def _ge_failed(self, g: GeRun, code: int, running: dict[str, GeRun]) -> None:
+        out = self.rd.ge_container_log(g.name)
         self.backend.save_output(g.name, out)
         why = {2: "rejected its input (exit 2)", 1: "environment failure (exit 1)"}.get(
             code, f"exited with {code}")
-        self.fail(g.name, f"gateway emulator {why}; see {out.relative_to(self.run_dir)}"
+        self.fail(g.name, f"gateway emulator {why}; see {self.rd.rel(out)}"
                   if out.exists() else f"gateway emulator {why}")
         if code == 2:
             self.exit_hint = 2
@@ -421,19 +363,18 @@ class Runner:
         False for such a device."""
         if self.backend is None:
             return
-        for g in self.ges + ([self.cd_ge] if self.cd_ge else []):
-            if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None:
-                self.backend.signal(g.name, signal.SIGTERM)
-                code = self.backend.wait(g.name, 10)
-                self.ge_exit.setdefault(g.name, code)
+        running = [g.name for g in self.all_ges
+                   if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
+        for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
+            self.ge_exit.setdefault(name, code)
         names = [d.name for d in self.devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
+        t = time.monotonic()
+        codes = self.backend.stop(alive, STOP_GRACE_S)
+        self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
-            self.backend.signal(n, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for n in alive:
-            code = self.backend.wait(n, max(0.1, deadline - time.monotonic()))
+            code = codes.get(n)
             if code is None:
                 self.backend.signal(n, signal.SIGKILL)
                 self.fail(n, f"did not stop within {STOP_GRACE_S:g} s of SIGTERM; killed, "
@@ -445,8 +386,8 @@ class Runner:
             if not self.backend.created(d.name):
                 continue    # never created: nothing to stop, no output to save
             if d.name in reported or d.name in already:
-                self.backend.save_output(d.name, d.log_dir / "container.log")
-            if d.name not in reported and not (d.log_dir / "device-log.csv").exists():
+                self.backend.save_output(d.name, self.rd.device_container_log(d.name))
+            if d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
 
     # -------------------------------------------------------------- cleanup + run.json
@@ -462,59 +403,51 @@ class Runner:
         if self.monitor is not None:
             self.monitor.stop()
         if self.backend is not None:
+            t = time.monotonic()
             try:
                 removed = self.backend.cleanup()
                 log("removed " + ", ".join(f"{v} {k}" for k, v in removed.items()))
             except Exception as e:
                 log(f"cleanup failed: {e}; run `wotbench clean`")
-        if self.run_dir is not None:
-            self.write_run_json()
+            self.phases.teardown_s = round(time.monotonic() - t, 3)
+        self.tuning.restore()
+        if self.rd is not None:
+            self.rd.write_run(self.record())
 
-    def host_record(self) -> dict:
+    def host_record(self) -> HostRecord:
         u = os.uname()
-        host = {"hostname": u.nodename, "kernel": u.release, "machine": u.machine,
-                "cpus": os.cpu_count(), "python": platform.python_version(),
-                "harness_cpus": sorted(os.sched_getaffinity(0))}
-        if self.backend_name == "docker" and self.backend is not None:
-            try:
-                v = self.backend.client.version()
-                host["docker"] = v.get("Version")
-            except Exception:
-                pass
-        return host
+        return HostRecord(hostname=u.nodename, kernel=u.release, machine=u.machine,
+                          cpus=os.cpu_count(), python=platform.python_version(),
+                          harness_cpus=sorted(os.sched_getaffinity(0)), cpu_model=cpu_model(),
+                          **(self.backend.describe() if self.backend else {}))
 
-    def write_run_json(self) -> Path:
-        rd = self.run_dir
-        tl = self.timeline
-        err = self.error
-        rec = {
-            "name": self.cfg.name if self.cfg else None, "run_id": self.run_id,
-            "backend": self.backend_name, "host": self.host_record(),
-            "calibration": tl.get("calibration") if self.cd_ge else None,
-            "test": tl.get("test"), "t0_mono_ns": tl.get("t0_mono_ns"),
-            "cd": dict(self.cd.record(), resources="trace/resources/cd-node.csv")
-            if self.cd and self.cd_ge else None,
-            "devices": [d.record(rd) for d in self.devices if d.role == "device"],
-            "cd_node": next((d.record(rd) for d in self.devices if d.role == "cd-node"), None),
-            "ges": [g.record(rd) for g in self.ges],
-            "cd_ge": self.cd_ge.record(rd) if self.cd_ge else None,
-            "ge_exit_codes": self.ge_exit,
-            "networks": self.backend.network_record() if self.backend else [],
-            "plan": {"faithful": self.plan.faithful, "warnings": self.plan.warnings}
+    def record(self) -> RunRecord:
+        """run.json: what was deployed and what happened, so far (every path writes it)."""
+        rd, tl, err = self.rd, self.timeline, self.error
+        cd_on = bool(self.cd and self.cd_ge)
+        return RunRecord(
+            name=self.cfg.name if self.cfg else None, run_id=self.run_id,
+            backend=self.kind.name if self.kind else None, host=self.host_record(),
+            calibration=Window(start_mono_ns=tl.t0_ns, end_mono_ns=tl.test_start_ns)
+            if tl and cd_on else None,
+            test=TestWindow(start_mono_ns=tl.test_start_ns, duration_s=tl.duration_s)
+            if tl else None,
+            t0_mono_ns=tl.t0_ns if tl else None,
+            cd=self.cd.record(rd.rel(rd.resource_file(cd_module.CD_NODE))) if cd_on else None,
+            devices=[d.record(rd) for d in self.devices if d.role == "device"],
+            cd_node=next((d.record(rd) for d in self.devices if d.role == "cd-node"), None),
+            ges=[g.record(rd) for g in self.ges],
+            cd_ge=self.cd_ge.record(rd) if self.cd_ge else None,
+            ge_exit_codes=self.ge_exit,
+            networks=self.backend.network_record() if self.backend else [],
+            plan=PlanNote(faithful=self.plan.faithful, warnings=self.plan.warnings)
             if self.plan else None,
-            "contention": self.contention,
-            "network": self.impair.record(rd) if self.impair is not None else None,
-            "failures": self.failures, "warnings": self.warnings,
-            "interrupted": self.interrupted is not None,
-            "aborted": self.aborted,
-            "error": str(err) if err else None,
-            "written_at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
-        path = rd / "run.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(rec, indent=2) + "\n")
-        tmp.replace(path)
-        return path
+            contention=self.contention,
+            network=self.impair.record(rd) if self.impair is not None else None,
+            host_tuning=self.tuning.record(), phases=self.phases,
+            failures=self.failures, warnings=self.warnings,
+            interrupted=self.interrupted is not None, aborted=self.aborted,
+            error=str(err) if err else None, written_at_utc=iso_stamp())
 
     # -------------------------------------------------------------- 11: verdict
     def conclude(self) -> int:
@@ -527,27 +460,17 @@ class Runner:
                 raise self.error  # the CLI prints it and exits with its code
             return 1
         if self.aborted:
-            log(f"the test did not complete (see failures in {self.run_dir / 'run.json'})")
+            log(f"the test did not complete (see failures in {self.rd.run_json})")
             return self.exit_hint or 1
-        code = 0
-        try:
-            from wotbench.analysis import analyze
-        except ImportError:
-            log("analysis module not available: raw data and run.json written, no verdict")
-            return 3 if self.failures else 0
-        summary = analyze(self.run_dir)
-        verdict = summary.get("verdict", {})
-        code = int(verdict.get("exit_code", 0))
-        log(f"verdict: {verdict.get('status', '?')}")
-        for r in verdict.get("reasons", []):
+        from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
+        verdict = analyze(self.run_dir).verdict
+        code = verdict.exit_code
+        log(f"verdict: {verdict.status}")
+        for r in verdict.reasons:
             print(f"  - {r}")
         if self.resolved.report.enabled:
-            try:
-                from wotbench.report import render
-            except ImportError:
-                log("report module not available: no report.html")
-            else:
-                log(f"report: {render(self.run_dir)}")
+            from wotbench.report import render   # heavy (matplotlib)
+            log(f"report: {render(self.run_dir)}")
         if self.failures and code == 0:
             log(f"{len(self.failures)} component failure(s): flagging the run")
             code = 3

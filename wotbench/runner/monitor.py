@@ -5,8 +5,9 @@
   run on the OS core(s). :func:`load_collectl` parses them into pandas with a ``mono_ns``
   column (mapping saved in ``monitor/clock.json``) and :meth:`Monitor.stop` writes the parsed
   table to ``monitor/host.csv`` and ``monitor/cpu.csv``.
-- ``monitor/cgroups.csv``, one row per component per interval, cumulative counters
-  (the analysis takes differences):
+- ``monitor/cgroups.csv``, one row per component per interval (devices: in rotating batches of
+  ``DEVICE_BATCH``, plus a ``<group>-*`` row per device group summing its devices' latest
+  counters), cumulative counters (the analysis takes differences):
   ``mono_ns,component,role,cpu_ns,runqueue_ns,nr_periods,nr_throttled,throttled_ns``
   ``cpu_ns``: CPU time consumed (cgroup cpuacct.usage / cpu.stat usage_usec when the component
   has its own cgroup, i.e. a container; else the sum over its threads of /proc schedstat).
@@ -18,29 +19,25 @@ Every file is read defensively (cgroup v1 or v2, missing files, vanished process
 from __future__ import annotations
 
 import csv
-import glob
 import json
+import os
 import signal
 import shutil
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
+
+from wotbench.rundir import RunDir
+from wotbench.runner.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_COLUMNS = ["mono_ns", "component", "role", "cpu_ns", "runqueue_ns", "nr_periods",
                   "nr_throttled", "throttled_ns"]
-
-
-@dataclass
-class Watched:
-    component: str
-    role: str
-    pid: int
-    own_cgroup: bool       # True for containers: cgroup counters belong to this component
+DEVICE_BATCH = 100   # devices read per interval (the others keep their latest values)
 
 
 def _read(path: Path) -> str | None:
@@ -74,6 +71,23 @@ def cgroup_dirs(pid: int) -> dict[str, Path]:
     return out
 
 
+def container_cgroup_dirs(container_id: str) -> dict[str, Path]:
+    """The cgroup directories of a Docker container found from its id alone (no API call, no
+    pid): cgroupfs (``docker/<id>``) or systemd (``system.slice/docker-<id>.scope``) layout."""
+    rels = (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
+    out = {}
+    for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct"))):
+        for m in mounts:
+            for rel in rels:
+                if (CGROUP_ROOT / m / rel).is_dir():
+                    out.setdefault(ctl, CGROUP_ROOT / m / rel)
+    for base in (CGROUP_ROOT / "unified", CGROUP_ROOT):
+        for rel in rels:
+            if (base / rel / "cpu.stat").exists():
+                out.setdefault("v2", base / rel)
+    return out
+
+
 def _kv(text: str | None) -> dict[str, int]:
     out = {}
     for line in (text or "").splitlines():
@@ -83,102 +97,166 @@ def _kv(text: str | None) -> dict[str, int]:
     return out
 
 
-def cgroup_counters(dirs: dict[str, Path]) -> dict[str, int | None]:
-    """cpu_ns, nr_periods, nr_throttled, throttled_ns from the v1 or v2 files available."""
-    res: dict[str, int | None] = {"cpu_ns": None, "nr_periods": None, "nr_throttled": None,
-                                  "throttled_ns": None}
-    if "cpuacct" in dirs:
-        usage = _read(dirs["cpuacct"] / "cpuacct.usage")
+def _open(path: Path) -> Optional[int]:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _pread(fd: Optional[int]) -> Optional[str]:
+    if fd is None:
+        return None
+    try:
+        return os.pread(fd, 4096, 0).decode()
+    except OSError:
+        return None
+
+
+class Source:
+    """One component's counters, read with one ``pread`` per file on descriptors opened once:
+    sampling a thousand devices must not load the core the gateway emulators share with the
+    harness. CPU time from the component's own cgroup (``cpu_ns``: cpuacct.usage in v1,
+    cpu.stat usage_usec in v2) or, without one, from its threads' schedstat; run-queue wait
+    from its threads' schedstat; CFS throttling from cpu.stat."""
+
+    def __init__(self, component: str, role: str, group: Optional[str], tids: list[int],
+                 dirs: dict[str, Path]):
+        self.component, self.role, self.group = component, role, group
+        self.cpuacct = _open(dirs["cpuacct"] / "cpuacct.usage") if "cpuacct" in dirs else None
+        self.cpu_stat = _open(dirs["cpu"] / "cpu.stat") if "cpu" in dirs else None
+        self.v2_stat = _open(dirs["v2"] / "cpu.stat") if "v2" in dirs else None
+        self.tasks = [fd for fd in (_open(Path(f"/proc/{t}/schedstat")) for t in tids)
+                      if fd is not None]
+        self.last: Optional[list] = None   # the latest row (cumulative counters)
+
+    def read(self, now: int) -> Optional[list]:
+        cpu = wait = None
+        ss = [_pread(fd) for fd in self.tasks]
+        parts = [x.split() for x in ss if x]
+        if parts:
+            cpu = sum(int(p[0]) for p in parts)
+            wait = sum(int(p[1]) for p in parts)
+        usage = _pread(self.cpuacct)
+        v1 = _kv(_pread(self.cpu_stat))
+        v2 = _kv(_pread(self.v2_stat))
         if usage and usage.strip().isdigit():
-            res["cpu_ns"] = int(usage)
-    if "cpu" in dirs:
-        st = _kv(_read(dirs["cpu"] / "cpu.stat"))
-        res["nr_periods"] = st.get("nr_periods")
-        res["nr_throttled"] = st.get("nr_throttled")
-        res["throttled_ns"] = st.get("throttled_time")
-    if "v2" in dirs:
-        st = _kv(_read(dirs["v2"] / "cpu.stat"))
-        if res["cpu_ns"] is None and "usage_usec" in st:
-            res["cpu_ns"] = st["usage_usec"] * 1000
-        if res["nr_periods"] is None:
-            res["nr_periods"] = st.get("nr_periods")
-            res["nr_throttled"] = st.get("nr_throttled")
-            if "throttled_usec" in st:
-                res["throttled_ns"] = st["throttled_usec"] * 1000
-    return res
+            cpu = int(usage)
+        elif "usage_usec" in v2:
+            cpu = v2["usage_usec"] * 1000
+        if cpu is None:
+            return None   # gone: no thread and no cgroup left
+        thr = v1 or v2
+        throttled = thr.get("throttled_time", thr["throttled_usec"] * 1000 if "throttled_usec" in thr else None)
+        self.last = [now, self.component, self.role, cpu, wait, thr.get("nr_periods"),
+                     thr.get("nr_throttled"), throttled]
+        return self.last
+
+    def close(self) -> None:
+        for fd in [self.cpuacct, self.cpu_stat, self.v2_stat, *self.tasks]:
+            if fd is not None:
+                os.close(fd)
+        self.tasks = []
+        self.cpuacct = self.cpu_stat = self.v2_stat = None
 
 
-def schedstat(pid: int) -> tuple[int, int] | None:
-    """(on-CPU ns, run-queue wait ns) summed over the threads of ``pid``."""
-    cpu = wait = 0
-    found = False
-    for f in glob.glob(f"/proc/{pid}/task/*/schedstat"):
-        parts = (_read(Path(f)) or "").split()
-        if len(parts) >= 2:
-            cpu += int(parts[0])
-            wait += int(parts[1])
-            found = True
-    return (cpu, wait) if found else None
+def _tids(pid: Optional[int], dirs: dict[str, Path]) -> list[int]:
+    """The component's threads: its cgroup's (v1 ``tasks``, v2 ``cgroup.threads``), else the
+    process's own (/proc/<pid>/task)."""
+    for f in ([dirs["cpuacct"] / "tasks"] if "cpuacct" in dirs else []) + \
+             ([dirs["v2"] / "cgroup.threads"] if "v2" in dirs else []):
+        text = _read(f)
+        if text:
+            return [int(x) for x in text.split()]
+    if pid:
+        return [int(p.name) for p in Path(f"/proc/{pid}/task").glob("*") if p.name.isdigit()]
+    return []
 
 
 class Monitor:
-    """Start with :meth:`start`, add components with :meth:`watch`, end with :meth:`stop`."""
+    """Start with :meth:`start`, add components with :meth:`watch`, end with :meth:`stop`.
 
-    def __init__(self, out_dir: Path, interval_s: float = 1.0, cpus: list[int] | None = None,
-                 collectl: bool = True, log=print):
-        self.dir = Path(out_dir)
+    Every interval it samples the gateway emulators and the CD components, and the devices in
+    rotating batches of at most ``device_batch``; for every device group it also writes a row
+    ``<group>-*`` (role ``device-group``) with the sums of its devices' latest counters, so a
+    group's CPU and run-queue wait are a per-interval series however many devices there are."""
+
+    def __init__(self, rd: RunDir, interval_s: float = 1.0, cpus: list[int] | None = None,
+                 collectl: bool = True, log=print, device_batch: int = DEVICE_BATCH):
+        self.rd = rd
         self.interval = interval_s
         self.cpus = cpus
         self.use_collectl = collectl
         self.log = log
-        self.watched: dict[str, Watched] = {}
-        self._dirs: dict[str, dict[str, Path]] = {}
+        self.device_batch = device_batch
+        self.sources: dict[str, Source] = {}
+        self._next_device = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._proc: subprocess.Popen | None = None
         self._csv = None
 
-    def watch(self, component: str, role: str, pid: int, own_cgroup: bool) -> None:
+    def watch(self, component: str, role: str, *, pid: Optional[int] = None,
+              cgroup: Optional[dict[str, Path]] = None, group: Optional[str] = None) -> None:
+        """Sample ``component`` from its own cgroup (``cgroup``: a container's directories) or
+        from a process and its threads (``pid``)."""
+        dirs = cgroup if cgroup is not None else {}
+        src = Source(component, role, group, _tids(pid, dirs), dirs)
         with self._lock:
-            self.watched[component] = Watched(component, role, pid, own_cgroup)
-            self._dirs[component] = cgroup_dirs(pid) if own_cgroup else {}
+            old = self.sources.pop(component, None)
+            if old:
+                old.close()
+            self.sources[component] = src
 
     def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "clock.json").write_text(json.dumps(
+        rd = self.rd
+        rd.monitor_dir.mkdir(parents=True, exist_ok=True)
+        rd.clock_json.write_text(json.dumps(
             {"wall_s": time.time(), "mono_ns": time.monotonic_ns()}) + "\n")
         if self.use_collectl and shutil.which("collectl"):
-            cdir = self.dir / "collectl"
+            cdir = rd.collectl_dir
             cdir.mkdir(exist_ok=True)
             interval = max(1, round(self.interval))
-            from wotbench.runner.process_backend import child_setup
             self._proc = subprocess.Popen(
                 ["collectl", "-scCmn", "-i", str(interval), "-P", "-oUzm", "-F1", "-f", str(cdir)],
-                stdout=subprocess.DEVNULL, stderr=open(self.dir / "collectl.stderr", "w"),
+                stdout=subprocess.DEVNULL, stderr=open(rd.collectl_stderr, "w"),
                 preexec_fn=child_setup(set(self.cpus or ())),
                 start_new_session=True)
         elif self.use_collectl:
             self.log("monitor: collectl not found; host metrics skipped (apt-get install collectl)")
-        self._csv = open(self.dir / "cgroups.csv", "w", newline="")
+        self._csv = open(rd.cgroups_csv, "w", newline="")
         self._writer = csv.writer(self._csv)
         self._writer.writerow(CGROUP_COLUMNS)
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
 
-    def sample(self) -> None:
-        now = time.monotonic_ns()
+    def _due(self, everything: bool) -> list[Source]:
         with self._lock:
-            items = list(self.watched.values())
-        for w in items:
-            ss = schedstat(w.pid)
-            cg = cgroup_counters(self._dirs.get(w.component, {})) if w.own_cgroup else {}
-            if ss is None and not any(v is not None for v in cg.values()):
-                continue  # process gone and no cgroup left
-            cpu = cg.get("cpu_ns") if cg.get("cpu_ns") is not None else (ss[0] if ss else None)
-            self._writer.writerow([now, w.component, w.role, cpu, ss[1] if ss else None,
-                                   cg.get("nr_periods"), cg.get("nr_throttled"),
-                                   cg.get("throttled_ns")])
+            srcs = list(self.sources.values())
+        devices = [s for s in srcs if s.group is not None]
+        if everything or len(devices) <= self.device_batch:
+            return srcs
+        k = self._next_device % len(devices)
+        batch = (devices + devices)[k:k + self.device_batch]
+        self._next_device = k + self.device_batch
+        return [s for s in srcs if s.group is None] + batch
+
+    def sample(self, everything: bool = False) -> None:
+        now = time.monotonic_ns()
+        for src in self._due(everything):
+            row = src.read(now)
+            if row is not None:
+                self._writer.writerow(row)
+        groups: dict[str, list] = {}
+        with self._lock:
+            for src in self.sources.values():
+                if src.group is not None and src.last is not None:
+                    groups.setdefault(src.group, []).append(src.last)
+        for g, rows in groups.items():
+            total = [sum(r[i] or 0 for r in rows) if any(r[i] is not None for r in rows) else None
+                     for i in range(3, 8)]
+            self._writer.writerow([now, f"{g}-*", "device-group", *total])
         self._csv.flush()
 
     def _loop(self) -> None:
@@ -198,9 +276,13 @@ class Monitor:
             self._thread.join(timeout=5)
             self._thread = None
             try:
-                self.sample()  # final sample: counters at the end of the run
+                self.sample(everything=True)  # final sample: counters at the end of the run
             except Exception:
                 pass
+        with self._lock:
+            for src in self.sources.values():
+                src.close()
+            self.sources.clear()
         if self._csv is not None:
             self._csv.close()
             self._csv = None
@@ -214,22 +296,23 @@ class Monitor:
                     self._proc.wait()
             self._proc = None
             try:
-                for kind, df in load_collectl(self.dir).items():
-                    df.to_csv(self.dir / f"{kind}.csv", index=False)
+                tables = load_collectl(self.rd)
+                for kind, path in (("host", self.rd.host_csv), ("cpu", self.rd.cpu_csv)):
+                    if kind in tables:
+                        tables[kind].to_csv(path, index=False)
             except Exception as e:
                 self.log(f"monitor: could not parse collectl output: {e}")
 
 
-def load_collectl(monitor_dir: Path) -> dict[str, pd.DataFrame]:
+def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:
     """Parse ``monitor/collectl/*.tab`` (key "host") and ``*.cpu`` (key "cpu") written with
     ``-oUzm``. Columns keep collectl's names (``[CPU:1]Totl%``...) plus ``utc_s`` and
     ``mono_ns`` (CLOCK_MONOTONIC, via ``monitor/clock.json``)."""
-    monitor_dir = Path(monitor_dir)
-    clock = json.loads((monitor_dir / "clock.json").read_text())
+    clock = json.loads(rd.clock_json.read_text())
     out = {}
     for kind, ext in (("host", "tab"), ("cpu", "cpu")):
         frames = []
-        for f in sorted((monitor_dir / "collectl").glob(f"*.{ext}")):
+        for f in sorted(rd.collectl_dir.glob(f"*.{ext}")):
             header, rows = None, []
             for line in f.read_text(errors="replace").splitlines():
                 if line.startswith("#UTC"):

@@ -19,7 +19,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from wotbench.addressing import BLOCK_PREFIX, host_address
-from wotbench.errors import ConfigError
+from wotbench.errors import ConfigError, EnvironmentProblem
 
 MAX_BRIDGE_PORTS = 1024
 
@@ -110,13 +110,64 @@ def plan_networks(run_id: str, subnet: str, devices: dict[str, str],
 
 def create_networks(client, plan: NetworkPlan, labels: dict[str, str]) -> list:
     """Create one internal bridge per block (no route out of the host: the load stays local)."""
+    import docker.errors
     import docker.types
 
     nets = []
     for b in plan.blocks:
         ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
             subnet=str(b.subnet), gateway=str(b.gateway))])
-        nets.append(client.networks.create(
-            b.name, driver="bridge", internal=True, check_duplicate=True, ipam=ipam,
-            labels=labels, options={"com.docker.network.driver.mtu": "1500"}))
+        try:
+            nets.append(client.networks.create(
+                b.name, driver="bridge", internal=True, check_duplicate=True, ipam=ipam,
+                labels=labels, options={"com.docker.network.driver.mtu": "1500"}))
+        except docker.errors.APIError as e:   # e.g. another network holds the range
+            raise EnvironmentProblem(
+                f"network.subnet: Docker cannot create the bridge {b.name} for {b.subnet}: "
+                f"{e.explanation or e}; another network may use that range (docker network "
+                "inspect), or choose another network.subnet") from None
     return nets
+
+
+# candidates for a run's subnet when the configured default is taken (RFC 1918, /16 each)
+CANDIDATES = [f"172.{b}.0.0/16" for b in range(16, 32)] + [f"10.{b}.0.0/16" for b in range(200, 256)]
+
+
+def subnets_in_use(client) -> list[tuple[str, ipaddress.IPv4Network]]:
+    """(network name, subnet) of every Docker network with an IPv4 IPAM subnet."""
+    out = []
+    for n in client.networks.list():
+        for c in ((n.attrs.get("IPAM") or {}).get("Config") or []):
+            try:
+                net = ipaddress.ip_network(c.get("Subnet", ""), strict=False)
+            except ValueError:
+                continue
+            if net.version == 4:
+                out.append((n.name, net))
+    return out
+
+
+def overlapping(subnet: str, taken: list[tuple[str, ipaddress.IPv4Network]]
+                ) -> tuple[str, ipaddress.IPv4Network] | None:
+    """The first network whose subnet overlaps ``subnet``, or None."""
+    want = ipaddress.ip_network(subnet)
+    return next(((name, net) for name, net in taken if net.overlaps(want)), None)
+
+
+def free_subnet(subnet: str, taken: list[tuple[str, ipaddress.IPv4Network]]) -> str | None:
+    """A candidate at least as large as ``subnet`` that overlaps nothing in ``taken``."""
+    size = ipaddress.ip_network(subnet).num_addresses
+    for cand in CANDIDATES:
+        net = ipaddress.ip_network(cand)
+        if net.num_addresses >= size and overlapping(cand, taken) is None:
+            return cand if net.num_addresses == size else str(
+                next(net.subnets(new_prefix=ipaddress.ip_network(subnet).prefixlen)))
+    return None
+
+
+def subnet_taken_message(subnet: str, blocker: tuple[str, ipaddress.IPv4Network]) -> str:
+    name, net = blocker
+    fix = ("`wotbench clean` removes it (a WoTbench run left it behind)" if name.startswith("wb-")
+           else f"choose another network.subnet, or remove it: docker network rm {name}")
+    return f"network.subnet: {subnet} overlaps Docker network {name} ({net}); {fix}"
+

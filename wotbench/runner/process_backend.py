@@ -10,20 +10,25 @@ signal SIGTERM (a SIGKILLed harness leaves nothing running) and the environment 
 """
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import signal as _signal
 import subprocess
+import time
 from pathlib import Path
+from typing import Any, Optional, Sequence
 
-from wotbench.plan import parse_cpuset
+from wotbench.config import Config
 from wotbench.errors import ConfigError
-from wotbench.runner.cleanup import PROCESS_ENV, kill_processes
+from wotbench.netimpair import DeviceTarget
+from wotbench.plan import parse_cpuset
+from wotbench.rundir import BridgeRecord
+from wotbench.runner.backend import Log
+from wotbench.runner.cleanup import kill_processes
 from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.containers import NOBODY
-
-PR_SET_PDEATHSIG = 1
+from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.labels import NOBODY, PROCESS_ENV
+from wotbench.runner.procutil import child_setup
 
 
 def loopback_address(ip: str, subnet: str) -> str:
@@ -32,22 +37,6 @@ def loopback_address(ip: str, subnet: str) -> str:
     if not 0 < host < 2 ** 24 - 1:
         raise ConfigError(f"devices: address {ip} has no loopback equivalent in 127.0.0.0/8")
     return str(ipaddress.ip_address(int(ipaddress.ip_address("127.0.0.0")) + host))
-
-
-def child_setup(cpus: set[int]):
-    """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed)."""
-    def setup():
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        try:  # undo the harness's own nice (needs root or CAP_SYS_NICE; else all stay equal)
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-        except OSError:
-            pass
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, _signal.SIGTERM, 0, 0, 0)
-        except Exception:
-            pass
-    return setup
 
 
 def _others_can_reach(path: Path) -> bool:
@@ -61,11 +50,56 @@ def _others_can_reach(path: Path) -> bool:
     return True
 
 
+def hog_process_argv(spec: HogSpec, hog_path: str | Path) -> list[str]:
+    """The hog's argv with the host binary instead of the in-image path."""
+    return [str(hog_path)] + spec.argv[1:]
+
+
+class ProcessHog:
+    """A running hog process (in its own session: nothing else would ever stop it)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+
+    def stop(self, timeout: float) -> bytes:
+        p = self.proc
+        if p.poll() is None:
+            p.send_signal(_signal.SIGTERM)
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:   # hung: it ignores SIGTERM
+            p.kill()
+            out, _ = p.communicate()
+        return out or b""
+
+
+class ProcessKind:
+    name = "process"
+    runtime = "local processes"
+    ge_start_lead_s = 0.05
+    needs_docker = False
+    container_namespaces = False
+
+    def connect(self) -> Any:
+        return None     # nothing to reach: this host runs the programs itself
+
+    def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
+        """Devices on loopback addresses: 172.28.0.10 -> 127.0.0.10."""
+        cfg = cfg.model_copy(deep=True)
+        cfg.network.subnet = "127.0.0.0/8"
+        return cfg, ["process backend: cpu_quota and memory_mb are not enforced"]
+
+    def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
+        return {}       # app-level impairments only: they need nothing of a runtime
+
+    def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> "ProcessBackend":
+        return ProcessBackend(run_id, run_dir, log)
+
+
 class ProcessBackend:
     name = "process"
-    own_cgroup = False
 
-    def __init__(self, run_id: str, run_dir: Path, log=print):
+    def __init__(self, run_id: str, run_dir: Path, log: Log = print):
         self.run_id, self.run_dir, self.log = run_id, run_dir, log
         self.bins: dict[str, Path] = {}
         self.procs: dict[str, subprocess.Popen] = {}
@@ -84,8 +118,11 @@ class ProcessBackend:
                 raise ConfigError(f"devices: {name} has non-loopback address {ip} in the "
                                   "process backend")
 
-    def network_record(self) -> list[dict]:
-        return [{"name": "loopback", "subnet": "127.0.0.0/8"}]
+    def network_record(self) -> list[BridgeRecord]:
+        return [BridgeRecord(name="loopback", subnet="127.0.0.0/8")]
+
+    def describe(self) -> dict[str, Any]:
+        return {}
 
     def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path) -> None:
         env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id}
@@ -95,19 +132,34 @@ class ProcessBackend:
                 argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
                 cwd="/", start_new_session=True, preexec_fn=child_setup(cpus), **kw)
 
-    def start_device(self, d: DeviceRun) -> None:
-        argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
-                                                       f"{d.address}:{d.port}")
-        self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.log_dir / "stdout.log")
+    def start_devices(self, devices: Sequence[DeviceRun]) -> None:
+        # one by one, from this thread: the parent-death signal fires when the *spawning
+        # thread* ends, so a worker thread would take the devices down with it
+        for d in devices:
+            argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
+                                                           f"{d.address}:{d.port}")
+            self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout)
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(str(g.trace), str(g.out_dir))
-        self.pending[g.name] = (argv, {g.cpu}, g.out_dir / "stdout.log")
+        self.pending[g.name] = (argv, {g.cpu}, g.stdout)
 
     def start_ge(self, g: GeRun) -> None:
         self._spawn(g.name, *self.pending.pop(g.name))
 
-    def pid(self, name: str) -> int | None:
+    def launch_hog(self, spec: HogSpec) -> ProcessHog:
+        return ProcessHog(subprocess.Popen(
+            hog_process_argv(spec, self.bins["hog"]), stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env={PROCESS_ENV: self.run_id}, start_new_session=True,
+            preexec_fn=child_setup(set(spec.cores))))
+
+    def impairment_targets(self, names: Sequence[str]) -> list[DeviceTarget]:
+        return [DeviceTarget(name=n, pid=self.pid(n)) for n in names]
+
+    def cgroup(self, name: str) -> Optional[dict[str, Path]]:
+        return None   # the process shares the harness's cgroup: account by its threads
+
+    def pid(self, name: str) -> Optional[int]:
         p = self.procs.get(name)
         return p.pid if p else None
 
@@ -140,20 +192,24 @@ class ProcessBackend:
             except ProcessLookupError:
                 pass
 
-    def wait(self, name: str, timeout: float) -> int | None:
-        p = self.procs.get(name)
-        if p is None:
-            return None
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        return self.exit_code(name)
+    def stop(self, names: Sequence[str], grace_s: float) -> dict[str, Optional[int]]:
+        names = [n for n in names if n in self.procs]
+        for n in names:
+            self.signal(n, _signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        out: dict[str, Optional[int]] = {}
+        for n in names:
+            try:
+                self.procs[n].wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            out[n] = self.exit_code(n)
+        return out
 
     def save_output(self, name: str, path: Path) -> None:
-        pass  # stdout/stderr already go to <log dir>/stdout.log
+        pass  # stdout/stderr already went to the component's stdout file as it ran
 
-    def cleanup(self) -> dict:
+    def cleanup(self) -> dict[str, int]:
         alive = [p.pid for p in self.procs.values() if p.poll() is None]
         if alive:
             kill_processes(alive, grace_s=3.0)

@@ -6,6 +6,10 @@ import struct
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wotbench.runner.timeline import Timeline
 
 MAGIC = 0x57544250524F4731
 STATES = {0: "loading", 1: "waiting", 2: "sending", 3: "draining", 4: "done"}
@@ -44,10 +48,8 @@ def combine(progs: list[dict | None]) -> dict:
 class ProgressView:
     """Rich progress bar on a terminal; a plain line every 5 s otherwise (logs, CI)."""
 
-    def __init__(self, ge_files: list[Path], cd_file: Path | None, test_start_ns: int,
-                 test_end_ns: int, t0_ns: int):
-        self.ge_files, self.cd_file = ge_files, cd_file
-        self.t0, self.start, self.end = t0_ns, test_start_ns, test_end_ns
+    def __init__(self, ge_files: list[Path], cd_file: Path | None, timeline: "Timeline"):
+        self.ge_files, self.cd_file, self.timeline = ge_files, cd_file, timeline
         self.live = sys.stdout.isatty()
         self._last_line = 0.0
         self._progress = None
@@ -71,12 +73,7 @@ class ProgressView:
         now = time.monotonic_ns()
         main = combine([read_progress(p) for p in self.ge_files])
         cd = read_progress(self.cd_file) if self.cd_file else None
-        if now < self.t0:
-            phase, frac = "starting", 0.0
-        elif now < self.start:
-            phase, frac = "calibration", (now - self.t0) / max(1, self.start - self.t0)
-        else:
-            phase, frac = "test", (now - self.start) / max(1, self.end - self.start)
+        phase, frac = self.timeline.phase(now)
         info = (f"sent {main['sent']}/{main['total']}  answered {main['answered']}  "
                 f"lost {main['lost']}" + (f"  | cd {cd['ok']}/{cd['sent']}" if cd else ""))
         if self._progress is not None:
@@ -84,4 +81,4 @@ class ProgressView:
                                   description=f"{phase:<11} {main['state']:<8}", info=info)
         elif time.monotonic() - self._last_line >= 5:
             self._last_line = time.monotonic()
-            print(f"[{(now - self.t0) / 1e9:6.1f} s] {phase}: {info}", flush=True)
+            print(f"[{(now - self.timeline.t0_ns) / 1e9:6.1f} s] {phase}: {info}", flush=True)

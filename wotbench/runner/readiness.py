@@ -1,74 +1,104 @@
-"""Readiness: every device answers a CoAP ping (RFC 7252 §4.3: empty CON -> RST) before load.
+"""Readiness before the load starts, checked where it matters and without flooding the host:
 
-One unconnected UDP socket pings every device that has not answered yet, every 100 ms, until
-all answered or the deadline passed. Replies are matched by source address and message id.
+1. every device listens: wot-device creates ``<log dir>/ready`` once its CoAP endpoint is bound
+   (:func:`wait_listening`; no packet is sent, so a thousand devices cost no neighbour entries
+   in the host's namespace);
+2. every gateway emulator reaches its devices *from its own address*: before its start instant
+   the GE pings (CoAP empty CON -> RST) each endpoint of its trace until it answered and writes
+   ``warmup.json`` (``gateway-emulator --warmup-ms``). :func:`wait_warm` waits for those files
+   and names the devices that did not answer. The pings warm both sides' neighbour (ARP)
+   entries, the bridge and conntrack on exactly the paths the test uses, so T0 finds every
+   path warm instead of resolving every device address at once.
 """
 from __future__ import annotations
 
-import select
-import socket
-import struct
+import json
 import time
-from typing import Callable, Iterable
+from pathlib import Path
+from typing import Callable, Iterable, Optional
 
 from wotbench.errors import EnvironmentProblem
 
+POLL_S = 0.1
+WARMUP_BASE_MS = 1000        # GE warm-up budget: a base ...
+WARMUP_PER_ENDPOINT_MS = 2   # ... plus a little per endpoint (one ping round is ~1 µs each)
+
+Dead = Callable[[], dict[str, str]]   # {component: why} of components known to have exited
+
 
 class NotReady(EnvironmentProblem):
-    def __init__(self, missing: list[str], timeout_s: float, hint: str = ""):
+    def __init__(self, missing: list[str], what: str, hint: str = ""):
         shown = ", ".join(missing[:10]) + (f" (+{len(missing) - 10} more)" if len(missing) > 10 else "")
-        super().__init__(f"{len(missing)} device(s) did not answer a CoAP ping within "
-                         f"{timeout_s:g} s: {shown}{hint}")
+        super().__init__(f"{len(missing)} device(s) {what}: {shown}{hint}")
         self.missing = missing
 
 
-def ping_packet(mid: int) -> bytes:
-    return struct.pack("!BBH", 0x40, 0x00, mid & 0xFFFF)  # ver 1, CON, tkl 0, code 0.00
+def warmup_ms(endpoints: int) -> int:
+    """The warm-up budget of a GE with ``endpoints`` endpoints."""
+    return WARMUP_BASE_MS + WARMUP_PER_ENDPOINT_MS * endpoints
 
 
-def wait_ready(devices: Iterable[tuple[str, str, int]], timeout_s: float = 15.0,
-               dead: Callable[[], dict[str, str]] | None = None) -> float:
-    """Ping ``(name, ip, port)`` devices until each answered with RST; return seconds taken.
+def _check_dead(dead: Optional[Dead], waiting: Iterable[str], what: str) -> None:
+    if dead is None:
+        return
+    waiting = set(waiting)
+    gone = {n: why for n, why in dead().items() if n in waiting}
+    if gone:
+        raise NotReady(sorted(gone), what, " -- " + "; ".join(
+            f"{n}: {why}" for n, why in sorted(gone.items())[:5]))
 
-    ``dead()`` (called every 0.5 s) may return ``{name: reason}`` for devices known to have
-    exited, which fails at once instead of waiting for the timeout.
-    """
-    pending = {(ip, int(port)): name for name, ip, port in devices}
-    mids = {addr: i & 0xFFFF for i, addr in enumerate(pending)}
+
+def wait_listening(devices: Iterable[tuple[str, Path]], timeout_s: float,
+                   dead: Optional[Dead] = None) -> float:
+    """Wait until every ``(name, ready file)`` exists; return the seconds it took."""
+    pending = dict(devices)
     t0 = time.monotonic()
-    deadline = t0 + timeout_s
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        sock.setblocking(False)
-        next_round = next_dead_check = 0.0
-        while pending:
-            now = time.monotonic()
-            if now >= deadline:
-                raise NotReady(sorted(pending.values()), timeout_s)
-            if now >= next_round:
-                for addr in list(pending):
-                    try:
-                        sock.sendto(ping_packet(mids[addr]), addr)
-                    except OSError:
-                        pass  # e.g. ECONNREFUSED echoed from a previous ICMP error: retry
-                next_round = now + 0.1
-            if dead is not None and now >= next_dead_check:
-                next_dead_check = now + 0.5
-                gone = {n: why for n, why in dead().items() if n in pending.values()}
-                if gone:
-                    raise NotReady(sorted(gone), timeout_s, " -- " + "; ".join(
-                        f"{n}: {why}" for n, why in sorted(gone.items())[:5]))
-            r, _, _ = select.select([sock], [], [], max(0.0, min(next_round, deadline) - now))
-            while r:
+    next_dead = 0.0
+    while pending:
+        for name in [n for n, p in pending.items() if p.exists()]:
+            del pending[name]
+        if not pending:
+            break
+        now = time.monotonic()
+        if now - t0 >= timeout_s:
+            raise NotReady(sorted(pending), f"did not start listening within {timeout_s:g} s")
+        if now >= next_dead:
+            next_dead = now + 0.5
+            _check_dead(dead, pending, "exited before listening")
+        time.sleep(POLL_S)
+    return time.monotonic() - t0
+
+
+def wait_warm(ges: Iterable[tuple[str, Path]], names: dict[str, str], deadline_ns: int,
+              dead: Optional[Dead] = None, ge_gone: Callable[[str], bool] = lambda g: False
+              ) -> dict[str, dict]:
+    """Wait for every GE's ``warmup.json`` (``(GE name, file)``) until ``deadline_ns``
+    (CLOCK_MONOTONIC); raise :class:`NotReady` naming the devices (``names``: ``"ip:port"`` ->
+    device) a GE could not reach. A GE that exited is not waited for: the test's own checks
+    report it. Returns each GE's warm-up record."""
+    pending, results = dict(ges), {}
+    next_dead = 0.0
+    while pending:
+        for ge, path in list(pending.items()):
+            if path.exists():
                 try:
-                    data, src = sock.recvfrom(64)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    continue  # ICMP port unreachable reported on the socket
-                if (len(data) >= 4 and data[0] >> 6 == 1 and (data[0] >> 4) & 3 == 3
-                        and src in pending and struct.unpack("!H", data[2:4])[0] == mids[src]):
-                    del pending[src]
-        return time.monotonic() - t0
-    finally:
-        sock.close()
+                    results[ge] = json.loads(path.read_text())
+                except ValueError:
+                    continue   # being written
+                del pending[ge]
+            elif ge_gone(ge):
+                del pending[ge]
+        if not pending:
+            break
+        if time.monotonic_ns() >= deadline_ns:
+            raise NotReady(sorted(pending), "not checked: the gateway emulator(s) did not finish "
+                           "their warm-up pings before T0")
+        if time.monotonic() >= next_dead:
+            next_dead = time.monotonic() + 0.5
+            _check_dead(dead, names.values(), "exited before the test")
+        time.sleep(POLL_S)
+    silent = sorted({names.get(a, a) for r in results.values() for a in r.get("unanswered", [])})
+    if silent:
+        raise NotReady(silent, "did not answer the gateway emulator's CoAP ping",
+                       " (from the GE's own address, before T0)")
+    return results

@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
     inet_pton(AF_INET, host, &sa.sin_addr);
     if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) { perror("bind"); return 1; }
+    { char rf[1024]; snprintf(rf, sizeof rf, "%s/ready", logdir); FILE *r = fopen(rf, "w"); if (r) fclose(r); }
     struct sigaction act = {.sa_handler = on_sig};
     sigaction(SIGTERM, &act, NULL); sigaction(SIGINT, &act, NULL);
     logent_t *lg = calloc(cap, sizeof *lg); long nlog = 0, nreq = 0, nresp = 0, nnf = 0, nbad = 0;

@@ -1,0 +1,49 @@
+"""Host limits: the neighbour-table thresholds a run needs, raised for the run and restored,
+or a clear stop naming the setting and the command."""
+from __future__ import annotations
+
+import pytest
+
+from wotbench.errors import EnvironmentProblem
+from wotbench.runner import hostlimits as hl
+
+
+@pytest.fixture
+def neigh(tmp_path):
+    for k, v in (("gc_thresh1", 128), ("gc_thresh2", 512), ("gc_thresh3", 1024)):
+        (tmp_path / k).write_text(f"{v}\n")
+    return tmp_path
+
+
+def test_small_run_changes_nothing(neigh):
+    assert hl.neighbour_plan(100, 2, root=neigh) == []
+
+
+def test_thousand_devices_need_more_than_the_default(neigh, monkeypatch):
+    plan = hl.neighbour_plan(1000, 2, root=neigh)
+    need = hl.neighbour_entries(1000, 2)
+    assert {s.key: s.wanted for s in plan} == {"gc_thresh2": need, "gc_thresh3": 2 * need}
+    monkeypatch.setattr(hl.os, "geteuid", lambda: 0)
+    t = hl.HostTuning(log=lambda m: None)
+    t.apply(plan)
+    assert int((neigh / "gc_thresh3").read_text()) == 2 * need
+    t.restore()
+    t.restore()                                   # idempotent
+    assert [(neigh / k).read_text().strip() for k in hl.THRESHOLDS] == ["128", "512", "1024"]
+    assert [c.name for c in t.record()] == [f"net.ipv4.neigh.default.gc_thresh{i}" for i in (3, 2)]
+
+
+def test_without_root_the_run_stops_naming_the_setting_and_the_command(neigh, monkeypatch):
+    monkeypatch.setattr(hl.os, "geteuid", lambda: 1000)
+    with pytest.raises(EnvironmentProblem) as e:
+        hl.HostTuning(log=lambda m: None).apply(hl.neighbour_plan(1000, 2, root=neigh))
+    msg = str(e.value)
+    assert "net.ipv4.neigh.default.gc_thresh3 = 1024" in msg and "sysctl -w net.ipv4.neigh.default.gc_thresh3=" in msg
+    assert (neigh / "gc_thresh3").read_text().strip() == "1024"
+
+
+def test_supported_devices_follows_gc_thresh3(neigh):
+    n = hl.supported_devices(root=neigh)
+    assert hl.neighbour_plan(n, 2, root=neigh) == [] or \
+        all(s.key != "gc_thresh3" for s in hl.neighbour_plan(n, 2, root=neigh))
+    assert any(s.key == "gc_thresh3" for s in hl.neighbour_plan(n + 10, 2, root=neigh))

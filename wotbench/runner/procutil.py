@@ -1,0 +1,24 @@
+"""Helpers for the local processes a run starts (process-backend emulators, hogs, collectl)."""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal as _signal
+
+PR_SET_PDEATHSIG = 1
+
+
+def child_setup(cpus: set[int]):
+    """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed)."""
+    def setup():
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        try:  # undo the harness's own nice (needs root or CAP_SYS_NICE; else all stay equal)
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        except OSError:
+            pass
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, _signal.SIGTERM, 0, 0, 0)
+        except Exception:
+            pass
+    return setup
