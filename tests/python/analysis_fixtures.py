@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir import RunDir, RunRecord
+
 TEST_START_NS = 7_000_000_000_000  # an absolute CLOCK_MONOTONIC instant (~1.9 h of uptime)
+SALT = 0x5A17C0FFEE123456           # the GE's token salt (summary.json token_salt)
 
 
 def cd_rd(rng: np.random.Generator, n: int, t_s: np.ndarray, service_ms: float = 5.0,
@@ -66,6 +69,7 @@ class RunSpec:
     cd_service_us: int = 5000
     cd_shift: float | None = None
     cd_shift_start_s: float = 0.0
+    tokens: bool = False                   # the GE's token salt and the device logs' tokens
     seed: int = 1
 
 
@@ -143,7 +147,8 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
         "duration_s": spec.duration_s, "offered_rate": n / spec.duration_s,
         "achieved_rate": n / spec.duration_s, "send_lag_us": {}, "wait": "hybrid",
         "type": "con", "timeout_ms": 10000, "retransmit": False, "ports_per_device": 1,
-        "interrupted": spec.interrupted_at_s is not None}))
+        "interrupted": spec.interrupted_at_s is not None,
+        **({"token_salt": f"{SALT:016x}"} if spec.tokens else {})}))
 
     # --- device logs (absolute ns), rows that reached the device, in arrival order
     reached = has_sent & ~lost_before
@@ -161,7 +166,11 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
                             "start_ns": start[m] + TEST_START_NS,
                             "end_ns": end[m] + TEST_START_NS,
                             "path": np.asarray(paths)[pidx[m]], "method": "GET",
-                            "code": "2.05"}).sort_values("arrival_ns", kind="stable")
+                            "code": "2.05"})
+        if spec.tokens:   # as the GE makes them: salt_hi, then salt_lo XOR the request index
+            log["token"] = [f"{SALT >> 32:08x}{(SALT & 0xFFFFFFFF) ^ int(i):08x}"
+                            for i in np.flatnonzero(m)]
+        log = log.sort_values("arrival_ns", kind="stable")
         _write_csv(log, root / "devices" / name / "device-log.csv")
         (root / "devices" / name / "device-summary.json").write_text(json.dumps({
             "name": name, "requests": int(m.sum()), "responses": int(m.sum()),
@@ -181,7 +190,7 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
     if spec.cd:
         run["cd"] = {"device": "cd-node", "service_time_us": spec.cd_service_us, "mode": "busy",
                      "interval_s": spec.cd_interval_s}
-        run["cd_ge"] = {"dir": "cd-ge"}
+        run["cd_ge"] = {"id": "cd-ge", "dir": "cd-ge"}
         _write_csv(pd.DataFrame({"path": ["cd"], "service_time_us": [spec.cd_service_us],
                                  "mode": ["busy"], "payload_bytes": [16]}),
                    root / "trace" / "resources" / "cd-node.csv")
@@ -216,7 +225,7 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
                                  "end_ns": carr + spec.cd_service_us * 1000, "path": "cd",
                                  "method": "GET", "code": "2.05"}),
                    root / "devices" / "cd-node" / "device-log.csv")
-    (root / "run.json").write_text(json.dumps(run, indent=1))
+    RunDir(root).write_run(RunRecord.model_validate(run))   # what the runner writes
     return root
 
 

@@ -18,8 +18,15 @@ from wotbench.analysis.ge_integrity import ge_integrity
 from wotbench.analysis.loading import load_run
 from wotbench.analysis.stats import grouped_stats, ks_distance
 
-TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", "verdict"}
-SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf",
+def summary_of(run_dir, *args, **kw) -> dict:
+    """The summary as summary.json holds it (the tests read the JSON contract)."""
+    return analyze(run_dir, *args, **kw).model_dump(mode="json")
+
+
+TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", "verdict",
+            "monitor", "loss"}
+SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf", "rt_cdf",
+          "loss_over_time",
           "rd_over_time", "cd_samples", "contention_windows"}
 
 
@@ -35,7 +42,7 @@ def _no_nan(x) -> bool:
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     d = make_run(tmp_path_factory.mktemp("clean"), duration_s=20, seed=3)
-    return d, analyze(d)
+    return d, summary_of(d)
 
 
 def test_clean_run_is_trustworthy(clean):
@@ -43,7 +50,7 @@ def test_clean_run_is_trustworthy(clean):
     assert set(s) == TOP_KEYS
     v = s["verdict"]
     assert v["status"] == "trustworthy" and v["exit_code"] == 0
-    assert v["checks"] == {"data": "ok", "ge": "kept_up", "contention": "none"}
+    assert v["checks"] == {"data": "ok", "ge": "kept_up", "contention": "none", "loss": "none"}
     on_disk = json.loads((d / "summary.json").read_text())
     assert on_disk == s and _no_nan(on_disk)
     assert {p.stem for p in (d / "series").glob("*.csv")} == SERIES
@@ -92,7 +99,7 @@ def test_grouped_stats_equals_numpy():
 def test_ge_integrity_five_percent_late(tmp_path):
     d = make_run(tmp_path, duration_s=20, rate_per_device=100, late_fraction=0.05, late_ms=3.0,
                  seed=5)
-    s = analyze(d)
+    s = summary_of(d)
     g = s["ge_integrity"]["per_ge"]["ge-0"]
     req = pd.read_csv(d / "ge" / "ge-0" / "requests.csv")
     exact = ((req["sent_ns"] - req["scheduled_ns"]) > 1e6).mean()
@@ -110,7 +117,7 @@ def test_ge_integrity_five_percent_late(tmp_path):
 def test_ge_integrity_threshold_is_configurable(tmp_path):
     d = make_run(tmp_path, duration_s=10, late_fraction=0.05, late_ms=3.0, seed=6)
     p = AnalysisParams(ge=GeIntegrityParams(late_threshold_ms=5.0))
-    s = analyze(d, p, write=False)
+    s = summary_of(d, p, write=False)
     g = s["ge_integrity"]["per_ge"]["ge-0"]
     assert g["late_share"] == 0 and g["kept_up"] is True
 
@@ -119,7 +126,7 @@ def test_deterministic_rit_with_jitter_keeps_up(tmp_path):
     # plain KS is ~0.5+ here (point mass vs µs jitter); the tolerance KS must not flag it
     d = make_run(tmp_path, duration_s=10, rate_per_device=200, deterministic_rit=True,
                  jitter_us=20, seed=7)
-    g = analyze(d, write=False)["ge_integrity"]["per_ge"]["ge-0"]
+    g = summary_of(d, write=False)["ge_integrity"]["per_ge"]["ge-0"]
     assert g["ks"] > 0.3
     assert g["ks_tol"] < 0.01
     assert g["kept_up"] is True
@@ -160,7 +167,7 @@ def test_ks_distance_matches_scipy(a, b):
 def test_rd_and_decomposition(tmp_path):
     d = make_run(tmp_path, duration_s=10, rate_per_device=100, service_us=[2000, 5000, 0],
                  seed=8)
-    s = analyze(d)
+    s = summary_of(d)
     req = pd.read_csv(d / "ge" / "ge-0" / "requests.csv")
     svc = req["path"].map({"r0": 2.0, "r1": 5.0, "r2": 0.0})
     r = (req["received_ns"] - req["sent_ns"]) / 1e6
@@ -207,9 +214,29 @@ def test_join_with_concurrent_same_path_requests_and_loss(tmp_path, loss):
     assert counters["matched"] <= len(exp)
 
 
+def test_join_by_token_is_exact_with_concurrent_same_path_requests(tmp_path):
+    """The ambiguity above is gone when the device logs the request tokens (wot-device does)."""
+    d = make_run(tmp_path, n_devices=2, duration_s=5, rate_per_device=2000, service_us=[100],
+                 queue_us=30, loss_fraction=0.05, cd=False, seed=9, tokens=True)
+    run = load_run(d)
+    req = resp.combine_ge(run.ges, run.test_start_ns)
+    codes, names = resp.device_codes(req, run)
+    salts = {g.ge_id: int(g.summary["token_salt"], 16) for g in run.ges}
+    matched, counters = rdm.join_device_logs(req, codes, [run.devices.get(n) for n in names],
+                                             run.test_start_ns, 10000, rdm.RdParams(), salts)
+    t = truth(d)
+    exp = t.loc[t["reached"], ["index", "arrival_ns"]].sort_values("index")
+    got = pd.DataFrame({"index": req["index"].to_numpy()[matched["row"].to_numpy()],
+                        "arrival_ns": matched["arrival"].to_numpy() + TEST_START_NS}
+                       ).sort_values("index")
+    assert got["index"].tolist() == exp["index"].tolist()
+    assert (got["arrival_ns"].to_numpy() == exp["arrival_ns"].to_numpy()).all()
+    assert counters["unmatched_log_rows"] == 0
+
+
 def test_lost_requests_are_not_zero_ms(tmp_path):
     d = make_run(tmp_path, duration_s=10, loss_fraction=0.1, seed=10)
-    s = analyze(d)
+    s = summary_of(d)
     o = s["overall"]
     req = pd.read_csv(d / "ge" / "ge-0" / "requests.csv")
     assert o["outcomes"]["timeout"] == (req["outcome"] == "timeout").sum() > 0
@@ -225,7 +252,7 @@ def test_lost_requests_are_not_zero_ms(tmp_path):
 # ----------------------------------------------------------------------------- verdicts, partial runs
 def test_interrupted_run(tmp_path):
     d = make_run(tmp_path, duration_s=20, interrupted_at_s=8, seed=11)
-    s = analyze(d)
+    s = summary_of(d)
     oc = s["overall"]["outcomes"]
     assert oc["unsent"] > 0 and oc["ok"] > 0
     assert s["run"]["interrupted"] is True
@@ -237,7 +264,7 @@ def test_interrupted_run(tmp_path):
 
 def test_missing_device_log_warns_and_analyses_ge_data(tmp_path):
     d = make_run(tmp_path, duration_s=10, missing_logs=("cpu-1",), seed=12)
-    s = analyze(d)
+    s = summary_of(d)
     assert any("cpu-1" in w and "device-log.csv" in w for w in s["run"]["warnings"])
     assert s["per_device"]["cpu-1"]["outcomes"]["ok"] > 0
     assert s["rd"]["per_device"]["cpu-1"]["decomposition_ms"]["service"]["count"] == 0
@@ -248,7 +275,7 @@ def test_missing_device_log_warns_and_analyses_ge_data(tmp_path):
 def test_failed_component_makes_run_invalid(tmp_path):
     d = make_run(tmp_path, duration_s=5, seed=13,
                  failures=[{"component": "cpu-2", "what": "container exited with 137"}])
-    s = analyze(d)
+    s = summary_of(d)
     assert s["verdict"]["status"] == "invalid" and s["verdict"]["exit_code"] == 3
     assert "cpu-2" in s["verdict"]["reasons"][0]
     assert main(d) == 3
@@ -257,7 +284,7 @@ def test_failed_component_makes_run_invalid(tmp_path):
 def test_contention_and_ge_bottleneck_both_reported(tmp_path):
     d = make_run(tmp_path, duration_s=40, late_fraction=0.05, cd_shift=1.0,
                  cd_shift_start_s=12, seed=14)
-    s = analyze(d)
+    s = summary_of(d)
     c = s["contention"]
     assert c["status"] == "detected"
     assert 10 <= c["onset_s"] <= 20
@@ -271,11 +298,11 @@ def test_contention_and_ge_bottleneck_both_reported(tmp_path):
 
 
 def test_no_cd_and_short_calibration(tmp_path):
-    s = analyze(make_run(tmp_path / "a", duration_s=10, cd=False, seed=15), write=False)
+    s = summary_of(make_run(tmp_path / "a", duration_s=10, cd=False, seed=15), write=False)
     assert s["contention"]["status"] == "not_checked"
     assert s["verdict"]["status"] == "trustworthy"
     assert any("contention not checked" in r for r in s["verdict"]["reasons"])
-    s = analyze(make_run(tmp_path / "b", duration_s=20, cal_s=4, seed=16), write=False)
+    s = summary_of(make_run(tmp_path / "b", duration_s=20, cal_s=4, seed=16), write=False)
     assert s["contention"]["status"] == "inconclusive"
     assert "calibration samples" in s["contention"]["reason"]
     assert s["verdict"]["checks"]["contention"] == "inconclusive"

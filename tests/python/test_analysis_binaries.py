@@ -1,7 +1,6 @@
 """Analyse logs produced by the real C binaries (process backend on 127.0.0.1)."""
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wotbench.analysis import analyze
+from wotbench.rundir import RunDir, RunRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 GE = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
@@ -77,14 +77,14 @@ def test_analysis_of_real_binary_logs(tmp_path):
             p.send_signal(signal.SIGTERM)
         for p in procs:
             p.wait(timeout=10)
-    (run / "run.json").write_text(json.dumps({
+    RunDir(run).write_run(RunRecord.model_validate({
         "name": "binaries", "run_id": "binaries-1", "backend": "process", "host": {},
         "test": {"start_mono_ns": start, "duration_s": 1.5},
         "devices": [{"name": n, "id": i, "address": "127.0.0.1", "port": p, "group": "cpu",
                      "resources": f"trace/resources/{n}.csv"}
                     for i, (n, p) in enumerate(zip(names, ports))],
         "ges": [{"id": "ge-0", "dir": "ge/ge-0"}], "failures": [], "interrupted": False}))
-    s = analyze(run)
+    s = analyze(run).model_dump()
     o = s["overall"]
     assert o["requests"] == 300 and o["outcomes"]["ok"] == 300
     assert s["rd"]["join"]["ok_requests_matched"] == 300

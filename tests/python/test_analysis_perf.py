@@ -15,7 +15,7 @@ def test_million_request_run_timing(tmp_path):
     d = make_run(tmp_path, n_devices=20, duration_s=60, rate_per_device=834,
                  service_us=[500, 1000, 2000, 0], queue_us=50, loss_fraction=0.001, seed=21)
     t1 = time.perf_counter()
-    s = analyze(d)
+    s = analyze(d).model_dump(mode="json")
     t2 = time.perf_counter()
     n = s["overall"]["requests"]
     print(f"\n[analysis benchmark] {n} requests (+{n} device-log rows): "

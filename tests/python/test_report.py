@@ -162,6 +162,14 @@ def test_series_missing_entirely(tmp_path):
     assert html.count("Not available because") >= len(FIGURE_IDS)
 
 
+def test_a_series_an_older_analysis_did_not_write_says_how_to_get_it(tmp_path):
+    run_dir = make_run(tmp_path)
+    (run_dir / "series" / "cpu_groups.csv").unlink()
+    body = _figure(render_html(run_dir), "fig-cpu-containers")
+    assert "<svg" not in body and "cpu_groups.csv is missing" in body
+    assert f"wotbench analyze {run_dir}" in body
+
+
 def test_bad_run_dir_names_missing_file(tmp_path, capsys):
     run_dir = make_run(tmp_path, summary=False)
     with pytest.raises(ReportError) as e:
@@ -186,7 +194,7 @@ def test_real_analysis_output_renders(tmp_path):
     run_dir = make_run(tmp_path, contention=True, summary=False)
     summary = analysis.analyze(run_dir)
     html = render_html(run_dir)
-    status = summary["verdict"]["status"]
+    status = summary.verdict.status
     assert f"verdict {status}" in html
     for fid in FIGURE_IDS:
         assert "<svg" in _figure(html, fid), fid

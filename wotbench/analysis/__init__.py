@@ -2,7 +2,7 @@
 
 Public API::
 
-    analyze(run_dir, params=None, write=True) -> dict   # the summary (also written to disk)
+    analyze(run_dir, params=None, write=True) -> Summary   # also written to summary.json
     main(run_dir) -> int      # prints the verdict; 0 trustworthy, 3 flagged/invalid, 2 bad input
 
 See README.md in this package for every key of summary.json and every series file.
@@ -13,19 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .contention import ContentionParams
+from wotbench.rundir import (AnalysisParams, ContentionParams, GeIntegrityParams, RdParams,
+                             Summary)
+
 from .errors import AnalysisError, WotbenchError
-from .ge_integrity import GeIntegrityParams
 from .loading import load_run
-from .rd import RdParams
-from .summary import AnalysisParams, _json_clean, build, write as _write
+from .summary import build, write as _write
 
 __all__ = ["analyze", "main", "AnalysisParams", "GeIntegrityParams", "RdParams",
-           "ContentionParams", "AnalysisError", "WotbenchError"]
+           "ContentionParams", "AnalysisError", "Summary", "WotbenchError"]
 
 
 def analyze(run_dir: str | Path, params: AnalysisParams | None = None,
-            write: bool = True) -> dict[str, Any]:
+            write: bool = True) -> Summary:
     """Analyse ``run_dir``; write ``summary.json`` and ``series/*.csv`` there (if ``write``).
 
     Raises AnalysisError (exit_code 2) for missing or malformed input files.
@@ -33,7 +33,6 @@ def analyze(run_dir: str | Path, params: AnalysisParams | None = None,
     run_dir = Path(run_dir)
     run = load_run(run_dir)
     summary, series = build(run, params or AnalysisParams())
-    summary = _json_clean(summary)
     if write:
         _write(run_dir, summary, series)
     return summary
@@ -50,43 +49,43 @@ def main(run_dir: str | Path, params: AnalysisParams | None = None) -> int:
         sys.stderr.write(f"wotbench: error: {exc}\n")  # the CLI's one error format
         return int(getattr(exc, "exit_code", 2) or 2)
     print_summary(summary, console)
-    return int(summary["verdict"]["exit_code"])
+    return summary.verdict.exit_code
 
 
-def print_summary(summary: dict[str, Any], console: Any = None) -> None:
+def print_summary(summary: Summary, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    ov = summary["overall"]
-    rt = ov["response_time_ms"]["from_sent"]
-    rts = ov["response_time_ms"]["from_scheduled"]
+    ov = summary.overall
+    rt = ov.response_time_ms.from_sent
+    rts = ov.response_time_ms.from_scheduled
 
     def f(x: Any, fmt: str = ".3f") -> str:
         return "-" if x is None else format(x, fmt)
 
-    t = Table(title=f"run {summary['run'].get('name') or summary['run']['run_dir']}")
+    t = Table(title=f"run {summary.run.name or summary.run.run_dir}")
     for col in ("requests", "ok", "timeout", "error", "reset", "unsent", "thr/s", "p50 ms",
                 "p99 ms", "p99 (sched) ms"):
         t.add_column(col, justify="right")
-    oc = ov["outcomes"]
-    t.add_row(str(ov["requests"]), str(oc["ok"]), str(oc["timeout"]), str(oc["error"]),
-              str(oc["reset"]), str(oc["unsent"]), f(ov["throughput_rps"], ".1f"),
-              f(rt["p50_ms"]), f(rt["p99_ms"]), f(rts["p99_ms"]))
+    oc = ov.outcomes
+    t.add_row(str(ov.requests), str(oc.ok), str(oc.timeout), str(oc.error),
+              str(oc.reset), str(oc.unsent), f(ov.throughput_rps, ".1f"),
+              f(rt.p50_ms), f(rt.p99_ms), f(rts.p99_ms))
     console.print(t)
-    for gid, g in summary["ge_integrity"]["per_ge"].items():
-        ok = g["kept_up"]
+    for gid, g in summary.ge_integrity.per_ge.items():
+        ok = g.kept_up
         mark = "[green]kept up[/]" if ok else ("[yellow]not checked[/]" if ok is None
                                                  else "[red]did NOT keep up[/]")
-        console.print(f"GE {gid}: {mark}  late share {f(g['late_share'], '.2%')}, lag p99 "
-                      f"{f(g['lag_ms']['p99'])} ms, KS {f(g['ks'])} (±thr {f(g['ks_tol'])})")
-    c = summary["contention"]
-    colour = {"detected": "red", "none": "green"}.get(c["status"], "yellow")
-    console.print(f"contention: [{colour}]{c['status']}[/] — {c['reason']}")
-    v = summary["verdict"]
-    colour = {"trustworthy": "green", "invalid": "red"}.get(v["status"], "red")
-    console.print(f"[bold]verdict: [{colour}]{v['status']}[/][/] (exit {v['exit_code']})")
-    for r in v["reasons"]:
+        console.print(f"GE {gid}: {mark}  late share {f(g.late_share, '.2%')}, lag p99 "
+                      f"{f(g.lag_ms.p99)} ms, KS {f(g.ks)} (±thr {f(g.ks_tol)})")
+    c = summary.contention
+    colour = {"detected": "red", "none": "green"}.get(c.status, "yellow")
+    console.print(f"contention: [{colour}]{c.status}[/] — {c.reason}")
+    v = summary.verdict
+    colour = {"trustworthy": "green", "invalid": "red"}.get(v.status, "red")
+    console.print(f"[bold]verdict: [{colour}]{v.status}[/][/] (exit {v.exit_code})")
+    for r in v.reasons:
         console.print(f"  - {r}", highlight=False)
-    for w in summary["run"]["warnings"]:
+    for w in summary.run.warnings:
         console.print(f"  [yellow]warning:[/] {w}", highlight=False)

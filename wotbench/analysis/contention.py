@@ -29,29 +29,17 @@ An elevated baseline makes the status ``detected`` even when no window departs f
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from wotbench.rundir import ContentionParams
+
 from .stats import fnum
 
 MAD_SCALE = 1.4826
-
-
-@dataclass
-class ContentionParams:
-    window_s: float = 10.0
-    window_samples: int | None = None
-    k: float = 4.0
-    floor: float = 0.10
-    alpha: float = 0.05
-    min_baseline_samples: int = 8
-    min_window_samples: int = 5
-    baseline_k: float = 1.0
-    baseline_floor_ms: float = 2.0
 
 
 WINDOW_COLUMNS = ["window", "start_s", "end_s", "samples", "lost", "median_rd", "shift",
@@ -98,7 +86,7 @@ def _baseline_excess(cd: pd.DataFrame, p: ContentionParams) -> dict[str, Any] | 
 def assess(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
            ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Contention block and the per-window series. ``cd`` columns: t_s, phase, rd, outcome."""
-    block: dict[str, Any] = {"status": "not_checked", "reason": None, "params": asdict(p),
+    block: dict[str, Any] = {"status": "not_checked", "reason": None, "params": p.model_dump(),
                              "baseline": None, "windows_tested": 0, "windows_flagged": 0,
                              "onset_s": None, "max_shift": None, "median_shift": None,
                              "max_ratio": None, "flagged_windows": []}

@@ -16,21 +16,14 @@ Rule (``kept_up`` true) — all of, on the GE's pooled samples:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir import GeIntegrityParams
+
 from .stats import cdf_points, fnum, ks_distance
-
-
-@dataclass
-class GeIntegrityParams:
-    late_threshold_ms: float = 1.0
-    max_late_share: float = 0.01
-    max_ks: float = 0.05
-    cdf_points: int = 201
 
 
 def _rit_arrays(df: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -6,121 +6,35 @@ Missing or malformed required files raise :class:`AnalysisError` (exit code 2).
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from pydantic import ValidationError
+
+from wotbench.csvcheck import read_csv_checked
+from wotbench.rundir import CD_GE_DIR, GeRecord, RunDir, RunRecord
+from wotbench.schema_errors import problems as schema_problems
+from wotbench.trace_io import read_resources as _read_resources_checked
 
 from .errors import AnalysisError
 
 OUTCOMES = ("ok", "error", "timeout", "reset", "unsent")
 METHODS = ("GET", "PUT", "POST", "DELETE")
 
-# column kinds: "int" (required integer), "int?" (integer or empty), "str", "str?", or a tuple of
-# allowed values.
 REQUESTS_COLUMNS = {
     "index": "int", "device": "int", "method": "str", "path": "str?",
     "scheduled_ns": "int", "sent_ns": "int?", "received_ns": "int?", "code": "str?",
     "outcome": OUTCOMES, "retransmissions": "int?",
 }
 DEVICE_LOG_COLUMNS = {
-    "arrival_ns": "int", "start_ns": "int", "end_ns": "int", "path": "str?", "method": "str?",
+    "arrival_ns": "int", "start_ns": "int?", "end_ns": "int?", "path": "str?", "method": "str?",
     "code": "str?",
 }
-RESOURCE_COLUMNS = {
-    "path": "str", "service_time_us": "int", "mode": ("sleep", "busy"), "payload_bytes": "int",
-}
-
-
-def _pandas_dtypes(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for col, kind in spec.items():
-        if kind == "int":
-            out[col] = np.int64
-        elif kind == "int?":
-            out[col] = np.float64  # empty -> NaN; ns values < 2**53 stay exact
-        else:
-            out[col] = "category"
-    return out
-
-
-def _check_value(kind: Any, value: str) -> str | None:
-    """Return a problem description for one field, or None when it is fine."""
-    if isinstance(kind, tuple):
-        return None if value in kind else f"'{value}' is not one of {'|'.join(kind)}"
-    if kind in ("int", "int?"):
-        if value == "" and kind == "int?":
-            return None
-        try:
-            int(value)
-        except ValueError:
-            return f"'{value}' is not an integer"
-        return None
-    if kind == "str" and value == "":
-        return "empty value"
-    return None
-
-
-def _locate_problem(path: Path, spec: dict[str, Any]) -> str:
-    """Slow path: find the first malformed line of a CSV file."""
-    cols = list(spec)
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        for lineno, row in enumerate(reader, start=2):
-            if not row:
-                continue
-            if len(row) != len(header or []):
-                return (f"{path}:{lineno}: {len(row)} fields, expected {len(header or [])} "
-                        f"({','.join(header or [])})")
-            rec = dict(zip(header or [], row))
-            for col in cols:
-                problem = _check_value(spec[col], rec.get(col, ""))
-                if problem:
-                    return f"{path}:{lineno}: column {col}: {problem}, expected {_describe(spec[col])}"
-    return f"{path}: could not be parsed as CSV with header {','.join(cols)}"
-
-
-def _describe(kind: Any) -> str:
-    if isinstance(kind, tuple):
-        return "|".join(kind)
-    return {"int": "an integer", "int?": "an integer or empty", "str": "a non-empty value",
-            "str?": "a value"}[kind]
-
-
-def read_csv_checked(path: Path, spec: dict[str, Any], what: str) -> pd.DataFrame:
-    """Read ``path`` with the columns in ``spec``; raise AnalysisError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise AnalysisError(f"{path}: {what} is missing")
-    try:
-        with open(path, newline="") as fh:
-            first = fh.readline()
-    except OSError as exc:
-        raise AnalysisError(f"{path}: cannot read {what}: {exc}") from exc
-    header = [h.strip() for h in first.strip().split(",")] if first.strip() else []
-    missing = [c for c in spec if c not in header]
-    if missing:
-        raise AnalysisError(f"{path}:1: header lacks {', '.join(missing)}, expected "
-                            f"{','.join(spec)} (got '{first.strip()}')")
-    try:
-        df = pd.read_csv(path, dtype=_pandas_dtypes(spec), usecols=list(spec), engine="c",
-                         skip_blank_lines=True)
-    except (ValueError, TypeError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise AnalysisError(_locate_problem(path, spec)) from exc
-    for col, kind in spec.items():
-        if kind == "str" and df[col].isna().any():
-            raise AnalysisError(_locate_problem(path, spec))
-        if isinstance(kind, tuple):
-            bad = ~df[col].isin(kind)
-            if bad.any():
-                raise AnalysisError(_locate_problem(path, spec))
-    return df
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -148,7 +62,7 @@ def _normalise_path_col(df: pd.DataFrame) -> None:
 
 
 def read_requests(path: Path) -> pd.DataFrame:
-    df = read_csv_checked(path, REQUESTS_COLUMNS, "GE requests.csv")
+    df = read_csv_checked(path, REQUESTS_COLUMNS, "GE requests.csv", AnalysisError)
     if df["path"].isna().any():
         df["path"] = df["path"].cat.add_categories([""]).fillna("") if "" not in df["path"].cat.categories else df["path"].fillna("")
     _normalise_path_col(df)
@@ -157,7 +71,11 @@ def read_requests(path: Path) -> pd.DataFrame:
 
 
 def read_device_log(path: Path) -> pd.DataFrame:
-    df = read_csv_checked(path, DEVICE_LOG_COLUMNS, "device-log.csv")
+    spec = DEVICE_LOG_COLUMNS
+    with open(path) as f:   # wot-device writes the request tokens too (an exact join)
+        if "token" in f.readline().strip().split(","):
+            spec = {**DEVICE_LOG_COLUMNS, "token": "str?"}
+    df = read_csv_checked(path, spec, "device-log.csv", AnalysisError)
     if df["path"].isna().any():
         df["path"] = df["path"].astype(object).fillna("").astype("category")
     _normalise_path_col(df)
@@ -165,11 +83,7 @@ def read_device_log(path: Path) -> pd.DataFrame:
 
 
 def read_resources(path: Path) -> pd.DataFrame:
-    df = read_csv_checked(path, RESOURCE_COLUMNS, "resource file")
-    df["path"] = df["path"].astype(str).str.lstrip("/")
-    if (df["service_time_us"] < 0).any():
-        raise AnalysisError(f"{path}: service_time_us must be >= 0")
-    return df
+    return _read_resources_checked(path, AnalysisError)
 
 
 @dataclass
@@ -194,7 +108,7 @@ class DeviceInfo:
 @dataclass
 class RunData:
     run_dir: Path
-    run: dict[str, Any]
+    run: RunRecord
     ges: list[GeData]
     cd_ge: GeData | None
     devices: dict[str, DeviceInfo]          # main devices by name
@@ -214,9 +128,9 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start)
 
 
-def _load_device_files(run_dir: Path, dev: DeviceInfo, res_rel: str | None,
+def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
                        warnings: list[str], fallback_service_us: int | None = None) -> None:
-    res_path = run_dir / res_rel if res_rel else run_dir / "trace" / "resources" / f"{dev.name}.csv"
+    res_path = rd.path / res_rel if res_rel else rd.resource_file(dev.name)
     if res_path.is_file():
         dev.resources = read_resources(res_path)
     elif fallback_service_us is not None:
@@ -227,14 +141,13 @@ def _load_device_files(run_dir: Path, dev: DeviceInfo, res_rel: str | None,
                         f"{fallback_service_us} as S for every {dev.name} request")
     else:
         warnings.append(f"{res_path}: resource file missing; R_d not computed for {dev.name}")
-    log_dir = run_dir / "devices" / dev.name
-    log_path = log_dir / "device-log.csv"
+    log_path = rd.device_log(dev.name)
     if log_path.is_file():
         dev.log = read_device_log(log_path)
     else:
         warnings.append(f"{log_path}: device log missing; no response-time decomposition "
                         f"for {dev.name}")
-    sum_path = log_dir / "device-summary.json"
+    sum_path = rd.device_summary(dev.name)
     if sum_path.is_file():
         dev.log_summary = read_json(sum_path, "device-summary.json")
         dropped = dev.log_summary.get("log_dropped") or 0
@@ -243,53 +156,54 @@ def _load_device_files(run_dir: Path, dev: DeviceInfo, res_rel: str | None,
                             f"(log capacity); decomposition is partial for {dev.name}")
 
 
+def read_run_record(rd: RunDir) -> RunRecord:
+    """run.json through its model; AnalysisError (exit 2) naming the file and the keys."""
+    data = read_json(rd.run_json, "run.json")
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as e:
+        raise AnalysisError(f"{rd.run_json}: " + "; ".join(schema_problems(e, RunRecord))) from None
+
+
 def load_run(run_dir: str | Path) -> RunData:
-    run_dir = Path(run_dir)
+    rd = RunDir(run_dir)
+    run_dir = rd.path
     if not run_dir.is_dir():
         raise AnalysisError(f"{run_dir}: run directory does not exist")
-    run = read_json(run_dir / "run.json", "run.json")
+    run = read_run_record(rd)
     warnings: list[str] = []
 
-    ges_spec = run.get("ges")
-    if ges_spec is None:
-        ges_spec = [{"id": p.name, "dir": f"ge/{p.name}"}
+    ges_spec = run.ges
+    if ges_spec is None:   # a hand-made run.json: every ge/<id>/ directory is a main GE
+        ges_spec = [GeRecord(id=p.name, dir=rd.rel(p))
                     for p in sorted((run_dir / "ge").glob("*")) if p.is_dir()]
-    if not isinstance(ges_spec, list):
-        raise AnalysisError(f"{run_dir / 'run.json'}: 'ges' must be a list")
-    ges = []
-    for g in ges_spec:
-        gid = str(g.get("id", "ge"))
-        ges.append(_load_ge(run_dir, gid, str(g.get("dir", f"ge/{gid}"))))
+    ges = [_load_ge(run_dir, g.id, g.dir) for g in ges_spec]
 
     cd_ge = None
-    cd_spec = run.get("cd") or None
-    cd_ge_dir = (run.get("cd_ge") or {}).get("dir", "cd-ge")
+    cd_spec = run.cd
+    cd_ge_dir = run.cd_ge.dir if run.cd_ge else CD_GE_DIR
     if cd_spec is not None or (run_dir / cd_ge_dir).is_dir():
         if (run_dir / cd_ge_dir / "requests.csv").is_file():
-            cd_ge = _load_ge(run_dir, "cd-ge", cd_ge_dir)
+            cd_ge = _load_ge(run_dir, CD_GE_DIR, cd_ge_dir)
         else:
             warnings.append(f"{run_dir / cd_ge_dir / 'requests.csv'}: contention-detector GE "
                             "log missing; contention cannot be assessed")
 
     devices: dict[str, DeviceInfo] = {}
-    for d in run.get("devices") or []:
-        name = str(d.get("name"))
-        dev = DeviceInfo(name=name, id=d.get("id"), group=d.get("group"))
-        _load_device_files(run_dir, dev, d.get("resources"), warnings)
-        devices[name] = dev
+    for d in run.devices:
+        dev = DeviceInfo(name=d.name, id=d.id, group=d.group)
+        _load_device_files(rd, dev, d.resources, warnings)
+        devices[d.name] = dev
 
     cd = None
     if cd_spec is not None:
-        cd = DeviceInfo(name=str(cd_spec.get("device", "cd-node")), id=None, group="cd")
-        fallback = cd_spec.get("service_time_us")
-        _load_device_files(run_dir, cd, cd_spec.get("resources"), warnings,
-                           int(fallback) if isinstance(fallback, (int, float)) else None)
+        cd = DeviceInfo(name=cd_spec.device, id=None, group="cd")
+        _load_device_files(rd, cd, cd_spec.resources, warnings, cd_spec.service_time_us)
 
-    test = run.get("test") or {}
-    test_start = test.get("start_mono_ns")
+    test_start = run.test.start_mono_ns if run.test else None
     if not isinstance(test_start, int) or test_start <= 0:
         test_start = min((g.start_mono_ns for g in ges), default=0)
-    duration = test.get("duration_s")
+    duration = run.test.duration_s if run.test else None
     if not isinstance(duration, (int, float)) or duration <= 0 or math.isnan(duration):
         duration = max((float(g.summary.get("duration_s") or 0) for g in ges), default=0.0)
     if not duration:

@@ -27,23 +27,18 @@ rejects it and it is counted as unmatched).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from wotbench.rundir import RdParams
 
 from .loading import DeviceInfo
 from .stats import grouped_stats, row_stats
 
 RD_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 DECOMP = ("network_stack", "queueing", "service")
-
-
-@dataclass
-class RdParams:
-    join_slack_us: float = 0.0   # GE reads sent_ns right before sendto(): arrival > sent
-    window_s: float = 10.0
 
 
 def service_times_ms(req: pd.DataFrame, codes: np.ndarray,
@@ -87,20 +82,65 @@ def rd_values(req: pd.DataFrame, s_ms: np.ndarray) -> np.ndarray:
         return np.where((s_ms > 0) & ~np.isnan(r), (r - s_ms) / s_ms, np.nan)
 
 
+def _token_rows(req: pd.DataFrame, salts: dict[str, int]) -> dict[int, tuple[int, np.ndarray]]:
+    """salt_hi -> (salt_lo, row of request index i at [i]) for every GE with a known salt."""
+    out = {}
+    ges = req["ge"].astype(str).to_numpy()
+    idx = req["index"].to_numpy(np.int64)
+    for ge, salt in salts.items():
+        rows = np.flatnonzero(ges == ge)
+        if not len(rows):
+            continue
+        lut = np.full(int(idx[rows].max()) + 1, -1, np.int64)
+        lut[idx[rows]] = rows
+        out[salt >> 32] = (salt & 0xFFFFFFFF, lut)
+    return out
+
+
+def _join_by_token(req: pd.DataFrame, codes: np.ndarray, c: int, lg: pd.DataFrame,
+                   tokens: dict[int, tuple[int, np.ndarray]], test_start_ns: int) -> pd.DataFrame:
+    """Exact join of one device's log rows that carry a GE token (salt_hi, salt_lo ^ index)."""
+    tok = lg["token"].astype(object).where(lg["token"].notna(), "").astype(str).to_numpy()
+    ok = np.char.str_len(tok.astype(str)) == 16
+    hi = np.array([int(t[:8], 16) if o else -1 for t, o in zip(tok, ok)], np.int64)
+    lo = np.array([int(t[8:], 16) if o else 0 for t, o in zip(tok, ok)], np.int64)
+    rows = np.full(len(lg), -1, np.int64)
+    for salt_hi, (salt_lo, lut) in tokens.items():
+        m = hi == salt_hi
+        i = lo[m] ^ salt_lo
+        r = np.where(i < len(lut), lut[np.minimum(i, len(lut) - 1)], -1)
+        rows[np.flatnonzero(m)] = r
+    keep = rows >= 0
+    keep[keep] &= codes[rows[keep]] == c          # the token names a request to this device
+    return pd.DataFrame({"row": rows[keep], "code": c,
+                         "arrival": lg["arrival_ns"].to_numpy(np.int64)[keep] - test_start_ns,
+                         "start": lg["start_ns"].to_numpy(np.float64)[keep] - test_start_ns,
+                         "end": lg["end_ns"].to_numpy(np.float64)[keep] - test_start_ns})
+
+
 def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceInfo | None],
-                     test_start_ns: int, timeout_ms: float, p: RdParams
-                     ) -> tuple[pd.DataFrame, dict[str, int]]:
+                     test_start_ns: int, timeout_ms: float, p: RdParams,
+                     salts: dict[str, int] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """Match device-log rows to GE rows. Returns (matched frame, counters).
 
-    Matched frame columns: row (position in ``req``), code, arrival, start, end (float ns relative
-    to the test start).
+    A log that records the request tokens (wot-device's ``token`` column) is joined exactly:
+    a GE's token is its ``token_salt``'s high word, then the low word XOR the request index
+    (``salts``: GE id -> salt). Other logs are joined by path and time (rule in the module
+    docstring). Matched frame columns: row (position in ``req``), code, arrival, start, end
+    (float ns relative to the test start; start/end NaN for requests no worker served).
     """
     cats = req["path"].cat.categories
     n_cat = len(cats) + 1
     logs = []
+    exact = []
     log_rows = 0
+    tokens = _token_rows(req, salts or {})
     for c, dev in enumerate(devices):
         if dev is None or dev.log is None or len(dev.log) == 0:
+            continue
+        if tokens and "token" in dev.log.columns:
+            log_rows += len(dev.log)
+            exact.append(_join_by_token(req, codes, c, dev.log, tokens, test_start_ns))
             continue
         lg = dev.log
         log_rows += len(lg)
@@ -108,14 +148,26 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
         logs.append(pd.DataFrame({
             "key": np.where(pc >= 0, c * n_cat + pc, -1).astype(np.int64),
             "arrival": lg["arrival_ns"].to_numpy(np.int64) - test_start_ns,
-            "start": lg["start_ns"].to_numpy(np.int64) - test_start_ns,
-            "end": lg["end_ns"].to_numpy(np.int64) - test_start_ns,
+            "start": lg["start_ns"].to_numpy(np.float64) - test_start_ns,   # NaN: not served
+            "end": lg["end_ns"].to_numpy(np.float64) - test_start_ns,
         }))
     counters = {"log_rows": log_rows, "matched": 0, "unmatched_log_rows": log_rows}
     empty = pd.DataFrame({"row": np.zeros(0, np.int64), "code": np.zeros(0, np.int64),
                           "arrival": [], "start": [], "end": []})
-    if not logs:
+    matched = [_join_by_time(req, codes, logs, n_cat, timeout_ms, p)] if logs else []
+    parts = [m for m in exact + matched if len(m)]
+    if not parts:
         return empty, counters
+    out = pd.concat(parts, ignore_index=True)
+    counters["matched"] = int(len(out))
+    counters["unmatched_log_rows"] = int(log_rows - len(out))
+    return out, counters
+
+
+def _join_by_time(req: pd.DataFrame, codes: np.ndarray, logs: list[pd.DataFrame], n_cat: int,
+                  timeout_ms: float, p: RdParams) -> pd.DataFrame:
+    """Join log rows (key = device * n_cat + path, arrival, start, end) to GE rows by path and
+    time: the rule in the module docstring."""
     left = pd.concat(logs, ignore_index=True)
     left = left[left["key"] >= 0]
     slack = int(p.join_slack_us * 1e3)
@@ -163,9 +215,7 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
                         "arrival": j["arrival"].to_numpy(np.float64),
                         "start": j["start"].to_numpy(np.float64),
                         "end": j["end"].to_numpy(np.float64)})
-    counters["matched"] = int(len(out))
-    counters["unmatched_log_rows"] = int(log_rows - len(out))
-    return out, counters
+    return out
 
 
 def decomposition(req: pd.DataFrame, matched: pd.DataFrame) -> pd.DataFrame:

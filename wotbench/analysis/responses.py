@@ -172,6 +172,28 @@ def response_series(req: pd.DataFrame, codes: np.ndarray, names: list[str]) -> p
     return out.sort_values(["device", "second"], kind="stable").reset_index(drop=True)
 
 
+CDF_POINTS_MAX = 1500
+
+
+def rt_cdf_series(req: pd.DataFrame, n_max: int = CDF_POINTS_MAX) -> pd.DataFrame:
+    """The empirical CDF of the response times (from the actual send) of every ``ok`` request,
+    thinned evenly in probability to at most ``n_max`` points, both ends kept: rt_ms, cdf."""
+    x = req["rt_sent_ms"].to_numpy(np.float64)
+    x = np.sort(x[np.isfinite(x)])
+    y = np.arange(1, len(x) + 1) / len(x) if len(x) else np.zeros(0)
+    if len(x) > n_max:
+        idx = np.unique(np.r_[np.linspace(0, len(x) - 1, n_max).astype(int), len(x) - 1])
+        x, y = x[idx], y[idx]
+    return pd.DataFrame({"rt_ms": x, "cdf": y})
+
+
+def response_codes(req: pd.DataFrame) -> dict[str, int]:
+    """CoAP response code -> number of responses with it (all main-GE requests)."""
+    codes = req["code"].astype(object).where(req["code"].notna(), "").astype(str)
+    counts = codes[codes != ""].value_counts().sort_index()
+    return {str(c): int(n) for c, n in counts.items()}
+
+
 def outcome_series(req: pd.DataFrame, codes: np.ndarray, names: list[str]
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-device outcome totals + 'all' row, per-second outcome counts over all devices)."""
@@ -196,4 +218,4 @@ def outcome_series(req: pd.DataFrame, codes: np.ndarray, names: list[str]
 
 
 __all__ = ["combine_ge", "device_codes", "compute_responses", "response_series",
-           "outcome_series", "fnum"]
+           "outcome_series", "rt_cdf_series", "response_codes", "fnum"]

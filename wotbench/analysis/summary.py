@@ -1,31 +1,30 @@
-"""Assemble summary.json and series/*.csv from a loaded run (docs/CONTRACTS.md §7)."""
+"""Assemble summary.json and series/*.csv from a loaded run (docs/CONTRACTS.md §7).
+
+:func:`build` returns the :class:`~wotbench.rundir.Summary` model (the schema every reader
+uses) and the series frames; :func:`write` puts both into the run directory.
+"""
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
 
 from . import contention as cont
 from . import ge_integrity as gei
+from . import loss as lossm
+from . import monitor as mon
 from . import rd as rdm
 from . import responses as resp
+from wotbench.rundir import AnalysisParams, RunDir, Summary
+
 from .loading import RunData
 from .stats import grouped_stats, row_stats
 
 ANALYSIS_VERSION = 1
-SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "invalid": 3}
-
-
-@dataclass
-class AnalysisParams:
-    ge: gei.GeIntegrityParams = field(default_factory=gei.GeIntegrityParams)
-    rd: rdm.RdParams = field(default_factory=rdm.RdParams)
-    contention: cont.ContentionParams = field(default_factory=cont.ContentionParams)
+SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "testbed_loss": 3, "invalid": 4}
 
 
 def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
@@ -39,9 +38,9 @@ def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
     t_ns = np.where(np.isnan(req["sent"].to_numpy()), req["sched"].to_numpy(),
                     req["sent"].to_numpy())
     t_s = t_ns / 1e9
-    cal = run.run.get("calibration") or {}
-    c0, c1 = cal.get("start_mono_ns"), cal.get("end_mono_ns")
-    if isinstance(c0, int) and isinstance(c1, int) and c1 > c0:
+    cal = run.run.calibration
+    c0, c1 = (cal.start_mono_ns, cal.end_mono_ns) if cal else (None, None)
+    if cal is not None and c1 > c0:
         lo, hi = (c0 - run.test_start_ns) / 1e9, (c1 - run.test_start_ns) / 1e9
         in_cal = (t_s >= lo) & (t_s < hi)
     else:
@@ -56,11 +55,24 @@ def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
                          "rt_ms": req["rt_sent_ms"].to_numpy(), "rd": rd, "s_ms": s_ms})
 
 
+def _loss_reason(loss: dict[str, Any]) -> str:
+    c = loss["by_cause"]
+    legs = ", ".join(f"{n} {what}" for n, what in (
+        (c["to_device"], "on the way to the devices"), (c["from_device"], "on the way back"),
+        (c["local_send"], "in the GE's own sends")) if n)
+    return (f"the testbed lost {loss['testbed']} of {loss['sent']} requests "
+            f"({loss['testbed_share']:.2%}): {legs}; on {loss['testbed_devices']} device(s), "
+            f"the first at {loss['first_testbed_loss_s']:.1f} s. WoTbench itself lost them, not the "
+            f"system under test (losses the configured impairments caused are not counted)")
+
+
 def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
-             contention: dict[str, Any]) -> dict[str, Any]:
+             contention: dict[str, Any], loss: Optional[dict[str, Any]]) -> dict[str, Any]:
     invalid, flags, notes = [], [], []
-    for f in run.run.get("failures") or []:
-        invalid.append(f"component {f.get('component', '?')} failed: {f.get('what', '?')}")
+    if loss is not None and loss["testbed"]:
+        flags.append(("testbed_loss", _loss_reason(loss)))
+    for f in run.run.failures:
+        invalid.append(f"component {f.component} failed: {f.what}")
     if overall["requests"] == 0:
         invalid.append("no requests in the GE logs")
     elif overall["sent"] == 0:
@@ -87,7 +99,7 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
                      f"{contention['reason']}")
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))
-    if run.run.get("interrupted") or ge_block["interrupted"]:
+    if run.run.interrupted or ge_block["interrupted"]:
         notes.append(f"run interrupted: {overall['outcomes']['unsent']} requests unsent; "
                      "statistics cover the part that ran")
     if invalid:
@@ -101,16 +113,20 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
         reasons = ["GEs kept up with the trace and the CD node saw no contention"]
     return {"status": status, "reasons": reasons, "exit_code": 0 if status == "trustworthy" else 3,
             "checks": {"data": "invalid" if invalid else "ok", "ge": ge_state,
-                       "contention": contention["status"]}}
+                       "contention": contention["status"],
+                       "loss": "not_checked" if loss is None else
+                       "testbed_loss" if loss["testbed"] else "none"}}
 
 
-def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFrame]]:
     req = resp.combine_ge(run.ges, run.test_start_ns)
     codes, names = resp.device_codes(req, run)
     overall, per_device = resp.compute_responses(req, codes, names, run.duration_s)
+    overall["response_codes"] = resp.response_codes(req)
     series: dict[str, pd.DataFrame] = {}
     series["response_times"] = resp.response_series(req, codes, names)
     series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(req, codes, names)
+    series["rt_cdf"] = resp.rt_cdf_series(req)
 
     # GE integrity, per GE
     id_to_name = {int(d.id): n for n, d in run.devices.items() if d.id is not None}
@@ -153,9 +169,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd
     rd = rdm.rd_values(req, s_ms)
     timeout_ms = max((float(g.summary.get("timeout_ms") or 10000) for g in run.ges),
                      default=10000.0)
+    salts = {g.ge_id: int(g.summary["token_salt"], 16) for g in run.ges
+             if isinstance(g.summary.get("token_salt"), str)}
     matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
-                                             timeout_ms, p.rd)
+                                             timeout_ms, p.rd, salts)
     dec = rdm.decomposition(req, matched)
+    has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
+    cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
+    loss, series["loss_over_time"] = lossm.loss_block(req, cause, codes, names,
+                                                      run.run.network, run.duration_s)
     counters["ok_requests"] = int(overall["outcomes"]["ok"])
     counters["ok_requests_matched"] = int(len(dec))
     rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms))
@@ -191,27 +213,32 @@ def build(run: RunData, p: AnalysisParams) -> tuple[dict[str, Any], dict[str, pd
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
 
-    verdict = _verdict(run, overall, ge_block, contention)
+    groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
+    monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
+                                                run.duration_s, groups)
+    series.update(monitor_series)
+
+    verdict = _verdict(run, overall, ge_block, contention, loss)
     run_block = {
-        "name": run.run.get("name"),
-        "run_id": run.run.get("run_id"),
+        "name": run.run.name,
+        "run_id": run.run.run_id,
         "run_dir": str(run.run_dir),
-        "backend": run.run.get("backend"),
+        "backend": run.run.backend,
         "test_start_mono_ns": run.test_start_ns,
         "duration_s": run.duration_s,
-        "interrupted": bool(run.run.get("interrupted")) or ge_block["interrupted"],
-        "failures": run.run.get("failures") or [],
+        "interrupted": run.run.interrupted or ge_block["interrupted"],
+        "failures": [f.model_dump() for f in run.run.failures],
         "ges": [g.ge_id for g in run.ges],
         "devices": names,
         "cd_device": run.cd.name if run.cd else None,
         "analysis_version": ANALYSIS_VERSION,
-        "params": {"ge": asdict(p.ge), "rd": asdict(p.rd), "contention": asdict(p.contention)},
+        "params": p.model_dump(),
         "warnings": run.warnings,
     }
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
-               "verdict": verdict}
-    return summary, series
+               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss}
+    return Summary.model_validate(_json_clean(summary)), series
 
 
 def _json_clean(x: Any) -> Any:
@@ -229,10 +256,15 @@ def _json_clean(x: Any) -> Any:
     return x
 
 
-def write(run_dir: Path, summary: dict[str, Any], series: dict[str, pd.DataFrame]) -> None:
-    """Write ``summary`` (already passed through :func:`_json_clean`) and the series files."""
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    sdir = run_dir / "series"
-    sdir.mkdir(exist_ok=True)
+# series a figure draws point by point: full precision, so the report shows the exact values
+FULL_PRECISION = {"rt_cdf", "cpu_cores", "cpu_components", "cpu_groups"}
+
+
+def write(run_dir: Path, summary: Summary, series: dict[str, pd.DataFrame]) -> None:
+    """Write ``summary.json`` and the series files into ``run_dir``."""
+    rd = RunDir(run_dir)
+    rd.write_summary(summary)
+    rd.series_dir.mkdir(exist_ok=True)
     for name, df in series.items():
-        df.to_csv(sdir / f"{name}.csv", index=False, float_format="%.6g")
+        df.to_csv(rd.series(name), index=False,
+                  float_format=None if name in FULL_PRECISION else "%.6g")

@@ -12,58 +12,9 @@ import sys
 from pathlib import Path
 
 from .context import ReportError, build_context
+from .present import jinja_env
 
 __all__ = ["render", "render_html", "main", "ReportError"]
-
-
-def _fmt(v, digits: int = 1, unit: str = "") -> str:
-    if v is None:
-        return "–"
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    if f != f:  # NaN
-        return "–"
-    s = f"{f:,.{digits}f}"
-    return f"{s} {unit}".rstrip() if unit else s
-
-
-def _ms(v, digits: int = 1) -> str:
-    if v is not None and digits == 1:
-        try:
-            if abs(float(v)) < 1:
-                digits = 3
-        except (TypeError, ValueError):
-            pass
-    return _fmt(v, digits, "ms")
-
-
-def _pct(v, digits: int = 1) -> str:
-    if v is None:
-        return "–"
-    try:
-        f = float(v) * 100
-    except (TypeError, ValueError):
-        return str(v)
-    if 0 < f < 0.1:
-        return "<0.1 %"
-    return f"{f:.{digits}f} %"
-
-
-def _env():
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
-    env = Environment(loader=PackageLoader("wotbench.report", "templates"),
-                      autoescape=select_autoescape(["html", "j2"], default=True),
-                      trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(
-        ms=_ms, pct=_pct, num=_fmt,
-        rate=lambda v, d=1: _fmt(v, d, "req/s"),
-        count=lambda v: _fmt(v, 0),
-        secs=lambda v, d=1: _fmt(v, d, "s"),
-    )
-    return env
 
 
 def render_html(run_dir: Path | str) -> str:
@@ -78,7 +29,7 @@ def render_html(run_dir: Path | str) -> str:
         if f["svg"]:
             f["svg"] = Markup(f["svg"])  # produced by matplotlib, not user text
     ctx["figures"] = {f["id"]: f for f in figs}
-    return _env().get_template("report.html.j2").render(**ctx)
+    return jinja_env("wotbench.report").get_template("report.html.j2").render(**ctx)
 
 
 def render(run_dir: Path | str, out: Path | str | None = None) -> Path:

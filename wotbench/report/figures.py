@@ -2,48 +2,13 @@
 as an inline SVG string (text kept as text, so the report stays searchable and crisp)."""
 from __future__ import annotations
 
-import io
-import re
 from typing import Any, Callable
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-INK, GRID, MUTED = "#1f2933", "#e4e7eb", "#7b8794"
-BLUE, ORANGE, RED, GREEN, GREY, PURPLE = "#2f6fde", "#e8871e", "#c92a2a", "#2b8a3e", "#9aa5b1", "#7048e8"
-CYCLE = [BLUE, ORANGE, GREEN, PURPLE, RED, "#0c8599", "#a61e4d", "#5c940d", "#495057", "#f08c00"]
-SHADE = "#ffa8a8"
-
-plt.rcParams.update({
-    "svg.fonttype": "none", "svg.hashsalt": "wotbench", "font.family": "DejaVu Sans", "font.size": 9,
-    "axes.edgecolor": GREY, "axes.labelcolor": INK, "axes.titlesize": 10, "axes.titleweight": "bold",
-    "axes.titlecolor": INK, "axes.titlelocation": "left", "axes.grid": True, "grid.color": GRID,
-    "grid.linewidth": 0.8, "axes.spines.top": False, "axes.spines.right": False,
-    "xtick.color": MUTED, "ytick.color": MUTED, "legend.frameon": False, "legend.fontsize": 8,
-    "axes.prop_cycle": matplotlib.cycler(color=CYCLE), "figure.dpi": 100,
-})
-
-
-def _svg(fig) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
-    s = buf.getvalue()
-    s = s[s.index("<svg"):]  # drop XML prolog + DOCTYPE for inline embedding
-    s = re.sub(r"<metadata>.*?</metadata>\s*", "", s, count=1, flags=re.S)
-    # responsive: keep the viewBox, let CSS size it
-    return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1 class="plot"', s, count=1)
-
-
-def _scope_ids(svg: str, prefix: str) -> str:
-    """Prefix every id (and its references) so several inline SVGs can share one HTML page."""
-    svg = re.sub(r'\bid="([^"]+)"', rf'id="{prefix}-\1"', svg)
-    svg = re.sub(r'url\(#([^)]+)\)', rf'url(#{prefix}-\1)', svg)
-    return re.sub(r'href="#([^"]+)"', rf'href="#{prefix}-\1"', svg)
+from .plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
+                       close_all, plt, scope_ids, svg)
 
 
 def _shade(ax, ctx: dict, label: bool = True) -> None:
@@ -69,16 +34,7 @@ def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, yl
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", ncol=ncol, bbox_to_anchor=(0, -0.2))
     fig.tight_layout()
-    return _svg(fig)
-
-
-def _ecdf(x: np.ndarray, n_max: int = 1500) -> tuple[np.ndarray, np.ndarray]:
-    x = np.sort(np.asarray(x, dtype=float)[np.isfinite(x)])
-    y = np.arange(1, len(x) + 1) / len(x)
-    if len(x) > n_max:  # thin evenly in probability, keep both ends
-        idx = np.unique(np.r_[np.linspace(0, len(x) - 1, n_max).astype(int), len(x) - 1])
-        x, y = x[idx], y[idx]
-    return x, y
+    return svg(fig)
 
 
 # --------------------------------------------------------------------------- figures
@@ -105,7 +61,7 @@ def fig_rit_cdf(ctx: dict) -> str:
     a2.set_title("Zoom on the low end (p0–p10)")
     a1.legend(loc="lower right")
     fig.tight_layout()
-    return _svg(fig)
+    return svg(fig)
 
 
 def fig_rt_over_time(ctx: dict) -> str:
@@ -132,16 +88,17 @@ def fig_rt_over_time(ctx: dict) -> str:
     a1.legend(loc="lower right", ncol=2)
     a2.legend(loc="upper right", ncol=4)
     fig.tight_layout()
-    return _svg(fig)
+    return svg(fig)
 
 
 def fig_rt_cdf(ctx: dict) -> str:
-    x, y = _ecdf(ctx["data"]["rt_cdf"][0])  # (sorted response times, None) from context.py
+    cdf = ctx["data"]["rt_cdf"]   # series/rt_cdf.csv: the analysis's thinned ECDF
+    x, y = cdf["rt_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6, label="all successful requests")
     rt = ctx["overall"]["rt"]
     for q, color in (("p50", BLUE), ("p95", ORANGE), ("p99", RED)):
-        v = rt[q]  # context._rt_stats: always a dict with p50/p95/p99 (None if absent)
+        v = rt[q]  # sections.rt_stats: always a dict with p50/p95/p99 (None if absent)
         if v is not None:
             ax.axvline(v, color=color, ls="--", lw=0.9)
             ax.annotate(f"{q} {v:.1f} ms", (v, 0.04 if q == "p50" else 0.5 if q == "p95" else 0.25),
@@ -153,7 +110,7 @@ def fig_rt_cdf(ctx: dict) -> str:
     ax.set_ylim(0, 1.02)
     ax.set_title("Response time CDF")
     fig.tight_layout()
-    return _svg(fig)
+    return svg(fig)
 
 
 def fig_rd(ctx: dict) -> str:
@@ -202,16 +159,13 @@ def _short(s: str, n: int = 40) -> str:
 
 
 def fig_cpu_containers(ctx: dict) -> str:
-    """CPU use and run-queue wait per component (monitor/cgroups.csv); a group's devices summed."""
-    df: pd.DataFrame = ctx["data"]["cpu_containers"].copy()
-    groups = ctx.get("device_groups") or {}
-    sizes: dict[str, int] = {}
-    for g in groups.values():
-        sizes[g] = sizes.get(g, 0) + 1
-    df["series"] = [f"{groups[c]}-* ({sizes[groups[c]]} devices, sum)" if c in groups else c
-                    for c in df["component"]]
-    df["t_r"] = df["t_s"].round(1)
-    agg = df.groupby(["series", "t_r"], as_index=False)[["cpu_pct", "runq_ms_per_s"]].sum(min_count=1)
+    """CPU use and run-queue wait per component (series/cpu_groups.csv: a group's devices summed
+    by the analysis)."""
+    df: pd.DataFrame = ctx["data"]["cpu_containers"]
+    label = [f"{g}-* ({int(n)} devices, sum)" if pd.notna(n) else g
+             for g, n in zip(df["group"].astype(str), df["devices"])]
+    agg = pd.DataFrame({"series": label, "t_r": df["t_s"], "cpu_pct": df["cpu_pct"],
+                        "runq_ms_per_s": df["runq_ms_per_s"]})
     has_rq = agg["runq_ms_per_s"].notna().any()
     fig, axes = plt.subplots(2 if has_rq else 1, 1, figsize=(10, 4.8 if has_rq else 3.0), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2] if has_rq else [1]})
@@ -274,9 +228,9 @@ def make_figures(ctx: dict) -> list[dict[str, Any]]:
             item["missing"] = ctx["missing"].get(key, "no data")
         else:
             try:
-                item["svg"] = _scope_ids(fn(ctx), fid)
+                item["svg"] = scope_ids(fn(ctx), fid)
             except Exception as e:  # a broken input must not take the whole report down
-                plt.close("all")
+                close_all()
                 item["missing"] = f"the figure could not be drawn ({type(e).__name__}: {e})"
         out.append(item)
     return out

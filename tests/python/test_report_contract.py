@@ -1,0 +1,76 @@
+"""Writer meets readers: the run report and the sweep report drawn from run directories that the
+real analysis wrote (raw files as the runner writes them, tests/python/report_fixture.py). If
+the analysis stops writing a key or a series that a figure needs, a figure here turns into a
+"not available" note and the test says which one."""
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from report_fixture import make_run
+from sweep_fakes import write_base
+from wotbench.report import render
+from wotbench.rundir import RunDir
+from wotbench.sweep import run_sweep
+from wotbench.sweep.report import collect
+
+RUN_FIGURES = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-cpu-cores",
+               "fig-cpu-containers"]
+SWEEP_FIGURES = ["fig7", "fig8", "fig9", "fig5"]
+
+
+def _analysed_runner(config_path: str, out_root: str, backend=None) -> int:
+    """A run function for the sweep engine: the raw files of a run with the point's device count
+    and placement, then the real analysis and the real report, as ``wotbench run`` ends."""
+    cfg = yaml.safe_load(Path(config_path).read_text())
+    affinity = cfg.get("placement", {}).get("affinity", "pinned")
+    run_dir = make_run(Path(out_root), name=cfg["name"], n_devices=cfg["devices"][0]["count"],
+                       duration_s=20, faithful=affinity == "pinned")
+    render(run_dir)
+    return RunDir(run_dir).read_summary().verdict.exit_code
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("contract-sweep")
+    return run_sweep(write_base(tmp), ["devices[0].count=2,4", "placement.affinity=pinned,shared"],
+                     out_root=tmp / "reports", run_fn=_analysed_runner,
+                     console=Console(file=io.StringIO()), progress=False)
+
+
+def _drawn(html: str, ids: list[str], tag: str) -> dict[str, bool]:
+    out = {}
+    for fid in ids:
+        m = re.search(rf'<{tag}[^>]* id="{fid}">(.*?)</{tag}>', html, re.S)
+        assert m, f"{fid} is not on the page"
+        out[fid] = "<svg" in m.group(1)
+    return out
+
+
+def test_every_run_report_draws_every_figure(sweep):
+    for p in sweep.points:
+        html = (sweep.dir / p.run_dir / "report.html").read_text()
+        drawn = _drawn(html, RUN_FIGURES, "figure")
+        assert all(drawn.values()), (p.id, [f for f, ok in drawn.items() if not ok])
+
+
+def test_every_sweep_fact_comes_from_the_analysed_runs(sweep):
+    rows = collect(sweep)
+    assert len(rows) == 4 and {r["affinity"] for r in rows} == {"pinned", "shared"}
+    for r in rows:
+        missing = [k for k, v in r.items() if v is None and k not in ("error", "exit_code")]
+        assert r["exit_code"] is not None and not missing, (r["id"], missing)
+        assert r["report"] == f"{r['run_dir']}/report.html"
+    assert sorted(r["devices"] for r in rows) == [2, 2, 4, 4]
+
+
+def test_the_sweep_report_draws_every_figure(sweep):
+    html = (sweep.dir / "report.html").read_text()
+    drawn = _drawn(html, SWEEP_FIGURES, "div")
+    assert all(drawn.values()), [f for f, ok in drawn.items() if not ok]
+    assert "CPU utilisation not available" not in html     # Fig 5's host-CPU panel is drawn

@@ -1,0 +1,165 @@
+"""Where every request that did not end ``ok`` was lost: the testbed, a configured impairment,
+or the system under test.
+
+Per request (main GEs; the device logs joined to the GE rows by :func:`rd.join_device_logs`):
+
+==================  ========================================================================
+cause               rule
+==================  ========================================================================
+to_device           timeout, and the device logged no arrival for it: lost between GE and device
+from_device         timeout, the device answered it in time (response logged before the GE's
+                    timeout), and the GE never received the answer
+local_send          error without a send time: the GE's own send failed
+impairment          a loss on a leg the user impaired (app backend: up to the datagrams it
+                    reports dropped on that leg, the rest of the leg's losses of a device whose
+                    impairment also delays that leg; netem/pumba: every loss on a lossy leg)
+refused_503         a 5.03 (Service Unavailable) from the device: its queue was full
+device_late         timeout, the device answered after the GE's timeout (queueing/service)
+sut_error           any other 4.xx/5.xx response
+sut_reset           RST
+no_device_log       timeout of a device without a log (a third-party server): not placed
+interrupted         sent, in flight when the run was interrupted
+==================  ========================================================================
+
+``testbed`` = to_device + from_device + local_send (what WoTbench itself lost);
+``configured`` = impairment; ``sut`` = refused_503 + device_late + sut_error + sut_reset.
+Unsent requests are not losses. Any testbed loss makes the run untrustworthy (verdict
+``testbed_loss``): a user would otherwise blame the system under test for it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from wotbench.rundir import NetworkRecord
+
+CAUSES = ("to_device", "from_device", "local_send", "impairment", "refused_503", "device_late",
+          "sut_error", "sut_reset", "no_device_log", "interrupted")
+TESTBED = ("to_device", "from_device", "local_send")
+SUT = ("refused_503", "device_late", "sut_error", "sut_reset")
+NOT_A_CAUSE = -1
+
+
+def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, codes: np.ndarray,
+             timeout_ms: float) -> np.ndarray:
+    """Cause index (into CAUSES) per request row; NOT_A_CAUSE for ok and unsent."""
+    n = len(req)
+    out = np.full(n, NOT_A_CAUSE, np.int64)
+    outcome = req["outcome"].astype(str).to_numpy()
+    code = req["code"].astype(object).where(req["code"].notna(), "").astype(str).to_numpy()
+    sent = req["sent"].to_numpy()
+    idx = {c: i for i, c in enumerate(CAUSES)}
+    # the device's answer time for the requests it logged: the end of its service, or its
+    # arrival for those it refused at once (5.03, 4.04)
+    answered_at = np.full(n, np.nan)
+    if len(matched):
+        rows = matched["row"].to_numpy(np.int64)
+        answered_at[rows] = np.where(np.isnan(matched["end"].to_numpy()),
+                                     matched["arrival"].to_numpy(), matched["end"].to_numpy())
+    timeout = outcome == "timeout"
+    logged = has_log[codes] if len(codes) else np.zeros(n, bool)
+    reached = ~np.isnan(answered_at)
+    in_time = answered_at <= sent + timeout_ms * 1e6
+    out[timeout & ~logged] = idx["no_device_log"]
+    out[timeout & logged & ~reached] = idx["to_device"]
+    out[timeout & logged & reached & in_time] = idx["from_device"]
+    out[timeout & logged & reached & ~in_time] = idx["device_late"]
+    error = outcome == "error"
+    out[error & (code == "5.03")] = idx["refused_503"]
+    out[error & (code != "5.03") & (code != "")] = idx["sut_error"]
+    out[error & (code == "") & np.isnan(sent)] = idx["local_send"]
+    out[error & (code == "") & ~np.isnan(sent)] = idx["interrupted"]
+    out[outcome == "reset"] = idx["sut_reset"]
+    return out
+
+
+def _impaired_legs(network: Optional[NetworkRecord], name: str) -> dict[str, dict[str, bool]]:
+    """{"to_device": {...}, "from_device": {...}}: whether the device's configured impairment
+    drops ("loss") or holds ("delay": delay or rate) datagrams on each leg."""
+    legs = {"to_device": {"loss": False, "delay": False}, "from_device": {"loss": False, "delay": False}}
+    dev = network.devices.get(name) if network else None
+    if dev is None:
+        return legs
+    imp = dev.impairment
+    direction = imp.get("direction", "egress")
+    on = {"to_device": direction in ("ingress", "both"), "from_device": direction in ("egress", "both")}
+    for leg, active in on.items():
+        if active:
+            legs[leg]["loss"] = bool(imp.get("loss"))
+            legs[leg]["delay"] = bool(imp.get("delay") or imp.get("rate"))
+    return legs
+
+
+def attribute_impairments(cause: np.ndarray, codes: np.ndarray, names: list[str],
+                          network: Optional[NetworkRecord]) -> np.ndarray:
+    """Move losses the user configured from the testbed legs to ``impairment``, request by
+    request (the earliest of a device's losses on a leg first), so totals, per-device counts
+    and the time series agree."""
+    out = cause.copy()
+    imp = CAUSES.index("impairment")
+    for i, name in enumerate(names):
+        dev = network.devices.get(name) if network else None
+        if dev is None:
+            continue
+        legs = _impaired_legs(network, name)
+        for leg, counter in (("to_device", "dropped_in"), ("from_device", "dropped_out")):
+            rows = np.flatnonzero((codes == i) & (out == CAUSES.index(leg)))
+            if not len(rows):
+                continue
+            if legs[leg]["delay"]:       # held past the GE's timeout: the user's doing too
+                moved = len(rows)
+            elif dev.counters is not None:   # app backend: it counted its drops exactly
+                moved = min(len(rows), getattr(dev.counters, counter))
+            else:                        # netem/pumba: no counts; a lossy leg takes them all
+                moved = len(rows) if legs[leg]["loss"] else 0
+            out[rows[:moved]] = imp
+    return out
+
+
+def loss_block(req: pd.DataFrame, cause: np.ndarray, codes: np.ndarray, names: list[str],
+               network: Optional[NetworkRecord], duration_s: float
+               ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The summary's ``loss`` block and series/loss_over_time.csv (per second of the scheduled
+    send: count per cause)."""
+    k = len(CAUSES)
+    cause = attribute_impairments(cause, codes, names, network)
+    m = cause >= 0
+    counts = np.zeros((len(names), k), np.int64)
+    np.add.at(counts, (codes[m], cause[m]), 1)
+    totals = {c: int(counts[:, i].sum()) for i, c in enumerate(CAUSES)}
+    sent = int((~np.isnan(req["sent"].to_numpy())).sum()) + totals["local_send"]
+    testbed = sum(totals[c] for c in TESTBED)
+    per_device = {}
+    for i, name in enumerate(names):
+        row = {c: int(counts[i, j]) for j, c in enumerate(CAUSES) if counts[i, j]}
+        if row:
+            row["testbed"] = sum(row.get(c, 0) for c in TESTBED)
+            per_device[name] = row
+    sec = np.floor(req["sched"].to_numpy()[m] / 1e9).astype(np.int64)
+    series = pd.DataFrame(columns=["second", *CAUSES])
+    if m.any():
+        smin = int(sec.min())
+        grid = np.zeros((int(sec.max()) - smin + 1, k), np.int64)
+        np.add.at(grid, (sec - smin, cause[m]), 1)
+        series = pd.DataFrame(grid, columns=list(CAUSES))
+        series.insert(0, "second", np.arange(len(grid)) + smin)
+        series = series[series[list(CAUSES)].sum(axis=1) > 0]
+    first = None
+    tb = np.isin(cause, [CAUSES.index(c) for c in TESTBED])
+    if tb.any():
+        first = float(req["sched"].to_numpy()[tb].min() / 1e9)
+    block = {
+        "requests_not_ok": int(m.sum()),
+        "sent": sent,
+        "by_cause": totals,
+        "testbed": testbed,
+        "configured": totals["impairment"],
+        "sut": sum(totals[c] for c in SUT),
+        "testbed_share": testbed / sent if sent else None,
+        "testbed_devices": sum(1 for d in per_device.values() if d["testbed"]),
+        "first_testbed_loss_s": first,
+        "per_device": per_device,
+    }
+    return block, series

@@ -1,0 +1,71 @@
+"""The data each figure draws, read from the series the analysis wrote (``series/*.csv``), with
+the reason shown in the figure's place when a series is absent."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pandas as pd
+
+from wotbench.csvcheck import read_optional_csv
+from wotbench.rundir import RunDir, RunRecord, Summary
+
+
+def _read(rd: RunDir, name: str) -> Optional[pd.DataFrame]:
+    return read_optional_csv(rd.series(name))
+
+
+def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any], dict[str, str]]:
+    """(data by figure key, reason by figure key for what is missing)."""
+    data: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+
+    df = _read(rd, "response_times")
+    if df is not None:
+        df = df[df["device"].astype(str) == "all"].assign(t_s=lambda d: d["second"])
+    if df is not None and len(df):
+        oc = _read(rd, "outcomes_over_time")
+        if oc is not None:
+            cols = [c for c in oc.columns if c in ("ok", "error", "timeout", "reset")]
+            sent = pd.DataFrame({"t_s": oc["second"], "sent": oc[cols].sum(axis=1)})
+            df = df.merge(sent, on="t_s", how="outer").sort_values("t_s")
+        data["rt_time"] = df
+    else:
+        missing["rt_time"] = ("series/response_times.csv is missing or empty (no request was "
+                              "answered, or the analysis did not run)")
+
+    df = _read(rd, "rt_cdf")
+    if df is not None:
+        data["rt_cdf"] = df
+    else:
+        missing["rt_cdf"] = "no successful response in ge/*/requests.csv"
+
+    df = _read(rd, "rit_cdf")
+    rit = {ge: (g["cdf"].to_numpy(float), g["expected_rit_ms"].to_numpy(float),
+                g["submitted_rit_ms"].to_numpy(float))
+           for ge, g in df.groupby(df["ge"].astype(str)) if ge != "cd-ge"} if df is not None else {}
+    if rit:
+        data["rit"] = rit
+    else:
+        missing["rit"] = ("series/rit_cdf.csv is missing (the GE sent fewer than two requests per "
+                          "device, or the analysis did not run)")
+
+    windows, cd = _read(rd, "rd_over_time"), _read(rd, "cd_samples")
+    if windows is not None or cd is not None:
+        data["rd"] = {"windows": windows, "cd": cd}
+    else:
+        missing["rd"] = ("the contention detector was not enabled for this run (no CD node)"
+                         if run.cd is None and s.rd.cd is None else
+                         "series/rd_over_time.csv and series/cd_samples.csv are missing (no R_d "
+                         "could be computed)")
+
+    mon = s.monitor
+    for key, series, why in (("cpu_cores", "cpu_cores", mon.cpu_cores_missing if mon else None),
+                             ("cpu_containers", "cpu_groups",
+                              mon.cpu_components_missing if mon else None)):
+        df = _read(rd, series)
+        if df is not None:
+            data[key] = df
+        else:
+            missing[key] = why or (f"series/{series}.csv is missing (the analysis did not run, "
+                                   f"or an older version did: run `wotbench analyze {rd.path}`)")
+    return data, missing
