@@ -7,15 +7,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test bench validate clean docker-clean help
+.PHONY: all bootstrap build build-asan run test bench study clean docker-clean help
 
 all: build
 
 help:
 	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
+	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
 	@echo "make test                            build and run the tests"
 	@echo "make bench                           measure the emulators and print the figures"
-	@echo "make validate                        run the validation scenarios, write reports/validate-*/table.md"
+	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
 	@echo "make clean                           remove build outputs"
@@ -31,8 +32,14 @@ build-asan: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator asan
 	@$(MAKE) --no-print-directory -C wot-device asan
 
-run:   # harness.sh bootstraps and builds itself (it is also the entry point without make)
-	@./harness.sh "$(CONFIG)"
+# harness.sh bootstraps and builds itself (it is also the entry point without make). make turns
+# every failing recipe into its own exit code 2, so the verdict code is printed here; scripts
+# that need it call ./harness.sh or .venv/bin/wotbench run directly.
+run:
+	@./harness.sh "$(CONFIG)"; rc=$$?; \
+	case $$rc in 0) what="trustworthy";; 3) what="flagged: the testbed distorted the result (see the verdict above)";; \
+	  2) what="bad input";; 1) what="environment problem";; 130|143) what="interrupted";; *) what="see above";; esac; \
+	echo "make run: wotbench run exited with $$rc ($$what)"; exit $$rc
 
 test: build build-asan
 	@bash scripts/run-tests.sh $(PYTEST_ARGS)
@@ -40,9 +47,10 @@ test: build build-asan
 bench: build
 	@$(PY) bench/run_all.py
 
-# validation scenarios (configs/validation/scenarios.yaml); waits for a quiet host before each run
-validate: build
-	@$(PY) -m wotbench.validate $(VALIDATE_ARGS)
+# the contention-detector validation study (configs/validation/scenarios.yaml), in process and
+# resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.
+study: build
+	@$(VENV)/bin/wotbench study $(STUDY_ARGS)
 
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean

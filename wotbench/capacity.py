@@ -21,7 +21,8 @@ flagged: the search errs on the safe side). The search assumes monotonicity (mor
 makes a flagged setting clean), so it never tests above a flagged or below a clean setting; a
 clean result above a flagged one can therefore not arise, and the answer is conservative when a
 single run was flagged by noise (raise --repeats to guard against that). A run that fails without
-summary.json stops the search (status ``failed``); ``--resume`` picks it up again.
+summary.json, or that ``--quiet`` skips because the host never became quiet, stops the search
+(status ``failed``); ``--resume`` picks it up again.
 
 Everything goes into a sweep dir ``reports/capacity-<name>-<UTC>/`` (``sweep.json``, one run dir
 per point), plus ``capacity.json`` and ``report.html``. The run function is injected.
@@ -30,13 +31,19 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
+
+from .config import load_config
 from .errors import ConfigError
-from .sweep.core import RunFn, Sweep, default_run_fn
+from .report.present import cell
+from .runner.quiet import QuietGate
+from .sweep.core import RunFn, Sweep, SweepInterrupted, default_run_fn, derive_config
 from .sweep.paths import format_key, get_path, parse_key
-from .sweep.report import collect, write_report
+from .sweep.report import write_report
 
 SCHEMA = "wotbench-capacity/1"
 _RATE = re.compile(r"^devices\[(\d+)\]\.rate$")
@@ -60,10 +67,13 @@ def _policy(repeats: int) -> str:
 
 
 class CapacitySearch:
-    def __init__(self, sweep: Sweep, params: dict, run_fn: RunFn, console: Any, backend: Optional[str]):
+    def __init__(self, sweep: Sweep, params: dict, run_fn: RunFn, console: Any, backend: Optional[str],
+                 gate: Optional[QuietGate] = None):
         self.sweep, self.p, self.run_fn, self.console, self.backend = sweep, params, run_fn, console, backend
+        self.gate = gate
+        self.interrupted: Optional[SweepInterrupted] = None   # a run stopped by SIGINT/SIGTERM
         self.steps: list[dict] = []
-        self.base_seed = int(get_path(sweep._base_raw, "seed", 1) or 1)
+        self.base_seed = int(get_path(sweep.base_raw, "seed", 1) or 1)
 
     def evaluate(self, value: Any, phase: str) -> bool:
         pts = []
@@ -74,11 +84,12 @@ class CapacitySearch:
             p = self.sweep.add_point(ov)
             if p.status != "done" or not self.sweep.refresh(p):
                 self._say(f"[bold]{phase}[/] {self.p['key']}={value} (run {r + 1}/{self.p['repeats']}, {p.id}) …")
-                self.sweep.run_point(p, self.run_fn, self.backend)
+                self.sweep.run_point(p, self.run_fn, self.backend, self.gate,
+                                     log=self._say)
             pts.append(p)
             if p.status != "done":
                 self.steps.append(self._step(phase, value, pts, None))
-                raise _Failed(f"{p.id} ({self.p['key']}={value}) failed: {p.error}")
+                raise _Failed(f"{p.id} ({self.p['key']}={value}) {p.status}: {p.error}")
         flagged = 2 * sum(p.verdict != "trustworthy" for p in pts) >= len(pts)
         self.steps.append(self._step(phase, value, pts, flagged))
         self._say(f"  → {self.p['key']}={value}: " + ("[red]flagged[/]" if flagged else "[green]clean[/]") +
@@ -86,11 +97,12 @@ class CapacitySearch:
         return flagged
 
     def _step(self, phase: str, value: Any, pts: list, flagged: Optional[bool]) -> dict:
-        rows = {r["id"]: r for r in collect(self.sweep, {p.id for p in pts})}
-        med = lambda k: _median([rows[p.id].get(k) for p in pts if p.id in rows])  # noqa: E731
+        summaries = [s for s in (self.sweep.summary(p) for p in pts) if s is not None]
         return {"phase": phase, "value": value, "points": [p.id for p in pts], "flagged": flagged,
                 "verdicts": [p.verdict for p in pts], "reasons": [r for p in pts for r in p.reasons],
-                "run_dirs": [p.run_dir for p in pts], "rd_devices": med("rd_devices"), "rd_cd": med("rd_cd")}
+                "run_dirs": [p.run_dir for p in pts],
+                "rd_devices": _median([s.rd.overall.rd.p50 for s in summaries]),
+                "rd_cd": _median([s.rd.cd.test.p50 for s in summaries if s.rd.cd])}
 
     def _say(self, msg: str) -> None:
         if self.console is not None:
@@ -125,8 +137,10 @@ class CapacitySearch:
                       "none_clean" if answer is None else "max_clean")
         except _Failed as e:
             error = str(e)
+        except SweepInterrupted as e:      # the caller writes what was found, then re-raises
+            status, error, self.interrupted = "interrupted", str(e), e
         clean = [s["value"] for s in self.steps if s["flagged"] is False]
-        if status == "failed":
+        if status in ("failed", "interrupted"):
             answer = max(clean) if clean else None
         return {"schema": SCHEMA, "key": p["key"], "params": p, "status": status, "answer": answer,
                 "first_flagged": first_flagged, "runs": sum(len(s["points"]) for s in self.steps),
@@ -134,9 +148,10 @@ class CapacitySearch:
                 "conclusion": _conclusion(status, p, answer, first_flagged, error)}
 
 
-def _median(vals: list) -> Optional[float]:
-    v = sorted(x for x in vals if isinstance(x, (int, float)))
-    return None if not v else (v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2)
+def _median(vals: list[Optional[float]]) -> Optional[float]:
+    """The median R_d of a setting's runs (runs without one left out)."""
+    v = [x for x in vals if x is not None]
+    return statistics.median(v) if v else None
 
 
 def _conclusion(status: str, p: dict, answer: Any, flagged: Any, error: Optional[str]) -> str:
@@ -149,8 +164,11 @@ def _conclusion(status: str, p: dict, answer: Any, flagged: Any, error: Optional
     if status == "none_clean":
         return (f"already the first setting {k} = {p['start']} was flagged: lower --start, or give the "
                 f"emulation more cores.")
-    return (f"the search stopped because a run failed ({error}); largest clean setting so far: {answer}. "
-            f"Fix the cause and resume with --resume.")
+    if status == "interrupted":
+        return (f"the search was interrupted ({error}); largest clean setting so far: {answer}. "
+                f"Continue it with --resume.")
+    return (f"the search stopped because a run did not complete ({error}); largest clean setting so far: "
+            f"{answer}. Fix the cause (or wait for a quiet host) and resume with --resume.")
 
 
 def _check_params(key: str, start: Any, maximum: Any, step: Any, repeats: int, resolution: Any) -> None:
@@ -176,9 +194,6 @@ def _check_params(key: str, start: Any, maximum: Any, step: Any, repeats: int, r
 
 def _check_key(config: str | Path, key: str, start: Any) -> None:
     """Derive the start point once (nothing written) so a bad --key fails before any run."""
-    import yaml
-    from .config import load_config
-    from .sweep.core import derive_config
     load_config(config)
     ov = overrides_for(key, start)
     derive_config(yaml.safe_load(Path(config).read_text()), ov, base_dir=Path(config).resolve().parent,
@@ -189,8 +204,10 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
                  maximum: Any = 200, step: Any = None, bisect: Optional[bool] = None, repeats: int = 1,
                  resolution: Any = None, resume: Optional[str | Path] = None,
                  out_root: str | Path = "reports", backend: Optional[str] = None,
-                 run_fn: Optional[RunFn] = None, console: Any = None, report: bool = True) -> dict:
-    """``wotbench capacity``; returns the capacity.json content (also written to the dir)."""
+                 run_fn: Optional[RunFn] = None, console: Any = None, report: bool = True,
+                 gate: Optional[QuietGate] = None) -> dict:
+    """``wotbench capacity``; returns the capacity.json content (also written to the dir).
+    ``gate``: wait for a quiet host before every run."""
     if resume is not None:
         sweep = Sweep.open(resume)
         if sweep.data.get("kind") != "capacity":
@@ -210,7 +227,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
         _check_key(config, key, start)
         sweep = Sweep.create(config, [], out_root=out_root, kind="capacity", backend=backend,
                              extra={"capacity_params": params, "vary": [{"key": key, "values": "search"}]})
-    search = CapacitySearch(sweep, params, run_fn or default_run_fn(), console, backend)
+    search = CapacitySearch(sweep, params, run_fn or default_run_fn(), console, backend, gate)
     result = search.run()
     result["sweep_dir"] = str(sweep.dir)
     (sweep.dir / "capacity.json").write_text(json.dumps(result, indent=2, default=str))
@@ -218,6 +235,8 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
         write_report(sweep, capacity=result)
     if console is not None:
         print_capacity(result, console)
+    if search.interrupted is not None:
+        raise search.interrupted
     return result
 
 
@@ -231,7 +250,7 @@ def print_capacity(result: dict, console: Any) -> None:
     t = Table(title=f"Capacity search over {result['key']}", title_justify="left")
     for col in ("#", "phase", result["key"], "runs", "result", "R_d devices", "R_d CD", "verdicts"):
         t.add_column(col, justify="right" if col in ("#", "R_d devices", "R_d CD") else "left")
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
+    fmt = lambda v: cell(v, 3)  # noqa: E731
     for i, s in enumerate(result["steps"], 1):
         res = {True: "[red]flagged[/]", False: "[green]clean[/]", None: "[red]failed[/]"}[s["flagged"]]
         t.add_row(str(i), s["phase"], str(s["value"]), ", ".join(s["points"]), res, fmt(s["rd_devices"]),

@@ -1,7 +1,8 @@
 """The ``wotbench`` command line.
 
-Subcommands: ``validate``, ``trace``, ``plan`` (this module and its siblings), and ``run``,
-``doctor``, ``clean``, ``analyze``, ``report`` which import their modules lazily.
+Subcommands: ``check``, ``trace``, ``plan`` (this module and its siblings), and ``run``,
+``doctor``, ``clean``, ``analyze``, ``report``, ``sweep``, ``capacity``, ``study`` which import
+their modules when called (they pull in Docker, pandas, matplotlib).
 Every :class:`~wotbench.errors.WotbenchError` is printed as ``wotbench: error: <message>``
 on stderr and exits with its code; Ctrl-C exits 130; user errors never show a traceback.
 """
@@ -15,11 +16,14 @@ from typing import Optional, Sequence
 from .errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
-def _cmd_validate(args) -> int:
+def _cmd_check(args) -> int:
     from .config import load_config
     from .plan import make_plan
     cfg = load_config(args.config)
     make_plan(cfg)  # placement.cpus must exist on this host
+    if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
+        from .tracegen import check_recorded
+        check_recorded(cfg)
     print("OK")
     return 0
 
@@ -112,10 +116,18 @@ def _yaml_scalar(text: Optional[str]):
     return None if text is None else yaml.safe_load(text)
 
 
+def _gate(args):
+    """The quiet-host gate of ``--quiet`` (sweep, capacity) or of the study."""
+    from .runner.quiet import QuietGate
+    return QuietGate(max_load=args.max_load, timeout_s=args.quiet_timeout,
+                     wait=not getattr(args, "no_wait", False))
+
+
 def _cmd_sweep(args) -> int:
     from .sweep import run_sweep, sweep_exit_code
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
-                      out_root=args.out_root, backend=args.backend, progress=not args.no_progress)
+                      out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
+                      gate=_gate(args) if args.quiet else None)
     print(sweep.dir / "report.html")
     return sweep_exit_code(sweep)
 
@@ -127,8 +139,37 @@ def _cmd_capacity(args) -> int:
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
                           resolution=_yaml_scalar(args.resolution), resume=args.resume,
-                          out_root=args.out_root, backend=args.backend, console=Console())
+                          out_root=args.out_root, backend=args.backend, console=Console(),
+                          gate=_gate(args) if args.quiet else None)
     return capacity_exit_code(result)
+
+
+def _cmd_study(args) -> int:
+    from .validation.research import calibration_sweep
+    from .validation.study import run_study
+    if args.calibration_sweep:
+        import json
+        try:
+            lengths = [int(x) for x in args.lengths.split(",")]
+        except ValueError:
+            raise ConfigError([f"--lengths: expected probe counts such as 5,10,20, got {args.lengths!r}"]) from None
+        if any(n < 1 for n in lengths):
+            raise ConfigError([f"--lengths: every probe count must be >= 1, got {args.lengths!r}"])
+        for rd in args.calibration_sweep:
+            for row in calibration_sweep(Path(rd), lengths):
+                print(Path(rd).name, json.dumps(row))
+        return 0
+    return run_study(Path(args.manifest), only=args.only, out_root=Path(args.out_root),
+                     resume=Path(args.resume or args.evaluate) if (args.resume or args.evaluate) else None,
+                     gate=_gate(args), reanalyze=args.reanalyze,
+                     evaluate_only=args.evaluate is not None)
+
+
+def _quiet_args(s) -> None:
+    s.add_argument("--quiet", action="store_true",
+                   help="before every run wait for a quiet host (load average, no other jobs) and record the load")
+    s.add_argument("--max-load", type=float, default=0.6, help="with --quiet: 1-min load average wanted")
+    s.add_argument("--quiet-timeout", type=float, default=600, help="with --quiet: s to wait per run")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,9 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    s = sub.add_parser("validate", help="check a config file; prints OK or the problems")
+    s = sub.add_parser("check", help="check a config file (and a recorded trace it names); "
+                                     "prints OK or the problems")
     s.add_argument("config", metavar="CONFIG")
-    s.set_defaults(func=_cmd_validate)
+    s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("trace", help="generate a synthetic trace, or summarise one (--stats)")
     s.add_argument("config", metavar="CONFIG", nargs="?")
@@ -178,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _quiet_args(s)
     s.set_defaults(func=_cmd_sweep)
 
     s = sub.add_parser("capacity", help="find the largest setting this host emulates without contention")
@@ -193,7 +236,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", metavar="DIR", help="continue a capacity search")
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    _quiet_args(s)
     s.set_defaults(func=_cmd_capacity)
+
+    s = sub.add_parser("study", help="run the contention-detector validation study "
+                                     "(configs/validation/scenarios.yaml); writes table.md")
+    s.add_argument("--manifest", default="configs/validation/scenarios.yaml")
+    s.add_argument("--only", nargs="+", metavar="NAME", help="only these scenarios")
+    s.add_argument("--resume", metavar="STUDY_DIR", help="continue a study; finished points are not rerun")
+    s.add_argument("--evaluate", metavar="STUDY_DIR", help="only recompute the table of a study")
+    s.add_argument("--reanalyze", action="store_true", help="re-run the analysis of every point first")
+    s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    s.add_argument("--max-load", type=float, default=0.6, help="1-min load average wanted before a run")
+    s.add_argument("--quiet-timeout", type=float, default=600, help="s to wait for a quiet host per run")
+    s.add_argument("--no-wait", action="store_true", help="run even when the host is busy (the load is recorded)")
+    s.add_argument("--calibration-sweep", nargs="+", metavar="RUN_DIR",
+                   help="research: re-apply the contention rule with shorter baselines")
+    s.add_argument("--lengths", default="5,10,20,30", help="with --calibration-sweep")
+    s.set_defaults(func=_cmd_study)
 
     s = sub.add_parser("doctor", help="check that this host can run WoTbench")
     s.set_defaults(func=_cmd_doctor)

@@ -73,6 +73,7 @@ class Client:
         self.sock.bind(("127.0.0.1", 0))
         self.mid = int.from_bytes(os.urandom(2), "big")
         self.pending: dict[bytes, int] = {}     # token -> send time (ns)
+        self.sent_tokens: list[bytes] = []      # in send order
         self.results: dict[bytes, dict] = {}    # token -> response + times
         self.acks = 0          # ACKs we sent for separate CON responses
         self.empty_acks = 0    # empty ACKs received (request accepted, answer later)
@@ -83,6 +84,7 @@ class Client:
     def send(self, code: int, path: str, mtype: int = CON, payload: bytes = b"") -> bytes:
         self.mid = (self.mid + 1) & 0xFFFF
         token = os.urandom(8)
+        self.sent_tokens.append(token)
         self.pending[token] = time.monotonic_ns()
         self.sock.sendto(encode(mtype, code, self.mid, token, path, payload), self.addr)
         return token

@@ -14,7 +14,7 @@ REQ_HEADER = ("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,ou
               "retransmissions")
 SUMMARY_KEYS = {"label", "trace", "requests", "outcomes", "start_mono_ns", "end_mono_ns",
                 "duration_s", "offered_rate", "achieved_rate", "send_lag_us", "wait", "type",
-                "timeout_ms", "retransmit", "ports_per_device", "interrupted"}
+                "timeout_ms", "retransmit", "ports_per_device", "interrupted", "warmup", "token_salt"}
 OUTCOMES = {"ok", "error", "timeout", "reset", "unsent"}
 CON, NON, ACK, RST = 0, 1, 2, 3
 
@@ -63,7 +63,8 @@ class Responder:
         self.port = self.sock.getsockname()[1]
         self.sock.settimeout(0.05)
         self.requests: list[tuple[int, int, int, int, bytes]] = []
-        self.acks: list[tuple[int, int]] = []  # (type, mid) of empty messages from the GE
+        self.acks: list[tuple[int, int]] = []  # (type, mid) of empty ACK/RST from the GE
+        self.pings = 0                          # empty CONs (CoAP pings), answered with RST
         self.seen: set[tuple[int, int]] = set()
         self.first_reply_ns: int | None = None
         self._pending: list[tuple[float, bytes, tuple]] = []
@@ -104,6 +105,10 @@ class Responder:
                 continue
             t = time.monotonic_ns()
             mtype, code, mid, tok = parse(data)
+            if code == 0 and mtype == CON:   # CoAP ping (RFC 7252 §4.3): RST
+                self.pings += 1
+                self._send(build(RST, 0, mid), addr)
+                continue
             if code == 0:
                 self.acks.append((mtype, mid))
                 continue

@@ -46,6 +46,8 @@ def test_methods_codes_and_log(dev):
         assert int(row["arrival_ns"]) <= int(row["start_ns"]) <= int(row["end_ns"])
     assert [r["method"] for r in log[:4]] == ["GET", "PUT", "POST", "DELETE"]
     assert log[-1]["path"] == "sub/r1" and int(log[-1]["end_ns"]) - int(log[-1]["start_ns"]) >= 1_000_000
+    # every row carries its request's token: the analysis joins device and GE rows by it
+    assert [bytes.fromhex(r["token"]) for r in log] == c.sent_tokens
     s = dev.summary()
     assert s["requests"] == 10 and s["responses"] == 10 and s["log_entries"] == 10
     assert s["name"] == "dev" and s["threads"] == 1 and s["log_dropped"] == 0

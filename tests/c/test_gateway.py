@@ -1,6 +1,7 @@
 """gateway-emulator: trace validation, CoAP interop, loss/reset, MIDs, open loop, signals,
 retransmission, timing against wot-device. Functional tests use the ASan+UBSan build."""
 import csv
+import json
 import signal
 import statistics
 import struct
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ge_helpers import (REQ_HEADER, Responder, check_consistent, free_port, loopback_addr,
+from ge_helpers import (REQ_HEADER, Responder, check_consistent, free_port, loopback_addr, read_summary,
                         run_ge, write_trace)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,7 @@ def test_vs_coap_server(ge_asan_bin, tmp_path, coap_server, mtype):
     assert all(int(r["scheduled_ns"]) == rows[i][1] * 1000 for i, r in enumerate(got))
     assert (tmp_path / "o" / "requests.csv").read_text().splitlines()[0] == REQ_HEADER
     prog = (tmp_path / "o" / "progress.bin").read_bytes()
-    magic, total, sent, ok, to, rst, err, state = struct.unpack("<8Q", prog)
+    magic, total, sent, ok, to, rst, err, state = struct.unpack("<8Q", prog[:64])
     assert magic == 0x57544250524F4731 and total == sent == ok == len(rows) and state == 4
 
 
@@ -131,6 +132,40 @@ def test_several_devices(ge_asan_bin, tmp_path):
     assert Counter(int(r["device"]) for r in got if r["outcome"] == "ok") == want
     assert all(r["path"] == f"res{r['device']}" for r in got)
     assert [len(d.requests) for d in devs] == [10, 20, 30]
+
+
+def test_warmup_pings_every_endpoint_and_names_the_silent_one(ge_asan_bin, tmp_path):
+    """--warmup-ms: before the start the GE pings each endpoint from its own address until it
+    answered; warmup.json (read by the harness before T0) names the ones that did not."""
+    host = loopback_addr()
+    dead = f"{host}:{free_port(host)}"
+    with Responder() as a, Responder() as b:
+        rows = [(0, 1000, "GET", a.uri()), (1, 2000, "GET", b.uri()),
+                (2, 3000, "GET", f"coap://{dead}/r")]
+        trace = write_trace(tmp_path / "t.csv", rows)
+        start = time.monotonic_ns() + 700_000_000
+        p = run_ge(ge_asan_bin, trace, tmp_path / "o", "--warmup-ms", "400", "--timeout-ms", "300",
+                   "--start-at", str(start))
+        assert a.pings >= 1 and b.pings >= 1
+        # the pings came before the test's first request
+        assert a.requests and a.requests[0][0] >= start
+    assert p.returncode == 0, p.stderr
+    w = json.loads((tmp_path / "o" / "warmup.json").read_text())
+    assert w["endpoints"] == 3 and w["answered"] == 2 and w["unanswered"] == [dead]
+    assert 350 <= w["took_ms"] <= 700 and w["rounds"] >= 3
+    _, s = check_consistent(tmp_path / "o", 3)
+    assert s["warmup"]["answered"] == 2 and s["outcomes"]["ok"] == 2
+    prog = struct.unpack("<10Q", (tmp_path / "o" / "progress.bin").read_bytes())
+    assert prog[8:] == (3, 2)   # endpoints, answered
+
+
+def test_no_warmup_by_default(ge_asan_bin, tmp_path):
+    with Responder() as a:
+        trace = write_trace(tmp_path / "t.csv", [(0, 1000, "GET", a.uri())])
+        p = run_ge(ge_asan_bin, trace, tmp_path / "o")
+        assert a.pings == 0
+    assert p.returncode == 0 and not (tmp_path / "o" / "warmup.json").exists()
+    assert read_summary(tmp_path / "o")["warmup"] is None
 
 
 # ---------------------------------------------------------------- loss, reset

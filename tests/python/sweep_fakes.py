@@ -1,12 +1,16 @@
-"""A fake runner for the sweep and capacity tests: writes a synthetic run dir with summary.json
-(the analysis layout, wotbench/analysis/README.md) from the derived config, no Docker involved."""
+"""A fake runner for the sweep and capacity tests: writes a synthetic run dir (summary.json,
+run.json, plan.json through their models) from the derived config, no Docker involved."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable, Optional
 
 import yaml
+
+from summary_factory import make_summary
+from wotbench.config import config_from_dict
+from wotbench.plan import make_plan
+from wotbench.rundir import CdRecord, RunDir, RunRecord, TestWindow
 
 BASE = "name: t\nduration_s: 10\nseed: 1\ndevices:\n  - group: cpu\n    count: 5\n    rit: {dist: exponential, mean: 100}\n"
 
@@ -43,27 +47,21 @@ class FakeRunner:
         rt = 5 * (1 + load) * (1.3 if aff == "shared" else 1)
         run_dir = Path(out_root) / f"{cfg['name']}-20250101T000000Z-{len(self.calls)}"
         (run_dir / "series").mkdir(parents=True)
-        summary = {
-            "run": {"name": cfg["name"], "devices": [f"cpu-{i}" for i in range(n)]},
-            "overall": {"devices": n, "offered_rps": n * 1000 / rit, "throughput_rps": n * 1000 / rit * 0.99,
-                        "response_time_ms": {"from_sent": {"p50_ms": rt, "mean_ms": rt * 1.1, "p95_ms": rt * 2}}},
-            "ge_integrity": {"kept_up": status != "ge_bottleneck",
-                             "per_ge": {"ge-0": {"late_share": 0.001 * n, "ks_tol": 0.01, "lag_ms": {"p99": 0.040}}}},
-            "rd": ({"overall": {"rd": {"p50": 0.1 * (1 + load)}},
-                    "cd": {"calibration": {"p50": 0.05}, "test": {"p50": 0.05 * (1 + 3 * (status == "contention"))}}}
-                   if self.rd else None),
-            "contention": {"status": "flagged" if status == "contention" else "clean"},
-            "verdict": {"status": status, "reasons": [] if status == "trustworthy" else [f"fake {status}"],
-                        "exit_code": 0 if status == "trustworthy" else 3},
-        }
-        (run_dir / "summary.json").write_text(json.dumps(summary))
-        (run_dir / "plan.json").write_text(json.dumps({"affinity": aff}))
-        (run_dir / "run.json").write_text(json.dumps({"cd": {"service_time_us": 5000},
-                                                      "test": {"start_mono_ns": 0, "duration_s": 3}}))
-        (run_dir / "report.html").write_text("<html>run</html>")
-        if self.cpu:
-            busy = min(100, 10 + load * 50)   # collectl's columns, as the runner's monitor writes them
-            (run_dir / "monitor").mkdir()
-            (run_dir / "monitor" / "cpu.csv").write_text(
-                "utc_s,mono_ns,[CPU:0]Totl%,[CPU:1]Totl%\n" + "".join(f"{t},{t * 10**9},{busy},{busy}\n" for t in range(3)))
-        return summary["verdict"]["exit_code"]
+        summary = make_summary(
+            name=cfg["name"], devices=n, offered_rps=n * 1000 / rit,
+            throughput_rps=n * 1000 / rit * 0.99, rt_p50_ms=rt, rt_mean_ms=rt * 1.1,
+            rt_p95_ms=rt * 2, verdict=status, ge_kept_up=status != "ge_bottleneck",
+            late_share=0.001 * n, ks_tol=0.01, lag_p99_ms=0.040,
+            rd_devices=0.1 * (1 + load) if self.rd else None,
+            rd_cd_calibration=0.05 if self.rd else None,
+            rd_cd_test=0.05 * (1 + 3 * (status == "contention")) if self.rd else None,
+            host_cpu_busy_pct=min(100, 10 + load * 50) if self.cpu else None)
+        rd = RunDir(run_dir)
+        rd.write_summary(summary)
+        make_plan(config_from_dict({**cfg, "placement": {"affinity": aff}}),
+                  cores=range(6)).write(rd.plan_json)
+        rd.write_run(RunRecord(name=cfg["name"], cd=CdRecord(service_time_us=5000, mode="busy",
+                                                             interval_s=0.5),
+                               test=TestWindow(start_mono_ns=0, duration_s=3)))
+        rd.report_html.write_text("<html>run</html>")
+        return summary.verdict.exit_code

@@ -1,6 +1,7 @@
 """wotbench capacity: probe + bisect against a fake runner with a known threshold."""
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -122,3 +123,34 @@ def test_bad_parameters(tmp_path, kw, msg):
         _cap(tmp_path, FakeRunner(), **kw)
     assert any(msg in p for p in e.value.problems), e.value.problems
     assert not (tmp_path / "reports").exists()
+
+
+def test_quiet_gate_records_the_load_of_every_run_and_a_busy_host_stops_the_search(tmp_path,
+                                                                                  monkeypatch):
+    from wotbench.runner import quiet
+    monkeypatch.setattr(quiet, "loadavg", lambda: 0.1)
+    monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: [])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    res = _cap(tmp_path / "a", _threshold(37), gate=quiet.QuietGate(max_load=0.5, timeout_s=0))
+    sweep = json.loads((Path(res["sweep_dir"]) / "sweep.json").read_text())
+    assert res["answer"] == 36 and all(p["load"]["before"] == 0.1 for p in sweep["points"])
+    monkeypatch.setattr(quiet, "loadavg", lambda: 4.0)
+    res = _cap(tmp_path / "b", _threshold(37), gate=quiet.QuietGate(max_load=0.5, timeout_s=0))
+    assert res["status"] == "failed" and "host never quiet" in res["error"]
+    assert capacity_exit_code(res) == 1
+
+
+def test_a_run_stopped_by_a_signal_stops_the_search_and_keeps_what_was_found(tmp_path):
+    from wotbench.sweep.core import SweepInterrupted
+    runner = FakeRunner(fail_on=lambda c: 143 if _count(c) == 20 else 0,
+                        verdict=lambda c: "contention" if _count(c) >= 37 else "trustworthy")
+    with pytest.raises(SweepInterrupted) as e:
+        _cap(tmp_path, runner)
+    assert e.value.exit_code == 143 and [_count(c) for c in runner.calls] == [5, 10, 20]
+    [d] = (tmp_path / "reports").iterdir()
+    res = json.loads((d / "capacity.json").read_text())
+    assert res["status"] == "interrupted" and res["answer"] == 10 and "--resume" in res["conclusion"]
+    fixed = _threshold(37)
+    assert _cap(tmp_path, fixed, resume=d)["answer"] == 36
+    assert [_count(c) for c in fixed.calls] == [20, 40, 30, 35, 37, 36]

@@ -19,16 +19,16 @@ def no_traceback(r):
     assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
 
 
-def test_validate_ok():
-    r = wb("validate", CONFIGS / "20dev.yaml")
+def test_check_ok():
+    r = wb("check", CONFIGS / "20dev.yaml")
     assert r.returncode == 0 and r.stdout.strip() == "OK"
 
 
-def test_validate_problems(tmp_path):
+def test_check_problems(tmp_path):
     f = tmp_path / "bad.yaml"
     f.write_text("name: t\ndevices:\n  - group: a\n    serivce_time: {dist: exponential, mean: 5}\n"
                  "  - group: b\n    service_time: {dist: exponential, mean: -5}\n")
-    r = wb("validate", f)
+    r = wb("check", f)
     no_traceback(r)
     assert r.returncode == 2
     assert r.stderr.startswith(f"wotbench: error: {f}: 2 problems:")
@@ -37,11 +37,11 @@ def test_validate_problems(tmp_path):
 
 
 def test_missing_file_and_yaml_error(tmp_path):
-    r = wb("validate", tmp_path / "nope.yaml")
+    r = wb("check", tmp_path / "nope.yaml")
     assert r.returncode == 2 and r.stderr == f"wotbench: error: {tmp_path / 'nope.yaml'}: file not found\n"
     f = tmp_path / "s.yaml"
     f.write_text("name: [x\n")
-    r = wb("validate", f)
+    r = wb("check", f)
     no_traceback(r)
     assert r.returncode == 2 and "YAML syntax error" in r.stderr and "line " in r.stderr
 
@@ -123,9 +123,87 @@ def test_sweep_and_capacity_reject_bad_input(tmp_path):
     assert r.returncode == 2 and "start" in r.stderr
 
 
+def test_study_rejects_bad_input(tmp_path):
+    """A missing manifest, bad --lengths, or a directory that is no analysed run: exit 2,
+    a message, no traceback, no study directory left behind."""
+    r = wb("study", "--manifest", tmp_path / "none.yaml", "--out-root", tmp_path / "r")
+    no_traceback(r)
+    assert r.returncode == 2 and "none.yaml: file not found" in r.stderr
+    assert not (tmp_path / "r").exists()
+    r = wb("study", "--calibration-sweep", tmp_path, "--lengths", "5,x")
+    no_traceback(r)
+    assert r.returncode == 2 and "--lengths" in r.stderr
+    r = wb("study", "--calibration-sweep", tmp_path)
+    no_traceback(r)
+    assert r.returncode == 2 and f"{tmp_path}: not an analysed run directory" in r.stderr
+
+
 def test_network_backend_key_validated(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("name: t\nnetwork: {backend: netme}\ndevices:\n  - group: a\n")
-    r = wb("validate", f)
+    r = wb("check", f)
     no_traceback(r)
     assert r.returncode == 2 and "network.backend" in r.stderr and "'netem'" in r.stderr
+
+
+def test_check_reads_every_line_of_a_recorded_trace(tmp_path):
+    """`check` names the first bad line of a recorded trace or of one of its resource files."""
+    src = CONFIGS / "recorded-3dev.yaml"
+    r = wb("check", src)
+    assert r.returncode == 0 and r.stdout.strip() == "OK", r.stderr
+    import shutil
+    import yaml
+    trace_dir = tmp_path / "t"
+    shutil.copytree(ROOT / "traces" / "example-3dev", trace_dir)
+    cfg = yaml.safe_load(src.read_text())
+    cfg["trace"] = str(trace_dir / "trace.csv")
+    f = tmp_path / "rec.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    lines = (trace_dir / "trace.csv").read_text().splitlines()
+    bad_no = next(i for i, line in enumerate(lines, 1) if line and line[0].isdigit()) + 5
+    lines[bad_no - 1] = "1,notanumber,GET,coap://10.0.0.1/r0"
+    (trace_dir / "trace.csv").write_text("\n".join(lines) + "\n")
+    r = wb("check", f)
+    no_traceback(r)
+    assert r.returncode == 2 and f"trace.csv:{bad_no}: send_time_us 'notanumber'" in r.stderr
+    shutil.copyfile(ROOT / "traces" / "example-3dev" / "trace.csv", trace_dir / "trace.csv")
+    res = sorted((trace_dir / "resources").glob("*.csv"))[0]
+    rows = res.read_text().splitlines()
+    rows[2] = "r1,fast,busy,16"
+    res.write_text("\n".join(rows) + "\n")
+    r = wb("check", f)
+    no_traceback(r)
+    assert r.returncode == 2 and f"{res.name}:3: column service_time_us: 'fast' is not an integer" in r.stderr
+
+
+def test_check_names_the_bad_lines_of_every_recorded_file_at_once(tmp_path):
+    """One `check` lists the problems of the trace and of every resource file, exit 2."""
+    import shutil
+    import yaml
+    trace_dir = tmp_path / "t"
+    shutil.copytree(ROOT / "traces" / "example-3dev", trace_dir)
+    cfg = yaml.safe_load((CONFIGS / "recorded-3dev.yaml").read_text())
+    cfg["trace"] = str(trace_dir / "trace.csv")
+    f = tmp_path / "rec.yaml"
+    f.write_text(yaml.safe_dump(cfg))
+    with (trace_dir / "trace.csv").open("a") as t:
+        t.write("0,x,GET,coap://10.0.0.1/r0\n0,y,GET,coap://10.0.0.1/r0\n")
+    n_trace = len((trace_dir / "trace.csv").read_text().splitlines())
+    res = sorted((trace_dir / "resources").glob("*.csv"))
+    for r_file in res[:2]:
+        with r_file.open("a") as rf:
+            rf.write("/abs,5,busy,16\n")
+    n_res = [len(r_file.read_text().splitlines()) for r_file in res[:2]]
+    r = wb("check", f)
+    no_traceback(r)
+    assert r.returncode == 2 and "4 problems:" in r.stderr
+    for where in (f"trace.csv:{n_trace - 1}: send_time_us 'x'", f"trace.csv:{n_trace}: send_time_us 'y'",
+                  f"{res[0].name}:{n_res[0]}: column path: path '/abs' starts with '/'",
+                  f"{res[1].name}:{n_res[1]}: column path"):
+        assert where in r.stderr
+
+
+def test_help_lists_check_and_study_apart():
+    r = wb("--help")
+    assert r.returncode == 0 and "check" in r.stdout and "study" in r.stdout
+    assert "validate" not in r.stdout   # the old name served both: a config check and the study

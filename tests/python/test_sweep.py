@@ -1,7 +1,6 @@
 """wotbench sweep: key paths, point planning, derived configs, resumable runs, the report."""
 import io
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -137,6 +136,25 @@ def test_resume_skips_completed_points(tmp_path):
     assert again.calls == []
 
 
+@pytest.mark.parametrize("code", [130, 143])
+def test_a_run_stopped_by_a_signal_stops_the_series(tmp_path, code):
+    """In process, the runner catches SIGINT/SIGTERM, cleans up and returns 128 + signal: the
+    sweep stops there (exit with that code) instead of going on with the next point."""
+    from wotbench.sweep.core import SweepInterrupted
+    runner = FakeRunner(fail_on=lambda c: code if c["devices"][0]["count"] == 10 else 0)
+    with pytest.raises(SweepInterrupted) as e:
+        _run(tmp_path, ["devices[0].count=5,10,20"], runner=runner)
+    assert e.value.exit_code == code and "--resume" in e.value.message
+    assert [c["devices"][0]["count"] for c in runner.calls] == [5, 10]
+    [d] = (tmp_path / "reports").iterdir()
+    assert [p["status"] for p in json.loads((d / "sweep.json").read_text())["points"]] == \
+        ["done", "interrupted", "pending"]
+    assert (d / "report.html").is_file()
+    again = FakeRunner()
+    run_sweep(resume=d, run_fn=again, console=_quiet(), report=False)
+    assert [c["devices"][0]["count"] for c in again.calls] == [10, 20]
+
+
 def test_failed_point_does_not_stop_the_series_and_is_rerun_on_resume(tmp_path):
     runner = FakeRunner(fail_on=lambda c: 1 if c["devices"][0]["count"] == 10 else 0,
                         verdict=lambda c: "contention" if c["devices"][0]["count"] >= 20 else "trustworthy")
@@ -184,3 +202,22 @@ def test_report_rows_read_a_real_analysis_summary(tmp_path):
                  "cd_rt_ms", "late_share", "ks", "lag_p99_us", "ge_kept_up"):
         assert row[fact] is not None, fact
     assert row["devices"] == 3 and 0 < row["rt_p50_ms"] < row["rt_p95_ms"]
+
+
+# ----------------------------------------------------------------------------- quiet-host gate
+def test_quiet_gate_skips_points_on_a_busy_host_and_a_resume_runs_them(tmp_path, monkeypatch):
+    from wotbench.runner import quiet
+    monkeypatch.setattr(quiet, "loadavg", lambda: 3.0)
+    monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: ["42 gcc x.c"])
+    never = quiet.QuietGate(max_load=0.5, timeout_s=0)
+    sweep, runner = _run(tmp_path, ["devices[0].count=5,10"], gate=never, report=False)
+    assert runner.calls == [] and [p.status for p in sweep.points] == ["skipped", "skipped"]
+    assert "host never quiet" in sweep.points[0].error and sweep.points[0].load["before"] == 3.0
+    assert sweep_exit_code(sweep) == 1
+    monkeypatch.setattr(quiet, "loadavg", lambda: 0.2)
+    monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: [])
+    sweep = run_sweep(resume=sweep.dir, run_fn=runner, console=_quiet(), report=False,
+                      gate=quiet.QuietGate(max_load=0.5, timeout_s=0))
+    assert len(runner.calls) == 2 and sweep_exit_code(sweep) == 0
+    assert all(p.load == {"before": 0.2, "busy_before": [], "after": 0.2, "busy_after": []}
+               for p in sweep.points)

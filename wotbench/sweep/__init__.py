@@ -2,14 +2,17 @@
 
 Public API:
 
-- :func:`run_sweep` (create or resume, run, report), :func:`sweep_exit_code`
-- :class:`Sweep` (``create``, ``open``, ``run_all``, ``run_point``, ``add_point``, ``points``)
-- :func:`plan_points`, :func:`cartesian`, :func:`read_matrix`, :func:`derive_config`
+- :func:`run_sweep` (create or resume, run, report), :func:`sweep_exit_code`,
+  :func:`plan_points`, :func:`cartesian`, :func:`read_matrix`, :func:`create_sweep`
+  (``command.py``: the verbs)
+- :class:`Sweep` (``create``, ``open``, ``run_all``, ``run_point``, ``add_point``, ``points``),
+  :func:`derive_config` (``core.py``: the sweep dir and its points)
 - :func:`wotbench.sweep.paths.parse_vary`, ``parse_key``, ``set_path``, ``get_path``
 - :func:`wotbench.sweep.report.write_report`, ``collect``
 """
-from .core import (Point, Sweep, cartesian, create_sweep, derive_config, plan_points, read_matrix,
-                   run_sweep, sweep_exit_code)
+from .command import (cartesian, create_sweep, plan_points, read_matrix, run_sweep,
+                      sweep_exit_code)
+from .core import Point, Sweep, derive_config
 
 __all__ = ["Point", "Sweep", "cartesian", "create_sweep", "derive_config", "plan_points", "read_matrix",
            "run_sweep", "sweep_exit_code"]

@@ -13,7 +13,6 @@ A point is complete when its run dir has ``summary.json``; ``resume`` re-runs on
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -22,24 +21,30 @@ from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
+from ..config import config_from_dict, load_config
 from ..errors import ConfigError, EnvironmentProblem, WotbenchError
+from ..rundir import RunDir, Summary
+from ..runner.main import run as run_config
+from ..runner.quiet import QuietGate
+from ..stamps import dir_stamp, iso_stamp
 from .paths import format_key, parse_key, set_path
 
 SCHEMA = "wotbench-sweep/1"
 RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
+# The runner turns SIGINT/SIGTERM into a clean stop and returns 128 + the signal: the user
+# stopped the series, not just this point.
+INTERRUPTED_EXIT_CODES = (130, 143)
+
+
+class SweepInterrupted(WotbenchError):
+    """A point's run was stopped by SIGINT/SIGTERM; exits with the run's code (130/143)."""
 
 
 def default_run_fn() -> RunFn:
-    from ..runner.main import run   # imported late: the runner pulls in docker
-    return run
+    return run_config
 
 
-def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _stamp() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+utc_now = iso_stamp
 
 
 @dataclass
@@ -48,7 +53,7 @@ class Point:
     index: int
     overrides: dict[str, Any]
     config: str                           # relative to the sweep dir
-    status: str = "pending"               # pending | running | done | failed | interrupted
+    status: str = "pending"               # pending | running | done | failed | interrupted | skipped
     exit_code: Optional[int] = None
     run_dir: Optional[str] = None         # relative to the sweep dir
     verdict: Optional[str] = None         # summary.json verdict.status
@@ -57,6 +62,7 @@ class Point:
     finished_utc: Optional[str] = None
     error: Optional[str] = None
     origin: Optional[str] = None          # the --vary arguments / matrix entry it came from
+    load: Optional[dict] = None           # 1-min load average before/after (with a quiet gate)
 
 
 def _attribute(problem: str, keys: dict[str, str], fallback: str) -> str:
@@ -74,7 +80,6 @@ def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, 
     """The validated config mapping of a point (only the keys set, paths absolute).
 
     Raises :class:`ConfigError` whose problems name the ``--vary`` argument concerned."""
-    from ..config import config_from_dict
     origins = origins or {k: f"{label} {k}={v!r}" for k, v in overrides.items()}
     raw = dict(base_raw)
     for key, value in overrides.items():
@@ -99,16 +104,17 @@ def _find_run_dir(root: Path) -> Optional[Path]:
     """The newest run dir under ``root`` that has summary.json."""
     if not root.is_dir():
         return None
-    done = [d for d in root.iterdir() if d.is_dir() and (d / "summary.json").is_file()]
-    return max(done, key=lambda d: (d / "summary.json").stat().st_mtime) if done else None
+    done = [RunDir(d) for d in root.iterdir() if d.is_dir() and RunDir(d).summary_json.is_file()]
+    return max(done, key=lambda rd: rd.summary_json.stat().st_mtime).path if done else None
 
 
 class Sweep:
     """A sweep dir and its ``sweep.json``."""
 
-    def __init__(self, directory: Path, data: dict):
+    def __init__(self, directory: Path, data: dict, base_raw: dict):
         self.dir = Path(directory)
         self.data = data
+        self.base_raw = base_raw              # the base config as written (base.yaml)
         self.points = [Point(**p) for p in data.pop("points", [])]
 
     # ------------------------------------------------------------------ creation / loading
@@ -119,18 +125,16 @@ class Sweep:
                directory: Optional[Path] = None) -> "Sweep":
         """Validate every point first (nothing is written when one is bad), then write the dir."""
         base_config = Path(base_config)
-        from ..config import load_config
         load_config(base_config)                       # the base itself must be valid
         base_raw = yaml.safe_load(base_config.read_text())
         name = str(base_raw.get("name", "sweep"))
         points = [dict(p) for p in points]
-        directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{_stamp()}"
+        directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{dir_stamp()}"
         sweep = cls(directory, {
             "schema": SCHEMA, "kind": kind, "name": name, "created_utc": utc_now(),
             "updated_utc": utc_now(), "base_config": str(base_config.resolve()),
             "base_dir": str(base_config.resolve().parent), "backend": backend, **(extra or {}),
-        })
-        sweep._base_raw = base_raw
+        }, base_raw)
         derived, problems = [], []
         for i, ov in enumerate(points):
             pid = sweep._new_id(i, len(points))
@@ -158,9 +162,7 @@ class Sweep:
             raise ConfigError([f"{f}: not valid JSON ({e})"]) from None
         if data.get("schema") != SCHEMA:
             raise ConfigError([f"{f}: schema {data.get('schema')!r}, expected {SCHEMA!r}"])
-        sweep = cls(directory, data)
-        sweep._base_raw = yaml.safe_load((directory / "base.yaml").read_text())
-        return sweep
+        return cls(directory, data, yaml.safe_load((directory / "base.yaml").read_text()))
 
     # ------------------------------------------------------------------ points
     def _new_id(self, index: int, total: int = 0) -> str:
@@ -169,7 +171,7 @@ class Sweep:
 
     def _derive(self, pid: str, overrides: dict, origin: Optional[dict[str, str]]) -> dict:
         overrides = {format_key(parse_key(k)): v for k, v in overrides.items()}
-        return derive_config(self._base_raw, overrides, base_dir=Path(self.data["base_dir"]),
+        return derive_config(self.base_raw, overrides, base_dir=Path(self.data["base_dir"]),
                              name=_point_name(self.data["name"], pid), origins=origin,
                              label=f"point {pid}")
 
@@ -211,13 +213,15 @@ class Sweep:
         tmp.write_text(json.dumps(self.to_json(), indent=2, default=str))
         os.replace(tmp, self.dir / "sweep.json")
 
-    def summary(self, p: Point) -> Optional[dict]:
-        if not p.run_dir:
-            return None
-        f = self.dir / p.run_dir / "summary.json"
+    def run_dir(self, p: Point) -> Optional[RunDir]:
+        return RunDir(self.dir / p.run_dir) if p.run_dir else None
+
+    def summary(self, p: Point) -> Optional[Summary]:
+        """The point's summary.json, or None (not run yet, or not a summary of this version)."""
+        rd = self.run_dir(p)
         try:
-            return json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
+            return rd.read_summary() if rd else None
+        except (OSError, ValueError):
             return None
 
     # ------------------------------------------------------------------ running
@@ -228,15 +232,23 @@ class Sweep:
             return False
         p.run_dir = str(rd.relative_to(self.dir))
         p.status = "done"
-        summ = self.summary(p) or {}
-        verdict = summ.get("verdict") or {}
-        p.verdict = verdict.get("status")
-        p.reasons = list(verdict.get("reasons") or [])
+        summ = self.summary(p)
+        p.verdict = summ.verdict.status if summ else None
+        p.reasons = list(summ.verdict.reasons) if summ else []
         return True
 
-    def run_point(self, p: Point, run_fn: RunFn, backend: Optional[str] = None) -> Point:
+    def run_point(self, p: Point, run_fn: RunFn, backend: Optional[str] = None,
+                  gate: Optional[QuietGate] = None, log=print) -> Point:
+        """Run ``p`` unless it is complete; with a ``gate``, only on a quiet host (else the
+        point is ``skipped``: a later resume runs it)."""
         if self.refresh(p):
             return p
+        if gate is not None:
+            why, p.load = gate.before(log)
+            if why:
+                p.status, p.error, p.finished_utc = "skipped", why, utc_now()
+                self.save()
+                return p
         out_root = self.dir / "runs" / p.id
         out_root.mkdir(parents=True, exist_ok=True)
         p.status, p.started_utc, p.finished_utc, p.error = "running", utc_now(), None, None
@@ -257,7 +269,14 @@ class Sweep:
         except Exception as e:            # a crash of one point must not lose the series
             p.status, p.error = "failed", f"{type(e).__name__}: {e}"
         p.finished_utc = utc_now()
+        if gate is not None:
+            gate.after(p.load)
         if not self.refresh(p) and p.status == "running":
+            if p.exit_code in INTERRUPTED_EXIT_CODES:
+                p.status, p.error = "interrupted", f"the run was interrupted (exit {p.exit_code})"
+                self.save()
+                raise SweepInterrupted(f"{p.id} interrupted; continue with --resume {self.dir}",
+                                       p.exit_code)
             p.status = "failed"
             p.error = f"the run exited with {p.exit_code} and wrote no summary.json"
         self.save()
@@ -267,7 +286,8 @@ class Sweep:
         return [p for p in self.points if not self.refresh(p)]
 
     def run_all(self, run_fn: Optional[RunFn] = None, *, backend: Optional[str] = None,
-                console: Any = None, progress: bool = True) -> list[Point]:
+                console: Any = None, progress: bool = True,
+                gate: Optional[QuietGate] = None) -> list[Point]:
         """Run every incomplete point in order, with a progress bar; returns the points."""
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -283,103 +303,13 @@ class Sweep:
                                 completed=len(self.points) - len(todo), point="")
             for p in todo:
                 bar.update(task, point=f"{p.id} {_describe(p.overrides)}")
-                self.run_point(p, run_fn, backend)
+                self.run_point(p, run_fn, backend, gate, log=console.print)
                 bar.advance(task)
-                if p.status == "failed":
-                    console.print(f"[red]{p.id} failed:[/] {p.error}")
+                if p.status in ("failed", "skipped"):
+                    console.print(f"[red]{p.id} {p.status}:[/] {p.error}")
             bar.update(task, point="")
         return self.points
 
 
 def _describe(overrides: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in overrides.items())
-
-
-# ---------------------------------------------------------------------- point generation
-def cartesian(varies: list[tuple[str, list[Any]]]) -> list[dict[str, Any]]:
-    """Cartesian product of ``[(key, values), ...]`` in order (last key varies fastest)."""
-    points: list[dict[str, Any]] = [{}]
-    for key, values in varies:
-        points = [{**p, key: v} for p in points for v in values]
-    return points
-
-
-def read_matrix(path: str | Path) -> list[dict[str, Any]]:
-    """``points: [{devices[0].count: 5, placement.affinity: shared}, ...]`` from a YAML file."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError([f"--matrix {path}: cannot read ({e})"]) from None
-    pts = data.get("points") if isinstance(data, dict) else None
-    if not isinstance(pts, list) or not pts or not all(isinstance(p, dict) and p for p in pts):
-        raise ConfigError([f"--matrix {path}: expected 'points:' with a list of non-empty mappings "
-                           "{dotted.key: value}"])
-    out = []
-    for i, p in enumerate(pts):
-        try:
-            out.append({format_key(parse_key(str(k))): v for k, v in p.items()})
-        except ValueError as e:
-            raise ConfigError([f"--matrix {path}: points[{i}]: {e}"]) from None
-    return out
-
-
-def plan_points(vary_args: list[str], matrix: Optional[str | Path] = None
-                ) -> tuple[list[dict[str, Any]], list[dict[str, str]], list[dict]]:
-    """Points, per-point origins (key -> the argument that set it) and the ``vary`` record.
-
-    With both ``--matrix`` and ``--vary``, every matrix point is crossed with the --vary product.
-    """
-    from .paths import parse_vary
-    varies = [parse_vary(a) for a in vary_args]
-    keys = [k for k, _ in varies]
-    if len(set(keys)) != len(keys):
-        raise ConfigError([f"--vary: key given twice: {sorted({k for k in keys if keys.count(k) > 1})}"])
-    vary_origin = {k: f"--vary {a}" for (k, _), a in zip(varies, vary_args)}
-    product = cartesian(varies)
-    if matrix is None:
-        if not varies:
-            raise ConfigError(["nothing to vary: give --vary KEY=V1,V2,... or --matrix FILE.yaml"])
-        return product, [dict(vary_origin) for _ in product], [{"key": k, "values": v} for k, v in varies]
-    mpoints = read_matrix(matrix)
-    points, origins = [], []
-    for i, mp in enumerate(mpoints):
-        for vp in product:
-            points.append({**mp, **vp})
-            origins.append({**{k: f"--matrix {matrix} points[{i}] {k}" for k in mp}, **vary_origin})
-    return points, origins, [{"key": k, "values": v} for k, v in varies]
-
-
-def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[str | Path] = None,
-                 out_root: str | Path = "reports", backend: Optional[str] = None) -> Sweep:
-    points, origins, vary = plan_points(vary_args, matrix)
-    return Sweep.create(config, points, out_root=out_root, backend=backend, origins=origins,
-                        extra={"vary": vary, "matrix": str(Path(matrix).resolve()) if matrix else None})
-
-
-def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]] = None, *,
-              matrix: Optional[str | Path] = None, resume: Optional[str | Path] = None,
-              out_root: str | Path = "reports", backend: Optional[str] = None,
-              run_fn: Optional[RunFn] = None, console: Any = None, progress: bool = True,
-              report: bool = True) -> Sweep:
-    """``wotbench sweep``: create (or resume) a sweep, run its points, write report.html."""
-    if resume is not None:
-        sweep = Sweep.open(resume)
-    else:
-        if config is None:
-            raise ConfigError(["sweep: give a CONFIG (or --resume SWEEP_DIR)"])
-        sweep = create_sweep(config, vary_args or [], matrix=matrix, out_root=out_root, backend=backend)
-    try:
-        sweep.run_all(run_fn, backend=backend, console=console, progress=progress)
-    finally:
-        if report:
-            from .report import write_report
-            write_report(sweep)
-    return sweep
-
-
-def sweep_exit_code(sweep: Sweep) -> int:
-    """0 all points done and trustworthy, 3 all done but some flagged, 1 a point failed."""
-    if any(p.status != "done" for p in sweep.points):
-        return 1
-    return 0 if all(p.verdict == "trustworthy" for p in sweep.points) else 3

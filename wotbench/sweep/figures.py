@@ -9,13 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-# the single-run report's SVG embedding; importing it also sets the shared look (rcParams)
-from ..report.figures import _svg  # noqa: E402
+from ..report.plotting import MUTED, RED, plt, svg
 
 Row = dict[str, Any]
 
@@ -23,7 +17,6 @@ Row = dict[str, Any]
 def _from_zero(ax) -> None:
     """y from 0 with headroom: autoscaling hugs nearly equal values and clips their markers."""
     ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
-
 
 
 def _usable(rows: list[Row], *keys: str) -> list[Row]:
@@ -53,11 +46,12 @@ def _plot_curves(ax, curves: dict, label: Callable[[Any], str], marker: str = "o
         line, = ax.plot(xs, ys, marker=marker, ls=ls, label=label(key))
         flagged = [(a, b) for a, b, v in pts if v not in (None, "trustworthy")]
         if flagged:   # a red ring around points whose run was not trustworthy
-            ax.scatter(*zip(*flagged), s=90, facecolors="none", edgecolors="#c92a2a", zorder=5)
+            ax.scatter(*zip(*flagged), s=90, facecolors="none", edgecolors=RED, zorder=5)
 
 
-def _fig(fid: str, title: str, caption: str, svg: Optional[str] = None, missing: Optional[str] = None) -> dict:
-    return {"id": fid, "title": title, "caption": caption, "svg": svg, "missing": missing}
+def _fig(fid: str, title: str, caption: str, svg_text: Optional[str] = None,
+         missing: Optional[str] = None) -> dict:
+    return {"id": fid, "title": title, "caption": caption, "svg": svg_text, "missing": missing}
 
 
 def _group_label(r: Row) -> str:
@@ -75,7 +69,7 @@ def _vs_throughput(rows: list[Row], fid: str, title: str, cap: str, ykey: str, y
     ax.set_ylabel(ylabel)
     _from_zero(ax)
     ax.legend(ncol=2)
-    return _fig(fid, title, cap, _svg(fig))
+    return _fig(fid, title, cap, svg(fig))
 
 
 def fig7_rt_vs_throughput(rows: list[Row]) -> dict:
@@ -108,11 +102,11 @@ def fig9_rd_vs_devices(rows: list[Row]) -> dict:
         _plot_curves(ax, curves, lambda k, name=name: f"{name} {k}".strip(), ls=ls)
     base = [r["rd_cd_baseline"] for r in rows if r.get("rd_cd_baseline") is not None]
     if base:
-        ax.axhline(sorted(base)[len(base) // 2], color="#7b8794", ls=":", lw=1, label="CD calibration")
+        ax.axhline(sorted(base)[len(base) // 2], color=MUTED, ls=":", lw=1, label="CD calibration")
     ax.set_xlabel("number of devices")
     ax.set_ylabel("R_d (p50)")
     ax.legend(ncol=2)
-    return _fig("fig9", title, cap, _svg(fig))
+    return _fig("fig9", title, cap, svg(fig))
 
 
 def fig5_affinity(rows: list[Row]) -> dict:
@@ -139,10 +133,10 @@ def fig5_affinity(rows: list[Row]) -> dict:
         a2.legend()
     else:
         a2.text(0.5, 0.5, "CPU utilisation not available\n(no series/cpu_cores.csv)", ha="center",
-                va="center", transform=a2.transAxes, color="#7b8794")
+                va="center", transform=a2.transAxes, color=MUTED)
     a2.set_xlabel("number of devices")
     a2.set_ylabel("host CPU busy (%)")
-    return _fig("fig5", title, cap, _svg(fig))
+    return _fig("fig5", title, cap, svg(fig))
 
 
 def make_figures(rows: list[Row]) -> list[dict]:

@@ -1,0 +1,128 @@
+"""The contention-detector validation study (``wotbench study``, ``make study``): run the
+scenarios of ``configs/validation/scenarios.yaml`` on the sweep engine, in this process, and
+tabulate whether the detector told the truth (rules: :mod:`.rules`).
+
+Study directory ``reports/study-<UTC>/``::
+
+    study.json                 what was asked (manifest, scenarios, gate) and when
+    scenarios/<name>/          one sweep dir per scenario (sweep.json, configs/, runs/<id>/...):
+                               a single point, or the ``vary`` values of a series
+    results.json, table.md     the evaluation (rewritten after every scenario)
+
+Resumable: ``wotbench study --resume DIR`` re-runs only the points without a summary (a killed
+study, a point skipped because the host never became quiet). Before every run the quiet-host
+gate (:class:`wotbench.runner.quiet.QuietGate`) waits for a low load average and records the load
+before and after it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..analysis import analyze
+from ..errors import ConfigError
+from ..runner.quiet import QuietGate
+from ..stamps import dir_stamp, iso_stamp
+from ..sweep.core import RunFn, Sweep, default_run_fn
+from .facts import load_run
+from .rules import evaluate_run, evaluate_series
+from .scenarios import DEFAULT_MANIFEST, scenario_sweep, select
+from .table import render_table
+
+SCHEMA = "wotbench-study/1"
+
+
+def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
+    """The scenario's table entry: its evaluation, or why there is none."""
+    entry: dict[str, Any] = {"name": sc["name"], "expect": sc["expect"],
+                             "sweep_dir": str(sweep.dir)}
+    runs = []
+    for p in sweep.points:
+        rd = sweep.run_dir(p)
+        if p.status == "skipped":
+            entry["skipped"], entry["load"] = p.error, p.load
+        elif rd is None or not rd.summary_json.is_file():
+            entry.setdefault("error", p.error or f"no summary.json (exit {p.exit_code})")
+        else:
+            try:
+                run = load_run(rd.path)
+            except (OSError, ValueError, KeyError) as e:   # a summary this version cannot read
+                entry.setdefault("error", f"{rd.summary_json}: {type(e).__name__}: {e}")
+                continue
+            run["load"] = p.load
+            runs.append((p, run))
+    try:
+        if sc.get("vary"):
+            key = sc["vary"]["key"]
+            pts = [(p.overrides[key], run) for p, run in runs]
+            entry["evaluation"] = evaluate_series(pts) if pts else None
+        elif runs:
+            entry["evaluation"] = evaluate_run(runs[0][1], sc["expect"])
+            entry["load"], entry["run_dir"] = runs[0][1]["load"], runs[0][1]["run_dir"]
+    except (OSError, ValueError, KeyError) as e:
+        entry["evaluation"], entry["error"] = None, f"{type(e).__name__}: {e}"
+    entry.setdefault("evaluation", None)
+    return entry
+
+
+def _write(study_dir: Path, results: list[dict], meta: dict) -> str:
+    table = render_table(results)
+    (study_dir / "results.json").write_text(json.dumps({"meta": meta, "scenarios": results},
+                                                       indent=1, default=str))
+    (study_dir / "table.md").write_text(f"# Validation study {meta.get('started_utc')}\n\n{table}")
+    return table
+
+
+def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = None,
+              out_root: Path = Path("reports"), resume: Optional[Path] = None,
+              gate: Optional[QuietGate] = None, run_fn: Optional[RunFn] = None,
+              reanalyze: bool = False, evaluate_only: bool = False,
+              log: Callable[[str], None] = print) -> int:
+    """Run (or resume, or only re-evaluate) the study; 0 every scenario passed, 3 otherwise."""
+    if resume is not None:
+        study_dir = Path(resume)
+        try:
+            meta = json.loads((study_dir / "study.json").read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError([f"{study_dir / 'study.json'}: not a study directory ({e})"]) from None
+        only = only or meta.get("only")
+        scenarios = select(study_dir / "manifest.yaml", only)
+    else:
+        scenarios = select(Path(manifest), only)       # nothing is written for a bad manifest
+        study_dir = Path(out_root) / f"study-{dir_stamp()}"
+        study_dir.mkdir(parents=True)
+        (study_dir / "manifest.yaml").write_text(Path(manifest).read_text())
+        meta = {"schema": SCHEMA, "started_utc": iso_stamp(), "manifest": str(Path(manifest).resolve()),
+                "host": os.uname().nodename, "cpus": os.cpu_count(), "only": only,
+                "gate": vars(gate) if gate else None}
+        (study_dir / "study.json").write_text(json.dumps(meta, indent=1))
+    # every scenario's sweep before any run, so a bad scenario config stops the study at once;
+    # the manifest's config paths are relative to the manifest the study was created from
+    try:
+        sweeps = [scenario_sweep(study_dir, Path(meta["manifest"]), sc) for sc in scenarios]
+    except ConfigError:
+        if resume is None:
+            shutil.rmtree(study_dir)                  # nothing was run: leave nothing behind
+        raise
+    log(f"study -> {study_dir}")
+    results = []
+    for sc, sweep in zip(scenarios, sweeps):
+        log(f"{sc['name']} ({sc['expect']})")
+        if not evaluate_only:
+            sweep.run_all(run_fn or default_run_fn(), gate=gate, progress=False)
+        if reanalyze:
+            for p in sweep.points:
+                rd = sweep.run_dir(p)
+                if rd is not None and rd.run_json.is_file():
+                    analyze(rd.path)
+        results.append(evaluate(sc, sweep))
+        _write(study_dir, results, meta)
+    meta["finished_utc"] = iso_stamp()
+    print(_write(study_dir, results, meta))
+    log(f"wrote {study_dir / 'table.md'} and {study_dir / 'results.json'}")
+    bad = [r["name"] for r in results if not r.get("skipped")
+           and not (r.get("evaluation") or {}).get("passed")]
+    return 0 if not bad and not any(r.get("skipped") for r in results) else 3
