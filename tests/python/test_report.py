@@ -69,7 +69,7 @@ def test_self_contained(clean_html):
 
 def test_ge_table_has_paper_table1_columns(clean_html):
     t = _table(clean_html, "table-ge")
-    for col in ("mean", "p5", "p50", "KS", "late share"):
+    for col in ("mean", "p5", "p50", "KS", "late share (p)", "tolerance"):
         assert f">{col}</th>" in t
     assert "expected (trace)" in t and "submitted (GE)" in t
     assert re.search(r"\d+\.\d{3} ms", t)

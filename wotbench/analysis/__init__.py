@@ -77,8 +77,10 @@ def print_summary(summary: Summary, console: Any = None) -> None:
         ok = g.kept_up
         mark = "[green]kept up[/]" if ok else ("[yellow]not checked[/]" if ok is None
                                                  else "[red]did NOT keep up[/]")
-        console.print(f"GE {gid}: {mark}  late share {f(g.late_share, '.2%')}, lag p99 "
-                      f"{f(g.lag_ms.p99)} ms, KS {f(g.ks)} (±thr {f(g.ks_tol)})")
+        console.print(f"GE {gid}: {mark}  late share {f(g.late_share, '.2%')} beyond "
+                      f"{f(g.tolerance_ms)} ms (p {f(g.late_p_value, '.2g')}), lag p99 "
+                      f"{f(g.lag_ms.p99)} ms, KS {f(g.ks)} (±5 % {f(g.ks_tol)}, limit "
+                      f"{f(g.ks_limit)})")
     c = summary.contention
     colour = {"detected": "red", "none": "green"}.get(c.status, "yellow")
     console.print(f"contention: [{colour}]{c.status}[/] — {c.reason}")

@@ -149,10 +149,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         lag_cdfs.append(lc)
     kept = [b["kept_up"] for b in per_ge.values()]
     ge_block = {
-        "rule": {"late_threshold_ms": p.ge.late_threshold_ms,
-                 "max_late_share": p.ge.max_late_share, "max_ks": p.ge.max_ks,
-                 "text": "kept_up = late_share <= max_late_share and early_share <= "
-                         "max_late_share and lag p99 <= late_threshold_ms and ks_tol <= max_ks"},
+        "rule": {**p.ge.model_dump(exclude={"cdf_points"}), "text": gei.RULE_TEXT},
         "kept_up": False if False in kept else (True if kept and None not in kept else None),
         "interrupted": any(b["interrupted"] for b in per_ge.values()),
         "per_ge": per_ge,

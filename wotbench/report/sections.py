@@ -196,8 +196,9 @@ def _ge_row(gid: str, g: GeIntegrity) -> dict:
     return {"ge": gid, "kept_up": g.kept_up, "problems": list(g.problems),
             "expected": {"mean": e.mean_ms, "p5": e.p5_ms, "p50": e.p50_ms},
             "submitted": {"mean": sub.mean_ms, "p5": sub.p5_ms, "p50": sub.p50_ms},
-            "ks": g.ks, "ks_tol": g.ks_tol, "late_share": g.late_share,
-            "early_share": g.early_share, "lag_p50": g.lag_ms.p50, "lag_p99": g.lag_ms.p99,
+            "ks": g.ks, "ks_tol": g.ks_tol, "ks_limit": g.ks_limit, "late_share": g.late_share,
+            "early_share": g.early_share, "tolerance_ms": g.tolerance_ms,
+            "late_p": g.late_p_value, "late_abs_share": g.late_abs_share, "lag_p50": g.lag_ms.p50, "lag_p99": g.lag_ms.p99,
             "lag_max": g.lag_ms.max, "sent": g.sent, "not_kept_up": list(g.devices_not_kept_up)}
 
 
@@ -207,7 +208,8 @@ def ge(s: Summary) -> dict:
     if g.cd_ge is not None:
         rows.append(_ge_row("cd-ge", g.cd_ge) | {"is_cd": True})
     return {"available": True, "rows": rows, "ok": g.kept_up,
-            "late_threshold_ms": g.rule.late_threshold_ms,
+            "late_threshold_ms": g.rule.late_threshold_ms, "rel_tolerance": g.rule.rel_tolerance,
+            "min_tolerance_ms": g.rule.min_tolerance_ms, "alpha": g.rule.alpha,
             "max_late_share": g.rule.max_late_share, "max_ks": g.rule.max_ks}
 
 

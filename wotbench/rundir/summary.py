@@ -27,9 +27,12 @@ ContentionStatus = Literal["detected", "none", "inconclusive", "not_checked"]
 # --------------------------------------------------------------------------- rule parameters
 
 class GeIntegrityParams(Record):
-    late_threshold_ms: float = 1.0
-    max_late_share: float = 0.01
+    rel_tolerance: float = 0.05      # a send may slip 5 % of its device's median RIT
+    min_tolerance_ms: float = 0.02   # ... but never less than the GE's own µs-scale jitter
+    max_late_share: float = 0.01     # more than 1 % off schedule (shown with confidence 1-alpha)
+    alpha: float = 0.01
     max_ks: float = 0.05
+    late_threshold_ms: float = 1.0   # absolute lateness, reported only (late_abs_share)
     cdf_points: int = 201
 
 
@@ -156,9 +159,14 @@ class GeDeviceIntegrity(Record):
     submitted_rit: RitStats
     ks: F = None
     ks_tol: F = None
+    ks_limit: F = None
     lag_ms: LagStats
+    tolerance_ms: F = None        # median of the per-send tolerances
     late_share: F = None
     early_share: F = None
+    late_p_value: F = None
+    early_p_value: F = None
+    late_abs_share: F = None      # lag > late_threshold_ms (absolute), for comparison only
     kept_up: Optional[bool] = None
     problems: list[str] = Field(default_factory=list)
 
@@ -172,9 +180,12 @@ class GeIntegrity(GeDeviceIntegrity):
 
 
 class GeRule(Record):
-    late_threshold_ms: float
+    rel_tolerance: float = 0.05
+    min_tolerance_ms: float = 0.02
     max_late_share: float
+    alpha: float = 0.01
     max_ks: float
+    late_threshold_ms: float
     text: str
 
 
