@@ -100,13 +100,14 @@ def run_size(n: int, duration_s: float, out_root: Path) -> dict:
     sampler = Sampler()
     sampler.start()
     t0 = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=out_root))   # one per repetition
     proc = subprocess.run([sys.executable, "-m", "wotbench.cli", "run", str(path), "--out-root",
-                           str(out_root / f"n{n}")], cwd=REPO, capture_output=True, text=True,
+                           str(root)], cwd=REPO, capture_output=True, text=True,
                           timeout=duration_s + 60 + n * 1.0)
     wall = time.monotonic() - t0
     sampler.stop_flag.set()
     sampler.join()
-    runs = sorted((out_root / f"n{n}").glob("*/run.json"))
+    runs = sorted(root.glob("*/run.json"))
     row = {"devices": n, "rc": proc.returncode, "wall_s": wall, "load_before": load0,
            "load_after": os.getloadavg()[0],
            "mem_per_device_mib": (sampler.mem0 - sampler.min_mem) / 1024 / n, **sampler.peak}
