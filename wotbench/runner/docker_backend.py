@@ -18,7 +18,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import cleanup, containers, images, network
+from wotbench.runner import cleanup, containers, images, network, scalelimits
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
@@ -122,6 +122,9 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
+        short = scalelimits.too_small(cfg.total_devices + 1, scalelimits.host_limits())
+        if short:
+            raise EnvironmentProblem(scalelimits.message(cfg.total_devices + 1, short))
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:
