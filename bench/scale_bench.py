@@ -115,6 +115,8 @@ def run_size(n: int, duration_s: float, out_root: Path) -> dict:
         row["error"] = (proc.stdout + proc.stderr)[-800:]
         return row
     run = json.loads(runs[0].read_text())
+    if run.get("error"):
+        row["error"] = run["error"]
     ph = run.get("phases") or {}
     row.update({k: ph.get(k) for k in ("start_devices_s", "listening_s", "warmup_s", "stop_s",
                                        "teardown_s")})
