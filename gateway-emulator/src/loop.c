@@ -13,7 +13,7 @@
 
 #include <coap3/coap.h>
 
-#include "clock.h"
+#include "clock.h" /* common/clock.h */
 #include "ge.h"
 
 #define BATCH 32
