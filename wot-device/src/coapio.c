@@ -248,7 +248,7 @@ static int readable(int fd) {
     return poll(&p, 1, 0) > 0;
 }
 
-/* Impairments (impair.c): sends held responses that are due, hands due held requests to
+/* Impairments (impair_*.c): sends held responses that are due, hands due held requests to
  * libcoap (coap_io_do_epoll on the endpoint socket makes libcoap call recvmsg, which the
  * wrapper answers with the held datagram) and arms the timerfd for the next due time. */
 static void impair_service(coap_context_t *ctx, int tfd, uint64_t *armed) {
