@@ -44,6 +44,10 @@ def test_methods_codes_and_log(dev):
     assert len(log) == 10
     for row in log:
         assert int(row["arrival_ns"]) <= int(row["start_ns"]) <= int(row["end_ns"])
+        # kernel arrival stamp before the handler saw it; response handed to the kernel after
+        # the service ended (both CLOCK_MONOTONIC, netstamp.c)
+        assert 0 < int(row["arrival_ns"]) - int(row["arrival_kernel_ns"]) < 1_000_000_000
+        assert int(row["end_ns"]) <= int(row["response_sent_ns"])
     assert [r["method"] for r in log[:4]] == ["GET", "PUT", "POST", "DELETE"]
     assert log[-1]["path"] == "sub/r1" and int(log[-1]["end_ns"]) - int(log[-1]["start_ns"]) >= 1_000_000
     # every row carries its request's token: the analysis joins device and GE rows by it
@@ -67,6 +71,8 @@ def test_unknown_wellknown_ping(dev):
     s = dev.summary()
     assert s["not_found"] == 4
     assert [r["code"] for r in dev.log()] == ["4.04"] * 4
+    for r in dev.log():
+        assert int(r["arrival_kernel_ns"]) <= int(r["arrival_ns"]) <= int(r["response_sent_ns"])
 
 
 def test_tokens_go_to_the_right_client(dev):
@@ -96,6 +102,8 @@ def test_queue_overflow_503(device_asan_bin, tmp_path):
         assert s["overload_503"] == 10 - ok and s["requests"] == 10 and s["responses"] == 10
         rows = d.log()
         assert sum(r["code"] == "5.03" for r in rows) == 10 - ok
+        for r in rows:  # answered at once or later: sent after the kernel arrival
+            assert int(r["arrival_kernel_ns"]) <= int(r["arrival_ns"]) <= int(r["response_sent_ns"])
         assert all(r["start_ns"] == "" for r in rows if r["code"] == "5.03")
 
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "impair.h"
+#include "netstamp.h"
 #include "service.h"
 
 #define SESSION_TIMEOUT_S 30
@@ -37,12 +38,21 @@
 static struct device *D;      /* handlers have no user argument */
 static uint8_t payload[RES_MAX_PAYLOAD];
 
+/* Logs an entry whose response libcoap sends when the handler returns: its send time is
+ * filled in by the sendmsg wrapper (netstamp.h). */
+static void log_add(const struct log_entry *e) {
+    struct log_entry *stored = devlog_add(D->log, e);
+    if (stored)
+        netstamp_expect_response(&stored->sent_ns);
+}
+
 static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
-                    const coap_pdu_t *req) {
-    struct log_entry e = {.arrival_ns = arrival, .res = res, .method = method, .code = code};
+                    uint64_t arrival_k, const coap_pdu_t *req) {
+    struct log_entry e = {.arrival_ns = arrival, .arrival_k_ns = arrival_k, .res = res,
+                          .method = method, .code = code};
     coap_bin_const_t tok = coap_pdu_get_token(req);
     devlog_token(&e, tok.s, tok.length);
-    devlog_add(D->log, &e);
+    log_add(&e);
 }
 
 static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
@@ -68,11 +78,12 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
     coap_pdu_set_code(resp, code);
     if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)
         coap_add_data(resp, j->res->payload_bytes, payload);
-    struct log_entry e = {.arrival_ns = j->arrival_ns, .start_ns = j->start_ns,
-                          .end_ns = j->end_ns, .res = (int32_t)(j->res - D->rs->v),
-                          .method = j->method, .code = code_byte(code)};
+    struct log_entry e = {.arrival_ns = j->arrival_ns, .arrival_k_ns = j->arrival_k_ns,
+                          .start_ns = j->start_ns, .end_ns = j->end_ns,
+                          .res = (int32_t)(j->res - D->rs->v), .method = j->method,
+                          .code = code_byte(code)};
     devlog_token(&e, j->token, j->tkl);
-    devlog_add(D->log, &e);
+    log_add(&e);
     D->c.responses++;
     workq_release(D->wq, j);
 }
@@ -85,7 +96,7 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         finish(a, resp);
         return;
     }
-    uint64_t arrival = mono_ns();
+    uint64_t arrival = (uint64_t)mono_ns(), arrival_k = netstamp_last_rx();
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
     const struct resource *res = coap_resource_get_userdata(r);
     D->c.requests++;
@@ -99,11 +110,12 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         D->c.overload_503++;
         D->c.responses++;
         log_now((int32_t)(res - D->rs->v), method,
-                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival, req);
+                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival, arrival_k, req);
         return;
     }
     j->res = res;
     j->arrival_ns = arrival;
+    j->arrival_k_ns = arrival_k;
     j->method = method;
     coap_bin_const_t tok = coap_pdu_get_token(req);
     j->tkl = (uint8_t)(tok.length < sizeof j->token ? tok.length : sizeof j->token);
@@ -116,13 +128,13 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
 static void hnd_unknown(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
                         const coap_string_t *query, coap_pdu_t *resp) {
     (void)r, (void)s, (void)query;
-    uint64_t arrival = mono_ns();
+    uint64_t arrival = (uint64_t)mono_ns(), arrival_k = netstamp_last_rx();
     D->c.requests++;
     D->c.not_found++;
     D->c.responses++;
     coap_pdu_set_code(resp, COAP_RESPONSE_CODE_NOT_FOUND);
     log_now(LOG_RES_UNKNOWN, (uint8_t)coap_pdu_get_code(req),
-            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival, req);
+            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival, arrival_k, req);
 }
 
 static int on_event(coap_session_t *s, const coap_event_t ev) {
@@ -312,6 +324,8 @@ static int loop(coap_context_t *ctx, int sfd) {
             coap_io_process(ctx, COAP_IO_NO_WAIT);
         if (tfd >= 0)
             impair_service(ctx, tfd, &armed);
+        netstamp_forget();
+        netstamp_refresh();
     }
     free(done);
     if (tfd >= 0)
@@ -362,6 +376,9 @@ int coapio_run(struct device *d) {
         return 1;
     }
     int efd = raise_rcvbuf(&addr);
+    if (netstamp_enable(efd))
+        fprintf(stderr, "wot-device: no kernel receive stamps on the endpoint socket; the log's "
+                "arrival_kernel_ns stays empty\n");
     if (impair_enabled() && (impair_set_endpoint(efd) || impair_init())) {
         fprintf(stderr, "wot-device: --impair: cannot hook the endpoint socket or allocate "
                 "the delay queues\n");

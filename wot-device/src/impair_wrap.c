@@ -2,7 +2,8 @@
  * of the endpoint socket go through the channels (impair_chan.c); epoll_ctl is watched to learn
  * libcoap's epoll data pointer of the endpoint (for the ingress replay). Also the egress flush
  * and the ingress replay served by the I/O loop. Pings (empty CON in, empty RST out, 4 bytes)
- * are never impaired. */
+ * are never impaired. The wrappers also feed netstamp.c (kernel arrival and response send times
+ * of the endpoint socket), with or without impairments. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "impair.h"
 #include "impair_int.h"
+#include "netstamp.h"
 #include "service.h"
 
 int imp_ep_fd = -1;
@@ -66,12 +68,13 @@ void impair_ingress_end(void) {
     replay = NULL;
 }
 
-
 static int is_ping_msg(const uint8_t *d, size_t len, int type) {
     return len == 4 && (d[0] & 0xC0) == 0x40 && ((d[0] >> 4) & 3) == type && d[1] == 0;
 }
 
 ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags) {
+    if (netstamp_is_endpoint(fd) && m->msg_iovlen >= 1)
+        netstamp_on_send(m->msg_iov[0].iov_base, m->msg_iov[0].iov_len);
     if (fd != imp_ep_fd || !imp_eg.on || m->msg_iovlen != 1 || m->msg_iov[0].iov_len > PKT_MAX) {
         if (fd == imp_ep_fd && imp_eg.on)
             imp_eg.oversize++;
@@ -99,12 +102,18 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags) {
     return (ssize_t)len;  /* dropped or held: to libcoap, it was sent */
 }
 
+/* the endpoint's reads keep their kernel arrival stamp (netstamp.c) */
+static ssize_t recv_real(int fd, struct msghdr *m, int flags) {
+    return netstamp_is_endpoint(fd) ? netstamp_recvmsg(fd, m, flags) : __real_recvmsg(fd, m, flags);
+}
+
 ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
     if (fd != imp_ep_fd || !imp_in.on || m->msg_iovlen != 1)
-        return __real_recvmsg(fd, m, flags);
+        return recv_real(fd, m, flags);
     if (replay && !replay_taken) {
         struct pkt *p = replay;
         replay_taken = 1;
+        netstamp_set_rx(p->due); /* its emulated arrival */
         size_t n = p->len < m->msg_iov[0].iov_len ? p->len : m->msg_iov[0].iov_len;
         memcpy(m->msg_iov[0].iov_base, p->data, n);
         if (m->msg_name) {
@@ -121,7 +130,7 @@ ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
         m->msg_flags = n < p->len ? MSG_TRUNC : 0;
         return (ssize_t)n;
     }
-    ssize_t n = __real_recvmsg(fd, m, flags | MSG_DONTWAIT);
+    ssize_t n = recv_real(fd, m, flags | MSG_DONTWAIT);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             errno = ECONNREFUSED;   /* libcoap ignores this quietly (reads 0 bytes) */
@@ -138,7 +147,8 @@ ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
     }
     struct meta meta = {m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
     int v6 = m->msg_namelen == sizeof(struct sockaddr_in6);
-    if (admit(&imp_in, d, (size_t)n, &meta, v6, 1, mono_ns()))
+    uint64_t arrived = netstamp_last_rx(); /* netem delays from the kernel's enqueue */
+    if (admit(&imp_in, d, (size_t)n, &meta, v6, 1, arrived ? arrived : (uint64_t)mono_ns()))
         return n;
     errno = ECONNREFUSED;          /* dropped or held: libcoap sees no datagram */
     return -1;
