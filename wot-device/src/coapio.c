@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -57,14 +56,11 @@ static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
 
 static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
 
-/* A second invocation for a triggered async request: send the real response. */
-static void finish(coap_async_t *a, coap_pdu_t *resp) {
-    struct job *j = coap_async_get_app_data(a);
-    if (!j)
-        return;
-    coap_async_set_app_data(a, NULL);
+/* Fills in the real response of a served request and logs it. */
+static void respond(coap_pdu_t *resp, const struct resource *res, uint8_t method,
+                    const struct log_entry *times) {
     coap_pdu_code_t code;
-    switch (j->method) {
+    switch (method) {
     case COAP_REQUEST_GET:
         code = COAP_RESPONSE_CODE_CONTENT;
         break;
@@ -76,16 +72,44 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
         break;
     }
     coap_pdu_set_code(resp, code);
-    if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)
-        coap_add_data(resp, j->res->payload_bytes, payload);
-    struct log_entry e = {.arrival_ns = j->arrival_ns, .arrival_k_ns = j->arrival_k_ns,
-                          .start_ns = j->start_ns, .end_ns = j->end_ns,
-                          .res = (int32_t)(j->res - D->rs->v), .method = j->method,
-                          .code = code_byte(code)};
-    devlog_token(&e, j->token, j->tkl);
+    if (method == COAP_REQUEST_GET && res->payload_bytes)
+        coap_add_data(resp, res->payload_bytes, payload);
+    struct log_entry e = *times;
+    e.res = (int32_t)(res - D->rs->v);
+    e.method = method;
+    e.code = code_byte(code);
     log_add(&e);
     D->c.responses++;
+}
+
+/* A second invocation for a triggered async request: send the real (separate) response. */
+static void finish(coap_async_t *a, coap_pdu_t *resp) {
+    struct job *j = coap_async_get_app_data(a);
+    if (!j)
+        return;
+    coap_async_set_app_data(a, NULL);
+    struct log_entry e = {.arrival_ns = j->arrival_ns, .arrival_k_ns = j->arrival_k_ns,
+                          .start_ns = j->start_ns, .end_ns = j->end_ns};
+    devlog_token(&e, j->token, j->tkl);
+    respond(resp, j->res, j->method, &e);
     workq_release(D->wq, j);
+}
+
+/* Piggy-backed: the I/O thread serves the request itself and answers in the ACK (or NON). */
+static int piggyback(const struct resource *res) {
+    return D->response == RESP_PIGGYBACK ||
+           (D->response == RESP_AUTO && res->service_ns <= D->piggyback_max_ns);
+}
+
+static void serve_inline(const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp,
+                         uint8_t method, uint64_t arrival, uint64_t arrival_k) {
+    struct log_entry e = {.arrival_ns = arrival, .arrival_k_ns = arrival_k};
+    e.start_ns = (uint64_t)mono_ns();
+    service_run(res->mode, res->service_ns, e.start_ns);
+    e.end_ns = (uint64_t)mono_ns();
+    coap_bin_const_t tok = coap_pdu_get_token(req);
+    devlog_token(&e, tok.s, tok.length);
+    respond(resp, res, method, &e);
 }
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
@@ -100,6 +124,10 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
     const struct resource *res = coap_resource_get_userdata(r);
     D->c.requests++;
+    if (piggyback(res)) {
+        serve_inline(res, req, resp, method, arrival, arrival_k);
+        return;
+    }
     struct job *j = workq_acquire(D->wq);
     if (j && !(a = coap_register_async(s, req, 0))) {
         workq_release(D->wq, j);  /* same token already pending on this session */
@@ -290,8 +318,9 @@ static int loop(coap_context_t *ctx, int sfd) {
         fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
-    if (impair_enabled())  /* held datagrams leave within µs of their due time */
-        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    /* held datagrams leave within µs of their due time; piggy-backed sleeps end on time */
+    if (impair_enabled() || D->response != RESP_SEPARATE)
+        service_thread_init();
     uint64_t armed = 0;
     struct job **done = calloc(D->wq->nslots, sizeof *done);
     if (!done)
