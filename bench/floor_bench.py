@@ -257,9 +257,9 @@ def measure_path(label: str, pp: np.ndarray, frames: dict[str, pd.DataFrame]) ->
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=300, help="requests per resource (and ping-pongs)")
+    ap.add_argument("--n", type=int, default=200, help="requests per resource (and ping-pongs)")
     ap.add_argument("--gap-ms", type=float, default=10.0)
-    ap.add_argument("--modes", default="auto,separate")
+    ap.add_argument("--modes", default="auto,piggyback,separate")
     ap.add_argument("--no-docker", action="store_true")
     a = ap.parse_args()
     if (os.cpu_count() or 1) < 2:
@@ -294,9 +294,9 @@ def main() -> int:
             finally:
                 dp.close()
         (t / "cd").mkdir()
-        cd = loopback_device(t / "cd", CD_RESOURCES, "auto", a.n, a.gap_ms)
+        cd = loopback_device(t / "cd", CD_RESOURCES, "piggyback", a.n, a.gap_ms)
     print(table(rows))
-    print("\nCD calibration (loopback, 5 ms resource, default response path): R_d median")
+    print("\nCD calibration (loopback, 5 ms resource, the CD node's --response piggyback): R_d median")
     for p, us, mode in CD_RESOURCES:
         rd = cd[cd["path"] == p]["r_minus_s"].to_numpy() / us
         print(f"  {mode:5s}: R_d median {q(rd, 0.5):.4f} (p99 {q(rd, 0.99):.4f}, n {len(rd)})"
