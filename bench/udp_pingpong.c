@@ -54,13 +54,9 @@ int main(int argc, char **argv) {
     struct timeval tv = {.tv_sec = 1};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     for (long i = 0; i < n; i++) {
-        union {
-            struct cmsghdr align;
-            uint8_t b[RXSTAMP_CMSG_SPACE];
-        } ctl;
+        rxstamp_ctl_t ctl;
         struct iovec iov = {buf, sizeof buf};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                             .msg_controllen = sizeof ctl.b};
+        struct msghdr msg = rxstamp_msg(&iov, &ctl);
         int64_t t0 = mono_ns();
         if (sendto(fd, "ping-pong-16byte", 16, 0, (struct sockaddr *)&sa, sizeof sa) != 16)
             return 1;

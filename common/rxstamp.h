@@ -16,6 +16,23 @@
 
 #define RXSTAMP_CMSG_SPACE CMSG_SPACE(sizeof(struct timespec))
 
+/* a control buffer for one stamp, aligned for struct cmsghdr */
+typedef union {
+    struct cmsghdr align;
+    uint8_t b[RXSTAMP_CMSG_SPACE];
+} rxstamp_ctl_t;
+
+/* A msghdr for one datagram into iov, with ctl as its control buffer (no source address). */
+static inline struct msghdr rxstamp_msg(struct iovec *iov, rxstamp_ctl_t *ctl) {
+    struct msghdr m;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl->b;
+    m.msg_controllen = sizeof ctl->b;
+    return m;
+}
+
 /* 0 ok, -1 (errno set) when the kernel refuses the option */
 static inline int rxstamp_enable(int fd) {
     int on = 1;

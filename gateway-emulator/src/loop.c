@@ -41,10 +41,7 @@ typedef struct {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_storage src[BATCH];
-    union {
-        struct cmsghdr align;
-        uint8_t b[RXSTAMP_CMSG_SPACE];
-    } ctl[BATCH]; /* kernel receive stamps (SCM_TIMESTAMPNS) */
+    rxstamp_ctl_t ctl[BATCH]; /* kernel receive stamps (SCM_TIMESTAMPNS) */
     clock_map_t cmap; /* CLOCK_REALTIME -> CLOCK_MONOTONIC for those stamps */
     uint8_t buf[BATCH][RXBUF];
 } loop_t;

@@ -69,13 +69,9 @@ static void loopback_stamp(void) {
     int stamped = 0;
     for (int i = 0; i < 200; i++) {
         char buf[16];
-        union {
-            struct cmsghdr align;
-            uint8_t b[RXSTAMP_CMSG_SPACE];
-        } ctl;
+        rxstamp_ctl_t ctl;
         struct iovec iov = {buf, sizeof buf};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-                             .msg_controllen = sizeof ctl.b};
+        struct msghdr msg = rxstamp_msg(&iov, &ctl);
         int64_t t0 = mono_ns();
         if (sendto(a, "ping", 4, 0, (struct sockaddr *)&sa, sizeof sa) != 4 ||
             recvmsg(b, &msg, 0) != 4)
