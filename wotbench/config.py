@@ -32,6 +32,8 @@ from .schema_errors import problems as schema_problems
 from .schema_errors import type_name
 
 Mode = Literal["sleep", "busy"]
+# how a device answers (wot-device --response; wot-device/README.md "Response path")
+Response = Literal["auto", "piggyback", "separate"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -57,6 +59,7 @@ class DeviceGroup(_Model):
     count: int = Field(1, ge=1)
     threads: int = Field(1, ge=1, le=1024)
     mode: Mode = "busy"
+    response: Response = "auto"
     service_time: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=5.0))
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
     resources: int = Field(10, ge=1, le=100000)
@@ -97,6 +100,8 @@ class ContentionDetector(_Model):
     enabled: bool = True
     service_time_ms: Any = "auto"   # 'auto' or a number > 0
     mode: Literal["auto", "sleep", "busy"] = "auto"
+    # the CD node answers its probes in the ACK: one probe at a time, the lean path
+    response: Response = "piggyback"
     # 0.5 s probes / 20 s calibration: 20 probes per 10 s contention window, 40 baseline samples
     # (evidence: docs/VALIDATION.md "Detector defaults")
     interval_s: float = Field(0.5, gt=0)

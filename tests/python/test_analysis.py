@@ -24,7 +24,7 @@ def summary_of(run_dir, *args, **kw) -> dict:
 
 
 TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", "verdict",
-            "monitor", "loss"}
+            "monitor", "loss", "decomposition"}
 SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf", "rt_cdf",
           "loss_over_time",
           "rd_over_time", "cd_samples", "contention_windows"}
@@ -440,3 +440,19 @@ def test_bad_input_messages(tmp_path, capsys):
     (d / "ge" / "ge-0" / "summary.json").unlink()
     with pytest.raises(AnalysisError, match=r"ge-0/summary\.json: summary\.json of ge-0 is missing"):
         analyze(d)
+
+
+def test_clean_run_splits_r_minus_s(clean):
+    """Old-style logs (no kernel stamps): the split falls back to user-space stamps, says so,
+    and its parts still add up to R − S; the CD probes are split per phase."""
+    _, s = clean
+    dec = s["decomposition"]
+    o = dec["overall"]
+    assert o["stamps"] == "user" and o["ge_side"]["count"] == 0
+    assert o["r_minus_s"]["count"] == s["rd"]["join"]["ok_requests_matched"]
+    total = o["network"]["mean_us"] + o["device"]["mean_us"] + o["service"]["mean_us"]
+    assert total == pytest.approx(o["r_minus_s"]["mean_us"], rel=1e-6)
+    assert set(dec["per_device"]) <= set(s["per_device"])
+    cd = dec["cd"]
+    assert cd["calibration"]["r_minus_s"]["count"] > 0 and cd["test"]["r_minus_s"]["count"] > 0
+    assert cd["calibration"]["network_out"]["p50_us"] == pytest.approx(60)  # fixture: +60 µs

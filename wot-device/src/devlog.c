@@ -22,11 +22,19 @@ int devlog_init(struct devlog *l, size_t capacity) {
     return 0;
 }
 
-void devlog_add(struct devlog *l, const struct log_entry *e) {
-    if (l->n < l->cap)
-        l->e[l->n++] = *e;
-    else
-        l->dropped++;
+struct log_entry *devlog_add(struct devlog *l, const struct log_entry *e) {
+    if (l->n < l->cap) {
+        l->e[l->n] = *e;
+        return &l->e[l->n++];
+    }
+    l->dropped++;
+    return NULL;
+}
+
+static void put_opt(FILE *f, uint64_t v) {
+    fputc(',', f);
+    if (v)
+        fprintf(f, "%llu", (unsigned long long)v);
 }
 
 void devlog_token(struct log_entry *e, const uint8_t *token, size_t len) {
@@ -78,7 +86,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
         return -1;
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
-    fputs("arrival_ns,start_ns,end_ns,path,method,code,token\n", f);
+    fputs("arrival_ns,start_ns,end_ns,path,method,code,token,arrival_kernel_ns,response_sent_ns\n", f);
     for (size_t i = 0; i < l->n; i++) {
         const struct log_entry *e = &l->e[i];
         const char *path = e->res >= 0 && (size_t)e->res < rs->n ? rs->v[e->res].path : "";
@@ -91,6 +99,8 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
         fprintf(f, "%s,%s,%u.%02u,", path, method_name(e->method), e->code >> 5, e->code & 31);
         for (int k = 0; k < e->tkl; k++)
             fprintf(f, "%02x", e->token[k]);
+        put_opt(f, e->arrival_k_ns);
+        put_opt(f, e->sent_ns);
         fputc('\n', f);
     }
     if (close_checked(f, "device-log.csv"))

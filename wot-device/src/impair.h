@@ -2,9 +2,10 @@
  * emulated inside wot-device on the datagrams of its CoAP endpoint socket.
  *
  * The build links with -Wl,--wrap=sendmsg,--wrap=recvmsg,--wrap=epoll_ctl: libcoap's own
- * sendmsg()/recvmsg() calls on the endpoint socket pass through impair.c, which drops,
+ * sendmsg()/recvmsg() calls on the endpoint socket pass through impair_wrap.c, which drops,
  * delays (a preallocated min-heap per direction), rate-limits, duplicates or corrupts each
- * datagram. Single-threaded: only the I/O thread touches this module after impair_parse(). */
+ * datagram (impair_int.h lists the files). Single-threaded: only the I/O thread touches this
+ * module after impair_parse(). */
 #ifndef WOT_IMPAIR_H
 #define WOT_IMPAIR_H
 #include <stdint.h>

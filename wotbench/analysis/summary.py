@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import contention as cont
+from . import decomposition as decomp
 from . import ge_integrity as gei
 from . import loss as lossm
 from . import monitor as mon
@@ -53,6 +54,20 @@ def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
         run.warnings.append(f"no CD request path matches {run.cd.name}'s resource file")
     return pd.DataFrame({"t_s": t_s, "phase": phase, "outcome": req["outcome"].astype(str),
                          "rt_ms": req["rt_sent_ms"].to_numpy(), "rd": rd, "s_ms": s_ms})
+
+
+def _cd_split(run: RunData, cd_req: pd.DataFrame, cd: pd.DataFrame, timeout_ms: float,
+              p: AnalysisParams) -> Optional[dict[str, Any]]:
+    """R − S of the CD probes by place, per phase (None without the CD's device log)."""
+    if run.cd is None or run.cd.log is None or run.cd_ge is None:
+        return None
+    salt = run.cd_ge.summary.get("token_salt")
+    salts = {run.cd_ge.ge_id: int(salt, 16)} if isinstance(salt, str) else {}
+    codes = np.zeros(len(cd_req), np.int64)
+    matched, _ = rdm.join_device_logs(cd_req, codes, [run.cd], run.test_start_ns, timeout_ms,
+                                      p.rd, salts)
+    frame = decomp.split(cd_req, matched, cd["s_ms"].to_numpy())
+    return decomp.cd_block(frame, cd["phase"].to_numpy()[frame["row"].to_numpy(np.int64)])
 
 
 def _loss_reason(loss: dict[str, Any]) -> str:
@@ -179,6 +194,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     counters["ok_requests_matched"] = int(len(dec))
     rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms))
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
+    split_block = {"definition": decomp.DEFINITION,
+                   **decomp.split_block(decomp.split(req, matched, s_ms), names), "cd": None}
 
     # CD node
     cd = _cd_samples(run, cd_req) if cd_req is not None else None
@@ -203,6 +220,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                                   p.contention.window_s or p.rd.window_s, label_all="")
         rd_frames.append(cd_series[cd_series["device"] == cd_name])
         series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
+        split_block["cd"] = _cd_split(run, cd_req, cd, timeout_ms, p)
     rd_block["cd"] = cd_rd_block
     series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
         if any(len(f) for f in rd_frames) else rd_frames[0]
@@ -234,7 +252,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     }
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
-               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss}
+               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
+               "decomposition": split_block}
     return Summary.model_validate(_json_clean(summary)), series
 
 

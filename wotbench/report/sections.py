@@ -222,6 +222,27 @@ def rd(s: Summary) -> dict:
             "cd_device": r.cd.device if r.cd else None}
 
 
+SPLIT_PARTS = (("network_out", "network, GE → device"), ("device_in", "device: wake-up, queue, hand-off"),
+               ("service", "service beyond S"), ("device_out", "device: hand-back, send"),
+               ("network_back", "network, device → GE"), ("r_minus_s", "R − S"),
+               ("ge_side", "GE read delay (not in R)"))
+
+
+def split(s: Summary) -> dict:
+    """R − S by place (summary ``decomposition``): one column per population, p50 and p99 (µs)."""
+    d = s.decomposition
+    if d is None:
+        return {"available": False}
+    cols = [("devices", d.overall)]
+    if d.cd is not None:
+        cols += [("CD, calibration", d.cd.calibration), ("CD, test", d.cd.test)]
+    cols = [(label, sp) for label, sp in cols if sp.r_minus_s.count]
+    rows = [{"label": label, "cells": [(getattr(sp, key).p50_us, getattr(sp, key).p99_us)
+                                        for _, sp in cols]} for key, label in SPLIT_PARTS]
+    return {"available": bool(cols), "columns": [label for label, _ in cols], "rows": rows,
+            "stamps": {label: sp.stamps for label, sp in cols}, "definition": d.definition}
+
+
 def _applied_text(a: list[str]) -> str:
     """netem/pumba: a list of command lines (one per line); app: the wot-device arguments."""
     if a and all(" " in x for x in a):

@@ -273,6 +273,44 @@ class RdBlock(Record):
     cd: Optional[CdRd] = None
 
 
+# --------------------------------------------------------------------------- R - S by place
+
+class SplitStats(Record):
+    count: int = 0
+    mean_us: F = None
+    p50_us: F = None
+    p95_us: F = None
+    p99_us: F = None
+    max_us: F = None
+
+
+class Split(Record):
+    """R - S of answered requests by place, µs (wotbench/analysis/decomposition.py). ``stamps``:
+    kernel = every row had kernel receive stamps at both ends and the device's send time."""
+    stamps: Literal["kernel", "user", "mixed", "none"]
+    r_minus_s: SplitStats
+    network: SplitStats
+    network_out: SplitStats
+    network_back: SplitStats
+    device: SplitStats
+    device_in: SplitStats
+    device_out: SplitStats
+    service: SplitStats
+    ge_side: SplitStats
+
+
+class CdSplit(Record):
+    calibration: Split
+    test: Split
+
+
+class SplitBlock(Record):
+    definition: str
+    overall: Split
+    per_device: dict[str, Split] = Field(default_factory=dict)
+    cd: Optional[CdSplit] = None
+
+
 # --------------------------------------------------------------------------- contention
 
 class AbsoluteBaseline(Record):
@@ -389,6 +427,7 @@ class Summary(Record):
     verdict: Verdict
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
+    decomposition: Optional[SplitBlock] = None   # absent in summaries written before it existed
 
     @property
     def contended_share(self) -> Optional[float]:

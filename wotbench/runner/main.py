@@ -209,7 +209,7 @@ class Runner:
                 name=a.name, id=a.id, group=a.group, role="device", address=a.ip, port=a.port,
                 cpuset=plan.devices[a.name], resources=rd.resource_file(a.name),
                 log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=g.threads,
+                stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=self.impair.device_args(a.name, "device")))
         if self.cd.enabled:
@@ -218,7 +218,8 @@ class Runner:
                 name=a.name, id=a.id, group=a.group, role="cd-node", address=a.ip, port=a.port,
                 cpuset=plan.cd_node_cpuset, resources=rd.resource_file(a.name),
                 log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32))
+                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32,
+                response=cfg.contention_detector.response))
             self.cd_ge = GeRun(name=cd_module.CD_GE, role="cd-ge", cpu=plan.cd_ge_core,
                                trace=rd.cd_trace,
                                out_dir=inputs.writable_dir(rd.ge_dir(cd_module.CD_GE)),
