@@ -6,16 +6,14 @@ subclasses it to judge by the SLOs as well.
 """
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Any, Optional
 
 from .runner.quiet import QuietGate
 from .sweep.core import RunFn, Sweep, SweepInterrupted
-from .sweep.paths import get_path
+from .sweep.paths import expand_pseudo, get_path
 
 SCHEMA = "wotbench-capacity/1"
-_RATE = re.compile(r"^devices\[(\d+|\*)\]\.rate$")
 
 
 class Failed(Exception):
@@ -23,10 +21,9 @@ class Failed(Exception):
 
 
 def overrides_for(key: str, value: Any) -> dict[str, Any]:
-    m = _RATE.match(key)
-    if m:
-        return {f"devices[{m.group(1)}].rit.mean": round(1000.0 / float(value), 6)}
-    return {key: value}
+    """The point's overrides: ``devices[N].rate`` stored as the ``rit.mean`` it sets."""
+    k, v = expand_pseudo(key, value)
+    return {k: v}
 
 
 def _policy(repeats: int) -> str:

@@ -32,7 +32,7 @@ from ..rundir import RunDir, Summary
 from ..runner.main import run as run_config
 from ..runner.quiet import QuietGate
 from ..stamps import dir_stamp, iso_stamp
-from .paths import ALL, format_key, key_hint, parse_key, set_path
+from .paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
 
 SCHEMA = "wotbench-sweep/1"
 RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
@@ -132,7 +132,8 @@ def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, 
     raw = dict(base_raw)
     for key, value in overrides.items():
         try:
-            raw = set_path(_seed_defaults(raw, parse_key(key)), key, value)
+            path, value = expand_pseudo(key, value)
+            raw = set_path(_seed_defaults(raw, parse_key(path)), path, value)
         except ValueError as e:
             raise ConfigError([f"{origins.get(key, key)}: {e}"]) from None
     raw["name"] = name

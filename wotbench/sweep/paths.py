@@ -22,6 +22,20 @@ _HINTS = {
 }
 
 
+_RATE = re.compile(r"^(devices\[(?:\d+|\*)\])\.rate$")
+
+
+def expand_pseudo(key: str, value: Any) -> tuple[str, Any]:
+    """``devices[N].rate`` (req/s per device; ``[*]`` every group) is a pseudo key for
+    ``devices[N].rit.mean = 1000 / rate`` (ms); every other key is itself."""
+    m = _RATE.match(key)
+    if not m:
+        return key, value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{key}: a rate in requests/s per device must be a number > 0, got {value!r}")
+    return f"{m.group(1)}.rit.mean", round(1000.0 / float(value), 6)
+
+
 def parse_key(key: str) -> list[str | int]:
     """``"devices[0].rit.mean"`` -> ``["devices", 0, "rit", "mean"]`` (``[*]`` -> ``"*"`` in a
     list position); ValueError when malformed."""
