@@ -39,6 +39,7 @@ build-asan: bootstrap
 run:
 	@./harness.sh "$(CONFIG)"; rc=$$?; \
 	case $$rc in 0) what="trustworthy";; 3) what="flagged: the testbed distorted the result (see the verdict above)";; \
+	  4) what="trustworthy, but an SLO missed: the system under test, not the testbed";; \
 	  2) what="bad input";; 1) what="environment problem";; 130|143) what="interrupted";; *) what="see above";; esac; \
 	echo "make run: wotbench run exited with $$rc ($$what)"; exit $$rc
 

@@ -30,6 +30,7 @@ from .errors import ConfigError
 from .netimpair.model import NetworkImpairment
 from .schema_errors import problems as schema_problems
 from .schema_errors import type_name
+from .slo_spec import Slo, group_problems as slo_group_problems
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -187,6 +188,8 @@ class Config(_Model):
     report: Report = Field(default_factory=Report)
     # deliberate contention episodes (wotbench.contention)
     contention: Optional[list[ContentionEpisode]] = None
+    # service-level objectives the run is judged on (wotbench.slo_spec; exit code 4 when missed)
+    slo: Optional[Slo] = None
 
     @field_validator("trace", mode="before")
     @classmethod
@@ -226,6 +229,7 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
     if needed > address_capacity(net):
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
                         f"{needed} needed (devices + CD node); use a larger subnet such as /16")
+    problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))

@@ -19,6 +19,7 @@ from . import loss as lossm
 from . import monitor as mon
 from . import rd as rdm
 from . import responses as resp
+from . import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
 
 from .loading import RunData
@@ -229,11 +230,18 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     series["contention_windows"] = windows
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
+    slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
                                                 run.duration_s, groups)
     series.update(monitor_series)
 
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    slo_block = None
+    if slo_spec is not None:
+        frame = sloa.RequestFrame.from_requests(req, codes, names, groups)
+        slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
+                                      verdict["status"])
+        verdict["exit_code"] = sloa.exit_code(verdict["status"], slo_block)
     run_block = {
         "name": run.run.name,
         "run_id": run.run.run_id,
@@ -253,7 +261,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
-               "decomposition": split_block}
+               "decomposition": split_block,
+               "slo": slo_block.model_dump() if slo_block else None}
     return Summary.model_validate(_json_clean(summary)), series
 
 

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ._model import Record
 from .record import Failure
+from .slo import SloBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
@@ -428,6 +429,7 @@ class Summary(Record):
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
     decomposition: Optional[SplitBlock] = None   # absent in summaries written before it existed
+    slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo.py)
 
     @property
     def contended_share(self) -> Optional[float]:

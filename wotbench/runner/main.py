@@ -464,15 +464,18 @@ class Runner:
             log(f"the test did not complete (see failures in {self.rd.run_json})")
             return self.exit_hint or 1
         from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
-        verdict = analyze(self.run_dir).verdict
+        summary = analyze(self.run_dir)
+        verdict = summary.verdict
         code = verdict.exit_code
         log(f"verdict: {verdict.status}")
         for r in verdict.reasons:
             print(f"  - {r}")
+        if summary.slo is not None:
+            log(summary.slo.text + (f" ({summary.slo.testbed_caveat})" if summary.slo.testbed_caveat else ""))
         if self.resolved.report.enabled:
             from wotbench.report import render   # heavy (matplotlib)
             log(f"report: {render(self.run_dir)}")
-        if self.failures and code == 0:
+        if self.failures and code in (0, 4):
             log(f"{len(self.failures)} component failure(s): flagging the run")
             code = 3
         return code
