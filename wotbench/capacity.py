@@ -174,7 +174,7 @@ def print_capacity(result: dict, console: Any) -> None:
     for col in ("#", "phase", result["key"], "runs", "result", "R_d devices", "R_d CD", "verdicts"):
         t.add_column(col, justify="right" if col in ("#", "R_d devices", "R_d CD") else "left")
     if slo:
-        t.add_column("deciding SLO metric")
+        t.add_column("deciding SLO metric (median, range)")
     fmt = lambda v: cell(v, 3)  # noqa: E731
     for i, s in enumerate(result["steps"], 1):
         res = {True: "[red]flagged[/]", False: "[green]clean[/]", None: "[red]failed[/]"}[s["flagged"]]

@@ -83,13 +83,13 @@ def judge_setting(summaries: list[Summary]) -> dict:
 
 
 def slo_metric_text(judged: Optional[dict]) -> str:
-    """``p95 44.1 ms (41–47 ms, limit 50 ms)`` for a step's deciding metric."""
+    """``p95 44.1 ms (41 ms–47 ms) ≤ 50 ms`` for a step's deciding metric (median, range)."""
     m = judged and judged["deciding"]
     if not m:
         return "—"
     o = _objective(m)
     rng = f" ({o.fmt(m['min'])}–{o.fmt(m['max'])})" if m["spread"] is not None else ""
-    return f"{m['short']} {o.fmt(m['median'])}{rng}, limit {o.fmt(m['limit'])}"
+    return f"{m['short']} {o.fmt(m['median'])}{rng} {'≤' if m['op'] == '<=' else '≥'} {o.fmt(m['limit'])}"
 
 
 def fmt_value(m: dict, v: Optional[float]) -> str:
