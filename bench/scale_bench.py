@@ -50,6 +50,15 @@ def _neigh_entries() -> int | None:
         return None
 
 
+def _softnet_drops() -> int:
+    """Packets the kernel dropped because a CPU's backlog was full (all CPUs, since boot)."""
+    try:
+        return sum(int(line.split()[1], 16)
+                   for line in Path("/proc/net/softnet_stat").read_text().splitlines())
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _dockerd_fds() -> int | None:
     try:
         pid = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()[0]
@@ -97,6 +106,7 @@ def run_size(n: int, duration_s: float, out_root: Path) -> dict:
     path = out_root / f"scale-{n}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     load0 = os.getloadavg()[0]
+    drops0 = _softnet_drops()
     sampler = Sampler()
     sampler.start()
     t0 = time.monotonic()
@@ -110,7 +120,8 @@ def run_size(n: int, duration_s: float, out_root: Path) -> dict:
     runs = sorted(root.glob("*/run.json"))
     row = {"devices": n, "rc": proc.returncode, "wall_s": wall, "load_before": load0,
            "load_after": os.getloadavg()[0],
-           "mem_per_device_mib": (sampler.mem0 - sampler.min_mem) / 1024 / n, **sampler.peak}
+           "mem_per_device_mib": (sampler.mem0 - sampler.min_mem) / 1024 / n,
+           "backlog_drops": _softnet_drops() - drops0, **sampler.peak}
     if not runs:
         row["error"] = (proc.stdout + proc.stderr)[-800:]
         return row
@@ -160,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
           f"run dirs under {out}")
     head = ("| devices | start (s) | devices/s | warm-up (s) | requests | lost in testbed | GE kept up"
             " (late share) | > 1 ms late | verdict | stop (s) | teardown (s) | left behind |"
-            " host MiB/device | neighbour / conntrack / tasks / dockerd fds (peak) |"
+            " host MiB/device | backlog drops | neighbour / conntrack / tasks / dockerd fds (peak) |"
             " load before→after | exit |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -172,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
               f" ({_fmt(r.get('late_share'), '.2%')}) | {_fmt(r.get('late_abs_share'), '.2%')}"
               f" | {_fmt(r.get('verdict'))} | {_fmt(r.get('stop_s'), '.1f')}"
               f" | {_fmt(r.get('teardown_s'), '.1f')} | {_fmt(r.get('leftovers'))}"
-              f" | {r['mem_per_device_mib']:.1f} | {r['neigh']} / {r['conntrack']} / {r['tasks']}"
+              f" | {r['mem_per_device_mib']:.1f} | {r['backlog_drops']} | {r['neigh']} / {r['conntrack']} / {r['tasks']}"
               f" / {r['dockerd_fds']} | {r['load_before']:.1f}→{r['load_after']:.1f} | {r['rc']} |")
     return 0
 

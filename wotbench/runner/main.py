@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from wotbench.addressing import DEVICES_PER_BLOCK
 from wotbench.config import load_config
 from wotbench.errors import WotbenchError
 from wotbench.plan import make_plan
@@ -183,8 +184,10 @@ class Runner:
         self.resolved = resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
         if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
+            ports = min(cfg.total_devices + 1, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
             self.tuning.apply(hostlimits.neighbour_plan(cfg.total_devices + 1,
-                                                        cfg.gateways.count + 1))
+                                                        cfg.gateways.count + 1)
+                              + hostlimits.backlog_plan(ports))
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name)
         self.run_id = self.rd.path.name
