@@ -75,25 +75,31 @@ def pingpong(host: str, n: int, gap_us: int) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- GE + device
 
-def write_inputs(d: Path, resources, host: str, n: int, gap_ms: float) -> tuple[Path, Path]:
+def write_resources(d: Path, resources) -> Path:
     res = d / "resources.csv"
     res.write_text("path,service_time_us,mode,payload_bytes\n" +
                    "".join(f"{p},{us},{mode},16\n" for p, us, mode in resources))
+    return res
+
+
+def write_trace(d: Path, resources, host: str, n: int, gap_ms: float) -> Path:
     trace = d / "trace.csv"
     rows = ["device_id,send_time_us,method,uri"]
     for i in range(n * len(resources)):
         p = resources[i % len(resources)][0]
         rows.append(f"0,{int(i * gap_ms * 1000)},GET,coap://{host}:{PORT}/{p}")
     trace.write_text("\n".join(rows) + "\n")
-    return res, trace
+    return trace
 
 
 def run_ge(trace: Path, out: Path, n_total: int, gap_ms: float) -> None:
     out.mkdir(exist_ok=True)
-    subprocess.run(["taskset", "-c", GE_CPU, str(GE_BIN), "--trace", str(trace), "--out",
-                    str(out), "--wait", "hybrid", "--type", "con", "--timeout-ms", "2000",
-                    "--warmup-ms", "2000", "--label", "floor"],
-                   check=True, capture_output=True, timeout=n_total * gap_ms / 1e3 + 60)
+    r = subprocess.run(["taskset", "-c", GE_CPU, str(GE_BIN), "--trace", str(trace), "--out",
+                        str(out), "--wait", "hybrid", "--type", "con", "--timeout-ms", "2000",
+                        "--warmup-ms", "2000", "--label", "floor"],
+                       capture_output=True, text=True, timeout=n_total * gap_ms / 1e3 + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"gateway-emulator exited {r.returncode}: {r.stderr.strip()}")
 
 
 def split_frame(ge_out: Path, log_csv: Path, resources) -> pd.DataFrame:
@@ -129,7 +135,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def loopback_device(d: Path, resources, mode: str, n: int, gap_ms: float) -> pd.DataFrame:
-    res, trace = write_inputs(d, resources, "127.0.0.1", n, gap_ms)
+    res = write_resources(d, resources)
+    trace = write_trace(d, resources, "127.0.0.1", n, gap_ms)
     dev = subprocess.Popen(["taskset", "-c", PEER_CPU, str(DEV_BIN), "--resources", str(res),
                             "--log-dir", str(d), "--listen", f"127.0.0.1:{PORT}",
                             "--response", mode], stderr=subprocess.DEVNULL)
@@ -191,11 +198,12 @@ class DockerPath:
 
     def device(self, d: Path, resources, mode: str, n: int, gap_ms: float) -> pd.DataFrame:
         d.chmod(0o777)                   # the device runs as uid 65534
+        write_resources(d, resources)
         c, ip = self._run(self.dev_image, ["--resources", "/run-dir/resources.csv", "--log-dir",
                                            "/run-dir", "--listen", f"0.0.0.0:{PORT}",
                                            "--response", mode], volume=d)
         try:
-            res, trace = write_inputs(d, resources, ip, n, gap_ms)
+            trace = write_trace(d, resources, ip, n, gap_ms)
             deadline = time.monotonic() + 10
             while not (d / "ready").exists() and time.monotonic() < deadline:
                 time.sleep(0.02)

@@ -110,6 +110,7 @@ static void serve_inline(const struct resource *res, const coap_pdu_t *req, coap
     coap_bin_const_t tok = coap_pdu_get_token(req);
     devlog_token(&e, tok.s, tok.length);
     respond(resp, res, method, &e);
+    D->c.piggybacked++;
 }
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
