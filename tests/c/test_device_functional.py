@@ -56,6 +56,7 @@ def test_methods_codes_and_log(dev):
     s = dev.summary()
     assert s["requests"] == 10 and s["responses"] == 10 and s["log_entries"] == 10
     assert s["name"] == "dev" and s["threads"] == 1 and s["log_dropped"] == 0
+    assert s["response"] == "separate" and s["piggybacked"] == 0
 
 
 @pytest.mark.parametrize("mode", ["auto", "piggyback"])
@@ -82,6 +83,8 @@ def test_piggybacked_responses(device_asan_bin, tmp_path, mode):
             assert int(row["arrival_kernel_ns"]) <= int(row["arrival_ns"]) <= int(row["start_ns"])
             assert int(row["end_ns"]) <= int(row["response_sent_ns"])
         assert int(log[-1]["end_ns"]) - int(log[-1]["start_ns"]) >= 200_000_000
+        s = d.summary()
+        assert s["response"] == mode and s["piggybacked"] == (5 if mode == "piggyback" else 4)
         assert "runtime error" not in d.stderr()
 
 

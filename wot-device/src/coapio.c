@@ -110,6 +110,7 @@ static void serve_inline(const struct resource *res, const coap_pdu_t *req, coap
     coap_bin_const_t tok = coap_pdu_get_token(req);
     devlog_token(&e, tok.s, tok.length);
     respond(resp, res, method, &e);
+    D->c.piggybacked++;
 }
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
@@ -309,12 +310,23 @@ static void impair_service(coap_context_t *ctx, int tfd, uint64_t *armed) {
     }
 }
 
-static int loop(coap_context_t *ctx, int sfd) {
+/* A request datagram on the endpoint socket goes straight to libcoap's endpoint reader (which
+ * calls the handler, and the handler's response is sent before this returns): the timer
+ * re-arm and epoll_wait inside coap_io_process come after the response, not before it. */
+static void read_endpoint(coap_context_t *ctx, void *ep_ptr) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep_ptr};
+    coap_io_do_epoll(ctx, &ev, 1);
+    netstamp_forget();
+}
+
+static int loop(coap_context_t *ctx, int sfd, int efd) {
     int cfd = coap_context_get_coap_fd(ctx);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int tfd = impair_enabled() ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
+    void *ep_ptr = impair_epoll_ptr(efd); /* libcoap's socket of the endpoint */
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
-        epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd)))) {
+        epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd))) ||
+        (ep_ptr && epoll_add(ep, efd))) {
         fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
@@ -327,14 +339,16 @@ static int loop(coap_context_t *ctx, int sfd) {
         return 1;
     int stop = 0;
     while (!stop) {
-        struct epoll_event ev[4];
-        int n = epoll_wait(ep, ev, 4, -1);
+        struct epoll_event ev[5];
+        int n = epoll_wait(ep, ev, 5, -1);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "wot-device: epoll_wait: %s\n", strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++) {
-            if (ev[i].data.fd == sfd) {
+            if (ev[i].data.fd == efd && efd >= 0) {
+                read_endpoint(ctx, ep_ptr);
+            } else if (ev[i].data.fd == sfd) {
                 stop = 1;
             } else if (ev[i].data.fd == D->wq->efd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
@@ -418,7 +432,7 @@ int coapio_run(struct device *d) {
     if (rc == 0)
         mark_ready(d->log_dir);
     if (rc == 0)
-        rc = loop(ctx, sfd);
+        rc = loop(ctx, sfd, efd);
     coap_free_context(ctx);
     coap_cleanup();
     close(sfd);

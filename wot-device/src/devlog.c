@@ -80,7 +80,7 @@ static int close_checked(FILE *f, const char *what) {
 }
 
 int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
-                 const char *dir, const char *name, int threads) {
+                 const char *dir, const char *name, int threads, const char *response) {
     FILE *f = open_in(dir, "device-log.csv");
     if (!f)
         return -1;
@@ -114,11 +114,13 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     fprintf(f,
             ", \"requests\": %llu, \"responses\": %llu, \"overload_503\": %llu, "
             "\"not_found\": %llu, \"malformed\": %llu, \"log_entries\": %llu, "
-            "\"log_dropped\": %llu, \"threads\": %d",
+            "\"log_dropped\": %llu, \"threads\": %d, \"response\": \"%s\", "
+            "\"piggybacked\": %llu",
             (unsigned long long)c->requests, (unsigned long long)c->responses,
             (unsigned long long)c->overload_503, (unsigned long long)c->not_found,
             (unsigned long long)c->malformed, (unsigned long long)l->n,
-            (unsigned long long)l->dropped, threads);
+            (unsigned long long)l->dropped, threads, response,
+            (unsigned long long)c->piggybacked);
     impair_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");

@@ -23,6 +23,7 @@ void devlog_token(struct log_entry *e, const uint8_t *token, size_t len);
 
 struct counters {
     uint64_t requests, responses, overload_503, not_found, malformed;
+    uint64_t piggybacked;  /* served by the I/O thread, answered in the ACK (or NON) */
 };
 
 struct devlog {
@@ -38,7 +39,7 @@ int devlog_init(struct devlog *l, size_t capacity);
 struct log_entry *devlog_add(struct devlog *l, const struct log_entry *e);
 /* Writes DIR/device-log.csv and DIR/device-summary.json; returns 0 or -1 (message printed). */
 int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
-                 const char *dir, const char *name, int threads);
+                 const char *dir, const char *name, int threads, const char *response);
 void devlog_free(struct devlog *l);
 
 #endif

@@ -23,6 +23,8 @@ int impair_init(void);
  * epoll_ctl wrapper); -1 when it was not seen. */
 int impair_set_endpoint(int fd);
 void *impair_endpoint_ptr(void);
+/* libcoap's epoll data pointer of any fd it registered (NULL when not seen). */
+void *impair_epoll_ptr(int fd);
 /* Earliest due time (CLOCK_MONOTONIC ns) of a held datagram, 0 when nothing is held. */
 uint64_t impair_next_due(void);
 /* Sends every held egress datagram that is due at now. */

@@ -17,6 +17,7 @@
 
 int imp_ep_fd = -1;
 static void *ptr_by_fd[MAX_FD];
+static int epfd_by_fd[MAX_FD]; /* the epoll set ptr_by_fd[fd] belongs to, + 1 (0 = none) */
 static struct pkt *replay;     /* ingress datagram handed to libcoap's next recvmsg */
 static int replay_taken;
 
@@ -32,9 +33,9 @@ int impair_set_endpoint(int fd) {
     return fd >= 0 && fd < MAX_FD && ptr_by_fd[fd] ? 0 : -1;
 }
 
-void *impair_endpoint_ptr(void) {
-    return imp_ep_fd >= 0 && imp_ep_fd < MAX_FD ? ptr_by_fd[imp_ep_fd] : NULL;
-}
+void *impair_epoll_ptr(int fd) { return fd >= 0 && fd < MAX_FD ? ptr_by_fd[fd] : NULL; }
+
+void *impair_endpoint_ptr(void) { return impair_epoll_ptr(imp_ep_fd); }
 
 void impair_flush_egress(uint64_t now) {
     while (imp_eg.nheap && imp_eg.slots[imp_eg.heap[0]].due <= now) {
@@ -154,12 +155,17 @@ ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
     return -1;
 }
 
+/* Keeps the data pointer of the first epoll set an fd joins (libcoap's, which registers its
+ * sockets before the I/O loop adds the endpoint socket to its own set). */
 int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev) {
-    if (fd >= 0 && fd < MAX_FD) {
-        if (op == EPOLL_CTL_DEL)
+    if (fd >= 0 && fd < MAX_FD && (!epfd_by_fd[fd] || epfd_by_fd[fd] == epfd + 1)) {
+        if (op == EPOLL_CTL_DEL) {
             ptr_by_fd[fd] = NULL;
-        else if (ev)
+            epfd_by_fd[fd] = 0;
+        } else if (ev) {
             ptr_by_fd[fd] = ev->data.ptr;
+            epfd_by_fd[fd] = epfd + 1;
+        }
     }
     return __real_epoll_ctl(epfd, op, fd, ev);
 }

@@ -125,7 +125,8 @@ int main(int argc, char **argv) {
                        .response = response, .piggyback_max_ns = (uint64_t)pb_max_us * 1000ULL};
     int rc = coapio_run(&d);
     workq_shutdown(&wq);
-    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads))
+    static const char *const RESPONSE[] = {"auto", "piggyback", "separate"};
+    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads, RESPONSE[response]))
         rc = 1;
     devlog_free(&log);
     impair_free();
