@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
 from wotbench.plan import parse_cpuset
 from wotbench.rundir import BridgeRecord
+from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes
 from wotbench.runner.components import DeviceRun, GeRun
@@ -102,6 +104,7 @@ class ProcessBackend:
     def __init__(self, run_id: str, run_dir: Path, log: Log = print):
         self.run_id, self.run_dir, self.log = run_id, run_dir, log
         self.bins: dict[str, Path] = {}
+        self.programs: dict[str, Path] = {}     # config key -> third-party program on this host
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
@@ -111,6 +114,9 @@ class ProcessBackend:
 
     def prepare(self, binaries: dict[str, Path]) -> None:
         self.bins = dict(binaries)
+
+    def prepare_programs(self, programs: dict[str, Program]) -> None:
+        self.programs = {key: thirdparty.find_command(key, p) for key, p in programs.items()}
 
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
         for name, ip in devices.items():
@@ -136,8 +142,11 @@ class ProcessBackend:
         # one by one, from this thread: the parent-death signal fires when the *spawning
         # thread* ends, so a worker thread would take the devices down with it
         for d in devices:
-            argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
-                                                           f"{d.address}:{d.port}")
+            if d.program is not None:   # a third-party server or proxy: its own command line
+                argv = [str(self.programs[d.program_key])] + d.program_args(False, d.address)[1:]
+            else:
+                argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
+                                                               f"{d.address}:{d.port}")
             self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout)
 
     def create_ge(self, g: GeRun) -> None:
