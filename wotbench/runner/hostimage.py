@@ -19,6 +19,7 @@ import tarfile
 from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
+from wotbench.runner.images import add_bytes
 from wotbench.runner.labels import IMAGE_LABEL, NOBODY
 
 # "libcoap-3-notls.so.3 => /lib/x86_64-linux-gnu/libcoap-3-notls.so.3 (0x...)" and
@@ -53,16 +54,11 @@ def _context(program: Path, files: list[Path]) -> tuple[bytes, str]:
     h = hashlib.sha256(dockerfile(program).encode())
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        df = dockerfile(program).encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(df)
-        tar.addfile(info, io.BytesIO(df))
+        add_bytes(tar, "Dockerfile", dockerfile(program).encode())
         for f in [program, *files]:
             data = f.resolve().read_bytes()     # a symlinked library goes in under its link name
             h.update(str(f).encode() + b"\0" + hashlib.sha256(data).digest())
-            info = tarfile.TarInfo(f"rootfs{f}")
-            info.size, info.mode = len(data), 0o755
-            tar.addfile(info, io.BytesIO(data))
+            add_bytes(tar, f"rootfs{f}", data, 0o755)
     return buf.getvalue(), h.hexdigest()[:16]
 
 

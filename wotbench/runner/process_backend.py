@@ -52,6 +52,16 @@ def _others_can_reach(path: Path) -> bool:
     return True
 
 
+def _others_can_run(path: Path) -> bool:
+    """Can an unrelated uid execute ``path`` (following links: every target on the way)?"""
+    try:
+        real = path.resolve()
+        return _others_can_reach(path.parent) and _others_can_reach(real.parent) \
+            and bool(real.stat().st_mode & 0o001)
+    except OSError:
+        return False
+
+
 def hog_process_argv(spec: HogSpec, hog_path: str | Path) -> list[str]:
     """The hog's argv with the host binary instead of the in-image path."""
     return [str(hog_path)] + spec.argv[1:]
@@ -105,6 +115,7 @@ class ProcessBackend:
         self.run_id, self.run_dir, self.log = run_id, run_dir, log
         self.bins: dict[str, Path] = {}
         self.programs: dict[str, Path] = {}     # config key -> third-party program on this host
+        self.as_root: set[str] = set()          # ... those uid 65534 cannot run
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
@@ -117,6 +128,11 @@ class ProcessBackend:
 
     def prepare_programs(self, programs: dict[str, Program]) -> None:
         self.programs = {key: thirdparty.find_command(key, p) for key, p in programs.items()}
+        for key, path in self.programs.items():
+            if self.drop and not _others_can_run(path):
+                self.as_root.add(key)
+                self.log(f"process backend: {key}: {path} cannot be run by uid {NOBODY} (its "
+                         "file or a parent directory is closed to others); it runs as root")
 
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
         for name, ip in devices.items():
@@ -130,13 +146,14 @@ class ProcessBackend:
     def describe(self) -> dict[str, Any]:
         return {}
 
-    def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path) -> None:
+    def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path,
+               drop: bool = True, cwd: str = "/") -> None:
         env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id}
-        kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop else {}
+        kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
-                cwd="/", start_new_session=True, preexec_fn=child_setup(cpus), **kw)
+                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus), **kw)
 
     def start_devices(self, devices: Sequence[DeviceRun]) -> None:
         # one by one, from this thread: the parent-death signal fires when the *spawning
@@ -147,7 +164,11 @@ class ProcessBackend:
             else:
                 argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
                                                                f"{d.address}:{d.port}")
-            self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout)
+            # a third-party command runs in the directory wotbench was started from, so its
+            # relative paths mean what they meant to the user
+            self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout,
+                        drop=d.program_key not in self.as_root,
+                        cwd=os.getcwd() if d.program is not None else "/")
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(str(g.trace), str(g.out_dir))

@@ -45,7 +45,7 @@ def find_command(key: str, program: Program) -> Path:
         raise ConfigError([f"{key}.command: program {name!r} not found on this host (PATH, or "
                            "as a path); install it (coap-server-notls: apt-get install "
                            "libcoap3-bin) or give its full path"])
-    return Path(found).resolve()
+    return Path(found).absolute()   # not resolved: a venv's python must keep its own path
 
 
 def missing_image(key: str, image: str) -> ConfigError:
