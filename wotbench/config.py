@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 from .addressing import capacity as address_capacity
 from .addressing import describe_capacity, device_name
+from . import byo
 from .contention import ContentionEpisode, check_episodes
 from .distributions import DISTS, validate_spec
 from .errors import ConfigError
@@ -72,6 +74,39 @@ class DeviceGroup(_Model):
     memory_mb: int = Field(32, ge=4)
     # per-group network impairments (docs/NETWORK-IMPAIRMENTS.md), or null
     network: Optional[NetworkImpairment] = None
+    # bring your own system under test (wotbench.byo): a CoAP server WoTbench starts instead of
+    # wot-device, or endpoints it does not start; the paths the trace requests of them
+    server: Optional[byo.ServerSpec] = None
+    external: Optional[list[str]] = None
+    paths: Optional[list[str]] = Field(None, min_length=1)
+
+    @field_validator("external", mode="before")
+    @classmethod
+    def _external(cls, v: Any) -> Any:
+        return byo.ENDPOINTS_VALIDATOR(v)
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, v: Optional[list[str]]) -> Optional[list[str]]:
+        if v is None:
+            return v
+        out = [p.lstrip("/") for p in v]
+        bad = [p for p in v if any(c.isspace() or c in ",\"" for c in p)]
+        if bad:
+            raise ValueError(f"path {bad[0]!r}: expected a URI path such as 'time', '' (the root) or "
+                             "'sensors/temp?unit=c' (no spaces, commas or quotes)")
+        return out
+
+    @model_validator(mode="after")
+    def _external_count(self) -> "DeviceGroup":
+        if self.external and "count" not in self.model_fields_set:
+            self.count = len(self.external)
+        return self
+
+    @property
+    def third_party(self) -> bool:
+        """Not a wot-device: no resource file, no device log (R only)."""
+        return self.server is not None or self.external is not None
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -95,6 +130,8 @@ class Gateways(_Model):
     message_type: Literal["con", "non"] = "con"
     timeout_ms: int = Field(10000, gt=0)
     retransmit: bool = False
+    # every main-GE request through a CoAP forward proxy (wotbench.byo.ProxySpec), or null
+    proxy: Optional[byo.ProxySpec] = None
 
 
 class ContentionDetector(_Model):
@@ -224,8 +261,11 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         for key in ("service_time", "rit"):
             for field, msg in validate_spec(getattr(g, key).model_dump(), base_dir):
                 problems.append(f"devices[{i}].{key}.{field}: {msg}")
+        problems.extend(byo.group_problems(i, g, "count" in g.model_fields_set))
+    problems.extend(byo.proxy_problems(cfg.gateways.proxy))
     net = ipaddress.ip_network(cfg.network.subnet)
     needed = cfg.total_devices + 1  # + the CD node
+    needed += 1 if cfg.gateways.proxy is not None and cfg.gateways.proxy.started else 0
     if needed > address_capacity(net):
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
                         f"{needed} needed (devices + CD node); use a larger subnet such as /16")

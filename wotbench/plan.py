@@ -37,6 +37,7 @@ class Plan(BaseModel):
     cd_ge_core: Optional[int]
     device_cores: list[int]
     cd_node_cpuset: Optional[str]
+    proxy_cpuset: Optional[str] = None   # a forward proxy WoTbench starts (gateways.proxy)
     devices: dict[str, str]
     ge_wait: Literal["busy", "hybrid"]
     affinity: Literal["pinned", "shared"]
@@ -69,6 +70,9 @@ class Plan(BaseModel):
         if self.cd_node_cpuset:
             for c in parse_cpuset(self.cd_node_cpuset):
                 roles[c].append("cd-node")
+        if self.proxy_cpuset:
+            for c in parse_cpuset(self.proxy_cpuset):
+                roles[c].append("proxy")
         return roles
 
 
@@ -127,7 +131,8 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
     reserved = cfg.placement.reserved_os_cores
     warnings: list[str] = []
     ge_names = [f"ge-{k}" for k in range(G)]
-    need = reserved + G + (1 if cd else 0) + 1
+    proxy = cfg.gateways.proxy is not None and cfg.gateways.proxy.started
+    need = reserved + G + (1 if cd else 0) + (1 if proxy else 0) + 1
 
     if not cd:
         warnings.append("contention detector disabled: WoTbench cannot tell whether the host distorted the results")
@@ -144,6 +149,7 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
         if cd:
             cd_ge_core = rest[G]
         device_cores = rest[G + (1 if cd else 0):]
+        proxy_core = device_cores.pop(0) if proxy else None   # its own core
     elif n == 1:
         c = usable[0]
         warnings.append(f"only 1 usable core (a faithful plan needs {need}): the OS, harness, GE(s), "
@@ -177,6 +183,15 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
             elif len(users) > 1:
                 warnings.append(f"{who} share core {c}")
 
+    proxy_cpuset = None
+    if proxy:
+        if n >= need:
+            proxy_cpuset = str(proxy_core)
+        else:   # in the measured path: with the devices rather than with the GEs
+            proxy_cpuset = cpuset_str(device_cores)
+            warnings.append(f"the proxy shares the device core(s) {proxy_cpuset} (a faithful plan "
+                            f"gives it its own core; {need} needed)")
+
     # busy wait only where every GE and the CD-GE own their core
     ge_side_cores = list(ge_cores.values()) + ([cd_ge_core] if cd_ge_core is not None else [])
     dedicated = all(ge_side_cores.count(c) == 1 and c not in os_cores and c not in device_cores
@@ -202,7 +217,8 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
 
     return Plan(cores_total=total, usable_cores=list(usable), os_cores=list(os_cores), ge_cores=ge_cores,
                 cd_ge_core=cd_ge_core, device_cores=list(device_cores),
-                cd_node_cpuset=cpuset_str(device_cores) if cd else None, devices=devices,
+                cd_node_cpuset=cpuset_str(device_cores) if cd else None,
+                proxy_cpuset=proxy_cpuset, devices=devices,
                 ge_wait=ge_wait, affinity=affinity, faithful=not warnings, warnings=warnings)
 
 

@@ -19,9 +19,15 @@ from typing import Optional, Sequence
 import yaml
 
 from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, device_name, host_address
+from .byo import split_endpoint
 from .config import Config
 from .distributions import make_distribution
 from .plan import Plan, make_plan
+
+PROXY_NAME = "proxy"
+
+
+CD_DEFAULT_MS = 1.0   # CD service time when no device's service time is known (all third-party)
 
 
 def group_request_rates(cfg: Config) -> list[float]:
@@ -41,8 +47,17 @@ def resolve_cd(cfg: Config) -> Config:
     cd = out.contention_detector
     if cd.service_time_ms != "auto" and cd.mode != "auto":
         return out
-    weights = [g.count * r for g, r in zip(cfg.devices, group_request_rates(cfg))]
+    # third-party servers and external endpoints have no known service time: the CD is sized
+    # on the emulated devices, or, with none, on CD_DEFAULT_MS in busy mode (wotbench.byo)
+    weights = [0.0 if g.third_party else g.count * r
+               for g, r in zip(cfg.devices, group_request_rates(cfg))]
     total = sum(weights)
+    if total == 0:
+        if cd.service_time_ms == "auto":
+            cd.service_time_ms = CD_DEFAULT_MS
+        if cd.mode == "auto":
+            cd.mode = "busy"
+        return out
     if cd.service_time_ms == "auto":
         st = sum(w * make_distribution(g.service_time).mean
                  for w, g in zip(weights, cfg.devices)) / total
@@ -93,11 +108,30 @@ def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAd
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
     for g in cfg.devices:
+        port = g.server.port if g.server is not None else COAP_PORT
         for k in range(g.count):
-            out.append(DeviceAddress(device_name(g.group, k), g.group, i, host_address(net, i),
-                                     COAP_PORT))
+            if g.external is not None:   # an endpoint WoTbench does not start (wotbench.byo)
+                host, eport = split_endpoint(g.external[k])
+                out.append(DeviceAddress(device_name(g.group, k), g.group, i, host, eport))
+            else:
+                out.append(DeviceAddress(device_name(g.group, k), g.group, i,
+                                         host_address(net, i), port))
             i += 1
     return out
+
+
+def proxy_address(cfg: Config, subnet: Optional[str] = None) -> Optional[DeviceAddress]:
+    """The forward proxy of ``gateways.proxy`` (None without one): an endpoint WoTbench does
+    not start, or the component ``proxy`` at the address after the CD node's."""
+    p = cfg.gateways.proxy
+    if p is None:
+        return None
+    if p.endpoint is not None:
+        host, port = split_endpoint(p.endpoint)
+        return DeviceAddress(PROXY_NAME, PROXY_NAME, -1, host, port)
+    net = ipaddress.ip_network(subnet or cfg.network.subnet)
+    return DeviceAddress(PROXY_NAME, PROXY_NAME, -1, host_address(net, cfg.total_devices + 1),
+                         p.port)
 
 
 def cd_node_address(cfg: Config, subnet: Optional[str] = None) -> DeviceAddress:

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .config import METHODS, Config
+from .addressing import device_name
 from .resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
 from .trace_io import read_resources, read_trace
 from .distributions import make_distribution
@@ -88,6 +89,9 @@ class GeneratedTrace:
     resource: np.ndarray        # int64 index into resource_paths of the device
     payload: np.ndarray         # int64 request payload bytes
     resources: dict[str, list[tuple[str, int, str, int]]]   # device -> rows of its file
+    # device id -> the paths ``resource`` indexes, for third-party devices (wotbench.byo);
+    # a wot-device's resource j is the path r<j>
+    paths: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
@@ -118,22 +122,27 @@ def generate(cfg: Config) -> GeneratedTrace:
     addrs = device_addresses(cfg)
     ids, times, meths, ress, pays = [], [], [], [], []
     resources: dict[str, list[tuple[str, int, str, int]]] = {}
+    paths: dict[int, list[str]] = {}
     first = 0
     for gi, g in enumerate(cfg.devices):
         s_dist = make_distribution(g.service_time)
         r_dist = make_distribution(g.rit)
-        base = resource_service_times_us(s_dist, g.resources)
-        rng_res = _rng(cfg, gi, _STREAM_RESOURCES)
-        for k in range(g.count):
-            st = rng_res.permutation(base)
-            resources[addrs[first + k].name] = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes)
-                                                for j in range(g.resources)]
+        n_res = len(g.paths) if g.third_party else g.resources
+        if g.third_party:   # its own paths; no resource file (it is not a wot-device)
+            paths.update({first + k: list(g.paths) for k in range(g.count)})
+        else:
+            base = resource_service_times_us(s_dist, g.resources)
+            rng_res = _rng(cfg, gi, _STREAM_RESOURCES)
+            for k in range(g.count):
+                st = rng_res.permutation(base)
+                resources[addrs[first + k].name] = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes)
+                                                    for j in range(g.resources)]
         rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
         n = sum(len(r) for r in rows)
         ids.append(np.repeat(np.arange(first, first + g.count, dtype=np.int64), [len(r) for r in rows]))
         times.append(np.floor(np.concatenate(rows) * 1000.0).astype(np.int64) if n else np.zeros(0, np.int64))
         rng_c = _rng(cfg, gi, _STREAM_CHOICE)
-        ress.append(rng_c.integers(0, g.resources, size=n, dtype=np.int64))
+        ress.append(rng_c.integers(0, n_res, size=n, dtype=np.int64))
         names = list(g.methods)
         w = np.array([g.methods[m] for m in names], dtype=float)
         midx = np.array([METHODS.index(m) for m in names], dtype=np.int8)
@@ -145,11 +154,16 @@ def generate(cfg: Config) -> GeneratedTrace:
     device_id, send_time = np.concatenate(ids), np.concatenate(times)
     order = np.lexsort((device_id, send_time))
     return GeneratedTrace(device_id[order], send_time[order], np.concatenate(meths)[order],
-                          np.concatenate(ress)[order], np.concatenate(pays)[order], resources)
+                          np.concatenate(ress)[order], np.concatenate(pays)[order], resources,
+                          paths)
+
+
+def _authority(a: DeviceAddress) -> str:
+    return f"[{a.ip}]:{a.port}" if ":" in a.ip else f"{a.ip}:{a.port}"
 
 
 def _uri(a: DeviceAddress, path: str) -> str:
-    return f"coap://{a.ip}:{a.port}/{path}"
+    return f"coap://{_authority(a)}/{path}"
 
 
 def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None) -> int:
@@ -159,7 +173,12 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
     with_payload = bool(p.any())
     prefix = [f"{a.id},"for a in addrs]
-    base = [f"coap://{a.ip}:{a.port}/r" for a in addrs]
+    base = [f"coap://{_authority(a)}/r" for a in addrs]
+    if tr.paths:   # third-party devices: their own paths instead of r<j>
+        names = [tr.paths.get(a.id) for a in addrs]
+        base = [f"coap://{_authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
+        r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
+                     dtype=object)
     with path.open("w", buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
         chunk = 200_000
@@ -210,7 +229,9 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
         rate = 1000.0 / make_distribution(g.rit).mean
         names = all_names[first:first + g.count]
         st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names if n in resources]
-        s_ms = float(np.mean(st)) if st else make_distribution(g.service_time).mean
+        # a third-party server's service time is unknown: 0 (no rho, no CPU demand)
+        s_ms = float(np.mean(st)) if st else (0.0 if g.third_party
+                                               else make_distribution(g.service_time).mean)
         req = int(counts[first:first + g.count].sum())
         achieved = req / g.count / cfg.duration_s
         lam = achieved if recorded else rate
@@ -271,7 +292,7 @@ def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
             problems.append(f"trace.file: {src}:{int(row.line)}: device_id {int(row.device_id)} but the "
                             f"config has {n} devices (ids 0..{n - 1}){more}; add devices or use another trace")
     files = {}
-    for name in cfg.device_names():
+    for name in _emulated_names(cfg):
         f = cfg.trace.resources_dir / f"{name}.csv"
         if not f.is_file():
             problems.append(f"trace.resources: {f} missing (one resources file per device, named <device>.csv)")
@@ -291,10 +312,11 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
     df, files = check_recorded(cfg)
     resources: dict[str, list] = {}
     for a in addrs:
-        shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
-        resources[a.name] = _read_resources(files[a.name])
+        if a.name in files:   # third-party devices have none
+            shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
+            resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^coap://(\[[^\]]*\]|[^/]*)/", "", regex=True)
-    host = np.array([f"coap://{a.ip}:{a.port}/" for a in addrs], dtype=object)
+    host = np.array([f"coap://{_authority(a)}/" for a in addrs], dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
     cols = ["device_id", "send_time_us", "method"]
     out = df[cols].copy()
@@ -311,6 +333,12 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
     return _summarise(cfg, df.device_id.to_numpy(), resources, out_dir, cd_requests, ge_files, True)
+
+
+def _emulated_names(cfg: Config) -> list[str]:
+    """The wot-devices (the devices that read a resource file), in config order."""
+    return [device_name(g.group, k) for g in cfg.devices if not g.third_party
+            for k in range(g.count)]
 
 
 def _read_resources(path: Path) -> list[tuple[str, int, str, int]]:

@@ -79,6 +79,11 @@ typedef struct {
     int ports_per_device; /* 0 = auto */
     int cpu;              /* -1 = no pinning */
     int64_t warmup_ns;    /* 0 = no warm-up pings before the start */
+    struct {
+        const char *host; /* --proxy HOST:PORT: every request goes to this forward proxy */
+        uint16_t port;
+        int mode; /* PROXY_URI or PROXY_SCHEME */
+    } proxy;
 
     /* trace */
     req_t *reqs;
@@ -115,6 +120,16 @@ extern volatile sig_atomic_t ge_stop_signal;
 
 /* trace.c */
 int trace_load(ge_t *g); /* 0 ok; prints FILE:LINE message and returns 2 on bad input */
+
+/* trace.c: option encoding shared with proxy.c */
+int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+            const uint8_t *val, size_t vlen);
+int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+                 const uint8_t *segs, size_t seglen);
+
+/* proxy.c (more in proxy.h): --proxy HOST:PORT [--proxy-mode uri|scheme] */
+enum { PROXY_URI = 0, PROXY_SCHEME = 1 };
+int proxy_parse(ge_t *g, char *arg); /* 0 ok, -1 not HOST:PORT */
 
 /* net.c */
 int net_prepare(ge_t *g); /* sockets, MIDs, tokens, datagrams; 0 ok, 1 env failure */

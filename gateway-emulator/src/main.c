@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
           "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
-          "         [--warmup-ms N]\n",
+          "         [--warmup-ms N] [--proxy HOST:PORT [--proxy-mode uri|scheme]]\n",
           f);
 }
 
@@ -73,6 +73,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"ports-per-device", required_argument, 0, 'p'}, {"cpu", required_argument, 0, 'c'},
         {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
         {"warmup-ms", required_argument, 0, 'W'},
+        {"proxy", required_argument, 0, 'P'},   {"proxy-mode", required_argument, 0, 'M'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -133,6 +134,18 @@ static int parse_args(ge_t *g, int argc, char **argv) {
             if (parse_int(optarg, 0, 600000, &v) < 0)
                 return bad_opt("--warmup-ms", optarg, "an integer 0..600000");
             g->warmup_ns = v * NS_PER_MS;
+            break;
+        case 'P':
+            if (proxy_parse(g, optarg) < 0)
+                return bad_opt("--proxy", optarg, "HOST:PORT of a CoAP forward proxy");
+            break;
+        case 'M':
+            if (strcmp(optarg, "uri") == 0)
+                g->proxy.mode = PROXY_URI;
+            else if (strcmp(optarg, "scheme") == 0)
+                g->proxy.mode = PROXY_SCHEME;
+            else
+                return bad_opt("--proxy-mode", optarg, "uri (Proxy-Uri) or scheme (Proxy-Scheme + Uri-Host)");
             break;
         case 'h': usage(stdout); exit(0);
         default:

@@ -78,6 +78,21 @@ static uint64_t peak_window(const ge_t *g, const uint32_t *by_ep, const uint32_t
     return best;
 }
 
+/* the source port (of K) of request idx, the j-th to its endpoint: round-robin, or through a
+ * proxy one port per target device */
+static size_t lane(const ge_t *g, uint32_t idx, size_t j, int K) {
+    return g->proxy.host ? g->reqs[idx].device % (uint32_t)K : j % (size_t)K;
+}
+
+/* how many target devices a proxied trace addresses (device ids are 0..N-1) */
+static uint32_t proxy_targets(const ge_t *g) {
+    uint32_t n = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->reqs[i].device + 1 > n)
+            n = g->reqs[i].device + 1;
+    return n;
+}
+
 static int open_socket(int family, int *stamps_ok) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -151,6 +166,14 @@ int net_prepare(ge_t *g) {
             K = MAX_PORTS;
         }
     }
+    if (g->proxy.host && g->ports_per_device <= 0) {
+        /* through a proxy: one source port per target device (up to MAX_PORTS), so a proxy
+         * that binds each client port to one upstream session (libcoap's example proxy)
+         * still reaches every device */
+        int targets = (int)proxy_targets(g);
+        if (targets > K)
+            K = targets > MAX_PORTS ? MAX_PORTS : targets;
+    }
     g->ports_used = K;
 
     /* K sockets per address family in use */
@@ -191,13 +214,19 @@ int net_prepare(ge_t *g) {
     uint32_t off = 0;
     for (size_t e = 0; e < g->neps; e++) {
         size_t cnt = ep_first[e + 1] - ep_first[e];
+        pair_t *pe = &g->pairs[e * (size_t)K];
+        for (size_t j = 0; j < cnt; j++) /* count, then lay out each pair's requests in order */
+            pe[lane(g, by_ep[ep_first[e] + j], j, K)].count++;
         for (int k = 0; k < K; k++) {
-            pair_t *p = &g->pairs[e * (size_t)K + (size_t)k];
-            p->first = off;
-            p->mid_base = rnd[e * (size_t)K + (size_t)k];
-            for (size_t j = (size_t)k; j < cnt; j += (size_t)K)
-                g->pair_reqs[off + p->count++] = by_ep[ep_first[e] + j];
-            off += p->count;
+            pe[k].first = off;
+            pe[k].mid_base = rnd[e * (size_t)K + (size_t)k];
+            off += pe[k].count;
+            pe[k].count = 0;
+        }
+        for (size_t j = 0; j < cnt; j++) {
+            uint32_t idx = by_ep[ep_first[e] + j];
+            pair_t *p = &pe[lane(g, idx, j, K)];
+            g->pair_reqs[p->first + p->count++] = idx;
         }
     }
     free(rnd);

@@ -12,6 +12,7 @@
 #include <coap3/coap.h>
 
 #include "ge.h"
+#include "proxy.h"
 
 #define MAX_PAYLOAD 1024
 #define MAX_OPTS 1024
@@ -188,7 +189,7 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
 }
 
 /* append option number `num` (given the previous number *last) with libcoap's encoder */
-static int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
                    const uint8_t *val, size_t vlen) {
     size_t w = coap_opt_encode((coap_opt_t *)(buf + *len), cap - *len, (uint16_t)(num - *last), val,
                                vlen);
@@ -200,7 +201,7 @@ static int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16
 }
 
 /* coap_split_path/query write segments as options with delta 0; re-encode with option number */
-static int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
+int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
                         const uint8_t *segs, size_t seglen) {
     size_t off = 0;
     while (off < seglen) {
@@ -237,24 +238,30 @@ static int uri_for(loader_t *L, const char *uristr) {
     memcpy(host, u.host.s, u.host.length);
     host[u.host.length] = 0;
     int literal;
-    int ep = endpoint_for(L, host, u.port, &literal);
+    /* --proxy: every URI goes to the proxy, which finds the target in the options (proxy.c) */
+    int ep = g->proxy.host ? endpoint_for(L, g->proxy.host, g->proxy.port, &literal)
+                           : endpoint_for(L, host, u.port, &literal);
     if (ep < 0)
         return -1;
 
     uint8_t opts[MAX_OPTS], segs[MAX_OPTS];
     size_t olen = 0;
     uint16_t last = 0;
-    if (!literal &&
+    if (g->proxy.host) {
+        if (proxy_options(g->proxy.mode, &u, uristr, opts, sizeof opts, &olen) < 0)
+            return bad(L, "uri '%s' cannot be sent through the proxy, expected a URI whose "
+                          "proxy options fit in %d bytes", uristr, MAX_OPTS), -1;
+    } else if (!literal &&
         put_opt(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_HOST, u.host.s, u.host.length) < 0)
         return bad(L, "uri '%s' too long, expected options under %d bytes", uristr, MAX_OPTS), -1;
-    if (u.path.length) {
+    if (u.path.length && !g->proxy.host) {
         size_t sl = sizeof segs;
         if (coap_split_path(u.path.s, u.path.length, segs, &sl) < 0 ||
             put_segments(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_PATH, segs, sl) < 0)
             return bad(L, "bad path in uri '%s', expected a path under %d bytes", uristr, MAX_OPTS),
                    -1;
     }
-    if (u.query.length) {
+    if (u.query.length && !g->proxy.host) {
         size_t sl = sizeof segs;
         if (coap_split_query(u.query.s, u.query.length, segs, &sl) < 0 ||
             put_segments(opts, sizeof opts, &olen, &last, COAP_OPTION_URI_QUERY, segs, sl) < 0)

@@ -118,7 +118,8 @@ def test_this_host_and_contract_keys():
     p = make_plan(load_config(Path(__file__).resolve().parents[2] / "configs" / "20dev.yaml"))
     d = json.loads(p.to_json())
     assert set(d) == {"cores_total", "usable_cores", "os_cores", "ge_cores", "cd_ge_core", "device_cores",
-                      "cd_node_cpuset", "devices", "ge_wait", "affinity", "faithful", "warnings"}
+                      "cd_node_cpuset", "proxy_cpuset", "devices", "ge_wait", "affinity", "faithful",
+                      "warnings"}
 
 
 def test_cpuset_format():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.netimpair import DeviceTarget
 from wotbench.rundir import BridgeRecord, HostRecord
@@ -22,7 +23,7 @@ from wotbench.runner.timeline import END_MARGIN_S, NS, Timeline, lead_s
 PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Stressor, b.ImpairTargets, b.Describer)
 # the names backend.py imports only for type checking
 TYPE_NAMES = {"Config": Config, "DeviceTarget": DeviceTarget, "BridgeRecord": BridgeRecord,
-              "DeviceRun": DeviceRun, "GeRun": GeRun, "HogSpec": HogSpec}
+              "DeviceRun": DeviceRun, "GeRun": GeRun, "HogSpec": HogSpec, "Program": Program}
 
 
 def _methods(proto) -> dict[str, inspect.Signature]:

@@ -168,6 +168,21 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
                             f"(log capacity); decomposition is partial for {dev.name}")
 
 
+def third_party_notes(servers: dict[str, list[str]]) -> list[str]:
+    """One note per third-party server: why its devices have R only."""
+    out = []
+    for what, names in servers.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(f"{shown} ({what}): R only -- a third-party server has no WoTbench resource "
+                   "file (service times) and writes no device log, so R_d and the response-time "
+                   "decomposition are not computed for it")
+        if what.startswith("external endpoint"):
+            out.append(f"{shown}: outside the contention check -- WoTbench does not run "
+                       f"{what.removeprefix('external endpoint ')}, so the CD (which checks this "
+                       "host's device cores) says nothing about the far end")
+    return out
+
+
 def read_run_record(rd: RunDir) -> RunRecord:
     """run.json through its model; AnalysisError (exit 2) naming the file and the keys."""
     data = read_json(rd.run_json, "run.json")
@@ -202,10 +217,15 @@ def load_run(run_dir: str | Path) -> RunData:
                             "log missing; contention cannot be assessed")
 
     devices: dict[str, DeviceInfo] = {}
+    third_party: dict[str, list[str]] = {}
     for d in run.devices:
         dev = DeviceInfo(name=d.name, id=d.id, group=d.group)
-        _load_device_files(rd, dev, d.resources, warnings)
+        if d.server:   # not a wot-device: no resource file, no device log (wotbench.byo)
+            third_party.setdefault(d.server, []).append(d.name)
+        else:
+            _load_device_files(rd, dev, d.resources, warnings)
         devices[d.name] = dev
+    warnings.extend(third_party_notes(third_party))
 
     cd = None
     if cd_spec is not None:

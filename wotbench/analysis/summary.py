@@ -182,8 +182,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     rd = rdm.rd_values(req, s_ms)
     timeout_ms = max((float(g.summary.get("timeout_ms") or 10000) for g in run.ges),
                      default=10000.0)
+    # a forward proxy sends its own tokens to the devices: join its runs by path and time
     salts = {g.ge_id: int(g.summary["token_salt"], 16) for g in run.ges
-             if isinstance(g.summary.get("token_salt"), str)}
+             if isinstance(g.summary.get("token_salt"), str) and run.run.proxy is None}
     matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
                                              timeout_ms, p.rd, salts)
     dec = rdm.decomposition(req, matched)

@@ -18,6 +18,7 @@ from wotbench.rundir import RunDir, RunRecord
 from wotbench.stamps import report_stamp
 
 from . import sections
+from .sut import sut
 from .data import figure_data
 from .slo import slo_table
 
@@ -89,6 +90,7 @@ def build_context(run_dir: Path | str) -> dict:
         "ge": sections.ge(s),
         "rd": sections.rd(s),
         "split": sections.split(s),
+        "sut": sut(run, s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

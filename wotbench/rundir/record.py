@@ -60,6 +60,9 @@ class DeviceRecord(Record):
     cpu_quota: Optional[float] = None
     memory_mb: Optional[int] = None
     log_dir: Optional[str] = None         # relative to the run dir
+    # what runs instead of wot-device (wotbench.byo): "image X", "command Y" or
+    # "external endpoint H:P"; null for a wot-device (which writes a device log)
+    server: Optional[str] = None
 
 
 class GeRecord(Record):
@@ -178,6 +181,9 @@ class RunRecord(Record):
     cd_node: Optional[DeviceRecord] = None
     ges: Optional[list[GeRecord]] = None  # null: the analysis looks for ge/*/ directories
     cd_ge: Optional[GeRecord] = None
+    # the forward proxy of gateways.proxy (role proxy: started by WoTbench; external: not)
+    proxy: Optional[DeviceRecord] = None
+    proxy_mode: Optional[str] = None      # proxy-uri | proxy-scheme
     ge_exit_codes: dict[str, Optional[int]] = Field(default_factory=dict)
     networks: list[BridgeRecord] = Field(default_factory=list)
     plan: Optional[PlanNote] = None

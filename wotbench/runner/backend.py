@@ -23,6 +23,7 @@ Life cycle, as the runner calls it::
     kind.impairment_options(conn)          # what netimpair's backends need of this runtime
     b = kind.create(run_id, run_dir, log, conn)
     b.prepare(binaries)                    # images; "hog" is there when the run has episodes
+    b.prepare_programs(programs)           # third-party servers / proxy (wotbench.byo)
     b.setup_network(subnet, devices, gateways)
     b.start_devices(devices)               # bounded parallel, inside the backend
     ... readiness (CoAP ping), b.impairment_targets(names) for netem/pumba ...
@@ -58,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:   # type names only: the data types live with their modules
+    from wotbench.byo import Program
     from wotbench.config import Config
     from wotbench.netimpair import DeviceTarget
     from wotbench.rundir import BridgeRecord
@@ -83,6 +85,12 @@ class Lifecycle(Protocol):
     def prepare(self, binaries: dict[str, Path]) -> None:
         """Everything that can be built before the run starts (images), from the static
         binaries by program name (``gateway-emulator``, ``wot-device``, ``hog``)."""
+
+    def prepare_programs(self, programs: dict[str, "Program"]) -> None:
+        """The third-party programs a run starts (``devices[i].server``, ``gateways.proxy``),
+        by config key: check that each is here (a local image, a command on this host) and
+        prepare it; ConfigError naming ``<key>.image`` / ``<key>.command`` and the fix when one
+        is missing or this runtime cannot run it. A ``DeviceRun`` with ``program`` set runs it."""
 
     def start_devices(self, devices: Sequence["DeviceRun"]) -> None:
         """Create and start every device, in bounded parallel where the runtime allows it.

@@ -5,8 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Optional
+
 from wotbench.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
+
+if TYPE_CHECKING:
+    from wotbench.byo import Program
 
 
 @dataclass
@@ -14,10 +19,10 @@ class DeviceRun:
     name: str
     id: int
     group: str
-    role: str                   # device | cd-node
+    role: str                   # device | cd-node | proxy | external (not started)
     address: str
     cpuset: str
-    resources: Path             # host path of the resource file
+    resources: Optional[Path]   # host path of the resource file (None: not a wot-device)
     log_dir: Path               # host path: devices/<name>/
     stdout: Path                # its stdout + stderr when a local process (process backend)
     threads: int = 1
@@ -26,6 +31,37 @@ class DeviceRun:
     cpu_quota: float | None = None
     memory_mb: int | None = None
     impair: list[str] = field(default_factory=list)   # app-level impairment flags (never cd-node)
+    # a third-party program instead of wot-device (wotbench.byo), and its config key
+    program: Optional["Program"] = None
+    program_key: str = ""
+
+    @property
+    def endpoint(self) -> str:
+        """HOST:PORT (an IPv6 host in brackets)."""
+        return f"[{self.address}]:{self.port}" if ":" in self.address else f"{self.address}:{self.port}"
+
+    @property
+    def started(self) -> bool:
+        """WoTbench runs it (an external endpoint it only talks to)."""
+        return self.role != "external"
+
+    @property
+    def emulated(self) -> bool:
+        """A wot-device (it writes a device log and a ready file)."""
+        return self.program is None and self.started
+
+    def program_args(self, use_image: bool, listen: str) -> list[str]:
+        """The third-party program's arguments (``use_image``) or whole command line."""
+        return self.program.argv(use_image=use_image, address=listen, port=self.port,
+                                 name=self.name)
+
+    def describe_program(self) -> Optional[str]:
+        if self.role == "external":
+            return f"external endpoint {self.address}:{self.port}"
+        p = self.program
+        if p is None:
+            return None
+        return f"image {p.image}" if p.image else "command " + " ".join(p.command or [])
 
     def args(self, resources: str, log_dir: str, listen: str | None) -> list[str]:
         a = ["--resources", resources, "--log-dir", log_dir, "--threads", str(self.threads),
@@ -35,10 +71,12 @@ class DeviceRun:
     def record(self, rd: RunDir) -> DeviceRecord:
         """run.json ``devices[]`` / ``cd_node``."""
         return DeviceRecord(name=self.name, id=self.id, address=self.address, port=self.port,
-                            group=self.group, role=self.role, resources=rd.rel(self.resources),
+                            group=self.group, role=self.role,
+                            resources=rd.rel(self.resources) if self.resources else None,
                             cpuset=self.cpuset, threads=self.threads, response=self.response,
                             cpu_quota=self.cpu_quota,
-                            memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir))
+                            memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir),
+                            server=self.describe_program())
 
 
 @dataclass
@@ -55,6 +93,7 @@ class GeRun:
     retransmit: bool = False
     start_at: int | None = None  # absolute CLOCK_MONOTONIC ns
     warmup_ms: int = 0           # readiness pings before the start (0: none)
+    host_network: bool = False   # in the host's network namespace (to reach external endpoints)
     extra: list[str] = field(default_factory=list)
 
     def args(self, trace: str, out_dir: str) -> list[str]:

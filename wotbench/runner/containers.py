@@ -24,6 +24,7 @@ class Spec:
     memory_mb: int | None = None
     pids_limit: int = 64
     cpu_shares: int | None = None   # CFS weight (default 1024)
+    network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
 
 
 def container_name(run_id: str, component: str) -> str:
@@ -33,8 +34,14 @@ def container_name(run_id: str, component: str) -> str:
 def create(client, run_id: str, spec: Spec):
     """Create (not start) the container; it joins every network of ``spec`` with its fixed IP."""
     nets = list(spec.networks.items())
-    first_net, first_ip = nets[0]
     kwargs = dict(LEAST_PRIVILEGE)
+    if spec.network_mode:   # e.g. a GE that must reach endpoints outside the run's bridges
+        kwargs["network_mode"], nets = spec.network_mode, []
+    else:
+        first_net, first_ip = nets[0]
+        kwargs["network"] = first_net
+        kwargs["networking_config"] = {
+            first_net: client.api.create_endpoint_config(ipv4_address=first_ip)}
     if spec.cpu_quota:
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
     if spec.cpu_shares:
@@ -45,8 +52,7 @@ def create(client, run_id: str, spec: Spec):
     c = client.containers.create(
         spec.image, spec.command, name=container_name(run_id, spec.name), detach=True,
         labels={RUN_LABEL: run_id, ROLE_LABEL: spec.role, COMPONENT_LABEL: spec.name},
-        cpuset_cpus=spec.cpuset, pids_limit=spec.pids_limit, network=first_net,
-        networking_config={first_net: client.api.create_endpoint_config(ipv4_address=first_ip)},
+        cpuset_cpus=spec.cpuset, pids_limit=spec.pids_limit,
         volumes={str(h): {"bind": p, "mode": m} for h, (p, m) in spec.binds.items()},
         log_config={"type": "json-file", "config": {"max-size": "1m"}},
         init=False, auto_remove=False, **kwargs)

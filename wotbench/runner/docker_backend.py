@@ -13,12 +13,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import cleanup, containers, images, network, scalelimits
+from wotbench.runner import (cleanup, containers, hostimage, images, network, scalelimits,
+                             thirdparty)
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
@@ -156,6 +158,7 @@ class DockerBackend:
     def __init__(self, client, run_id: str, log: Log = print):
         self.client, self.run_id, self.log = client, run_id, log
         self.images: dict[str, str] = {}
+        self.programs: dict[str, tuple[str, bool]] = {}   # config key -> (image, its own entrypoint)
         self.net_plan: Optional[network.NetworkPlan] = None
         self.ctr: dict[str, Any] = {}
         self.labels = {RUN_LABEL: run_id}
@@ -171,6 +174,20 @@ class DockerBackend:
     # -- build --------------------------------------------------------------------------
     def prepare(self, binaries: dict[str, Path]) -> None:
         self.images = images.ensure_images(self.client, binaries, self.log)
+
+    def prepare_programs(self, programs: dict[str, Program]) -> None:
+        """A local image as it is, or a host command packed into a FROM scratch image."""
+        import docker.errors
+        for key, p in programs.items():
+            if p.image:
+                try:
+                    self.client.images.get(p.image)
+                except docker.errors.ImageNotFound:
+                    raise thirdparty.missing_image(key, p.image) from None
+                self.programs[key] = (p.image, True)
+            else:
+                path = thirdparty.find_command(key, p)
+                self.programs[key] = (hostimage.pack_program(self.client, path, self.log), False)
 
     # -- network ------------------------------------------------------------------------
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
@@ -191,12 +208,26 @@ class DockerBackend:
         return c
 
     def _start_device(self, d: DeviceRun) -> None:
+        if d.program is not None:
+            self._start_program(d)
+            return
         self._create(containers.Spec(
             name=d.name, role=d.role, image=self.images["wot-device"],
             command=d.args(RES_IN, LOGS_IN, None), cpuset=d.cpuset,
             networks=self.net_plan.endpoints(d.name),
             binds={d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")},
             cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
+
+    def _start_program(self, d: DeviceRun) -> None:
+        """A third-party server or proxy: same placement, limits and least privilege as ours;
+        a packed host command's image has the program as its entrypoint."""
+        image, own_entrypoint = self.programs[d.program_key]
+        argv = d.program_args(own_entrypoint, d.address)
+        self._create(containers.Spec(
+            name=d.name, role=d.role, image=image,
+            command=argv if own_entrypoint else argv[1:], cpuset=d.cpuset,
+            networks=self.net_plan.endpoints(d.name), cpu_quota=d.cpu_quota,
+            memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
 
     def start_devices(self, devices: Sequence[DeviceRun]) -> None:
         in_parallel(self._start_device, devices)
@@ -206,6 +237,7 @@ class DockerBackend:
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
             command=g.args(TRACE_IN, OUT_IN), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
+            network_mode="host" if g.host_network else None,
             binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
             memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
 

@@ -106,6 +106,13 @@ def image_tag(program: str, binary: Path) -> str:
     return f"wotbench/{program}:{h.hexdigest()[:16]}"
 
 
+def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    """Add a file with ``data`` to a build context."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
 def ensure_image(client, program: str, binary: Path, log=print) -> str:
     """Build (or reuse) the FROM scratch image for ``binary``; return its tag."""
     import docker.errors
@@ -124,10 +131,7 @@ def ensure_image(client, program: str, binary: Path, log=print) -> str:
     log(f"building image {tag}")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        df = dockerfile(program).encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(df)
-        tar.addfile(info, io.BytesIO(df))
+        add_bytes(tar, "Dockerfile", dockerfile(program).encode())
         info = tar.gettarinfo(str(binary), arcname=program)
         info.mode, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, "root", "root"
         with open(binary, "rb") as f:

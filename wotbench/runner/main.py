@@ -33,7 +33,7 @@ from wotbench.addressing import DEVICES_PER_BLOCK
 from wotbench.config import load_config
 from wotbench.errors import WotbenchError
 from wotbench.plan import make_plan
-from wotbench.resolve import cd_node_address, device_addresses, resolve
+from wotbench.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.runner import cd_module, hostlimits, images, inputs
 from wotbench.runner.backend import BackendKind, RunBackend
@@ -41,7 +41,7 @@ from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
 from wotbench.runner.monitor import Monitor
-from wotbench.runner import readiness
+from wotbench.runner import readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test
 from wotbench.stamps import iso_stamp
@@ -96,6 +96,7 @@ class Runner:
         self.devices: list[DeviceRun] = []
         self.ges: list[GeRun] = []          # main GEs
         self.cd_ge: GeRun | None = None
+        self.proxy: DeviceRun | None = None   # gateways.proxy (role external: not started)
         self.cd: cd_module.CdSettings | None = None
         self.failures: list[dict] = []
         self.warnings: list[str] = []
@@ -171,6 +172,7 @@ class Runner:
         if self.impair.backend is not None:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
+        thirdparty.check_impairments(cfg, self.impair.name)
         self.warnings += inputs.check_host(self.kind, self.connection, log)
         self.binaries = images.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
@@ -206,15 +208,20 @@ class Runner:
     def _build_components(self) -> None:
         rd, cfg, plan = self.rd, self.resolved, self.plan
         groups = {g.group: g for g in cfg.devices}
+        keys = {g.group: f"devices[{i}].server" for i, g in enumerate(cfg.devices)}
         for a in device_addresses(cfg):
             g = groups[a.group]
             self.devices.append(DeviceRun(
-                name=a.name, id=a.id, group=a.group, role="device", address=a.ip, port=a.port,
-                cpuset=plan.devices[a.name], resources=rd.resource_file(a.name),
+                name=a.name, id=a.id, group=a.group,
+                role="external" if g.external is not None else "device", address=a.ip,
+                port=a.port, cpuset=plan.devices[a.name],
+                resources=None if g.third_party else rd.resource_file(a.name),
                 log_dir=inputs.writable_dir(rd.device_dir(a.name)),
                 stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
-                impair=self.impair.device_args(a.name, "device")))
+                impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
+                program=g.server, program_key=keys[a.group]))
+        self._build_proxy()
         if self.cd.enabled:
             a = cd_node_address(cfg)
             self.devices.append(DeviceRun(
@@ -229,6 +236,10 @@ class Runner:
                                stdout=rd.ge_stdout(cd_module.CD_GE), wait="hybrid",
                                msg_type="con", timeout_ms=cfg.gateways.timeout_ms)
         n = cfg.gateways.count
+        via = []
+        if self.proxy is not None:
+            via = ["--proxy", self.proxy.endpoint, "--proxy-mode",
+                   cfg.gateways.proxy.mode.removeprefix("proxy-")]
         for k in range(n):
             name = f"ge-{k}"
             self.ges.append(GeRun(name=name, role="ge", cpu=plan.ge_cores[name],
@@ -237,33 +248,82 @@ class Runner:
                                   stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
-                                  retransmit=cfg.gateways.retransmit))
+                                  retransmit=cfg.gateways.retransmit, extra=list(via),
+                                  host_network=thirdparty.ge_needs_host_network(cfg)))
+
+    def _build_proxy(self) -> None:
+        """gateways.proxy: a component on its own core (plan), or an endpoint not started."""
+        rd, cfg = self.rd, self.resolved
+        a = proxy_address(cfg)
+        if a is None:
+            return
+        p = cfg.gateways.proxy
+        self.proxy = DeviceRun(
+            name=a.name, id=a.id, group=a.group, role="proxy" if p.started else "external",
+            address=a.ip, port=a.port, cpuset=self.plan.proxy_cpuset or "", resources=None,
+            log_dir=inputs.writable_dir(rd.device_dir(a.name)), stdout=rd.device_stdout(a.name),
+            memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
 
     @property
     def all_ges(self) -> list[GeRun]:
         return self.ges + ([self.cd_ge] if self.cd_ge else [])
 
+    @property
+    def started_devices(self) -> list[DeviceRun]:
+        """What the backend runs: devices (not external endpoints), the CD node, the proxy."""
+        return [d for d in self.devices + ([self.proxy] if self.proxy else []) if d.started]
+
     def deploy(self) -> None:
         self._build_components()
         self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
         self.backend.prepare(self.binaries)
+        self.backend.prepare_programs(thirdparty.programs(self.resolved))
         self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
         self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.name: d.address for d in self.devices},
+                                   {d.name: d.address for d in self.started_devices},
                                    [g.name for g in self.all_ges])
         t = time.monotonic()
         self.started = True
-        self.backend.start_devices(self.devices)
+        self.backend.start_devices(self.started_devices)
         if self.impair.applies_at_start:  # app: the --impair flags are in effect already
             self.impair.apply([], self._impair_duration_s())
         self.phases.start_devices_s = round(time.monotonic() - t, 3)
-        log(f"{len(self.devices)} device(s) started in {self.phases.start_devices_s:.1f} s; "
+        log(f"{len(self.started_devices)} component(s) started in {self.phases.start_devices_s:.1f} s; "
             "waiting for CoAP pings")
-        took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name)) for d in self.devices],
+        took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name))
+                                         for d in self.devices if d.emulated],
                                         timeout_s=15 + 0.05 * len(self.devices), dead=self._dead)
+        took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
         self.apply_impairments()
+
+    def _third_party_ready(self) -> float:
+        """What WoTbench did not build answers a CoAP ping from this host (where the GE runs or
+        reaches it), and a proxy forwards; the seconds it took."""
+        others = [d for d in self.devices + ([self.proxy] if self.proxy else [])
+                  if not d.emulated]
+        if not others:
+            return 0.0
+        t = time.monotonic()
+        index = {g.group: i for i, g in enumerate(self.resolved.devices)}
+
+        def key(d: DeviceRun) -> str:
+            if d is self.proxy:
+                return thirdparty.PROXY_KEY + (".endpoint" if d.role == "external" else "")
+            return f"devices[{index[d.group]}]." + ("external" if d.role == "external" else "server")
+        keys = {d.name: key(d) for d in others}
+        timeout = max([d.program.ready_timeout_s for d in others if d.program] + [5.0])
+        thirdparty.wait_answering(others, keys, timeout, dead=self._dead)
+        if self.proxy is not None:
+            first = next(d for d in self.devices)
+            g = next(g for g in self.resolved.devices if g.group == first.group)
+            path = g.paths[0] if g.third_party else "r0"
+            host = f"[{first.address}]" if ":" in first.address else first.address
+            code = thirdparty.check_proxy(self.proxy, self.resolved.gateways.proxy.mode,
+                                          f"coap://{host}:{first.port}/{path}")
+            log(f"the proxy forwards: {code} for {first.name}/{path}")
+        return time.monotonic() - t
 
     def _dead(self) -> dict[str, str]:
         """Devices that exited (readiness fails at once instead of waiting for its timeout)."""
@@ -299,11 +359,11 @@ class Runner:
                                cpus=self.plan.os_cores or None,
                                collectl=cfg.monitor.enabled, log=log)
         self.monitor.start()
-        for d in self.devices:
+        for d in self.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)
 
         all_ges = self.all_ges
-        n_main = sum(1 for d in self.devices if d.role == "device")
+        n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
         for g in all_ges:   # readiness from the GE's own address: pings before its start
             g.warmup_ms = readiness.warmup_ms(n_main if g.role == "ge" else 1)
         warm_s = max(g.warmup_ms for g in all_ges) / 1000
@@ -327,7 +387,8 @@ class Runner:
             self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
         warm = readiness.wait_warm(
             [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges],
-            {f"{d.address}:{d.port}": d.name for d in self.devices}, tl.t0_ns, dead=self._dead,
+            {f"{d.address}:{d.port}": d.name for d in self.devices + ([self.proxy] if self.proxy else [])},
+            tl.t0_ns, dead=self._dead,
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
             self.phases.warmup_s = max(w["took_ms"] for w in warm.values()) / 1000
@@ -371,9 +432,10 @@ class Runner:
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
-        names = [d.name for d in self.devices if self.backend.created(d.name)]
+        names = [d.name for d in self.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
+        third_party = {d.name for d in self.started_devices if d.program is not None}
         t = time.monotonic()
         codes = self.backend.stop(alive, STOP_GRACE_S)
         self.phases.stop_s = round(time.monotonic() - t, 3)
@@ -383,15 +445,16 @@ class Runner:
                 self.backend.signal(n, signal.SIGKILL)
                 self.fail(n, f"did not stop within {STOP_GRACE_S:g} s of SIGTERM; killed, "
                           "its device log is lost")
-            elif code != 0:
+            elif code != 0 and not (code == 128 + signal.SIGTERM and n in third_party):
+                # (a third-party program may simply die of the SIGTERM: a normal stop)
                 self.fail(n, f"exited with {code} after SIGTERM")
         reported = {f["component"] for f in self.failures}
-        for d in self.devices:
+        for d in self.started_devices:
             if not self.backend.created(d.name):
                 continue    # never created: nothing to stop, no output to save
-            if d.name in reported or d.name in already:
+            if d.name in reported or d.name in already or not d.emulated:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
-            if d.name not in reported and not self.rd.device_log(d.name).exists():
+            if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
 
     # -------------------------------------------------------------- cleanup + run.json
@@ -442,6 +505,8 @@ class Runner:
             cd_node=next((d.record(rd) for d in self.devices if d.role == "cd-node"), None),
             ges=[g.record(rd) for g in self.ges],
             cd_ge=self.cd_ge.record(rd) if self.cd_ge else None,
+            proxy=self.proxy.record(rd) if self.proxy else None,
+            proxy_mode=self.resolved.gateways.proxy.mode if self.proxy else None,
             ge_exit_codes=self.ge_exit,
             networks=self.backend.network_record() if self.backend else [],
             plan=PlanNote(faithful=self.plan.faithful, warnings=self.plan.warnings)

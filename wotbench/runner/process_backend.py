@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
 from wotbench.plan import parse_cpuset
 from wotbench.rundir import BridgeRecord
+from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes
 from wotbench.runner.components import DeviceRun, GeRun
@@ -48,6 +50,16 @@ def _others_can_reach(path: Path) -> bool:
         except OSError:
             return False
     return True
+
+
+def _others_can_run(path: Path) -> bool:
+    """Can an unrelated uid execute ``path`` (following links: every target on the way)?"""
+    try:
+        real = path.resolve()
+        return _others_can_reach(path.parent) and _others_can_reach(real.parent) \
+            and bool(real.stat().st_mode & 0o001)
+    except OSError:
+        return False
 
 
 def hog_process_argv(spec: HogSpec, hog_path: str | Path) -> list[str]:
@@ -102,6 +114,8 @@ class ProcessBackend:
     def __init__(self, run_id: str, run_dir: Path, log: Log = print):
         self.run_id, self.run_dir, self.log = run_id, run_dir, log
         self.bins: dict[str, Path] = {}
+        self.programs: dict[str, Path] = {}     # config key -> third-party program on this host
+        self.as_root: set[str] = set()          # ... those uid 65534 cannot run
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
@@ -111,6 +125,14 @@ class ProcessBackend:
 
     def prepare(self, binaries: dict[str, Path]) -> None:
         self.bins = dict(binaries)
+
+    def prepare_programs(self, programs: dict[str, Program]) -> None:
+        self.programs = {key: thirdparty.find_command(key, p) for key, p in programs.items()}
+        for key, path in self.programs.items():
+            if self.drop and not _others_can_run(path):
+                self.as_root.add(key)
+                self.log(f"process backend: {key}: {path} cannot be run by uid {NOBODY} (its "
+                         "file or a parent directory is closed to others); it runs as root")
 
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
         for name, ip in devices.items():
@@ -124,21 +146,29 @@ class ProcessBackend:
     def describe(self) -> dict[str, Any]:
         return {}
 
-    def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path) -> None:
+    def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path,
+               drop: bool = True, cwd: str = "/") -> None:
         env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id}
-        kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop else {}
+        kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
-                cwd="/", start_new_session=True, preexec_fn=child_setup(cpus), **kw)
+                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus), **kw)
 
     def start_devices(self, devices: Sequence[DeviceRun]) -> None:
         # one by one, from this thread: the parent-death signal fires when the *spawning
         # thread* ends, so a worker thread would take the devices down with it
         for d in devices:
-            argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
-                                                           f"{d.address}:{d.port}")
-            self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout)
+            if d.program is not None:   # a third-party server or proxy: its own command line
+                argv = [str(self.programs[d.program_key])] + d.program_args(False, d.address)[1:]
+            else:
+                argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
+                                                               f"{d.address}:{d.port}")
+            # a third-party command runs in the directory wotbench was started from, so its
+            # relative paths mean what they meant to the user
+            self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout,
+                        drop=d.program_key not in self.as_root,
+                        cwd=os.getcwd() if d.program is not None else "/")
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(str(g.trace), str(g.out_dir))

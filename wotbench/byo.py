@@ -1,0 +1,158 @@
+"""Bring your own system under test: the config blocks for third-party CoAP servers as devices
+(``devices[].server``), endpoints WoTbench does not start (``devices[].external``), the paths
+the trace requests of them (``devices[].paths``) and a forward proxy in the path
+(``gateways.proxy``). Schema and checks only; the runner deploys them
+(``wotbench.runner.thirdparty``).
+
+``server`` and ``gateways.proxy`` run either a local Docker image (``image``, its entrypoint
+gets ``args``) or a program of this host (``command``: program and arguments). The process
+backend runs ``command``; the Docker backend runs ``image``, or, without one, packs
+``command``'s program with the shared libraries it loads into a FROM scratch image
+(``wotbench.runner.hostimage``). Placeholders in ``args``/``command``: ``{address}`` (the
+address it must listen on), ``{port}``, ``{name}``.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PLACEHOLDERS = ("address", "port", "name")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _argv(v: Any) -> Any:
+    """A command given as one string is split like a shell would (no shell runs it)."""
+    if isinstance(v, str):
+        try:
+            return shlex.split(v)
+        except ValueError as e:
+            raise ValueError(f"cannot split {v!r} into arguments ({e})") from None
+    return v
+
+
+def _check_placeholders(argv: list[str]) -> list[str]:
+    for a in argv:
+        try:
+            a.format(**{k: "x" for k in PLACEHOLDERS})
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"argument {a!r}: unknown placeholder {e} (known: "
+                             + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+                             + "; write {{ and }} for literal braces)") from None
+    return argv
+
+
+class Program(_Model):
+    """A third-party CoAP program WoTbench starts: a local image or a host command."""
+    image: Optional[str] = None           # a local Docker image (no registry: built or loaded here)
+    command: Optional[list[str]] = None   # program + arguments on this host
+    args: list[str] = Field(default_factory=list)   # arguments to the image's entrypoint
+    port: int = Field(5683, ge=1, le=65535)
+    ready_timeout_s: float = Field(10.0, gt=0, le=600)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: Any) -> Any:
+        v = _argv(v)
+        if isinstance(v, list) and not v:
+            raise ValueError("must name a program, e.g. [coap-server-notls, -A, '{address}']")
+        return v
+
+    @field_validator("command", "args")
+    @classmethod
+    def _placeholders(cls, v: Optional[list[str]]) -> Optional[list[str]]:
+        return _check_placeholders(v) if v else v
+
+    def argv(self, *, use_image: bool, address: str, port: int, name: str) -> list[str]:
+        """The arguments with placeholders filled: the image's (``args``) or the command's."""
+        raw = self.args if use_image else (self.command or [])
+        return [a.format(address=address, port=port, name=name) for a in raw]
+
+
+class ServerSpec(Program):
+    """``devices[].server``: every device of the group runs this CoAP server."""
+
+
+class ProxySpec(Program):
+    """``gateways.proxy``: every main-GE request goes through this CoAP forward proxy: a
+    container / process WoTbench starts (``image`` or ``command``) or an ``endpoint`` it does
+    not start."""
+    endpoint: Optional[str] = None        # HOST:PORT of a proxy WoTbench does not start
+    mode: Literal["proxy-uri", "proxy-scheme"] = "proxy-uri"
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None:
+            split_endpoint(v)
+        return v
+
+    @property
+    def started(self) -> bool:
+        return self.endpoint is None
+
+
+def split_endpoint(s: str) -> tuple[str, int]:
+    """``"host:port"`` (``[v6]:port``) -> (host, port); ValueError with the expected form."""
+    host, sep, port = s.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:5683, got {s!r}")
+    return host, int(port)
+
+
+def _endpoints(v: Any) -> Any:
+    if isinstance(v, str):
+        v = [v]
+    if isinstance(v, list):
+        for e in v:
+            if not isinstance(e, str):
+                raise ValueError(f"expected a list of HOST:PORT strings, got {e!r}")
+            split_endpoint(e)
+    return v
+
+
+def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
+    """Checks of one device group's third-party keys (``g`` a ``config.DeviceGroup``)."""
+    key = f"devices[{i}]"
+    out = []
+    if g.server is not None and g.external is not None:
+        out.append(f"{key}: 'server' and 'external' exclude each other (WoTbench starts a "
+                   "server; an external endpoint it does not start)")
+    if g.server is not None and g.server.image is None and g.server.command is None:
+        out.append(f"{key}.server: give 'image' (a local Docker image) or 'command' (a program "
+                   "of this host, e.g. [coap-server-notls, -A, '{address}'])")
+    if g.external is not None:
+        if count_given and g.count != len(g.external):
+            out.append(f"{key}.count: {g.count}, but external lists {len(g.external)} "
+                       "endpoint(s): one device per endpoint (leave count out)")
+        if g.network is not None:
+            out.append(f"{key}.network: an external endpoint cannot be impaired (WoTbench does "
+                       "not run it); remove network from this group")
+    if g.paths is not None and g.server is None and g.external is None:
+        out.append(f"{key}.paths: only for a third-party server or an external endpoint; "
+                   "wot-device serves the synthetic resources r0..r{resources-1}")
+    if (g.server is not None or g.external is not None) and g.paths is None:
+        out.append(f"{key}.paths: required with {'server' if g.server else 'external'}: the "
+                   "resource paths the trace may request, e.g. [time] for coap-server")
+    return out
+
+
+def proxy_problems(p: Optional[ProxySpec]) -> list[str]:
+    if p is None:
+        return []
+    if p.endpoint is not None and (p.image or p.command):
+        return ["gateways.proxy: give either 'endpoint' (a proxy WoTbench does not start) or "
+                "'image'/'command' (one it starts), not both"]
+    if p.endpoint is None and p.image is None and p.command is None:
+        return ["gateways.proxy: give 'image' or 'command' (a forward proxy WoTbench starts, e.g. "
+                "command: [coap-server-notls, -A, '{address}', -P, ',wotbench-proxy']) or "
+                "'endpoint' (HOST:PORT of one it does not start)"]
+    return []
+
+
+ENDPOINTS_VALIDATOR = _endpoints

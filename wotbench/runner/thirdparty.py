@@ -1,0 +1,123 @@
+"""Third-party systems under test in a run (the config side is ``wotbench.byo``): which
+programs a run starts, the checks before anything starts (programs present, impairments
+possible), readiness of what WoTbench did not build (CoAP ping from this host) and the check
+that a proxy really forwards. The backends run the programs (``prepare_programs``).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
+
+from wotbench.byo import Program
+from wotbench.config import Config
+from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.runner import coapprobe
+
+if TYPE_CHECKING:
+    from wotbench.runner.components import DeviceRun
+
+PROXY_KEY = "gateways.proxy"
+# what a forward proxy answers when it does not forward
+REFUSALS = {"5.05": "5.05 Proxying Not Supported", "4.02": "4.02 Bad Option",
+            "reset": "a reset (RST)"}
+
+
+def programs(cfg: Config) -> dict[str, Program]:
+    """Config key -> the third-party program WoTbench starts there."""
+    out: dict[str, Program] = {f"devices[{i}].server": g.server
+                               for i, g in enumerate(cfg.devices) if g.server is not None}
+    p = cfg.gateways.proxy
+    if p is not None and p.started:
+        out[PROXY_KEY] = p
+    return out
+
+
+def find_command(key: str, program: Program) -> Path:
+    """The host path of ``program.command[0]``; ConfigError naming the key when it is not here."""
+    if not program.command:
+        raise ConfigError([f"{key}.command: required with the process backend (a program of this "
+                           f"host and its arguments; an image ({program.image}) runs only with "
+                           "backend: docker)"])
+    name = program.command[0]
+    found = shutil.which(name)
+    if found is None:
+        raise ConfigError([f"{key}.command: program {name!r} not found on this host (PATH, or "
+                           "as a path); install it (coap-server-notls: apt-get install "
+                           "libcoap3-bin) or give its full path"])
+    return Path(found).absolute()   # not resolved: a venv's python must keep its own path
+
+
+def missing_image(key: str, image: str) -> ConfigError:
+    return ConfigError([f"{key}.image: no local Docker image {image!r} (no registry is used: "
+                        "nothing is pulled); build it here (docker build -t NAME DIR) or load "
+                        "it (docker load -i FILE) -- `docker images` lists the local ones -- or "
+                        "give 'command' instead to pack a program of this host"])
+
+
+def check_impairments(cfg: Config, impairment_backend: Optional[str]) -> None:
+    """A third-party server can only be impaired at the network level (netem/pumba): the app
+    backend lives inside wot-device. Stop before the run when only app would be used."""
+    if impairment_backend != "app":
+        return
+    hit = [i for i, g in enumerate(cfg.devices) if g.server is not None and g.network is not None]
+    if hit:
+        i = hit[0]
+        raise EnvironmentProblem(
+            f"devices[{i}].network: group {cfg.devices[i].group} runs a third-party server, and "
+            "this run's only impairment backend is 'app', which lives inside wot-device; a "
+            "third-party server needs the netem or pumba backend (network.backend), which need "
+            "Docker and a kernel with sch_netem (`wotbench doctor`). Remove "
+            f"devices[{i}].network or run on such a host")
+
+
+def ge_needs_host_network(cfg: Config) -> bool:
+    """Do the main GEs talk to endpoints outside the run's bridges (external devices or an
+    external proxy)? A Docker GE then runs in the host's network namespace."""
+    p = cfg.gateways.proxy
+    return any(g.external is not None for g in cfg.devices) or (p is not None and not p.started)
+
+
+def wait_answering(targets: Sequence["DeviceRun"], keys: dict[str, str], timeout_s: float,
+                   dead: Optional[Callable[[], dict[str, str]]] = None) -> None:
+    """CoAP-ping every target from this host until it answers; EnvironmentProblem naming the
+    silent ones, their config keys and the fix."""
+    silent = coapprobe.ping_all([(d.name, d.address, d.port) for d in targets], timeout_s, dead)
+    if not silent:
+        return
+    gone = dead() if dead else {}
+    by_name = {d.name: d for d in targets}
+    lines = []
+    for n in silent[:10]:
+        d = by_name[n]
+        if d.role == "external":
+            fix = ("it is not started by WoTbench: start it first (e.g. coap-server-notls -A "
+                   f"{d.address} -p {d.port}) and check that it answers a CoAP ping "
+                   f"(coap-client-notls -m ping coap://{d.address}:{d.port})")
+        elif n in gone:
+            fix = f"it {gone[n]}: see its output in the run directory"
+        else:
+            fix = ("check that the program listens on {address}:{port} (its arguments) and "
+                   "answers an empty CON with RST, or raise ready_timeout_s")
+        lines.append(f"  {keys.get(n, n)}: {n} at {d.address}:{d.port} did not answer a CoAP "
+                     f"ping within {timeout_s:g} s; {fix}")
+    raise EnvironmentProblem(f"{len(silent)} endpoint(s) did not answer the readiness ping:\n"
+                             + "\n".join(lines))
+
+
+def check_proxy(proxy: "DeviceRun", mode: str, target_uri: str, timeout_s: float = 5.0) -> str:
+    """One GET for ``target_uri`` through the proxy; its response code. ConfigError when the
+    proxy refuses to forward, EnvironmentProblem when nothing came back."""
+    code = coapprobe.proxied_get((proxy.address, proxy.port), target_uri, mode, timeout_s)
+    where = f"{PROXY_KEY}: the proxy at {proxy.address}:{proxy.port}"
+    if code in REFUSALS:
+        other = "proxy-scheme" if mode == "proxy-uri" else "proxy-uri"
+        raise ConfigError([f"{where} answered {REFUSALS[code]} to a {mode} request for "
+                           f"{target_uri}: it does not forward. Start it as a forward proxy "
+                           "(coap-server-notls: -P ',NAME'), or try gateways.proxy.mode: "
+                           f"{other}"])
+    if code is None:
+        raise EnvironmentProblem(f"{where} gave no answer within {timeout_s:g} s to a {mode} "
+                                 f"request for {target_uri} (answered its ping): it may not "
+                                 "reach the devices; check its arguments and the device")
+    return code
