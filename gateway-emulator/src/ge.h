@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4 };
+enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4,
+       M_OBSERVE = 5, M_CANCEL = 6 }; /* trace methods; OBSERVE/CANCEL are GETs (observe.c) */
+static inline int wire_code(int m) { return m >= 5 ? 1 : m; }
 enum { O_NONE = 0, O_OK, O_ERROR, O_TIMEOUT, O_RESET, O_UNSENT, O_COUNT };
 enum { WAIT_BUSY = 0, WAIT_HYBRID = 1 };
 enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
@@ -62,6 +64,8 @@ typedef struct uri_s {
     uint8_t *opts;
     uint16_t optlen;
     uint16_t ep;
+    uint8_t *obs_opts[2]; /* the options with Observe: 0 (OBSERVE) and Observe: 1 (CANCEL) */
+    uint16_t obs_len[2];
 } uri_t;
 
 typedef struct {
@@ -78,6 +82,8 @@ typedef struct {
     int ports_per_device; /* 0 = auto */
     int cpu;              /* -1 = no pinning */
     int64_t warmup_ns;    /* 0 = no warm-up pings before the start */
+    size_t max_notifications; /* notification records preallocated (observe.c) */
+    struct observe_s *obs;    /* NULL unless the trace has OBSERVE lines */
 
     /* trace */
     req_t *reqs;
@@ -121,6 +127,16 @@ size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_
                           size_t payload);
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
+
+/* observe.c (RFC 7641 observations; see README "Observe") */
+int observe_note(ge_t *g, uint32_t idx, int method, uint32_t uri, uint32_t dev, const char **why);
+int observe_prepare(ge_t *g); /* after net_prepare: state + records; 0 ok, 1 env failure */
+uint32_t observe_token_index(const ge_t *g, uint32_t idx); /* a CANCEL uses its OBSERVE's token */
+/* a message carrying an OBSERVE's token: the request it finishes (or NULL) and, for a CON
+ * message, the reply type (ACK, or RST after the cancel) */
+req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu,
+                          int64_t t, int *reply);
+int observe_write(const ge_t *g); /* notifications.csv + observe.json; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */

@@ -206,6 +206,19 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         uint32_t idx = lo ^ (uint32_t)g->salt;
         if (hi == (uint32_t)(g->salt >> 32) && idx < L->next) {
             req_t *c = &g->reqs[idx];
+            if (c->method == M_OBSERVE && c->ep == ep && c->sock == sock &&
+                (c->flags & RF_SENT)) { /* registration response, notification or cancel reply */
+                int reply;
+                r = observe_on_message(g, idx, type, mid, L->pdu, t, &reply);
+                if (type == COAP_MESSAGE_CON)
+                    send_empty(g, sock, reply, mid, src, srclen);
+                if (r && !(r->flags & RF_DONE)) {
+                    r->code = (uint8_t)code;
+                    r->recv_ns = t - g->start_mono;
+                    finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
+                }
+                return;
+            }
             if (c->ep == ep && c->sock == sock && (c->flags & RF_SENT) &&
                 (type != COAP_MESSAGE_ACK || c->mid == mid)) {
                 known = 1;

@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
           "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
-          "         [--warmup-ms N]\n",
+          "         [--warmup-ms N] [--max-notifications N]\n",
           f);
 }
 
@@ -73,12 +73,14 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"ports-per-device", required_argument, 0, 'p'}, {"cpu", required_argument, 0, 'c'},
         {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
         {"warmup-ms", required_argument, 0, 'W'},
+        {"max-notifications", required_argument, 0, 'N'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
     g->timeout_ns = 10000 * NS_PER_MS;
     g->cpu = -1;
     g->label = "";
+    g->max_notifications = 1000000;
     long long v;
     int c;
     opterr = 0;
@@ -134,6 +136,11 @@ static int parse_args(ge_t *g, int argc, char **argv) {
                 return bad_opt("--warmup-ms", optarg, "an integer 0..600000");
             g->warmup_ns = v * NS_PER_MS;
             break;
+        case 'N':
+            if (parse_int(optarg, 0, 1000000000, &v) < 0)
+                return bad_opt("--max-notifications", optarg, "an integer 0..1000000000");
+            g->max_notifications = (size_t)v;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -182,7 +189,7 @@ int main(int argc, char **argv) {
     if (output_progress_open(g))
         return 1;
     progress_set(g, PG_TOTAL, g->n);
-    if (net_prepare(g))
+    if (net_prepare(g) || observe_prepare(g))
         return 1;
     if (g->cpu >= 0) {
         cpu_set_t set;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "impair.h"
+#include "observe.h"
 #include "service.h"
 
 #define SESSION_TIMEOUT_S 30
@@ -85,6 +86,8 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         finish(a, resp);
         return;
     }
+    if (observe_handle(r, req, resp))  /* Observe registration/cancel/notification */
+        return;
     uint64_t arrival = mono_ns();
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
     const struct resource *res = coap_resource_get_userdata(r);
@@ -226,6 +229,7 @@ static int add_resources(coap_context_t *ctx) {
         coap_register_request_handler(r, COAP_REQUEST_POST, hnd_resource);
         coap_register_request_handler(r, COAP_REQUEST_DELETE, hnd_resource);
         coap_resource_set_userdata(r, res);
+        observe_setup_resource(r, res);
         coap_add_resource(ctx, r);
     }
     coap_resource_t *u = coap_resource_unknown_init(hnd_unknown);
@@ -274,7 +278,8 @@ static int loop(coap_context_t *ctx, int sfd) {
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int tfd = impair_enabled() ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
-        epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd)))) {
+        epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd))) ||
+        (observe_fd() >= 0 && epoll_add(ep, observe_fd()))) {
         fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
@@ -298,7 +303,10 @@ static int loop(coap_context_t *ctx, int sfd) {
             } else if (ev[i].data.fd == D->wq->efd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
                 for (size_t m = 0; m < k; m++)
-                    coap_async_trigger(done[m]->ctx);
+                    if (!observe_job_done(done[m]))  /* a sensor read notifies observers */
+                        coap_async_trigger(done[m]->ctx);
+            } else if (ev[i].data.fd == observe_fd()) {
+                observe_on_timer();
             } else if (ev[i].data.fd == tfd) {
                 uint64_t expirations;
                 if (read(tfd, &expirations, sizeof expirations) < 0) {
@@ -368,9 +376,11 @@ int coapio_run(struct device *d) {
         coap_free_context(ctx);
         return 1;
     }
-    int rc = add_resources(ctx) ? 1 : 0;
-    if (rc == 0)
+    int rc = observe_init(d->rs, d->wq, d->log->cap) || add_resources(ctx) ? 1 : 0;
+    if (rc == 0) {
+        observe_start();
         mark_ready(d->log_dir);
+    }
     if (rc == 0)
         rc = loop(ctx, sfd);
     coap_free_context(ctx);

@@ -1,6 +1,7 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
 #include "impair.h"
+#include "observe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -93,7 +94,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
             fprintf(f, "%02x", e->token[k]);
         fputc('\n', f);
     }
-    if (close_checked(f, "device-log.csv"))
+    if (close_checked(f, "device-log.csv") || observe_write_log(dir, rs))
         return -1;
 
     f = open_in(dir, "device-summary.json");
@@ -110,6 +111,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
             (unsigned long long)c->malformed, (unsigned long long)l->n,
             (unsigned long long)l->dropped, threads);
     impair_json(f);
+    observe_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }

@@ -11,6 +11,7 @@
 #include "coapio.h"
 #include "devlog.h"
 #include "impair.h"
+#include "observe.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -108,6 +109,7 @@ int main(int argc, char **argv) {
     if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads))
         rc = 1;
     devlog_free(&log);
+    observe_free();
     impair_free();
     resources_free(&rs);
     return rc;
