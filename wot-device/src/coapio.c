@@ -221,7 +221,8 @@ static int raise_rcvbuf(const coap_address_t *a) {
 static int add_resources(coap_context_t *ctx) {
     for (size_t i = 0; i < D->rs->n; i++) {
         struct resource *res = &D->rs->v[i];
-        coap_resource_t *r = coap_resource_init(coap_make_str_const(res->path), 0);
+        coap_resource_t *r = coap_resource_init(coap_make_str_const(res->path),
+                                                observe_resource_flags(res));
         if (!r)
             return -1;
         coap_register_request_handler(r, COAP_REQUEST_GET, hnd_resource);

@@ -92,14 +92,19 @@ static uint64_t interval_ns(const struct resource *res) {
     return (uint64_t)(v < 1 ? 1 : v);
 }
 
+int observe_resource_flags(const struct resource *res) {
+    if (res->notify_dist == NOTIFY_NONE)
+        return 0;
+    /* NON_ALWAYS: the configured type on the wire (libcoap would else send every 5th NON
+     * notification as CON); coap_resource_set_mode() cannot set it, only coap_resource_init */
+    return res->notify_con ? COAP_RESOURCE_FLAGS_NOTIFY_CON : COAP_RESOURCE_FLAGS_NOTIFY_NON_ALWAYS;
+}
+
 void observe_setup_resource(coap_resource_t *r, const struct resource *res) {
     if (res->notify_dist == NOTIFY_NONE || !S.o)
         return;
     S.o[res - S.rs->v].r = r;
     coap_resource_set_get_observable(r, 1);
-    /* NON_ALWAYS: the configured type on the wire (libcoap would else send every 5th as CON) */
-    coap_resource_set_mode(r, res->notify_con ? COAP_RESOURCE_FLAGS_NOTIFY_CON
-                                              : COAP_RESOURCE_FLAGS_NOTIFY_NON_ALWAYS);
 }
 
 static void arm(void) {

@@ -13,6 +13,8 @@
  * first read at a random phase. Returns 0, or -1 (message printed). Nothing is allocated
  * without observable resources; observe_fd() is then -1. */
 int observe_init(const struct resource_set *rs, struct workq *wq, size_t log_capacity);
+/* coap_resource_init flags: the notification type (CON, or NON on every notification) */
+int observe_resource_flags(const struct resource *res);
 /* After coap_resource_init: makes r observable (CON or NON notifications) if res says so. */
 void observe_setup_resource(coap_resource_t *r, const struct resource *res);
 /* Once the endpoint listens: arms the timer. */
