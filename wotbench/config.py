@@ -52,6 +52,31 @@ class DistSpec(_Model):
     file: Optional[str] = None
 
 
+NOTIFY_DISTS = ("deterministic", "uniform", "exponential", "normal")   # what wot-device emulates
+
+
+class Observe(_Model):
+    """Observable resources (RFC 7641) of a device group and the observers the GE emulates.
+
+    The first ``resources`` of the group's resources are observable. Each notifies on its own
+    process: every ``period_ms`` ± ``jitter_ms`` (uniform) or ``interval`` (a distribution,
+    ms: deterministic | uniform | exponential | normal), after a sensor read of
+    ``service_time_ms`` (the group's sleep|busy mode). Per device, ``observers`` observers
+    register (observer k on observable resource k mod ``resources``) at a uniform instant in
+    ``[0, register_within_s)`` of the test and cancel after ``hold`` (a distribution, ms;
+    null = at the end of the test)."""
+    resources: int = Field(1, ge=1)
+    period_ms: Optional[float] = Field(None, gt=0)
+    jitter_ms: float = Field(0.0, ge=0)
+    interval: Optional[DistSpec] = None
+    service_time_ms: float = Field(0.0, ge=0)
+    type: Literal["con", "non"] = "con"
+    max_age_s: int = Field(60, ge=0, le=2**32 - 1)
+    observers: int = Field(1, ge=1, le=1000)
+    register_within_s: float = Field(1.0, ge=0)
+    hold: Optional[DistSpec] = None
+
+
 class DeviceGroup(_Model):
     group: Annotated[str, Field(pattern=NAME_PATTERN, max_length=40)]
     count: int = Field(1, ge=1)
@@ -68,6 +93,10 @@ class DeviceGroup(_Model):
     memory_mb: int = Field(32, ge=4)
     # per-group network impairments (docs/NETWORK-IMPAIRMENTS.md), or null
     network: Optional[NetworkImpairment] = None
+    # false: no request workload for this group (e.g. only observations)
+    requests: bool = True
+    # observable resources and observers (RFC 7641), or null
+    observe: Optional[Observe] = None
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -216,6 +245,8 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         for key in ("service_time", "rit"):
             for field, msg in validate_spec(getattr(g, key).model_dump(), base_dir):
                 problems.append(f"devices[{i}].{key}.{field}: {msg}")
+        if g.observe is not None:
+            problems.extend(_observe_problems(g, f"devices[{i}].observe", base_dir))
     net = ipaddress.ip_network(cfg.network.subnet)
     needed = cfg.total_devices + 1  # + the CD node
     if needed > address_capacity(net):
@@ -232,6 +263,32 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         if not rd.is_dir():
             problems.append(f"trace.resources: directory not found: {rd}")
     return problems
+
+
+def _observe_problems(g: DeviceGroup, key: str, base_dir: Path) -> list[str]:
+    o = g.observe
+    out = []
+    if o.resources > g.resources:
+        out.append(f"{key}.resources: {o.resources} observable resources but the group has "
+                   f"{g.resources} (devices[].resources)")
+    if (o.period_ms is None) == (o.interval is None):
+        out.append(f"{key}: give either period_ms (with optional jitter_ms) or interval "
+                   f"(a distribution), not {'both' if o.period_ms else 'neither'}")
+    if o.period_ms is not None and o.jitter_ms > o.period_ms:
+        out.append(f"{key}.jitter_ms: {o.jitter_ms:g} exceeds period_ms {o.period_ms:g}, "
+                   f"expected a half-width <= the period (intervals stay >= 0)")
+    if o.interval is not None:
+        if o.interval.dist not in NOTIFY_DISTS:
+            out.append(f"{key}.interval.dist: wot-device emulates {', '.join(NOTIFY_DISTS)} "
+                       f"notification intervals, got {o.interval.dist!r}")
+        else:
+            out += [f"{key}.interval.{f}: {m}" for f, m in validate_spec(o.interval.model_dump(), base_dir)]
+            if o.interval.dist == "uniform" and (o.interval.cv or 0) > 1 / 3 ** 0.5:
+                out.append(f"{key}.interval.cv: {o.interval.cv:g} makes uniform intervals negative, "
+                           f"expected <= 0.577")
+    if o.hold is not None:
+        out += [f"{key}.hold.{f}: {m}" for f, m in validate_spec(o.hold.model_dump(), base_dir)]
+    return out
 
 
 def _absolutize(raw: dict, base_dir: Path) -> None:

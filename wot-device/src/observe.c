@@ -38,8 +38,8 @@
 enum { K_REGISTER = 0, K_NOTIFY, K_CANCEL };
 static const char *KIND[] = {"register", "notify", "cancel"};
 
-struct nlog {                   /* one notify-log row, 48 bytes */
-    uint64_t emit_ns, read_start_ns, read_end_ns;
+struct nlog {                   /* one notify-log row, 56 bytes */
+    uint64_t emit_ns, tick_ns, read_start_ns, read_end_ns;
     int32_t res;
     uint32_t seq;               /* Observe option value sent (UINT32_MAX: none) */
     uint8_t kind, type, tkl, token[8]; /* type: COAP_MESSAGE_CON/NON/ACK */
@@ -48,7 +48,8 @@ struct nlog {                   /* one notify-log row, 48 bytes */
 struct obsres {
     coap_resource_t *r;         /* NULL: not observable */
     uint64_t next_ns;           /* next tick (absolute CLOCK_MONOTONIC) */
-    uint64_t read_start_ns, read_end_ns; /* the last finished read: what a notification carries */
+    uint64_t tick_ns, read_start_ns, read_end_ns; /* the last finished read (its scheduled
+                                                     instant, start, end): what a notification carries */
 };
 
 static struct {
@@ -175,6 +176,7 @@ void observe_on_timer(void) {
         if (res->notify_dist == NOTIFY_NONE)
             continue;
         for (int k = 0; k < MAX_READS_PER_TICK && S.o[i].next_ns <= now; k++) {
+            uint64_t tick = S.o[i].next_ns;
             S.o[i].next_ns += interval_ns(res);
             struct job *j = workq_acquire(S.wq);
             if (!j) {
@@ -183,6 +185,7 @@ void observe_on_timer(void) {
             }
             j->kind = JOB_NOTIFY;
             j->res = res;
+            j->arrival_ns = tick; /* the scheduled instant of the read */
             j->ctx = NULL;
             j->tkl = 0;
             workq_submit(S.wq, j);
@@ -197,6 +200,7 @@ int observe_job_done(struct job *j) {
     if (j->kind != JOB_NOTIFY)
         return 0;
     size_t i = (size_t)(j->res - S.rs->v);
+    S.o[i].tick_ns = j->arrival_ns;
     S.o[i].read_start_ns = j->start_ns;
     S.o[i].read_end_ns = j->end_ns;
     S.reads++;
@@ -244,6 +248,7 @@ int observe_handle(coap_resource_t *r, const coap_pdu_t *req, coap_pdu_t *resp) 
     e.tkl = (uint8_t)(tok.length < sizeof e.token ? tok.length : sizeof e.token);
     memcpy(e.token, tok.s, e.tkl);
     if (kind == K_NOTIFY) {
+        e.tick_ns = S.o[i].tick_ns;
         e.read_start_ns = S.o[i].read_start_ns;
         e.read_end_ns = S.o[i].read_end_ns;
         S.notifications++;
@@ -284,15 +289,15 @@ int observe_write_log(const char *dir, const struct resource_set *rs) {
         fprintf(stderr, "wot-device: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    fputs("emit_ns,read_start_ns,read_end_ns,path,kind,seq,type,token\n", f);
+    fputs("emit_ns,tick_ns,read_start_ns,read_end_ns,path,kind,seq,type,token\n", f);
     for (size_t k = 0; k < S.n; k++) {
         const struct nlog *e = &S.log[k];
         fprintf(f, "%llu,", (unsigned long long)e->emit_ns);
         if (e->read_start_ns)
-            fprintf(f, "%llu,%llu,", (unsigned long long)e->read_start_ns,
-                    (unsigned long long)e->read_end_ns);
+            fprintf(f, "%llu,%llu,%llu,", (unsigned long long)e->tick_ns,
+                    (unsigned long long)e->read_start_ns, (unsigned long long)e->read_end_ns);
         else
-            fputs(",,", f);
+            fputs(",,,", f);
         fprintf(f, "%s,%s,", rs->v[e->res].path, KIND[e->kind]);
         if (e->seq != UINT32_MAX)
             fprintf(f, "%u", e->seq);
