@@ -16,6 +16,7 @@ from . import contention as cont
 from . import ge_integrity as gei
 from . import loss as lossm
 from . import monitor as mon
+from . import observe as obsm
 from . import rd as rdm
 from . import responses as resp
 from wotbench.rundir import AnalysisParams, RunDir, Summary
@@ -218,6 +219,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                                                 run.duration_s, groups)
     series.update(monitor_series)
 
+    observe_block, observe_series = obsm.analyse(run, names)
+    series.update(observe_series)
+
     verdict = _verdict(run, overall, ge_block, contention, loss)
     run_block = {
         "name": run.run.name,
@@ -237,7 +241,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     }
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
-               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss}
+               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
+               "observe": observe_block}
     return Summary.model_validate(_json_clean(summary)), series
 
 

@@ -368,6 +368,54 @@ class Verdict(Record):
     checks: Checks
 
 
+class ObserveQuantiles(Record):
+    p50: F = None
+    p90: F = None
+    p95: F = None
+    p99: F = None
+    mean: F = None
+    max: F = None
+    n: int = 0
+
+
+class ObserveDevice(Record):
+    observations: int
+    established: int
+    received: int
+    emitted: int
+    lost: int
+    configured_rate: F = None      # notifications/s per observable resource (config)
+    achieved_rate: F = None        # received per second of observed time, per observer
+    latency_p50_ms: F = None
+    latency_p99_ms: F = None
+
+
+class ObserveBlock(Record):
+    """Observations (RFC 7641); wotbench/analysis/observe.py explains every figure."""
+    observations: int
+    established: int
+    received: int                  # notifications the GE(s) received
+    emitted: int                   # notifications the devices emitted to the GE's observers
+    lost: int                      # emitted >= 1 s before the observer stopped, never received
+    loss_share: F = None
+    in_flight_at_stop: int = 0
+    skipped_by_device: int = 0     # sequence holes the device never emitted (coalescing)
+    gaps: int = 0                  # GE-side sequence holes (observe.json)
+    reordered: int = 0
+    duplicates: int = 0
+    after_cancel: int = 0
+    dropped: int = 0               # not recorded: GE --max-notifications full
+    acks_sent: int = 0
+    rsts_sent: int = 0
+    latency_ms: ObserveQuantiles   # GE receive - device emission (one way)
+    service_ms: ObserveQuantiles   # the sensor reads as measured on the device
+    configured_service_ms: F = None
+    rd: ObserveQuantiles           # (receive - read tick - S) / S
+    rate_ratio_median: F = None    # achieved / configured rate, median over devices
+    per_device: dict[str, ObserveDevice] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
 class Summary(Record):
     run: RunBlock
     overall: Overall
@@ -378,6 +426,7 @@ class Summary(Record):
     verdict: Verdict
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
+    observe: Optional[ObserveBlock] = None
 
     @property
     def contended_share(self) -> Optional[float]:
