@@ -11,7 +11,8 @@ device's notify-log.csv (kind ``notify``). Both clocks are the host's CLOCK_MONO
 
 Loss: a notification the device emitted to a GE token and the GE never received, counted only
 if it was emitted at least ``IN_FLIGHT_S`` before that observation's CANCEL left (or the GE
-ended): later ones may simply have arrived after the GE stopped listening. ``skipped``: sequence
+ended): later ones may simply have arrived after the GE stopped listening; loss_share =
+lost / (lost + received). ``skipped``: sequence
 numbers missing at the GE that the device never emitted to that observer (libcoap coalesces a
 notification when the previous CON one is still unacknowledged) - not a network loss.
 """
@@ -197,7 +198,7 @@ def analyse(run: RunData, names: list[str]) -> tuple[dict[str, Any] | None, dict
     block = {
         "observations": int(len(obs)), "established": int(obs["ok"].sum()),
         "received": int(len(notes)), "emitted": emitted_n, "lost": int(lost.sum()),
-        "loss_share": fnum(float(lost.sum() / settled.sum())) if settled.sum() else None,
+        "loss_share": fnum(float(lost.sum() / (lost.sum() + len(notes)))) if len(notes) + lost.sum() else None,
         "in_flight_at_stop": int((~received & ~settled).sum()),
         "skipped_by_device": int(skipped), **ge_tot,
         "latency_ms": _q(lat_ms, LAT_QS),
