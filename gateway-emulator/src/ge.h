@@ -19,6 +19,7 @@ enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
 #define RF_SENT 0x01  /* first copy handed to the kernel */
 #define RF_DONE 0x02  /* outcome final */
 #define RF_ACKED 0x04 /* empty ACK seen: stop retransmitting, wait for the separate response */
+#define RF_INHEAP 0x08 /* in the retransmission heap (block.c reschedules lazily) */
 
 /* One trace request: prepared before the start, filled in by the loop. 64 bytes. */
 typedef struct {
@@ -84,6 +85,8 @@ typedef struct {
     int64_t warmup_ns;    /* 0 = no warm-up pings before the start */
     size_t max_notifications; /* notification records preallocated (observe.c) */
     struct observe_s *obs;    /* NULL unless the trace has OBSERVE lines */
+    int block_size;           /* --block-size: 0 = no block-wise transfer, else 16..1024 */
+    struct block_s *blk;      /* block.c state (with --block-size) */
 
     /* trace */
     req_t *reqs;
@@ -137,6 +140,20 @@ uint32_t observe_token_index(const ge_t *g, uint32_t idx); /* a CANCEL uses its 
 req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu,
                           int64_t t, int *reply);
 int observe_write(const ge_t *g); /* notifications.csv + observe.json; 0 ok, 1 failure */
+
+/* block.c (RFC 7959 block-wise transfer; see README "Block-wise transfer") */
+int block_note_body(ge_t *g, uint32_t idx, uint64_t body); /* loading; 0 ok, -1 no memory */
+int block_prepare(ge_t *g);                                 /* after trace_load; 0 / 1 */
+size_t block_first_payload(const ge_t *g, uint32_t idx, size_t small);
+size_t block_opts(ge_t *g, uint32_t idx, const uint8_t *uopts, size_t ulen, uint8_t *out,
+                  size_t cap);
+int block_prepare_mids(ge_t *g, size_t npairs);
+/* a response of request idx asks for the next block: its datagram is patched in place, 1 */
+int block_follow_up(ge_t *g, uint32_t idx, const void *pdu, int code);
+/* a follow-up block in flight: its retransmission count (and due time), else -1 */
+int block_rtx(ge_t *g, uint32_t idx, int64_t *due);
+void block_rtx_set(ge_t *g, uint32_t idx, int64_t due, int sent);
+int block_write(const ge_t *g); /* blockwise.csv; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */

@@ -93,6 +93,7 @@ static int ep_lookup(const loop_t *L, const struct sockaddr_storage *a) {
 /* ---- retransmission heap ---- */
 static void heap_push(loop_t *L, uint32_t idx) {
     req_t *R = L->g->reqs;
+    R[idx].flags |= RF_INHEAP;
     size_t i = L->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -121,6 +122,7 @@ static uint32_t heap_pop(loop_t *L) {
     }
     if (n)
         L->heap[i] = last;
+    R[top].flags &= (uint8_t)~RF_INHEAP;
     return top;
 }
 
@@ -148,6 +150,32 @@ static void send_empty(ge_t *g, int sock, int type, uint16_t mid, const struct s
                        socklen_t tolen) {
     uint8_t m[4] = {(uint8_t)(1 << 6 | type << 4), 0, (uint8_t)(mid >> 8), (uint8_t)mid};
     (void)sendto(g->socks[sock], m, sizeof m, 0, (const struct sockaddr *)to, tolen);
+}
+
+static uint64_t rng_next(loop_t *L);
+
+/* a block-wise follow-up (block.c patched the request's datagram): send it now, schedule its
+ * own retransmissions (the heap entry of an earlier block is re-keyed when it pops) */
+static void send_block(loop_t *L, req_t *r) {
+    ge_t *g = L->g;
+    uint32_t idx = (uint32_t)(r - g->reqs);
+    const endpoint_t *e = &g->eps[r->ep];
+    r->flags &= (uint8_t)~RF_ACKED;
+    int64_t t = mono_ns();
+    if (sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+               (const struct sockaddr *)&e->addr, e->addrlen) < 0) {
+        finish(L, r, O_ERROR);
+        return;
+    }
+    if (g->retransmit && !g->non) {
+        r->rtx_t0_ms = (uint16_t)(ACK_TIMEOUT_NS / NS_PER_MS + rng_next(L) % 1001);
+        int64_t due = t + (int64_t)r->rtx_t0_ms * NS_PER_MS;
+        block_rtx_set(g, idx, due, 0);
+        if (!(r->flags & RF_INHEAP)) {
+            r->rtx_due = due;
+            heap_push(L, idx);
+        }
+    }
 }
 
 /* the request of an empty ACK / RST: by (socket, endpoint, MID) */
@@ -231,6 +259,10 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         send_empty(g, sock, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
     if (!r)
         return;
+    if (g->blk && block_follow_up(g, (uint32_t)(r - g->reqs), L->pdu, code)) {
+        send_block(L, r); /* the next block of a block-wise transfer (block.c) */
+        return;
+    }
     r->code = (uint8_t)code;
     r->recv_ns = t - g->start_mono;
     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
@@ -301,6 +333,29 @@ static void retransmit_due(loop_t *L, int64_t now) {
     while (L->heap_n && g->reqs[L->heap[0]].rtx_due <= now) {
         uint32_t idx = heap_pop(L);
         req_t *r = &g->reqs[idx];
+        int64_t bdue;
+        int bk = g->blk ? block_rtx(g, idx, &bdue) : -1;
+        if (bk >= 0) { /* a follow-up block in flight: its own RFC 7252 schedule */
+            if (r->flags & (RF_DONE | RF_ACKED) || bk >= MAX_RETRANSMIT)
+                continue;
+            if (bdue > now) { /* an earlier block's entry: re-key to this block's due time */
+                r->rtx_due = bdue;
+                heap_push(L, idx);
+                continue;
+            }
+            const endpoint_t *e = &g->eps[r->ep];
+            int sent = sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+                              (const struct sockaddr *)&e->addr, e->addrlen) >= 0;
+            if (sent && r->retrans < 255)
+                r->retrans++;
+            int64_t due = now + ((int64_t)r->rtx_t0_ms * NS_PER_MS << (bk + sent));
+            block_rtx_set(g, idx, due, sent);
+            if (bk + sent < MAX_RETRANSMIT) {
+                r->rtx_due = due;
+                heap_push(L, idx);
+            }
+            continue;
+        }
         if (r->flags & (RF_DONE | RF_ACKED) || r->retrans >= MAX_RETRANSMIT)
             continue;
         const endpoint_t *e = &g->eps[r->ep];

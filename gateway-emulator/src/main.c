@@ -26,7 +26,7 @@ static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
           "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
-          "         [--warmup-ms N] [--max-notifications N]\n",
+          "         [--warmup-ms N] [--max-notifications N] [--block-size 16..1024]\n",
           f);
 }
 
@@ -74,6 +74,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
         {"warmup-ms", required_argument, 0, 'W'},
         {"max-notifications", required_argument, 0, 'N'},
+        {"block-size", required_argument, 0, 'B'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -141,6 +142,11 @@ static int parse_args(ge_t *g, int argc, char **argv) {
                 return bad_opt("--max-notifications", optarg, "an integer 0..1000000000");
             g->max_notifications = (size_t)v;
             break;
+        case 'B':
+            if (parse_int(optarg, 16, 1024, &v) < 0 || (v & (v - 1)))
+                return bad_opt("--block-size", optarg, "a power of two 16..1024");
+            g->block_size = (int)v;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -182,6 +188,8 @@ int main(int argc, char **argv) {
     rc = trace_load(g);
     if (rc)
         return rc;
+    if (block_prepare(g))
+        return 1;
     if (mkdirs(g->out_dir) < 0) {
         fprintf(stderr, "gateway-emulator: cannot create %s: %s\n", g->out_dir, strerror(errno));
         return 1;

@@ -204,12 +204,14 @@ int net_prepare(ge_t *g) {
         }
     }
     free(rnd);
+    if (block_prepare_mids(g, npairs))
+        goto oom;
 
     /* datagrams */
     size_t total = 0;
     for (size_t i = 0; i < g->n; i++) {
-        size_t pay = g->reqs[i].dgram_len;
-        total += 12 + g->uris[g->reqs[i].path_id].optlen + 2 + (pay ? 1 + pay : 0);
+        size_t pay = block_first_payload(g, (uint32_t)i, g->reqs[i].dgram_len);
+        total += 12 + g->uris[g->reqs[i].path_id].optlen + 2 + (g->blk ? 6 : 0) + (pay ? 1 + pay : 0);
     }
     if (total > UINT32_MAX) {
         fprintf(stderr, "gateway-emulator: trace datagrams exceed 4 GiB\n");
@@ -242,8 +244,14 @@ int net_prepare(ge_t *g) {
                 o = u->obs_opts[r->method - M_OBSERVE];
                 ol = u->obs_len[r->method - M_OBSERVE];
             }
+            uint8_t ob[1100];
+            if (g->blk && ol + 6 <= sizeof ob) { /* + Block2 / Block1 (block.c) */
+                ol = block_opts(g, idx, o, ol, ob, sizeof ob);
+                o = ob;
+            }
             size_t len = net_encode_request(g->arena + pos, total - pos, g->non,
-                                            wire_code(r->method), r->mid, tok, o, ol, r->dgram_len);
+                                            wire_code(r->method), r->mid, tok, o, ol,
+                                            block_first_payload(g, idx, r->dgram_len));
             if (len == 0 || len > 65507) {
                 fprintf(stderr, "gateway-emulator: request %u does not fit a datagram\n", idx);
                 free(checked);

@@ -190,7 +190,7 @@ int output_write(ge_t *g) {
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
-    if (observe_write(g))
+    if (observe_write(g) || block_write(g))
         return 1;
     snprintf(path, sizeof path, "%s/summary.json", g->out_dir);
     if (write_summary(g, path) < 0) {

@@ -13,7 +13,8 @@
 
 #include "ge.h"
 
-#define MAX_PAYLOAD 1024
+#define MAX_PAYLOAD 1024          /* one datagram */
+#define MAX_BODY 1048576          /* with --block-size: block-wise (block.c) */
 #define MAX_OPTS 1024
 #define MAX_FIELDS 6
 
@@ -355,8 +356,11 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     else
         return bad(L, "bad method '%s', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL", f[2]);
     if (nf == 5) {
-        if (parse_u64(f[4], MAX_PAYLOAD, &pay) < 0)
-            return bad(L, "bad payload_bytes '%s', expected an integer 0..%d", f[4], MAX_PAYLOAD);
+        uint64_t maxp = g->block_size ? MAX_BODY : MAX_PAYLOAD;
+        if (parse_u64(f[4], maxp, &pay) < 0)
+            return bad(L, "bad payload_bytes '%s', expected an integer 0..%llu%s", f[4],
+                       (unsigned long long)maxp,
+                       g->block_size ? "" : " (larger bodies need --block-size)");
         if (pay > 0 && (m == M_GET || m == M_DELETE || m >= M_OBSERVE))
             return bad(L, "payload_bytes %llu with %s, expected a payload only with PUT or POST",
                        (unsigned long long)pay, f[2]);
@@ -386,7 +390,12 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     r->method = (uint8_t)m;
     r->path_id = (uint32_t)uri;
     r->ep = g->uris[uri].ep;
-    r->dgram_len = (uint16_t)pay; /* payload size until net_prepare encodes the datagram */
+    /* payload size until net_prepare encodes the datagram; bodies above one datagram: block.c */
+    r->dgram_len = (uint16_t)(pay > MAX_PAYLOAD ? 0 : pay);
+    if (block_note_body(g, (uint32_t)(g->n - 1), pay) < 0) {
+        fprintf(stderr, "gateway-emulator: out of memory loading the trace\n");
+        return 1;
+    }
     *last_us = (int64_t)t;
     return 0;
 }

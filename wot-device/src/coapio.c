@@ -26,6 +26,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "impair.h"
 #include "observe.h"
 #include "service.h"
@@ -36,7 +37,6 @@
 #define IO_BUDGET 64          /* datagrams per wake-up before completions are served again */
 
 static struct device *D;      /* handlers have no user argument */
-static uint8_t payload[RES_MAX_PAYLOAD];
 
 static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
                     const coap_pdu_t *req) {
@@ -49,7 +49,8 @@ static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
 static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
 
 /* A second invocation for a triggered async request: send the real response. */
-static void finish(coap_async_t *a, coap_pdu_t *resp) {
+static void finish(coap_async_t *a, coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                   const coap_string_t *query, coap_pdu_t *resp) {
     struct job *j = coap_async_get_app_data(a);
     if (!j)
         return;
@@ -67,8 +68,10 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
         break;
     }
     coap_pdu_set_code(resp, code);
-    if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)
-        coap_add_data(resp, j->res->payload_bytes, payload);
+    if (j->method == COAP_REQUEST_PUT || j->method == COAP_REQUEST_POST)
+        block_echo_block1(req, resp);
+    if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)  /* block-wise above 1 KiB */
+        block_add_payload(r, s, req, query, resp, j->res->payload_bytes);
     struct log_entry e = {.arrival_ns = j->arrival_ns, .start_ns = j->start_ns,
                           .end_ns = j->end_ns, .res = (int32_t)(j->res - D->rs->v),
                           .method = j->method, .code = code_byte(code)};
@@ -80,13 +83,14 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
                          const coap_string_t *query, coap_pdu_t *resp) {
-    (void)query;
     coap_async_t *a = coap_find_async(s, coap_pdu_get_token(req));
     if (a) {
-        finish(a, resp);
+        finish(a, r, s, req, query, resp);
         return;
     }
     if (observe_handle(r, req, resp))  /* Observe registration/cancel/notification */
+        return;
+    if (block_continue(coap_resource_get_userdata(r), req, resp)) /* block-wise follow-up */
         return;
     uint64_t arrival = mono_ns();
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
@@ -342,7 +346,6 @@ static void mark_ready(const char *log_dir) {
 
 int coapio_run(struct device *d) {
     D = d;
-    memset(payload, 'x', sizeof payload);
     coap_address_t addr;
     if (parse_listen(d->listen, &addr)) {
         fprintf(stderr, "wot-device: bad --listen '%s', expected ADDR[:PORT]\n", d->listen);
@@ -360,6 +363,11 @@ int coapio_run(struct device *d) {
     coap_context_t *ctx = coap_new_context(NULL);
     if (sfd < 0 || !ctx) {
         fprintf(stderr, "wot-device: cannot create context\n");
+        return 1;
+    }
+    if (block_init(ctx, d->rs)) {
+        fprintf(stderr, "wot-device: out of memory for the payload bytes\n");
+        coap_free_context(ctx);
         return 1;
     }
     coap_context_set_session_timeout(ctx, SESSION_TIMEOUT_S);

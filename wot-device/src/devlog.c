@@ -1,6 +1,7 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
 #include "impair.h"
+#include "block.h"
 #include "observe.h"
 
 #include <errno.h>
@@ -112,6 +113,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
             (unsigned long long)l->dropped, threads);
     impair_json(f);
     observe_json(f);
+    block_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }

@@ -11,6 +11,7 @@
 #include "coapio.h"
 #include "devlog.h"
 #include "impair.h"
+#include "block.h"
 #include "observe.h"
 #include "resources.h"
 #include "workq.h"
@@ -110,6 +111,7 @@ int main(int argc, char **argv) {
         rc = 1;
     devlog_free(&log);
     observe_free();
+    block_free();
     impair_free();
     resources_free(&rs);
     return rc;

@@ -31,6 +31,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "service.h"
 
 #define MAX_READS_PER_TICK 16  /* a late timer catches up at most this many reads per wake-up */
@@ -64,8 +65,6 @@ static struct {
     uint64_t dropped, reads, reads_unobserved, reads_skipped, notifications, notifications_con,
         registrations, cancels;
 } S = {.tfd = -1};
-
-static uint8_t payload[RES_MAX_PAYLOAD];
 
 static double uniform01(void) {      /* xorshift64*, (0, 1) */
     S.rng ^= S.rng >> 12;
@@ -128,7 +127,6 @@ int observe_init(const struct resource_set *rs, struct workq *wq, size_t log_cap
         S.nobs += rs->v[i].notify_dist != NOTIFY_NONE;
     if (S.nobs == 0)
         return 0;
-    memset(payload, 'x', sizeof payload);
     S.o = calloc(rs->n, sizeof *S.o);
     S.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (!S.o || S.tfd < 0) {
@@ -238,7 +236,7 @@ int observe_handle(coap_resource_t *r, const coap_pdu_t *req, coap_pdu_t *resp) 
     coap_pdu_set_code(resp, COAP_RESPONSE_CODE_CONTENT);
     coap_add_option(resp, COAP_OPTION_MAXAGE, coap_encode_var_safe(b, sizeof b, res->max_age_s), b);
     if (res->payload_bytes)
-        coap_add_data(resp, res->payload_bytes, payload);
+        coap_add_data(resp, res->payload_bytes, block_payload(res->payload_bytes));
     struct nlog e = {.res = (int32_t)i, .kind = (uint8_t)kind, .seq = UINT32_MAX,
                      .type = (uint8_t)coap_pdu_get_type(resp)};
     coap_opt_t *so = coap_check_option(resp, COAP_OPTION_OBSERVE, &it);

@@ -138,10 +138,13 @@ static int parse_line(const char *file, long ln, char *line, struct resource_set
     else
         return fail(file, ln, "bad mode", "sleep or busy");
     if (parse_uint(f[3], RES_MAX_PAYLOAD, &pb))
-        return fail(file, ln, "bad payload_bytes", "an integer 0..1024");
+        return fail(file, ln, "bad payload_bytes", "an integer 0..1048576");
     r.payload_bytes = (uint32_t)pb;
     if (want == MAX_FIELDS && parse_observe(file, ln, f, &r))
         return -1;
+    if (r.notify_dist != NOTIFY_NONE && r.payload_bytes > RES_MAX_NOTIFY_PAYLOAD)
+        return fail(file, ln, "payload_bytes above 1024 on an observable resource",
+                    "at most 1024 (notifications are not sent block-wise)");
     r.path = strdup(f[0]);
     if (!r.path || add(rs, cap, r)) {
         free(r.path);

@@ -6,7 +6,8 @@
 
 enum svc_mode { MODE_SLEEP = 0, MODE_BUSY = 1 };
 
-#define RES_MAX_PAYLOAD 1024      /* fits one CoAP/UDP datagram without block-wise transfer */
+#define RES_MAX_PAYLOAD 1048576   /* above 1024 bytes block-wise (RFC 7959, block.c) */
+#define RES_MAX_NOTIFY_PAYLOAD 1024 /* notifications stay one datagram */
 #define RES_MAX_SERVICE_US 3600000000ULL
 
 /* notification interval distributions of an observable resource (observe.c) */
