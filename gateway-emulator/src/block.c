@@ -166,17 +166,22 @@ int block_follow_up(ge_t *g, uint32_t idx, const void *pdu_v, int code) {
     coap_opt_t *o;
     uint32_t v, n, size;
     int more;
+    /* the block this response answers must be the one in flight: a late copy of an earlier
+     * block's response (e.g. a retransmitted separate response) is ignored (-1) */
+    int cur_szx = b->blocks > 1 ? b->resp_szx : b->szx;
+    uint64_t want = (uint64_t)b->num << (cur_szx + 4);
     if (b->kind == K_BLOCK2) {
+        o = code == COAP_RESPONSE_CODE_CONTENT ? coap_check_option(pdu, COAP_OPTION_BLOCK2, &it)
+                                               : NULL;
+        v = o ? coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o)) : 0;
+        if (o && ((uint64_t)(v >> 4) << ((v & 7) + 4)) != want)
+            return -1;
         size_t dl;
         const uint8_t *dp;
         if (coap_get_data(pdu, &dl, &dp))
             b->body += (uint32_t)dl;
-        if (code != COAP_RESPONSE_CODE_CONTENT ||
-            !(o = coap_check_option(pdu, COAP_OPTION_BLOCK2, &it)))
-            return 0;
-        v = coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o));
-        if (!(v & 0x08) || (v & 7) == 7)
-            return 0; /* last block (or BERT, not for UDP) */
+        if (!o || !(v & 0x08) || (v & 7) == 7)
+            return 0; /* the last block (or BERT, not for UDP), or no block-wise answer */
         b->resp_szx = (uint8_t)(v & 7);
         n = (v >> 4) + 1;
         more = 0;
@@ -187,6 +192,8 @@ int block_follow_up(ge_t *g, uint32_t idx, const void *pdu_v, int code) {
         v = coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o));
         if ((v & 7) == 7)
             return 0;
+        if (((uint64_t)(v >> 4) << ((v & 7) + 4)) != want)
+            return -1;
         b->resp_szx = (uint8_t)(v & 7);
         uint32_t bs = 16u << (v & 7), off;
         n = (v >> 4) + 1;

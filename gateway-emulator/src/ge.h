@@ -148,7 +148,8 @@ size_t block_first_payload(const ge_t *g, uint32_t idx, size_t small);
 size_t block_opts(ge_t *g, uint32_t idx, const uint8_t *uopts, size_t ulen, uint8_t *out,
                   size_t cap);
 int block_prepare_mids(ge_t *g, size_t npairs);
-/* a response of request idx asks for the next block: its datagram is patched in place, 1 */
+/* a response of request idx: 1 = it asks for the next block (the datagram is patched in
+ * place), 0 = the final response, -1 = a late copy of an earlier block's response (ignore) */
 int block_follow_up(ge_t *g, uint32_t idx, const void *pdu, int code);
 /* a follow-up block in flight: its retransmission count (and due time), else -1 */
 int block_rtx(ge_t *g, uint32_t idx, int64_t *due);

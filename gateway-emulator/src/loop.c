@@ -210,6 +210,8 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                 send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
             return;
         }
+        if (r->mid != mid) /* for an earlier block of a block-wise transfer: stale */
+            return;
         if (type == COAP_MESSAGE_ACK) {
             r->flags |= RF_ACKED;
         } else {
@@ -259,8 +261,10 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         send_empty(g, sock, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
     if (!r)
         return;
-    if (g->blk && block_follow_up(g, (uint32_t)(r - g->reqs), L->pdu, code)) {
-        send_block(L, r); /* the next block of a block-wise transfer (block.c) */
+    int more = g->blk ? block_follow_up(g, (uint32_t)(r - g->reqs), L->pdu, code) : 0;
+    if (more) { /* the next block of a block-wise transfer (block.c), or a stale copy */
+        if (more > 0)
+            send_block(L, r);
         return;
     }
     r->code = (uint8_t)code;
