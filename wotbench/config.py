@@ -35,7 +35,8 @@ Mode = Literal["sleep", "busy"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
-MAX_PAYLOAD_BYTES = 1024   # gateway-emulator and wot-device limit (one datagram, no block-wise)
+MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
+MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 
 
 class _Model(BaseModel):
@@ -86,7 +87,7 @@ class DeviceGroup(_Model):
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
     resources: int = Field(10, ge=1, le=100000)
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0})
-    # both emulators keep a payload in one datagram (no block-wise transfer): at most 1024 bytes
+    # above 1024 bytes the body moves block-wise (gateways.block_size, default 1024)
     payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES)
     request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES)
     cpu_quota: Optional[float] = Field(None, gt=0)
@@ -120,6 +121,16 @@ class Gateways(_Model):
     message_type: Literal["con", "non"] = "con"
     timeout_ms: int = Field(10000, gt=0)
     retransmit: bool = False
+    # block-wise transfer (RFC 7959): block size in bytes, a power of two 16..1024; null = 1024
+    # when a body exceeds one datagram (1024 bytes), else no block-wise transfer
+    block_size: Optional[int] = None
+
+    @field_validator("block_size")
+    @classmethod
+    def _block_size(cls, v: Any) -> Any:
+        if v is not None and (isinstance(v, bool) or v not in (16, 32, 64, 128, 256, 512, 1024)):
+            raise ValueError(f"must be a power of two in 16..1024 (SZX 0..6), got {v!r}")
+        return v
 
 
 class ContentionDetector(_Model):
@@ -226,6 +237,14 @@ class Config(_Model):
     def total_devices(self) -> int:
         return sum(g.count for g in self.devices)
 
+    def ge_block_size(self, trace_max_payload: int = 0) -> Optional[int]:
+        """The GE's --block-size: the configured one, or 1024 when a body (a generated payload or
+        ``trace_max_payload`` of a recorded trace) exceeds one datagram; None: not block-wise."""
+        if self.gateways.block_size is not None:
+            return self.gateways.block_size
+        big = max([trace_max_payload] + [max(g.payload_bytes, g.request_payload_bytes) for g in self.devices])
+        return MAX_DATAGRAM_PAYLOAD if big > MAX_DATAGRAM_PAYLOAD else None
+
     def device_names(self) -> list[str]:
         return [device_name(g.group, i) for g in self.devices for i in range(g.count)]
 
@@ -247,6 +266,9 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
                 problems.append(f"devices[{i}].{key}.{field}: {msg}")
         if g.observe is not None:
             problems.extend(_observe_problems(g, f"devices[{i}].observe", base_dir))
+            if g.payload_bytes > MAX_DATAGRAM_PAYLOAD:
+                problems.append(f"devices[{i}].payload_bytes: {g.payload_bytes} with observe, expected "
+                                f"at most {MAX_DATAGRAM_PAYLOAD} (notifications are one datagram)")
     net = ipaddress.ip_network(cfg.network.subnet)
     needed = cfg.total_devices + 1  # + the CD node
     if needed > address_capacity(net):

@@ -120,7 +120,7 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     check(~df.method.isin(TRACE_METHODS), "method", "GET, PUT, POST, DELETE, OBSERVE or CANCEL")
     check(~df.uri.str.match(_URI_RE), "uri", "coap://host[:port]/path")
     pl = df.payload_bytes
-    pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 5)
+    pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 7)
     pl_ok &= pd.to_numeric(pl.where(pl_ok, "0")) <= MAX_PAYLOAD_BYTES
     check((pl != "") & ~pl_ok, "payload_bytes", f"an integer 0..{MAX_PAYLOAD_BYTES}")
     check(df.method.isin(("OBSERVE", "CANCEL")) & (pl != "") & (pl != "0"), "payload_bytes",

@@ -43,7 +43,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .config import METHODS, Config
+from .config import MAX_DATAGRAM_PAYLOAD, METHODS, Config
 from .resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
 from .trace_io import observe_problems, read_resources, read_trace
 from .distributions import make_distribution
@@ -368,6 +368,13 @@ def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
         files[name] = f
     if df is not None:
         problems += [f"trace.file: {p}" for p in observe_problems(df, src, read)]
+    if cfg.gateways.block_size is None:   # bodies above one datagram need the GE's block-wise mode
+        big = [f"{f}" for f, r in read.values() if len(r) and int(r["payload_bytes"].max()) > MAX_DATAGRAM_PAYLOAD]
+        if df is not None and "payload_bytes" in df.columns and int(df.payload_bytes.max()) > MAX_DATAGRAM_PAYLOAD:
+            big.insert(0, str(src))
+        if big:
+            problems.append(f"gateways.block_size: {big[0]} has payload_bytes above {MAX_DATAGRAM_PAYLOAD}, "
+                            f"expected gateways.block_size (16..1024) for a block-wise transfer")
     if problems:
         raise ConfigError(problems)
     return df, files

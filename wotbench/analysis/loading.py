@@ -32,6 +32,8 @@ REQUESTS_COLUMNS = {
     "outcome": OUTCOMES, "retransmissions": "int?",
 }
 OBSERVE_METHODS = ("OBSERVE", "CANCEL")
+BLOCKWISE_COLUMNS = {"index": "int", "kind": ("block1", "block2"), "body_bytes": "int",
+                     "block_size": "int", "blocks": "int", "retransmissions": "int"}
 NOTIFICATION_COLUMNS = {
     "observation": "int", "device": "int", "path": "str?", "seq": "int", "received_ns": "int",
     "type": "str", "code": "str", "flags": "str?",
@@ -106,6 +108,7 @@ class GeData:
     observe_requests: pd.DataFrame | None = None   # the OBSERVE/CANCEL rows of requests.csv
     notifications: pd.DataFrame | None = None      # notifications.csv
     observe: dict[str, Any] | None = None          # observe.json
+    blockwise: pd.DataFrame | None = None          # blockwise.csv (GE --block-size)
 
 
 @dataclass
@@ -139,6 +142,10 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     start = summary.get("start_mono_ns")
     if not isinstance(start, int):
         raise AnalysisError(f"{d / 'summary.json'}: start_mono_ns missing or not an integer")
+    blockwise = None
+    if (d / "blockwise.csv").is_file():
+        blockwise = read_csv_checked(d / "blockwise.csv", BLOCKWISE_COLUMNS, "GE blockwise.csv",
+                                     AnalysisError)
     obs_rows = requests["method"].isin(OBSERVE_METHODS).to_numpy()
     observe_requests = notifications = observe = None
     if obs_rows.any():   # observations are analysed apart (analysis/observe.py)
@@ -153,7 +160,7 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
             observe = read_json(d / "observe.json", f"observe.json of {ge_id}")
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start,
                   observe_requests=observe_requests, notifications=notifications,
-                  observe=observe)
+                  observe=observe, blockwise=blockwise)
 
 
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from . import blockwise as blkm
 from . import contention as cont
 from . import ge_integrity as gei
 from . import loss as lossm
@@ -221,6 +222,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     observe_block, observe_series = obsm.analyse(run, names)
     series.update(observe_series)
+    blockwise_block, blockwise_series = blkm.analyse(run)
+    series.update(blockwise_series)
 
     verdict = _verdict(run, overall, ge_block, contention, loss)
     run_block = {
@@ -242,7 +245,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
-               "observe": observe_block}
+               "observe": observe_block, "blockwise": blockwise_block}
     return Summary.model_validate(_json_clean(summary)), series
 
 

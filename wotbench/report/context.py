@@ -87,6 +87,7 @@ def build_context(run_dir: Path | str) -> dict:
         "ge": sections.ge(s),
         "rd": sections.rd(s),
         "observe": sections.observe(s),
+        "blockwise": sections.blockwise(s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

@@ -66,6 +66,13 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
             missing["notify"] = ("series/notify_latency_*.csv are missing or empty (no notification "
                                  "was received, or its device log is missing)")
 
+    if s.blockwise is not None:
+        df = _read(rd, "blockwise_transfers")
+        if df is not None and len(df):
+            data["blockwise"] = df
+        else:
+            missing["blockwise"] = "series/blockwise_transfers.csv is missing or empty"
+
     mon = s.monitor
     for key, series, why in (("cpu_cores", "cpu_cores", mon.cpu_cores_missing if mon else None),
                              ("cpu_containers", "cpu_groups",

@@ -219,6 +219,25 @@ def fig_notify_cdf(ctx: dict) -> str:
     return svg(fig)
 
 
+def fig_blockwise_time(ctx: dict) -> str:
+    df = ctx["data"]["blockwise"]
+    df = df[df["blocks"] > 1]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    for kind, color in (("block2", BLUE), ("block1", ORANGE)):
+        k = df[df["kind"] == kind]
+        clean = k[k["retransmissions"] == 0]
+        retx = k[k["retransmissions"] > 0]
+        ax.plot(clean["t_s"], clean["time_ms"], ".", ms=3, color=color, label=f"{kind}, no retransmission")
+        ax.plot(retx["t_s"], retx["time_ms"], "x", ms=5, color=color, label=f"{kind}, retransmitted")
+        failed = k[k["outcome"] != "ok"]
+        if len(failed):
+            ax.plot(failed["t_s"], np.zeros(len(failed)), "v", ms=6, color=RED, label=f"{kind}, failed")
+    if len(df) and np.nanmax(df["time_ms"].to_numpy(float), initial=0) > 100 * max(
+            np.nanmin(df["time_ms"].to_numpy(float), initial=1), 0.01):
+        ax.set_yscale("symlog", linthresh=10)
+    return _finish_time_plot(fig, ax, ctx, "transfer time (ms)", "Block-wise transfer times", 3)
+
+
 FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
     ("fig-rit-cdf", "rit", "Expected vs submitted request inter-arrival times",
      "The two curves should lie on top of each other: a submitted curve shifted right or flattened at "
@@ -240,6 +259,10 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "on the host's CLOCK_MONOTONIC, so exact), with per-second p50 and p99.", fig_notify_time),
     ("fig-notify-cdf", "notify", "Observe: notification latency distribution",
      "Share of notifications delivered within a latency budget.", fig_notify_cdf),
+    ("fig-blockwise-time", "blockwise", "Block-wise: whole-transfer times",
+     "Each mark is one multi-block transfer (first block sent to final response). Crosses needed "
+     "retransmissions: every lost datagram adds the RFC 7252 timeout (2-3 s, doubling), which is "
+     "how loss stretches transfers; triangles at 0 failed.", fig_blockwise_time),
     ("fig-cpu-cores", "cpu_cores", "CPU utilisation per core",
      "A core near 100 % cannot give the components placed on it (legend) more time; saturation on the "
      "GE's core threatens send accuracy, on device cores it inflates R_d.", fig_cpu_cores),

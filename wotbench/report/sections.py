@@ -266,3 +266,13 @@ def observe(s: Summary) -> dict:
     return {"available": True, "o": o, "rows": rows,
             "latency": o.latency_ms.model_dump(), "rd": o.rd.model_dump(),
             "service": o.service_ms.model_dump()}
+
+
+def blockwise(s: Summary) -> dict:
+    """Block-wise transfers: one row per kind (block2 reads, block1 writes) for the template."""
+    b = s.blockwise
+    if b is None:
+        return {"available": False}
+    names = {"block2": "large responses (Block2)", "block1": "large request bodies (Block1)"}
+    rows = [{"kind": names.get(k, k), **v.model_dump()} for k, v in b.by_kind.items()]
+    return {"available": True, "rows": rows}

@@ -416,6 +416,36 @@ class ObserveBlock(Record):
     warnings: list[str] = Field(default_factory=list)
 
 
+class BlockTimes(Record):
+    p50: F = None
+    p90: F = None
+    p99: F = None
+    max: F = None
+    n: int = 0
+
+
+class BlockKind(Record):
+    transfers: int                 # requests with a Block option
+    multi_block: int               # ... that needed more than one block
+    ok: int                        # multi-block transfers that completed (2.xx)
+    failed: int
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    body_bytes_median: F = None
+    blocks_median: F = None
+    block_size: Optional[int] = None
+    retransmissions: int = 0
+    with_retransmissions: int = 0
+    time_ms: BlockTimes            # whole transfer, ok ones
+    time_ms_no_retransmission: BlockTimes
+    time_ms_with_retransmission: BlockTimes
+
+
+class BlockwiseBlock(Record):
+    """Block-wise transfers (RFC 7959); wotbench/analysis/blockwise.py. by_kind: block2 (large
+    responses) and block1 (large request bodies)."""
+    by_kind: dict[str, BlockKind] = Field(default_factory=dict)
+
+
 class Summary(Record):
     run: RunBlock
     overall: Overall
@@ -427,6 +457,7 @@ class Summary(Record):
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
     observe: Optional[ObserveBlock] = None
+    blockwise: Optional[BlockwiseBlock] = None
 
     @property
     def contended_share(self) -> Optional[float]:

@@ -233,7 +233,13 @@ class Runner:
                                   stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
-                                  retransmit=cfg.gateways.retransmit))
+                                  retransmit=cfg.gateways.retransmit,
+                                  extra=self._ge_block_args()))
+
+    def _ge_block_args(self) -> list[str]:
+        """--block-size for the main GEs when bodies exceed one datagram (RFC 7959)."""
+        bs = self.resolved.ge_block_size()
+        return ["--block-size", str(bs)] if bs else []
 
     @property
     def all_ges(self) -> list[GeRun]:
