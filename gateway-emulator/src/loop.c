@@ -105,6 +105,26 @@ static void heap_push(loop_t *L, uint32_t idx) {
     L->heap[i] = idx;
 }
 
+/* an entry of idx is in the heap with a later key: make it due earlier (block.c follow-ups);
+ * O(heap size) to find it, then a sift-up */
+static void heap_decrease(loop_t *L, uint32_t idx, int64_t due) {
+    req_t *R = L->g->reqs;
+    size_t i = 0;
+    while (i < L->heap_n && L->heap[i] != idx)
+        i++;
+    if (i == L->heap_n)
+        return;
+    R[idx].rtx_due = due;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (R[L->heap[p]].rtx_due <= due)
+            break;
+        L->heap[i] = L->heap[p];
+        i = p;
+    }
+    L->heap[i] = idx;
+}
+
 static uint32_t heap_pop(loop_t *L) {
     req_t *R = L->g->reqs;
     uint32_t top = L->heap[0], last = L->heap[--L->heap_n];
@@ -174,7 +194,9 @@ static void send_block(loop_t *L, req_t *r) {
         if (!(r->flags & RF_INHEAP)) {
             r->rtx_due = due;
             heap_push(L, idx);
-        }
+        } else if (r->rtx_due > due) { /* an earlier block's backed-off entry: bring it forward */
+            heap_decrease(L, idx, due);
+        } /* else: it pops first and is re-keyed to this block's due time */
     }
 }
 
@@ -213,7 +235,10 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         if (r->mid != mid) /* for an earlier block of a block-wise transfer: stale */
             return;
         if (type == COAP_MESSAGE_ACK) {
-            r->flags |= RF_ACKED;
+            /* a follow-up block is answered piggybacked; an empty ACK for it means the device
+             * is still busy with a re-sent first block: keep retransmitting (block.c) */
+            if (!g->blk || block_rtx(g, (uint32_t)(r - g->reqs), NULL) < 0)
+                r->flags |= RF_ACKED;
         } else {
             r->recv_ns = t - g->start_mono;
             finish(L, r, O_RESET);
