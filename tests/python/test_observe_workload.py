@@ -158,3 +158,58 @@ def test_no_observations_no_block(tmp_path):
     run = RunData(run_dir=tmp_path, run=RunRecord(), ges=[], cd_ge=None, devices={}, cd=None,
                   test_start_ns=1, duration_s=1.0, warnings=[])
     assert obsm.analyse(run, []) == (None, {})
+
+
+# ----------------------------------------------------------------------------- block-wise
+def test_blockwise_analysis_whole_transfers(tmp_path):
+    from wotbench.analysis import blockwise as blkm
+    from wotbench.rundir.summary import BlockwiseBlock
+    start = 5_000_000_000
+    req = pd.DataFrame({"index": [0, 1, 2, 3, 4], "device": 0,
+                        "method": pd.Categorical(["GET", "GET", "GET", "PUT", "GET"]),
+                        "path": pd.Categorical(["r0"] * 5), "scheduled_ns": [0, 1, 2, 3, 4],
+                        "sent_ns": [0, 1_000_000, 2_000_000, 3_000_000, 4_000_000],
+                        "received_ns": [5_000_000, 2_701_000_000, np.nan, 6_000_000, 4_500_000],
+                        "code": ["2.05", "2.05", None, "2.04", "2.05"],
+                        "outcome": ["ok", "ok", "timeout", "ok", "ok"], "retransmissions": [0, 1, 4, 0, 0]})
+    bw = pd.DataFrame({"index": [0, 1, 2, 3, 4], "kind": ["block2", "block2", "block2", "block1", "block2"],
+                       "body_bytes": [16384, 16384, 3072, 4096, 16], "block_size": 1024,
+                       "blocks": [16, 16, 4, 4, 1], "retransmissions": [0, 1, 4, 0, 0]})
+    ge = GeData("ge-0", tmp_path, req, {}, start, blockwise=bw)
+    run = RunData(run_dir=tmp_path, run=RunRecord(), ges=[ge], cd_ge=None, devices={}, cd=None,
+                  test_start_ns=start, duration_s=1.0, warnings=[])
+    block, series = blkm.analyse(run)
+    b = BlockwiseBlock.model_validate(block).by_kind
+    r = b["block2"]
+    assert (r.transfers, r.multi_block, r.ok, r.failed) == (4, 3, 2, 1)   # the 16-byte GET is one block
+    assert r.outcomes == {"ok": 2, "timeout": 1} and r.retransmissions == 5 and r.with_retransmissions == 2
+    assert r.time_ms_no_retransmission.p50 == pytest.approx(5.0)
+    assert r.time_ms_with_retransmission.p50 == pytest.approx(2700.0)
+    w = b["block1"]
+    assert (w.transfers, w.ok, w.blocks_median, w.body_bytes_median) == (1, 1, 4, 4096)
+    assert len(series["blockwise_transfers"]) == 5
+
+
+def test_generated_blockwise_workload_passes_block_size(tmp_path):
+    c = config_from_dict({"name": "t", "duration_s": 5, "devices": [
+        {"group": "s", "count": 2, "payload_bytes": 16384, "request_payload_bytes": 4096,
+         "methods": {"GET": 0.5, "PUT": 0.5}}]})
+    assert c.ge_block_size() == 1024
+    write_trace(c, tmp_path)
+    df = read_trace(tmp_path / "trace.csv")
+    assert set(df.loc[df.method == "PUT", "payload_bytes"]) == {4096}
+    assert int(read_resources(tmp_path / "resources" / "s-0.csv")["payload_bytes"].iloc[0]) == 16384
+
+
+def test_recorded_big_bodies_need_block_size(tmp_path):
+    res = tmp_path / "resources"
+    res.mkdir()
+    (res / "s-0.csv").write_text("path,service_time_us,mode,payload_bytes\na,100,sleep,20000\n")
+    tr = tmp_path / "trace.csv"
+    tr.write_text("device_id,send_time_us,method,uri\n0,0,GET,coap://h/a\n")
+    c = config_from_dict({"name": "t", "trace": {"file": str(tr), "resources": str(res)},
+                          "devices": [{"group": "s", "count": 1}]})
+    with pytest.raises(ConfigError) as e:
+        write_trace(c, tmp_path / "out")
+    assert any(p.startswith(f"gateways.block_size: {res / 's-0.csv'} has payload_bytes above 1024")
+               for p in e.value.problems)
