@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test bench study clean docker-clean help
+.PHONY: all bootstrap build build-asan run test bench bench-scale study clean docker-clean help
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
 	@echo "make test                            build and run the tests"
 	@echo "make bench                           measure the emulators and print the figures"
+	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
@@ -38,6 +39,7 @@ build-asan: bootstrap
 run:
 	@./harness.sh "$(CONFIG)"; rc=$$?; \
 	case $$rc in 0) what="trustworthy";; 3) what="flagged: the testbed distorted the result (see the verdict above)";; \
+	  4) what="trustworthy, but an SLO missed: the system under test, not the testbed";; \
 	  2) what="bad input";; 1) what="environment problem";; 130|143) what="interrupted";; *) what="see above";; esac; \
 	echo "make run: wotbench run exited with $$rc ($$what)"; exit $$rc
 
@@ -46,6 +48,11 @@ test: build build-asan
 
 bench: build
 	@$(PY) bench/run_all.py
+
+# the scale benchmark (issue 10): tens of minutes at 1000 devices on a small host
+SIZES ?= 100,300,1000,1100
+bench-scale: build
+	@$(PY) bench/scale_bench.py --sizes $(SIZES)
 
 # the contention-detector validation study (configs/validation/scenarios.yaml), in process and
 # resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.

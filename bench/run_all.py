@@ -13,6 +13,8 @@ HERE = Path(__file__).resolve().parent
 BENCHES = [
     ("gateway emulator: floors, max sustained rate, send lag", ["ge_bench.py"]),
     ("wot-device: service-time emulation error, max response rate", ["device_bench.py"]),
+    ("measurement floor: UDP ping-pong vs R - S (loopback, Docker bridge), CD calibration",
+     ["floor_bench.py"]),
 ]
 
 

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h" /* common/clock.h: mono_ns() */
 
 #define MAX_SECONDS 3600.0
 #define MAX_THREADS 256
@@ -61,12 +62,6 @@ static void usage_error(const char *what) {
             "           [--cpu N[,N...]] [--threads N] [--bytes B] [--label NAME]\n",
             what, MAX_SECONDS);
     exit(2);
-}
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Sleep until the absolute CLOCK_MONOTONIC instant ns; a SIGTERM/SIGINT ends the wait early. */

@@ -127,7 +127,7 @@ def _cmd_sweep(args) -> int:
     from .sweep import run_sweep, sweep_exit_code
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
-                      gate=_gate(args) if args.quiet else None)
+                      gate=_gate(args) if args.quiet else None, set_args=args.set)
     print(sweep.dir / "report.html")
     return sweep_exit_code(sweep)
 
@@ -135,12 +135,14 @@ def _cmd_sweep(args) -> int:
 def _cmd_capacity(args) -> int:
     from rich.console import Console
     from .capacity import capacity_exit_code, run_capacity
+    from .sweep.paths import parse_set
     result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
                           resolution=_yaml_scalar(args.resolution), resume=args.resume,
                           out_root=args.out_root, backend=args.backend, console=Console(),
-                          gate=_gate(args) if args.quiet else None)
+                          gate=_gate(args) if args.quiet else None, fixed=parse_set(args.set or []),
+                          slo=args.slo or [])
     return capacity_exit_code(result)
 
 
@@ -163,6 +165,28 @@ def _cmd_study(args) -> int:
                      resume=Path(args.resume or args.evaluate) if (args.resume or args.evaluate) else None,
                      gate=_gate(args), reanalyze=args.reanalyze,
                      evaluate_only=args.evaluate is not None)
+
+
+RUN_EXIT_CODES = """exit codes:
+  0    results trustworthy (and every SLO of the config's slo: met, if it has one)
+  3    the testbed distorted the result: the GE could not keep up, contention detected, the
+       testbed lost requests, or a component failed (wins over an SLO miss)
+  4    results trustworthy, but an SLO missed (or not shown: no data)
+  2    bad input (config, trace)
+  1    environment problem, or the test was aborted
+  130/143  interrupted (SIGINT/SIGTERM); the data measured so far is kept"""
+
+CAPACITY_EXIT_CODES = """exit codes:
+  without SLOs: 0 found (or every setting up to --max was clean), 3 not even --start was clean
+  with SLOs:    0 an answer about the system, 3 the host stopped being faithful before the SLOs
+                were missed, 5 inconclusive (noise across repeats larger than the margin)
+  1 a run failed or was skipped (resume with --resume), 2 bad input, 130/143 interrupted"""
+
+
+def _set_arg(s) -> None:
+    s.add_argument("--set", metavar="KEY=VALUE", action="append",
+                   help="a config key every run gets (the what-if), e.g. devices[*].network.loss.percent=2, "
+                        "devices[0].service_time.mean=20 ([*]: every device group; repeatable)")
 
 
 def _quiet_args(s) -> None:
@@ -204,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cores", metavar="LIST", help="plan for these cores instead of this host's (e.g. 0-7)")
     s.set_defaults(func=_cmd_plan)
 
-    s = sub.add_parser("run", help="run an experiment")
+    s = sub.add_parser("run", help="run an experiment", epilog=RUN_EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("config", metavar="CONFIG")
     s.add_argument("--backend", choices=["docker", "process"], default=None,
                    help="default: the config's backend")
@@ -220,10 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _set_arg(s)
     _quiet_args(s)
     s.set_defaults(func=_cmd_sweep)
 
-    s = sub.add_parser("capacity", help="find the largest setting this host emulates without contention")
+    s = sub.add_parser("capacity", help="find the largest setting this host emulates without contention, "
+                                        "or (with --slo) that meets the SLOs on a faithful host",
+                       epilog=CAPACITY_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("config", metavar="CONFIG", nargs="?")
     s.add_argument("--key", default="devices[0].count",
                    help="the key to raise (default devices[0].count; devices[N].rate = req/s per device)")
@@ -233,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bisect", action="store_true", help="bisect between the last clean and first flagged value")
     s.add_argument("--repeats", type=int, default=1, help="runs per value; flagged if half or more are flagged")
     s.add_argument("--resolution", default=None, help="stop bisecting below this gap")
+    s.add_argument("--slo", metavar="EXPR", action="append",
+                   help="an objective every run must meet, e.g. 'p95<=50ms', 'loss<=2%%', 'p99_sched<=200ms', "
+                        "'success>=98%%', 'throughput>=100/s', 'GROUP:p95<=30ms' (repeatable; over the config's slo:)")
+    _set_arg(s)
     s.add_argument("--resume", metavar="DIR", help="continue a capacity search")
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")

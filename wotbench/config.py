@@ -30,8 +30,11 @@ from .errors import ConfigError
 from .netimpair.model import NetworkImpairment
 from .schema_errors import problems as schema_problems
 from .schema_errors import type_name
+from .slo_spec import Slo, group_problems as slo_group_problems
 
 Mode = Literal["sleep", "busy"]
+# how a device answers (wot-device --response; wot-device/README.md "Response path")
+Response = Literal["auto", "piggyback", "separate"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
@@ -83,6 +86,7 @@ class DeviceGroup(_Model):
     count: int = Field(1, ge=1)
     threads: int = Field(1, ge=1, le=1024)
     mode: Mode = "busy"
+    response: Response = "auto"
     service_time: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=5.0))
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
     resources: int = Field(10, ge=1, le=100000)
@@ -137,6 +141,8 @@ class ContentionDetector(_Model):
     enabled: bool = True
     service_time_ms: Any = "auto"   # 'auto' or a number > 0
     mode: Literal["auto", "sleep", "busy"] = "auto"
+    # the CD node answers its probes in the ACK: one probe at a time, the lean path
+    response: Response = "piggyback"
     # 0.5 s probes / 20 s calibration: 20 probes per 10 s contention window, 40 baseline samples
     # (evidence: docs/VALIDATION.md "Detector defaults")
     interval_s: float = Field(0.5, gt=0)
@@ -222,6 +228,8 @@ class Config(_Model):
     report: Report = Field(default_factory=Report)
     # deliberate contention episodes (wotbench.contention)
     contention: Optional[list[ContentionEpisode]] = None
+    # service-level objectives the run is judged on (wotbench.slo_spec; exit code 4 when missed)
+    slo: Optional[Slo] = None
 
     @field_validator("trace", mode="before")
     @classmethod
@@ -274,6 +282,7 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
     if needed > address_capacity(net):
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
                         f"{needed} needed (devices + CD node); use a larger subnet such as /16")
+    problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))

@@ -19,13 +19,14 @@ enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
 #define RF_SENT 0x01  /* first copy handed to the kernel */
 #define RF_DONE 0x02  /* outcome final */
 #define RF_ACKED 0x04 /* empty ACK seen: stop retransmitting, wait for the separate response */
-#define RF_INHEAP 0x08 /* in the retransmission heap (block.c reschedules lazily) */
+#define RF_KSTAMP 0x08 /* rx_wait_ns is valid: the response carried a kernel receive stamp */
+#define RF_INHEAP 0x10 /* in the retransmission heap (block.c reschedules lazily) */
 
-/* One trace request: prepared before the start, filled in by the loop. 64 bytes. */
+/* One trace request: prepared before the start, filled in by the loop. 72 bytes. */
 typedef struct {
     int64_t sched_ns; /* relative to the start instant */
     int64_t sent_ns;  /* first transmission, relative; valid with RF_SENT */
-    int64_t recv_ns;  /* response arrival, relative; valid when code != 0 */
+    int64_t recv_ns;  /* response read by the loop (user space), relative; valid when code != 0 */
     int64_t rtx_due;  /* absolute mono ns of the next retransmission (--retransmit) */
     uint32_t device;
     uint32_t path_id;   /* index into the interned path table */
@@ -42,7 +43,7 @@ typedef struct {
     uint8_t retrans;
     uint8_t pad;
     uint16_t rtx_t0_ms; /* initial retransmission timeout, ACK_TIMEOUT * [1, 1.5] */
-    uint8_t pad2[4];
+    uint32_t rx_wait_ns; /* recv_ns - kernel receive stamp (saturated), with RF_KSTAMP */
 } req_t;
 
 typedef struct {
@@ -108,6 +109,8 @@ typedef struct {
     /* run */
     int64_t start_mono;
     int64_t end_mono;
+    int rx_stamps;     /* SO_TIMESTAMPNS accepted on every socket */
+    int64_t map_bracket_ns; /* widest REALTIME->MONOTONIC bracket used (error <= half of it) */
     volatile uint64_t *progress; /* mmap'ed progress.bin, PG_WORDS words */
     int interrupted_by;          /* 0, SIGINT, SIGTERM */
     struct {

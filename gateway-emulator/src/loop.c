@@ -13,8 +13,9 @@
 
 #include <coap3/coap.h>
 
-#include "clock.h"
+#include "clock.h" /* common/clock.h */
 #include "ge.h"
+#include "rxstamp.h" /* common/rxstamp.h */
 
 #define BATCH 32
 #define RXBUF 4096
@@ -40,6 +41,8 @@ typedef struct {
     struct mmsghdr msgs[BATCH];
     struct iovec iov[BATCH];
     struct sockaddr_storage src[BATCH];
+    rxstamp_ctl_t ctl[BATCH]; /* kernel receive stamps (SCM_TIMESTAMPNS) */
+    clock_map_t cmap; /* CLOCK_REALTIME -> CLOCK_MONOTONIC for those stamps */
     uint8_t buf[BATCH][RXBUF];
 } loop_t;
 
@@ -214,8 +217,18 @@ static req_t *by_mid(loop_t *L, int sock, int ep, uint16_t mid) {
     return hit;
 }
 
+/* the response's times: t = read by the loop (user space), kt = kernel receive stamp (0 = none) */
+static void set_received(loop_t *L, req_t *r, int64_t t, int64_t kt) {
+    r->recv_ns = t - L->g->start_mono;
+    if (kt > 0) {
+        int64_t w = t - kt;
+        r->rx_wait_ns = w <= 0 ? 0 : w >= UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+        r->flags |= RF_KSTAMP;
+    }
+}
+
 static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
-                   const struct sockaddr_storage *src, socklen_t srclen, int64_t t) {
+                   const struct sockaddr_storage *src, socklen_t srclen, int64_t t, int64_t kt) {
     ge_t *g = L->g;
     if (len < 4 || (d[0] >> 6) != 1)
         return;
@@ -240,7 +253,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
             if (!g->blk || block_rtx(g, (uint32_t)(r - g->reqs), NULL) < 0)
                 r->flags |= RF_ACKED;
         } else {
-            r->recv_ns = t - g->start_mono;
+            set_received(L, r, t, kt);
             finish(L, r, O_RESET);
         }
         return;
@@ -293,7 +306,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         return;
     }
     r->code = (uint8_t)code;
-    r->recv_ns = t - g->start_mono;
+    set_received(L, r, t, kt);
     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
 }
 
@@ -303,15 +316,18 @@ static int drain_sock(loop_t *L, int s) {
     for (;;) {
         for (int i = 0; i < BATCH; i++) {
             L->msgs[i].msg_hdr.msg_namelen = sizeof L->src[i];
+            L->msgs[i].msg_hdr.msg_controllen = sizeof L->ctl[i];
             L->msgs[i].msg_hdr.msg_flags = 0;
         }
         int n = recvmmsg(L->g->socks[s], L->msgs, BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0)
             return total;
         int64_t t = mono_ns();
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            int64_t rt = rxstamp_realtime_ns(&L->msgs[i].msg_hdr);
             handle(L, s, L->buf[i], L->msgs[i].msg_len, &L->src[i],
-                   L->msgs[i].msg_hdr.msg_namelen, t);
+                   L->msgs[i].msg_hdr.msg_namelen, t, rt ? clock_map_to_mono(&L->cmap, rt) : 0);
+        }
         total += n;
         if (n < BATCH)
             return total;
@@ -398,6 +414,16 @@ static void retransmit_due(loop_t *L, int64_t now) {
     }
 }
 
+/* Re-measures the REALTIME->MONOTONIC offset once a second (16 brackets, about 1 µs): only when
+ * no send is due, and never between a datagram's arrival and its stamp's conversion. */
+static void refresh_clock_map(loop_t *L, int64_t now) {
+    if (now - L->cmap.measured_at < CLOCK_MAP_REFRESH_NS)
+        return;
+    clock_map_refresh(&L->cmap, now, CLOCK_MAP_REFRESH_NS);
+    if (L->cmap.bracket_ns > L->g->map_bracket_ns)
+        L->g->map_bracket_ns = L->cmap.bracket_ns;
+}
+
 /* send request `next` now; the sent timestamp is read right before sendto() */
 static void send_next(loop_t *L) {
     ge_t *g = L->g;
@@ -477,7 +503,10 @@ int loop_run(ge_t *g) {
         L->msgs[i].msg_hdr.msg_iov = &L->iov[i];
         L->msgs[i].msg_hdr.msg_iovlen = 1;
         L->msgs[i].msg_hdr.msg_name = &L->src[i];
+        L->msgs[i].msg_hdr.msg_control = L->ctl[i].b;
     }
+    clock_map_init(&L->cmap);
+    g->map_bracket_ns = L->cmap.bracket_ns;
     if (g->retransmit && !g->non) {
         L->heap = malloc(g->n * sizeof *L->heap);
         if (!L->heap)
@@ -517,6 +546,7 @@ int loop_run(ge_t *g) {
         now = mono_ns();
         check_timeouts(L, now);
         retransmit_due(L, now);
+        refresh_clock_map(L, now);
         if (!busy && due - now > g->spin_ns) {
             int64_t until = due - g->spin_ns, d = next_deadline(L);
             wait_until(L, d < until ? d : until);
@@ -529,6 +559,7 @@ int loop_run(ge_t *g) {
         int64_t now = mono_ns();
         check_timeouts(L, now);
         retransmit_due(L, now);
+        refresh_clock_map(L, now);
         if (!busy && L->outstanding > 0) {
             int64_t d = next_deadline(L);
             if (d - now > DRAIN_WAIT_CAP_NS)

@@ -12,7 +12,7 @@
 
 #include <coap3/coap.h>
 
-#include "clock.h"
+#include "clock.h" /* common/clock.h */
 #include "ge.h"
 
 volatile sig_atomic_t ge_stop_signal = 0;

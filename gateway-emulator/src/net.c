@@ -16,6 +16,7 @@
 #include <coap3/coap.h>
 
 #include "ge.h"
+#include "rxstamp.h" /* common/rxstamp.h */
 
 #define EXCHANGE_LIFETIME_NS (247LL * 1000000000LL)
 #define MIDS_PER_LIFETIME 60000 /* < 65536: margin against reuse within EXCHANGE_LIFETIME */
@@ -77,7 +78,7 @@ static uint64_t peak_window(const ge_t *g, const uint32_t *by_ep, const uint32_t
     return best;
 }
 
-static int open_socket(int family) {
+static int open_socket(int family, int *stamps_ok) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -90,6 +91,8 @@ static int open_socket(int family) {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     ss.ss_family = (sa_family_t)family;
+    if (rxstamp_enable(fd) < 0)
+        *stamps_ok = 0; /* responses then carry user-space receive times only */
     socklen_t sl = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
     if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
         close(fd);
@@ -171,9 +174,10 @@ int net_prepare(ge_t *g) {
         goto oom;
     for (size_t s = 0; s < g->nsocks; s++)
         g->socks[s] = -1;
+    g->rx_stamps = 1;
     for (size_t s = 0; s < g->nsocks; s++) {
         int fam = (need4 && s < (size_t)K) ? AF_INET : AF_INET6;
-        g->socks[s] = open_socket(fam);
+        g->socks[s] = open_socket(fam, &g->rx_stamps);
         if (g->socks[s] < 0) {
             fprintf(stderr, "gateway-emulator: cannot open a UDP socket: %s\n", strerror(errno));
             goto fail;

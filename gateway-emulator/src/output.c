@@ -72,7 +72,8 @@ static int write_requests(const ge_t *g, const char *path) {
     if (!f)
         return -1;
     static char line[8192];
-    fputs("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions\n",
+    fputs("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions,"
+          "received_kernel_ns\n",
           f);
     for (size_t i = 0; i < g->n; i++) {
         const req_t *r = &g->reqs[i];
@@ -106,6 +107,9 @@ static int write_requests(const ge_t *g, const char *path) {
         p = put_str(p, OUTCOME[r->outcome < O_COUNT ? r->outcome : 0]);
         *p++ = ',';
         p = put_i64(p, r->retrans);
+        *p++ = ',';
+        if ((r->code || r->outcome == O_RESET) && (r->flags & RF_KSTAMP))
+            p = put_i64(p, r->recv_ns - (int64_t)r->rx_wait_ns);
         *p++ = '\n';
         fwrite(line, 1, (size_t)(p - line), f);
     }
@@ -174,6 +178,8 @@ static int write_summary(const ge_t *g, const char *path) {
     /* a request's token is salt_hi (4 bytes) then salt_lo ^ index (4 bytes, big-endian): with the
      * salt, a device log's token column names the GE request exactly */
     fprintf(f, "  \"token_salt\": \"%016llx\",\n", (unsigned long long)g->salt);
+    fprintf(f, "  \"rx_stamps\": \"%s\",\n  \"clock_map_bracket_ns\": %lld,\n",
+            g->rx_stamps ? "kernel" : "user", (long long)g->map_bracket_ns);
     fprintf(f,
             "  \"wait\": \"%s\",\n  \"type\": \"%s\",\n  \"timeout_ms\": %lld,\n  \"retransmit\": "
             "%s,\n  \"ports_per_device\": %d,\n  \"interrupted\": %s\n}\n",

@@ -16,7 +16,7 @@
 
 #include <arpa/inet.h>
 
-#include "clock.h"
+#include "clock.h" /* common/clock.h */
 #include "ge.h"
 
 #define WARMUP_ROUND_NS (100LL * NS_PER_MS)

@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 
 REQ_HEADER = ("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,"
-              "retransmissions")
+              "retransmissions,received_kernel_ns")
 SUMMARY_KEYS = {"label", "trace", "requests", "outcomes", "start_mono_ns", "end_mono_ns",
                 "duration_s", "offered_rate", "achieved_rate", "send_lag_us", "wait", "type",
-                "timeout_ms", "retransmit", "ports_per_device", "interrupted", "warmup", "token_salt"}
+                "timeout_ms", "retransmit", "ports_per_device", "interrupted", "warmup", "token_salt",
+                "rx_stamps", "clock_map_bracket_ns"}
 OUTCOMES = {"ok", "error", "timeout", "reset", "unsent"}
 CON, NON, ACK, RST = 0, 1, 2, 3
 
@@ -179,6 +180,10 @@ def check_consistent(out: Path, n: int) -> tuple[list[dict], dict]:
         if r["outcome"] == "ok":
             assert r["code"].startswith("2.") and r["received_ns"] and r["sent_ns"]
             assert int(r["received_ns"]) > int(r["sent_ns"]) >= 0
+            assert s["rx_stamps"] != "kernel" or r["received_kernel_ns"]
+        if r["received_kernel_ns"]:  # the kernel stamp lies between the send and the read
+            assert r["received_ns"] and r["sent_ns"]
+            assert int(r["sent_ns"]) <= int(r["received_kernel_ns"]) <= int(r["received_ns"])
         if r["outcome"] in ("timeout", "unsent"):
             assert r["code"] == "" and r["received_ns"] == ""
         if r["outcome"] == "unsent":

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dev_coap import CON, DELETE, GET, NON, POST, PUT, Client, code_str, ping
+from dev_coap import ACK, CON, DELETE, GET, NON, POST, PUT, Client, code_str, ping
 from dev_device import HEADER, Device
 
 RES = "r0,0,sleep,16\nsub/r1,1000,busy,0\nslow,200000,sleep,4\n"
@@ -14,7 +14,8 @@ RES = "r0,0,sleep,16\nsub/r1,1000,busy,0\nslow,200000,sleep,4\n"
 
 @pytest.fixture
 def dev(device_asan_bin, tmp_path):
-    with Device(device_asan_bin, tmp_path, RES) as d:
+    """The separate-response path (worker + empty ACK + separate CON response)."""
+    with Device(device_asan_bin, tmp_path, RES, "--response", "separate") as d:
         yield d
         assert d.stop() == 0
         assert "ERROR: AddressSanitizer" not in d.stderr()
@@ -44,6 +45,10 @@ def test_methods_codes_and_log(dev):
     assert len(log) == 10
     for row in log:
         assert int(row["arrival_ns"]) <= int(row["start_ns"]) <= int(row["end_ns"])
+        # kernel arrival stamp before the handler saw it; response handed to the kernel after
+        # the service ended (both CLOCK_MONOTONIC, netstamp.c)
+        assert 0 < int(row["arrival_ns"]) - int(row["arrival_kernel_ns"]) < 1_000_000_000
+        assert int(row["end_ns"]) <= int(row["response_sent_ns"])
     assert [r["method"] for r in log[:4]] == ["GET", "PUT", "POST", "DELETE"]
     assert log[-1]["path"] == "sub/r1" and int(log[-1]["end_ns"]) - int(log[-1]["start_ns"]) >= 1_000_000
     # every row carries its request's token: the analysis joins device and GE rows by it
@@ -51,6 +56,43 @@ def test_methods_codes_and_log(dev):
     s = dev.summary()
     assert s["requests"] == 10 and s["responses"] == 10 and s["log_entries"] == 10
     assert s["name"] == "dev" and s["threads"] == 1 and s["log_dropped"] == 0
+    assert s["response"] == "separate" and s["piggybacked"] == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "piggyback"])
+def test_piggybacked_responses(device_asan_bin, tmp_path, mode):
+    """--response piggyback answers every request in its ACK; auto (default) does so for services
+    up to --piggyback-max-us (1 ms) and sends the slow resource's answer separately."""
+    args = [] if mode == "auto" else ["--response", mode]
+    with Device(device_asan_bin, tmp_path, RES, *args) as d:
+        c = Client(d.addr)
+        for path in ("r0", "sub/r1"):
+            for mtype, rtype in ((CON, ACK), (NON, NON)):
+                r = c.request(GET, path, mtype)
+                assert code_str(r["code"]) == "2.05" and r["type"] == rtype, (path, mtype)
+        assert c.empty_acks == 0 and c.acks == 0
+        r = c.request(GET, "slow", CON, timeout=5)
+        assert code_str(r["code"]) == "2.05"
+        assert (r["type"], c.empty_acks, c.acks) == ((ACK, 0, 0) if mode == "piggyback" else
+                                                     (CON, 1, 1))
+        c.close()
+        assert d.stop() == 0
+        log = d.log()
+        assert len(log) == 5
+        for row in log:
+            assert int(row["arrival_kernel_ns"]) <= int(row["arrival_ns"]) <= int(row["start_ns"])
+            assert int(row["end_ns"]) <= int(row["response_sent_ns"])
+        assert int(log[-1]["end_ns"]) - int(log[-1]["start_ns"]) >= 200_000_000
+        s = d.summary()
+        assert s["response"] == mode and s["piggybacked"] == (5 if mode == "piggyback" else 4)
+        assert "runtime error" not in d.stderr()
+
+
+def test_bad_response_flag(device_asan_bin, tmp_path):
+    for bad in (["--response", "later"], ["--piggyback-max-us", "-1"]):
+        d = Device(device_asan_bin, tmp_path, RES, *bad)
+        res = subprocess.run(d.cmd, capture_output=True, text=True, timeout=10)
+        assert res.returncode == 2 and bad[0] in res.stderr, res.stderr
 
 
 def test_unknown_wellknown_ping(dev):
@@ -67,6 +109,8 @@ def test_unknown_wellknown_ping(dev):
     s = dev.summary()
     assert s["not_found"] == 4
     assert [r["code"] for r in dev.log()] == ["4.04"] * 4
+    for r in dev.log():
+        assert int(r["arrival_kernel_ns"]) <= int(r["arrival_ns"]) <= int(r["response_sent_ns"])
 
 
 def test_tokens_go_to_the_right_client(dev):
@@ -96,6 +140,8 @@ def test_queue_overflow_503(device_asan_bin, tmp_path):
         assert s["overload_503"] == 10 - ok and s["requests"] == 10 and s["responses"] == 10
         rows = d.log()
         assert sum(r["code"] == "5.03" for r in rows) == 10 - ok
+        for r in rows:  # answered at once or later: sent after the kernel arrival
+            assert int(r["arrival_kernel_ns"]) <= int(r["arrival_ns"]) <= int(r["response_sent_ns"])
         assert all(r["start_ns"] == "" for r in rows if r["code"] == "5.03")
 
 

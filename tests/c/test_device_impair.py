@@ -115,7 +115,7 @@ def _iqr_sigma(x):
 
 
 def test_normal_delay_shifts_one_device_only(device_bin, ge_bin, tmp_path):
-    """20 ms ± 5 ms normal egress delay (CON: separate CON responses held, ACKed by the GE)."""
+    """20 ms ± 5 ms normal egress delay (CON: piggy-backed responses held)."""
     res = "r0,0,sleep,16\n"
     with Device(device_bin, tmp_path, res, "--impair",
                 "dir=egress,delay=20ms,jitter=5ms,dist=normal", "--impair-seed", "3",
@@ -132,7 +132,8 @@ def test_normal_delay_shifts_one_device_only(device_bin, ge_bin, tmp_path):
     assert 3.8 < sig < 6.5, sig                                  # N(20, 5): IQR/1.349 = 5
     assert min(s) > 0.0 and statistics.pstdev(f) < sig
     imp = slow.summary()["impair"]
-    assert imp["dropped_out"] == 0 and imp["delayed_out"] >= 800  # empty ACK + response each
+    # 0 µs resource, default --response auto: one piggy-backed ACK per request
+    assert imp["dropped_out"] == 0 and imp["delayed_out"] >= 400
     assert fast.summary()["impair"] is None
 
 

@@ -90,7 +90,10 @@ def test_readiness_names_devices_a_gateway_could_not_reach(tmp_path):
         readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, time.monotonic_ns())
     assert readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, soon,
                                ge_gone=lambda g: True) == {}
-    assert readiness.warmup_ms(1000) == readiness.WARMUP_BASE_MS + 1000 * readiness.WARMUP_PER_ENDPOINT_MS
+    assert readiness.warmup_ms(1000) == (readiness.WARMUP_BASE_MS
+                                         + 1000 * readiness.WARMUP_PER_ENDPOINT_MS
+                                         + readiness.WARMUP_PER_ENDPOINT_SQ_US * 1000)
+    assert readiness.warmup_ms(100) < 1500        # a small run does not wait for nothing
 
 
 def test_progress_reader(tmp_path):

@@ -222,3 +222,23 @@ def test_observable_payload_stays_one_datagram():
     got = problems(with_group(payload_bytes=2048, observe={"period_ms": 100}))
     assert got == ["devices[0].payload_bytes: 2048 with observe, expected at most 1024 "
                    "(notifications are one datagram)"]
+
+
+def test_response_path_keys():
+    """devices[].response and contention_detector.response: validated, defaulted, and passed to
+    wot-device as --response."""
+    from wotbench.runner.components import DeviceRun
+    assert problems(with_group(response="fast")) == \
+        ["devices[0].response: must be 'auto', 'piggyback' or 'separate', got 'fast'"]
+    assert problems({**MIN, "contention_detector": {"response": "piggyback-ish"}}) == \
+        ["contention_detector.response: must be 'auto', 'piggyback' or 'separate', "
+         "got 'piggyback-ish' (did you mean 'piggyback'?)"]
+    cfg = config_from_dict(with_group(response="separate"))
+    assert cfg.devices[0].response == "separate"
+    assert cfg.contention_detector.response == "piggyback"
+    assert config_from_dict(MIN).devices[0].response == "auto"
+    run = DeviceRun(name="cpu-0", id=0, group="cpu", role="device", address="127.0.0.1",
+                    cpuset="1", resources=Path("r.csv"), log_dir=Path("l"), stdout=Path("o"),
+                    response=cfg.devices[0].response)
+    args = run.args("r.csv", "l", None)
+    assert args[args.index("--response") + 1] == "separate"

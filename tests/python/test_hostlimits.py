@@ -47,3 +47,14 @@ def test_supported_devices_follows_gc_thresh3(neigh):
     assert hl.neighbour_plan(n, 2, root=neigh) == [] or \
         all(s.key != "gc_thresh3" for s in hl.neighbour_plan(n, 2, root=neigh))
     assert any(s.key == "gc_thresh3" for s in hl.neighbour_plan(n + 10, 2, root=neigh))
+
+
+def test_backlog_raised_for_a_bridge_of_many_ports(tmp_path):
+    p = tmp_path / "netdev_max_backlog"
+    p.write_text("1000\n")
+    assert hl.backlog_plan(200, path=p) == []            # 4 x 200 fits in 1000
+    (s,) = hl.backlog_plan(1006, path=p)
+    assert s.name == "net.core.netdev_max_backlog" and s.before == 1000
+    assert s.wanted == hl.BACKLOG_PER_PORT * 1006
+    p.write_text("100000\n")
+    assert hl.backlog_plan(1006, path=p) == []           # never lowered

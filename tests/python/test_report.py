@@ -69,7 +69,7 @@ def test_self_contained(clean_html):
 
 def test_ge_table_has_paper_table1_columns(clean_html):
     t = _table(clean_html, "table-ge")
-    for col in ("mean", "p5", "p50", "KS", "late share"):
+    for col in ("mean", "p5", "p50", "KS", "late share (p)", "tolerance"):
         assert f">{col}</th>" in t
     assert "expected (trace)" in t and "submitted (GE)" in t
     assert re.search(r"\d+\.\d{3} ms", t)
@@ -215,3 +215,23 @@ def test_network_section_names_backend_and_exact_settings(tmp_path):
     assert "dropped_out 6" in table and "seed" not in table
     assert "--impair dir=egress,delay=40ms,loss=2% --impair-seed 101" in html
     assert "netem backend: no sch_netem | app backend chosen: x" in html
+
+
+def test_split_table_shows_r_minus_s_by_place(tmp_path, clean_html):
+    """The R − S split needs device logs: the analysis fixture has them (the report fixture has
+    none, and then the section is left out)."""
+    from analysis_fixtures import make_run as make_logged_run
+    from wotbench.analysis import analyze
+    logged = make_logged_run(tmp_path / "logged", duration_s=10, seed=5)
+    analyze(logged)
+    html = render_html(logged)
+    assert "table-split" not in clean_html
+    t = _table(html, "table-split")
+    rows = re.findall(r"<tr><td>(.*?)</td>", t)
+    assert rows == ["network, GE → device", "device: wake-up, queue, hand-off", "service beyond S",
+                    "device: hand-back, send", "network, device → GE", "R − S",
+                    "GE read delay (not in R)"]
+    assert "<th class=\"n\">devices</th>" in t
+    cells = re.findall(r'<td class="n">([^<]*)</td>', t)
+    assert cells and all(" / " in c for c in cells)
+    assert "CD, calibration" in t and "stamps: devices user" in html

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -28,6 +27,7 @@
 
 #include "block.h"
 #include "impair.h"
+#include "netstamp.h"
 #include "observe.h"
 #include "service.h"
 
@@ -38,25 +38,32 @@
 
 static struct device *D;      /* handlers have no user argument */
 
+/* Logs an entry whose response libcoap sends when the handler returns: its send time is
+ * filled in by the sendmsg wrapper (netstamp.h). */
+static void log_add(const struct log_entry *e) {
+    struct log_entry *stored = devlog_add(D->log, e);
+    if (stored)
+        netstamp_expect_response(&stored->sent_ns);
+}
+
 static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
-                    const coap_pdu_t *req) {
-    struct log_entry e = {.arrival_ns = arrival, .res = res, .method = method, .code = code};
+                    uint64_t arrival_k, const coap_pdu_t *req) {
+    struct log_entry e = {.arrival_ns = arrival, .arrival_k_ns = arrival_k, .res = res,
+                          .method = method, .code = code};
     coap_bin_const_t tok = coap_pdu_get_token(req);
     devlog_token(&e, tok.s, tok.length);
-    devlog_add(D->log, &e);
+    log_add(&e);
 }
 
 static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
 
-/* A second invocation for a triggered async request: send the real response. */
-static void finish(coap_async_t *a, coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
-                   const coap_string_t *query, coap_pdu_t *resp) {
-    struct job *j = coap_async_get_app_data(a);
-    if (!j)
-        return;
-    coap_async_set_app_data(a, NULL);
+/* Fills in the real response of a served request and logs it (r, s, req, query: block-wise
+ * bodies, block.c). */
+static void respond(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                    const coap_string_t *query, coap_pdu_t *resp, const struct resource *res,
+                    uint8_t method, const struct log_entry *times) {
     coap_pdu_code_t code;
-    switch (j->method) {
+    switch (method) {
     case COAP_REQUEST_GET:
         code = COAP_RESPONSE_CODE_CONTENT;
         break;
@@ -68,17 +75,49 @@ static void finish(coap_async_t *a, coap_resource_t *r, coap_session_t *s, const
         break;
     }
     coap_pdu_set_code(resp, code);
-    if (j->method == COAP_REQUEST_PUT || j->method == COAP_REQUEST_POST)
+    if (method == COAP_REQUEST_PUT || method == COAP_REQUEST_POST)
         block_echo_block1(req, resp);
-    if (j->method == COAP_REQUEST_GET && j->res->payload_bytes)  /* block-wise above 1 KiB */
-        block_add_payload(r, s, req, query, resp, j->res->payload_bytes);
-    struct log_entry e = {.arrival_ns = j->arrival_ns, .start_ns = j->start_ns,
-                          .end_ns = j->end_ns, .res = (int32_t)(j->res - D->rs->v),
-                          .method = j->method, .code = code_byte(code)};
-    devlog_token(&e, j->token, j->tkl);
-    devlog_add(D->log, &e);
+    if (method == COAP_REQUEST_GET && res->payload_bytes)  /* block-wise above 1 KiB */
+        block_add_payload(r, s, req, query, resp, res->payload_bytes);
+    struct log_entry e = *times;
+    e.res = (int32_t)(res - D->rs->v);
+    e.method = method;
+    e.code = code_byte(code);
+    log_add(&e);
     D->c.responses++;
+}
+
+/* A second invocation for a triggered async request: send the real (separate) response. */
+static void finish(coap_async_t *a, coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                   const coap_string_t *query, coap_pdu_t *resp) {
+    struct job *j = coap_async_get_app_data(a);
+    if (!j)
+        return;
+    coap_async_set_app_data(a, NULL);
+    struct log_entry e = {.arrival_ns = j->arrival_ns, .arrival_k_ns = j->arrival_k_ns,
+                          .start_ns = j->start_ns, .end_ns = j->end_ns};
+    devlog_token(&e, j->token, j->tkl);
+    respond(r, s, req, query, resp, j->res, j->method, &e);
     workq_release(D->wq, j);
+}
+
+/* Piggy-backed: the I/O thread serves the request itself and answers in the ACK (or NON). */
+static int piggyback(const struct resource *res) {
+    return D->response == RESP_PIGGYBACK ||
+           (D->response == RESP_AUTO && res->service_ns <= D->piggyback_max_ns);
+}
+
+static void serve_inline(coap_resource_t *r, coap_session_t *s, const coap_string_t *query,
+                         const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp,
+                         uint8_t method, uint64_t arrival, uint64_t arrival_k) {
+    struct log_entry e = {.arrival_ns = arrival, .arrival_k_ns = arrival_k};
+    e.start_ns = (uint64_t)mono_ns();
+    service_run(res->mode, res->service_ns, e.start_ns);
+    e.end_ns = (uint64_t)mono_ns();
+    coap_bin_const_t tok = coap_pdu_get_token(req);
+    devlog_token(&e, tok.s, tok.length);
+    respond(r, s, req, query, resp, res, method, &e);
+    D->c.piggybacked++;
 }
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
@@ -92,10 +131,14 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         return;
     if (block_continue(coap_resource_get_userdata(r), req, resp)) /* block-wise follow-up */
         return;
-    uint64_t arrival = mono_ns();
+    uint64_t arrival = (uint64_t)mono_ns(), arrival_k = netstamp_last_rx();
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
     const struct resource *res = coap_resource_get_userdata(r);
     D->c.requests++;
+    if (piggyback(res)) {
+        serve_inline(r, s, query, res, req, resp, method, arrival, arrival_k);
+        return;
+    }
     struct job *j = workq_acquire(D->wq);
     if (j && !(a = coap_register_async(s, req, 0))) {
         workq_release(D->wq, j);  /* same token already pending on this session */
@@ -106,11 +149,12 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         D->c.overload_503++;
         D->c.responses++;
         log_now((int32_t)(res - D->rs->v), method,
-                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival, req);
+                code_byte(COAP_RESPONSE_CODE_SERVICE_UNAVAILABLE), arrival, arrival_k, req);
         return;
     }
     j->res = res;
     j->arrival_ns = arrival;
+    j->arrival_k_ns = arrival_k;
     j->method = method;
     coap_bin_const_t tok = coap_pdu_get_token(req);
     j->tkl = (uint8_t)(tok.length < sizeof j->token ? tok.length : sizeof j->token);
@@ -123,13 +167,13 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
 static void hnd_unknown(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
                         const coap_string_t *query, coap_pdu_t *resp) {
     (void)r, (void)s, (void)query;
-    uint64_t arrival = mono_ns();
+    uint64_t arrival = (uint64_t)mono_ns(), arrival_k = netstamp_last_rx();
     D->c.requests++;
     D->c.not_found++;
     D->c.responses++;
     coap_pdu_set_code(resp, COAP_RESPONSE_CODE_NOT_FOUND);
     log_now(LOG_RES_UNKNOWN, (uint8_t)coap_pdu_get_code(req),
-            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival, req);
+            code_byte(COAP_RESPONSE_CODE_NOT_FOUND), arrival, arrival_k, req);
 }
 
 static int on_event(coap_session_t *s, const coap_event_t ev) {
@@ -257,7 +301,7 @@ static int readable(int fd) {
     return poll(&p, 1, 0) > 0;
 }
 
-/* Impairments (impair.c): sends held responses that are due, hands due held requests to
+/* Impairments (impair_*.c): sends held responses that are due, hands due held requests to
  * libcoap (coap_io_do_epoll on the endpoint socket makes libcoap call recvmsg, which the
  * wrapper answers with the held datagram) and arms the timerfd for the next due time. */
 static void impair_service(coap_context_t *ctx, int tfd, uint64_t *armed) {
@@ -278,32 +322,45 @@ static void impair_service(coap_context_t *ctx, int tfd, uint64_t *armed) {
     }
 }
 
-static int loop(coap_context_t *ctx, int sfd) {
+/* A request datagram on the endpoint socket goes straight to libcoap's endpoint reader (which
+ * calls the handler, and the handler's response is sent before this returns): the timer
+ * re-arm and epoll_wait inside coap_io_process come after the response, not before it. */
+static void read_endpoint(coap_context_t *ctx, void *ep_ptr) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep_ptr};
+    coap_io_do_epoll(ctx, &ev, 1);
+    netstamp_forget();
+}
+
+static int loop(coap_context_t *ctx, int sfd, int efd) {
     int cfd = coap_context_get_coap_fd(ctx);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int tfd = impair_enabled() ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC) : -1;
+    void *ep_ptr = impair_epoll_ptr(efd); /* libcoap's socket of the endpoint */
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
         epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd))) ||
-        (observe_fd() >= 0 && epoll_add(ep, observe_fd()))) {
-        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
+        (ep_ptr && epoll_add(ep, efd)) ||
+        (observe_fd() >= 0 && epoll_add(ep, observe_fd()))) {        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
-    if (impair_enabled())  /* held datagrams leave within µs of their due time */
-        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    /* held datagrams leave within µs of their due time; piggy-backed sleeps end on time */
+    if (impair_enabled() || D->response != RESP_SEPARATE)
+        service_thread_init();
     uint64_t armed = 0;
     struct job **done = calloc(D->wq->nslots, sizeof *done);
     if (!done)
         return 1;
     int stop = 0;
     while (!stop) {
-        struct epoll_event ev[4];
-        int n = epoll_wait(ep, ev, 4, -1);
+        struct epoll_event ev[5];
+        int n = epoll_wait(ep, ev, 5, -1);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "wot-device: epoll_wait: %s\n", strerror(errno));
             break;
         }
         for (int i = 0; i < n; i++) {
-            if (ev[i].data.fd == sfd) {
+            if (ev[i].data.fd == efd && efd >= 0) {
+                read_endpoint(ctx, ep_ptr);
+            } else if (ev[i].data.fd == sfd) {
                 stop = 1;
             } else if (ev[i].data.fd == D->wq->efd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
@@ -325,6 +382,8 @@ static int loop(coap_context_t *ctx, int sfd) {
             coap_io_process(ctx, COAP_IO_NO_WAIT);
         if (tfd >= 0)
             impair_service(ctx, tfd, &armed);
+        netstamp_forget();
+        netstamp_refresh();
     }
     free(done);
     if (tfd >= 0)
@@ -379,6 +438,9 @@ int coapio_run(struct device *d) {
         return 1;
     }
     int efd = raise_rcvbuf(&addr);
+    if (netstamp_enable(efd))
+        fprintf(stderr, "wot-device: no kernel receive stamps on the endpoint socket; the log's "
+                "arrival_kernel_ns stays empty\n");
     if (impair_enabled() && (impair_set_endpoint(efd) || impair_init())) {
         fprintf(stderr, "wot-device: --impair: cannot hook the endpoint socket or allocate "
                 "the delay queues\n");
@@ -391,7 +453,7 @@ int coapio_run(struct device *d) {
         mark_ready(d->log_dir);
     }
     if (rc == 0)
-        rc = loop(ctx, sfd);
+        rc = loop(ctx, sfd, efd);
     coap_free_context(ctx);
     coap_cleanup();
     close(sfd);

@@ -2,9 +2,12 @@
 #ifndef WOT_COAPIO_H
 #define WOT_COAPIO_H
 #include <stddef.h>
+#include <stdint.h>
 #include "devlog.h"
 #include "resources.h"
 #include "workq.h"
+
+enum response_mode { RESP_AUTO = 0, RESP_PIGGYBACK, RESP_SEPARATE };
 
 struct device {
     const struct resource_set *rs;
@@ -14,6 +17,8 @@ struct device {
     const char *listen;         /* ADDR[:PORT] */
     const char *log_dir;        /* <log_dir>/ready is created once the endpoint listens */
     unsigned nstart;            /* NSTART for server sessions (separate CON responses) */
+    enum response_mode response;
+    uint64_t piggyback_max_ns;  /* auto: piggy-back resources with service_ns <= this */
 };
 
 /* Runs the CoAP server until SIGTERM/SIGINT (which must be blocked in all threads).

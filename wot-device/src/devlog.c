@@ -24,11 +24,19 @@ int devlog_init(struct devlog *l, size_t capacity) {
     return 0;
 }
 
-void devlog_add(struct devlog *l, const struct log_entry *e) {
-    if (l->n < l->cap)
-        l->e[l->n++] = *e;
-    else
-        l->dropped++;
+struct log_entry *devlog_add(struct devlog *l, const struct log_entry *e) {
+    if (l->n < l->cap) {
+        l->e[l->n] = *e;
+        return &l->e[l->n++];
+    }
+    l->dropped++;
+    return NULL;
+}
+
+static void put_opt(FILE *f, uint64_t v) {
+    fputc(',', f);
+    if (v)
+        fprintf(f, "%llu", (unsigned long long)v);
 }
 
 void devlog_token(struct log_entry *e, const uint8_t *token, size_t len) {
@@ -74,13 +82,13 @@ static int close_checked(FILE *f, const char *what) {
 }
 
 int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
-                 const char *dir, const char *name, int threads) {
+                 const char *dir, const char *name, int threads, const char *response) {
     FILE *f = open_in(dir, "device-log.csv");
     if (!f)
         return -1;
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
-    fputs("arrival_ns,start_ns,end_ns,path,method,code,token\n", f);
+    fputs("arrival_ns,start_ns,end_ns,path,method,code,token,arrival_kernel_ns,response_sent_ns\n", f);
     for (size_t i = 0; i < l->n; i++) {
         const struct log_entry *e = &l->e[i];
         const char *path = e->res >= 0 && (size_t)e->res < rs->n ? rs->v[e->res].path : "";
@@ -93,6 +101,8 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
         fprintf(f, "%s,%s,%u.%02u,", path, method_name(e->method), e->code >> 5, e->code & 31);
         for (int k = 0; k < e->tkl; k++)
             fprintf(f, "%02x", e->token[k]);
+        put_opt(f, e->arrival_k_ns);
+        put_opt(f, e->sent_ns);
         fputc('\n', f);
     }
     if (close_checked(f, "device-log.csv") || observe_write_log(dir, rs))
@@ -106,11 +116,13 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     fprintf(f,
             ", \"requests\": %llu, \"responses\": %llu, \"overload_503\": %llu, "
             "\"not_found\": %llu, \"malformed\": %llu, \"log_entries\": %llu, "
-            "\"log_dropped\": %llu, \"threads\": %d",
+            "\"log_dropped\": %llu, \"threads\": %d, \"response\": \"%s\", "
+            "\"piggybacked\": %llu",
             (unsigned long long)c->requests, (unsigned long long)c->responses,
             (unsigned long long)c->overload_503, (unsigned long long)c->not_found,
             (unsigned long long)c->malformed, (unsigned long long)l->n,
-            (unsigned long long)l->dropped, threads);
+            (unsigned long long)l->dropped, threads, response,
+            (unsigned long long)c->piggybacked);
     impair_json(f);
     observe_json(f);
     block_json(f);

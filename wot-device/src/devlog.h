@@ -9,6 +9,8 @@
 
 struct log_entry {
     uint64_t arrival_ns, start_ns, end_ns; /* start/end 0 = not served (5.03, 4.04) */
+    uint64_t arrival_k_ns;                 /* kernel receive stamp of the request, 0 = none */
+    uint64_t sent_ns;                      /* response handed to sendmsg, 0 = not seen */
     int32_t res;                           /* index into the resource set, or LOG_RES_UNKNOWN */
     uint8_t method;                        /* coap_request_t value (1 GET .. 4 DELETE) */
     uint8_t code;                          /* CoAP code byte, class << 5 | detail */
@@ -21,6 +23,7 @@ void devlog_token(struct log_entry *e, const uint8_t *token, size_t len);
 
 struct counters {
     uint64_t requests, responses, overload_503, not_found, malformed;
+    uint64_t piggybacked;  /* served by the I/O thread, answered in the ACK (or NON) */
 };
 
 struct devlog {
@@ -31,11 +34,12 @@ struct devlog {
 
 /* Reserves capacity entries with mmap(MAP_NORESERVE): untouched pages cost no RSS. */
 int devlog_init(struct devlog *l, size_t capacity);
-/* Appends one entry (I/O thread only); counts a drop when full. */
-void devlog_add(struct devlog *l, const struct log_entry *e);
+/* Appends one entry (I/O thread only) and returns where it is stored; NULL (a drop is counted)
+ * when full. */
+struct log_entry *devlog_add(struct devlog *l, const struct log_entry *e);
 /* Writes DIR/device-log.csv and DIR/device-summary.json; returns 0 or -1 (message printed). */
 int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
-                 const char *dir, const char *name, int threads);
+                 const char *dir, const char *name, int threads, const char *response);
 void devlog_free(struct devlog *l);
 
 #endif

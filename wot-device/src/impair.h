@@ -2,9 +2,10 @@
  * emulated inside wot-device on the datagrams of its CoAP endpoint socket.
  *
  * The build links with -Wl,--wrap=sendmsg,--wrap=recvmsg,--wrap=epoll_ctl: libcoap's own
- * sendmsg()/recvmsg() calls on the endpoint socket pass through impair.c, which drops,
+ * sendmsg()/recvmsg() calls on the endpoint socket pass through impair_wrap.c, which drops,
  * delays (a preallocated min-heap per direction), rate-limits, duplicates or corrupts each
- * datagram. Single-threaded: only the I/O thread touches this module after impair_parse(). */
+ * datagram (impair_int.h lists the files). Single-threaded: only the I/O thread touches this
+ * module after impair_parse(). */
 #ifndef WOT_IMPAIR_H
 #define WOT_IMPAIR_H
 #include <stdint.h>
@@ -22,6 +23,8 @@ int impair_init(void);
  * epoll_ctl wrapper); -1 when it was not seen. */
 int impair_set_endpoint(int fd);
 void *impair_endpoint_ptr(void);
+/* libcoap's epoll data pointer of any fd it registered (NULL when not seen). */
+void *impair_epoll_ptr(int fd);
 /* Earliest due time (CLOCK_MONOTONIC ns) of a held datagram, 0 when nothing is held. */
 uint64_t impair_next_due(void);
 /* Sends every held egress datagram that is due at now. */

@@ -17,10 +17,12 @@
 #include "workq.h"
 
 #define DEFAULT_LOG_CAPACITY 1000000
+#define DEFAULT_PIGGYBACK_MAX_US 1000 /* auto: piggy-back services up to 1 ms (README) */
 
 static void usage(void) {
     fputs("usage: wot-device --resources FILE --log-dir DIR [--listen ADDR[:PORT]]\n"
           "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n"
+          "                  [--response auto|piggyback|separate] [--piggyback-max-us N]\n"
           "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n",
           stderr);
 }
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
     const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0:5683", *name = "";
     const char *impair = NULL, *impair_ge = NULL, *impair_seed = NULL;
     long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
+    long pb_max_us = DEFAULT_PIGGYBACK_MAX_US;
+    enum response_mode response = RESP_AUTO;
     static const struct option opts[] = {
         {"resources", required_argument, 0, 'r'}, {"log-dir", required_argument, 0, 'd'},
         {"listen", required_argument, 0, 'l'},    {"threads", required_argument, 0, 't'},
@@ -49,6 +53,7 @@ int main(int argc, char **argv) {
         {"name", required_argument, 0, 'n'},      {"help", no_argument, 0, 'h'},
         {"impair", required_argument, 0, 'i'},    {"impair-ge", required_argument, 0, 'g'},
         {"impair-seed", required_argument, 0, 's'},
+        {"response", required_argument, 0, 'p'}, {"piggyback-max-us", required_argument, 0, 'm'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -64,6 +69,20 @@ int main(int argc, char **argv) {
         case 't': bad = parse_count("--threads", optarg, 1, 1024, &threads); break;
         case 'q': bad = parse_count("--queue", optarg, 1, 1 << 20, &queue); break;
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
+        case 'm': bad = parse_count("--piggyback-max-us", optarg, 0, 3600000000L, &pb_max_us); break;
+        case 'p':
+            if (!strcmp(optarg, "auto"))
+                response = RESP_AUTO;
+            else if (!strcmp(optarg, "piggyback"))
+                response = RESP_PIGGYBACK;
+            else if (!strcmp(optarg, "separate"))
+                response = RESP_SEPARATE;
+            else {
+                fprintf(stderr, "wot-device: bad --response '%s', expected auto|piggyback|separate\n",
+                        optarg);
+                bad = 1;
+            }
+            break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
         }
@@ -104,10 +123,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     struct device d = {.rs = &rs, .wq = &wq, .log = &log, .listen = listen, .log_dir = log_dir,
-                       .nstart = (unsigned)(queue + threads > 65535 ? 65535 : queue + threads)};
+                       .nstart = (unsigned)(queue + threads > 65535 ? 65535 : queue + threads),
+                       .response = response, .piggyback_max_ns = (uint64_t)pb_max_us * 1000ULL};
     int rc = coapio_run(&d);
     workq_shutdown(&wq);
-    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads))
+    static const char *const RESPONSE[] = {"auto", "piggyback", "separate"};
+    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads, RESPONSE[response]))
         rc = 1;
     devlog_free(&log);
     observe_free();

@@ -12,18 +12,6 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-static inline uint64_t ts_ns(const struct timespec *t) {
-    return (uint64_t)t->tv_sec * 1000000000ULL + (uint64_t)t->tv_nsec;
-}
-
-static inline uint64_t clock_ns(clockid_t c) {
-    struct timespec t;
-    clock_gettime(c, &t);
-    return ts_ns(&t);
-}
-
-uint64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
-
 void service_thread_init(void) { prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }
 
 static void emulate_sleep(uint64_t ns, uint64_t start) {
@@ -37,15 +25,15 @@ static void emulate_sleep(uint64_t ns, uint64_t start) {
             r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
         while (r == EINTR);
     }
-    while (mono_ns() < target) {
+    while ((uint64_t)mono_ns() < target) {
         /* spin the last SERVICE_SPIN_NS */
     }
 }
 
 static void emulate_busy(uint64_t ns) {
-    uint64_t cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t cpu0 = clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
     volatile uint64_t sink = 0;
-    while (clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0 < ns) {
+    while ((uint64_t)(clock_read_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0) < ns) {
         for (int i = 0; i < 16; i++)
             sink += (uint64_t)i;
     }

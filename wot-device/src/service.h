@@ -2,12 +2,12 @@
 #ifndef WOT_SERVICE_H
 #define WOT_SERVICE_H
 #include <stdint.h>
+#include "clock.h" /* common/clock.h: mono_ns() */
 #include "resources.h"
 
 /* Sleep with an absolute CLOCK_MONOTONIC deadline up to SERVICE_SPIN_NS before it, then spin. */
 #define SERVICE_SPIN_NS 200000ULL
 
-uint64_t mono_ns(void);
 /* Call once in each worker thread: 1 ns timer slack. */
 void service_thread_init(void);
 /* Emulates one service of duration ns in the given mode; start is the CLOCK_MONOTONIC

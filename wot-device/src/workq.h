@@ -11,6 +11,7 @@
 struct job {
     const struct resource *res;
     uint64_t arrival_ns, start_ns, end_ns;
+    uint64_t arrival_k_ns;      /* kernel receive stamp of the request (netstamp.h), 0 = none */
     uint8_t method;
     uint8_t kind;               /* JOB_REQUEST, or JOB_NOTIFY: a sensor read for Observe (observe.c) */
     uint8_t tkl, token[8];      /* the request's token, for the device log */

@@ -3,7 +3,8 @@
 Public API::
 
     analyze(run_dir, params=None, write=True) -> Summary   # also written to summary.json
-    main(run_dir) -> int      # prints the verdict; 0 trustworthy, 3 flagged/invalid, 2 bad input
+    main(run_dir) -> int      # prints the verdict; 0 trustworthy, 3 flagged/invalid,
+                              # 4 trustworthy but an SLO missed, 2 bad input
 
 See README.md in this package for every key of summary.json and every series file.
 """
@@ -39,7 +40,8 @@ def analyze(run_dir: str | Path, params: AnalysisParams | None = None,
 
 
 def main(run_dir: str | Path, params: AnalysisParams | None = None) -> int:
-    """Analyse, print the verdict with rich; return 0 (trustworthy), 3 (flagged), 2 (bad input)."""
+    """Analyse, print the verdict with rich; return 0 (trustworthy), 3 (flagged), 4 (trustworthy,
+    SLO missed), 2 (bad input)."""
     from rich.console import Console
 
     console = Console()
@@ -77,8 +79,10 @@ def print_summary(summary: Summary, console: Any = None) -> None:
         ok = g.kept_up
         mark = "[green]kept up[/]" if ok else ("[yellow]not checked[/]" if ok is None
                                                  else "[red]did NOT keep up[/]")
-        console.print(f"GE {gid}: {mark}  late share {f(g.late_share, '.2%')}, lag p99 "
-                      f"{f(g.lag_ms.p99)} ms, KS {f(g.ks)} (±thr {f(g.ks_tol)})")
+        console.print(f"GE {gid}: {mark}  late share {f(g.late_share, '.2%')} beyond "
+                      f"{f(g.tolerance_ms)} ms (p {f(g.late_p_value, '.2g')}), lag p99 "
+                      f"{f(g.lag_ms.p99)} ms, KS {f(g.ks)} (±5 % {f(g.ks_tol)}, limit "
+                      f"{f(g.ks_limit)})")
     c = summary.contention
     colour = {"detected": "red", "none": "green"}.get(c.status, "yellow")
     console.print(f"contention: [{colour}]{c.status}[/] — {c.reason}")
@@ -87,5 +91,10 @@ def print_summary(summary: Summary, console: Any = None) -> None:
     console.print(f"[bold]verdict: [{colour}]{v.status}[/][/] (exit {v.exit_code})")
     for r in v.reasons:
         console.print(f"  - {r}", highlight=False)
+    if summary.slo is not None:
+        colour = "green" if summary.slo.status == "met" else "red"
+        console.print(f"[{colour}]{summary.slo.text}[/]", highlight=False)
+        if summary.slo.testbed_caveat:
+            console.print(f"  ({summary.slo.testbed_caveat})", highlight=False)
     for w in summary.run.warnings:
         console.print(f"  [yellow]warning:[/] {w}", highlight=False)

@@ -1,33 +1,47 @@
-"""Gateway-emulator integrity (paper §6.1, Table 1): did the GE send when the trace said?
+"""Gateway-emulator integrity (paper §6.1, Table 1): did the devices get the trace's workload?
 
 For every GE and every device it serves, the rows that were actually sent (``sent_ns`` not empty)
 are taken in trace order. Expected RIT = difference of consecutive ``scheduled_ns`` of the same
 device, submitted RIT = difference of consecutive ``sent_ns``. Send lag = sent − scheduled.
 
-Rule (``kept_up`` true) — all of, on the GE's pooled samples:
-  * late_share  = share of sends with lag >  late_threshold_ms   <= max_late_share (1 %)
-  * early_share = share of sends with lag < −late_threshold_ms   <= max_late_share
-  * lag_p99_ms <= late_threshold_ms
-  * ks_tol <= max_ks (0.05): KS distance between the expected and the submitted RIT
-    distributions, allowing a horizontal tolerance of ``late_threshold_ms`` (a plain KS is also
-    reported, as in the paper, but it is meaningless for deterministic RITs where µs jitter
-    alone makes it ~0.5).
+The rule is judged on the workload's own time scale, not on an absolute 1 ms:
+  * each device's tolerance = max(rel_tolerance × its median positive expected RIT,
+    min_tolerance_ms): a 5 % slip of a 125 ms period is invisible to the device, a 5 % slip of a
+    300 µs period is not;
+  * a send is late (early) when its lag exceeds +tolerance (−tolerance) of its device;
+  * the late and the early share are each judged by a one-sided binomial test against
+    ``max_late_share`` (1 %) at ``alpha``: the GE is flagged only when the data show, with
+    confidence 1 − alpha, that more than 1 % of sends were off — so 2 late probes out of 100
+    (a CD-GE's whole sample) do not flag it, 6 do;
+  * the RIT distributions agree: KS distance of expected vs submitted RITs, each divided by its
+    device's median expected RIT (so devices of different rates pool) and compared with a
+    horizontal tolerance of ``rel_tolerance``, must stay within max(max_ks, the two-sample KS
+    critical value at ``alpha``) — the latter keeps small samples from flagging on noise.
+``late_abs_share`` (lag > late_threshold_ms, absolute) is reported for comparison only.
 ``kept_up`` is None (not checked) with fewer than 2 sent requests.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binom
 
 from wotbench.rundir import GeIntegrityParams
 
 from .stats import cdf_points, fnum, ks_distance
 
+RULE_TEXT = ("kept_up unless, with confidence 1 - alpha, more than max_late_share of sends were "
+             "later (or earlier) than their device's tolerance = max(rel_tolerance x median "
+             "expected RIT, min_tolerance_ms) (one-sided binomial test), or the RIT "
+             "distributions, normalised by each device's median RIT, differ by KS (+-rel_tolerance) "
+             "> max(max_ks, KS critical value at alpha)")
 
-def _rit_arrays(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Sent rows of one GE in trace order: lag (ms) and per-device RIT pairs (ms)."""
+
+def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]:
+    """Sent rows of one GE in trace order: lag, per-row tolerance, per-device RIT pairs (ms)."""
     sent = df["sent"].to_numpy()
     m = ~np.isnan(sent)
     dev = df["device"].to_numpy(np.int64)[m]
@@ -37,45 +51,77 @@ def _rit_arrays(df: pd.DataFrame) -> dict[str, np.ndarray]:
     order = np.lexsort((idx, dev))
     dev, sched, snt = dev[order], sched[order], snt[order]
     same = dev[1:] == dev[:-1]
+    rit_dev = dev[1:][same]
+    exp = np.diff(sched)[same] / 1e6
+    sub = np.diff(snt)[same] / 1e6
+    # one scale per device: its median positive expected RIT (NaN: none, e.g. a single request)
+    dev_ids = np.unique(dev)
+    scale = {}
+    for d in dev_ids:
+        e = exp[(rit_dev == d) & (exp > 0)]
+        scale[int(d)] = float(np.median(e)) if len(e) else math.nan
+    row_scale = np.array([scale[int(d)] for d in dev], dtype=np.float64)
+    rit_scale = np.array([scale[int(d)] for d in rit_dev], dtype=np.float64)
+    tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
+    ok = rit_scale > 0
     return {
-        "device": dev,
-        "lag_ms": (snt - sched) / 1e6,
-        "rit_dev": dev[1:][same],
-        "exp_rit_ms": np.diff(sched)[same] / 1e6,
-        "sub_rit_ms": np.diff(snt)[same] / 1e6,
+        "device": dev, "lag_ms": (snt - sched) / 1e6, "tol_ms": tol,
+        "rit_dev": rit_dev, "exp_rit_ms": exp, "sub_rit_ms": sub,
+        "exp_norm": np.where(ok, exp / np.where(ok, rit_scale, 1), np.nan),
+        "sub_norm": np.where(ok, sub / np.where(ok, rit_scale, 1), np.nan),
     }
 
 
-def _block(lag: np.ndarray, exp: np.ndarray, sub: np.ndarray, p: GeIntegrityParams,
-           full: bool) -> dict[str, Any]:
-    thr = p.late_threshold_ms
+def ks_critical(n: int, m: int, alpha: float) -> float:
+    """Two-sample KS critical value c(alpha)·sqrt((n+m)/(n·m)) (asymptotic)."""
+    if n == 0 or m == 0:
+        return math.inf
+    return math.sqrt(-math.log(alpha / 2) / 2) * math.sqrt((n + m) / (n * m))
+
+
+def exceeds_share_p(k: int, n: int, share: float) -> float:
+    """One-sided binomial p-value of seeing >= k off-schedule sends of n if the true share is
+    ``share``: small means the GE really was off more often than allowed."""
+    if n == 0 or k == 0:
+        return 1.0
+    return float(binom.sf(k - 1, n, share))
+
+
+def _rit(x: np.ndarray) -> dict[str, Any]:
+    if len(x) == 0:
+        return {"count": 0, "mean_ms": None, "p5_ms": None, "p50_ms": None}
+    q5, q50 = np.quantile(x, [0.05, 0.5])
+    return {"count": int(len(x)), "mean_ms": float(x.mean()), "p5_ms": float(q5),
+            "p50_ms": float(q50)}
+
+
+def _block(a: dict[str, np.ndarray], p: GeIntegrityParams) -> dict[str, Any]:
+    lag, tol = a["lag_ms"], a["tol_ms"]
+    exp, sub = a["exp_rit_ms"], a["sub_rit_ms"]
     n = len(lag)
-    b: dict[str, Any] = {"sent": int(n)}
-
-    def rit(x: np.ndarray) -> dict[str, Any]:
-        if len(x) == 0:
-            return {"count": 0, "mean_ms": None, "p5_ms": None, "p50_ms": None}
-        q5, q50 = np.quantile(x, [0.05, 0.5])
-        return {"count": int(len(x)), "mean_ms": float(x.mean()), "p5_ms": float(q5),
-                "p50_ms": float(q50)}
-
-    b["expected_rit"] = rit(exp)
-    b["submitted_rit"] = rit(sub)
+    b: dict[str, Any] = {"sent": int(n), "expected_rit": _rit(exp), "submitted_rit": _rit(sub)}
     b["ks"] = fnum(ks_distance(exp, sub)) if len(exp) else None
-    b["ks_tol"] = fnum(ks_distance(exp, sub, tol=thr)) if len(exp) else None
+    en, sn = a["exp_norm"], a["sub_norm"]
+    en, sn = en[~np.isnan(en)], sn[~np.isnan(sn)]
+    b["ks_tol"] = fnum(ks_distance(en, sn, tol=p.rel_tolerance)) if len(en) else None
+    b["ks_limit"] = fnum(max(p.max_ks, ks_critical(len(en), len(sn), p.alpha))) if len(en) else None
     if n:
         qs = np.quantile(lag, [0.5, 0.9, 0.99, 0.999])
         b["lag_ms"] = {"mean": float(lag.mean()), "p50": float(qs[0]), "p90": float(qs[1]),
                        "p99": float(qs[2]), "p999": float(qs[3]), "max": float(lag.max()),
                        "min": float(lag.min())}
-        b["late_share"] = float(np.count_nonzero(lag > thr) / n)
-        b["early_share"] = float(np.count_nonzero(lag < -thr) / n)
+        late, early = int(np.count_nonzero(lag > tol)), int(np.count_nonzero(lag < -tol))
+        b["late_share"], b["early_share"] = late / n, early / n
+        b["late_p_value"] = exceeds_share_p(late, n, p.max_late_share)
+        b["early_p_value"] = exceeds_share_p(early, n, p.max_late_share)
+        b["late_abs_share"] = float(np.count_nonzero(lag > p.late_threshold_ms) / n)
+        b["tolerance_ms"] = float(np.median(tol))
     else:
         b["lag_ms"] = {k: None for k in ("mean", "p50", "p90", "p99", "p999", "max", "min")}
-        b["late_share"] = None
-        b["early_share"] = None
-    if full:
-        b["kept_up"], b["problems"] = judge(b, p)
+        for k in ("late_share", "early_share", "late_p_value", "early_p_value", "late_abs_share",
+                  "tolerance_ms"):
+            b[k] = None
+    b["kept_up"], b["problems"] = judge(b, p)
     return b
 
 
@@ -84,40 +130,43 @@ def judge(b: dict[str, Any], p: GeIntegrityParams) -> tuple[bool | None, list[st
     if b["sent"] < 2 or b["late_share"] is None:
         return None, ["fewer than 2 requests sent"]
     problems = []
-    thr = p.late_threshold_ms
-    if b["late_share"] > p.max_late_share:
-        problems.append(f"{b['late_share']:.2%} of sends later than {thr:g} ms "
-                        f"(limit {p.max_late_share:.2%})")
-    if b["early_share"] > p.max_late_share:
-        problems.append(f"{b['early_share']:.2%} of sends earlier than {thr:g} ms")
-    if b["lag_ms"]["p99"] > thr:
-        problems.append(f"p99 send lag {b['lag_ms']['p99']:.3f} ms > {thr:g} ms")
-    if b["ks_tol"] is not None and b["ks_tol"] > p.max_ks:
-        problems.append(f"RIT distributions differ: KS (±{thr:g} ms) {b['ks_tol']:.3f} > "
-                        f"{p.max_ks:g}")
+    tol = f"{b['tolerance_ms']:.3g} ms" if b["tolerance_ms"] is not None else "the tolerance"
+    for side, word in (("late", "later"), ("early", "earlier")):
+        if b[f"{side}_p_value"] < p.alpha:
+            problems.append(f"{b[f'{side}_share']:.2%} of {b['sent']} sends {word} than {tol} "
+                            f"(more than {p.max_late_share:.0%} at p = {b[f'{side}_p_value']:.2g})")
+    if b["ks_tol"] is not None and b["ks_limit"] is not None and b["ks_tol"] > b["ks_limit"]:
+        problems.append(f"RIT distributions differ: KS (±{p.rel_tolerance:.0%} of the device's "
+                        f"median RIT) {b['ks_tol']:.3f} > {b['ks_limit']:.3f}")
     return not problems, problems
+
+
+def _split_by_device(a: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
+    """The pooled arrays (sorted by device) cut into one dict per device."""
+    dev_ids = np.unique(a["device"])
+    row_cuts = np.searchsorted(a["device"], dev_ids[1:])
+    rit_cuts = np.searchsorted(a["rit_dev"], dev_ids[1:])
+    row_keys, rit_keys = ("device", "lag_ms", "tol_ms"), ("rit_dev", "exp_rit_ms", "sub_rit_ms",
+                                                           "exp_norm", "sub_norm")
+    rows = {k: np.split(a[k], row_cuts) for k in row_keys}
+    rits = {k: np.split(a[k], rit_cuts) for k in rit_keys}
+    return {int(d): {**{k: rows[k][i] for k in row_keys}, **{k: rits[k][i] for k in rit_keys}}
+            for i, d in enumerate(dev_ids)}
 
 
 def ge_integrity(req: pd.DataFrame, ge_id: str, dev_names: dict[int, str],
                  p: GeIntegrityParams, summary: dict[str, Any] | None = None
                  ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """Integrity block of one GE + its RIT CDF and lag CDF series."""
-    a = _rit_arrays(req)
-    block = _block(a["lag_ms"], a["exp_rit_ms"], a["sub_rit_ms"], p, full=True)
+    a = _rit_arrays(req, p)
+    block = _block(a, p)
     block["requests"] = int(len(req))
     block["interrupted"] = bool((summary or {}).get("interrupted", False))
     block["wait"] = (summary or {}).get("wait")
     per_dev = {}
     if len(a["device"]):
-        dev_ids = np.unique(a["device"])
-        # split pooled arrays by device once (arrays are sorted by device)
-        lag_split = np.split(a["lag_ms"], np.searchsorted(a["device"], dev_ids[1:]))
-        rit_cuts = np.searchsorted(a["rit_dev"], dev_ids[1:])
-        exp_split = np.split(a["exp_rit_ms"], rit_cuts)
-        sub_split = np.split(a["sub_rit_ms"], rit_cuts)
-        for d, lg, ex, su in zip(dev_ids, lag_split, exp_split, sub_split):
-            db = _block(lg, ex, su, p, full=True)
-            per_dev[dev_names.get(int(d), f"dev-{int(d)}")] = db
+        for d, arrays in _split_by_device(a).items():
+            per_dev[dev_names.get(d, f"dev-{d}")] = _block(arrays, p)
     block["devices_not_kept_up"] = sorted(k for k, v in per_dev.items() if v["kept_up"] is False)
     block["per_device"] = per_dev
 

@@ -47,6 +47,16 @@ DEVICE_LOG_COLUMNS = {
     "arrival_ns": "int", "start_ns": "int?", "end_ns": "int?", "path": "str?", "method": "str?",
     "code": "str?",
 }
+# columns newer programs add at the end (older run directories lack them; still analysed)
+REQUESTS_OPTIONAL = {"received_kernel_ns": "int?"}
+DEVICE_LOG_OPTIONAL = {"token": "str?", "arrival_kernel_ns": "int?", "response_sent_ns": "int?"}
+
+
+def _with_optional(path: Path, spec: dict[str, Any], optional: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` plus the optional columns the file's header has."""
+    with open(path) as f:
+        header = f.readline().strip().split(",")
+    return {**spec, **{k: v for k, v in optional.items() if k in header}}
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -74,7 +84,9 @@ def _normalise_path_col(df: pd.DataFrame) -> None:
 
 
 def read_requests(path: Path) -> pd.DataFrame:
-    df = read_csv_checked(path, REQUESTS_COLUMNS, "GE requests.csv", AnalysisError)
+    spec = _with_optional(path, REQUESTS_COLUMNS, REQUESTS_OPTIONAL) if Path(path).is_file() \
+        else REQUESTS_COLUMNS
+    df = read_csv_checked(path, spec, "GE requests.csv", AnalysisError)
     if df["path"].isna().any():
         df["path"] = df["path"].cat.add_categories([""]).fillna("") if "" not in df["path"].cat.categories else df["path"].fillna("")
     _normalise_path_col(df)
@@ -83,10 +95,10 @@ def read_requests(path: Path) -> pd.DataFrame:
 
 
 def read_device_log(path: Path) -> pd.DataFrame:
-    spec = DEVICE_LOG_COLUMNS
-    with open(path) as f:   # wot-device writes the request tokens too (an exact join)
-        if "token" in f.readline().strip().split(","):
-            spec = {**DEVICE_LOG_COLUMNS, "token": "str?"}
+    # wot-device writes the request tokens (an exact join) and its kernel arrival / response
+    # send stamps (the response-time decomposition) too
+    spec = _with_optional(path, DEVICE_LOG_COLUMNS, DEVICE_LOG_OPTIONAL) if Path(path).is_file() \
+        else DEVICE_LOG_COLUMNS
     df = read_csv_checked(path, spec, "device-log.csv", AnalysisError)
     if df["path"].isna().any():
         df["path"] = df["path"].astype(object).fillna("").astype("category")

@@ -115,7 +115,18 @@ def _join_by_token(req: pd.DataFrame, codes: np.ndarray, c: int, lg: pd.DataFram
     return pd.DataFrame({"row": rows[keep], "code": c,
                          "arrival": lg["arrival_ns"].to_numpy(np.int64)[keep] - test_start_ns,
                          "start": lg["start_ns"].to_numpy(np.float64)[keep] - test_start_ns,
-                         "end": lg["end_ns"].to_numpy(np.float64)[keep] - test_start_ns})
+                         "end": lg["end_ns"].to_numpy(np.float64)[keep] - test_start_ns,
+                         **_stamp_cols(lg, keep, test_start_ns)})
+
+
+def _stamp_cols(lg: pd.DataFrame, keep: np.ndarray | slice, test_start_ns: int) -> dict[str, Any]:
+    """arrival_k / dev_sent (float ns from the test start, NaN when the log has no such stamp):
+    the device's kernel arrival stamp and when it handed the response to the kernel."""
+    out = {}
+    for name, col in (("arrival_k", "arrival_kernel_ns"), ("dev_sent", "response_sent_ns")):
+        v = lg[col].to_numpy(np.float64) if col in lg.columns else np.full(len(lg), np.nan)
+        out[name] = v[keep] - test_start_ns
+    return out
 
 
 def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceInfo | None],
@@ -126,8 +137,9 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
     A log that records the request tokens (wot-device's ``token`` column) is joined exactly:
     a GE's token is its ``token_salt``'s high word, then the low word XOR the request index
     (``salts``: GE id -> salt). Other logs are joined by path and time (rule in the module
-    docstring). Matched frame columns: row (position in ``req``), code, arrival, start, end
-    (float ns relative to the test start; start/end NaN for requests no worker served).
+    docstring). Matched frame columns: row (position in ``req``), code, arrival, start, end,
+    arrival_k, dev_sent (float ns relative to the test start; start/end NaN for requests no
+    worker served, arrival_k/dev_sent NaN where the log has no such stamp).
     """
     cats = req["path"].cat.categories
     n_cat = len(cats) + 1
@@ -150,10 +162,11 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
             "arrival": lg["arrival_ns"].to_numpy(np.int64) - test_start_ns,
             "start": lg["start_ns"].to_numpy(np.float64) - test_start_ns,   # NaN: not served
             "end": lg["end_ns"].to_numpy(np.float64) - test_start_ns,
+            **_stamp_cols(lg, slice(None), test_start_ns),
         }))
     counters = {"log_rows": log_rows, "matched": 0, "unmatched_log_rows": log_rows}
     empty = pd.DataFrame({"row": np.zeros(0, np.int64), "code": np.zeros(0, np.int64),
-                          "arrival": [], "start": [], "end": []})
+                          "arrival": [], "start": [], "end": [], "arrival_k": [], "dev_sent": []})
     matched = [_join_by_time(req, codes, logs, n_cat, timeout_ms, p)] if logs else []
     parts = [m for m in exact + matched if len(m)]
     if not parts:
@@ -214,7 +227,9 @@ def _join_by_time(req: pd.DataFrame, codes: np.ndarray, logs: list[pd.DataFrame]
                         "code": codes[j["row"].to_numpy(np.int64)],
                         "arrival": j["arrival"].to_numpy(np.float64),
                         "start": j["start"].to_numpy(np.float64),
-                        "end": j["end"].to_numpy(np.float64)})
+                        "end": j["end"].to_numpy(np.float64),
+                        "arrival_k": j["arrival_k"].to_numpy(np.float64),
+                        "dev_sent": j["dev_sent"].to_numpy(np.float64)})
     return out
 
 

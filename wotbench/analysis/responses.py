@@ -17,15 +17,22 @@ SERIES_QS = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
 def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
     """Concatenate GE request logs; times become float ns relative to the test start.
 
-    Columns: ge, index, device (trace device id), method, path, sched, sent, recv (float ns
-    relative to ``test_start_ns``; NaN when empty), code, outcome, retransmissions,
+    Columns: ge, index, device (trace device id), method, path, sched, sent, recv, recv_user,
+    recv_kernel (float ns relative to ``test_start_ns``; NaN when empty), code, outcome, retransmissions,
     rt_sent_ms / rt_sched_ms (response time from the actual / scheduled send; NaN unless the
     outcome is ``ok`` with a receive time: lost requests never count as 0 ms).
+
+    ``recv`` is the kernel's receive stamp (``received_kernel_ns``) where the GE recorded one,
+    else the time its loop read the response (``received_ns``, ``recv_user``): R then
+    does not include how long the GE took to wake up.
     """
     frames = []
     for g in ges:
         df = g.requests
         off = float(g.start_mono_ns - test_start_ns)
+        user = df["received_ns"].to_numpy(np.float64) + off
+        kern = (df["received_kernel_ns"].to_numpy(np.float64) + off
+                if "received_kernel_ns" in df.columns else np.full(len(df), np.nan))
         frames.append(pd.DataFrame({
             "ge": np.full(len(df), g.ge_id, dtype=object),
             "index": df["index"].to_numpy(),
@@ -34,14 +41,16 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
             "path": df["path"],
             "sched": df["scheduled_ns"].to_numpy(np.float64) + off,
             "sent": df["sent_ns"].to_numpy(np.float64) + off,
-            "recv": df["received_ns"].to_numpy(np.float64) + off,
+            "recv": np.where(np.isnan(kern), user, kern),
+            "recv_user": user,
+            "recv_kernel": kern,
             "code": df["code"],
             "outcome": df["outcome"],
             "retransmissions": df["retransmissions"].to_numpy(np.float64),
         }))
     if not frames:
         return pd.DataFrame(columns=["ge", "index", "device", "method", "path", "sched", "sent",
-                                     "recv", "code", "outcome", "retransmissions",
+                                     "recv", "recv_user", "recv_kernel", "code", "outcome", "retransmissions",
                                      "rt_sent_ms", "rt_sched_ms"])
     if len(frames) == 1:
         out = frames[0]

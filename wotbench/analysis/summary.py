@@ -14,12 +14,14 @@ import pandas as pd
 
 from . import blockwise as blkm
 from . import contention as cont
+from . import decomposition as decomp
 from . import ge_integrity as gei
 from . import loss as lossm
 from . import monitor as mon
 from . import observe as obsm
 from . import rd as rdm
 from . import responses as resp
+from . import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
 
 from .loading import RunData
@@ -55,6 +57,20 @@ def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
         run.warnings.append(f"no CD request path matches {run.cd.name}'s resource file")
     return pd.DataFrame({"t_s": t_s, "phase": phase, "outcome": req["outcome"].astype(str),
                          "rt_ms": req["rt_sent_ms"].to_numpy(), "rd": rd, "s_ms": s_ms})
+
+
+def _cd_split(run: RunData, cd_req: pd.DataFrame, cd: pd.DataFrame, timeout_ms: float,
+              p: AnalysisParams) -> Optional[dict[str, Any]]:
+    """R − S of the CD probes by place, per phase (None without the CD's device log)."""
+    if run.cd is None or run.cd.log is None or run.cd_ge is None:
+        return None
+    salt = run.cd_ge.summary.get("token_salt")
+    salts = {run.cd_ge.ge_id: int(salt, 16)} if isinstance(salt, str) else {}
+    codes = np.zeros(len(cd_req), np.int64)
+    matched, _ = rdm.join_device_logs(cd_req, codes, [run.cd], run.test_start_ns, timeout_ms,
+                                      p.rd, salts)
+    frame = decomp.split(cd_req, matched, cd["s_ms"].to_numpy())
+    return decomp.cd_block(frame, cd["phase"].to_numpy()[frame["row"].to_numpy(np.int64)])
 
 
 def _loss_reason(loss: dict[str, Any]) -> str:
@@ -151,10 +167,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         lag_cdfs.append(lc)
     kept = [b["kept_up"] for b in per_ge.values()]
     ge_block = {
-        "rule": {"late_threshold_ms": p.ge.late_threshold_ms,
-                 "max_late_share": p.ge.max_late_share, "max_ks": p.ge.max_ks,
-                 "text": "kept_up = late_share <= max_late_share and early_share <= "
-                         "max_late_share and lag p99 <= late_threshold_ms and ks_tol <= max_ks"},
+        "rule": {**p.ge.model_dump(exclude={"cdf_points"}), "text": gei.RULE_TEXT},
         "kept_up": False if False in kept else (True if kept and None not in kept else None),
         "interrupted": any(b["interrupted"] for b in per_ge.values()),
         "per_ge": per_ge,
@@ -184,6 +197,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     counters["ok_requests_matched"] = int(len(dec))
     rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms))
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
+    split_block = {"definition": decomp.DEFINITION,
+                   **decomp.split_block(decomp.split(req, matched, s_ms), names), "cd": None}
 
     # CD node
     cd = _cd_samples(run, cd_req) if cd_req is not None else None
@@ -208,6 +223,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                                   p.contention.window_s or p.rd.window_s, label_all="")
         rd_frames.append(cd_series[cd_series["device"] == cd_name])
         series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
+        split_block["cd"] = _cd_split(run, cd_req, cd, timeout_ms, p)
     rd_block["cd"] = cd_rd_block
     series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
         if any(len(f) for f in rd_frames) else rd_frames[0]
@@ -216,6 +232,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     series["contention_windows"] = windows
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
+    slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
                                                 run.duration_s, groups)
     series.update(monitor_series)
@@ -226,6 +243,12 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     series.update(blockwise_series)
 
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    slo_block = None
+    if slo_spec is not None:
+        frame = sloa.RequestFrame.from_requests(req, codes, names, groups)
+        slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
+                                      verdict["status"])
+        verdict["exit_code"] = sloa.exit_code(verdict["status"], slo_block)
     run_block = {
         "name": run.run.name,
         "run_id": run.run.run_id,
@@ -245,7 +268,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
-               "observe": observe_block, "blockwise": blockwise_block}
+               "observe": observe_block, "blockwise": blockwise_block,
+               "decomposition": split_block,
+               "slo": slo_block.model_dump() if slo_block else None}
     return Summary.model_validate(_json_clean(summary)), series
 
 

@@ -19,6 +19,7 @@ from wotbench.stamps import report_stamp
 
 from . import sections
 from .data import figure_data
+from .slo import slo_table
 
 
 class ReportError(WotbenchError):
@@ -79,6 +80,7 @@ def build_context(run_dir: Path | str) -> dict:
         "host": sections.host(run),
         "placement": sections.placement(plan, plan_err),
         "verdict": sections.verdict(s, contention),
+        "slo": slo_table(s.slo),
         "contention": contention,
         "overall": overall,
         "outcome_rows": sections.outcome_rows(s),
@@ -86,6 +88,7 @@ def build_context(run_dir: Path | str) -> dict:
         "loss": sections.loss(s),
         "ge": sections.ge(s),
         "rd": sections.rd(s),
+        "split": sections.split(s),
         "observe": sections.observe(s),
         "blockwise": sections.blockwise(s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,

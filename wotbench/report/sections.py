@@ -196,8 +196,9 @@ def _ge_row(gid: str, g: GeIntegrity) -> dict:
     return {"ge": gid, "kept_up": g.kept_up, "problems": list(g.problems),
             "expected": {"mean": e.mean_ms, "p5": e.p5_ms, "p50": e.p50_ms},
             "submitted": {"mean": sub.mean_ms, "p5": sub.p5_ms, "p50": sub.p50_ms},
-            "ks": g.ks, "ks_tol": g.ks_tol, "late_share": g.late_share,
-            "early_share": g.early_share, "lag_p50": g.lag_ms.p50, "lag_p99": g.lag_ms.p99,
+            "ks": g.ks, "ks_tol": g.ks_tol, "ks_limit": g.ks_limit, "late_share": g.late_share,
+            "early_share": g.early_share, "tolerance_ms": g.tolerance_ms,
+            "late_p": g.late_p_value, "late_abs_share": g.late_abs_share, "lag_p50": g.lag_ms.p50, "lag_p99": g.lag_ms.p99,
             "lag_max": g.lag_ms.max, "sent": g.sent, "not_kept_up": list(g.devices_not_kept_up)}
 
 
@@ -207,7 +208,8 @@ def ge(s: Summary) -> dict:
     if g.cd_ge is not None:
         rows.append(_ge_row("cd-ge", g.cd_ge) | {"is_cd": True})
     return {"available": True, "rows": rows, "ok": g.kept_up,
-            "late_threshold_ms": g.rule.late_threshold_ms,
+            "late_threshold_ms": g.rule.late_threshold_ms, "rel_tolerance": g.rule.rel_tolerance,
+            "min_tolerance_ms": g.rule.min_tolerance_ms, "alpha": g.rule.alpha,
             "max_late_share": g.rule.max_late_share, "max_ks": g.rule.max_ks}
 
 
@@ -218,6 +220,27 @@ def rd(s: Summary) -> dict:
             "cd_calibration": r.cd.calibration.model_dump() if r.cd else {},
             "cd_test": r.cd.test.model_dump() if r.cd else {},
             "cd_device": r.cd.device if r.cd else None}
+
+
+SPLIT_PARTS = (("network_out", "network, GE → device"), ("device_in", "device: wake-up, queue, hand-off"),
+               ("service", "service beyond S"), ("device_out", "device: hand-back, send"),
+               ("network_back", "network, device → GE"), ("r_minus_s", "R − S"),
+               ("ge_side", "GE read delay (not in R)"))
+
+
+def split(s: Summary) -> dict:
+    """R − S by place (summary ``decomposition``): one column per population, p50 and p99 (µs)."""
+    d = s.decomposition
+    if d is None:
+        return {"available": False}
+    cols = [("devices", d.overall)]
+    if d.cd is not None:
+        cols += [("CD, calibration", d.cd.calibration), ("CD, test", d.cd.test)]
+    cols = [(label, sp) for label, sp in cols if sp.r_minus_s.count]
+    rows = [{"label": label, "cells": [(getattr(sp, key).p50_us, getattr(sp, key).p99_us)
+                                        for _, sp in cols]} for key, label in SPLIT_PARTS]
+    return {"available": bool(cols), "columns": [label for label, _ in cols], "rows": rows,
+            "stamps": {label: sp.stamps for label, sp in cols}, "definition": d.definition}
 
 
 def _applied_text(a: list[str]) -> str:

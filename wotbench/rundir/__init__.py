@@ -13,6 +13,7 @@ from .layout import CD_GE_DIR, RunDir
 from .record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
                      HostRecord, ImpairCounters, ImpairedDevice, NetworkRecord, Phases, PlanNote, RunRecord, SysctlChange, TestWindow,
                      Window)
+from .slo import SloBlock, SloObjectiveResult, SloOffender, SloWindow
 from .summary import (AnalysisParams, ContentionParams, GeIntegrityParams, MonitorBlock, RdParams,
                       Summary)
 
@@ -20,5 +21,5 @@ __all__ = [
     "CD_GE_DIR", "RunDir", "BridgeRecord", "CdRecord", "DeviceRecord", "EpisodeRecord", "Failure",
     "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
     "TestWindow", "Window", "AnalysisParams", "ContentionParams", "GeIntegrityParams", "MonitorBlock",
-    "RdParams", "Summary",
+    "RdParams", "Summary", "SloBlock", "SloObjectiveResult", "SloOffender", "SloWindow",
 ]

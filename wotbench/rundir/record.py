@@ -56,6 +56,7 @@ class DeviceRecord(Record):
     resources: Optional[str] = None       # resource file, relative to the run dir
     cpuset: Optional[str] = None
     threads: int = 1
+    response: Optional[str] = None        # wot-device --response (None: written before it existed)
     cpu_quota: Optional[float] = None
     memory_mb: Optional[int] = None
     log_dir: Optional[str] = None         # relative to the run dir

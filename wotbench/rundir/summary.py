@@ -18,6 +18,7 @@ from pydantic import Field
 
 from ._model import Record
 from .record import Failure
+from .slo import SloBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
@@ -27,9 +28,12 @@ ContentionStatus = Literal["detected", "none", "inconclusive", "not_checked"]
 # --------------------------------------------------------------------------- rule parameters
 
 class GeIntegrityParams(Record):
-    late_threshold_ms: float = 1.0
-    max_late_share: float = 0.01
+    rel_tolerance: float = 0.05      # a send may slip 5 % of its device's median RIT
+    min_tolerance_ms: float = 0.02   # ... but never less than the GE's own µs-scale jitter
+    max_late_share: float = 0.01     # more than 1 % off schedule (shown with confidence 1-alpha)
+    alpha: float = 0.01
     max_ks: float = 0.05
+    late_threshold_ms: float = 1.0   # absolute lateness, reported only (late_abs_share)
     cdf_points: int = 201
 
 
@@ -156,9 +160,14 @@ class GeDeviceIntegrity(Record):
     submitted_rit: RitStats
     ks: F = None
     ks_tol: F = None
+    ks_limit: F = None
     lag_ms: LagStats
+    tolerance_ms: F = None        # median of the per-send tolerances
     late_share: F = None
     early_share: F = None
+    late_p_value: F = None
+    early_p_value: F = None
+    late_abs_share: F = None      # lag > late_threshold_ms (absolute), for comparison only
     kept_up: Optional[bool] = None
     problems: list[str] = Field(default_factory=list)
 
@@ -172,9 +181,12 @@ class GeIntegrity(GeDeviceIntegrity):
 
 
 class GeRule(Record):
-    late_threshold_ms: float
+    rel_tolerance: float = 0.05
+    min_tolerance_ms: float = 0.02
     max_late_share: float
+    alpha: float = 0.01
     max_ks: float
+    late_threshold_ms: float
     text: str
 
 
@@ -260,6 +272,44 @@ class RdBlock(Record):
     join: JoinCounters
     per_device: dict[str, DeviceRd] = Field(default_factory=dict)
     cd: Optional[CdRd] = None
+
+
+# --------------------------------------------------------------------------- R - S by place
+
+class SplitStats(Record):
+    count: int = 0
+    mean_us: F = None
+    p50_us: F = None
+    p95_us: F = None
+    p99_us: F = None
+    max_us: F = None
+
+
+class Split(Record):
+    """R - S of answered requests by place, µs (wotbench/analysis/decomposition.py). ``stamps``:
+    kernel = every row had kernel receive stamps at both ends and the device's send time."""
+    stamps: Literal["kernel", "user", "mixed", "none"]
+    r_minus_s: SplitStats
+    network: SplitStats
+    network_out: SplitStats
+    network_back: SplitStats
+    device: SplitStats
+    device_in: SplitStats
+    device_out: SplitStats
+    service: SplitStats
+    ge_side: SplitStats
+
+
+class CdSplit(Record):
+    calibration: Split
+    test: Split
+
+
+class SplitBlock(Record):
+    definition: str
+    overall: Split
+    per_device: dict[str, Split] = Field(default_factory=dict)
+    cd: Optional[CdSplit] = None
 
 
 # --------------------------------------------------------------------------- contention
@@ -456,6 +506,8 @@ class Summary(Record):
     verdict: Verdict
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
+    decomposition: Optional[SplitBlock] = None   # absent in summaries written before it existed
+    slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo.py)
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
 

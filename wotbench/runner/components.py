@@ -21,6 +21,7 @@ class DeviceRun:
     log_dir: Path               # host path: devices/<name>/
     stdout: Path                # its stdout + stderr when a local process (process backend)
     threads: int = 1
+    response: str = "auto"      # wot-device --response
     port: int = COAP_PORT
     cpu_quota: float | None = None
     memory_mb: int | None = None
@@ -28,14 +29,15 @@ class DeviceRun:
 
     def args(self, resources: str, log_dir: str, listen: str | None) -> list[str]:
         a = ["--resources", resources, "--log-dir", log_dir, "--threads", str(self.threads),
-             "--name", self.name]
+             "--name", self.name, "--response", self.response]
         return a + (["--listen", listen] if listen else []) + self.impair
 
     def record(self, rd: RunDir) -> DeviceRecord:
         """run.json ``devices[]`` / ``cd_node``."""
         return DeviceRecord(name=self.name, id=self.id, address=self.address, port=self.port,
                             group=self.group, role=self.role, resources=rd.rel(self.resources),
-                            cpuset=self.cpuset, threads=self.threads, cpu_quota=self.cpu_quota,
+                            cpuset=self.cpuset, threads=self.threads, response=self.response,
+                            cpu_quota=self.cpu_quota,
                             memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir))
 
 

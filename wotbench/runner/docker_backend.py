@@ -18,7 +18,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import cleanup, containers, images, network
+from wotbench.runner import cleanup, containers, images, network, scalelimits
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
@@ -122,6 +122,9 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
+        short = scalelimits.too_small(cfg.total_devices + 1, scalelimits.host_limits())
+        if short:
+            raise EnvironmentProblem(scalelimits.message(cfg.total_devices + 1, short))
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:
@@ -265,8 +268,24 @@ class DockerBackend:
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             return None
 
+    def _detach(self, names: Sequence[str]) -> None:
+        """Disconnect running components from the run's networks one at a time. Docker 20.10
+        releases a container's endpoints when it exits; hundreds exiting at once can lose a
+        decrement of the network's endpoint count, and that network then "has active
+        endpoints" until the daemon restarts. Detached first, the exits release nothing."""
+        import docker.errors
+        if self.net_plan is None:
+            return
+        for n in names:
+            for net in self.net_plan.endpoints(n):
+                try:
+                    self.client.api.disconnect_container_from_network(self.ctr[n].id, net)
+                except docker.errors.APIError:
+                    pass   # not running, or not connected: the exit releases it as before
+
     def stop(self, names: Sequence[str], grace_s: float) -> dict[str, Optional[int]]:
         names = [n for n in names if n in self.ctr]
+        self._detach(names)
         in_parallel(lambda n: self.signal(n, _signal.SIGTERM), names)
         deadline = time.monotonic() + grace_s
         if self.exits is None:  # no event stream: one wait call per container

@@ -129,6 +129,18 @@ def check_neighbour_table() -> Check:
                  "net.ipv4.neigh.default.gc_thresh2=4096")
 
 
+def check_scale_limits() -> Check:
+    from wotbench.runner.scalelimits import host_limits
+    lims = host_limits()
+    if not lims:
+        return Check("scale limits", WARN, "pid, conntrack and dockerd limits not readable")
+    worst = min(lims, key=lambda lim: lim.devices)
+    detail = "; ".join(f"{lim.setting} {lim.current}: ~{lim.devices} devices" for lim in lims)
+    if worst.devices >= 1000:
+        return Check("scale limits", OK, detail)
+    return Check("scale limits", WARN, detail, f"for more devices: {worst.fix}")
+
+
 def _cpu_times() -> dict[int, tuple[int, int]]:
     out = {}
     for line in Path("/proc/stat").read_text().splitlines():
@@ -193,6 +205,7 @@ def run_checks(docker: bool = True, quick: bool = False, client=None) -> list[Ch
     if docker:
         checks.append(check_cgroups())
         checks.append(check_neighbour_table())
+        checks.append(check_scale_limits())
     if not quick:
         checks.append(check_netem())
     checks.append(check_cores(0.3 if quick else 0.5))

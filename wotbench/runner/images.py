@@ -43,10 +43,13 @@ COMPONENTS = (GE, DEVICE)   # every run needs these; the hog only runs with cont
 
 
 def _newest_source_mtime(src: Path) -> float:
+    """Newest source of a program, including the headers all three share (common/)."""
     newest = 0.0
     for pattern in ("Makefile", "*.c", "*.h", "src/**/*.c", "src/**/*.h", "include/**/*.h"):
         for p in src.glob(pattern):
             newest = max(newest, p.stat().st_mtime)
+    for p in (REPO_ROOT / "common").glob("*.h"):
+        newest = max(newest, p.stat().st_mtime)
     return newest
 
 

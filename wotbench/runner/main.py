@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from wotbench.addressing import DEVICES_PER_BLOCK
 from wotbench.config import load_config
 from wotbench.errors import WotbenchError
 from wotbench.plan import make_plan
@@ -183,8 +184,10 @@ class Runner:
         self.resolved = resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
         if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
+            ports = min(cfg.total_devices + 1, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
             self.tuning.apply(hostlimits.neighbour_plan(cfg.total_devices + 1,
-                                                        cfg.gateways.count + 1))
+                                                        cfg.gateways.count + 1)
+                              + hostlimits.backlog_plan(ports))
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name)
         self.run_id = self.rd.path.name
@@ -209,7 +212,7 @@ class Runner:
                 name=a.name, id=a.id, group=a.group, role="device", address=a.ip, port=a.port,
                 cpuset=plan.devices[a.name], resources=rd.resource_file(a.name),
                 log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=g.threads,
+                stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=self.impair.device_args(a.name, "device")))
         if self.cd.enabled:
@@ -218,7 +221,8 @@ class Runner:
                 name=a.name, id=a.id, group=a.group, role="cd-node", address=a.ip, port=a.port,
                 cpuset=plan.cd_node_cpuset, resources=rd.resource_file(a.name),
                 log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32))
+                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32,
+                response=cfg.contention_detector.response))
             self.cd_ge = GeRun(name=cd_module.CD_GE, role="cd-ge", cpu=plan.cd_ge_core,
                                trace=rd.cd_trace,
                                out_dir=inputs.writable_dir(rd.ge_dir(cd_module.CD_GE)),
@@ -469,15 +473,18 @@ class Runner:
             log(f"the test did not complete (see failures in {self.rd.run_json})")
             return self.exit_hint or 1
         from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
-        verdict = analyze(self.run_dir).verdict
+        summary = analyze(self.run_dir)
+        verdict = summary.verdict
         code = verdict.exit_code
         log(f"verdict: {verdict.status}")
         for r in verdict.reasons:
             print(f"  - {r}")
+        if summary.slo is not None:
+            log(summary.slo.text + (f" ({summary.slo.testbed_caveat})" if summary.slo.testbed_caveat else ""))
         if self.resolved.report.enabled:
             from wotbench.report import render   # heavy (matplotlib)
             log(f"report: {render(self.run_dir)}")
-        if self.failures and code == 0:
+        if self.failures and code in (0, 4):
             log(f"{len(self.failures)} component failure(s): flagging the run")
             code = 3
         return code

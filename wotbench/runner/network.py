@@ -167,7 +167,9 @@ def free_subnet(subnet: str, taken: list[tuple[str, ipaddress.IPv4Network]]) -> 
 
 def subnet_taken_message(subnet: str, blocker: tuple[str, ipaddress.IPv4Network]) -> str:
     name, net = blocker
-    fix = ("`wotbench clean` removes it (a WoTbench run left it behind)" if name.startswith("wb-")
+    fix = ("choose another network.subnet (or leave the key out: the run then picks a free one), "
+           "or `wotbench clean`, which removes it -- or, when Docker kept it with a stale "
+           "endpoint, says that only a daemon restart frees it" if name.startswith("wb-")
            else f"choose another network.subnet, or remove it: docker network rm {name}")
     return f"network.subnet: {subnet} overlaps Docker network {name} ({net}); {fix}"
 

@@ -21,7 +21,11 @@ from wotbench.errors import EnvironmentProblem
 
 POLL_S = 0.1
 WARMUP_BASE_MS = 1000        # GE warm-up budget: a base ...
-WARMUP_PER_ENDPOINT_MS = 2   # ... plus a little per endpoint (one ping round is ~1 µs each)
+WARMUP_PER_ENDPOINT_MS = 2   # ... plus a little per endpoint (one ping round is ~1 µs each) ...
+# ... plus the ARP exchange: each first ping broadcasts an ARP request to every port of the
+# device's bridge, so a block of N devices costs ~N^2 veth deliveries (1000 devices: one round
+# of pings took 3.9 s at load 30 -- make bench-scale), hence a quadratic term
+WARMUP_PER_ENDPOINT_SQ_US = 8
 
 Dead = Callable[[], dict[str, str]]   # {component: why} of components known to have exited
 
@@ -35,7 +39,8 @@ class NotReady(EnvironmentProblem):
 
 def warmup_ms(endpoints: int) -> int:
     """The warm-up budget of a GE with ``endpoints`` endpoints."""
-    return WARMUP_BASE_MS + WARMUP_PER_ENDPOINT_MS * endpoints
+    return (WARMUP_BASE_MS + WARMUP_PER_ENDPOINT_MS * endpoints
+            + WARMUP_PER_ENDPOINT_SQ_US * endpoints * endpoints // 1000)
 
 
 def _check_dead(dead: Optional[Dead], waiting: Iterable[str], what: str) -> None:

@@ -11,7 +11,7 @@ import yaml
 from ..errors import ConfigError
 from ..runner.quiet import QuietGate
 from .core import RunFn, Sweep
-from .paths import format_key, parse_key, parse_vary
+from .paths import format_key, parse_key, parse_set, parse_vary
 from .report import write_report
 
 
@@ -70,17 +70,25 @@ def plan_points(vary_args: list[str], matrix: Optional[str | Path] = None
 
 
 def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[str | Path] = None,
-                 out_root: str | Path = "reports", backend: Optional[str] = None) -> Sweep:
+                 out_root: str | Path = "reports", backend: Optional[str] = None,
+                 set_args: Optional[list[str]] = None) -> Sweep:
+    """``set_args``: ``--set KEY=VALUE``, keys every point gets (the what-if)."""
     points, origins, vary = plan_points(vary_args, matrix)
+    fixed = parse_set(set_args or [])
+    both = sorted(set(fixed) & {k for p in points for k in p})
+    if both:
+        raise ConfigError([f"--set {k}: also varied; give it with --vary or --set, not both" for k in both])
     return Sweep.create(config, points, out_root=out_root, backend=backend, origins=origins,
-                        extra={"vary": vary, "matrix": str(Path(matrix).resolve()) if matrix else None})
+                        extra={"vary": vary, "matrix": str(Path(matrix).resolve()) if matrix else None,
+                               "set": fixed})
 
 
 def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]] = None, *,
               matrix: Optional[str | Path] = None, resume: Optional[str | Path] = None,
               out_root: str | Path = "reports", backend: Optional[str] = None,
               run_fn: Optional[RunFn] = None, console: Any = None, progress: bool = True,
-              report: bool = True, gate: Optional[QuietGate] = None) -> Sweep:
+              report: bool = True, gate: Optional[QuietGate] = None,
+              set_args: Optional[list[str]] = None) -> Sweep:
     """``wotbench sweep``: create (or resume) a sweep, run its points (each on a quiet host when
     a ``gate`` is given), write report.html."""
     if resume is not None:
@@ -88,7 +96,8 @@ def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]
     else:
         if config is None:
             raise ConfigError(["sweep: give a CONFIG (or --resume SWEEP_DIR)"])
-        sweep = create_sweep(config, vary_args or [], matrix=matrix, out_root=out_root, backend=backend)
+        sweep = create_sweep(config, vary_args or [], matrix=matrix, out_root=out_root, backend=backend,
+                             set_args=set_args)
     try:
         sweep.run_all(run_fn, backend=backend, console=console, progress=progress, gate=gate)
     finally:

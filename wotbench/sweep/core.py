@@ -13,21 +13,26 @@ A point is complete when its run dir has ``summary.json``; ``resume`` re-runs on
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
-from ..config import config_from_dict, load_config
+from pydantic import BaseModel
+
+from ..config import Config, config_from_dict, load_config
 from ..errors import ConfigError, EnvironmentProblem, WotbenchError
 from ..rundir import RunDir, Summary
 from ..runner.main import run as run_config
 from ..runner.quiet import QuietGate
 from ..stamps import dir_stamp, iso_stamp
-from .paths import format_key, parse_key, set_path
+from .paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
 
 SCHEMA = "wotbench-sweep/1"
 RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
@@ -66,13 +71,56 @@ class Point:
 
 
 def _attribute(problem: str, keys: dict[str, str], fallback: str) -> str:
-    """Prefix a config problem with the --vary argument (or matrix entry) whose key it concerns."""
+    """Prefix a config problem with the --vary argument (or matrix entry) whose key it concerns
+    (a ``[*]`` key concerns every index), plus where such keys live when it is a known slip."""
     loc = problem.split(":", 1)[0].strip()
     for key, origin in keys.items():
-        if loc == key or loc.startswith(key + ".") or loc.startswith(key + "[") or \
-                key.startswith(loc + ".") or key.startswith(loc + "["):
-            return f"{origin}: {problem}"
+        k = re.escape(key).replace(r"\[\*\]", r"\[\d+\]")
+        if re.fullmatch(k + r"([.\[].*)?", loc) or key.startswith(loc + ".") or key.startswith(loc + "["):
+            return f"{origin}: {problem}{key_hint(key)}"
     return f"{fallback}: {problem}"
+
+
+def _seed_defaults(raw: dict, parts: list) -> dict:
+    """A copy of ``raw`` where a mapping on the path of ``parts`` that the config leaves to its
+    default (``devices[0].service_time``: exponential, 5 ms) holds that default, so setting one
+    of its keys (``devices[0].service_time.mean=20``) changes only that key."""
+    out = copy.deepcopy(raw)
+    nodes, model = [out], Config
+    for i, part in enumerate(parts[:-1]):
+        nxt_nodes = []
+        for node in nodes:
+            if isinstance(part, int) or part == ALL:
+                if isinstance(node, list):
+                    nxt_nodes += node if part == ALL else node[part:part + 1]
+                continue
+            if not isinstance(node, dict) or model is None or part not in model.model_fields:
+                continue
+            f = model.model_fields[part]
+            if node.get(part) is None and f.default_factory is not None:
+                default = f.default_factory()
+                if isinstance(default, BaseModel):
+                    node[part] = default.model_dump(mode="json", exclude_none=True)
+            nxt_nodes.append(node.get(part))
+        nodes = [n for n in nxt_nodes if n is not None]
+        if not (isinstance(part, int) or part == ALL):
+            model = _submodel(model, part)
+    return out
+
+
+def _submodel(model: Optional[type[BaseModel]], field: str) -> Optional[type[BaseModel]]:
+    """The model (or list item model) of ``model.field``, else None."""
+    if model is None or field not in model.model_fields:
+        return None
+    tp = model.model_fields[field].annotation
+    for _ in range(3):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return tp
+        if not args:
+            return None
+        tp = args[0]
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
 def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, name: str,
@@ -84,7 +132,8 @@ def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, 
     raw = dict(base_raw)
     for key, value in overrides.items():
         try:
-            raw = set_path(raw, key, value)
+            path, value = expand_pseudo(key, value)
+            raw = set_path(_seed_defaults(raw, parse_key(path)), path, value)
         except ValueError as e:
             raise ConfigError([f"{origins.get(key, key)}: {e}"]) from None
     raw["name"] = name
@@ -170,9 +219,15 @@ class Sweep:
         return f"p{index:0{width}d}"
 
     def _derive(self, pid: str, overrides: dict, origin: Optional[dict[str, str]]) -> dict:
+        """The point's config: the base, the sweep's fixed keys (``set``: ``--set``, and a
+        capacity search's ``--slo``), then the point's own overrides."""
+        fixed = {format_key(parse_key(k)): v for k, v in (self.data.get("set") or {}).items()}
         overrides = {format_key(parse_key(k)): v for k, v in overrides.items()}
-        return derive_config(self.base_raw, overrides, base_dir=Path(self.data["base_dir"]),
-                             name=_point_name(self.data["name"], pid), origins=origin,
+        origins = {**{k: "--slo" if k == "slo" else f"--set {k}={v!r}" for k, v in fixed.items()},
+                   **(origin or {k: f"point {pid} {k}={v!r}" for k, v in overrides.items()})}
+        return derive_config(self.base_raw, {**fixed, **overrides},
+                             base_dir=Path(self.data["base_dir"]),
+                             name=_point_name(self.data["name"], pid), origins=origins,
                              label=f"point {pid}")
 
     def _write_base(self) -> None:

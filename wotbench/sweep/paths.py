@@ -1,4 +1,8 @@
-"""Dotted config paths with list indices: ``devices[0].rit.mean`` and ``--vary`` arguments."""
+"""Dotted config paths with list indices: ``devices[0].rit.mean`` and ``--vary`` arguments.
+
+``[*]`` stands for every item of a list: ``devices[*].network.loss.percent`` sets the key in
+every device group (the what-if keys: "the same question with 2 % loss" is one flag).
+"""
 from __future__ import annotations
 
 import copy
@@ -9,63 +13,114 @@ import yaml
 
 from ..errors import ConfigError
 
-_FULL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*")
-_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+ALL = "*"     # the [*] index: every item of the list
+_FULL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[(?:\d+|\*)\])*")
+_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+|\*)\]")
+# keys users reach for that live elsewhere in the schema
+_HINTS = {
+    "network": ("subnet", "backend"),
+}
+
+
+_RATE = re.compile(r"^(devices\[(?:\d+|\*)\])\.rate$")
+
+
+def expand_pseudo(key: str, value: Any) -> tuple[str, Any]:
+    """``devices[N].rate`` (req/s per device; ``[*]`` every group) is a pseudo key for
+    ``devices[N].rit.mean = 1000 / rate`` (ms); every other key is itself."""
+    m = _RATE.match(key)
+    if not m:
+        return key, value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{key}: a rate in requests/s per device must be a number > 0, got {value!r}")
+    return f"{m.group(1)}.rit.mean", round(1000.0 / float(value), 6)
 
 
 def parse_key(key: str) -> list[str | int]:
-    """``"devices[0].rit.mean"`` -> ``["devices", 0, "rit", "mean"]``; ValueError when malformed."""
+    """``"devices[0].rit.mean"`` -> ``["devices", 0, "rit", "mean"]`` (``[*]`` -> ``"*"`` in a
+    list position); ValueError when malformed."""
     key = key.strip()
     if not _FULL.fullmatch(key):
-        raise ValueError(f"malformed key {key!r}: expected name(.name|[index])*, e.g. devices[0].count")
-    return [m.group(1) if m.group(1) else int(m.group(2)) for m in _PART.finditer(key)]
+        raise ValueError(f"malformed key {key!r}: expected name(.name|[index]|[*])*, e.g. devices[0].count")
+    out: list[str | int] = []
+    for m in _PART.finditer(key):
+        if m.group(1):
+            out.append(m.group(1))
+        else:
+            out.append(ALL if m.group(2) == ALL else int(m.group(2)))
+    return out
 
 
 def format_key(parts: list[str | int]) -> str:
     out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else ("." if out else "") + p
+    for i, p in enumerate(parts):
+        index = isinstance(p, int) or (p == ALL and i > 0)
+        out += f"[{p}]" if index else ("." if out else "") + p
     return out
+
+
+def key_hint(key: str) -> str:
+    """A pointer for a top-level key that exists but not with that child (network.impairments)."""
+    parts = parse_key(key)
+    top = parts[0]
+    if top in _HINTS and len(parts) > 1 and parts[1] not in _HINTS[top]:
+        return (f"; {top}: has only {', '.join(_HINTS[top])} -- network impairments are per device "
+                f"group: devices[N].network.loss.percent, devices[*].network.delay.time_ms, ... "
+                f"(docs/NETWORK-IMPAIRMENTS.md)")
+    return ""
 
 
 def set_path(raw: dict, key: str, value: Any) -> dict:
     """A copy of ``raw`` with ``key`` set to ``value``; missing mappings are created, list
-    indices must exist. ValueError (naming the key) when the path cannot be followed."""
+    indices must exist, ``[*]`` sets every item. ValueError (naming the key) when the path
+    cannot be followed."""
     parts = parse_key(key)
     out = copy.deepcopy(raw)
-    node: Any = out
-    for i, part in enumerate(parts[:-1]):
-        nxt = parts[i + 1]
-        where = format_key(parts[:i + 1])
-        if isinstance(part, int):
-            if not isinstance(node, list):
-                raise ValueError(f"{key}: {format_key(parts[:i]) or '(top level)'} is not a list")
-            if part >= len(node):
-                raise ValueError(f"{key}: {where} does not exist (the list has {len(node)} item(s))")
-            node = node[part]
-        else:
-            if not isinstance(node, dict):
-                raise ValueError(f"{key}: {format_key(parts[:i]) or '(top level)'} is not a mapping")
-            if node.get(part) is None:
-                if isinstance(nxt, int):
-                    raise ValueError(f"{key}: {where} is not a list in the config")
-                node[part] = {}
-            node = node[part]
-    last = parts[-1]
-    if isinstance(last, int):
-        if not isinstance(node, list) or last >= len(node):
-            raise ValueError(f"{key}: index {last} does not exist")
-        node[last] = value
-    else:
-        if not isinstance(node, dict):
-            raise ValueError(f"{key}: {format_key(parts[:-1])} is not a mapping")
-        node[last] = value
+    try:
+        _set(out, parts, 0, key, value)
+    except ValueError as e:
+        raise ValueError(f"{e}{key_hint(key)}") from None
     return out
 
 
+def _set(node: Any, parts: list, i: int, key: str, value: Any) -> None:
+    part, last = parts[i], i == len(parts) - 1
+    where = format_key(parts[:i + 1])
+    if isinstance(part, int) or (part == ALL and i > 0):
+        if not isinstance(node, list):
+            raise ValueError(f"{key}: {format_key(parts[:i]) or '(top level)'} is not a list")
+        if part == ALL:
+            if not node:
+                raise ValueError(f"{key}: {format_key(parts[:i])} is an empty list")
+            items = range(len(node))
+        elif part >= len(node):
+            raise ValueError(f"{key}: {where} does not exist (the list has {len(node)} item(s))")
+        else:
+            items = [part]
+        for j in items:
+            if last:
+                node[j] = value
+            else:
+                _set(node[j], parts, i + 1, key, value)
+        return
+    if not isinstance(node, dict):
+        raise ValueError(f"{key}: {format_key(parts[:i]) or '(top level)'} is not a mapping")
+    if last:
+        node[part] = value
+        return
+    if node.get(part) is None:
+        nxt = parts[i + 1]
+        if isinstance(nxt, int) or nxt == ALL:
+            raise ValueError(f"{key}: {where} is not a list in the config")
+        node[part] = {}
+    _set(node[part], parts, i + 1, key, value)
+
+
 def get_path(raw: Any, key: str, default: Any = None) -> Any:
+    """The value at ``key`` (``[*]`` reads the first item), else ``default``."""
     node = raw
     for part in parse_key(key):
+        part = 0 if part == ALL else part
         try:
             node = node[part]
         except (KeyError, IndexError, TypeError):
@@ -118,3 +173,23 @@ def parse_vary(arg: str) -> tuple[str, list[Any]]:
     if len({repr(v) for v in vals}) != len(vals):
         raise ConfigError([f"--vary {arg}: a value is listed twice"])
     return format_key(parts), vals
+
+
+def parse_set(args: list[str]) -> dict[str, Any]:
+    """``["devices[*].network.loss.percent=2", ...]`` -> ``{key: value}``: keys every point of a
+    sweep or capacity search gets (one YAML value each). Raises :class:`ConfigError` naming
+    the argument."""
+    out: dict[str, Any] = {}
+    for arg in args:
+        key, eq, text = arg.partition("=")
+        try:
+            if not eq or not text.strip():
+                raise ValueError("expected KEY=VALUE, e.g. devices[*].network.loss.percent=2")
+            k = format_key(parse_key(key))
+            value = parse_scalar(text.strip())
+        except ValueError as e:
+            raise ConfigError([f"--set {arg}: {e}"]) from None
+        if k in out:
+            raise ConfigError([f"--set {arg}: {k} is set twice"])
+        out[k] = value
+    return out

@@ -1,0 +1,54 @@
+"""A fake runner for the SLO capacity search: the sweep fake runner's run dir, plus an SLO
+result judged by the real evaluator (wotbench.analysis.slo) on synthetic requests whose
+response time is chosen per config (and per seed, for noise across repeats)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import yaml
+
+from sweep_fakes import FakeRunner
+from wotbench.analysis import slo as sloa
+from wotbench.rundir import RunDir
+from wotbench.slo_spec import Slo
+
+
+def rate_of(cfg: dict) -> float:
+    return round(1000 / cfg["devices"][0]["rit"]["mean"], 3)
+
+
+def frame(rt_ms: float, n_devices: int = 5, duration_s: float = 10.0, per_s: int = 20,
+          loss: float = 0.0) -> sloa.RequestFrame:
+    """``per_s`` requests per second spread over the devices, every answer taking ``rt_ms``;
+    the first ``loss`` share of each device's requests time out."""
+    n = int(duration_s * per_s)
+    dev = np.arange(n) % n_devices
+    t = np.arange(n) / per_s
+    outcome = np.where(np.arange(n) < int(round(loss * n)), "timeout", "ok").astype(object)
+    rt = np.where(outcome == "ok", rt_ms, np.nan)
+    names = [f"cpu-{i}" for i in range(n_devices)]
+    return sloa.RequestFrame(device=dev, t_s=t, outcome=outcome, rt_sent_ms=rt, rt_sched_ms=rt,
+                             names=names, group_of={n_: "cpu" for n_ in names})
+
+
+class SloFakeRunner(FakeRunner):
+    """``rt(cfg) -> ms`` (the p95 every run measures), ``verdict(cfg) -> status``."""
+
+    def __init__(self, rt: Callable[[dict], float], **kw):
+        super().__init__(**kw)
+        self.rt = rt
+
+    def __call__(self, config_path: str, out_root: str, backend=None) -> int:
+        code = super().__call__(config_path, out_root, backend)
+        cfg = yaml.safe_load(Path(config_path).read_text())
+        if code not in (0, 3) or "slo" not in cfg:
+            return code
+        rd = RunDir(max(Path(out_root).iterdir(), key=lambda d: d.stat().st_mtime))
+        s = rd.read_summary()
+        block = sloa.with_verdict(sloa.evaluate(Slo.model_validate(cfg["slo"]), frame(self.rt(cfg)),
+                                                10.0), s.verdict.status)
+        verdict = s.verdict.model_copy(update={"exit_code": sloa.exit_code(s.verdict.status, block)})
+        rd.write_summary(s.model_copy(update={"slo": block, "verdict": verdict}))
+        return verdict.exit_code

@@ -1,0 +1,33 @@
+"""Host limits for many containers: how many devices each carries, and the stop message."""
+from __future__ import annotations
+
+from wotbench.runner import scalelimits as sl
+
+
+def _limits(pid_max=32768, conntrack=262144, nofile=20000):
+    vals = {"/proc/sys/kernel/pid_max": pid_max, "/proc/sys/kernel/threads-max": 192731,
+            "/proc/sys/net/netfilter/nf_conntrack_max": conntrack}
+    return sl.host_limits(read=vals.get, dockerd_nofile=lambda: nofile)
+
+
+def test_devices_per_limit_from_measured_costs():
+    by = {lim.setting: lim for lim in _limits()}
+    assert by["kernel.pid_max"].devices == (32768 - sl.HOST_RESERVE) // sl.TASKS_PER_DEVICE
+    assert by["dockerd LimitNOFILE"].devices == (20000 - sl.HOST_RESERVE) // 9
+    assert by["net.netfilter.nf_conntrack_max"].devices > 80_000
+
+
+def test_too_small_names_the_setting_and_the_fix():
+    lims = _limits()
+    assert sl.too_small(1100, lims) == []
+    short = sl.too_small(1600, lims)
+    assert [lim.setting for lim in short] == ["kernel.pid_max"]
+    msg = sl.message(1600, short)
+    assert "kernel.pid_max = 32768" in msg and "sysctl -w kernel.pid_max" in msg
+    short = sl.too_small(2500, lims)
+    assert {lim.setting for lim in short} == {"kernel.pid_max", "dockerd LimitNOFILE"}
+
+
+def test_unreadable_limits_are_left_out():
+    lims = sl.host_limits(read=lambda p: None, dockerd_nofile=lambda: None)
+    assert lims == [] and sl.too_small(10_000, lims) == []
