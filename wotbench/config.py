@@ -40,7 +40,8 @@ Response = Literal["auto", "piggyback", "separate"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
-MAX_PAYLOAD_BYTES = 1024   # gateway-emulator and wot-device limit (one datagram, no block-wise)
+MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
+MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 
 
 class _Model(BaseModel):
@@ -57,6 +58,31 @@ class DistSpec(_Model):
     file: Optional[str] = None
 
 
+NOTIFY_DISTS = ("deterministic", "uniform", "exponential", "normal")   # what wot-device emulates
+
+
+class Observe(_Model):
+    """Observable resources (RFC 7641) of a device group and the observers the GE emulates.
+
+    The first ``resources`` of the group's resources are observable. Each notifies on its own
+    process: every ``period_ms`` ± ``jitter_ms`` (uniform) or ``interval`` (a distribution,
+    ms: deterministic | uniform | exponential | normal), after a sensor read of
+    ``service_time_ms`` (the group's sleep|busy mode). Per device, ``observers`` observers
+    register (observer k on observable resource k mod ``resources``) at a uniform instant in
+    ``[0, register_within_s)`` of the test and cancel after ``hold`` (a distribution, ms;
+    null = at the end of the test)."""
+    resources: int = Field(1, ge=1)
+    period_ms: Optional[float] = Field(None, gt=0)
+    jitter_ms: float = Field(0.0, ge=0)
+    interval: Optional[DistSpec] = None
+    service_time_ms: float = Field(0.0, ge=0)
+    type: Literal["con", "non"] = "con"
+    max_age_s: int = Field(60, ge=0, le=2**32 - 1)
+    observers: int = Field(1, ge=1, le=1000)
+    register_within_s: float = Field(1.0, ge=0)
+    hold: Optional[DistSpec] = None
+
+
 class DeviceGroup(_Model):
     group: Annotated[str, Field(pattern=NAME_PATTERN, max_length=40)]
     count: int = Field(1, ge=1)
@@ -67,13 +93,18 @@ class DeviceGroup(_Model):
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
     resources: int = Field(10, ge=1, le=100000)
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0})
-    # both emulators keep a payload in one datagram (no block-wise transfer): at most 1024 bytes
+    # above 1024 bytes the body moves block-wise (gateways.block_size, default 1024)
     payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES)
     request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES)
     cpu_quota: Optional[float] = Field(None, gt=0)
     memory_mb: int = Field(32, ge=4)
     # per-group network impairments (docs/NETWORK-IMPAIRMENTS.md), or null
     network: Optional[NetworkImpairment] = None
+    # false: no request workload for this group (e.g. only observations)
+    requests: bool = True
+    # observable resources and observers (RFC 7641), or null
+    observe: Optional[Observe] = None
+
     # bring your own system under test (wotbench.byo): a CoAP server WoTbench starts instead of
     # wot-device, or endpoints it does not start; the paths the trace requests of them
     server: Optional[byo.ServerSpec] = None
@@ -132,6 +163,16 @@ class Gateways(_Model):
     retransmit: bool = False
     # every main-GE request through a CoAP forward proxy (wotbench.byo.ProxySpec), or null
     proxy: Optional[byo.ProxySpec] = None
+    # block-wise transfer (RFC 7959): block size in bytes, a power of two 16..1024; null = 1024
+    # when a body exceeds one datagram (1024 bytes), else no block-wise transfer
+    block_size: Optional[int] = None
+
+    @field_validator("block_size")
+    @classmethod
+    def _block_size(cls, v: Any) -> Any:
+        if v is not None and (isinstance(v, bool) or v not in (16, 32, 64, 128, 256, 512, 1024)):
+            raise ValueError(f"must be a power of two in 16..1024 (SZX 0..6), got {v!r}")
+        return v
 
 
 class ContentionDetector(_Model):
@@ -242,6 +283,14 @@ class Config(_Model):
     def total_devices(self) -> int:
         return sum(g.count for g in self.devices)
 
+    def ge_block_size(self, trace_max_payload: int = 0) -> Optional[int]:
+        """The GE's --block-size: the configured one, or 1024 when a body (a generated payload or
+        ``trace_max_payload`` of a recorded trace) exceeds one datagram; None: not block-wise."""
+        if self.gateways.block_size is not None:
+            return self.gateways.block_size
+        big = max([trace_max_payload] + [max(g.payload_bytes, g.request_payload_bytes) for g in self.devices])
+        return MAX_DATAGRAM_PAYLOAD if big > MAX_DATAGRAM_PAYLOAD else None
+
     def device_names(self) -> list[str]:
         return [device_name(g.group, i) for g in self.devices for i in range(g.count)]
 
@@ -262,7 +311,21 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
             for field, msg in validate_spec(getattr(g, key).model_dump(), base_dir):
                 problems.append(f"devices[{i}].{key}.{field}: {msg}")
         problems.extend(byo.group_problems(i, g, "count" in g.model_fields_set))
+        if g.observe is not None:
+            problems.extend(_observe_problems(g, f"devices[{i}].observe", base_dir))
+            if g.payload_bytes > MAX_DATAGRAM_PAYLOAD:
+                problems.append(f"devices[{i}].payload_bytes: {g.payload_bytes} with observe, expected "
+                                f"at most {MAX_DATAGRAM_PAYLOAD} (notifications are one datagram)")
+        if g.observe is not None and g.third_party:
+            problems.append(f"devices[{i}].observe: with server/external, expected no observe "
+                            "(observable resources are emulated by wot-device)")
     problems.extend(byo.proxy_problems(cfg.gateways.proxy))
+    if cfg.gateways.proxy is not None and any(g.observe is not None for g in cfg.devices):
+        problems.append("gateways.proxy: with devices[].observe, expected no proxy (Observe "
+                        "through a forward proxy is not supported)")
+    if cfg.gateways.proxy is not None and cfg.gateways.block_size is not None:
+        problems.append("gateways.block_size: with gateways.proxy, expected null (block-wise "
+                        "transfer through a forward proxy is not supported)")
     net = ipaddress.ip_network(cfg.network.subnet)
     needed = cfg.total_devices + 1  # + the CD node
     needed += 1 if cfg.gateways.proxy is not None and cfg.gateways.proxy.started else 0
@@ -281,6 +344,32 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         if not rd.is_dir():
             problems.append(f"trace.resources: directory not found: {rd}")
     return problems
+
+
+def _observe_problems(g: DeviceGroup, key: str, base_dir: Path) -> list[str]:
+    o = g.observe
+    out = []
+    if o.resources > g.resources:
+        out.append(f"{key}.resources: {o.resources} observable resources but the group has "
+                   f"{g.resources} (devices[].resources)")
+    if (o.period_ms is None) == (o.interval is None):
+        out.append(f"{key}: give either period_ms (with optional jitter_ms) or interval "
+                   f"(a distribution), not {'both' if o.period_ms else 'neither'}")
+    if o.period_ms is not None and o.jitter_ms > o.period_ms:
+        out.append(f"{key}.jitter_ms: {o.jitter_ms:g} exceeds period_ms {o.period_ms:g}, "
+                   f"expected a half-width <= the period (intervals stay >= 0)")
+    if o.interval is not None:
+        if o.interval.dist not in NOTIFY_DISTS:
+            out.append(f"{key}.interval.dist: wot-device emulates {', '.join(NOTIFY_DISTS)} "
+                       f"notification intervals, got {o.interval.dist!r}")
+        else:
+            out += [f"{key}.interval.{f}: {m}" for f, m in validate_spec(o.interval.model_dump(), base_dir)]
+            if o.interval.dist == "uniform" and (o.interval.cv or 0) > 1 / 3 ** 0.5:
+                out.append(f"{key}.interval.cv: {o.interval.cv:g} makes uniform intervals negative, "
+                           f"expected <= 0.577")
+    if o.hold is not None:
+        out += [f"{key}.hold.{f}: {m}" for f, m in validate_spec(o.hold.model_dump(), base_dir)]
+    return out
 
 
 def _absolutize(raw: dict, base_dir: Path) -> None:

@@ -39,6 +39,14 @@ RESOURCE_COLUMNS = {
     "service_time_us": IntRange(0, MAX_SERVICE_US), "mode": ("sleep", "busy"),
     "payload_bytes": IntRange(0, MAX_PAYLOAD_BYTES),
 }
+# optional Observe columns (wot-device resources.c parse_observe); notify_dist none = plain
+RESOURCE_OBSERVE_COLUMNS = {
+    "notify_dist": ("none", "deterministic", "uniform", "exponential", "normal"),
+    "notify_mean_us": IntRange(0, MAX_SERVICE_US), "notify_jitter_us": IntRange(0, MAX_SERVICE_US),
+    "notify_service_us": IntRange(0, MAX_SERVICE_US), "notify_type": ("con", "non"),
+    "max_age_s": IntRange(0, 2**32 - 1),
+}
+TRACE_METHODS = tuple(_METHODS) + ("OBSERVE", "CANCEL")
 _URI_RE = r"^coap://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
 
 
@@ -109,12 +117,14 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     check(~df.device_id.str.fullmatch(_UINT), "device_id", "an integer >= 0")
     timed = df.send_time_us.str.fullmatch(_UINT)
     check(~timed, "send_time_us", "an integer >= 0 (µs)")
-    check(~df.method.isin(_METHODS), "method", "GET, PUT, POST or DELETE")
+    check(~df.method.isin(TRACE_METHODS), "method", "GET, PUT, POST, DELETE, OBSERVE or CANCEL")
     check(~df.uri.str.match(_URI_RE), "uri", "coap://host[:port]/path")
     pl = df.payload_bytes
-    pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 5)
+    pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 7)
     pl_ok &= pd.to_numeric(pl.where(pl_ok, "0")) <= MAX_PAYLOAD_BYTES
     check((pl != "") & ~pl_ok, "payload_bytes", f"an integer 0..{MAX_PAYLOAD_BYTES}")
+    check(df.method.isin(("OBSERVE", "CANCEL")) & (pl != "") & (pl != "0"), "payload_bytes",
+          "none with OBSERVE or CANCEL (they are GETs)")
     t = df.send_time_us[timed].astype(np.int64)      # order among the lines with a time
     tv = t.to_numpy()
     for k in np.flatnonzero(np.diff(tv) < 0) + 1:
@@ -182,6 +192,53 @@ def read_resources(path: str | Path, error: type[WotbenchError] = ConfigError) -
     """A resource file (``path,service_time_us,mode,payload_bytes``) checked as wot-device
     reads it: every bad line (a malformed value, a path the device refuses, a repeated path)
     raises ``error`` (exit 2) naming ``FILE:LINE``."""
-    df = read_csv_checked(Path(path), RESOURCE_COLUMNS, "resource file", error, unique=("path",))
+    path = Path(path)
+    spec = RESOURCE_COLUMNS
+    try:
+        with open(path) as f:
+            if "notify_dist" in f.readline().split(","):
+                spec = {**RESOURCE_COLUMNS, **RESOURCE_OBSERVE_COLUMNS}
+    except OSError:
+        pass   # read_csv_checked names the problem
+    df = read_csv_checked(path, spec, "resource file", error, unique=("path",))
     df["path"] = df["path"].astype(str)
+    if "notify_dist" in df.columns:
+        df["notify_dist"] = df["notify_dist"].astype(str)
+        df["notify_type"] = df["notify_type"].astype(str)
     return df
+
+
+def observe_problems(trace: pd.DataFrame, trace_file: str | Path,
+                     resources: dict[int, tuple[str | Path, pd.DataFrame]]) -> list[str]:
+    """OBSERVE lines on resources that are not observable (or unknown), and CANCEL lines with no
+    open OBSERVE of the same device and URI: ``FILE:LINE: what, expected what``.
+    ``resources``: device id -> (its resource file, read_resources of it)."""
+    out: list[str] = []
+    sub = trace[trace.method.isin(("OBSERVE", "CANCEL"))]
+    open_: dict[tuple[int, str], int] = {}
+    for dev, method, uri, line in zip(sub.device_id.tolist(), sub.method.tolist(), sub.uri.tolist(),
+                                      sub.line.tolist()):
+        key = (dev, uri)
+        if method == "CANCEL":
+            if open_.get(key, 0) <= 0:
+                out.append(f"{trace_file}:{line}: CANCEL without an open OBSERVE of device {dev} "
+                           f"and {uri}, expected an earlier OBSERVE line with the identical uri")
+            else:
+                open_[key] -= 1
+            continue
+        open_[key] = open_.get(key, 0) + 1
+        if dev not in resources:
+            continue
+        rfile, res = resources[dev]
+        path = uri.split("/", 3)[3].split("?")[0] if uri.count("/") >= 3 else ""
+        hit = res[res["path"] == path]
+        if hit.empty:
+            out.append(f"{trace_file}:{line}: OBSERVE on '{path}', which {rfile} does not have, "
+                       f"expected an observable resource of device {dev}")
+        elif "notify_dist" not in res.columns or hit["notify_dist"].iloc[0] == "none":
+            out.append(f"{trace_file}:{line}: OBSERVE on '{path}', which is not observable in "
+                       f"{rfile} (notify_dist none or no notification columns), expected an "
+                       f"observable resource")
+        if len(out) >= MAX_LISTED:
+            break
+    return out

@@ -21,7 +21,13 @@ Workload model, per device of a group:
   per device); every request picks one uniformly. The *request-weighted* service time then has
   exactly the target mean and a CDF within 1/N of the target's everywhere (KS distance
   <= 1/N), for any distribution;
-- method: drawn from the ``methods`` weights; PUT/POST carry ``request_payload_bytes``.
+- method: drawn from the ``methods`` weights; PUT/POST carry ``request_payload_bytes``;
+  ``requests: false`` gives the group no requests at all;
+- observations (``observe``, RFC 7641): the first ``observe.resources`` resources are
+  observable (notification columns in the resource file, see :func:`notify_columns`); per device
+  ``observe.observers`` observers, observer k on resource ``k mod resources`` with its own URI
+  ``r<j>?o=<k>``, an ``OBSERVE`` line at a uniform instant in ``[0, register_within_s)`` and a
+  ``CANCEL`` line ``hold`` later (or at the end of the test).
 
 Everything is drawn from ``numpy.random.default_rng([seed, group index, stream])``, so a
 seed gives the same files on every run and adding a group does not change the others.
@@ -37,10 +43,10 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .config import METHODS, Config
+from .config import MAX_DATAGRAM_PAYLOAD, METHODS, Config
 from .addressing import device_name
 from .resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
-from .trace_io import read_resources, read_trace
+from .trace_io import observe_problems, read_resources, read_trace
 from .distributions import make_distribution
 from .errors import ConfigError
 
@@ -48,7 +54,12 @@ CD_RESOURCE = "cd"
 CD_PAYLOAD_BYTES = 16
 TRACE_HEADER = "device_id,send_time_us,method,uri"
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
-_STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE = 1, 2, 3
+RESOURCE_OBSERVE_COLUMNS = (",notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,"
+                            "notify_type,max_age_s")
+_STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
+TRACE_METHODS = METHODS + ("OBSERVE", "CANCEL")   # trace method column; index = method code
+_OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
+NOT_OBSERVABLE = ("none", 0, 0, 0, "con", 60)    # notification columns of a plain resource
 
 
 @dataclass
@@ -88,10 +99,11 @@ class GeneratedTrace:
     method: np.ndarray          # int8 index into METHODS
     resource: np.ndarray        # int64 index into resource_paths of the device
     payload: np.ndarray         # int64 request payload bytes
-    resources: dict[str, list[tuple[str, int, str, int]]]   # device -> rows of its file
+    resources: dict[str, list[tuple]]   # device -> rows of its file (4 or 10 columns)
     # device id -> the paths ``resource`` indexes, for third-party devices (wotbench.byo);
     # a wot-device's resource j is the path r<j>
     paths: dict[int, list[str]] = field(default_factory=dict)
+    observer: Optional[np.ndarray] = None   # int64 observer k of OBSERVE/CANCEL rows, else -1
 
 
 def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
@@ -116,12 +128,54 @@ def resource_service_times_us(dist, n: int) -> np.ndarray:
     return np.maximum(np.rint(dist.bin_means(n) * 1000.0), 0).astype(np.int64)
 
 
+def notify_columns(g) -> tuple:
+    """The six notification columns (notify_dist, notify_mean_us, notify_jitter_us,
+    notify_service_us, notify_type, max_age_s) of an observable resource of group ``g``."""
+    o = g.observe
+    if o.interval is None:
+        dist = "uniform" if o.jitter_ms > 0 else "deterministic"
+        mean, jit = o.period_ms, o.jitter_ms
+    else:
+        dist, mean, cv = o.interval.dist, float(o.interval.mean), float(o.interval.cv or 0)
+        jit = {"uniform": mean * cv * math.sqrt(3), "normal": mean * cv}.get(dist, 0.0)
+        if dist == "uniform" and jit == 0:
+            dist = "deterministic"
+    return (dist, max(1, round(mean * 1000)), round(jit * 1000), round(o.service_time_ms * 1000),
+            o.type, o.max_age_s)
+
+
+def notify_rate(g) -> float:
+    """Configured notifications per second per observable resource of group ``g``."""
+    o = g.observe
+    return 1000.0 / (o.period_ms if o.interval is None else float(o.interval.mean))
+
+
+def _observations(cfg: Config, gi: int, g, first: int, duration_us: int):
+    """(device ids, times, methods, resources, observers) of the group's OBSERVE/CANCEL lines."""
+    o = g.observe
+    rng = _rng(cfg, gi, _STREAM_OBSERVE)
+    n = g.count * o.observers
+    dev = np.repeat(np.arange(first, first + g.count, dtype=np.int64), o.observers)
+    k = np.tile(np.arange(o.observers, dtype=np.int64), g.count)
+    reg = np.floor(rng.random(n) * o.register_within_s * 1e6).astype(np.int64)
+    reg = np.minimum(reg, max(duration_us - 2, 0))
+    if o.hold is None:
+        end = np.full(n, duration_us, np.int64)
+    else:
+        hold = np.asarray(make_distribution(o.hold).sample(rng, n), dtype=float)
+        end = np.minimum(reg + np.floor(hold * 1000).astype(np.int64), duration_us)
+    end = np.maximum(end, reg + 1)
+    return (np.concatenate([dev, dev]), np.concatenate([reg, end]),
+            np.concatenate([np.full(n, _OBSERVE, np.int8), np.full(n, _CANCEL, np.int8)]),
+            np.concatenate([k % o.resources] * 2), np.concatenate([k, k]))
+
+
 def generate(cfg: Config) -> GeneratedTrace:
     """Generate the main trace in memory (see the module docstring for the model)."""
     duration_ms = cfg.duration_s * 1000.0
     addrs = device_addresses(cfg)
-    ids, times, meths, ress, pays = [], [], [], [], []
-    resources: dict[str, list[tuple[str, int, str, int]]] = {}
+    ids, times, meths, ress, pays, obs = [], [], [], [], [], []
+    resources: dict[str, list[tuple]] = {}
     paths: dict[int, list[str]] = {}
     first = 0
     for gi, g in enumerate(cfg.devices):
@@ -137,7 +191,14 @@ def generate(cfg: Config) -> GeneratedTrace:
                 st = rng_res.permutation(base)
                 resources[addrs[first + k].name] = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes)
                                                     for j in range(g.resources)]
+                if g.observe is not None:
+                    cols = notify_columns(g)
+                    resources[addrs[first + k].name] = [
+                        row + (cols if j < g.observe.resources else NOT_OBSERVABLE)
+                        for j, row in enumerate(resources[addrs[first + k].name])]
         rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
+        if not g.requests:
+            rows = [r[:0] for r in rows]
         n = sum(len(r) for r in rows)
         ids.append(np.repeat(np.arange(first, first + g.count, dtype=np.int64), [len(r) for r in rows]))
         times.append(np.floor(np.concatenate(rows) * 1000.0).astype(np.int64) if n else np.zeros(0, np.int64))
@@ -150,12 +211,18 @@ def generate(cfg: Config) -> GeneratedTrace:
         meths.append(m)
         has_body = (m == METHODS.index("PUT")) | (m == METHODS.index("POST"))
         pays.append(np.where(has_body, g.request_payload_bytes, 0).astype(np.int64))
+        obs.append(np.full(n, -1, np.int64))
+        if g.observe is not None:
+            d, t, m, r, k = _observations(cfg, gi, g, first, int(round(duration_ms * 1000)))
+            ids.append(d), times.append(t), meths.append(m), ress.append(r), obs.append(k)
+            pays.append(np.zeros(len(d), np.int64))
         first += g.count
     device_id, send_time = np.concatenate(ids), np.concatenate(times)
-    order = np.lexsort((device_id, send_time))
+    order = np.lexsort((device_id, send_time))   # stable: an OBSERVE stays before its CANCEL
+    observer = np.concatenate(obs)[order]
     return GeneratedTrace(device_id[order], send_time[order], np.concatenate(meths)[order],
                           np.concatenate(ress)[order], np.concatenate(pays)[order], resources,
-                          paths)
+                          paths, observer if (observer >= 0).any() else None)
 
 
 def _authority(a: DeviceAddress) -> str:
@@ -171,6 +238,9 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
     d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
     if mask is not None:
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
+    if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
+        k = tr.observer if mask is None else tr.observer[mask]
+        return _write_rows_observe(path, d, t, m, r, p, k, addrs)
     with_payload = bool(p.any())
     prefix = [f"{a.id},"for a in addrs]
     base = [f"coap://{_authority(a)}/r" for a in addrs]
@@ -194,8 +264,21 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
     return len(d)
 
 
-def _write_resources(path: Path, rows: list[tuple[str, int, str, int]]) -> None:
-    path.write_text(RESOURCE_HEADER + "\n" + "".join(f"{a},{b},{c},{d}\n" for a, b, c, d in rows))
+def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress]) -> int:
+    """The trace rows of a workload with observations (slower, but only those runs take it)."""
+    with_payload = bool(p.any())
+    base = [f"coap://{a.ip}:{a.port}/r" for a in addrs]
+    with path.open("w", buffering=1 << 20) as f:
+        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
+        for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
+            query = f"?o={q}" if q >= 0 else ""
+            f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{e}{query}" + (f",{g}\n" if with_payload else "\n"))
+    return len(d)
+
+
+def _write_resources(path: Path, rows: list[tuple]) -> None:
+    header = RESOURCE_HEADER + (RESOURCE_OBSERVE_COLUMNS if rows and len(rows[0]) > 4 else "")
+    path.write_text(header + "\n" + "".join(",".join(str(x) for x in row) + "\n" for row in rows))
 
 
 def cd_trace_times_us(cfg: Config) -> np.ndarray:
@@ -260,7 +343,8 @@ def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
         _write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     cd_requests = write_cd_files(cfg, out_dir)
-    return _summarise(cfg, tr.device_id, tr.resources, out_dir, cd_requests, ge_files, False)
+    is_req = tr.method < len(METHODS)     # OBSERVE/CANCEL lines are not requests
+    return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)
 
 
 def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> list[str]:
@@ -291,17 +375,29 @@ def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
             more = f" ({len(bad) - 1} more line(s) like it)" if len(bad) > 1 else ""
             problems.append(f"trace.file: {src}:{int(row.line)}: device_id {int(row.device_id)} but the "
                             f"config has {n} devices (ids 0..{n - 1}){more}; add devices or use another trace")
-    files = {}
-    for name in _emulated_names(cfg):
+    files, read = {}, {}
+    emulated = set(_emulated_names(cfg))
+    for dev_id, name in enumerate(cfg.device_names()):
+        if name not in emulated:   # a third-party device has no resource file
+            continue
         f = cfg.trace.resources_dir / f"{name}.csv"
         if not f.is_file():
             problems.append(f"trace.resources: {f} missing (one resources file per device, named <device>.csv)")
             continue
         try:
-            read_resources(f)
+            read[dev_id] = (f, read_resources(f))
         except ConfigError as e:
             problems += e.problems
         files[name] = f
+    if df is not None:
+        problems += [f"trace.file: {p}" for p in observe_problems(df, src, read)]
+    if cfg.gateways.block_size is None:   # bodies above one datagram need the GE's block-wise mode
+        big = [f"{f}" for f, r in read.values() if len(r) and int(r["payload_bytes"].max()) > MAX_DATAGRAM_PAYLOAD]
+        if df is not None and "payload_bytes" in df.columns and int(df.payload_bytes.max()) > MAX_DATAGRAM_PAYLOAD:
+            big.insert(0, str(src))
+        if big:
+            problems.append(f"gateways.block_size: {big[0]} has payload_bytes above {MAX_DATAGRAM_PAYLOAD}, "
+                            f"expected gateways.block_size (16..1024) for a block-wise transfer")
     if problems:
         raise ConfigError(problems)
     return df, files
@@ -332,7 +428,8 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
             out[out.device_id % G == k].to_csv(out_dir / f"ge-{k}.csv", index=False)
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
-    return _summarise(cfg, df.device_id.to_numpy(), resources, out_dir, cd_requests, ge_files, True)
+    is_req = df.method.isin(METHODS).to_numpy()
+    return _summarise(cfg, df.device_id.to_numpy()[is_req], resources, out_dir, cd_requests, ge_files, True)
 
 
 def _emulated_names(cfg: Config) -> list[str]:
@@ -341,10 +438,11 @@ def _emulated_names(cfg: Config) -> list[str]:
             for k in range(g.count)]
 
 
-def _read_resources(path: Path) -> list[tuple[str, int, str, int]]:
+def _read_resources(path: Path) -> list[tuple]:
     df = read_resources(path)
-    return list(zip(df["path"].astype(str), df["service_time_us"].astype(int),
-                    df["mode"].astype(str), df["payload_bytes"].astype(int)))
+    cols = ["path", "service_time_us", "mode", "payload_bytes"]
+    cols += [c for c in df.columns if c.startswith("notify_") or c == "max_age_s"]
+    return list(df[cols].itertuples(index=False, name=None))
 
 
 def print_summary(summary: TraceSummary, console=None) -> None:

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4 };
+enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4,
+       M_OBSERVE = 5, M_CANCEL = 6 }; /* trace methods; OBSERVE/CANCEL are GETs (observe.c) */
+static inline int wire_code(int m) { return m >= 5 ? 1 : m; }
 enum { O_NONE = 0, O_OK, O_ERROR, O_TIMEOUT, O_RESET, O_UNSENT, O_COUNT };
 enum { WAIT_BUSY = 0, WAIT_HYBRID = 1 };
 enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
@@ -18,6 +20,7 @@ enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
 #define RF_DONE 0x02  /* outcome final */
 #define RF_ACKED 0x04 /* empty ACK seen: stop retransmitting, wait for the separate response */
 #define RF_KSTAMP 0x08 /* rx_wait_ns is valid: the response carried a kernel receive stamp */
+#define RF_INHEAP 0x10 /* in the retransmission heap (block.c reschedules lazily) */
 
 /* One trace request: prepared before the start, filled in by the loop. 72 bytes. */
 typedef struct {
@@ -63,6 +66,8 @@ typedef struct uri_s {
     uint8_t *opts;
     uint16_t optlen;
     uint16_t ep;
+    uint8_t *obs_opts[2]; /* the options with Observe: 0 (OBSERVE) and Observe: 1 (CANCEL) */
+    uint16_t obs_len[2];
 } uri_t;
 
 typedef struct {
@@ -84,6 +89,10 @@ typedef struct {
         uint16_t port;
         int mode; /* PROXY_URI or PROXY_SCHEME */
     } proxy;
+    size_t max_notifications; /* notification records preallocated (observe.c) */
+    struct observe_s *obs;    /* NULL unless the trace has OBSERVE lines */
+    int block_size;           /* --block-size: 0 = no block-wise transfer, else 16..1024 */
+    struct block_s *blk;      /* block.c state (with --block-size) */
 
     /* trace */
     req_t *reqs;
@@ -139,6 +148,31 @@ size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_
                           size_t payload);
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
+
+/* observe.c (RFC 7641 observations; see README "Observe") */
+int observe_note(ge_t *g, uint32_t idx, int method, uint32_t uri, uint32_t dev, const char **why);
+int observe_prepare(ge_t *g); /* after net_prepare: state + records; 0 ok, 1 env failure */
+uint32_t observe_token_index(const ge_t *g, uint32_t idx); /* a CANCEL uses its OBSERVE's token */
+/* a message carrying an OBSERVE's token: the request it finishes (or NULL) and, for a CON
+ * message, the reply type (ACK, or RST after the cancel) */
+req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu,
+                          int64_t t, int *reply);
+int observe_write(const ge_t *g); /* notifications.csv + observe.json; 0 ok, 1 failure */
+
+/* block.c (RFC 7959 block-wise transfer; see README "Block-wise transfer") */
+int block_note_body(ge_t *g, uint32_t idx, uint64_t body); /* loading; 0 ok, -1 no memory */
+int block_prepare(ge_t *g);                                 /* after trace_load; 0 / 1 */
+size_t block_first_payload(const ge_t *g, uint32_t idx, size_t small);
+size_t block_opts(ge_t *g, uint32_t idx, const uint8_t *uopts, size_t ulen, uint8_t *out,
+                  size_t cap);
+int block_prepare_mids(ge_t *g, size_t npairs);
+/* a response of request idx: 1 = it asks for the next block (the datagram is patched in
+ * place), 0 = the final response, -1 = a late copy of an earlier block's response (ignore) */
+int block_follow_up(ge_t *g, uint32_t idx, const void *pdu, int code);
+/* a follow-up block in flight: its retransmission count (and due time), else -1 */
+int block_rtx(ge_t *g, uint32_t idx, int64_t *due);
+void block_rtx_set(ge_t *g, uint32_t idx, int64_t due, int sent);
+int block_write(const ge_t *g); /* blockwise.csv; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */

@@ -96,10 +96,31 @@ static int ep_lookup(const loop_t *L, const struct sockaddr_storage *a) {
 /* ---- retransmission heap ---- */
 static void heap_push(loop_t *L, uint32_t idx) {
     req_t *R = L->g->reqs;
+    R[idx].flags |= RF_INHEAP;
     size_t i = L->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (R[L->heap[p]].rtx_due <= R[idx].rtx_due)
+            break;
+        L->heap[i] = L->heap[p];
+        i = p;
+    }
+    L->heap[i] = idx;
+}
+
+/* an entry of idx is in the heap with a later key: make it due earlier (block.c follow-ups);
+ * O(heap size) to find it, then a sift-up */
+static void heap_decrease(loop_t *L, uint32_t idx, int64_t due) {
+    req_t *R = L->g->reqs;
+    size_t i = 0;
+    while (i < L->heap_n && L->heap[i] != idx)
+        i++;
+    if (i == L->heap_n)
+        return;
+    R[idx].rtx_due = due;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (R[L->heap[p]].rtx_due <= due)
             break;
         L->heap[i] = L->heap[p];
         i = p;
@@ -124,6 +145,7 @@ static uint32_t heap_pop(loop_t *L) {
     }
     if (n)
         L->heap[i] = last;
+    R[top].flags &= (uint8_t)~RF_INHEAP;
     return top;
 }
 
@@ -151,6 +173,34 @@ static void send_empty(ge_t *g, int sock, int type, uint16_t mid, const struct s
                        socklen_t tolen) {
     uint8_t m[4] = {(uint8_t)(1 << 6 | type << 4), 0, (uint8_t)(mid >> 8), (uint8_t)mid};
     (void)sendto(g->socks[sock], m, sizeof m, 0, (const struct sockaddr *)to, tolen);
+}
+
+static uint64_t rng_next(loop_t *L);
+
+/* a block-wise follow-up (block.c patched the request's datagram): send it now, schedule its
+ * own retransmissions (the heap entry of an earlier block is re-keyed when it pops) */
+static void send_block(loop_t *L, req_t *r) {
+    ge_t *g = L->g;
+    uint32_t idx = (uint32_t)(r - g->reqs);
+    const endpoint_t *e = &g->eps[r->ep];
+    r->flags &= (uint8_t)~RF_ACKED;
+    int64_t t = mono_ns();
+    if (sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+               (const struct sockaddr *)&e->addr, e->addrlen) < 0) {
+        finish(L, r, O_ERROR);
+        return;
+    }
+    if (g->retransmit && !g->non) {
+        r->rtx_t0_ms = (uint16_t)(ACK_TIMEOUT_NS / NS_PER_MS + rng_next(L) % 1001);
+        int64_t due = t + (int64_t)r->rtx_t0_ms * NS_PER_MS;
+        block_rtx_set(g, idx, due, 0);
+        if (!(r->flags & RF_INHEAP)) {
+            r->rtx_due = due;
+            heap_push(L, idx);
+        } else if (r->rtx_due > due) { /* an earlier block's backed-off entry: bring it forward */
+            heap_decrease(L, idx, due);
+        } /* else: it pops first and is re-keyed to this block's due time */
+    }
 }
 
 /* the request of an empty ACK / RST: by (socket, endpoint, MID) */
@@ -195,8 +245,13 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                 send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
             return;
         }
+        if (r->mid != mid) /* for an earlier block of a block-wise transfer: stale */
+            return;
         if (type == COAP_MESSAGE_ACK) {
-            r->flags |= RF_ACKED;
+            /* a follow-up block is answered piggybacked; an empty ACK for it means the device
+             * is still busy with a re-sent first block: keep retransmitting (block.c) */
+            if (!g->blk || block_rtx(g, (uint32_t)(r - g->reqs), NULL) < 0)
+                r->flags |= RF_ACKED;
         } else {
             set_received(L, r, t, kt);
             finish(L, r, O_RESET);
@@ -219,6 +274,19 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         uint32_t idx = lo ^ (uint32_t)g->salt;
         if (hi == (uint32_t)(g->salt >> 32) && idx < L->next) {
             req_t *c = &g->reqs[idx];
+            if (c->method == M_OBSERVE && c->ep == ep && c->sock == sock &&
+                (c->flags & RF_SENT)) { /* registration response, notification or cancel reply */
+                int reply;
+                r = observe_on_message(g, idx, type, mid, L->pdu, t, &reply);
+                if (type == COAP_MESSAGE_CON)
+                    send_empty(g, sock, reply, mid, src, srclen);
+                if (r && !(r->flags & RF_DONE)) {
+                    r->code = (uint8_t)code;
+                    r->recv_ns = t - g->start_mono;
+                    finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
+                }
+                return;
+            }
             if (c->ep == ep && c->sock == sock && (c->flags & RF_SENT) &&
                 (type != COAP_MESSAGE_ACK || c->mid == mid)) {
                 known = 1;
@@ -231,6 +299,12 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         send_empty(g, sock, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
     if (!r)
         return;
+    int more = g->blk ? block_follow_up(g, (uint32_t)(r - g->reqs), L->pdu, code) : 0;
+    if (more) { /* the next block of a block-wise transfer (block.c), or a stale copy */
+        if (more > 0)
+            send_block(L, r);
+        return;
+    }
     r->code = (uint8_t)code;
     set_received(L, r, t, kt);
     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
@@ -304,6 +378,29 @@ static void retransmit_due(loop_t *L, int64_t now) {
     while (L->heap_n && g->reqs[L->heap[0]].rtx_due <= now) {
         uint32_t idx = heap_pop(L);
         req_t *r = &g->reqs[idx];
+        int64_t bdue;
+        int bk = g->blk ? block_rtx(g, idx, &bdue) : -1;
+        if (bk >= 0) { /* a follow-up block in flight: its own RFC 7252 schedule */
+            if (r->flags & (RF_DONE | RF_ACKED) || bk >= MAX_RETRANSMIT)
+                continue;
+            if (bdue > now) { /* an earlier block's entry: re-key to this block's due time */
+                r->rtx_due = bdue;
+                heap_push(L, idx);
+                continue;
+            }
+            const endpoint_t *e = &g->eps[r->ep];
+            int sent = sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+                              (const struct sockaddr *)&e->addr, e->addrlen) >= 0;
+            if (sent && r->retrans < 255)
+                r->retrans++;
+            int64_t due = now + ((int64_t)r->rtx_t0_ms * NS_PER_MS << (bk + sent));
+            block_rtx_set(g, idx, due, sent);
+            if (bk + sent < MAX_RETRANSMIT) {
+                r->rtx_due = due;
+                heap_push(L, idx);
+            }
+            continue;
+        }
         if (r->flags & (RF_DONE | RF_ACKED) || r->retrans >= MAX_RETRANSMIT)
             continue;
         const endpoint_t *e = &g->eps[r->ep];

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
           "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
-          "         [--warmup-ms N] [--proxy HOST:PORT [--proxy-mode uri|scheme]]\n",
+          "         [--warmup-ms N] [--proxy HOST:PORT [--proxy-mode uri|scheme]]\n"
+          "         [--max-notifications N] [--block-size 16..1024]\n",
           f);
 }
 
@@ -74,12 +75,15 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"label", required_argument, 0, 'l'},   {"help", no_argument, 0, 'h'},
         {"warmup-ms", required_argument, 0, 'W'},
         {"proxy", required_argument, 0, 'P'},   {"proxy-mode", required_argument, 0, 'M'},
+        {"max-notifications", required_argument, 0, 'N'},
+        {"block-size", required_argument, 0, 'B'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
     g->timeout_ns = 10000 * NS_PER_MS;
     g->cpu = -1;
     g->label = "";
+    g->max_notifications = 1000000;
     long long v;
     int c;
     opterr = 0;
@@ -147,6 +151,16 @@ static int parse_args(ge_t *g, int argc, char **argv) {
             else
                 return bad_opt("--proxy-mode", optarg, "uri (Proxy-Uri) or scheme (Proxy-Scheme + Uri-Host)");
             break;
+        case 'N':
+            if (parse_int(optarg, 0, 1000000000, &v) < 0)
+                return bad_opt("--max-notifications", optarg, "an integer 0..1000000000");
+            g->max_notifications = (size_t)v;
+            break;
+        case 'B':
+            if (parse_int(optarg, 16, 1024, &v) < 0 || (v & (v - 1)))
+                return bad_opt("--block-size", optarg, "a power of two 16..1024");
+            g->block_size = (int)v;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -188,6 +202,8 @@ int main(int argc, char **argv) {
     rc = trace_load(g);
     if (rc)
         return rc;
+    if (block_prepare(g))
+        return 1;
     if (mkdirs(g->out_dir) < 0) {
         fprintf(stderr, "gateway-emulator: cannot create %s: %s\n", g->out_dir, strerror(errno));
         return 1;
@@ -195,7 +211,7 @@ int main(int argc, char **argv) {
     if (output_progress_open(g))
         return 1;
     progress_set(g, PG_TOTAL, g->n);
-    if (net_prepare(g))
+    if (net_prepare(g) || observe_prepare(g))
         return 1;
     if (g->cpu >= 0) {
         cpu_set_t set;

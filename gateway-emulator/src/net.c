@@ -153,7 +153,14 @@ int net_prepare(ge_t *g) {
     }
 
     int K = g->ports_per_device;
-    if (K <= 0) {
+    if (g->obs && K > 1) { /* an OBSERVE and its CANCEL must leave from the same port */
+        fprintf(stderr, "gateway-emulator: --ports-per-device %d with OBSERVE lines, expected 1 "
+                        "(an observation is bound to one source port)\n", K);
+        goto fail;
+    }
+    if (K <= 0 && g->obs) {
+        K = 1;
+    } else if (K <= 0) {
         uint64_t peak = peak_window(g, by_ep, ep_first);
         K = (int)((peak + MIDS_PER_LIFETIME - 1) / MIDS_PER_LIFETIME);
         if (K < 1)
@@ -230,12 +237,14 @@ int net_prepare(ge_t *g) {
         }
     }
     free(rnd);
+    if (block_prepare_mids(g, npairs))
+        goto oom;
 
     /* datagrams */
     size_t total = 0;
     for (size_t i = 0; i < g->n; i++) {
-        size_t pay = g->reqs[i].dgram_len;
-        total += 12 + g->uris[g->reqs[i].path_id].optlen + (pay ? 1 + pay : 0);
+        size_t pay = block_first_payload(g, (uint32_t)i, g->reqs[i].dgram_len);
+        total += 12 + g->uris[g->reqs[i].path_id].optlen + 2 + (g->blk ? 6 : 0) + (pay ? 1 + pay : 0);
     }
     if (total > UINT32_MAX) {
         fprintf(stderr, "gateway-emulator: trace datagrams exceed 4 GiB\n");
@@ -258,12 +267,24 @@ int net_prepare(ge_t *g) {
             req_t *r = &g->reqs[idx];
             const uri_t *u = &g->uris[r->path_id];
             uint8_t tok[8];
-            token_for(g, idx, tok);
+            token_for(g, observe_token_index(g, idx), tok);
             r->mid = (uint16_t)(p->mid_base + j);
             r->sock = (uint16_t)sock;
             r->pair = (uint32_t)pi;
-            size_t len = net_encode_request(g->arena + pos, total - pos, g->non, r->method, r->mid,
-                                            tok, u->opts, u->optlen, r->dgram_len);
+            const uint8_t *o = u->opts;
+            size_t ol = u->optlen;
+            if (r->method >= M_OBSERVE) {
+                o = u->obs_opts[r->method - M_OBSERVE];
+                ol = u->obs_len[r->method - M_OBSERVE];
+            }
+            uint8_t ob[1100];
+            if (g->blk && ol + 6 <= sizeof ob) { /* + Block2 / Block1 (block.c) */
+                ol = block_opts(g, idx, o, ol, ob, sizeof ob);
+                o = ob;
+            }
+            size_t len = net_encode_request(g->arena + pos, total - pos, g->non,
+                                            wire_code(r->method), r->mid, tok, o, ol,
+                                            block_first_payload(g, idx, r->dgram_len));
             if (len == 0 || len > 65507) {
                 fprintf(stderr, "gateway-emulator: request %u does not fit a datagram\n", idx);
                 free(checked);
@@ -271,7 +292,7 @@ int net_prepare(ge_t *g) {
             }
             if (!checked[r->path_id]) {
                 checked[r->path_id] = 1;
-                if (verify_dgram(g->arena + pos, len, r->method, r->mid, tok) < 0) {
+                if (verify_dgram(g->arena + pos, len, wire_code(r->method), r->mid, tok) < 0) {
                     fprintf(stderr, "gateway-emulator: internal error: libcoap rejects the "
                                     "datagram of request %u\n",
                             idx);

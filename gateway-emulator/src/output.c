@@ -12,7 +12,7 @@
 
 #define PROGRESS_MAGIC 0x57544250524f4731ULL
 
-static const char *METHOD[] = {"", "GET", "POST", "PUT", "DELETE"};
+static const char *METHOD[] = {"", "GET", "POST", "PUT", "DELETE", "OBSERVE", "CANCEL"};
 static const char *OUTCOME[] = {"none", "ok", "error", "timeout", "reset", "unsent"};
 
 int output_progress_open(ge_t *g) {
@@ -196,6 +196,8 @@ int output_write(ge_t *g) {
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
+    if (observe_write(g) || block_write(g))
+        return 1;
     snprintf(path, sizeof path, "%s/summary.json", g->out_dir);
     if (write_summary(g, path) < 0) {
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));

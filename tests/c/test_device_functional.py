@@ -160,7 +160,7 @@ BAD = {
     "float time": (HEADER + "r0,1.5,sleep,1\n", 2, "service_time_us"),
     "bad mode": (HEADER + "r0,1,spin,1\n", 2, "bad mode"),
     "bad payload": (HEADER + "r0,1,busy,x\n", 2, "payload_bytes"),
-    "payload too big": (HEADER + "r0,1,busy,100000\n", 2, "payload_bytes"),
+    "payload too big": (HEADER + "r0,1,busy,1048577\n", 2, "payload_bytes"),
     "reserved path": (HEADER + ".well-known/core,1,busy,1\n", 2, "reserved"),
 }
 

@@ -33,7 +33,7 @@ BAD_LINES = [
     ("-1,1000,GET,{uri}", "bad device_id '-1', expected"),
     ("0,1.5,GET,{uri}", "bad send_time_us '1.5', expected"),
     ("0,10,GET,{uri}", "before the previous line's 2000, expected non-decreasing times"),
-    ("0,3000,FETCH,{uri}", "bad method 'FETCH', expected GET, PUT, POST or DELETE"),
+    ("0,3000,FETCH,{uri}", "bad method 'FETCH', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL"),
     ("0,3000,GET,http://127.0.0.1/r", "bad uri 'http://127.0.0.1/r', expected coap://"),
     ("0,3000,GET,coap:///r", "bad uri"),
     ("0,3000,GET,coap://127.0.0.1:99999/r", "expected"),

@@ -27,14 +27,14 @@ def test_every_bad_trace_line_is_named(tmp_path):
                  f"0,5,GET,{URI}\n"           # 4 before line 3's 20
                  "0,30,GET\n"                 # 5 three fields
                  f"0,40,FETCH,{URI}\n"        # 6 method
-                 f"0,50,PUT,{URI},1025\n"     # 7 payload above one datagram
+                 f"0,50,PUT,{URI},1048577\n"  # 7 payload above the block-wise limit
                  f"0,60,PUT,{URI},1024\n")    # 8 fine
     got = _problems(read_trace, f)
     assert [p.split(": ", 1)[0] for p in got] == [f"{f}:{n}" for n in (3, 4, 5, 6, 7)]
     assert "device_id 'x', expected an integer >= 0" in got[0]
     assert "send_time_us 5 is before the previous line's 20" in got[1]
     assert "3 field(s)" in got[2] and "method 'FETCH'" in got[3]
-    assert "payload_bytes '1025', expected an integer 0..1024" in got[4]
+    assert "payload_bytes '1048577', expected an integer 0..1048576" in got[4]
 
 
 def test_a_long_list_of_bad_lines_is_cut_and_says_so(tmp_path):
@@ -52,7 +52,7 @@ def test_every_bad_resource_line_is_named_as_the_device_would(tmp_path):
                  "r2,fast,busy,16\n"           # 4 not an integer
                  "r3,-1,busy,16\n"             # 5 negative
                  "r4,5000,idle,16\n"           # 6 mode
-                 "r5,5000,busy,2000\n"         # 7 payload
+                 "r5,5000,busy,2000000\n"      # 7 payload
                  "r0,1000,sleep,0\n"           # 8 repeats line 2
                  ".well-known/core,1,busy,0\n")  # 9 reserved
     got = _problems(read_resources, f)
@@ -61,7 +61,7 @@ def test_every_bad_resource_line_is_named_as_the_device_would(tmp_path):
     assert "column service_time_us: 'fast' is not an integer" in got[1]
     assert "column service_time_us: -1 is out of range, expected an integer 0..3600000000" in got[2]
     assert "column mode: 'idle' is not one of sleep|busy" in got[3]
-    assert "column payload_bytes: 2000 is out of range, expected an integer 0..1024" in got[4]
+    assert "column payload_bytes: 2000000 is out of range, expected an integer 0..1048576" in got[4]
     assert "column path: 'r0' repeats line 2, expected each path once" in got[5]
     assert "reserved" in got[6]
 

@@ -200,12 +200,29 @@ def test_infinite_numbers_are_rejected_where_they_are_written():
                    "devices[0].rit.mean: input should be a finite number"]
 
 
-def test_payloads_beyond_one_datagram_are_rejected_before_any_run():
-    """The emulators cap payloads at 1024 bytes; the config must say so, not the GE after deploy."""
-    got = problems(with_group(payload_bytes=5000, request_payload_bytes=3000))
-    assert got == ["devices[0].payload_bytes: must be <= 1024, got 5000",
-                   "devices[0].request_payload_bytes: must be <= 1024, got 3000"]
-    config_from_dict(with_group(payload_bytes=1024, request_payload_bytes=1024))
+def test_payloads_beyond_the_block_wise_limit_are_rejected_before_any_run():
+    """The emulators cap bodies at 1 MiB (block-wise above 1024 bytes); the config must say so,
+    not the GE after deploy."""
+    got = problems(with_group(payload_bytes=2_000_000, request_payload_bytes=1_048_577))
+    assert got == ["devices[0].payload_bytes: must be <= 1048576, got 2000000",
+                   "devices[0].request_payload_bytes: must be <= 1048576, got 1048577"]
+    c = config_from_dict(with_group(payload_bytes=16384, request_payload_bytes=4096))
+    assert c.ge_block_size() == 1024                 # bodies above one datagram: block-wise
+    assert config_from_dict(with_group(payload_bytes=1024)).ge_block_size() is None
+
+
+def test_block_size_must_be_a_power_of_two_in_16_1024():
+    assert problems({**with_group(), "gateways": {"block_size": 100}}) == [
+        "gateways.block_size: must be a power of two in 16..1024 (SZX 0..6), got 100"]
+    assert problems({**with_group(), "gateways": {"block_size": 2048}}) == [
+        "gateways.block_size: must be a power of two in 16..1024 (SZX 0..6), got 2048"]
+    assert config_from_dict({**with_group(), "gateways": {"block_size": 16}}).ge_block_size() == 16
+
+
+def test_observable_payload_stays_one_datagram():
+    got = problems(with_group(payload_bytes=2048, observe={"period_ms": 100}))
+    assert got == ["devices[0].payload_bytes: 2048 with observe, expected at most 1024 "
+                   "(notifications are one datagram)"]
 
 
 def test_response_path_keys():

@@ -164,7 +164,7 @@ def test_read_trace_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"trace.csv:4: send_time_us 5 is before the previous line's 10"):
         read_trace(f)
     f.write_text("0,10,FETCH,coap://h/r\n")
-    with pytest.raises(ConfigError, match=r"trace.csv:1: method 'FETCH', expected GET, PUT, POST or DELETE"):
+    with pytest.raises(ConfigError, match=r"trace.csv:1: method 'FETCH', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL"):
         read_trace(f)
     f.write_text("0,10,GET\n")
     with pytest.raises(ConfigError, match=r"trace.csv:1: 3 field\(s\)"):

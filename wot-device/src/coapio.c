@@ -25,8 +25,10 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "impair.h"
 #include "netstamp.h"
+#include "observe.h"
 #include "service.h"
 
 #define SESSION_TIMEOUT_S 30
@@ -35,7 +37,6 @@
 #define IO_BUDGET 64          /* datagrams per wake-up before completions are served again */
 
 static struct device *D;      /* handlers have no user argument */
-static uint8_t payload[RES_MAX_PAYLOAD];
 
 /* Logs an entry whose response libcoap sends when the handler returns: its send time is
  * filled in by the sendmsg wrapper (netstamp.h). */
@@ -56,9 +57,11 @@ static void log_now(int32_t res, uint8_t method, uint8_t code, uint64_t arrival,
 
 static uint8_t code_byte(coap_pdu_code_t c) { return (uint8_t)c; }
 
-/* Fills in the real response of a served request and logs it. */
-static void respond(coap_pdu_t *resp, const struct resource *res, uint8_t method,
-                    const struct log_entry *times) {
+/* Fills in the real response of a served request and logs it (r, s, req, query: block-wise
+ * bodies, block.c). */
+static void respond(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                    const coap_string_t *query, coap_pdu_t *resp, const struct resource *res,
+                    uint8_t method, const struct log_entry *times) {
     coap_pdu_code_t code;
     switch (method) {
     case COAP_REQUEST_GET:
@@ -72,8 +75,10 @@ static void respond(coap_pdu_t *resp, const struct resource *res, uint8_t method
         break;
     }
     coap_pdu_set_code(resp, code);
-    if (method == COAP_REQUEST_GET && res->payload_bytes)
-        coap_add_data(resp, res->payload_bytes, payload);
+    if (method == COAP_REQUEST_PUT || method == COAP_REQUEST_POST)
+        block_echo_block1(req, resp);
+    if (method == COAP_REQUEST_GET && res->payload_bytes)  /* block-wise above 1 KiB */
+        block_add_payload(r, s, req, query, resp, res->payload_bytes);
     struct log_entry e = *times;
     e.res = (int32_t)(res - D->rs->v);
     e.method = method;
@@ -83,7 +88,8 @@ static void respond(coap_pdu_t *resp, const struct resource *res, uint8_t method
 }
 
 /* A second invocation for a triggered async request: send the real (separate) response. */
-static void finish(coap_async_t *a, coap_pdu_t *resp) {
+static void finish(coap_async_t *a, coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                   const coap_string_t *query, coap_pdu_t *resp) {
     struct job *j = coap_async_get_app_data(a);
     if (!j)
         return;
@@ -91,7 +97,7 @@ static void finish(coap_async_t *a, coap_pdu_t *resp) {
     struct log_entry e = {.arrival_ns = j->arrival_ns, .arrival_k_ns = j->arrival_k_ns,
                           .start_ns = j->start_ns, .end_ns = j->end_ns};
     devlog_token(&e, j->token, j->tkl);
-    respond(resp, j->res, j->method, &e);
+    respond(r, s, req, query, resp, j->res, j->method, &e);
     workq_release(D->wq, j);
 }
 
@@ -101,7 +107,8 @@ static int piggyback(const struct resource *res) {
            (D->response == RESP_AUTO && res->service_ns <= D->piggyback_max_ns);
 }
 
-static void serve_inline(const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp,
+static void serve_inline(coap_resource_t *r, coap_session_t *s, const coap_string_t *query,
+                         const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp,
                          uint8_t method, uint64_t arrival, uint64_t arrival_k) {
     struct log_entry e = {.arrival_ns = arrival, .arrival_k_ns = arrival_k};
     e.start_ns = (uint64_t)mono_ns();
@@ -109,24 +116,27 @@ static void serve_inline(const struct resource *res, const coap_pdu_t *req, coap
     e.end_ns = (uint64_t)mono_ns();
     coap_bin_const_t tok = coap_pdu_get_token(req);
     devlog_token(&e, tok.s, tok.length);
-    respond(resp, res, method, &e);
+    respond(r, s, req, query, resp, res, method, &e);
     D->c.piggybacked++;
 }
 
 static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
                          const coap_string_t *query, coap_pdu_t *resp) {
-    (void)query;
     coap_async_t *a = coap_find_async(s, coap_pdu_get_token(req));
     if (a) {
-        finish(a, resp);
+        finish(a, r, s, req, query, resp);
         return;
     }
+    if (observe_handle(r, req, resp))  /* Observe registration/cancel/notification */
+        return;
+    if (block_continue(coap_resource_get_userdata(r), req, resp)) /* block-wise follow-up */
+        return;
     uint64_t arrival = (uint64_t)mono_ns(), arrival_k = netstamp_last_rx();
     uint8_t method = (uint8_t)coap_pdu_get_code(req);
     const struct resource *res = coap_resource_get_userdata(r);
     D->c.requests++;
     if (piggyback(res)) {
-        serve_inline(res, req, resp, method, arrival, arrival_k);
+        serve_inline(r, s, query, res, req, resp, method, arrival, arrival_k);
         return;
     }
     struct job *j = workq_acquire(D->wq);
@@ -259,7 +269,8 @@ static int raise_rcvbuf(const coap_address_t *a) {
 static int add_resources(coap_context_t *ctx) {
     for (size_t i = 0; i < D->rs->n; i++) {
         struct resource *res = &D->rs->v[i];
-        coap_resource_t *r = coap_resource_init(coap_make_str_const(res->path), 0);
+        coap_resource_t *r = coap_resource_init(coap_make_str_const(res->path),
+                                                observe_resource_flags(res));
         if (!r)
             return -1;
         coap_register_request_handler(r, COAP_REQUEST_GET, hnd_resource);
@@ -267,6 +278,7 @@ static int add_resources(coap_context_t *ctx) {
         coap_register_request_handler(r, COAP_REQUEST_POST, hnd_resource);
         coap_register_request_handler(r, COAP_REQUEST_DELETE, hnd_resource);
         coap_resource_set_userdata(r, res);
+        observe_setup_resource(r, res);
         coap_add_resource(ctx, r);
     }
     coap_resource_t *u = coap_resource_unknown_init(hnd_unknown);
@@ -326,8 +338,8 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
     void *ep_ptr = impair_epoll_ptr(efd); /* libcoap's socket of the endpoint */
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
         epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd))) ||
-        (ep_ptr && epoll_add(ep, efd))) {
-        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
+        (ep_ptr && epoll_add(ep, efd)) ||
+        (observe_fd() >= 0 && epoll_add(ep, observe_fd()))) {        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
     /* held datagrams leave within µs of their due time; piggy-backed sleeps end on time */
@@ -353,7 +365,10 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
             } else if (ev[i].data.fd == D->wq->efd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
                 for (size_t m = 0; m < k; m++)
-                    coap_async_trigger(done[m]->ctx);
+                    if (!observe_job_done(done[m]))  /* a sensor read notifies observers */
+                        coap_async_trigger(done[m]->ctx);
+            } else if (ev[i].data.fd == observe_fd()) {
+                observe_on_timer();
             } else if (ev[i].data.fd == tfd) {
                 uint64_t expirations;
                 if (read(tfd, &expirations, sizeof expirations) < 0) {
@@ -390,7 +405,6 @@ static void mark_ready(const char *log_dir) {
 
 int coapio_run(struct device *d) {
     D = d;
-    memset(payload, 'x', sizeof payload);
     coap_address_t addr;
     if (parse_listen(d->listen, &addr)) {
         fprintf(stderr, "wot-device: bad --listen '%s', expected ADDR[:PORT]\n", d->listen);
@@ -408,6 +422,11 @@ int coapio_run(struct device *d) {
     coap_context_t *ctx = coap_new_context(NULL);
     if (sfd < 0 || !ctx) {
         fprintf(stderr, "wot-device: cannot create context\n");
+        return 1;
+    }
+    if (block_init(ctx, d->rs)) {
+        fprintf(stderr, "wot-device: out of memory for the payload bytes\n");
+        coap_free_context(ctx);
         return 1;
     }
     coap_context_set_session_timeout(ctx, SESSION_TIMEOUT_S);
@@ -428,9 +447,11 @@ int coapio_run(struct device *d) {
         coap_free_context(ctx);
         return 1;
     }
-    int rc = add_resources(ctx) ? 1 : 0;
-    if (rc == 0)
+    int rc = observe_init(d->rs, d->wq, d->log->cap) || add_resources(ctx) ? 1 : 0;
+    if (rc == 0) {
+        observe_start();
         mark_ready(d->log_dir);
+    }
     if (rc == 0)
         rc = loop(ctx, sfd, efd);
     coap_free_context(ctx);

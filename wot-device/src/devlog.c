@@ -1,6 +1,8 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
 #include "impair.h"
+#include "block.h"
+#include "observe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -103,7 +105,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
         put_opt(f, e->sent_ns);
         fputc('\n', f);
     }
-    if (close_checked(f, "device-log.csv"))
+    if (close_checked(f, "device-log.csv") || observe_write_log(dir, rs))
         return -1;
 
     f = open_in(dir, "device-summary.json");
@@ -122,6 +124,8 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
             (unsigned long long)l->dropped, threads, response,
             (unsigned long long)c->piggybacked);
     impair_json(f);
+    observe_json(f);
+    block_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }

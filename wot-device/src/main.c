@@ -11,6 +11,8 @@
 #include "coapio.h"
 #include "devlog.h"
 #include "impair.h"
+#include "block.h"
+#include "observe.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -129,6 +131,8 @@ int main(int argc, char **argv) {
     if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads, RESPONSE[response]))
         rc = 1;
     devlog_free(&log);
+    observe_free();
+    block_free();
     impair_free();
     resources_free(&rs);
     return rc;

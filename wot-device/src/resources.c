@@ -9,6 +9,10 @@
 #include <string.h>
 
 #define HEADER "path,service_time_us,mode,payload_bytes"
+/* with Observe columns (RFC 7641 notifications, see README "Observe") */
+#define OBS_COLS "notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,notify_type,max_age_s"
+#define HEADER_OBS HEADER "," OBS_COLS
+#define MAX_FIELDS 10
 
 static int fail(const char *file, long line, const char *what, const char *expected) {
     fprintf(stderr, "%s:%ld: %s, expected %s\n", file, line, what, expected);
@@ -60,13 +64,51 @@ static int add(struct resource_set *rs, size_t *cap, struct resource r) {
     return 0;
 }
 
-static int parse_line(const char *file, long ln, char *line, struct resource_set *rs, size_t *cap) {
-    char *f[5];
+/* the six Observe columns of one line (f[4..9]) */
+static int parse_observe(const char *file, long ln, char **f, struct resource *r) {
+    static const char *dists[] = {"none", "deterministic", "uniform", "exponential", "normal"};
+    r->notify_dist = NOTIFY_NONE;
+    int d = -1;
+    for (int i = 0; i < 5; i++)
+        if (strcmp(f[4], dists[i]) == 0)
+            d = i;
+    if (d < 0)
+        return fail(file, ln, "bad notify_dist",
+                    "none, deterministic, uniform, exponential or normal");
+    unsigned long long mean, jit, svc, age;
+    if (parse_uint(f[5], RES_MAX_SERVICE_US, &mean) || (d != 0 && mean == 0))
+        return fail(file, ln, "bad notify_mean_us", "an integer 1..3600000000 (0 only with notify_dist none)");
+    if (parse_uint(f[6], RES_MAX_SERVICE_US, &jit))
+        return fail(file, ln, "bad notify_jitter_us", "an integer 0..3600000000");
+    if ((d == NOTIFY_DET || d == NOTIFY_EXP) && jit != 0)
+        return fail(file, ln, "notify_jitter_us with a deterministic or exponential notify_dist",
+                    "0 (jitter is the uniform half-width or the normal standard deviation)");
+    if (d == NOTIFY_UNIFORM && jit > mean)
+        return fail(file, ln, "notify_jitter_us above notify_mean_us",
+                    "a uniform half-width <= the mean (intervals must stay >= 0)");
+    if (parse_uint(f[7], RES_MAX_SERVICE_US, &svc))
+        return fail(file, ln, "bad notify_service_us", "an integer 0..3600000000");
+    if (strcmp(f[8], "con") != 0 && strcmp(f[8], "non") != 0)
+        return fail(file, ln, "bad notify_type", "con or non");
+    if (parse_uint(f[9], 0xFFFFFFFFULL, &age))
+        return fail(file, ln, "bad max_age_s", "an integer 0..4294967295");
+    r->notify_dist = (enum notify_dist)d;
+    r->notify_mean_ns = mean * 1000ULL;
+    r->notify_jitter_ns = jit * 1000ULL;
+    r->notify_service_ns = svc * 1000ULL;
+    r->notify_con = strcmp(f[8], "con") == 0;
+    r->max_age_s = (uint32_t)age;
+    return 0;
+}
+
+static int parse_line(const char *file, long ln, char *line, struct resource_set *rs, size_t *cap,
+                      int want) {
+    char *f[MAX_FIELDS];
     int nf = 0;
     char *s = line;
     for (;;) {
         char *comma = strchr(s, ',');
-        if (nf < 5)
+        if (nf < MAX_FIELDS)
             f[nf] = s;
         nf++;
         if (!comma)
@@ -74,10 +116,10 @@ static int parse_line(const char *file, long ln, char *line, struct resource_set
         *comma = '\0';
         s = comma + 1;
     }
-    if (nf != 4) {
+    if (nf != want) {
         char what[64];
         snprintf(what, sizeof what, "%d fields", nf);
-        return fail(file, ln, what, "4 fields path,service_time_us,mode,payload_bytes");
+        return fail(file, ln, what, want == 4 ? "4 fields " HEADER : "10 fields " HEADER_OBS);
     }
     const char *why = bad_path(f[0]);
     if (why)
@@ -96,8 +138,13 @@ static int parse_line(const char *file, long ln, char *line, struct resource_set
     else
         return fail(file, ln, "bad mode", "sleep or busy");
     if (parse_uint(f[3], RES_MAX_PAYLOAD, &pb))
-        return fail(file, ln, "bad payload_bytes", "an integer 0..1024");
+        return fail(file, ln, "bad payload_bytes", "an integer 0..1048576");
     r.payload_bytes = (uint32_t)pb;
+    if (want == MAX_FIELDS && parse_observe(file, ln, f, &r))
+        return -1;
+    if (r.notify_dist != NOTIFY_NONE && r.payload_bytes > RES_MAX_NOTIFY_PAYLOAD)
+        return fail(file, ln, "payload_bytes above 1024 on an observable resource",
+                    "at most 1024 (notifications are not sent block-wise)");
     r.path = strdup(f[0]);
     if (!r.path || add(rs, cap, r)) {
         free(r.path);
@@ -118,7 +165,7 @@ int resources_load(const char *file, struct resource_set *out) {
     char *line = NULL;
     size_t lcap = 0, cap = 0;
     long ln = 0;
-    int seen_header = 0, rc = 0;
+    int seen_header = 0, rc = 0, want = 4;
     ssize_t len;
     while ((len = getline(&line, &lcap, fp)) >= 0) {
         ln++;
@@ -131,14 +178,16 @@ int resources_load(const char *file, struct resource_set *out) {
         if (len == 0 || line[0] == '#')
             continue;
         if (!seen_header) {
-            if (strcmp(line, HEADER) != 0) {
-                rc = fail(file, ln, "missing or wrong header", "'" HEADER "'");
+            if (strcmp(line, HEADER_OBS) == 0)
+                want = MAX_FIELDS;
+            else if (strcmp(line, HEADER) != 0) {
+                rc = fail(file, ln, "missing or wrong header", "'" HEADER "' or '" HEADER_OBS "'");
                 break;
             }
             seen_header = 1;
             continue;
         }
-        if ((rc = parse_line(file, ln, line, out, &cap)))
+        if ((rc = parse_line(file, ln, line, out, &cap, want)))
             break;
     }
     if (rc == 0 && !seen_header)

@@ -6,14 +6,23 @@
 
 enum svc_mode { MODE_SLEEP = 0, MODE_BUSY = 1 };
 
-#define RES_MAX_PAYLOAD 1024      /* fits one CoAP/UDP datagram without block-wise transfer */
+#define RES_MAX_PAYLOAD 1048576   /* above 1024 bytes block-wise (RFC 7959, block.c) */
+#define RES_MAX_NOTIFY_PAYLOAD 1024 /* notifications stay one datagram */
 #define RES_MAX_SERVICE_US 3600000000ULL
+
+/* notification interval distributions of an observable resource (observe.c) */
+enum notify_dist { NOTIFY_NONE = 0, NOTIFY_DET, NOTIFY_UNIFORM, NOTIFY_EXP, NOTIFY_NORMAL };
 
 struct resource {
     char *path;                   /* without leading slash */
     uint64_t service_ns;
     enum svc_mode mode;
     uint32_t payload_bytes;
+    /* Observe (RFC 7641), optional columns; notify_dist == NOTIFY_NONE: not observable */
+    enum notify_dist notify_dist;
+    uint64_t notify_mean_ns, notify_jitter_ns, notify_service_ns;
+    int notify_con;               /* 1 CON notifications, 0 NON */
+    uint32_t max_age_s;
 };
 
 struct resource_set {

@@ -23,7 +23,9 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&q->mu);
 
         j->start_ns = mono_ns();
-        service_run(j->res->mode, j->res->service_ns, j->start_ns);
+        service_run(j->res->mode,
+                    j->kind == JOB_NOTIFY ? j->res->notify_service_ns : j->res->service_ns,
+                    j->start_ns);
         j->end_ns = mono_ns();
 
         pthread_mutex_lock(&q->mu);
@@ -78,7 +80,9 @@ struct job *workq_acquire(struct workq *q) {
     pthread_mutex_unlock(&q->mu);
     if (full || q->nfree == 0)
         return NULL;
-    return &q->slots[q->free_list[--q->nfree]];
+    struct job *j = &q->slots[q->free_list[--q->nfree]];
+    j->kind = JOB_REQUEST;
+    return j;
 }
 
 void workq_release(struct workq *q, struct job *j) { q->free_list[q->nfree++] = j->idx; }

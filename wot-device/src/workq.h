@@ -13,10 +13,13 @@ struct job {
     uint64_t arrival_ns, start_ns, end_ns;
     uint64_t arrival_k_ns;      /* kernel receive stamp of the request (netstamp.h), 0 = none */
     uint8_t method;
+    uint8_t kind;               /* JOB_REQUEST, or JOB_NOTIFY: a sensor read for Observe (observe.c) */
     uint8_t tkl, token[8];      /* the request's token, for the device log */
     void *ctx;                  /* owned by the I/O thread (the libcoap async handle) */
     size_t idx;                 /* slot index */
 };
+
+enum { JOB_REQUEST = 0, JOB_NOTIFY = 1 };
 
 struct workq {
     pthread_mutex_t mu;

@@ -31,6 +31,18 @@ REQUESTS_COLUMNS = {
     "scheduled_ns": "int", "sent_ns": "int?", "received_ns": "int?", "code": "str?",
     "outcome": OUTCOMES, "retransmissions": "int?",
 }
+OBSERVE_METHODS = ("OBSERVE", "CANCEL")
+BLOCKWISE_COLUMNS = {"index": "int", "kind": ("block1", "block2"), "body_bytes": "int",
+                     "block_size": "int", "blocks": "int", "retransmissions": "int"}
+NOTIFICATION_COLUMNS = {
+    "observation": "int", "device": "int", "path": "str?", "seq": "int", "received_ns": "int",
+    "type": "str", "code": "str", "flags": "str?",
+}
+NOTIFY_LOG_COLUMNS = {
+    "emit_ns": "int", "tick_ns": "int?", "read_start_ns": "int?", "read_end_ns": "int?",
+    "path": "str", "kind": ("register", "notify", "cancel"), "seq": "int?", "type": "str",
+    "token": "str?",
+}
 DEVICE_LOG_COLUMNS = {
     "arrival_ns": "int", "start_ns": "int?", "end_ns": "int?", "path": "str?", "method": "str?",
     "code": "str?",
@@ -102,9 +114,13 @@ def read_resources(path: Path) -> pd.DataFrame:
 class GeData:
     ge_id: str
     dir: Path
-    requests: pd.DataFrame
+    requests: pd.DataFrame          # requests only (OBSERVE/CANCEL rows are in observe_requests)
     summary: dict[str, Any]
     start_mono_ns: int
+    observe_requests: pd.DataFrame | None = None   # the OBSERVE/CANCEL rows of requests.csv
+    notifications: pd.DataFrame | None = None      # notifications.csv
+    observe: dict[str, Any] | None = None          # observe.json
+    blockwise: pd.DataFrame | None = None          # blockwise.csv (GE --block-size)
 
 
 @dataclass
@@ -115,6 +131,7 @@ class DeviceInfo:
     resources: pd.DataFrame | None = None   # path, service_time_us, mode, payload_bytes
     log: pd.DataFrame | None = None
     log_summary: dict[str, Any] | None = None
+    notify_log: pd.DataFrame | None = None   # notify-log.csv (observable resources only)
 
 
 @dataclass
@@ -137,7 +154,25 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     start = summary.get("start_mono_ns")
     if not isinstance(start, int):
         raise AnalysisError(f"{d / 'summary.json'}: start_mono_ns missing or not an integer")
-    return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start)
+    blockwise = None
+    if (d / "blockwise.csv").is_file():
+        blockwise = read_csv_checked(d / "blockwise.csv", BLOCKWISE_COLUMNS, "GE blockwise.csv",
+                                     AnalysisError)
+    obs_rows = requests["method"].isin(OBSERVE_METHODS).to_numpy()
+    observe_requests = notifications = observe = None
+    if obs_rows.any():   # observations are analysed apart (analysis/observe.py)
+        observe_requests = requests[obs_rows].reset_index(drop=True)
+        requests = requests[~obs_rows].reset_index(drop=True)
+        requests["method"] = requests["method"].cat.remove_unused_categories()
+        requests["path"] = requests["path"].cat.remove_unused_categories()
+        if (d / "notifications.csv").is_file():
+            notifications = read_csv_checked(d / "notifications.csv", NOTIFICATION_COLUMNS,
+                                             "GE notifications.csv", AnalysisError)
+        if (d / "observe.json").is_file():
+            observe = read_json(d / "observe.json", f"observe.json of {ge_id}")
+    return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start,
+                  observe_requests=observe_requests, notifications=notifications,
+                  observe=observe, blockwise=blockwise)
 
 
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
@@ -159,6 +194,10 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
     else:
         warnings.append(f"{log_path}: device log missing; no response-time decomposition "
                         f"for {dev.name}")
+    notify_path = log_path.parent / "notify-log.csv"
+    if notify_path.is_file():
+        dev.notify_log = read_csv_checked(notify_path, NOTIFY_LOG_COLUMNS, "notify-log.csv",
+                                          AnalysisError)
     sum_path = rd.device_summary(dev.name)
     if sum_path.is_file():
         dev.log_summary = read_json(sum_path, "device-summary.json")

@@ -12,11 +12,13 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from . import blockwise as blkm
 from . import contention as cont
 from . import decomposition as decomp
 from . import ge_integrity as gei
 from . import loss as lossm
 from . import monitor as mon
+from . import observe as obsm
 from . import rd as rdm
 from . import responses as resp
 from . import slo as sloa
@@ -236,6 +238,11 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                                                 run.duration_s, groups)
     series.update(monitor_series)
 
+    observe_block, observe_series = obsm.analyse(run, names)
+    series.update(observe_series)
+    blockwise_block, blockwise_series = blkm.analyse(run)
+    series.update(blockwise_series)
+
     verdict = _verdict(run, overall, ge_block, contention, loss)
     slo_block = None
     if slo_spec is not None:
@@ -262,6 +269,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
+               "observe": observe_block, "blockwise": blockwise_block,
                "decomposition": split_block,
                "slo": slo_block.model_dump() if slo_block else None}
     return Summary.model_validate(_json_clean(summary)), series

@@ -91,6 +91,8 @@ def build_context(run_dir: Path | str) -> dict:
         "rd": sections.rd(s),
         "split": sections.split(s),
         "sut": sut(run, s),
+        "observe": sections.observe(s),
+        "blockwise": sections.blockwise(s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

@@ -58,6 +58,21 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
                          "series/rd_over_time.csv and series/cd_samples.csv are missing (no R_d "
                          "could be computed)")
 
+    if s.observe is not None:
+        over, cdf = _read(rd, "notify_latency_over_time"), _read(rd, "notify_latency_cdf")
+        if over is not None and cdf is not None and len(cdf):
+            data["notify"] = {"over": over, "cdf": cdf, "points": _read(rd, "notify_latency")}
+        else:
+            missing["notify"] = ("series/notify_latency_*.csv are missing or empty (no notification "
+                                 "was received, or its device log is missing)")
+
+    if s.blockwise is not None:
+        df = _read(rd, "blockwise_transfers")
+        if df is not None and len(df):
+            data["blockwise"] = df
+        else:
+            missing["blockwise"] = "series/blockwise_transfers.csv is missing or empty"
+
     mon = s.monitor
     for key, series, why in (("cpu_cores", "cpu_cores", mon.cpu_cores_missing if mon else None),
                              ("cpu_containers", "cpu_groups",

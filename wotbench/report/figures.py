@@ -193,6 +193,51 @@ def fig_cpu_containers(ctx: dict) -> str:
 # --------------------------------------------------------------------------- registry
 
 # id, data key, title, how-to-read caption, function
+def fig_notify_time(ctx: dict) -> str:
+    d = ctx["data"]["notify"]
+    over, pts = d["over"], d["points"]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    if pts is not None and len(pts):
+        ax.plot(pts["t_s"], pts["latency_ms"], ".", ms=2, color=GREY, alpha=0.5, label="each notification")
+    ax.plot(over["t_s"] + 0.5, over["p50"], color=BLUE, lw=1.4, label="p50 per second")
+    ax.plot(over["t_s"] + 0.5, over["p99"], color=RED, lw=1.2, label="p99 per second")
+    return _finish_time_plot(fig, ax, ctx, "latency (ms)", "Notification latency over time", 3)
+
+
+def fig_notify_cdf(ctx: dict) -> str:
+    cdf = ctx["data"]["notify"]["cdf"]
+    x, y = cdf["latency_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    ax.step(x, y, where="post", color=BLUE, lw=1.6)
+    if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel("one-way latency device → GE (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Notification latency CDF")
+    fig.tight_layout()
+    return svg(fig)
+
+
+def fig_blockwise_time(ctx: dict) -> str:
+    df = ctx["data"]["blockwise"]
+    df = df[df["blocks"] > 1]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    for kind, color in (("block2", BLUE), ("block1", ORANGE)):
+        k = df[df["kind"] == kind]
+        clean = k[k["retransmissions"] == 0]
+        retx = k[k["retransmissions"] > 0]
+        ax.plot(clean["t_s"], clean["time_ms"], ".", ms=3, color=color, label=f"{kind}, no retransmission")
+        ax.plot(retx["t_s"], retx["time_ms"], "x", ms=5, color=color, label=f"{kind}, retransmitted")
+        failed = k[k["outcome"] != "ok"]
+        if len(failed):
+            ax.plot(failed["t_s"], np.zeros(len(failed)), "v", ms=6, color=RED, label=f"{kind}, failed")
+    if len(df) and np.nanmax(df["time_ms"].to_numpy(float), initial=0) > 100 * max(
+            np.nanmin(df["time_ms"].to_numpy(float), initial=1), 0.01):
+        ax.set_yscale("symlog", linthresh=10)
+    return _finish_time_plot(fig, ax, ctx, "transfer time (ms)", "Block-wise transfer times", 3)
+
+
 FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
     ("fig-rit-cdf", "rit", "Expected vs submitted request inter-arrival times",
      "The two curves should lie on top of each other: a submitted curve shifted right or flattened at "
@@ -209,6 +254,15 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "CD node was measured alone during calibration (grey, t < 0); during the test its R_d should stay "
      "near that median. Windows where it rose above the threshold are shaded: there the host was "
      "contended.", fig_rd),
+    ("fig-notify-time", "notify", "Observe: notification latency over time",
+     "One-way latency of every notification, GE receive time minus the device's emission time (both "
+     "on the host's CLOCK_MONOTONIC, so exact), with per-second p50 and p99.", fig_notify_time),
+    ("fig-notify-cdf", "notify", "Observe: notification latency distribution",
+     "Share of notifications delivered within a latency budget.", fig_notify_cdf),
+    ("fig-blockwise-time", "blockwise", "Block-wise: whole-transfer times",
+     "Each mark is one multi-block transfer (first block sent to final response). Crosses needed "
+     "retransmissions: every lost datagram adds the RFC 7252 timeout (2-3 s, doubling), which is "
+     "how loss stretches transfers; triangles at 0 failed.", fig_blockwise_time),
     ("fig-cpu-cores", "cpu_cores", "CPU utilisation per core",
      "A core near 100 % cannot give the components placed on it (legend) more time; saturation on the "
      "GE's core threatens send accuracy, on device cores it inflates R_d.", fig_cpu_cores),

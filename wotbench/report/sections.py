@@ -275,3 +275,27 @@ def injected(run: RunRecord) -> list[dict[str, Any]]:
     """run.json ``contention``: the contention episodes injected on purpose."""
     return [{"name": e.name, "kind": e.kind, "cores": e.cores, "start_s": e.start_s,
              "end_s": e.end_s} for e in run.contention]
+
+
+def observe(s: Summary) -> dict:
+    """Observations (RFC 7641): None-safe figures of summary.observe for the template."""
+    o = s.observe
+    if o is None:
+        return {"available": False}
+    rows = [{"device": name, **d.model_dump(),
+             "ratio": (d.achieved_rate / d.configured_rate
+                       if d.achieved_rate is not None and d.configured_rate else None)}
+            for name, d in o.per_device.items()]
+    return {"available": True, "o": o, "rows": rows,
+            "latency": o.latency_ms.model_dump(), "rd": o.rd.model_dump(),
+            "service": o.service_ms.model_dump()}
+
+
+def blockwise(s: Summary) -> dict:
+    """Block-wise transfers: one row per kind (block2 reads, block1 writes) for the template."""
+    b = s.blockwise
+    if b is None:
+        return {"available": False}
+    names = {"block2": "large responses (Block2)", "block1": "large request bodies (Block1)"}
+    rows = [{"kind": names.get(k, k), **v.model_dump()} for k, v in b.by_kind.items()]
+    return {"available": True, "rows": rows}

@@ -418,6 +418,84 @@ class Verdict(Record):
     checks: Checks
 
 
+class ObserveQuantiles(Record):
+    p50: F = None
+    p90: F = None
+    p95: F = None
+    p99: F = None
+    mean: F = None
+    max: F = None
+    n: int = 0
+
+
+class ObserveDevice(Record):
+    observations: int
+    established: int
+    received: int
+    emitted: int
+    lost: int
+    configured_rate: F = None      # notifications/s per observable resource (config)
+    achieved_rate: F = None        # received per second of observed time, per observer
+    latency_p50_ms: F = None
+    latency_p99_ms: F = None
+
+
+class ObserveBlock(Record):
+    """Observations (RFC 7641); wotbench/analysis/observe.py explains every figure."""
+    observations: int
+    established: int
+    received: int                  # notifications the GE(s) received
+    emitted: int                   # notifications the devices emitted to the GE's observers
+    lost: int                      # emitted >= 1 s before the observer stopped, never received
+    loss_share: F = None
+    in_flight_at_stop: int = 0
+    skipped_by_device: int = 0     # sequence holes the device never emitted (coalescing)
+    gaps: int = 0                  # GE-side sequence holes (observe.json)
+    reordered: int = 0
+    duplicates: int = 0
+    after_cancel: int = 0
+    dropped: int = 0               # not recorded: GE --max-notifications full
+    acks_sent: int = 0
+    rsts_sent: int = 0
+    latency_ms: ObserveQuantiles   # GE receive - device emission (one way)
+    service_ms: ObserveQuantiles   # the sensor reads as measured on the device
+    configured_service_ms: F = None
+    rd: ObserveQuantiles           # (receive - read tick - S) / S
+    rate_ratio_median: F = None    # achieved / configured rate, median over devices
+    per_device: dict[str, ObserveDevice] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class BlockTimes(Record):
+    p50: F = None
+    p90: F = None
+    p99: F = None
+    max: F = None
+    n: int = 0
+
+
+class BlockKind(Record):
+    transfers: int                 # requests with a Block option
+    multi_block: int               # ... that needed more than one block
+    ok: int                        # multi-block transfers that completed (2.xx)
+    failed: int
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    body_bytes_median: F = None
+    blocks_median: F = None
+    block_size: Optional[int] = None
+    retransmissions: int = 0
+    with_retransmissions: int = 0
+    time_ms: BlockTimes            # whole transfer, ok ones
+    time_ms_no_retransmission: BlockTimes
+    time_ms_with_retransmission: BlockTimes
+
+
+class BlockwiseBlock(Record):
+    """Block-wise transfers (RFC 7959); wotbench/analysis/blockwise.py. by_kind: block2 (large
+    responses) and block1 (large request bodies)."""
+    by_kind: dict[str, BlockKind] = Field(default_factory=dict)
+
+
 class Summary(Record):
     run: RunBlock
     overall: Overall
@@ -430,6 +508,8 @@ class Summary(Record):
     loss: Optional[LossBlock] = None
     decomposition: Optional[SplitBlock] = None   # absent in summaries written before it existed
     slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo.py)
+    observe: Optional[ObserveBlock] = None
+    blockwise: Optional[BlockwiseBlock] = None
 
     @property
     def contended_share(self) -> Optional[float]:

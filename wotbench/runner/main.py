@@ -248,7 +248,7 @@ class Runner:
                                   stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
-                                  retransmit=cfg.gateways.retransmit, extra=list(via),
+                                  retransmit=cfg.gateways.retransmit, extra=list(via) + self._ge_block_args(),
                                   host_network=thirdparty.ge_needs_host_network(cfg)))
 
     def _build_proxy(self) -> None:
@@ -263,6 +263,11 @@ class Runner:
             address=a.ip, port=a.port, cpuset=self.plan.proxy_cpuset or "", resources=None,
             log_dir=inputs.writable_dir(rd.device_dir(a.name)), stdout=rd.device_stdout(a.name),
             memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
+
+    def _ge_block_args(self) -> list[str]:
+        """--block-size for the main GEs when bodies exceed one datagram (RFC 7959)."""
+        bs = self.resolved.ge_block_size()
+        return ["--block-size", str(bs)] if bs else []
 
     @property
     def all_ges(self) -> list[GeRun]:

@@ -1,0 +1,102 @@
+/* block.c - block-wise transfer (RFC 7959), see block.h and README "Block-wise transfer".
+ *
+ * The device does the block-wise protocol itself with libcoap's helpers, not with
+ * COAP_BLOCK_USE_LIBCOAP: libcoap 4.3.1 crashes when a Block1 request it reassembled is answered
+ * through an async (separate) response (coap_check_async -> handle_request ->
+ * coap_handle_request_put_block dereferences NULL), and every request here is async. So:
+ *   - the first request of a transfer (GET without Block2 or with NUM 0; the last Block1 block
+ *     of a body, M = 0) is an ordinary request: queued, served once (its service time), logged
+ *     once; its response carries block 0 (coap_add_data_blocked_response: Block2 + Size2 when
+ *     the body is larger than one block or the client asked for a block size), or echoes the
+ *     last Block1;
+ *   - follow-ups are answered at once, without service time or a device-log row: a GET with
+ *     Block2 NUM > 0 gets that block of the (static) representation, a Block1 block with M = 1
+ *     gets 2.31 Continue. The body of a PUT/POST is not kept (emulation: only its size matters).
+ * Counters in device-summary.json "blockwise". */
+#include "block.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ONE_DATAGRAM 1024 /* larger bodies always go block-wise */
+
+static uint8_t *buf;
+static size_t cap;
+static uint64_t block2_follow_ups, block1_continues;
+
+int block_init(coap_context_t *ctx, const struct resource_set *rs) {
+    (void)ctx;
+    cap = 1;
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->v[i].payload_bytes > cap)
+            cap = rs->v[i].payload_bytes;
+    buf = malloc(cap);
+    if (!buf)
+        return -1;
+    memset(buf, 'x', cap);
+    return 0;
+}
+
+const uint8_t *block_payload(size_t n) {
+    (void)n;
+    return buf;
+}
+
+void block_add_payload(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
+                       const coap_string_t *query, coap_pdu_t *resp, size_t n) {
+    (void)r, (void)s, (void)query;
+    coap_opt_iterator_t it;
+    if (n <= ONE_DATAGRAM && !coap_check_option(req, COAP_OPTION_BLOCK2, &it)) {
+        if (n)
+            coap_add_data(resp, n, buf);
+        return;
+    }
+    coap_add_data_blocked_response(req, resp, COAP_MEDIATYPE_TEXT_PLAIN, -1, n, buf);
+}
+
+int block_continue(const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp) {
+    coap_opt_iterator_t it;
+    coap_opt_t *o;
+    coap_pdu_code_t m = coap_pdu_get_code(req);
+    if (m == COAP_REQUEST_CODE_GET && (o = coap_check_option(req, COAP_OPTION_BLOCK2, &it)) &&
+        coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o)) >> 4) {
+        coap_pdu_set_code(resp, COAP_RESPONSE_CODE_CONTENT);
+        coap_add_data_blocked_response(req, resp, COAP_MEDIATYPE_TEXT_PLAIN, -1,
+                                       res->payload_bytes, buf);
+        block2_follow_ups++;
+        return 1;
+    }
+    if ((m == COAP_REQUEST_CODE_PUT || m == COAP_REQUEST_CODE_POST) &&
+        (o = coap_check_option(req, COAP_OPTION_BLOCK1, &it))) {
+        uint32_t v = coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o));
+        if (!(v & 0x08))
+            return 0; /* the last block: the request proper */
+        uint8_t b[4];
+        coap_pdu_set_code(resp, COAP_RESPONSE_CODE(231));
+        coap_add_option(resp, COAP_OPTION_BLOCK1, coap_encode_var_safe(b, sizeof b, v), b);
+        block1_continues++;
+        return 1;
+    }
+    return 0;
+}
+
+void block_json(FILE *f) {
+    fprintf(f, ", \"blockwise\": {\"block2_follow_ups\": %llu, \"block1_continues\": %llu}",
+            (unsigned long long)block2_follow_ups, (unsigned long long)block1_continues);
+}
+
+void block_echo_block1(const coap_pdu_t *req, coap_pdu_t *resp) {
+    coap_opt_iterator_t it;
+    coap_opt_t *o = coap_check_option(req, COAP_OPTION_BLOCK1, &it);
+    if (!o)
+        return;
+    /* RFC 7959 2.3: the final response echoes the last Block1 (M = 0) */
+    uint32_t v = coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o)) & ~0x08u;
+    uint8_t b[4];
+    coap_add_option(resp, COAP_OPTION_BLOCK1, coap_encode_var_safe(b, sizeof b, v), b);
+}
+
+void block_free(void) {
+    free(buf);
+    buf = NULL;
+}
