@@ -456,3 +456,17 @@ def test_clean_run_splits_r_minus_s(clean):
     cd = dec["cd"]
     assert cd["calibration"]["r_minus_s"]["count"] > 0 and cd["test"]["r_minus_s"]["count"] > 0
     assert cd["calibration"]["network_out"]["p50_us"] == pytest.approx(60)  # fixture: +60 µs
+
+
+def test_ge_integrity_microsecond_rit_judged_with_the_floor():
+    # 100 k req/s (10 µs RIT) with a few µs of jitter: within the 20 µs floor on both tests;
+    # the same sends 40 µs late in bursts of 3 % are not
+    rng = np.random.default_rng(11)
+    sched = np.arange(20000) * 10_000
+    sent = sched + rng.integers(0, 5_000, len(sched))
+    b = _judge({0: (sched, sent)})
+    assert b["tolerance_ms"] == pytest.approx(0.02)
+    assert b["ks_tol"] <= b["ks_limit"] and b["kept_up"] is True
+    late = sent.copy()
+    late[rng.random(len(sched)) < 0.03] += 40_000
+    assert _judge({0: (sched, late)})["kept_up"] is False

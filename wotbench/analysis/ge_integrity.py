@@ -14,8 +14,9 @@ The rule is judged on the workload's own time scale, not on an absolute 1 ms:
     confidence 1 − alpha, that more than 1 % of sends were off — so 2 late probes out of 100
     (a CD-GE's whole sample) do not flag it, 6 do;
   * the RIT distributions agree: KS distance of expected vs submitted RITs, each divided by its
-    device's median expected RIT (so devices of different rates pool) and compared with a
-    horizontal tolerance of ``rel_tolerance``, must stay within max(max_ks, the two-sample KS
+    device's median expected RIT (so devices of different rates pool; at least by
+    min_tolerance_ms / rel_tolerance, so the tolerance never drops below the lateness floor) and
+    compared with a horizontal tolerance of ``rel_tolerance``, must stay within max(max_ks, the two-sample KS
     critical value at ``alpha``) — the latter keeps small samples from flagging on noise.
 ``late_abs_share`` (lag > late_threshold_ms, absolute) is reported for comparison only.
 ``kept_up`` is None (not checked) with fewer than 2 sent requests.
@@ -63,12 +64,16 @@ def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]
     row_scale = np.array([scale[int(d)] for d in dev], dtype=np.float64)
     rit_scale = np.array([scale[int(d)] for d in rit_dev], dtype=np.float64)
     tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
+    # RITs are divided by max(scale, floor / rel): a KS tolerance of rel_tolerance in these
+    # units is then the same per-device tolerance as the lateness test's (5 % of the median RIT,
+    # at least min_tolerance_ms), also for µs-scale RITs
+    unit = np.fmax(rit_scale, p.min_tolerance_ms / p.rel_tolerance)
     ok = rit_scale > 0
     return {
         "device": dev, "lag_ms": (snt - sched) / 1e6, "tol_ms": tol,
         "rit_dev": rit_dev, "exp_rit_ms": exp, "sub_rit_ms": sub,
-        "exp_norm": np.where(ok, exp / np.where(ok, rit_scale, 1), np.nan),
-        "sub_norm": np.where(ok, sub / np.where(ok, rit_scale, 1), np.nan),
+        "exp_norm": np.where(ok, exp / np.where(ok, unit, 1), np.nan),
+        "sub_norm": np.where(ok, sub / np.where(ok, unit, 1), np.nan),
     }
 
 
