@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.images import add_bytes
+from wotbench.runner.images import add_bytes, build_once
 from wotbench.runner.labels import IMAGE_LABEL, NOBODY
 
 # "libcoap-3-notls.so.3 => /lib/x86_64-linux-gnu/libcoap-3-notls.so.3 (0x...)" and
@@ -64,22 +64,10 @@ def _context(program: Path, files: list[Path]) -> tuple[bytes, str]:
 
 def pack_program(client, program: str | Path, log=print) -> str:
     """Build (or reuse) the FROM scratch image of ``program`` (an absolute path); its tag."""
-    import docker.errors
-
     program = Path(program)
     files = shared_files(program)
     ctx, digest = _context(program, files)
     tag = f"wotbench/host-{re.sub(r'[^a-z0-9_.-]', '-', program.name.lower())}:{digest}"
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    log(f"packing {program} with {len(files)} shared file(s) into image {tag}")
-    try:
-        client.images.build(fileobj=io.BytesIO(ctx), custom_context=True, tag=tag, rm=True,
-                            forcerm=True, pull=False,
-                            labels={IMAGE_LABEL: f"host:{program}", "wotbench.source-sha": digest})
-    except (docker.errors.BuildError, docker.errors.APIError) as e:
-        raise EnvironmentProblem(f"packing {program} into an image failed: {e}") from e
-    return tag
+    return build_once(client, tag, lambda: ctx,
+                      {IMAGE_LABEL: f"host:{program}", "wotbench.source-sha": digest},
+                      f"packing {program} with {len(files)} shared file(s) into image {tag}", log)

@@ -14,6 +14,7 @@ import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner.labels import IMAGE_LABEL
@@ -115,34 +116,45 @@ def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -
 
 def ensure_image(client, program: str, binary: Path, log=print) -> str:
     """Build (or reuse) the FROM scratch image for ``binary``; return its tag."""
-    import docker.errors
-
     if not binary.exists():
         raise EnvironmentProblem(f"{binary} does not exist")
     if not _is_static(binary):
         raise EnvironmentProblem(f"{binary} is not a static ELF binary; a FROM scratch image "
                                  "needs one (link with -static)")
     tag = image_tag(program, binary)
+
+    def context() -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            add_bytes(tar, "Dockerfile", dockerfile(program).encode())
+            info = tar.gettarinfo(str(binary), arcname=program)
+            info.mode, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, "root", "root"
+            with open(binary, "rb") as f:
+                tar.addfile(info, f)
+        return buf.getvalue()
+    return build_once(client, tag, context,
+                      {IMAGE_LABEL: program, "wotbench.source-sha": tag.rsplit(":", 1)[1]},
+                      f"building image {tag}", log)
+
+
+def build_once(client, tag: str, context: Callable[[], bytes], labels: dict[str, str],
+               what: str, log=print) -> str:
+    """Reuse the image ``tag`` when it exists, else build it from the tar that ``context``
+    makes (only then: a binary is read once per new image; no pull: there is no registry);
+    ``what`` names the step in the log and in a failure."""
+    import docker.errors
+
     try:
         client.images.get(tag)
         return tag
     except docker.errors.ImageNotFound:
         pass
-    log(f"building image {tag}")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        add_bytes(tar, "Dockerfile", dockerfile(program).encode())
-        info = tar.gettarinfo(str(binary), arcname=program)
-        info.mode, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, "root", "root"
-        with open(binary, "rb") as f:
-            tar.addfile(info, f)
-    buf.seek(0)
+    log(what)
     try:
-        client.images.build(fileobj=buf, custom_context=True, tag=tag, rm=True, forcerm=True,
-                            pull=False, labels={IMAGE_LABEL: program,
-                                                "wotbench.source-sha": tag.rsplit(":", 1)[1]})
-    except docker.errors.BuildError as e:
-        raise EnvironmentProblem(f"building image {tag} failed: {e}") from e
+        client.images.build(fileobj=io.BytesIO(context()), custom_context=True, tag=tag, rm=True,
+                            forcerm=True, pull=False, labels=labels)
+    except (docker.errors.BuildError, docker.errors.APIError) as e:
+        raise EnvironmentProblem(f"{what} failed: {e}") from e
     return tag
 
 
