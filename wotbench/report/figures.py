@@ -91,6 +91,18 @@ def fig_rt_over_time(ctx: dict) -> str:
     return svg(fig)
 
 
+def _cdf_finish(fig, ax, x: np.ndarray, xlabel: str, title: str) -> str:
+    """Axes of a CDF figure (log x when the values span more than 50x) and its SVG."""
+    if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(title)
+    fig.tight_layout()
+    return svg(fig)
+
+
 def fig_rt_cdf(ctx: dict) -> str:
     cdf = ctx["data"]["rt_cdf"]   # series/rt_cdf.csv: the analysis's thinned ECDF
     x, y = cdf["rt_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
@@ -103,14 +115,7 @@ def fig_rt_cdf(ctx: dict) -> str:
             ax.axvline(v, color=color, ls="--", lw=0.9)
             ax.annotate(f"{q} {v:.1f} ms", (v, 0.04 if q == "p50" else 0.5 if q == "p95" else 0.25),
                         xytext=(4, 0), textcoords="offset points", color=color, fontsize=8)
-    if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
-        ax.set_xscale("log")
-    ax.set_xlabel("response time (ms)")
-    ax.set_ylabel("CDF")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Response time CDF")
-    fig.tight_layout()
-    return svg(fig)
+    return _cdf_finish(fig, ax, x, "response time (ms)", "Response time CDF")
 
 
 def fig_rd(ctx: dict) -> str:
@@ -209,14 +214,7 @@ def fig_notify_cdf(ctx: dict) -> str:
     x, y = cdf["latency_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6)
-    if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
-        ax.set_xscale("log")
-    ax.set_xlabel("one-way latency device → GE (ms)")
-    ax.set_ylabel("CDF")
-    ax.set_ylim(0, 1.02)
-    ax.set_title("Notification latency CDF")
-    fig.tight_layout()
-    return svg(fig)
+    return _cdf_finish(fig, ax, x, "one-way latency device → GE (ms)", "Notification latency CDF")
 
 
 def fig_blockwise_time(ctx: dict) -> str:
