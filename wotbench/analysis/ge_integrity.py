@@ -55,25 +55,24 @@ def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]
     rit_dev = dev[1:][same]
     exp = np.diff(sched)[same] / 1e6
     sub = np.diff(snt)[same] / 1e6
-    # one scale per device: its median positive expected RIT (NaN: none, e.g. a single request)
+    # one scale per device: its median positive expected RIT (NaN: none, e.g. a single request);
+    # rows and RIT pairs are sorted by device, so each device's RITs are one slice
     dev_ids = np.unique(dev)
-    scale = {}
-    for d in dev_ids:
-        e = exp[(rit_dev == d) & (exp > 0)]
-        scale[int(d)] = float(np.median(e)) if len(e) else math.nan
-    row_scale = np.array([scale[int(d)] for d in dev], dtype=np.float64)
-    rit_scale = np.array([scale[int(d)] for d in rit_dev], dtype=np.float64)
+    scales = np.array([np.median(e[e > 0]) if (e > 0).any() else math.nan
+                       for e in np.split(exp, np.searchsorted(rit_dev, dev_ids[1:]))])
+    row_scale = scales[np.searchsorted(dev_ids, dev)]
+    rit_scale = scales[np.searchsorted(dev_ids, rit_dev)]
     tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
     # RITs are divided by max(scale, floor / rel): a KS tolerance of rel_tolerance in these
     # units is then the same per-device tolerance as the lateness test's (5 % of the median RIT,
-    # at least min_tolerance_ms), also for µs-scale RITs
+    # at least min_tolerance_ms), also for µs-scale RITs; no scale (NaN): not compared
     unit = np.fmax(rit_scale, p.min_tolerance_ms / p.rel_tolerance)
-    ok = rit_scale > 0
+    ok = ~np.isnan(rit_scale)
     return {
         "device": dev, "lag_ms": (snt - sched) / 1e6, "tol_ms": tol,
         "rit_dev": rit_dev, "exp_rit_ms": exp, "sub_rit_ms": sub,
-        "exp_norm": np.where(ok, exp / np.where(ok, unit, 1), np.nan),
-        "sub_norm": np.where(ok, sub / np.where(ok, unit, 1), np.nan),
+        "exp_norm": np.where(ok, exp / unit, np.nan),
+        "sub_norm": np.where(ok, sub / unit, np.nan),
     }
 
 
