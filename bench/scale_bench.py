@@ -23,15 +23,10 @@ from pathlib import Path
 
 import yaml
 
+from wotbench.runner.hostlimits import read_int
+
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "configs" / "scale-200.yaml"
-
-
-def _read_int(path: str) -> int | None:
-    try:
-        return int(Path(path).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _mem_available_kib() -> int:
@@ -82,7 +77,7 @@ class Sampler(threading.Thread):
             self.min_mem = min(self.min_mem, _mem_available_kib())
             tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
             for k, v in (("neigh", _neigh_entries()),
-                         ("conntrack", _read_int("/proc/sys/net/netfilter/nf_conntrack_count")),
+                         ("conntrack", read_int("/proc/sys/net/netfilter/nf_conntrack_count")),
                          ("tasks", tasks), ("dockerd_fds", _dockerd_fds())):
                 if v is not None:
                     self.peak[k] = max(self.peak[k], v)

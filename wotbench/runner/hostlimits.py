@@ -51,9 +51,10 @@ class Sysctl:
         return self.prefix + self.key
 
 
-def _read(path: Path) -> Optional[int]:
+def read_int(path: Path | str) -> Optional[int]:
+    """The first integer of a /proc or /sys file; None when it is missing or not a number."""
     try:
-        return int(path.read_text().split()[0])
+        return int(Path(path).read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -63,7 +64,7 @@ def neighbour_plan(devices: int, gateways: int, root: Path = NEIGH_DIR) -> list[
     need = neighbour_entries(devices, gateways)
     out = []
     for key in HEADROOM:
-        cur = _read(root / key)
+        cur = read_int(root / key)
         if cur is not None and cur < need * HEADROOM[key]:
             out.append(Sysctl(key, root / key, cur, need * HEADROOM[key]))
     return out
@@ -78,7 +79,7 @@ def backlog_plan(bridge_ports: int, path: Path = BACKLOG_PATH) -> list[Sysctl]:
     each veth copy waits in the sending CPU's backlog, which holds net.core.netdev_max_backlog
     packets (1000 by default): past ~1000 ports, copies are dropped (measured: 3.5 M drops in
     /proc/net/softnet_stat during a 1100-device run, 8 devices never answered the warm-up)."""
-    cur = _read(path)
+    cur = read_int(path)
     want = BACKLOG_PER_PORT * bridge_ports
     if cur is None or cur >= want:
         return []
@@ -87,7 +88,7 @@ def backlog_plan(bridge_ports: int, path: Path = BACKLOG_PATH) -> list[Sysctl]:
 
 def supported_devices(root: Path = NEIGH_DIR) -> Optional[int]:
     """How many devices (with 2 GEs) the current gc_thresh3 carries without overflow."""
-    t3 = _read(root / "gc_thresh3")
+    t3 = read_int(root / "gc_thresh3")
     return None if t3 is None else max(0, (t3 // HEADROOM["gc_thresh3"] - HOST_MARGIN - 8) // 2)
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from wotbench.runner.hostlimits import read_int
+
 TASKS_PER_DEVICE = 20          # device threads + its containerd-shim's (measured 18-19)
 DOCKERD_FDS_PER_DEVICE = 9     # measured 8.2 (300 devices) and 8.1 (1100)
 CONNTRACK_PER_DEVICE = 3       # measured 2.3-2.8
@@ -34,13 +36,6 @@ class Limit:
         return max(0, (self.current - HOST_RESERVE) // self.per_device)
 
 
-def _int(path: str) -> Optional[int]:
-    try:
-        return int(Path(path).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _dockerd_nofile() -> Optional[int]:
     try:
         pid = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True,
@@ -53,7 +48,7 @@ def _dockerd_nofile() -> Optional[int]:
     return None
 
 
-def host_limits(read: Callable[[str], Optional[int]] = _int,
+def host_limits(read: Callable[[str], Optional[int]] = read_int,
                 dockerd_nofile: Callable[[], Optional[int]] = _dockerd_nofile) -> list[Limit]:
     """The limits this host has (those it does not expose are left out)."""
     found = [
