@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from wotbench.runner.hostlimits import read_int
+from wotbench.runner.scalelimits import dockerd_pid
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "configs" / "scale-200.yaml"
@@ -54,11 +55,10 @@ def _softnet_drops() -> int:
         return 0
 
 
-def _dockerd_fds() -> int | None:
+def _open_fds(pid: int | None) -> int | None:
     try:
-        pid = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()[0]
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except (IndexError, OSError):
+        return len(os.listdir(f"/proc/{pid}/fd")) if pid else None
+    except OSError:
         return None
 
 
@@ -71,6 +71,7 @@ class Sampler(threading.Thread):
         self.mem0 = _mem_available_kib()
         self.min_mem = self.mem0
         self.peak = {"neigh": 0, "conntrack": 0, "tasks": 0, "dockerd_fds": 0}
+        self.dockerd = dockerd_pid()     # looked up once: the daemon outlives the run
 
     def run(self) -> None:
         while not self.stop_flag.wait(1.0):
@@ -78,7 +79,7 @@ class Sampler(threading.Thread):
             tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
             for k, v in (("neigh", _neigh_entries()),
                          ("conntrack", read_int("/proc/sys/net/netfilter/nf_conntrack_count")),
-                         ("tasks", tasks), ("dockerd_fds", _dockerd_fds())):
+                         ("tasks", tasks), ("dockerd_fds", _open_fds(self.dockerd))):
                 if v is not None:
                     self.peak[k] = max(self.peak[k], v)
 

@@ -36,14 +36,24 @@ class Limit:
         return max(0, (self.current - HOST_RESERVE) // self.per_device)
 
 
-def _dockerd_nofile() -> Optional[int]:
+def dockerd_pid() -> Optional[int]:
+    """The Docker daemon's pid on this host (None: not running here)."""
     try:
-        pid = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True,
-                             timeout=5).stdout.split()[0]
+        return int(subprocess.run(["pidof", "dockerd"], capture_output=True, text=True,
+                                  timeout=5).stdout.split()[0])
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _dockerd_nofile() -> Optional[int]:
+    pid = dockerd_pid()
+    if pid is None:
+        return None
+    try:
         for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
             if line.startswith("Max open files"):
                 return int(line.split()[3])
-    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+    except (OSError, IndexError, ValueError):
         return None
     return None
 
