@@ -93,6 +93,17 @@ typedef struct {
     struct observe_s *obs;    /* NULL unless the trace has OBSERVE lines */
     int block_size;           /* --block-size: 0 = no block-wise transfer, else 16..1024 */
     struct block_s *blk;      /* block.c state (with --block-size) */
+    struct {
+        const char *identity; /* --dtls-psk-identity */
+        const char *key_file; /* --dtls-psk-key-file */
+        int mode;             /* --dtls-sessions: DTLS_REUSE / DTLS_PER_REQUEST (dtls.h) */
+        int mode_set;
+        uint8_t key[64];
+        size_t keylen;
+    } dtls_opt;
+    struct dtls_s *dtls; /* dtls.c state; NULL = plain UDP (coap://) */
+    int scheme;          /* trace URIs: 0 none yet, 1 coap://, 2 coaps:// */
+    long scheme_line;    /* the line that fixed it */
 
     /* trace */
     req_t *reqs;
@@ -176,6 +187,7 @@ int block_write(const ge_t *g); /* blockwise.csv; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */
+int warmup_write(ge_t *g, const uint8_t *answered); /* <out>/warmup.json; 0 ok, -1 failure */
 
 /* loop.c */
 int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */

@@ -14,6 +14,7 @@
 #include <coap3/coap.h>
 
 #include "clock.h" /* common/clock.h */
+#include "dtls.h"
 #include "ge.h"
 #include "rxstamp.h" /* common/rxstamp.h */
 
@@ -158,6 +159,8 @@ static uint64_t rng_next(loop_t *L) {
 
 /* ---- outcomes ---- */
 static void finish(loop_t *L, req_t *r, int outcome) {
+    if (L->g->dtls) /* per-request: close the session; no handshake -> error (not the SUT) */
+        outcome = dtls_on_finish(L->g, (uint32_t)(r - L->g->reqs), outcome, mono_ns());
     r->outcome = (uint8_t)outcome;
     r->flags |= RF_DONE;
     L->outstanding--;
@@ -169,9 +172,13 @@ static void finish(loop_t *L, req_t *r, int outcome) {
     }
 }
 
-static void send_empty(ge_t *g, int sock, int type, uint16_t mid, const struct sockaddr_storage *to,
-                       socklen_t tolen) {
+static void send_empty(ge_t *g, int sock, int ep, int type, uint16_t mid,
+                       const struct sockaddr_storage *to, socklen_t tolen) {
     uint8_t m[4] = {(uint8_t)(1 << 6 | type << 4), 0, (uint8_t)(mid >> 8), (uint8_t)mid};
+    if (g->dtls) {
+        dtls_send_plain(g, sock, ep, m, sizeof m);
+        return;
+    }
     (void)sendto(g->socks[sock], m, sizeof m, 0, (const struct sockaddr *)to, tolen);
 }
 
@@ -185,8 +192,9 @@ static void send_block(loop_t *L, req_t *r) {
     const endpoint_t *e = &g->eps[r->ep];
     r->flags &= (uint8_t)~RF_ACKED;
     int64_t t = mono_ns();
-    if (sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
-               (const struct sockaddr *)&e->addr, e->addrlen) < 0) {
+    if (g->dtls ? dtls_send_req(g, idx, &t) <= 0
+                : sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+                         (const struct sockaddr *)&e->addr, e->addrlen) < 0) {
         finish(L, r, O_ERROR);
         return;
     }
@@ -206,6 +214,10 @@ static void send_block(loop_t *L, req_t *r) {
 /* the request of an empty ACK / RST: by (socket, endpoint, MID) */
 static req_t *by_mid(loop_t *L, int sock, int ep, uint16_t mid) {
     ge_t *g = L->g;
+    if (g->dtls && dtls_req_of_sock(g, sock) >= 0) { /* per-request: the slot's one request */
+        req_t *r = &g->reqs[dtls_req_of_sock(g, sock)];
+        return r->flags & RF_DONE ? NULL : r;
+    }
     int k = sock % g->ports_used;
     pair_t *p = &g->pairs[(size_t)ep * (size_t)g->ports_used + (size_t)k];
     req_t *hit = NULL;
@@ -227,8 +239,9 @@ static void set_received(loop_t *L, req_t *r, int64_t t, int64_t kt) {
     }
 }
 
-static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
-                   const struct sockaddr_storage *src, socklen_t srclen, int64_t t, int64_t kt) {
+static void handle_coap(loop_t *L, int sock, const uint8_t *d, size_t len,
+                        const struct sockaddr_storage *src, socklen_t srclen, int64_t t,
+                        int64_t kt) {
     ge_t *g = L->g;
     if (len < 4 || (d[0] >> 6) != 1)
         return;
@@ -242,7 +255,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                                                                            : NULL;
         if (!r) {
             if (type == COAP_MESSAGE_CON) /* CoAP ping */
-                send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
+                send_empty(g, sock, ep, COAP_MESSAGE_RST, mid, src, srclen);
             return;
         }
         if (r->mid != mid) /* for an earlier block of a block-wise transfer: stale */
@@ -260,7 +273,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
     }
     if (!coap_pdu_parse(COAP_PROTO_UDP, d, len, L->pdu)) {
         if (type == COAP_MESSAGE_CON)
-            send_empty(g, sock, COAP_MESSAGE_RST, mid, src, srclen);
+            send_empty(g, sock, ep, COAP_MESSAGE_RST, mid, src, srclen);
         return;
     }
     coap_bin_const_t tok = coap_pdu_get_token(L->pdu);
@@ -279,7 +292,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                 int reply;
                 r = observe_on_message(g, idx, type, mid, L->pdu, t, &reply);
                 if (type == COAP_MESSAGE_CON)
-                    send_empty(g, sock, reply, mid, src, srclen);
+                    send_empty(g, sock, ep, reply, mid, src, srclen);
                 if (r && !(r->flags & RF_DONE)) {
                     r->code = (uint8_t)code;
                     r->recv_ns = t - g->start_mono;
@@ -296,7 +309,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
         }
     }
     if (type == COAP_MESSAGE_CON) /* separate response: acknowledge (RST if not ours) */
-        send_empty(g, sock, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
+        send_empty(g, sock, ep, known ? COAP_MESSAGE_ACK : COAP_MESSAGE_RST, mid, src, srclen);
     if (!r)
         return;
     int more = g->blk ? block_follow_up(g, (uint32_t)(r - g->reqs), L->pdu, code) : 0;
@@ -308,6 +321,51 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
     r->code = (uint8_t)code;
     set_received(L, r, t, kt);
     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
+}
+
+/* per-request DTLS: the session of request idx is up, send its first application record */
+static void dtls_ready(loop_t *L, int64_t idx) {
+    ge_t *g = L->g;
+    if (idx < 0 || (g->reqs[idx].flags & RF_DONE))
+        return;
+    req_t *r = &g->reqs[idx];
+    int64_t t;
+    if (dtls_send_req(g, (uint32_t)idx, &t) <= 0) {
+        finish(L, r, O_ERROR);
+        return;
+    }
+    if (g->retransmit && !g->non) {
+        r->rtx_t0_ms = (uint16_t)(ACK_TIMEOUT_NS / NS_PER_MS + rng_next(L) % 1001);
+        r->rtx_due = t + (int64_t)r->rtx_t0_ms * NS_PER_MS;
+        heap_push(L, (uint32_t)idx);
+    }
+}
+
+/* a received datagram: plain CoAP, or DTLS records of a session (dtls.c) decrypted first */
+static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
+                   const struct sockaddr_storage *src, socklen_t srclen, int64_t t, int64_t kt) {
+    ge_t *g = L->g;
+    if (!g->dtls) {
+        handle_coap(L, sock, d, len, src, srclen, t, kt);
+        return;
+    }
+    static uint8_t plain[RXBUF];
+    int ep = ep_lookup(L, src), s = ep < 0 ? -1 : dtls_session_of(g, sock, ep);
+    if (s < 0)
+        return;
+    for (int n = dtls_input(g, s, d, len, plain, sizeof plain, kt ? kt : t);;
+         n = dtls_input(g, s, NULL, 0, plain, sizeof plain, kt ? kt : t)) {
+        if (n > 0) {
+            handle_coap(L, sock, plain, (size_t)n, src, srclen, t, kt);
+            continue;
+        }
+        if (n == DTLS_READY)
+            dtls_ready(L, dtls_waiting(g, s));
+        else if (n == DTLS_FAILED && dtls_waiting(g, s) >= 0 &&
+                 !(g->reqs[dtls_waiting(g, s)].flags & RF_DONE))
+            finish(L, &g->reqs[dtls_waiting(g, s)], O_ERROR);
+        return;
+    }
 }
 
 /* read everything queued on one socket, in batches; returns datagrams read */
@@ -389,8 +447,10 @@ static void retransmit_due(loop_t *L, int64_t now) {
                 continue;
             }
             const endpoint_t *e = &g->eps[r->ep];
-            int sent = sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
-                              (const struct sockaddr *)&e->addr, e->addrlen) >= 0;
+            int64_t tx;
+            int sent = g->dtls ? dtls_send_req(g, idx, &tx) > 0
+                               : sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len,
+                                        0, (const struct sockaddr *)&e->addr, e->addrlen) >= 0;
             if (sent && r->retrans < 255)
                 r->retrans++;
             int64_t due = now + ((int64_t)r->rtx_t0_ms * NS_PER_MS << (bk + sent));
@@ -404,8 +464,10 @@ static void retransmit_due(loop_t *L, int64_t now) {
         if (r->flags & (RF_DONE | RF_ACKED) || r->retrans >= MAX_RETRANSMIT)
             continue;
         const endpoint_t *e = &g->eps[r->ep];
-        if (sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
-                   (const struct sockaddr *)&e->addr, e->addrlen) >= 0)
+        int64_t tx;
+        if (g->dtls ? dtls_send_req(g, idx, &tx) > 0
+                    : sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
+                             (const struct sockaddr *)&e->addr, e->addrlen) >= 0)
             r->retrans++;
         /* RFC 7252 4.2: the timeout doubles after every retransmission */
         r->rtx_due = now + ((int64_t)r->rtx_t0_ms * NS_PER_MS << r->retrans);
@@ -424,6 +486,37 @@ static void refresh_clock_map(loop_t *L, int64_t now) {
         L->g->map_bracket_ns = L->cmap.bracket_ns;
 }
 
+/* DTLS (dtls.c): reuse -> encrypt into the pair's session and send; per-request -> start the
+ * request's own session (its ClientHello is the exchange's first transmission, sent_ns; the
+ * request itself leaves when the handshake is done, dtls_ready). sent_ns is read in the BIO
+ * right before sendto(). */
+static void send_next_dtls(loop_t *L, uint32_t idx) {
+    ge_t *g = L->g;
+    req_t *r = &g->reqs[idx];
+    const int per_request = g->dtls_opt.mode == DTLS_PER_REQUEST;
+    for (int attempt = 0;; attempt++) {
+        int64_t t;
+        int rc = per_request ? dtls_start_req(g, idx, &t) : dtls_send_req(g, idx, &t);
+        if (rc > 0) {
+            r->sent_ns = t - g->start_mono;
+            r->flags |= RF_SENT;
+            progress_inc(g, PG_SENT);
+            if (!per_request && g->retransmit && !g->non) {
+                r->rtx_t0_ms = (uint16_t)(ACK_TIMEOUT_NS / NS_PER_MS + rng_next(L) % 1001);
+                r->rtx_due = t + (int64_t)r->rtx_t0_ms * NS_PER_MS;
+                heap_push(L, idx);
+            }
+            return;
+        }
+        if (rc < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) && attempt < 1000) {
+            drain(L);
+            continue;
+        }
+        finish(L, r, O_ERROR); /* no session (handshake failed) or a local failure: not sent */
+        return;
+    }
+}
+
 /* send request `next` now; the sent timestamp is read right before sendto() */
 static void send_next(loop_t *L) {
     ge_t *g = L->g;
@@ -433,6 +526,10 @@ static void send_next(loop_t *L) {
     L->next++;
     g->pairs[r->pair].sent++;
     L->outstanding++;
+    if (g->dtls) {
+        send_next_dtls(L, idx);
+        return;
+    }
     for (int attempt = 0;; attempt++) {
         int64_t t = mono_ns();
         if (sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
@@ -476,6 +573,8 @@ static int64_t next_deadline(const loop_t *L) {
         d = g->start_mono + g->reqs[L->to_head].sent_ns + g->timeout_ns;
     if (L->heap_n && g->reqs[L->heap[0]].rtx_due < d)
         d = g->reqs[L->heap[0]].rtx_due;
+    if (g->dtls && dtls_next_timer(g) < d)
+        d = dtls_next_timer(g);
     return d;
 }
 
@@ -546,6 +645,8 @@ int loop_run(ge_t *g) {
         now = mono_ns();
         check_timeouts(L, now);
         retransmit_due(L, now);
+        if (g->dtls)
+            dtls_timers(g, now);
         refresh_clock_map(L, now);
         if (!busy && due - now > g->spin_ns) {
             int64_t until = due - g->spin_ns, d = next_deadline(L);
@@ -559,6 +660,8 @@ int loop_run(ge_t *g) {
         int64_t now = mono_ns();
         check_timeouts(L, now);
         retransmit_due(L, now);
+        if (g->dtls)
+            dtls_timers(g, now);
         refresh_clock_map(L, now);
         if (!busy && L->outstanding > 0) {
             int64_t d = next_deadline(L);

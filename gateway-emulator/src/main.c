@@ -13,6 +13,7 @@
 #include <coap3/coap.h>
 
 #include "clock.h" /* common/clock.h */
+#include "dtls.h"
 #include "ge.h"
 
 volatile sig_atomic_t ge_stop_signal = 0;
@@ -27,7 +28,9 @@ static void usage(FILE *f) {
           "         [--wait busy|hybrid] [--spin-us N] [--type con|non] [--timeout-ms N]\n"
           "         [--retransmit] [--ports-per-device N] [--cpu N] [--label NAME]\n"
           "         [--warmup-ms N] [--proxy HOST:PORT [--proxy-mode uri|scheme]]\n"
-          "         [--max-notifications N] [--block-size 16..1024]\n",
+          "         [--max-notifications N] [--block-size 16..1024]\n"
+          "         [--dtls-psk-identity ID --dtls-psk-key-file FILE\n"
+          "          [--dtls-sessions reuse|per-request]]\n",
           f);
 }
 
@@ -77,6 +80,9 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"proxy", required_argument, 0, 'P'},   {"proxy-mode", required_argument, 0, 'M'},
         {"max-notifications", required_argument, 0, 'N'},
         {"block-size", required_argument, 0, 'B'},
+        {"dtls-psk-identity", required_argument, 0, 'I'},
+        {"dtls-psk-key-file", required_argument, 0, 'K'},
+        {"dtls-sessions", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -161,6 +167,17 @@ static int parse_args(ge_t *g, int argc, char **argv) {
                 return bad_opt("--block-size", optarg, "a power of two 16..1024");
             g->block_size = (int)v;
             break;
+        case 'I': g->dtls_opt.identity = optarg; break;
+        case 'K': g->dtls_opt.key_file = optarg; break;
+        case 'D':
+            if (strcmp(optarg, "reuse") == 0)
+                g->dtls_opt.mode = DTLS_REUSE;
+            else if (strcmp(optarg, "per-request") == 0)
+                g->dtls_opt.mode = DTLS_PER_REQUEST;
+            else
+                return bad_opt("--dtls-sessions", optarg, "reuse or per-request");
+            g->dtls_opt.mode_set = 1;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -179,7 +196,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    return 0;
+    return dtls_options(g); /* credentials: checked and read before the trace */
 }
 
 int main(int argc, char **argv) {
@@ -213,6 +230,9 @@ int main(int argc, char **argv) {
     progress_set(g, PG_TOTAL, g->n);
     if (net_prepare(g) || observe_prepare(g))
         return 1;
+    rc = dtls_prepare(g);
+    if (rc)
+        return rc;
     if (g->cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -233,8 +253,14 @@ int main(int argc, char **argv) {
                 "late by that much (send lag shows it)\n",
                 (double)(now - g->start_mono) / 1e6);
 
-    if (g->warmup_ns && !ge_stop_signal && warmup_run(g))
+    if (g->dtls) { /* handshakes (reuse) or DTLS readiness (per-request) before the start */
+        if (!ge_stop_signal && dtls_open_sessions(g))
+            return 1;
+        if (!g->start_at) /* the start follows the handshakes, as it follows the loading */
+            g->start_mono = mono_ns() + 100 * NS_PER_MS;
+    } else if (g->warmup_ns && !ge_stop_signal && warmup_run(g)) {
         return 1;
+    }
     if (!ge_stop_signal)
         rc = loop_run(g);
     else { /* interrupted while loading: everything unsent */

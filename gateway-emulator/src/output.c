@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dtls.h"
 #include "ge.h"
 
 #define PROGRESS_MAGIC 0x57544250524f4731ULL
@@ -91,8 +92,13 @@ static int write_requests(const ge_t *g, const char *path) {
         *p++ = ',';
         p = put_i64(p, r->sched_ns);
         *p++ = ',';
-        if (r->flags & RF_SENT)
+        if (g->dtls) { /* per-request DTLS: the first application record, not the handshake */
+            int64_t s = dtls_app_sent_ns(g, (uint32_t)i);
+            if (s != INT64_MIN)
+                p = put_i64(p, s);
+        } else if (r->flags & RF_SENT) {
             p = put_i64(p, r->sent_ns);
+        }
         *p++ = ',';
         if (r->code || r->outcome == O_RESET)
             p = put_i64(p, r->recv_ns);
@@ -177,6 +183,7 @@ static int write_summary(const ge_t *g, const char *path) {
         fputs("  \"warmup\": null,\n", f);
     /* a request's token is salt_hi (4 bytes) then salt_lo ^ index (4 bytes, big-endian): with the
      * salt, a device log's token column names the GE request exactly */
+    dtls_summary(g, f);
     fprintf(f, "  \"token_salt\": \"%016llx\",\n", (unsigned long long)g->salt);
     fprintf(f, "  \"rx_stamps\": \"%s\",\n  \"clock_map_bracket_ns\": %lld,\n",
             g->rx_stamps ? "kernel" : "user", (long long)g->map_bracket_ns);
@@ -196,7 +203,7 @@ int output_write(ge_t *g) {
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
-    if (observe_write(g) || block_write(g))
+    if (observe_write(g) || block_write(g) || dtls_write(g))
         return 1;
     snprintf(path, sizeof path, "%s/summary.json", g->out_dir);
     if (write_summary(g, path) < 0) {

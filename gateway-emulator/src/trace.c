@@ -217,6 +217,26 @@ int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t
     return 0;
 }
 
+/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls.c) */
+static int scheme_check(loader_t *L, const char *uristr, int coaps) {
+    ge_t *g = L->g;
+    if (!g->scheme) {
+        g->scheme = coaps ? 2 : 1;
+        g->scheme_line = L->line;
+    } else if (g->scheme != (coaps ? 2 : 1)) {
+        return bad(L, "uri '%s' mixes %s with the %s URIs from line %ld, expected one scheme "
+                      "per trace", uristr, coaps ? "coaps://" : "coap://",
+                   coaps ? "coap://" : "coaps://", g->scheme_line), -1;
+    }
+    if (coaps && !g->dtls_opt.identity)
+        return bad(L, "coaps:// uri '%s' without DTLS credentials, expected --dtls-psk-identity "
+                      "and --dtls-psk-key-file", uristr), -1;
+    if (!coaps && g->dtls_opt.identity)
+        return bad(L, "coap:// uri '%s' with --dtls-psk-identity/--dtls-psk-key-file, expected "
+                      "coaps:// URIs (or no DTLS options)", uristr), -1;
+    return 0;
+}
+
 /* parse and intern a URI; returns uri index or -1 (message printed) */
 static int uri_for(loader_t *L, const char *uristr) {
     ge_t *g = L->g;
@@ -227,12 +247,16 @@ static int uri_for(loader_t *L, const char *uristr) {
     if (found)
         return (int)L->uri_map.vals[slot];
 
-    if (strncmp(uristr, "coap://", 7) != 0)
-        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query]", uristr), -1;
+    int coaps = strncmp(uristr, "coaps://", 8) == 0;
+    if (!coaps && strncmp(uristr, "coap://", 7) != 0)
+        return bad(L, "bad uri '%s', expected coap[s]://host[:port]/path[?query]", uristr), -1;
     coap_uri_t u;
     if (coap_split_uri((const uint8_t *)uristr, strlen(uristr), &u) < 0 ||
-        u.scheme != COAP_URI_SCHEME_COAP || u.host.length == 0 || u.host.length > 255)
-        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query]", uristr), -1;
+        u.scheme != (coaps ? COAP_URI_SCHEME_COAPS : COAP_URI_SCHEME_COAP) ||
+        u.host.length == 0 || u.host.length > 255)
+        return bad(L, "bad uri '%s', expected coap[s]://host[:port]/path[?query]", uristr), -1;
+    if (scheme_check(L, uristr, coaps) < 0)
+        return -1;
     if (u.port == 0)
         return bad(L, "bad port in uri '%s', expected a port 1..65535", uristr), -1;
     char host[256];
@@ -392,6 +416,9 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         }
         g->reqs = nr;
     }
+    if (m >= M_OBSERVE && g->dtls_opt.identity && g->dtls_opt.mode == 1 /* per-request */)
+        return bad(L, "method %s with --dtls-sessions per-request, expected GET, PUT, POST or "
+                      "DELETE (an observation needs a session that outlives its request)", f[2]);
     if (m >= M_OBSERVE && g->proxy.host)
         return bad(L, "method %s through --proxy, expected GET, PUT, POST or DELETE (Observe "
                       "through a forward proxy is not supported)", f[2]);

@@ -78,7 +78,7 @@ static void format_addr(const struct sockaddr_storage *a, char *out, size_t cap)
     }
 }
 
-static int write_result(ge_t *g, const uint8_t *answered) {
+int warmup_write(ge_t *g, const uint8_t *answered) {
     char path[4096];
     snprintf(path, sizeof path, "%s/warmup.json", g->out_dir);
     FILE *f = fopen(path, "w");
@@ -150,7 +150,7 @@ int warmup_run(ge_t *g) {
         close(fd4);
     if (fd6 >= 0)
         close(fd6);
-    int rc = write_result(g, answered) ? 1 : 0;
+    int rc = warmup_write(g, answered) ? 1 : 0;
     if (rc)
         fprintf(stderr, "gateway-emulator: cannot write %s/warmup.json: %s\n", g->out_dir,
                 strerror(errno));
