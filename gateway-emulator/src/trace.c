@@ -249,12 +249,12 @@ static int uri_for(loader_t *L, const char *uristr) {
 
     int coaps = strncmp(uristr, "coaps://", 8) == 0;
     if (!coaps && strncmp(uristr, "coap://", 7) != 0)
-        return bad(L, "bad uri '%s', expected coap[s]://host[:port]/path[?query]", uristr), -1;
+        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://)", uristr), -1;
     coap_uri_t u;
     if (coap_split_uri((const uint8_t *)uristr, strlen(uristr), &u) < 0 ||
         u.scheme != (coaps ? COAP_URI_SCHEME_COAPS : COAP_URI_SCHEME_COAP) ||
         u.host.length == 0 || u.host.length > 255)
-        return bad(L, "bad uri '%s', expected coap[s]://host[:port]/path[?query]", uristr), -1;
+        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://)", uristr), -1;
     if (scheme_check(L, uristr, coaps) < 0)
         return -1;
     if (u.port == 0)
