@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""DTLS benchmark (issue 13 item 6; figures, not pass/fail): the GE's DTLS 1.2 PSK client against
+libcoap3-bin's coap-server-openssl, next to libcoap's own client measured in the same run.
+
+Figures, each printed with the 1-minute load average at the time it was taken:
+- handshake time p50/p99: GE ``--dtls-sessions per-request`` (ClientHello sent -> server
+  Finished received, handshakes.csv) vs libcoap's client library (bench/dtls_libcoap_client.c:
+  session created -> COAP_EVENT_DTLS_CONNECTED), sequential sessions at a low rate;
+- libcoap's coap-client-openssl binary: median wall time of one invocation over coaps:// minus
+  over coap:// (the handshake plus DTLS set-up as its users see it; process start cancels out);
+- max requests/s with and without DTLS: the GE (NON, busy wait, reuse sessions) stepping the
+  offered rate until a step is not sustained (an answer for every request and >= 97 % of the
+  offered rate), vs libcoap's client library with 32 NON requests in flight in one session.
+The server is pinned to core 0, the clients to core 1. Holds the host lock
+(/tmp/wotbench-exclusive.lock) unless an ancestor process already holds it via flock(1).
+Usage: bench/dtls_bench.py [--quick]
+"""
+import argparse
+import csv
+import fcntl
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GE_DIR = ROOT / "gateway-emulator"
+BUILD = GE_DIR / "build"
+HOST = "127.0.78.1"          # coap-server-openssl: CoAP on 5683, DTLS on 5684
+IDENTITY, KEY = "wotbench", "bench-secret-key"
+GE_CPU, SRV_CPU = "1", "0"
+LOCK = "/tmp/wotbench-exclusive.lock"
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def lock_held_by_ancestor() -> bool:
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            if LOCK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def pct(v: list[float], q: float) -> float:
+    s = sorted(v)
+    return s[max(0, min(len(s) - 1, int(q * len(s) + 0.999999999) - 1))] if s else float("nan")
+
+
+def write_trace(path: Path, scheme: str, rate: int, n: int) -> Path:
+    with open(path, "w") as f:
+        f.write("device_id,send_time_us,method,uri\n")
+        f.writelines(f"0,{1000 + i * 1_000_000 // rate},GET,{scheme}://{HOST}/\n" for i in range(n))
+    return path
+
+
+def run_ge(tmp: Path, name: str, scheme: str, rate: int, n: int, *args: str) -> tuple[dict, Path]:
+    trace = write_trace(tmp / f"{name}.csv", scheme, rate, n)
+    out = tmp / name
+    dtls = ["--dtls-psk-identity", IDENTITY, "--dtls-psk-key-file", str(tmp / "key")] \
+        if scheme == "coaps" else []
+    subprocess.run([str(BUILD / "gateway-emulator"), "--trace", str(trace), "--out", str(out),
+                    "--cpu", GE_CPU, "--timeout-ms", "2000", *dtls, *args],
+                   check=True, capture_output=True, timeout=n / rate + 60)
+    return json.loads((out / "summary.json").read_text()), out
+
+
+def libcoap_client(*args: str) -> str:
+    env = {**os.environ, "PSK_ID": IDENTITY, "PSK_KEY": KEY}
+    return subprocess.run(["taskset", "-c", GE_CPU, str(BUILD / "dtls_libcoap_client"), *args],
+                          check=True, capture_output=True, text=True, env=env, timeout=120).stdout
+
+
+def coap_client_wall(scheme: str, n: int) -> list[float]:
+    cmd = ["taskset", "-c", GE_CPU, "coap-client-openssl", "-B", "5"]
+    if scheme == "coaps":
+        cmd += ["-u", IDENTITY, "-k", KEY]
+    out = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        subprocess.run(cmd + [f"{scheme}://{HOST}/"], check=True, capture_output=True, timeout=10)
+        out.append((time.monotonic() - t0) * 1e6)
+    return out
+
+
+def max_rate(tmp: Path, scheme: str, steps: list[int], seconds: float) -> tuple[int, list[str], str]:
+    best, notes = 0, []
+    for rate in steps:
+        s, _ = run_ge(tmp, f"rate-{scheme}-{rate}", scheme, rate, int(rate * seconds),
+                      "--type", "non", "--wait", "busy")
+        ok = s["outcomes"]["ok"] == s["requests"] and s["achieved_rate"] >= 0.97 * s["offered_rate"]
+        notes.append(f"{rate // 1000}k/s: {s['outcomes']['ok']}/{s['requests']} ok, achieved "
+                     f"{s['achieved_rate']:.0f}/s (load {load()})")
+        if not ok:
+            break
+        best = rate
+    return best, notes, load()
+
+
+def bench(a) -> int:
+    subprocess.run(["make", "--no-print-directory", "-C", str(GE_DIR), "all", "bench-tools"],
+                   check=True, capture_output=True)
+    rows: list[tuple[str, str, str, str]] = []   # figure, GE, libcoap, load
+    srv = subprocess.Popen(["taskset", "-c", SRV_CPU, "coap-server-openssl", "-A", HOST, "-k", KEY],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        if srv.poll() is not None:
+            print("coap-server-openssl did not start", file=sys.stderr)
+            return 1
+        with tempfile.TemporaryDirectory() as td:
+            tmp = Path(td)
+            (tmp / "key").write_text(KEY)
+            n_hs = 100 if a.quick else 300
+            # handshakes: sequential sessions (one every 10 ms; a handshake takes ~1 ms)
+            s, out = run_ge(tmp, "hs", "coaps", 100, n_hs, "--dtls-sessions", "per-request")
+            d = s["dtls"]
+            ge_load = load()
+            lc = [line.split() for line in libcoap_client("hs", HOST, "5684", "dtls", str(n_hs)).splitlines()]
+            hs = [float(x[1]) for x in lc if float(x[1]) > 0]
+            lc_load = load()
+            rows.append(("handshake p50 (µs)", f"{d['handshake_p50_us']:.0f}", f"{pct(hs, .5):.0f}",
+                         f"{ge_load} / {lc_load}"))
+            rows.append(("handshake p99 (µs)", f"{d['handshake_p99_us']:.0f}", f"{pct(hs, .99):.0f}",
+                         f"{ge_load} / {lc_load}"))
+            rows.append(("handshakes ok", f"{d['handshakes_ok']}/{d['sessions']}",
+                         f"{len(hs)}/{n_hs}", f"{ge_load} / {lc_load}"))
+            rows.append(("OpenSSL allocations per request (GE)", f"{d['openssl_allocs_per_request']:.0f}",
+                         "-", ge_load))
+            # the GE's request after its own handshake: R from the first application record
+            with open(out / "requests.csv") as f:
+                rt = [(int(r["received_ns"]) - int(r["sent_ns"])) / 1e3 for r in csv.DictReader(f)
+                      if r["outcome"] == "ok"]
+            first = [float(x[3]) for x in lc if float(x[3]) > 0]
+            rows.append(("per-request: R after handshake p50 (µs) / libcoap first response", f"{pct(rt, .5):.0f}",
+                         f"{pct(first, .5):.0f} (incl. handshake)", load()))
+            # coap-client-openssl, the binary: coaps:// minus coap:// wall time
+            n_inv = 10 if a.quick else 30
+            w_s, w_p = coap_client_wall("coaps", n_inv), coap_client_wall("coap", n_inv)
+            rows.append(("coap-client-openssl invocation coaps−coap (µs, median)", "-",
+                         f"{statistics.median(w_s) - statistics.median(w_p):.0f} "
+                         f"({statistics.median(w_s):.0f} − {statistics.median(w_p):.0f})", load()))
+            # max request rates, with and without DTLS
+            steps = [2000, 5000, 10000, 20000, 30000, 40000, 50000, 60000, 80000, 100000, 120000, 150000]
+            secs = 0.5 if a.quick else 1.0
+            best_plain, notes_plain, l_plain = max_rate(tmp, "coap", steps, secs)
+            best_dtls, notes_dtls, l_dtls = max_rate(tmp, "coaps", steps, secs)
+            n_rate = 20000 if a.quick else 50000
+            lc_plain = libcoap_client("rate", HOST, "5683", "udp", str(n_rate), "32").split()[1]
+            lc_plain_load = load()
+            lc_dtls = libcoap_client("rate", HOST, "5684", "dtls", str(n_rate), "32").split()[1]
+            rows.append(("max req/s plain CoAP (GE: highest sustained step)", str(best_plain), lc_plain,
+                         f"{l_plain} / {lc_plain_load}"))
+            rows.append(("max req/s DTLS reuse", str(best_dtls), lc_dtls,
+                         f"{l_dtls} / {load()}"))
+    finally:
+        srv.terminate()
+        srv.wait(10)
+    print(f"\nDTLS benchmark against coap-server-openssl (core {SRV_CPU}); clients on core {GE_CPU}; "
+          f"{os.cpu_count()} cores\n")
+    w = max(len(r[0]) for r in rows)
+    print(f"{'figure':{w}s}  {'GE':>12s}  {'libcoap client':>26s}  load avg")
+    for r in rows:
+        print(f"{r[0]:{w}s}  {r[1]:>12s}  {r[2]:>26s}  {r[3]}")
+    print("\nGE rate steps, plain:  " + "; ".join(notes_plain))
+    print("GE rate steps, DTLS:   " + "; ".join(notes_dtls))
+    print("\nThe max-rate figures are bounded by coap-server-openssl on one core (a libcoap example "
+          "server), not only by the clients; libcoap's client keeps 32 NON requests in flight.")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer handshakes, shorter rate steps")
+    a = ap.parse_args()
+    if shutil.which("coap-server-openssl") is None or shutil.which("coap-client-openssl") is None:
+        print("dtls_bench: libcoap3-bin's coap-server-openssl/coap-client-openssl are not installed",
+              file=sys.stderr)
+        return 1
+    if lock_held_by_ancestor():
+        return bench(a)
+    with open(LOCK, "a") as lf:
+        print(f"dtls_bench: waiting for {LOCK} ...", flush=True)
+        fcntl.flock(lf, fcntl.LOCK_EX)
+        return bench(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
