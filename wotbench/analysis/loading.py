@@ -34,6 +34,8 @@ REQUESTS_COLUMNS = {
 OBSERVE_METHODS = ("OBSERVE", "CANCEL")
 BLOCKWISE_COLUMNS = {"index": "int", "kind": ("block1", "block2"), "body_bytes": "int",
                      "block_size": "int", "blocks": "int", "retransmissions": "int"}
+HANDSHAKE_COLUMNS = {"session": "int", "device": "int", "ep": "int", "start_ns": "int",
+                     "end_ns": "int?", "outcome": ("ok", "failed", "timeout"), "request": "int"}
 NOTIFICATION_COLUMNS = {
     "observation": "int", "device": "int", "path": "str?", "seq": "int", "received_ns": "int",
     "type": "str", "code": "str", "flags": "str?",
@@ -121,6 +123,7 @@ class GeData:
     notifications: pd.DataFrame | None = None      # notifications.csv
     observe: dict[str, Any] | None = None          # observe.json
     blockwise: pd.DataFrame | None = None          # blockwise.csv (GE --block-size)
+    handshakes: pd.DataFrame | None = None         # handshakes.csv (GE with DTLS, coaps://)
 
 
 @dataclass
@@ -158,6 +161,10 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     if (d / "blockwise.csv").is_file():
         blockwise = read_csv_checked(d / "blockwise.csv", BLOCKWISE_COLUMNS, "GE blockwise.csv",
                                      AnalysisError)
+    handshakes = None
+    if (d / "handshakes.csv").is_file():
+        handshakes = read_csv_checked(d / "handshakes.csv", HANDSHAKE_COLUMNS, "GE handshakes.csv",
+                                      AnalysisError)
     obs_rows = requests["method"].isin(OBSERVE_METHODS).to_numpy()
     observe_requests = notifications = observe = None
     if obs_rows.any():   # observations are analysed apart (analysis/observe.py)
@@ -172,7 +179,7 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
             observe = read_json(d / "observe.json", f"observe.json of {ge_id}")
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start,
                   observe_requests=observe_requests, notifications=notifications,
-                  observe=observe, blockwise=blockwise)
+                  observe=observe, blockwise=blockwise, handshakes=handshakes)
 
 
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,

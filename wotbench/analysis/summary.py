@@ -15,6 +15,7 @@ import pandas as pd
 from . import blockwise as blkm
 from . import contention as cont
 from . import decomposition as decomp
+from . import dtls as dtlsm
 from . import ge_integrity as gei
 from . import loss as lossm
 from . import monitor as mon
@@ -151,7 +152,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     per_ge, rit_cdfs, lag_cdfs = {}, [], []
     ge_col = req["ge"].astype(str).to_numpy() if len(req) else np.zeros(0, object)
     for g in run.ges:
-        sub = req[ge_col == g.ge_id]
+        sub = dtlsm.integrity_view(req[ge_col == g.ge_id], g, run.test_start_ns)
         b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary)
         per_ge[g.ge_id] = b
         rit_cdfs.append(rc)
@@ -242,8 +243,13 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     series.update(observe_series)
     blockwise_block, blockwise_series = blkm.analyse(run)
     series.update(blockwise_series)
+    dtls_block, dtls_series = dtlsm.analyse(run)
+    series.update(dtls_series)
 
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    dtls_note = dtlsm.verdict_note(dtls_block)
+    if dtls_note:   # the loss block counts these requests as local_send (testbed)
+        verdict["reasons"].append(dtls_note)
     slo_block = None
     if slo_spec is not None:
         frame = sloa.RequestFrame.from_requests(req, codes, names, groups)
@@ -269,7 +275,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
-               "observe": observe_block, "blockwise": blockwise_block,
+               "observe": observe_block, "blockwise": blockwise_block, "dtls": dtls_block,
                "decomposition": split_block,
                "slo": slo_block.model_dump() if slo_block else None}
     return Summary.model_validate(_json_clean(summary)), series

@@ -93,6 +93,7 @@ def build_context(run_dir: Path | str) -> dict:
         "sut": sut(run, s),
         "observe": sections.observe(s),
         "blockwise": sections.blockwise(s),
+        "dtls": sections.dtls(s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

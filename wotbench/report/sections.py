@@ -299,3 +299,14 @@ def blockwise(s: Summary) -> dict:
     names = {"block2": "large responses (Block2)", "block1": "large request bodies (Block1)"}
     rows = [{"kind": names.get(k, k), **v.model_dump()} for k, v in b.by_kind.items()]
     return {"available": True, "rows": rows}
+
+
+def dtls(s: Summary) -> dict:
+    """DTLS handshakes (coaps://): one row per session mode for the template."""
+    b = s.dtls
+    if b is None:
+        return {"available": False}
+    names = {"reuse": "reused sessions (before the start)",
+             "per-request": "a new session per request (on the schedule)"}
+    rows = [{"mode": names.get(k, k), **v.model_dump()} for k, v in b.by_mode.items()]
+    return {"available": True, "rows": rows, "b": b}

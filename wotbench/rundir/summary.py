@@ -496,6 +496,29 @@ class BlockwiseBlock(Record):
     by_kind: dict[str, BlockKind] = Field(default_factory=dict)
 
 
+class DtlsMode(Record):
+    handshakes: int
+    ok: int
+    failed: int = 0
+    timeout: int = 0
+    time_ms: BlockTimes            # ok handshakes: ClientHello sent -> server Finished received
+
+
+class DtlsBlock(Record):
+    """DTLS handshakes of the GEs (coaps://); wotbench/analysis/dtls.py. by_mode: reuse (before
+    the start) and per-request (one per request, on the schedule). Failed handshakes are
+    testbed/config problems, never the system under test."""
+    modes: list[str] = Field(default_factory=list)
+    by_mode: dict[str, DtlsMode] = Field(default_factory=dict)
+    handshakes: int = 0
+    handshakes_failed: int = 0
+    requests_without_session: int = 0
+    failures: list[str] = Field(default_factory=list)
+    ciphers: list[str] = Field(default_factory=list)
+    slots_exhausted: int = 0
+    attribution: str = "testbed/config (not the system under test)"
+
+
 class Summary(Record):
     run: RunBlock
     overall: Overall
@@ -510,6 +533,7 @@ class Summary(Record):
     slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo.py)
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
+    dtls: Optional[DtlsBlock] = None
 
     @property
     def contended_share(self) -> Optional[float]:
