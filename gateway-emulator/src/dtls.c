@@ -40,7 +40,6 @@ typedef struct {
     int32_t hs;    /* handshake record, -1 = not recorded */
     int32_t hpos;  /* position in the handshaking list, -1 = not in it */
     int64_t req;   /* per-request: the request using this slot, -1 = none */
-    uint32_t next_free;
     uint16_t ep;
     uint8_t state;
     uint8_t family;
@@ -61,7 +60,9 @@ struct dtls_s {
     sess_t *sess;
     size_t nsess;
     size_t slot_base; /* per-request: g->socks index of slot 0 */
-    uint32_t free_head;
+    uint32_t *ring; /* per-request: free slots, oldest released first (FIFO), so a source port
+                     * is reused as late as possible after its session closed */
+    size_t ring_head, ring_n;
     uint32_t *hsl; /* sessions in a handshake */
     size_t nhsl;
     int64_t next_scan;
@@ -322,8 +323,17 @@ static void sess_close(ge_t *g, uint32_t i) {
 
 static void slot_release(struct dtls_s *D, uint32_t i) {
     D->sess[i].req = -1;
-    D->sess[i].next_free = D->free_head;
-    D->free_head = i;
+    D->ring[(D->ring_head + D->ring_n++) % D->nsess] = i;
+}
+
+/* the free slot released longest ago, or UINT32_MAX */
+static uint32_t slot_take(struct dtls_s *D) {
+    if (!D->ring_n)
+        return UINT32_MAX;
+    uint32_t i = D->ring[D->ring_head];
+    D->ring_head = (D->ring_head + 1) % D->nsess;
+    D->ring_n--;
+    return i;
 }
 
 static int open_slot_socket(int family) {
@@ -447,11 +457,13 @@ int dtls_prepare(ge_t *g) {
     D->hs = calloc(D->hs_cap ? D->hs_cap : 1, sizeof *D->hs);
     if (!D->sess || !D->hsl || !D->hs)
         goto oom;
-    D->free_head = UINT32_MAX;
+    D->ring = malloc((D->nsess ? D->nsess : 1) * sizeof *D->ring);
+    if (!D->ring)
+        goto oom;
     int v6base = 0; /* IPv6 sockets follow the IPv4 ones when both are in use (net.c) */
     for (size_t x = 0; x < g->neps && !v6base; x++)
         v6base = g->eps[x].addr.ss_family == AF_INET ? g->ports_used : 0;
-    for (size_t i = D->nsess; i-- > 0;) {
+    for (size_t i = 0; i < D->nsess; i++) {
         sess_t *s = &D->sess[i];
         s->hs = s->hpos = -1;
         s->req = -1;
@@ -563,10 +575,9 @@ int dtls_open_sessions(ge_t *g) {
             if (D->mode == DTLS_REUSE) {
                 si = jobs[next];
             } else {
-                if (D->free_head == UINT32_MAX)
+                si = slot_take(D);
+                if (si == UINT32_MAX)
                     break;
-                si = D->free_head;
-                D->free_head = D->sess[si].next_free;
                 D->sess[si].ep = (uint16_t)jobs[next];
                 slot_of_ep[jobs[next]] = si;
             }
@@ -749,14 +760,13 @@ int dtls_send_req(ge_t *g, uint32_t idx, int64_t *t) {
 
 int dtls_start_req(ge_t *g, uint32_t idx, int64_t *t) {
     struct dtls_s *D = g->dtls;
-    if (D->free_head == UINT32_MAX) {
+    uint32_t si = slot_take(D);
+    if (si == UINT32_MAX) {
         D->slots_exhausted++;
         return 0;
     }
-    uint32_t si = D->free_head;
     sess_t *s = &D->sess[si];
     req_t *r = &g->reqs[idx];
-    D->free_head = s->next_free;
     s->req = idx;
     s->ep = r->ep;
     r->sock = (uint16_t)s->sock;
