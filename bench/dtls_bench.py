@@ -94,13 +94,16 @@ def coap_client_wall(scheme: str, n: int) -> list[float]:
     return out
 
 
-def max_rate(tmp: Path, scheme: str, steps: list[int], seconds: float) -> tuple[int, list[str], str]:
+def max_rate(tmp: Path, scheme: str, steps: list[int], seconds: float, *args: str,
+             lags: dict | None = None) -> tuple[int, list[str], str]:
     best, notes = 0, []
     for rate in steps:
-        s, _ = run_ge(tmp, f"rate-{scheme}-{rate}", scheme, rate, int(rate * seconds),
-                      "--type", "non", "--wait", "busy")
+        s, _ = run_ge(tmp, f"rate-{scheme}-{rate}{''.join(args)}", scheme, rate, int(rate * seconds),
+                      "--wait", "busy", *(args or ("--type", "non")))
+        if lags is not None:
+            lags[rate] = s["send_lag_us"]
         ok = s["outcomes"]["ok"] == s["requests"] and s["achieved_rate"] >= 0.97 * s["offered_rate"]
-        notes.append(f"{rate // 1000}k/s: {s['outcomes']['ok']}/{s['requests']} ok, achieved "
+        notes.append(f"{rate}/s: {s['outcomes']['ok']}/{s['requests']} ok, achieved "
                      f"{s['achieved_rate']:.0f}/s (load {load()})")
         if not ok:
             break
@@ -108,65 +111,96 @@ def max_rate(tmp: Path, scheme: str, steps: list[int], seconds: float) -> tuple[
     return best, notes, load()
 
 
+class Server:
+    """A fresh coap-server-openssl for one group of measurements: it keeps a session per client
+    address:port (300 s idle), and a server holding thousands of them slows down (libcoap notes,
+    pitfall 3), which would tilt every later figure."""
+
+    def __enter__(self):
+        self.p = subprocess.Popen(["taskset", "-c", SRV_CPU, "coap-server-openssl", "-A", HOST,
+                                   "-k", KEY], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.4)
+        if self.p.poll() is not None:
+            raise RuntimeError("coap-server-openssl did not start")
+        return self
+
+    def __exit__(self, *exc):
+        self.p.terminate()
+        self.p.wait(10)
+
+
 def bench(a) -> int:
     subprocess.run(["make", "--no-print-directory", "-C", str(GE_DIR), "all", "bench-tools"],
                    check=True, capture_output=True)
     rows: list[tuple[str, str, str, str]] = []   # figure, GE, libcoap, load
-    srv = subprocess.Popen(["taskset", "-c", SRV_CPU, "coap-server-openssl", "-A", HOST, "-k", KEY],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.5)
-        if srv.poll() is not None:
-            print("coap-server-openssl did not start", file=sys.stderr)
-            return 1
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td)
-            (tmp / "key").write_text(KEY)
-            n_hs = 100 if a.quick else 300
-            # handshakes: sequential sessions (one every 10 ms; a handshake takes ~1 ms)
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        (tmp / "key").write_text(KEY)
+        n_hs = 100 if a.quick else 300
+        # handshakes: sequential sessions (one every 10 ms; a handshake takes ~1 ms)
+        with Server():
             s, out = run_ge(tmp, "hs", "coaps", 100, n_hs, "--dtls-sessions", "per-request")
-            d = s["dtls"]
-            ge_load = load()
-            lc = [line.split() for line in libcoap_client("hs", HOST, "5684", "dtls", str(n_hs)).splitlines()]
-            hs = [float(x[1]) for x in lc if float(x[1]) > 0]
-            lc_load = load()
-            rows.append(("handshake p50 (µs)", f"{d['handshake_p50_us']:.0f}", f"{pct(hs, .5):.0f}",
-                         f"{ge_load} / {lc_load}"))
-            rows.append(("handshake p99 (µs)", f"{d['handshake_p99_us']:.0f}", f"{pct(hs, .99):.0f}",
-                         f"{ge_load} / {lc_load}"))
-            rows.append(("handshakes ok", f"{d['handshakes_ok']}/{d['sessions']}",
-                         f"{len(hs)}/{n_hs}", f"{ge_load} / {lc_load}"))
-            rows.append(("OpenSSL allocations per request (GE)", f"{d['openssl_allocs_per_request']:.0f}",
-                         "-", ge_load))
-            # the GE's request after its own handshake: R from the first application record
-            with open(out / "requests.csv") as f:
-                rt = [(int(r["received_ns"]) - int(r["sent_ns"])) / 1e3 for r in csv.DictReader(f)
-                      if r["outcome"] == "ok"]
-            first = [float(x[3]) for x in lc if float(x[3]) > 0]
-            rows.append(("per-request: R after handshake p50 (µs) / libcoap first response", f"{pct(rt, .5):.0f}",
-                         f"{pct(first, .5):.0f} (incl. handshake)", load()))
-            # coap-client-openssl, the binary: coaps:// minus coap:// wall time
-            n_inv = 10 if a.quick else 30
+        d = s["dtls"]
+        ge_load = load()
+        with Server():
+            lc = [line.split() for line in
+                  libcoap_client("hs", HOST, "5684", "dtls", str(n_hs)).splitlines()]
+        hs = [float(x[1]) for x in lc if float(x[1]) > 0]
+        lc_load = load()
+        rows.append(("handshake p50 (µs)", f"{d['handshake_p50_us']:.0f}", f"{pct(hs, .5):.0f}",
+                     f"{ge_load} / {lc_load}"))
+        rows.append(("handshake p99 (µs)", f"{d['handshake_p99_us']:.0f}", f"{pct(hs, .99):.0f}",
+                     f"{ge_load} / {lc_load}"))
+        rows.append(("handshakes ok", f"{d['handshakes_ok']}/{d['sessions']}",
+                     f"{len(hs)}/{n_hs}", f"{ge_load} / {lc_load}"))
+        rows.append(("OpenSSL allocations per request (GE)", f"{d['openssl_allocs_per_request']:.0f}",
+                     "-", ge_load))
+        # the GE's request after its own handshake: R from the first application record
+        with open(out / "requests.csv") as f:
+            rt = [(int(r["received_ns"]) - int(r["sent_ns"])) / 1e3 for r in csv.DictReader(f)
+                  if r["outcome"] == "ok"]
+        first = [float(x[3]) for x in lc if float(x[3]) > 0]
+        rows.append(("per-request: R after handshake p50 (µs) / libcoap first response", f"{pct(rt, .5):.0f}",
+                     f"{pct(first, .5):.0f} (incl. handshake)", load()))
+        # coap-client-openssl, the binary: coaps:// minus coap:// wall time
+        n_inv = 10 if a.quick else 30
+        with Server():
             w_s, w_p = coap_client_wall("coaps", n_inv), coap_client_wall("coap", n_inv)
-            rows.append(("coap-client-openssl invocation coaps−coap (µs, median)", "-",
-                         f"{statistics.median(w_s) - statistics.median(w_p):.0f} "
-                         f"({statistics.median(w_s):.0f} − {statistics.median(w_p):.0f})", load()))
-            # max request rates, with and without DTLS
-            steps = [2000, 5000, 10000, 20000, 30000, 40000, 50000, 60000, 80000, 100000, 120000, 150000]
-            secs = 0.5 if a.quick else 1.0
-            best_plain, notes_plain, l_plain = max_rate(tmp, "coap", steps, secs)
-            best_dtls, notes_dtls, l_dtls = max_rate(tmp, "coaps", steps, secs)
-            n_rate = 20000 if a.quick else 50000
+        rows.append(("coap-client-openssl invocation coaps−coap (µs, median)", "-",
+                     f"{statistics.median(w_s) - statistics.median(w_p):.0f} "
+                     f"({statistics.median(w_s):.0f} − {statistics.median(w_p):.0f})", load()))
+        # max request rates, with and without DTLS
+        steps = [2000, 5000, 10000, 20000, 30000, 40000, 50000, 60000, 80000, 100000, 120000, 150000]
+        secs = 0.5 if a.quick else 1.0
+        lag_plain: dict = {}
+        lag_dtls: dict = {}
+        with Server():
+            best_plain, notes_plain, l_plain = max_rate(tmp, "coap", steps, secs, lags=lag_plain)
+        with Server():
+            best_dtls, notes_dtls, l_dtls = max_rate(tmp, "coaps", steps, secs, lags=lag_dtls)
+        # a handshake storm: one new session per request (CON), stepping the rate
+        storm_steps = [250, 500, 1000, 2000, 3000, 4000, 6000]
+        with Server():
+            best_storm, notes_storm, l_storm = max_rate(tmp, "coaps", storm_steps, secs,
+                                                        "--dtls-sessions", "per-request")
+        n_rate = 20000 if a.quick else 50000
+        with Server():
             lc_plain = libcoap_client("rate", HOST, "5683", "udp", str(n_rate), "32").split()[1]
-            lc_plain_load = load()
+        lc_plain_load = load()
+        with Server():
             lc_dtls = libcoap_client("rate", HOST, "5684", "dtls", str(n_rate), "32").split()[1]
-            rows.append(("max req/s plain CoAP (GE: highest sustained step)", str(best_plain), lc_plain,
-                         f"{l_plain} / {lc_plain_load}"))
-            rows.append(("max req/s DTLS reuse", str(best_dtls), lc_dtls,
-                         f"{l_dtls} / {load()}"))
-    finally:
-        srv.terminate()
-        srv.wait(10)
+        rows.append(("max req/s plain CoAP (GE: highest sustained step)", str(best_plain), lc_plain,
+                     f"{l_plain} / {lc_plain_load}"))
+        rows.append(("max req/s DTLS reuse", str(best_dtls), lc_dtls,
+                     f"{l_dtls} / {load()}"))
+        rows.append(("max req/s DTLS per-request (a handshake each)", str(best_storm),
+                     f"{1e6 / statistics.median(first):.0f} (sequential)", l_storm))
+        for rate in (10000, 40000):
+            if rate in lag_plain and rate in lag_dtls:
+                rows.append((f"GE send lag p50/p99 at {rate // 1000}k/s NON busy, plain vs DTLS (µs)",
+                             f"{lag_plain[rate]['p50']:.1f}/{lag_plain[rate]['p99']:.1f}",
+                             f"DTLS: {lag_dtls[rate]['p50']:.1f}/{lag_dtls[rate]['p99']:.1f}",
+                             l_dtls))
     print(f"\nDTLS benchmark against coap-server-openssl (core {SRV_CPU}); clients on core {GE_CPU}; "
           f"{os.cpu_count()} cores\n")
     w = max(len(r[0]) for r in rows)
@@ -175,6 +209,7 @@ def bench(a) -> int:
         print(f"{r[0]:{w}s}  {r[1]:>12s}  {r[2]:>26s}  {r[3]}")
     print("\nGE rate steps, plain:  " + "; ".join(notes_plain))
     print("GE rate steps, DTLS:   " + "; ".join(notes_dtls))
+    print("GE per-request steps:  " + "; ".join(notes_storm))
     print("\nThe max-rate figures are bounded by coap-server-openssl on one core (a libcoap example "
           "server), not only by the clients; libcoap's client keeps 32 NON requests in flight.")
     return 0
