@@ -14,6 +14,8 @@
 
 #include <coap3/coap.h>
 
+#include "libcoap_get.h"
+
 static long answered;
 static double connected_at;
 
@@ -51,17 +53,6 @@ static coap_session_t *open_session(coap_context_t *ctx, coap_address_t *dst, in
     return coap_new_client_session_psk2(ctx, NULL, dst, COAP_PROTO_DTLS, &psk);
 }
 
-static void send_get(coap_session_t *s, int con) {
-    coap_pdu_t *pdu = coap_pdu_init(con ? COAP_MESSAGE_CON : COAP_MESSAGE_NON,
-                                    COAP_REQUEST_CODE_GET, coap_new_message_id(s),
-                                    coap_session_max_pdu_size(s));
-    uint8_t tok[8];
-    size_t tl;
-    coap_session_new_token(s, &tl, tok);
-    coap_add_token(pdu, tl, tok);
-    coap_send(s, pdu);
-}
-
 int main(int argc, char **argv) {
     if (argc < 6 || (strcmp(argv[1], "rate") == 0 && argc != 7)) {
         fprintf(stderr, "usage: dtls_libcoap_client hs|rate ADDR PORT udp|dtls COUNT [WINDOW]\n");
@@ -72,11 +63,7 @@ int main(int argc, char **argv) {
     int dtls = strcmp(argv[4], "dtls") == 0;
     long n = atol(argv[5]);
     coap_address_t dst;
-    coap_address_init(&dst);
-    dst.addr.sin.sin_family = AF_INET;
-    dst.addr.sin.sin_port = htons((uint16_t)atoi(argv[3]));
-    inet_pton(AF_INET, argv[2], &dst.addr.sin.sin_addr);
-    dst.size = sizeof dst.addr.sin;
+    libcoap_ipv4(&dst, argv[2], argv[3]);
     coap_context_t *ctx = coap_new_context(NULL);
     if (!ctx)
         return 1;
@@ -90,7 +77,7 @@ int main(int argc, char **argv) {
             coap_session_t *s = open_session(ctx, &dst, dtls);
             if (!s)
                 return 1;
-            send_get(s, 1); /* libcoap holds it until the handshake is done */
+            libcoap_send_get(s, 1, NULL); /* libcoap holds it until the handshake is done */
             while (!answered && now_s() < t0 + 5)
                 coap_io_process(ctx, 100);
             double t1 = now_s();
@@ -104,7 +91,7 @@ int main(int argc, char **argv) {
         coap_session_t *s = open_session(ctx, &dst, dtls);
         if (!s)
             return 1;
-        send_get(s, 1); /* the handshake and one exchange before the clock starts */
+        libcoap_send_get(s, 1, NULL); /* the handshake and one exchange before the clock starts */
         double w = now_s();
         while (!answered && now_s() < w + 5)
             coap_io_process(ctx, 100);
@@ -117,7 +104,7 @@ int main(int argc, char **argv) {
         double t0 = now_s(), deadline = t0 + 20;
         while (answered < n && now_s() < deadline) {
             while (sent < n && sent - answered < window) {
-                send_get(s, 0);
+                libcoap_send_get(s, 0, NULL);
                 sent++;
             }
             coap_io_process(ctx, COAP_IO_NO_WAIT);

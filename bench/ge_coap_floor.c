@@ -9,6 +9,8 @@
 
 #include <coap3/coap.h>
 
+#include "libcoap_get.h"
+
 static long answered;
 
 static coap_response_t on_response(coap_session_t *s, const coap_pdu_t *sent,
@@ -37,11 +39,7 @@ int main(int argc, char **argv) {
     int con = strcmp(argv[3], "con") == 0;
     long n = atol(argv[4]), window = atol(argv[5]);
     coap_address_t dst;
-    coap_address_init(&dst);
-    dst.addr.sin.sin_family = AF_INET;
-    dst.addr.sin.sin_port = htons((uint16_t)atoi(argv[2]));
-    inet_pton(AF_INET, argv[1], &dst.addr.sin.sin_addr);
-    dst.size = sizeof dst.addr.sin;
+    libcoap_ipv4(&dst, argv[1], argv[2]);
     coap_context_t *ctx = coap_new_context(NULL);
     coap_session_t *s = ctx ? coap_new_client_session(ctx, NULL, &dst, COAP_PROTO_UDP) : NULL;
     if (!s) {
@@ -54,15 +52,7 @@ int main(int argc, char **argv) {
     double t0 = now_s(), deadline = t0 + 20;
     while (answered < n && now_s() < deadline) {
         while (sent < n && sent - answered < window) {
-            coap_pdu_t *pdu = coap_pdu_init(con ? COAP_MESSAGE_CON : COAP_MESSAGE_NON,
-                                            COAP_REQUEST_CODE_GET, coap_new_message_id(s),
-                                            coap_session_max_pdu_size(s));
-            uint8_t tok[8];
-            size_t tl;
-            coap_session_new_token(s, &tl, tok);
-            coap_add_token(pdu, tl, tok);
-            coap_add_option(pdu, COAP_OPTION_URI_PATH, 1, (const uint8_t *)"r");
-            coap_send(s, pdu);
+            libcoap_send_get(s, con, "r");
             sent++;
         }
         coap_io_process(ctx, COAP_IO_NO_WAIT);

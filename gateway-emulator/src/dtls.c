@@ -336,24 +336,6 @@ static uint32_t slot_take(struct dtls_s *D) {
     return i;
 }
 
-static int open_slot_socket(int family) {
-    int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int sz = SLOT_RCVBUF;
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
-    (void)rxstamp_enable(fd);
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    ss.ss_family = (sa_family_t)family;
-    socklen_t sl = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 /* per-request: the most requests scheduled inside any --timeout-ms window (+1) */
 static size_t peak_concurrency(const ge_t *g) {
     size_t best = 0, lo = 0;
@@ -443,7 +425,7 @@ int dtls_prepare(ge_t *g) {
             D->app_sent[i] = INT64_MIN;
         D->slot_base = g->nsocks;
         for (size_t i = 0; i < D->nsess; i++) {
-            int fd = open_slot_socket(fam);
+            int fd = net_open_socket(fam, SLOT_RCVBUF, &g->rx_stamps);
             if (fd < 0) {
                 fprintf(stderr, "gateway-emulator: cannot open DTLS slot socket %zu of %zu: %s\n",
                         i + 1, D->nsess, strerror(errno));

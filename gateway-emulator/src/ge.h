@@ -154,6 +154,8 @@ int proxy_parse(ge_t *g, char *arg); /* 0 ok, -1 not HOST:PORT */
 /* net.c */
 int net_prepare(ge_t *g); /* sockets, MIDs, tokens, datagrams; 0 ok, 1 env failure */
 void net_close(ge_t *g);
+/* a non-blocking UDP socket bound to any address, SO_TIMESTAMPNS on (else *stamps_ok = 0) */
+int net_open_socket(int family, int rcvbuf, int *stamps_ok);
 size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_t mid,
                           const uint8_t token[8], const uint8_t *opts, size_t optlen,
                           size_t payload);

@@ -93,11 +93,11 @@ static uint32_t proxy_targets(const ge_t *g) {
     return n;
 }
 
-static int open_socket(int family, int *stamps_ok) {
+int net_open_socket(int family, int rcvbuf, int *stamps_ok) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    int sz = RCVBUF_BYTES;
+    int sz = rcvbuf;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz) < 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
     sz = 2 * 1024 * 1024;
@@ -200,7 +200,7 @@ int net_prepare(ge_t *g) {
     g->rx_stamps = 1;
     for (size_t s = 0; s < g->nsocks; s++) {
         int fam = (need4 && s < (size_t)K) ? AF_INET : AF_INET6;
-        g->socks[s] = open_socket(fam, &g->rx_stamps);
+        g->socks[s] = net_open_socket(fam, RCVBUF_BYTES, &g->rx_stamps);
         if (g->socks[s] < 0) {
             fprintf(stderr, "gateway-emulator: cannot open a UDP socket: %s\n", strerror(errno));
             goto fail;
