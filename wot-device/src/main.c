@@ -13,6 +13,7 @@
 #include "impair.h"
 #include "block.h"
 #include "observe.h"
+#include "pod.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -23,7 +24,8 @@ static void usage(void) {
     fputs("usage: wot-device --resources FILE --log-dir DIR [--listen ADDR[:PORT]]\n"
           "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n"
           "                  [--response auto|piggyback|separate] [--piggyback-max-us N]\n"
-          "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n",
+          "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n"
+          "       wot-device --pod -- DEVICE ARGS [-- DEVICE ARGS ...]   (one process each)\n",
           stderr);
 }
 
@@ -40,7 +42,7 @@ static int parse_count(const char *opt, const char *s, long min, long max, long 
     return 0;
 }
 
-int main(int argc, char **argv) {
+static int device_main(int argc, char **argv) {
     const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0:5683", *name = "";
     const char *impair = NULL, *impair_ge = NULL, *impair_seed = NULL;
     long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
@@ -136,4 +138,10 @@ int main(int argc, char **argv) {
     impair_free();
     resources_free(&rs);
     return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--pod"))
+        return pod_main(argc, argv, device_main);
+    return device_main(argc, argv);
 }
