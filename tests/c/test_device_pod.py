@@ -14,6 +14,7 @@ import pytest
 
 from dev_coap import GET, Client, ping
 from dev_device import HEADER
+from wotbench.runner.docker_pods import member_pids
 
 COAP_CLIENT = shutil.which("coap-client-notls") or shutil.which("coap-client")
 
@@ -74,7 +75,11 @@ def pod_factory(device_asan_bin, tmp_path):
 def test_pod_devices_answer_on_their_ports_and_log_separately(pod_factory):
     pod = pod_factory(["g-0", "g-1", "g-2"])
     pod.wait_ready()
-    assert len(pod.children()) == 3      # one process per device
+    kids = pod.children()
+    assert len(kids) == 3      # one process per device, each named by its own command line
+    # the runner finds each device's process (for its CPU accounting) by that name
+    pids = member_pids(pod.proc.pid)
+    assert set(pids) == {"g-0", "g-1", "g-2"} and sorted(pids.values()) == sorted(kids)
     counts = {"g-0": 2, "g-1": 3, "g-2": 1}
     for n, k in counts.items():
         c = Client((pod.ip, pod.ports[n]))

@@ -111,7 +111,10 @@ int pod_main(int argc, char **argv, device_main_fn device_main) {
         pid_t pid = fork();
         if (pid == 0) {
             sigprocmask(SIG_SETMASK, &old, NULL);
-            optind = 1; /* getopt state is per process, but start it fresh anyway */
+            /* re-exec with the device's own argv, so that /proc/PID/cmdline names the device
+             * (the runner finds each device's process by its --name); else run it in place */
+            execv("/proc/self/exe", seg[i]);
+            optind = 1;
             exit(device_main(sc, seg[i]));
         }
         if (pid < 0) {

@@ -34,6 +34,10 @@ class DeviceRun:
     # a third-party program instead of wot-device (wotbench.byo), and its config key
     program: Optional["Program"] = None
     program_key: str = ""
+    container: str = ""         # its container (wotbench.pods): its pod's name, else its own
+
+    def __post_init__(self) -> None:
+        self.container = self.container or self.name
 
     @property
     def endpoint(self) -> str:
@@ -76,7 +80,8 @@ class DeviceRun:
                             cpuset=self.cpuset, threads=self.threads, response=self.response,
                             cpu_quota=self.cpu_quota,
                             memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir),
-                            server=self.describe_program())
+                            server=self.describe_program(),
+                            container=None if self.container == self.name else self.container)
 
 
 @dataclass

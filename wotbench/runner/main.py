@@ -220,7 +220,7 @@ class Runner:
                 stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
-                program=g.server, program_key=keys[a.group]))
+                program=g.server, program_key=keys[a.group], container=a.container))
         self._build_proxy()
         if self.cd.enabled:
             a = cd_node_address(cfg)
@@ -285,7 +285,7 @@ class Runner:
         self.backend.prepare_programs(thirdparty.programs(self.resolved))
         self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
         self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.name: d.address for d in self.started_devices},
+                                   {d.container: d.address for d in self.started_devices},
                                    [g.name for g in self.all_ges])
         t = time.monotonic()
         self.started = True
