@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from wotbench import pods
 from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
@@ -124,9 +125,10 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
-        short = scalelimits.too_small(cfg.total_devices + 1, scalelimits.host_limits())
+        devices, ctrs = cfg.total_devices + 1, pods.containers(cfg) + 1   # + the CD node
+        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits())
         if short:
-            raise EnvironmentProblem(scalelimits.message(cfg.total_devices + 1, short))
+            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short))
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:

@@ -135,7 +135,8 @@ def check_scale_limits() -> Check:
     if not lims:
         return Check("scale limits", WARN, "pid, conntrack and dockerd limits not readable")
     worst = min(lims, key=lambda lim: lim.devices)
-    detail = "; ".join(f"{lim.setting} {lim.current}: ~{lim.devices} devices" for lim in lims)
+    detail = ("at one device per container (pods carry more): "
+              + "; ".join(f"{lim.setting} {lim.current}: ~{lim.devices} devices" for lim in lims))
     if worst.devices >= 1000:
         return Check("scale limits", OK, detail)
     return Check("scale limits", WARN, detail, f"for more devices: {worst.fix}")
