@@ -114,3 +114,30 @@ def test_member_pids_reads_the_children_and_their_names(tmp_path):
         (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
     assert member_pids(10, proc) == {"g-0": 11, "g-1": 12}
     assert member_pids(99, proc) == {}
+
+
+class _FakeContainer:
+    def __init__(self):
+        self.signals = []
+        self.id = "x"
+
+    def kill(self, signal):
+        self.signals.append(signal)
+
+
+def test_docker_backend_maps_a_pods_exit_and_stop_to_its_devices():
+    from types import SimpleNamespace
+
+    from wotbench.runner.docker_backend import DockerBackend
+    b = DockerBackend(client=None, run_id="r", log=lambda m: None)
+    pod, alone = _FakeContainer(), _FakeContainer()
+    b.ctr = {"g-pod0": pod, "h-0": alone}
+    b.pod_of = {"g-0": "g-pod0", "g-1": "g-pod0"}
+    b.exits = SimpleNamespace(codes={"g-pod0": 137})
+    assert b.created("g-1") and not b.created("g-2")
+    assert b.exited({"g-0", "g-1", "h-0"}) == {"g-0": 137, "g-1": 137}
+    assert b.exit_code("g-0") == 137 and b.exit_code("h-0") is None
+    assert b.cgroup("g-0") is None          # a pod's device is sampled by its own threads
+    b.exits.codes["h-0"] = 0
+    assert b.stop(["g-0", "g-1", "h-0"], grace_s=1) == {"g-0": 137, "g-1": 137, "h-0": 0}
+    assert pod.signals == ["SIGTERM"] and alone.signals == ["SIGTERM"]   # the pod once
