@@ -25,7 +25,6 @@ class Spec:
     pids_limit: int = 64
     cpu_shares: int | None = None   # CFS weight (default 1024)
     network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
-    memlock_bytes: int | None = None  # RLIMIT_MEMLOCK (default: the daemon's, 8 MiB here)
 
 
 def container_name(run_id: str, component: str) -> str:
@@ -47,10 +46,7 @@ def create(client, run_id: str, spec: Spec):
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
     if spec.cpu_shares:
         kwargs["cpu_shares"] = spec.cpu_shares
-    if spec.memlock_bytes:
-        from docker.types import Ulimit
-        kwargs["ulimits"] = [Ulimit(name="memlock", soft=spec.memlock_bytes,
-                                    hard=spec.memlock_bytes)]
+
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"

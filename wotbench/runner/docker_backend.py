@@ -35,9 +35,6 @@ RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/o
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
-# The GE locks its memory before the start (no page faults on the hot path); its arrays grow
-# with the trace (~100 B per request), past the default 8 MiB limit at ~30 k requests.
-GE_MEMLOCK_BYTES = 1 << 30
 
 T = TypeVar("T")
 
@@ -265,8 +262,7 @@ class DockerBackend:
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
             binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
-            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES,
-            memlock_bytes=GE_MEMLOCK_BYTES))
+            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
 
     def start_ge(self, g: GeRun) -> None:
         self.ctr[g.name].start()
