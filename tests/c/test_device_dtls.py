@@ -120,3 +120,42 @@ def test_bad_dtls_options_exit_2_naming_the_option(device_asan_bin, tmp_path, ar
     assert r.returncode == 2
     assert message.format(MISSING=files["MISSING"]) in r.stderr
     assert not (tmp_path / "ready").exists()
+
+
+AIOCOAP_CLIENT = """
+import asyncio, sys
+from aiocoap import Context, Message, GET, PUT
+async def main(uri, ident, key):
+    ctx = await Context.create_client_context()
+    ctx.client_credentials.load_from_dict({uri + "*": {"dtls": {
+        "psk": {"ascii": key}, "client-identity": {"ascii": ident}}}})
+    try:
+        for code, path, body in ((GET, "r0", b""), (PUT, "slow", b"hi")):
+            r = await asyncio.wait_for(ctx.request(Message(code=code, uri=uri + path,
+                                                           payload=body)).response, 4)
+            print(r.code, r.payload.decode())
+    except Exception as e:
+        print("failed", type(e).__name__)
+    await ctx.shutdown()
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def test_aiocoap_tinydtls_client(dtls_dev):
+    """aiocoap's tinydtls transport (TLS_PSK_WITH_AES_128_CCM_8, the only suite tinydtls has)."""
+    pytest.importorskip("aiocoap")
+    pytest.importorskip("DTLSSocket", reason="aiocoap's DTLS transport needs DTLSSocket from "
+                        "PyPI, whose build needs autoconf/automake (optional)")
+    import sys
+    host, port = dtls_dev.addr
+    uri = f"coaps://{host}:{port}/"
+
+    def run(key: str) -> str:
+        return subprocess.run([sys.executable, "-c", AIOCOAP_CLIENT, uri, ID, key],
+                              capture_output=True, text=True, timeout=30).stdout
+    assert run(KEY.decode()).split("\n")[:2] == ["2.05 Content " + "x" * 16, "2.04 Changed "]
+    assert run("wrong-key").startswith("failed")
+    assert dtls_dev.stop() == 0
+    s = dtls_dev.summary()
+    assert s["dtls"]["handshakes_ok"] == 1 and s["dtls"]["handshakes_failed"] == 1
+    assert s["requests"] == 2
