@@ -103,8 +103,8 @@ class Device:
                 pass
         return run, wait
 
-    def rss_kib(self) -> int:
+    def rss_kib(self, field: str = "VmRSS") -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-        raise AssertionError("no VmRSS")
+        raise AssertionError(f"no {field}")
