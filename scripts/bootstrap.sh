@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin collectl iproute2 nftables)
+APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl iproute2 nftables)
 PYTHON=${PYTHON:-python3}
 
 missing=()

@@ -9,8 +9,8 @@ This module is the schema and its loading only; what depends on the host or on o
 sits above it: :mod:`wotbench.plan` (core placement), :mod:`wotbench.resolve` (``auto`` values,
 device addresses, ``config.resolved.yaml``).
 
-Relative paths in the file (``trace``, empirical ``file``) are relative to the config
-file's directory; ``load_config`` makes them absolute so a dumped config is self-contained.
+Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``) are relative
+to the config file's directory; ``load_config`` makes them absolute so a dumped config is self-contained.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from .addressing import describe_capacity, device_name
 from . import byo, pods
 from .contention import ContentionEpisode, check_episodes
 from .distributions import DISTS, validate_spec
+from . import dtls as dtls_spec
 from .errors import ConfigError
 from .netimpair.model import NetworkImpairment
 from .schema_errors import problems as schema_problems
@@ -280,6 +281,8 @@ class Config(_Model):
     contention: Optional[list[ContentionEpisode]] = None
     # service-level objectives the run is judged on (wotbench.slo_spec; exit code 4 when missed)
     slo: Optional[Slo] = None
+    # DTLS-PSK between the gateway emulators and the wot-devices (wotbench.dtls)
+    dtls: dtls_spec.Dtls = Field(default_factory=dtls_spec.Dtls)
 
     @field_validator("trace", mode="before")
     @classmethod
@@ -348,6 +351,7 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
                         f"{needed} needed (devices or pods + CD node); use a larger subnet such as /16")
     problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
+    problems.extend(dtls_spec.problems(cfg))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))
@@ -400,6 +404,9 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
         for k in ("file", "resources"):
             if k in tr:
                 tr[k] = fix(tr[k])
+    d = raw.get("dtls")
+    if isinstance(d, dict) and isinstance(d.get("psk_key_file"), str):
+        d["psk_key_file"] = fix(d["psk_key_file"])
     groups = raw.get("devices")
     for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):

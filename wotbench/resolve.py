@@ -18,9 +18,10 @@ from typing import Optional, Sequence
 
 import yaml
 
-from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, device_name, host_address
+from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, device_name, host_address
 from .byo import split_endpoint
 from .config import Config
+from . import dtls as dtls_spec
 from .distributions import make_distribution
 from .plan import Plan, make_plan
 from .pods import address_count, slots
@@ -83,7 +84,7 @@ def resolve(cfg: Config, plan: Optional[Plan] = None, *,
 def dump_resolved(cfg: Config, path: str | Path) -> Path:
     """Write ``config.resolved.yaml`` (every key, defaults included) and return its path."""
     path = Path(path)
-    data = cfg.model_dump(mode="json")
+    data = dtls_spec.redact(cfg.model_dump(mode="json"))   # the key stays out of the run dir
     with path.open("w") as f:
         f.write("# resolved WoTbench config (all defaults and auto values filled in)\n")
         yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
@@ -102,19 +103,21 @@ class DeviceAddress(typing.NamedTuple):
 def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
     """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
 
-    Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
+    wot-devices listen on 5684 (coaps) with ``dtls.enabled``, else 5683; the CD node stays on
+    plain CoAP. Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
     consecutive from host offset 10, e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the
     1000th device of a /16; in a subnet wider than /22 at most 1004 per /22 bridge block
     (device 1004 is 172.28.4.10). Network, gateway (.1) and broadcast addresses of a block are
     never used.
 
     Devices that share a container (``devices[].per_container``, :mod:`wotbench.pods`) share
-    its address and listen on consecutive ports from 5683."""
+    its address and listen on consecutive ports from 5683 (5684 with DTLS)."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
     where = iter(slots(cfg))
     for g in cfg.devices:
-        port = g.server.port if g.server is not None else COAP_PORT
+        port = g.server.port if g.server is not None else \
+            COAPS_PORT if cfg.dtls.enabled else COAP_PORT
         for k in range(g.count):
             s = next(where)
             if g.external is not None:   # an endpoint WoTbench does not start (wotbench.byo)

@@ -141,3 +141,15 @@ def test_docker_backend_maps_a_pods_exit_and_stop_to_its_devices():
     b.exits.codes["h-0"] = 0
     assert b.stop(["g-0", "g-1", "h-0"], grace_s=1) == {"g-0": 137, "g-1": 137, "h-0": 0}
     assert pod.signals == ["SIGTERM"] and alone.signals == ["SIGTERM"]   # the pod once
+
+
+def test_pod_spec_mounts_the_dtls_key_once_and_passes_its_path(tmp_path):
+    from wotbench.runner.dtlskey import KEY_IN, DtlsCreds
+    creds = DtlsCreds("wotbench", tmp_path / "secrets" / "dtls-psk.key", "reuse")
+    ms = [_dev("g-0", 5684, tmp_path), _dev("g-1", 5685, tmp_path)]
+    for d in ms:
+        d.dtls = creds
+    spec = pod_spec("g-pod0", ms, "img", {"net0": "10.0.0.10"})
+    assert spec.binds[creds.key_file] == (KEY_IN, "ro")
+    assert spec.command.count("--dtls-psk-key-file") == 2 and KEY_IN in spec.command
+    assert "wotbench" in spec.command and "--dtls-sessions" not in spec.command

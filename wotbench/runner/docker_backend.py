@@ -24,6 +24,7 @@ from wotbench.runner import (cleanup, containers, docker_pods, hostimage, images
                              scalelimits, thirdparty)
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
 from wotbench.runner.monitor import container_cgroup_dirs
@@ -215,11 +216,14 @@ class DockerBackend:
         if d.program is not None:
             self._start_program(d)
             return
+        binds = {d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")}
+        if d.dtls:   # the key as a read-only file; only its path is in the container config
+            binds[d.dtls.key_file] = (KEY_IN, "ro")
         self._create(containers.Spec(
             name=d.name, role=d.role, image=self.images["wot-device"],
-            command=d.args(RES_IN, LOGS_IN, None), cpuset=d.cpuset,
+            command=d.args(RES_IN, LOGS_IN, None, KEY_IN), cpuset=d.cpuset,
             networks=self.net_plan.endpoints(d.name),
-            binds={d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")},
+            binds=binds,
             cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
 
     def _start_program(self, d: DeviceRun) -> None:
@@ -256,12 +260,15 @@ class DockerBackend:
         return self.pod_of.get(name, name)
 
     def create_ge(self, g: GeRun) -> None:
+        binds = {g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")}
+        if g.dtls:
+            binds[g.dtls.key_file] = (KEY_IN, "ro")
         self._create(containers.Spec(
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
-            command=g.args(TRACE_IN, OUT_IN), cpuset=str(g.cpu),
+            command=g.args(TRACE_IN, OUT_IN, KEY_IN), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
-            binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
+            binds=binds,
             memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
 
     def start_ge(self, g: GeRun) -> None:

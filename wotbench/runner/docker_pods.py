@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 from wotbench.plan import cpuset_str, parse_cpuset
 from wotbench.runner.components import DeviceRun
 from wotbench.runner.containers import Spec
+from wotbench.runner.dtlskey import KEY_IN
 
 RES_DIR_IN, LOGS_DIR_IN = "/res", "/logs"
 PIDS_PER_DEVICE = 64       # as a one-device container: the device's threads plus headroom
@@ -36,9 +37,11 @@ def pod_spec(container: str, members: Sequence[DeviceRun], image: str,
     binds: dict[Path, tuple[str, str]] = {}
     for d in members:
         res_in, logs_in = f"{RES_DIR_IN}/{d.name}.csv", f"{LOGS_DIR_IN}/{d.name}"
-        command += ["--", *d.args(res_in, logs_in, f"0.0.0.0:{d.port}")]
+        command += ["--", *d.args(res_in, logs_in, f"0.0.0.0:{d.port}", KEY_IN)]
         binds[d.resources] = (res_in, "ro")
         binds[d.log_dir] = (logs_in, "rw")
+        if d.dtls:   # one key file for the run, mounted read-only once
+            binds[d.dtls.key_file] = (KEY_IN, "ro")
     cores = sorted({c for d in members for c in parse_cpuset(d.cpuset)})
     quotas = [d.cpu_quota for d in members if d.cpu_quota]
     memory = [d.memory_mb for d in members if d.memory_mb]
