@@ -16,7 +16,7 @@ help:
 	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
 	@echo "make test                            build and run the tests"
 	@echo "make bench                           measure the emulators and print the figures"
-	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=...)"
+	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
@@ -51,8 +51,9 @@ bench: build
 
 # the scale benchmark (issue 10): tens of minutes at 1000 devices on a small host
 SIZES ?= 100,300,1000,1100
+PER_CONTAINER ?= auto
 bench-scale: build
-	@$(PY) bench/scale_bench.py --sizes $(SIZES)
+	@$(PY) bench/scale_bench.py --sizes $(SIZES) --per-container $(PER_CONTAINER)
 
 # the contention-detector validation study (configs/validation/scenarios.yaml), in process and
 # resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.

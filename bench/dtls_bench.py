@@ -11,13 +11,11 @@ Figures, each printed with the 1-minute load average at the time it was taken:
 - max requests/s with and without DTLS: the GE (NON, busy wait, reuse sessions) stepping the
   offered rate until a step is not sustained (an answer for every request and >= 97 % of the
   offered rate), vs libcoap's client library with 32 NON requests in flight in one session.
-The server is pinned to core 0, the clients to core 1. Holds the host lock
-(/tmp/wotbench-exclusive.lock) unless an ancestor process already holds it via flock(1).
+The server is pinned to core 0, the clients to core 1. Holds the host lock (bench/hostlock.py).
 Usage: bench/dtls_bench.py [--quick]
 """
 import argparse
 import csv
-import fcntl
 import json
 import os
 import shutil
@@ -28,29 +26,18 @@ import tempfile
 import time
 from pathlib import Path
 
+import hostlock   # bench/hostlock.py
+
 ROOT = Path(__file__).resolve().parents[1]
 GE_DIR = ROOT / "gateway-emulator"
 BUILD = GE_DIR / "build"
 HOST = "127.0.78.1"          # coap-server-openssl: CoAP on 5683, DTLS on 5684
 IDENTITY, KEY = "wotbench", "bench-secret-key"
 GE_CPU, SRV_CPU = "1", "0"
-LOCK = "/tmp/wotbench-exclusive.lock"
 
 
 def load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
-
-
-def lock_held_by_ancestor() -> bool:
-    pid = os.getppid()
-    while pid > 1:
-        try:
-            if LOCK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return True
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-    return False
 
 
 def pct(v: list[float], q: float) -> float:
@@ -223,12 +210,9 @@ def main() -> int:
         print("dtls_bench: libcoap3-bin's coap-server-openssl/coap-client-openssl are not installed",
               file=sys.stderr)
         return 1
-    if lock_held_by_ancestor():
-        return bench(a)
-    with open(LOCK, "a") as lf:
-        print(f"dtls_bench: waiting for {LOCK} ...", flush=True)
-        fcntl.flock(lf, fcntl.LOCK_EX)
-        return bench(a)
+    held = hostlock.hold()   # an fd released at exit; None when the caller holds the lock
+    print("host lock: " + ("held by the caller" if held is None else "taken"), flush=True)
+    return bench(a)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ BENCHES = [
     ("wot-device: service-time emulation error, max response rate", ["device_bench.py"]),
     ("measurement floor: UDP ping-pong vs R - S (loopback, Docker bridge), CD calibration",
      ["floor_bench.py"]),
+    ("DTLS: device CPU per request with and without DTLS, vs coap-server-openssl",
+     ["dtls_device_bench.py"]),
     ("DTLS: handshake time and req/s with and without DTLS, GE vs libcoap's client",
      ["dtls_bench.py"]),
 ]

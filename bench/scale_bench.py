@@ -93,11 +93,12 @@ def _leftovers(run_id: str) -> str:
     return "none" if not (c or n) else f"{len(c)} containers, {len(n)} networks"
 
 
-def run_size(n: int, duration_s: float, out_root: Path) -> dict:
+def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "auto") -> dict:
     cfg = yaml.safe_load(BASE.read_text())
     cfg["name"] = f"scale-{n}"
     cfg["duration_s"] = duration_s
     cfg["devices"][0]["count"] = n
+    cfg["devices"][0]["per_container"] = per_container if per_container == "auto" else int(per_container)
     cfg["report"] = {"enabled": False}
     path = out_root / f"scale-{n}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -127,6 +128,11 @@ def run_size(n: int, duration_s: float, out_root: Path) -> dict:
     ph = run.get("phases") or {}
     row.update({k: ph.get(k) for k in ("start_devices_s", "listening_s", "warmup_s", "stop_s",
                                        "teardown_s")})
+    # devices (and the CD node) run in this many containers (devices[].per_container)
+    row["containers"] = len({d.get("container") or d["name"] for d in run.get("devices", [])})
+    if row.get("start_devices_s") is not None:   # started, listening, and warm from the GE
+        row["ready_s"] = sum(row.get(k) or 0.0 for k in ("start_devices_s", "listening_s",
+                                                         "warmup_s"))
     row["leftovers"] = _leftovers(run["run_id"])
     sfile = runs[0].parent / "summary.json"
     if sfile.exists():
@@ -150,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,300,1000,1100")
     ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--per-container", default="auto",
+                    help="devices[].per_container for every size: auto (default) or a number")
     a = ap.parse_args(argv)
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         print("scale bench skipped: `docker info` fails (no reachable Docker daemon)")
@@ -159,13 +167,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sizes:
         print(f"scale bench: {n} devices ...", flush=True)
-        rows.append(run_size(n, a.duration, out))
+        rows.append(run_size(n, a.duration, out, a.per_container))
         r = rows[-1]
         if "error" in r:
             print(f"  run failed (exit {r['rc']}):\n{r['error']}")
     print(f"\nscale bench, {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, "
-          f"run dirs under {out}")
-    head = ("| devices | start (s) | devices/s | warm-up (s) | requests | lost in testbed | GE kept up"
+          f"run dirs under {out}, per_container {a.per_container}")
+    head = ("| devices | containers | start (s) | devices/s | ready (s) | warm-up (s) | requests | lost in testbed | GE kept up"
             " (late share) | > 1 ms late | verdict | stop (s) | teardown (s) | left behind |"
             " host MiB/device | backlog drops | neighbour / conntrack / tasks / dockerd fds (peak) |"
             " load before→after | exit |")
@@ -173,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "---|" * (head.count("|") - 1))
     for r in rows:
         st = r.get("start_devices_s")
-        print(f"| {r['devices']} | {_fmt(st, '.1f')} | {_fmt(r['devices'] / st if st else None, '.1f')}"
+        print(f"| {r['devices']} | {_fmt(r.get('containers'))} | {_fmt(st, '.1f')}"
+              f" | {_fmt(r['devices'] / st if st else None, '.1f')} | {_fmt(r.get('ready_s'), '.1f')}"
               f" | {_fmt(r.get('warmup_s'), '.1f')} | {_fmt(r.get('requests'))}"
               f" | {_fmt(r.get('testbed_loss'))} | {_fmt(r.get('ge_kept_up'))}"
               f" ({_fmt(r.get('late_share'), '.2%')}) | {_fmt(r.get('late_abs_share'), '.2%')}"

@@ -22,6 +22,7 @@ from typing import Union
 from .errors import ConfigError
 
 COAP_PORT = 5683
+COAPS_PORT = 5684                # coaps:// (DTLS), RFC 7252 §6.2
 CD_NODE_NAME = "cd-node"         # the contention detector's device
 CD_GROUP = "cd"
 BLOCK_PREFIX = 22                # one bridge per /22 block (1024 addresses)

@@ -9,8 +9,8 @@ This module is the schema and its loading only; what depends on the host or on o
 sits above it: :mod:`wotbench.plan` (core placement), :mod:`wotbench.resolve` (``auto`` values,
 device addresses, ``config.resolved.yaml``).
 
-Relative paths in the file (``trace``, empirical ``file``) are relative to the config
-file's directory; ``load_config`` makes them absolute so a dumped config is self-contained.
+Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``) are relative
+to the config file's directory; ``load_config`` makes them absolute so a dumped config is self-contained.
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .addressing import capacity as address_capacity
 from .addressing import describe_capacity, device_name
-from . import byo
+from . import byo, pods
 from .contention import ContentionEpisode, check_episodes
 from .distributions import DISTS, validate_spec
+from . import dtls as dtls_spec
 from .errors import ConfigError
 from .netimpair.model import NetworkImpairment
 from .schema_errors import problems as schema_problems
@@ -104,6 +105,9 @@ class DeviceGroup(_Model):
     requests: bool = True
     # observable resources and observers (RFC 7641), or null
     observe: Optional[Observe] = None
+    # devices per container (wotbench.pods): 'auto' = 1 up to 128 devices in the run, then
+    # packed so the run needs about 128 containers; or a number 1..64
+    per_container: Any = "auto"
 
     # bring your own system under test (wotbench.byo): a CoAP server WoTbench starts instead of
     # wot-device, or endpoints it does not start; the paths the trace requests of them
@@ -138,6 +142,15 @@ class DeviceGroup(_Model):
     def third_party(self) -> bool:
         """Not a wot-device: no resource file, no device log (R only)."""
         return self.server is not None or self.external is not None
+
+    @field_validator("per_container")
+    @classmethod
+    def _per_container(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= pods.MAX_PER_CONTAINER:
+            raise ValueError(f"must be 'auto' or an integer 1..{pods.MAX_PER_CONTAINER}, got {v!r}")
+        return v
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -268,6 +281,8 @@ class Config(_Model):
     contention: Optional[list[ContentionEpisode]] = None
     # service-level objectives the run is judged on (wotbench.slo_spec; exit code 4 when missed)
     slo: Optional[Slo] = None
+    # DTLS-PSK between the gateway emulators and the wot-devices (wotbench.dtls)
+    dtls: dtls_spec.Dtls = Field(default_factory=dtls_spec.Dtls)
 
     @field_validator("trace", mode="before")
     @classmethod
@@ -316,6 +331,9 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
             if g.payload_bytes > MAX_DATAGRAM_PAYLOAD:
                 problems.append(f"devices[{i}].payload_bytes: {g.payload_bytes} with observe, expected "
                                 f"at most {MAX_DATAGRAM_PAYLOAD} (notifications are one datagram)")
+        if g.per_container not in ("auto", 1) and pods.ineligible_why(cfg, g):
+            problems.append(f"devices[{i}].per_container: {g.per_container}, expected 1 or 'auto': "
+                            + pods.ineligible_why(cfg, g))
         if g.observe is not None and g.third_party:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
@@ -327,12 +345,13 @@ def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
         problems.append("gateways.block_size: with gateways.proxy, expected null (block-wise "
                         "transfer through a forward proxy is not supported)")
     net = ipaddress.ip_network(cfg.network.subnet)
-    needed = cfg.total_devices + 1  # + the CD node
+    needed = pods.address_count(cfg) + 1  # devices (a pod's share one) + the CD node
     needed += 1 if cfg.gateways.proxy is not None and cfg.gateways.proxy.started else 0
     if needed > address_capacity(net):
         problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
-                        f"{needed} needed (devices + CD node); use a larger subnet such as /16")
+                        f"{needed} needed (devices or pods + CD node); use a larger subnet such as /16")
     problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
+    problems.extend(dtls_spec.problems(cfg))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))
@@ -385,6 +404,9 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
         for k in ("file", "resources"):
             if k in tr:
                 tr[k] = fix(tr[k])
+    d = raw.get("dtls")
+    if isinstance(d, dict) and isinstance(d.get("psk_key_file"), str):
+        d["psk_key_file"] = fix(d["psk_key_file"])
     groups = raw.get("devices")
     for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):

@@ -26,6 +26,7 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel
 
 from .config import Config
+from .pods import slots
 from .errors import ConfigError
 
 
@@ -209,8 +210,10 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
     names = cfg.device_names()
     # pinning to a single core is the same as sharing it (not a compromise)
     affinity = cfg.placement.affinity if len(device_cores) > 1 else "shared"
-    if affinity == "pinned":
-        devices = {name: str(device_cores[i % len(device_cores)]) for i, name in enumerate(names)}
+    if affinity == "pinned":   # round robin over containers: a pod's devices share its core
+        where = [s.address_index for s in slots(cfg)]
+        devices = {name: str(device_cores[where[i] % len(device_cores)])
+                   for i, name in enumerate(names)}
     else:
         shared = cpuset_str(device_cores)
         devices = {name: shared for name in names}

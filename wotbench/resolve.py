@@ -18,11 +18,13 @@ from typing import Optional, Sequence
 
 import yaml
 
-from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, device_name, host_address
+from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, device_name, host_address
 from .byo import split_endpoint
 from .config import Config
+from . import dtls as dtls_spec
 from .distributions import make_distribution
 from .plan import Plan, make_plan
+from .pods import address_count, slots
 
 PROXY_NAME = "proxy"
 
@@ -82,7 +84,7 @@ def resolve(cfg: Config, plan: Optional[Plan] = None, *,
 def dump_resolved(cfg: Config, path: str | Path) -> Path:
     """Write ``config.resolved.yaml`` (every key, defaults included) and return its path."""
     path = Path(path)
-    data = cfg.model_dump(mode="json")
+    data = dtls_spec.redact(cfg.model_dump(mode="json"))   # the key stays out of the run dir
     with path.open("w") as f:
         f.write("# resolved WoTbench config (all defaults and auto values filled in)\n")
         yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
@@ -95,27 +97,37 @@ class DeviceAddress(typing.NamedTuple):
     id: int
     ip: str
     port: int
+    container: str = ""    # its container (wotbench.pods): its own name, or its pod's
 
 
 def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
     """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
 
-    Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
+    wot-devices listen on 5684 (coaps) with ``dtls.enabled``, else 5683; the CD node stays on
+    plain CoAP. Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
     consecutive from host offset 10, e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the
     1000th device of a /16; in a subnet wider than /22 at most 1004 per /22 bridge block
     (device 1004 is 172.28.4.10). Network, gateway (.1) and broadcast addresses of a block are
-    never used."""
+    never used.
+
+    Devices that share a container (``devices[].per_container``, :mod:`wotbench.pods`) share
+    its address and listen on consecutive ports from 5683 (5684 with DTLS)."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
+    where = iter(slots(cfg))
     for g in cfg.devices:
-        port = g.server.port if g.server is not None else COAP_PORT
+        port = g.server.port if g.server is not None else \
+            COAPS_PORT if cfg.dtls.enabled else COAP_PORT
         for k in range(g.count):
+            s = next(where)
             if g.external is not None:   # an endpoint WoTbench does not start (wotbench.byo)
                 host, eport = split_endpoint(g.external[k])
-                out.append(DeviceAddress(device_name(g.group, k), g.group, i, host, eport))
+                out.append(DeviceAddress(device_name(g.group, k), g.group, i, host, eport,
+                                         s.container))
             else:
                 out.append(DeviceAddress(device_name(g.group, k), g.group, i,
-                                         host_address(net, i), port))
+                                         host_address(net, s.address_index),
+                                         port + s.port_offset, s.container))
             i += 1
     return out
 
@@ -130,13 +142,13 @@ def proxy_address(cfg: Config, subnet: Optional[str] = None) -> Optional[DeviceA
         host, port = split_endpoint(p.endpoint)
         return DeviceAddress(PROXY_NAME, PROXY_NAME, -1, host, port)
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
-    return DeviceAddress(PROXY_NAME, PROXY_NAME, -1, host_address(net, cfg.total_devices + 1),
-                         p.port)
+    return DeviceAddress(PROXY_NAME, PROXY_NAME, -1, host_address(net, address_count(cfg) + 1),
+                         p.port, PROXY_NAME)
 
 
 def cd_node_address(cfg: Config, subnet: Optional[str] = None) -> DeviceAddress:
     """The contention-detector node: name ``cd-node``, group ``cd``, id = number of devices,
-    the address right after the last device."""
+    the address right after the last device (or pod)."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
-    n = cfg.total_devices
-    return DeviceAddress(CD_NODE_NAME, CD_GROUP, n, host_address(net, n), COAP_PORT)
+    return DeviceAddress(CD_NODE_NAME, CD_GROUP, cfg.total_devices,
+                         host_address(net, address_count(cfg)), COAP_PORT, CD_NODE_NAME)

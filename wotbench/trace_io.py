@@ -47,7 +47,7 @@ RESOURCE_OBSERVE_COLUMNS = {
     "max_age_s": IntRange(0, 2**32 - 1),
 }
 TRACE_METHODS = tuple(_METHODS) + ("OBSERVE", "CANCEL")
-_URI_RE = r"^coap://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
+_URI_RE = r"^coaps?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
@@ -118,7 +118,14 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     timed = df.send_time_us.str.fullmatch(_UINT)
     check(~timed, "send_time_us", "an integer >= 0 (µs)")
     check(~df.method.isin(TRACE_METHODS), "method", "GET, PUT, POST, DELETE, OBSERVE or CANCEL")
-    check(~df.uri.str.match(_URI_RE), "uri", "coap://host[:port]/path")
+    uri_ok = df.uri.str.match(_URI_RE)
+    check(~uri_ok, "uri", "coap://host[:port]/path or coaps://host[:port]/path")
+    secure = df.uri.str.startswith("coaps://") & uri_ok   # one scheme per trace (DTLS or not)
+    if secure.any() and (~secure & uri_ok).any():
+        first = bool(secure[uri_ok].iloc[0])
+        check(uri_ok & (secure != first), "uri",
+              f"{'coaps' if first else 'coap'}:// like the trace's first request (a trace "
+              "may not mix coap:// and coaps://)")
     pl = df.payload_bytes
     pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 7)
     pl_ok &= pd.to_numeric(pl.where(pl_ok, "0")) <= MAX_PAYLOAD_BYTES

@@ -233,20 +233,26 @@ def _uri(a: DeviceAddress, path: str) -> str:
     return f"coap://{_authority(a)}/{path}"
 
 
-def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None) -> int:
+def _scheme(cfg: Config) -> str:
+    """coaps with DTLS (the devices' requests; the CD node's probes stay coap)."""
+    return "coaps" if cfg.dtls.enabled else "coap"
+
+
+def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None,
+                scheme: str = "coap") -> int:
     """Write trace rows fast: one f-string per row over precomputed URI prefixes."""
     d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
     if mask is not None:
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
     if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
         k = tr.observer if mask is None else tr.observer[mask]
-        return _write_rows_observe(path, d, t, m, r, p, k, addrs)
+        return _write_rows_observe(path, d, t, m, r, p, k, addrs, scheme)
     with_payload = bool(p.any())
     prefix = [f"{a.id},"for a in addrs]
-    base = [f"coap://{_authority(a)}/r" for a in addrs]
+    base = [f"{scheme}://{_authority(a)}/r" for a in addrs]
     if tr.paths:   # third-party devices: their own paths instead of r<j>
         names = [tr.paths.get(a.id) for a in addrs]
-        base = [f"coap://{_authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
+        base = [f"{scheme}://{_authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
     with path.open("w", buffering=1 << 20) as f:
@@ -264,10 +270,10 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
     return len(d)
 
 
-def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress]) -> int:
+def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress], scheme: str) -> int:
     """The trace rows of a workload with observations (slower, but only those runs take it)."""
     with_payload = bool(p.any())
-    base = [f"coap://{a.ip}:{a.port}/r" for a in addrs]
+    base = [f"{scheme}://{a.ip}:{a.port}/r" for a in addrs]
     with path.open("w", buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
         for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
@@ -338,7 +344,7 @@ def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
     if cfg.trace is not None:
         return _import_recorded(cfg, out_dir, addrs)
     tr = generate(cfg)
-    _write_rows(out_dir / "trace.csv", tr, addrs)
+    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg))
     for name, rows in tr.resources.items():
         _write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
@@ -353,7 +359,8 @@ def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> li
         return ["trace.csv"]
     files = []
     for k in range(G):
-        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k)
+        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k,
+                    scheme=_scheme(cfg))
         files.append(f"ge-{k}.csv")
     return files
 
@@ -411,8 +418,8 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
         if a.name in files:   # third-party devices have none
             shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
             resources[a.name] = _read_resources(files[a.name])
-    paths = df.uri.str.replace(r"^coap://(\[[^\]]*\]|[^/]*)/", "", regex=True)
-    host = np.array([f"coap://{_authority(a)}/" for a in addrs], dtype=object)
+    paths = df.uri.str.replace(r"^coaps?://(\[[^\]]*\]|[^/]*)/", "", regex=True)
+    host = np.array([f"{_scheme(cfg)}://{_authority(a)}/" for a in addrs], dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
     cols = ["device_id", "send_time_us", "method"]
     out = df[cols].copy()

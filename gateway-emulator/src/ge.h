@@ -126,6 +126,7 @@ typedef struct {
     int64_t start_mono;
     int64_t end_mono;
     int rx_stamps;     /* SO_TIMESTAMPNS accepted on every socket */
+    int memory_locked; /* mlockall(MCL_CURRENT) succeeded before the start (loop.c) */
     int64_t map_bracket_ns; /* widest REALTIME->MONOTONIC bracket used (error <= half of it) */
     volatile uint64_t *progress; /* mmap'ed progress.bin, PG_WORDS words */
     int interrupted_by;          /* 0, SIGINT, SIGTERM */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -625,6 +626,10 @@ int loop_run(ge_t *g) {
     if (g->wait == WAIT_HYBRID)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     rc = 0;
+    /* Lock what the loop uses, now that it is all allocated: no page faults on the hot path.
+     * Best effort, and never MCL_FUTURE: under RLIMIT_MEMLOCK (8 MiB in a default container)
+     * that made every later allocation fail once the trace's arrays outgrew it. */
+    g->memory_locked = mlockall(MCL_CURRENT) == 0;
 
     progress_set(g, PG_STATE, ST_WAITING);
     wait_for_start(L);
@@ -689,6 +694,8 @@ int loop_run(ge_t *g) {
 out:
     if (rc)
         fprintf(stderr, "gateway-emulator: cannot set up the event loop: %s\n", strerror(errno));
+    if (g->memory_locked)
+        munlockall();
     if (L->pdu)
         coap_delete_pdu(L->pdu);
     if (L->epfd >= 0)

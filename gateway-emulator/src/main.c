@@ -243,7 +243,6 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    (void)mlockall(MCL_CURRENT | MCL_FUTURE); /* best effort: no page faults on the hot path */
 
     int64_t now = mono_ns();
     g->start_mono = g->start_at ? g->start_at : now + 100 * NS_PER_MS;

@@ -187,6 +187,7 @@ static int write_summary(const ge_t *g, const char *path) {
     fprintf(f, "  \"token_salt\": \"%016llx\",\n", (unsigned long long)g->salt);
     fprintf(f, "  \"rx_stamps\": \"%s\",\n  \"clock_map_bracket_ns\": %lld,\n",
             g->rx_stamps ? "kernel" : "user", (long long)g->map_bracket_ns);
+    fprintf(f, "  \"memory_locked\": %s,\n", g->memory_locked ? "true" : "false");
     fprintf(f,
             "  \"wait\": \"%s\",\n  \"type\": \"%s\",\n  \"timeout_ms\": %lld,\n  \"retransmit\": "
             "%s,\n  \"ports_per_device\": %d,\n  \"interrupted\": %s\n}\n",

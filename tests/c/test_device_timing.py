@@ -118,7 +118,10 @@ def test_idle_rss_and_cpu(device_bin, tmp_path):
         cpu0 = d.cpu_ns()
         time.sleep(2)
         cpu = d.cpu_ns() - cpu0
-        rss = d.rss_kib()
+        rss, anon = d.rss_kib(), d.rss_kib("RssAnon")
         assert d.stop() == 0
-    assert rss < 2048, f"idle RSS {rss} KiB"
+    # The OpenSSL build (DTLS) touches more of the static binary's text: file-backed pages,
+    # shared by every device running the same image; its private memory is what each costs.
+    assert anon < 1024, f"idle private RSS {anon} KiB"
+    assert rss < 6144, f"idle RSS {rss} KiB"
     assert cpu < 2 * MS, f"idle CPU {cpu} ns over 2 s"

@@ -2,10 +2,14 @@
 retransmission, timing against wot-device. Functional tests use the ASan+UBSan build."""
 import csv
 import json
+import os
+import resource
+import shutil
 import signal
 import statistics
 import struct
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -349,3 +353,35 @@ def test_timing_vs_wot_device(ge_bin, device_bin, tmp_path):
         assert base + int(x["sent_ns"]) <= int(d["arrival_ns"])
         assert int(d["end_ns"]) - int(d["start_ns"]) >= 5 * MS
         assert int(d["end_ns"]) <= base + int(x["received_ns"])
+
+
+def _as_nobody_with_memlock(limit: int):
+    def setup():
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (limit, limit))
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    return setup
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to uid 65534 with a set limit")
+def test_memory_lock_is_best_effort_and_never_fails_the_run(ge_bin):
+    """The GE locks its memory once everything is allocated; a RLIMIT_MEMLOCK below its size
+    (8 MiB in a default container) leaves it unlocked instead of failing later allocations."""
+    work = Path(tempfile.mkdtemp(prefix="ge-memlock-"))
+    try:
+        work.chmod(0o777)
+        with Responder() as r:
+            rows = [(0, 1000 + 20 * i, "GET", r.uri("x")) for i in range(200)]
+            trace = write_trace(work / "t.csv", rows)
+            trace.chmod(0o644)
+            p = subprocess.run([str(ge_bin), "--trace", str(trace), "--out", str(work / "o"),
+                                "--timeout-ms", "2000"], capture_output=True, text=True,
+                               timeout=60, preexec_fn=_as_nobody_with_memlock(64 * 1024))
+        assert p.returncode == 0, p.stderr
+        _, s = check_consistent(work / "o", len(rows))
+        assert s["memory_locked"] is False and s["outcomes"]["ok"] == len(rows)
+        p = run_ge(ge_bin, trace, work / "root")     # root may lock (CAP_IPC_LOCK)
+        assert p.returncode == 0 and read_summary(work / "root")["memory_locked"] is True
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -11,8 +11,9 @@ from wotbench.runner import network
 
 
 def test_2500_devices_fit_the_bridge_blocks():
-    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 1500},
-                                                     {"group": "b", "count": 1000}]})
+    # one device per container: an address each (pods share one: test_pods.py)
+    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 1500, "per_container": 1},
+                                                     {"group": "b", "count": 1000, "per_container": 1}]})
     addrs = device_addresses(cfg) + [cd_node_address(cfg)]
     assert len(addrs) == 2501
     ips = [ipaddress.ip_address(a.ip) for a in addrs]
@@ -32,7 +33,7 @@ def test_2500_devices_fit_the_bridge_blocks():
 
 
 def test_up_to_1004_devices_are_consecutive_from_10():
-    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 1003}]})
+    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 1003, "per_container": 1}]})
     ips = [a.ip for a in device_addresses(cfg)] + [cd_node_address(cfg).ip]
     assert ips == [str(ipaddress.ip_address("172.28.0.10") + i) for i in range(1004)]
 
@@ -48,8 +49,8 @@ def test_narrow_subnet_is_consecutive_to_the_broadcast():
 
 def test_subnet_message_counts_the_block_layout():
     with pytest.raises(ConfigError) as e:
-        config_from_dict({"name": "t", "devices": [{"group": "a", "count": 2100}],
+        config_from_dict({"name": "t", "devices": [{"group": "a", "count": 2100, "per_container": 1}],
                           "network": {"subnet": "10.0.0.0/21"}})
     assert e.value.problems == ["network.subnet: 10.0.0.0/21 has room for 2008 devices (1004 per /22 "
-                                "bridge block, from offset 10 of each block), 2101 needed (devices + "
-                                "CD node); use a larger subnet such as /16"]
+                                "bridge block, from offset 10 of each block), 2101 needed (devices or "
+                                "pods + CD node); use a larger subnet such as /16"]

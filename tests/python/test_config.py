@@ -99,7 +99,7 @@ def test_many_problems_reported_together():
 def test_semantic_checks():
     assert problems({"name": "t", "devices": [{"group": "a"}, {"group": "a"}]}) == \
         ["devices[1].group: duplicate group name 'a' (also devices[0])"]
-    p = problems({"name": "t", "devices": [{"group": "a", "count": 300}], "network": {"subnet": "10.0.0.0/24"}})
+    p = problems({"name": "t", "devices": [{"group": "a", "count": 300, "per_container": 1}], "network": {"subnet": "10.0.0.0/24"}})
     assert p[0].startswith("network.subnet: 10.0.0.0/24 has room for 245 devices")
     assert problems({**MIN, "placement": {"cpus": [1, 1]}}) == ["placement.cpus: core ids must be unique, got [1, 1]"]
 
@@ -177,15 +177,16 @@ def test_dump_resolved_roundtrip(tmp_path):
 
 
 def test_device_addresses():
-    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 2}, {"group": "b", "count": 1500}]})
+    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 2, "per_container": 1},
+                                                     {"group": "b", "count": 1500, "per_container": 1}]})
     addrs = device_addresses(cfg)
-    assert addrs[0] == ("a-0", "a", 0, "172.28.0.10", 5683)
-    assert addrs[2] == ("b-0", "b", 2, "172.28.0.12", 5683)
+    assert addrs[0] == ("a-0", "a", 0, "172.28.0.10", 5683, "a-0")
+    assert addrs[2] == ("b-0", "b", 2, "172.28.0.12", 5683, "b-0")
     # past 1004 devices the second /22 bridge block starts at 172.28.4.10 (wotbench.addressing)
     assert addrs[1004].ip == "172.28.4.10"
     assert addrs[-1].ip == "172.28.5.251" and addrs[-1].name == "b-1499"   # 4.0 + 10 + 497
     assert len({a.ip for a in addrs}) == 1502
-    assert cd_node_address(cfg) == ("cd-node", "cd", 1502, "172.28.5.252", 5683)
+    assert cd_node_address(cfg) == ("cd-node", "cd", 1502, "172.28.5.252", 5683, "cd-node")
     assert device_addresses(cfg, subnet="10.9.0.0/16")[0].ip == "10.9.0.10"
 
 

@@ -12,22 +12,30 @@ def _limits(pid_max=32768, conntrack=262144, nofile=20000):
 
 def test_devices_per_limit_from_measured_costs():
     by = {lim.setting: lim for lim in _limits()}
-    assert by["kernel.pid_max"].devices == (32768 - sl.HOST_RESERVE) // sl.TASKS_PER_DEVICE
+    assert by["kernel.pid_max"].devices == (32768 - sl.HOST_RESERVE) // (
+        sl.TASKS_PER_DEVICE + sl.TASKS_PER_CONTAINER)
     assert by["dockerd LimitNOFILE"].devices == (20000 - sl.HOST_RESERVE) // 9
     assert by["net.netfilter.nf_conntrack_max"].devices > 80_000
 
 
 def test_too_small_names_the_setting_and_the_fix():
     lims = _limits()
-    assert sl.too_small(1100, lims) == []
-    short = sl.too_small(1600, lims)
+    assert sl.too_small(1100, 1100, lims) == []
+    short = sl.too_small(1600, 1600, lims)
     assert [lim.setting for lim in short] == ["kernel.pid_max"]
-    msg = sl.message(1600, short)
-    assert "kernel.pid_max = 32768" in msg and "sysctl -w kernel.pid_max" in msg
-    short = sl.too_small(2500, lims)
+    msg = sl.message(1600, 1600, short)
+    assert "kernel.pid_max = 32768, about 32000 needed" in msg and "sysctl -w kernel.pid_max" in msg
+    short = sl.too_small(2500, 2500, lims)
     assert {lim.setting for lim in short} == {"kernel.pid_max", "dockerd LimitNOFILE"}
+
+
+def test_pods_carry_more_devices_than_one_device_containers():
+    lims = _limits()
+    assert sl.too_small(2500, 2500, lims) != []
+    assert sl.too_small(2500, 128, lims) == []          # 2500 devices in 128 pods fit
+    assert [lim.setting for lim in sl.too_small(5000, 128, lims)] == ["kernel.pid_max"]
 
 
 def test_unreadable_limits_are_left_out():
     lims = sl.host_limits(read=lambda p: None, dockerd_nofile=lambda: None)
-    assert lims == [] and sl.too_small(10_000, lims) == []
+    assert lims == [] and sl.too_small(10_000, 10_000, lims) == []

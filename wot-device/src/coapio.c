@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "block.h"
+#include "dtls.h"
 #include "impair.h"
 #include "netstamp.h"
 #include "observe.h"
@@ -181,6 +182,7 @@ static int on_event(coap_session_t *s, const coap_event_t ev) {
      * responses to one client are not held back until the previous one is ACKed. */
     if (ev == COAP_EVENT_SERVER_SESSION_NEW)
         coap_session_set_nstart(s, (uint16_t)D->nstart);
+    dtls_on_event(s, ev);
     return 0;
 }
 
@@ -216,7 +218,7 @@ static int parse_listen(const char *spec, coap_address_t *a) {
     if (hl == 0 || hl >= sizeof host)
         return -1;
     host[hl] = '\0';
-    long p = 5683;
+    long p = dtls_enabled() ? DTLS_DEFAULT_PORT : 5683;  /* coaps:// default, RFC 7252 §6.2 */
     if (port) {
         char *end;
         errno = 0;
@@ -432,7 +434,11 @@ int coapio_run(struct device *d) {
     coap_context_set_session_timeout(ctx, SESSION_TIMEOUT_S);
     coap_context_set_max_idle_sessions(ctx, MAX_IDLE_SESSIONS);
     coap_register_event_handler(ctx, on_event);
-    if (!coap_new_endpoint(ctx, &addr, COAP_PROTO_UDP)) {
+    if (dtls_setup(ctx)) {
+        coap_free_context(ctx);
+        return 1;
+    }
+    if (!coap_new_endpoint(ctx, &addr, dtls_enabled() ? COAP_PROTO_DTLS : COAP_PROTO_UDP)) {
         fprintf(stderr, "wot-device: cannot listen on %s\n", d->listen);
         coap_free_context(ctx);
         return 1;

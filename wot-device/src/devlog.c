@@ -1,5 +1,6 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
+#include "dtls.h"
 #include "impair.h"
 #include "block.h"
 #include "observe.h"
@@ -126,6 +127,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     impair_json(f);
     observe_json(f);
     block_json(f);
+    dtls_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }

@@ -10,9 +10,11 @@
 
 #include "coapio.h"
 #include "devlog.h"
+#include "dtls.h"
 #include "impair.h"
 #include "block.h"
 #include "observe.h"
+#include "pod.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -23,7 +25,9 @@ static void usage(void) {
     fputs("usage: wot-device --resources FILE --log-dir DIR [--listen ADDR[:PORT]]\n"
           "                  [--threads N] [--queue N] [--log-capacity N] [--name NAME]\n"
           "                  [--response auto|piggyback|separate] [--piggyback-max-us N]\n"
-          "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n",
+          "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n"
+          "                  [--dtls-psk-identity ID --dtls-psk-key-file FILE]\n"
+          "       wot-device --pod -- DEVICE ARGS [-- DEVICE ARGS ...]   (one process each)\n",
           stderr);
 }
 
@@ -40,8 +44,9 @@ static int parse_count(const char *opt, const char *s, long min, long max, long 
     return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0:5683", *name = "";
+static int device_main(int argc, char **argv) {
+    const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0", *name = "";
+    const char *psk_id = NULL, *psk_key_file = NULL;
     const char *impair = NULL, *impair_ge = NULL, *impair_seed = NULL;
     long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
     long pb_max_us = DEFAULT_PIGGYBACK_MAX_US;
@@ -54,6 +59,8 @@ int main(int argc, char **argv) {
         {"impair", required_argument, 0, 'i'},    {"impair-ge", required_argument, 0, 'g'},
         {"impair-seed", required_argument, 0, 's'},
         {"response", required_argument, 0, 'p'}, {"piggyback-max-us", required_argument, 0, 'm'},
+        {"dtls-psk-identity", required_argument, 0, 'I'},
+        {"dtls-psk-key-file", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -66,6 +73,8 @@ int main(int argc, char **argv) {
         case 'i': impair = optarg; break;
         case 'g': impair_ge = optarg; break;
         case 's': impair_seed = optarg; break;
+        case 'I': psk_id = optarg; break;
+        case 'K': psk_key_file = optarg; break;
         case 't': bad = parse_count("--threads", optarg, 1, 1024, &threads); break;
         case 'q': bad = parse_count("--queue", optarg, 1, 1 << 20, &queue); break;
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
@@ -97,7 +106,7 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
-    if (impair_parse(impair, impair_ge, impair_seed))
+    if (impair_parse(impair, impair_ge, impair_seed) || dtls_configure(psk_id, psk_key_file))
         return 2;
     struct stat st;
     if (stat(log_dir, &st) || !S_ISDIR(st.st_mode) || access(log_dir, W_OK)) {
@@ -134,6 +143,13 @@ int main(int argc, char **argv) {
     observe_free();
     block_free();
     impair_free();
+    dtls_free();
     resources_free(&rs);
     return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--pod"))
+        return pod_main(argc, argv, device_main);
+    return device_main(argc, argv);
 }

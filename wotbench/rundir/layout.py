@@ -60,6 +60,15 @@ class RunDir:
     def cd_trace(self) -> Path:
         return self.trace_dir / "cd-trace.csv"
 
+    @property
+    def secrets_dir(self) -> Path:
+        """Mode 0700; holds the DTLS key while the run lasts (removed at cleanup)."""
+        return self.path / "secrets"
+
+    @property
+    def dtls_key_file(self) -> Path:
+        return self.secrets_dir / "dtls-psk.key"
+
     # -- what the components write ------------------------------------------------------
     def ge_dir(self, ge_id: str) -> Path:
         """Output directory of a GE: ge/<id>/ for main GEs, cd-ge/ for the CD's GE."""

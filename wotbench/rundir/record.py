@@ -63,6 +63,8 @@ class DeviceRecord(Record):
     # what runs instead of wot-device (wotbench.byo): "image X", "command Y" or
     # "external endpoint H:P"; null for a wot-device (which writes a device log)
     server: Optional[str] = None
+    # the pod (container) it shares with other devices (wotbench.pods); null: its own
+    container: Optional[str] = None
 
 
 class GeRecord(Record):

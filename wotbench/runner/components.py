@@ -12,6 +12,7 @@ from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 
 if TYPE_CHECKING:
     from wotbench.byo import Program
+    from wotbench.runner.dtlskey import DtlsCreds
 
 
 @dataclass
@@ -34,6 +35,11 @@ class DeviceRun:
     # a third-party program instead of wot-device (wotbench.byo), and its config key
     program: Optional["Program"] = None
     program_key: str = ""
+    dtls: Optional["DtlsCreds"] = None   # coaps:// (never the CD node)
+    container: str = ""         # its container (wotbench.pods): its pod's name, else its own
+
+    def __post_init__(self) -> None:
+        self.container = self.container or self.name
 
     @property
     def endpoint(self) -> str:
@@ -63,10 +69,13 @@ class DeviceRun:
             return None
         return f"image {p.image}" if p.image else "command " + " ".join(p.command or [])
 
-    def args(self, resources: str, log_dir: str, listen: str | None) -> list[str]:
+    def args(self, resources: str, log_dir: str, listen: str | None,
+             key_file: str = "") -> list[str]:
+        """wot-device's arguments; ``key_file``: where it reads the DTLS key (its own view)."""
         a = ["--resources", resources, "--log-dir", log_dir, "--threads", str(self.threads),
              "--name", self.name, "--response", self.response]
-        return a + (["--listen", listen] if listen else []) + self.impair
+        a += (["--listen", listen] if listen else []) + self.impair
+        return a + (self.dtls.device_args(key_file) if self.dtls else [])
 
     def record(self, rd: RunDir) -> DeviceRecord:
         """run.json ``devices[]`` / ``cd_node``."""
@@ -76,7 +85,8 @@ class DeviceRun:
                             cpuset=self.cpuset, threads=self.threads, response=self.response,
                             cpu_quota=self.cpu_quota,
                             memory_mb=self.memory_mb, log_dir=rd.rel(self.log_dir),
-                            server=self.describe_program())
+                            server=self.describe_program(),
+                            container=None if self.container == self.name else self.container)
 
 
 @dataclass
@@ -95,8 +105,9 @@ class GeRun:
     warmup_ms: int = 0           # readiness pings before the start (0: none)
     host_network: bool = False   # in the host's network namespace (to reach external endpoints)
     extra: list[str] = field(default_factory=list)
+    dtls: Optional["DtlsCreds"] = None   # main GEs with dtls.enabled (never the CD-GE)
 
-    def args(self, trace: str, out_dir: str) -> list[str]:
+    def args(self, trace: str, out_dir: str, key_file: str = "") -> list[str]:
         a = ["--trace", trace, "--out", out_dir, "--wait", self.wait, "--type", self.msg_type,
              "--timeout-ms", str(self.timeout_ms), "--cpu", str(self.cpu), "--label", self.name]
         if self.start_at is not None:
@@ -105,7 +116,7 @@ class GeRun:
             a.append("--retransmit")
         if self.warmup_ms:
             a += ["--warmup-ms", str(self.warmup_ms)]
-        return a + self.extra
+        return a + self.extra + (self.dtls.ge_args(key_file) if self.dtls else [])
 
     def record(self, rd: RunDir) -> GeRecord:
         """run.json ``ges[]`` / ``cd_ge``."""

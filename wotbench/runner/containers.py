@@ -46,6 +46,7 @@ def create(client, run_id: str, spec: Spec):
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
     if spec.cpu_shares:
         kwargs["cpu_shares"] = spec.cpu_shares
+
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"

@@ -13,16 +13,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from wotbench import pods
 from wotbench.byo import Program
 from wotbench.config import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import (cleanup, containers, hostimage, images, network, scalelimits,
-                             thirdparty)
+from wotbench.runner import (cleanup, containers, docker_pods, hostimage, images, network,
+                             scalelimits, thirdparty)
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
 from wotbench.runner.monitor import container_cgroup_dirs
@@ -124,9 +126,10 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
-        short = scalelimits.too_small(cfg.total_devices + 1, scalelimits.host_limits())
+        devices, ctrs = cfg.total_devices + 1, pods.containers(cfg) + 1   # + the CD node
+        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits())
         if short:
-            raise EnvironmentProblem(scalelimits.message(cfg.total_devices + 1, short))
+            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short))
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:
@@ -161,6 +164,8 @@ class DockerBackend:
         self.programs: dict[str, tuple[str, bool]] = {}   # config key -> (image, its own entrypoint)
         self.net_plan: Optional[network.NetworkPlan] = None
         self.ctr: dict[str, Any] = {}
+        self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.pods)
+        self._pids: dict[str, int] = {}    # device -> its process in its pod
         self.labels = {RUN_LABEL: run_id}
         self.exits: Optional[ExitEvents] = None
 
@@ -211,11 +216,14 @@ class DockerBackend:
         if d.program is not None:
             self._start_program(d)
             return
+        binds = {d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")}
+        if d.dtls:   # the key as a read-only file; only its path is in the container config
+            binds[d.dtls.key_file] = (KEY_IN, "ro")
         self._create(containers.Spec(
             name=d.name, role=d.role, image=self.images["wot-device"],
-            command=d.args(RES_IN, LOGS_IN, None), cpuset=d.cpuset,
+            command=d.args(RES_IN, LOGS_IN, None, KEY_IN), cpuset=d.cpuset,
             networks=self.net_plan.endpoints(d.name),
-            binds={d.resources: (RES_IN, "ro"), d.log_dir: (LOGS_IN, "rw")},
+            binds=binds,
             cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
 
     def _start_program(self, d: DeviceRun) -> None:
@@ -229,16 +237,38 @@ class DockerBackend:
             networks=self.net_plan.endpoints(d.name), cpu_quota=d.cpu_quota,
             memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
 
+    def _start_pod(self, container: str, members: Sequence[DeviceRun]) -> None:
+        self._create(docker_pods.pod_spec(container, members, self.images["wot-device"],
+                                          self.net_plan.endpoints(container))).start()
+
     def start_devices(self, devices: Sequence[DeviceRun]) -> None:
-        in_parallel(self._start_device, devices)
+        units = list(docker_pods.group_by_container(devices).items())
+        for container, members in units:
+            if docker_pods.is_pod(container, members):
+                self.pod_of.update({d.name: container for d in members})
+
+        def start(unit: tuple[str, list[DeviceRun]]) -> None:
+            container, members = unit
+            if container in self.pod_of.values():
+                self._start_pod(container, members)
+            else:
+                self._start_device(members[0])
+        in_parallel(start, units)
+
+    def _unit(self, name: str) -> str:
+        """The container a component runs in: its pod's, else its own."""
+        return self.pod_of.get(name, name)
 
     def create_ge(self, g: GeRun) -> None:
+        binds = {g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")}
+        if g.dtls:
+            binds[g.dtls.key_file] = (KEY_IN, "ro")
         self._create(containers.Spec(
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
-            command=g.args(TRACE_IN, OUT_IN), cpuset=str(g.cpu),
+            command=g.args(TRACE_IN, OUT_IN, KEY_IN), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
-            binds={g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")},
+            binds=binds,
             memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
 
     def start_ge(self, g: GeRun) -> None:
@@ -249,43 +279,54 @@ class DockerBackend:
         return DockerHog(self.client.containers.run(**kw))
 
     def impairment_targets(self, names: Sequence[str]) -> list[DeviceTarget]:
-        return [DeviceTarget.from_container(n, self.ctr[n]) for n in names]
+        return [DeviceTarget.from_container(n, self.ctr[self._unit(n)]) for n in names]
 
     # -- inspect ------------------------------------------------------------------------
     def cgroup(self, name: str) -> Optional[dict[str, Path]]:
+        """The component's own cgroup; None for a device in a pod (its threads are sampled)."""
         c = self.ctr.get(name)
-        return container_cgroup_dirs(c.id) if c is not None else None
+        return container_cgroup_dirs(c.id) if c is not None and name not in self.pod_of else None
 
-    def pid(self, name: str) -> Optional[int]:
-        """The running container's pid; None if it is not running or was never created."""
-        c = self.ctr.get(name)
+    def _container_pid(self, container: str) -> Optional[int]:
+        c = self.ctr.get(container)
         if c is None:
             return None
         c.reload()
         return c.attrs.get("State", {}).get("Pid") or None
 
+    def pid(self, name: str) -> Optional[int]:
+        """The running component's pid (a pod's device: its own process); None if it is not
+        running or was never created."""
+        if name not in self.pod_of:
+            return self._container_pid(name)
+        if name not in self._pids:
+            init = self._container_pid(self.pod_of[name])
+            self._pids.update(docker_pods.member_pids(init) if init else {})
+        return self._pids.get(name)
+
     def exit_code(self, name: str) -> Optional[int]:
-        if self.exits is not None and name in self.exits.codes:
-            return self.exits.codes[name]
-        return None if self.exits is not None else containers.exit_state(self.ctr[name])[1]
+        unit = self._unit(name)
+        if self.exits is not None and unit in self.exits.codes:
+            return self.exits.codes[unit]
+        return None if self.exits is not None else containers.exit_state(self.ctr[unit])[1]
 
     def created(self, name: str) -> bool:
-        return name in self.ctr
+        return self._unit(name) in self.ctr
 
     def describe_exit(self, name: str) -> str:
-        status, code, oom = containers.exit_state(self.ctr[name])
+        status, code, oom = containers.exit_state(self.ctr[self._unit(name)])
         return f"container exited with {code}" + (" (OOM-killed: raise memory_mb)" if oom else "")
 
     def exited(self, names: set[str]) -> dict[str, int]:
         """Exit codes of the components in ``names`` that are no longer running (from the
-        event stream: no API call)."""
-        codes = self.exits.codes if self.exits is not None else {}
-        return {n: c for n, c in list(codes.items()) if n in names}
+        event stream: no API call); a pod's exit is each of its devices'."""
+        codes = dict(self.exits.codes) if self.exits is not None else {}
+        return {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
 
     # -- control ------------------------------------------------------------------------
     def signal(self, name: str, sig: int) -> None:
         import docker.errors
-        c = self.ctr.get(name)
+        c = self.ctr.get(self._unit(name))
         if c is None:
             return
         try:
@@ -316,27 +357,30 @@ class DockerBackend:
                     pass   # not running, or not connected: the exit releases it as before
 
     def stop(self, names: Sequence[str], grace_s: float) -> dict[str, Optional[int]]:
-        names = [n for n in names if n in self.ctr]
-        self._detach(names)
-        in_parallel(lambda n: self.signal(n, _signal.SIGTERM), names)
+        """SIGTERM and wait; a pod stops as one container, and its exit code is each of its
+        devices' (the pod names a failing device on its output)."""
+        names = [n for n in names if self._unit(n) in self.ctr]
+        units = list(dict.fromkeys(self._unit(n) for n in names))
+        self._detach(units)
+        in_parallel(lambda u: self.signal(u, _signal.SIGTERM), units)
         deadline = time.monotonic() + grace_s
         if self.exits is None:  # no event stream: one wait call per container
-            codes = in_parallel(lambda n: self._wait(n, max(0.1, deadline - time.monotonic())),
-                                names)
-            return dict(zip(names, codes))
-        # the exits arrive on the event stream: no API call per container
-        seen = self.exits.codes
-        while time.monotonic() < deadline and not all(n in seen for n in names):
-            time.sleep(0.05)
-        return {n: seen.get(n) for n in names}
+            codes = dict(zip(units, in_parallel(
+                lambda u: self._wait(u, max(0.1, deadline - time.monotonic())), units)))
+        else:   # the exits arrive on the event stream: no API call per container
+            codes = self.exits.codes
+            while time.monotonic() < deadline and not all(u in codes for u in units):
+                time.sleep(0.05)
+        return {n: codes.get(self._unit(n)) for n in names}
 
     def save_output(self, name: str, path: Path) -> None:
-        text = containers.logs_tail(self.ctr[name], lines=200)
+        text = containers.logs_tail(self.ctr[self._unit(name)], lines=200)
         if text:
             path.write_text(text)
 
     def cleanup(self) -> dict[str, int]:
         self.ctr.clear()
+        self.pod_of.clear()
         try:
             return cleanup.remove_run(self.client, self.run_id, self.log)
         finally:

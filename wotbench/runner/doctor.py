@@ -73,12 +73,14 @@ def check_binaries() -> list[Check]:
 
 
 def check_libcoap() -> Check:
-    hits = glob.glob("/usr/lib/*/libcoap-3-notls.a") + glob.glob("/usr/local/lib*/libcoap-3*.a") \
+    # wot-device links libcoap's OpenSSL build statically (DTLS), with OpenSSL's static libs
+    hits = glob.glob("/usr/lib/*/libcoap-3-openssl.a") + glob.glob("/usr/local/lib*/libcoap-3*.a") \
         + glob.glob("/usr/lib/libcoap-3*.a")
-    if hits:
-        return Check("libcoap", OK, f"static library {hits[0]}")
-    return Check("libcoap", WARN, "no static libcoap (libcoap-3-notls.a): the C binaries cannot be "
-                 "rebuilt", "apt-get install libcoap3-dev")
+    ssl = glob.glob("/usr/lib/*/libssl.a") + glob.glob("/usr/local/lib*/libssl.a")
+    if hits and ssl:
+        return Check("libcoap", OK, f"static libraries {hits[0]}, {ssl[0]}")
+    return Check("libcoap", WARN, "no static libcoap-3-openssl.a / libssl.a: the C binaries cannot "
+                 "be rebuilt", "apt-get install libcoap3-dev libssl-dev")
 
 
 def check_collectl() -> Check:
@@ -135,7 +137,8 @@ def check_scale_limits() -> Check:
     if not lims:
         return Check("scale limits", WARN, "pid, conntrack and dockerd limits not readable")
     worst = min(lims, key=lambda lim: lim.devices)
-    detail = "; ".join(f"{lim.setting} {lim.current}: ~{lim.devices} devices" for lim in lims)
+    detail = ("at one device per container (pods carry more): "
+              + "; ".join(f"{lim.setting} {lim.current}: ~{lim.devices} devices" for lim in lims))
     if worst.devices >= 1000:
         return Check("scale limits", OK, detail)
     return Check("scale limits", WARN, detail, f"for more devices: {worst.fix}")

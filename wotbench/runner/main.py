@@ -35,7 +35,7 @@ from wotbench.errors import WotbenchError
 from wotbench.plan import make_plan
 from wotbench.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
-from wotbench.runner import cd_module, hostlimits, images, inputs
+from wotbench.runner import cd_module, dtlskey, hostlimits, images, inputs
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
@@ -110,6 +110,7 @@ class Runner:
         self.hogs: Hogs | None = None
         self.contention: list = []
         self.impair: Impairments | None = None
+        self.dtls: dtlskey.DtlsCreds | None = None   # dtls.enabled: the key file and identity
         self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
         self.phases = Phases()
 
@@ -197,6 +198,7 @@ class Runner:
         self.impair.set_log_dir(self.rd.network_dir)
         self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log)
         self.warnings += notes
+        self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, self.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
@@ -220,7 +222,8 @@ class Runner:
                 stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
-                program=g.server, program_key=keys[a.group]))
+                program=g.server, program_key=keys[a.group], dtls=self.dtls,
+                container=a.container))
         self._build_proxy()
         if self.cd.enabled:
             a = cd_node_address(cfg)
@@ -249,7 +252,8 @@ class Runner:
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
                                   retransmit=cfg.gateways.retransmit, extra=list(via) + self._ge_block_args(),
-                                  host_network=thirdparty.ge_needs_host_network(cfg)))
+                                  host_network=thirdparty.ge_needs_host_network(cfg),
+                                  dtls=self.dtls))
 
     def _build_proxy(self) -> None:
         """gateways.proxy: a component on its own core (plan), or an endpoint not started."""
@@ -285,7 +289,7 @@ class Runner:
         self.backend.prepare_programs(thirdparty.programs(self.resolved))
         self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
         self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.name: d.address for d in self.started_devices},
+                                   {d.container: d.address for d in self.started_devices},
                                    [g.name for g in self.all_ges])
         t = time.monotonic()
         self.started = True
@@ -484,6 +488,7 @@ class Runner:
             self.phases.teardown_s = round(time.monotonic() - t, 3)
         self.tuning.restore()
         if self.rd is not None:
+            dtlskey.remove(self.rd)
             self.rd.write_run(self.record())
 
     def host_record(self) -> HostRecord:

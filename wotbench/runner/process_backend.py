@@ -162,8 +162,9 @@ class ProcessBackend:
             if d.program is not None:   # a third-party server or proxy: its own command line
                 argv = [str(self.programs[d.program_key])] + d.program_args(False, d.address)[1:]
             else:
-                argv = [str(self.bins["wot-device"])] + d.args(str(d.resources), str(d.log_dir),
-                                                               f"{d.address}:{d.port}")
+                argv = [str(self.bins["wot-device"])] + d.args(
+                    str(d.resources), str(d.log_dir), f"{d.address}:{d.port}",
+                    str(d.dtls.key_file) if d.dtls else "")
             # a third-party command runs in the directory wotbench was started from, so its
             # relative paths mean what they meant to the user
             self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout,
@@ -171,7 +172,8 @@ class ProcessBackend:
                         cwd=os.getcwd() if d.program is not None else "/")
 
     def create_ge(self, g: GeRun) -> None:
-        argv = [str(self.bins["gateway-emulator"])] + g.args(str(g.trace), str(g.out_dir))
+        argv = [str(self.bins["gateway-emulator"])] + g.args(
+            str(g.trace), str(g.out_dir), str(g.dtls.key_file) if g.dtls else "")
         self.pending[g.name] = (argv, {g.cpu}, g.stdout)
 
     def start_ge(self, g: GeRun) -> None:

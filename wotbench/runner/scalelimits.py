@@ -1,12 +1,13 @@
 """Host limits a Docker run of many devices meets besides the neighbour table (see hostlimits).
 
-Every device is a container: its own threads (wot-device: main, I/O, workers) plus a
-containerd-shim with about a dozen more, a handful of file descriptors in dockerd, and a
-conntrack flow or two per GE path. The per-device costs below were measured by `make
-bench-scale` on this project's 2-core host (300 and 1100 devices: peak tasks, dockerd
-descriptors and conntrack entries divided by the device count, rounded up). A run that would
-pass a limit stops before creating anything, naming the setting and the command; `wotbench
-doctor` prints how many devices each limit carries.
+Every device is a process with its own threads (wot-device: main, I/O, workers) and a
+conntrack flow or two per GE path; every container (one device, or a pod of several:
+wotbench.pods) adds a containerd-shim with about a dozen threads and a handful of file
+descriptors in dockerd. The costs below were measured by `make bench-scale` on this project's
+2-core host (peak tasks, dockerd descriptors and conntrack entries at 300 and 1100 one-device
+containers, and at 1000 devices in 125 pods, solved for the two shares, rounded up). A run that
+would pass a limit stops before creating anything, naming the setting and the command;
+`wotbench doctor` prints how many devices each limit carries at one device per container.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from typing import Callable, Optional
 
 from wotbench.runner.hostlimits import read_int
 
-TASKS_PER_DEVICE = 20          # device threads + its containerd-shim's (measured 18-19)
-DOCKERD_FDS_PER_DEVICE = 9     # measured 8.2 (300 devices) and 8.1 (1100)
+TASKS_PER_DEVICE = 7           # a sleep device with 4 workers: ~5 threads (solved: 4.8)
+TASKS_PER_CONTAINER = 13       # its containerd-shim (one-device containers: 18-19 in all)
+DOCKERD_FDS_PER_CONTAINER = 9  # measured 8.2 (300 containers) and 8.1 (1100)
 CONNTRACK_PER_DEVICE = 3       # measured 2.3-2.8
 HOST_RESERVE = 2000            # tasks / descriptors the host and the harness keep for themselves
 
@@ -28,12 +30,16 @@ class Limit:
     setting: str
     current: int
     per_device: int
+    per_container: int
     fix: str
+
+    def need(self, devices: int, containers: int) -> int:
+        return devices * self.per_device + containers * self.per_container
 
     @property
     def devices(self) -> int:
-        """Devices this limit carries."""
-        return max(0, (self.current - HOST_RESERVE) // self.per_device)
+        """Devices this limit carries at one device per container."""
+        return max(0, (self.current - HOST_RESERVE) // (self.per_device + self.per_container))
 
 
 def dockerd_pid() -> Optional[int]:
@@ -63,22 +69,25 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int,
     """The limits this host has (those it does not expose are left out)."""
     found = [
         ("kernel.pid_max", read("/proc/sys/kernel/pid_max"), TASKS_PER_DEVICE,
-         "sysctl -w kernel.pid_max=4194304"),
+         TASKS_PER_CONTAINER, "sysctl -w kernel.pid_max=4194304"),
         ("kernel.threads-max", read("/proc/sys/kernel/threads-max"), TASKS_PER_DEVICE,
-         "sysctl -w kernel.threads-max=4194304"),
+         TASKS_PER_CONTAINER, "sysctl -w kernel.threads-max=4194304"),
         ("net.netfilter.nf_conntrack_max", read("/proc/sys/net/netfilter/nf_conntrack_max"),
-         CONNTRACK_PER_DEVICE, "sysctl -w net.netfilter.nf_conntrack_max=1048576"),
-        ("dockerd LimitNOFILE", dockerd_nofile(), DOCKERD_FDS_PER_DEVICE,
+         CONNTRACK_PER_DEVICE, 0, "sysctl -w net.netfilter.nf_conntrack_max=1048576"),
+        ("dockerd LimitNOFILE", dockerd_nofile(), 0, DOCKERD_FDS_PER_CONTAINER,
          "raise LimitNOFILE in docker.service (systemctl edit docker), then restart dockerd"),
     ]
-    return [Limit(s, cur, per, fix) for s, cur, per, fix in found if cur is not None]
+    return [Limit(s, cur, pd, pc, fix) for s, cur, pd, pc, fix in found if cur is not None]
 
 
-def too_small(devices: int, limits: list[Limit]) -> list[Limit]:
-    return [lim for lim in limits if devices > lim.devices]
+def too_small(devices: int, containers: int, limits: list[Limit]) -> list[Limit]:
+    """The limits ``devices`` in ``containers`` containers would pass."""
+    return [lim for lim in limits if lim.need(devices, containers) > lim.current - HOST_RESERVE]
 
 
-def message(devices: int, short: list[Limit]) -> str:
-    return (f"{devices} devices need more than this host allows: "
-            + "; ".join(f"{lim.setting} = {lim.current} carries about {lim.devices} devices "
-                        f"({lim.per_device} per device); fix: {lim.fix}" for lim in short))
+def message(devices: int, containers: int, short: list[Limit]) -> str:
+    return (f"{devices} devices in {containers} containers need more than this host allows: "
+            + "; ".join(f"{lim.setting} = {lim.current}, about {lim.need(devices, containers)} "
+                        f"needed ({lim.per_device} per device, {lim.per_container} per "
+                        f"container) plus {HOST_RESERVE} for the host; fix: {lim.fix}"
+                        for lim in short))

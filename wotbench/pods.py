@@ -1,0 +1,118 @@
+"""Devices per container ("pods"): which container each device runs in, and on which port.
+
+Starting a container costs the container runtime about 0.27 CPU-s on a 2-core host (dockerd,
+containerd, the shim; measured for `make bench-scale`), whatever the parallelism, so a thousand
+one-device containers need minutes. A pod is one container with one network namespace holding
+several wot-device processes (``wot-device --pod``), each its own process, threads, resource
+file and device log, listening on its own port of the pod's address.
+
+``devices[].per_container`` sets the pod size of a group; ``auto`` keeps one device per
+container (the paper's layout) up to AUTO_MAX_CONTAINERS devices and beyond that packs each
+eligible group so that the run needs about AUTO_MAX_CONTAINERS containers. Not eligible (always
+one per container): third-party servers and external endpoints (wotbench.byo), and a group with
+``network:`` impairments applied by tc (netem/pumba act on a container's link, so a rate limit
+would be shared by the pod's devices); the ``app`` impairment backend is per device and allows
+pods.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol, Sequence
+
+from .addressing import device_name
+
+
+# What this module reads of a wotbench.config.Config (which checks per_container with it, so
+# it cannot import the config module).
+class DeviceGroup(Protocol):
+    group: str
+    count: int
+    per_container: Any          # 'auto' | int
+    network: Optional[Any]
+
+    @property
+    def third_party(self) -> bool: ...
+
+
+class _Network(Protocol):
+    backend: str
+
+
+class Config(Protocol):
+    devices: Sequence[DeviceGroup]
+    network: _Network
+
+    @property
+    def total_devices(self) -> int: ...
+
+AUTO_MAX_CONTAINERS = 128   # ~35 CPU-s of container starts here: 1000 devices ready in < 70 s
+MAX_PER_CONTAINER = 64      # one wot-device per port, each with its own threads
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one device runs."""
+    container: str        # its container: its own name, or its pod's
+    address_index: int    # position in the address layout (wotbench.addressing.host_address)
+    port_offset: int      # added to the base port: 0 .. pod size - 1
+
+
+def pod_name(group: str, index: int) -> str:
+    """Container name of pod ``index`` (0-based) of ``group``; never a device name, which
+    always ends in ``-<digits>``."""
+    return f"{group}-pod{index}"
+
+
+def eligible(cfg: Config, g: DeviceGroup) -> bool:
+    """May this group share containers (see the module docstring)?"""
+    return not ineligible_why(cfg, g)
+
+
+def ineligible_why(cfg: Config, g: DeviceGroup) -> str:
+    """Why this group runs one device per container ('' when it may share)."""
+    if g.third_party:
+        return ("third-party servers and external endpoints run one per container "
+                "(or are not started)")
+    if g.network is not None and cfg.network.backend != "app":
+        return ("its network impairments are applied by tc to a container's link, which a pod's "
+                "devices would share; set network.backend: app (per device) or per_container: 1")
+    return ""
+
+
+def group_sizes(cfg: Config) -> list[int]:
+    """Devices per container of every group, ``auto`` resolved."""
+    total = cfg.total_devices
+    auto = 1 if total <= AUTO_MAX_CONTAINERS else min(math.ceil(total / AUTO_MAX_CONTAINERS),
+                                                      MAX_PER_CONTAINER)
+    out = []
+    for g in cfg.devices:
+        k = g.per_container
+        out.append(int(k) if k != "auto" else (auto if eligible(cfg, g) else 1))
+    return out
+
+
+def slots(cfg: Config) -> list[Slot]:
+    """Every device's slot, in config order (the order of ``Config.device_names``)."""
+    out: list[Slot] = []
+    index = 0
+    for g, k in zip(cfg.devices, group_sizes(cfg)):
+        for i in range(g.count):
+            j, pos = divmod(i, k)
+            alone = k == 1
+            out.append(Slot(container=device_name(g.group, i) if alone else pod_name(g.group, j),
+                            address_index=index, port_offset=pos))
+            if pos == k - 1 or i == g.count - 1:
+                index += 1
+    return out
+
+
+def address_count(cfg: Config) -> int:
+    """Addresses the devices use (the CD node takes the next one)."""
+    s = slots(cfg)
+    return s[-1].address_index + 1 if s else 0
+
+
+def containers(cfg: Config) -> int:
+    """How many containers the devices need."""
+    return len({s.container for s in slots(cfg)})

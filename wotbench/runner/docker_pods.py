@@ -1,0 +1,78 @@
+"""Pods in the Docker backend: several wot-devices in one container (wotbench.pods).
+
+A pod's container runs ``wot-device --pod -- ARGS -- ARGS ...``: one process per device, each
+with its own resource file and log directory mounted at ``/res/<device>.csv`` and
+``/logs/<device>``, listening on its own port of the pod's address. Its limits are the sum of
+its devices' limits; its cpuset is the union of theirs (the plan puts a pod on one core when
+devices are pinned)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from wotbench.plan import cpuset_str, parse_cpuset
+from wotbench.runner.components import DeviceRun
+from wotbench.runner.containers import Spec
+from wotbench.runner.dtlskey import KEY_IN
+
+RES_DIR_IN, LOGS_DIR_IN = "/res", "/logs"
+PIDS_PER_DEVICE = 64       # as a one-device container: the device's threads plus headroom
+
+
+def group_by_container(devices: Sequence[DeviceRun]) -> dict[str, list[DeviceRun]]:
+    """Container name -> the devices it runs, in order."""
+    out: dict[str, list[DeviceRun]] = {}
+    for d in devices:
+        out.setdefault(d.container, []).append(d)
+    return out
+
+
+def is_pod(container: str, members: Sequence[DeviceRun]) -> bool:
+    return len(members) > 1 or members[0].name != container
+
+
+def pod_spec(container: str, members: Sequence[DeviceRun], image: str,
+             networks: dict[str, str]) -> Spec:
+    command = ["--pod"]
+    binds: dict[Path, tuple[str, str]] = {}
+    for d in members:
+        res_in, logs_in = f"{RES_DIR_IN}/{d.name}.csv", f"{LOGS_DIR_IN}/{d.name}"
+        command += ["--", *d.args(res_in, logs_in, f"0.0.0.0:{d.port}", KEY_IN)]
+        binds[d.resources] = (res_in, "ro")
+        binds[d.log_dir] = (logs_in, "rw")
+        if d.dtls:   # one key file for the run, mounted read-only once
+            binds[d.dtls.key_file] = (KEY_IN, "ro")
+    cores = sorted({c for d in members for c in parse_cpuset(d.cpuset)})
+    quotas = [d.cpu_quota for d in members if d.cpu_quota]
+    memory = [d.memory_mb for d in members if d.memory_mb]
+    return Spec(name=container, role="device", image=image, command=command,
+                cpuset=cpuset_str(cores), networks=networks, binds=binds,
+                cpu_quota=sum(quotas) if quotas else None,
+                memory_mb=sum(memory) if memory else None,
+                pids_limit=sum(PIDS_PER_DEVICE + d.threads for d in members))
+
+
+def member_pids(init_pid: int, proc: Path = Path("/proc")) -> dict[str, int]:
+    """Device name -> pid of the pod's device processes (children of the pod's init, each
+    started with ``--name NAME``)."""
+    out: dict[str, int] = {}
+    try:
+        children = (proc / str(init_pid) / "task" / str(init_pid) / "children").read_text().split()
+    except OSError:
+        return out
+    for c in children:
+        name = _name_arg(proc / c / "cmdline")
+        if name:
+            out[name] = int(c)
+    return out
+
+
+def _name_arg(cmdline: Path) -> Optional[str]:
+    try:
+        argv = cmdline.read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for i, a in enumerate(argv[:-1]):
+        if a == b"--name":
+            return argv[i + 1].decode("utf-8", "replace")
+    return None
