@@ -278,7 +278,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
             if (c->method == M_OBSERVE && c->ep == ep && c->sock == sock &&
                 (c->flags & RF_SENT)) { /* registration response, notification or cancel reply */
                 int reply;
-                r = observe_on_message(g, idx, type, mid, L->pdu, t, &reply);
+                r = observe_on_message(g, idx, type, mid, L->pdu, t, kt, &reply);
                 if (type == COAP_MESSAGE_CON)
                     send_empty(g, sock, reply, mid, src, srclen);
                 if (r && !(r->flags & RF_DONE)) {

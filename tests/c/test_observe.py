@@ -142,6 +142,9 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
         key = (tok[int(n["observation"])], int(n["seq"]))
         assert key in emitted
         assert 0 < start + int(n["received_ns"]) - emitted[key] < 1_000_000_000  # shared host: loose
+        # the kernel's receive stamp: after the emission, not after the loop's reading
+        kern = int(n["received_kernel_ns"])
+        assert emitted[key] < start + kern and kern <= int(n["received_ns"])
     assert [r["kind"] for r in dev].count("cancel") == 2
     assert d.summary()["observe"]["cancels"] == 2
 
