@@ -283,7 +283,7 @@ static void handle(loop_t *L, int sock, const uint8_t *d, size_t len,
                     send_empty(g, sock, reply, mid, src, srclen);
                 if (r && !(r->flags & RF_DONE)) {
                     r->code = (uint8_t)code;
-                    r->recv_ns = t - g->start_mono;
+                    set_received(L, r, t, kt);
                     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
                 }
                 return;

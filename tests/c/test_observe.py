@@ -118,6 +118,8 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
     req = read_csv(out / "requests.csv")
     assert [r["method"] for r in req] == ["OBSERVE", "OBSERVE", "GET", "CANCEL", "CANCEL"]
     assert all(r["outcome"] == "ok" and r["code"] == "2.05" for r in req)
+    # registration and cancel responses carry the kernel receive stamp like any response
+    assert all(0 < int(r["received_kernel_ns"]) <= int(r["received_ns"]) for r in req)
     notes = read_csv(out / "notifications.csv")
     summary = json.loads((out / "summary.json").read_text())
     obs = json.loads((out / "observe.json").read_text())
