@@ -117,7 +117,7 @@ def device_run(d: Path, n_obs: int, period_us: int, mtype: str, secs: float) -> 
     ge = d / "ge"
     summ = json.loads((ge / "summary.json").read_text())
     dsum = json.loads((d / "device-summary.json").read_text())
-    return device_step(pd.read_csv(ge / "notifications.csv"),
+    return device_step(pd.read_csv(ge / "notifications.csv", dtype={"flags": str}),
                        pd.read_csv(d / "notify-log.csv", dtype={"token": str}),
                        pd.read_csv(ge / "requests.csv"), int(summ["token_salt"], 16),
                        int(summ["start_mono_ns"]), period_us * 1e3,
