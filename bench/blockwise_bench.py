@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,16 +37,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-from floor_bench import PP_BIN, build as build_floor_tools  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import (CLIENT_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU, build,  # noqa: E402
+                          host_line, pingpong, q, stop)
 
-GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
-DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
-BW_BIN = HERE / "build" / "bw_client"
-CLIENT_CPU, SERVER_CPU = "0", "1"
-HOST, DEV_PORT, LC_PORT, PP_PORT = "127.0.0.1", 17201, 17202, 17203
+BW_BIN = Path(__file__).resolve().parent / "build" / "bw_client"
+DEV_PORT, LC_PORT, PP_PORT = 17201, 17202, 17203
 SIZES_KIB = (1, 4, 16, 64)
 BLOCKS = (1024, 64)
 LOSS_CELLS = (("get", 16), ("put", 16), ("get", 64))     # (op, KiB) at 1024-byte blocks
@@ -56,34 +51,9 @@ LOSS_CELLS = (("get", 16), ("put", 16), ("get", 64))     # (op, KiB) at 1024-byt
 IDLE_MS = 10
 
 
-def build() -> None:
-    build_floor_tools()            # wot-device, gateway-emulator, udp_pingpong
-    src = HERE / "bw_client.c"
-    if not BW_BIN.exists() or BW_BIN.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
-                        f"-I{ROOT / 'common'}", "-I/usr/include/coap3", "-o", str(BW_BIN), str(src),
-                        "-l:libcoap-3-notls.a"], check=True, stderr=subprocess.DEVNULL)
-
-
-def q(v, p: float) -> float:
-    v = np.asarray(v, float)
-    v = v[~np.isnan(v)]
-    return float(np.quantile(v, p)) if len(v) else float("nan")
-
-
 def n_for(blocks: int, n: int) -> int:
     """Fewer transfers for the long ones (1024 blocks of 64 bytes take ~0.1 s each)."""
     return max(5, min(n, 3000 // blocks))
-
-
-def _stop(p: subprocess.Popen) -> None:
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 class Server:
@@ -122,7 +92,7 @@ class Server:
         return f"g{kib}k" if op == "get" else "w"
 
     def stop(self) -> None:
-        _stop(self.p)
+        stop(self.p)
 
 
 def bw_client(srv: Server, op: str, kib: int, bs: int, n: int, timeout_s: int,
@@ -172,19 +142,6 @@ def ge_cells(srv: Server, d: Path, cells: list[tuple[str, int]], bs: int, n: int
     req["cell"] = which
     req.loc[~req["ok"], "ms"] = np.nan
     return {c: g[["ms", "ok", "retx"]].reset_index(drop=True) for c, g in req.groupby("cell")}
-
-
-def pingpong(n: int) -> np.ndarray:
-    echo = subprocess.Popen(["taskset", "-c", SERVER_CPU, str(PP_BIN), "echo", HOST, str(PP_PORT)])
-    try:
-        time.sleep(0.2)
-        out = subprocess.run(["taskset", "-c", CLIENT_CPU, str(PP_BIN), "ping", HOST, str(PP_PORT),
-                              str(n), "0"], capture_output=True, text=True, timeout=n + 30)
-    finally:
-        echo.kill()
-        echo.wait()
-    k = [int(line.split()[0]) for line in out.stdout.splitlines() if line.strip()]
-    return np.array([x / 1e3 for x in k if x >= 0][n // 10:])
 
 
 def clean_runs(tmp: Path, n: int, sizes: tuple[int, ...]) -> list[dict]:
@@ -268,15 +225,12 @@ def main() -> int:
     if not shutil.which("coap-server-notls"):
         print("blockwise bench: coap-server-notls (libcoap3-bin) missing: make build installs it")
         return 1
-    build()
-    l0 = os.getloadavg()
-    print(f"blockwise bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-          f"{l0[0]:.2f} {l0[1]:.2f} {l0[2]:.2f}; client core {CLIENT_CPU}, server core "
-          f"{SERVER_CPU}; CON, one transfer at a time", flush=True)
+    build(("bw_client", "-l:libcoap-3-notls.a"))
+    print(host_line("blockwise bench") + "; CON, one transfer at a time", flush=True)
     sizes = (1, 16) if a.quick else SIZES_KIB
     with tempfile.TemporaryDirectory(prefix="wb-blockwise-") as td:
         tmp = Path(td)
-        pp = pingpong(300)
+        pp = pingpong(PP_PORT, 300, 0)
         pp50 = q(pp, 0.5)
         rows = clean_runs(tmp, a.n, sizes)
         lrows = [] if (a.quick or a.no_loss) else loss_runs(tmp, a.loss_n, a.loss_timeout)

@@ -47,12 +47,6 @@ class Step:
     trigger_us: np.ndarray = field(repr=False, default_factory=lambda: np.array([]))
 
 
-def q(v: np.ndarray, p: float) -> float:
-    v = np.asarray(v, float)
-    v = v[~np.isnan(v)]
-    return float(np.quantile(v, p)) if len(v) else float("nan")
-
-
 def share_exceeds_p(k: int, n: int, share: float = MAX_BAD_SHARE) -> float:
     """One-sided binomial p-value of k or more bad out of n if the true bad share were `share`."""
     if n <= 0 or k <= 0:

@@ -34,50 +34,26 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-from floor_bench import PP_BIN, build as build_floor_tools  # noqa: E402
-from notify_stats import Step, device_step, judge, probe_step, q  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import (CLIENT_CPU as LOAD_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU,  # noqa: E402
+                          build, host_line, pingpong, q, stop)
+from notify_stats import Step, device_step, judge, probe_step  # noqa: E402
 
-GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
-DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
-PROBE_BIN = HERE / "build" / "obs_probe"
-LOAD_CPU, SERVER_CPU = "0", "1"
-HOST, DEV_PORT, LC_PORT, PP_PORT = "127.0.0.1", 17101, 17102, 17103
+PROBE_BIN = Path(__file__).resolve().parent / "build" / "obs_probe"
+DEV_PORT, LC_PORT, PP_PORT = 17101, 17102, 17103
 OBS_HEADER = ("path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,"
               "notify_jitter_us,notify_service_us,notify_type,max_age_s\n")
 RATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000)   # 1 observer: per s
 FANOUT_STEPS = (10, 50, 100, 200, 500, 1000)                           # at 100 triggers/s
 FANOUT_RATE = 100
-
-
-def build() -> None:
-    build_floor_tools()            # wot-device, gateway-emulator, udp_pingpong
-    src = HERE / "obs_probe.c"
-    if not PROBE_BIN.exists() or PROBE_BIN.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'common'}",
-                        "-o", str(PROBE_BIN), str(src)], check=True)
-
-
-def _stop(p: subprocess.Popen) -> None:
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _wait_ready(d: Path, p: subprocess.Popen) -> None:
@@ -113,7 +89,7 @@ def device_run(d: Path, n_obs: int, period_us: int, mtype: str, secs: float) -> 
         if r.returncode != 0:
             raise RuntimeError(f"gateway-emulator exited {r.returncode}: {r.stderr.strip()}")
     finally:
-        _stop(dev)
+        stop(dev)
     ge = d / "ge"
     summ = json.loads((ge / "summary.json").read_text())
     dsum = json.loads((d / "device-summary.json").read_text())
@@ -135,7 +111,7 @@ def libcoap_run(d: Path, n_obs: int, rate: int, mtype: str, secs: float) -> Step
                               "example_data", str(n_obs), str(rate), str(secs), str(d / "p.csv")],
                              capture_output=True, text=True, timeout=secs + 30, check=True)
     finally:
-        _stop(srv)
+        stop(srv)
     registered, puts, _, _ = (int(x) for x in out.stdout.split())
     if registered < n_obs:
         raise RuntimeError(f"libcoap server: {registered} of {n_obs} observers registered")
@@ -163,14 +139,6 @@ def series(tmp: Path, impl: str, mtype: str, kind: str, secs: float, quick: bool
     return rows
 
 
-def pingpong(n: int, gap_us: int) -> "np.ndarray":
-    """Raw UDP round trips (µs), send call to the reply's kernel stamp; the first 10 % dropped."""
-    out = subprocess.run(["taskset", "-c", LOAD_CPU, str(PP_BIN), "ping", HOST, str(PP_PORT),
-                          str(n), str(gap_us)], capture_output=True, text=True, timeout=n + 30)
-    k = [int(line.split()[0]) for line in out.stdout.splitlines() if line.strip()]
-    return np.array([x / 1e3 for x in k if x >= 0][n // 10:])
-
-
 # ----------------------------------------------------------------------------- cross-checks
 
 def coap_client_check(tmp: Path, period_us: int, secs: int) -> str:
@@ -184,7 +152,7 @@ def coap_client_check(tmp: Path, period_us: int, secs: int) -> str:
                             str(secs + 2), "-v", "0", "-w", f"coap://{HOST}:{DEV_PORT}/o"],
                            capture_output=True, text=True, timeout=secs + 20)
     finally:
-        _stop(dev)
+        stop(dev)
     got = sum(1 for line in r.stdout.splitlines() if line.strip())
     emitted = json.loads((d / "device-summary.json").read_text())["observe"]["notifications"]
     return (f"coap-client-notls -s {secs} at {1e6 / period_us:.0f}/s (NON): printed {got} values, "
@@ -222,7 +190,7 @@ def aiocoap_check(tmp: Path, period_us: int, count: int) -> str:
     except asyncio.TimeoutError:
         pass
     finally:
-        _stop(dev)
+        stop(dev)
     log = pd.read_csv(d / "notify-log.csv", dtype={"token": str})
     emit = dict(zip(log.loc[log["kind"] == "notify", "seq"].astype(int), log.loc[log["kind"] == "notify", "emit_ns"]))
     lat = pd.Series([(t - emit[s]) / 1e3 for s, t in recv if s in emit])
@@ -273,22 +241,13 @@ def main() -> int:
     if not shutil.which("coap-server-notls"):
         print("observe bench: coap-server-notls (libcoap3-bin) missing: make build installs it")
         return 1
-    build()
+    build(("obs_probe",))
     types = [t for t in a.types.split(",") if t]
-    l0 = os.getloadavg()
-    print(f"observe bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
-          f"{l0[0]:.2f} {l0[1]:.2f} {l0[2]:.2f}; load generator core {LOAD_CPU}, server core "
-          f"{SERVER_CPU}; {a.seconds:g} s per step", flush=True)
+    print(host_line("observe bench") + f"; {a.seconds:g} s per step", flush=True)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="wb-observe-") as td:
         tmp = Path(td)
-        echo = subprocess.Popen(["taskset", "-c", SERVER_CPU, str(PP_BIN), "echo", HOST, str(PP_PORT)])
-        try:
-            time.sleep(0.2)
-            pp = pingpong(300, 1000)
-        finally:
-            echo.kill()
-            echo.wait()
+        pp = pingpong(PP_PORT, 300, 1000)
         pp_load = os.getloadavg()[0]
         for mtype in types:
             for kind in ("rate", "fan-out"):
