@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import hostlock   # bench/hostlock.py
+from bench_common import q, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 GE_DIR = ROOT / "gateway-emulator"
@@ -38,11 +39,6 @@ GE_CPU, SRV_CPU = "1", "0"
 
 def load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
-
-
-def pct(v: list[float], q: float) -> float:
-    s = sorted(v)
-    return s[max(0, min(len(s) - 1, int(q * len(s) + 0.999999999) - 1))] if s else float("nan")
 
 
 def write_trace(path: Path, scheme: str, rate: int, n: int) -> Path:
@@ -112,8 +108,7 @@ class Server:
         return self
 
     def __exit__(self, *exc):
-        self.p.terminate()
-        self.p.wait(10)
+        stop(self.p)
 
 
 def bench(a) -> int:
@@ -138,9 +133,9 @@ def bench(a) -> int:
                   libcoap_client("hs", HOST, "5684", "dtls", str(n_hs)).splitlines()]
         hs = [float(x[1]) for x in lc if float(x[1]) > 0]
         lc_load = load()
-        rows.append(("handshake p50 (µs)", f"{d['handshake_p50_us']:.0f}", f"{pct(hs, .5):.0f}",
+        rows.append(("handshake p50 (µs)", f"{d['handshake_p50_us']:.0f}", f"{q(hs, .5):.0f}",
                      f"{ge_load} / {lc_load}"))
-        rows.append(("handshake p99 (µs)", f"{d['handshake_p99_us']:.0f}", f"{pct(hs, .99):.0f}",
+        rows.append(("handshake p99 (µs)", f"{d['handshake_p99_us']:.0f}", f"{q(hs, .99):.0f}",
                      f"{ge_load} / {lc_load}"))
         rows.append(("handshake p50/p99 (µs), GE --wait busy", f"{db['handshake_p50_us']:.0f}/"
                      f"{db['handshake_p99_us']:.0f}", "-", load()))
@@ -153,8 +148,8 @@ def bench(a) -> int:
             rt = [(int(r["received_ns"]) - int(r["sent_ns"])) / 1e3 for r in csv.DictReader(f)
                   if r["outcome"] == "ok"]
         first = [float(x[3]) for x in lc if float(x[3]) > 0]
-        rows.append(("per-request: R after handshake p50 (µs) / libcoap first response", f"{pct(rt, .5):.0f}",
-                     f"{pct(first, .5):.0f} (incl. handshake)", load()))
+        rows.append(("per-request: R after handshake p50 (µs) / libcoap first response", f"{q(rt, .5):.0f}",
+                     f"{q(first, .5):.0f} (incl. handshake)", load()))
         # coap-client-openssl, the binary: coaps:// minus coap:// wall time
         n_inv = 10 if a.quick else 30
         with Server():

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from wotbench.analysis import decomposition as decomp  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import q, stop as _stop  # noqa: E402
 
 GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
 DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
@@ -57,11 +59,6 @@ def build() -> None:
         subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                         f"-I{ROOT / 'common'}", "-static", "-o", str(PP_BIN), str(src)],
                        check=True, stderr=subprocess.DEVNULL)
-
-
-def q(v: np.ndarray, p: float) -> float:
-    v = v[~np.isnan(v)]
-    return float(np.quantile(v, p)) if len(v) else float("nan")
 
 
 # ----------------------------------------------------------------------------- ping-pong
@@ -124,15 +121,6 @@ def split_frame(ge_out: Path, log_csv: Path, resources) -> pd.DataFrame:
     out = decomp.split(frame, matched, s_ms)
     out["path"] = req["path"].to_numpy()[out["row"].to_numpy()]
     return out.iloc[len(out) // 10:]          # drop the first 10 %: warm-up
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def loopback_device(d: Path, resources, mode: str, n: int, gap_ms: float) -> pd.DataFrame:

@@ -17,6 +17,10 @@ BENCHES = [
      ["floor_bench.py"]),
     ("DTLS: device CPU per request with and without DTLS, vs coap-server-openssl",
      ["dtls_device_bench.py"]),
+    ("Observe: notifications/s and notification latency, wot-device vs libcoap's coap-server",
+     ["observe_bench.py"]),
+    ("block-wise transfer time vs payload, GE/wot-device vs libcoap; under 1 % loss",
+     ["blockwise_bench.py"]),
     ("DTLS: handshake time and req/s with and without DTLS, GE vs libcoap's client",
      ["dtls_bench.py"]),
 ]

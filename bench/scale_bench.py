@@ -139,9 +139,11 @@ def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "au
         s = json.loads(sfile.read_text())
         loss = s.get("loss") or {}
         ge = (s.get("ge_integrity") or {}).get("per_ge", {}).get("ge-0", {})
+        cd = (s.get("ge_integrity") or {}).get("cd_ge") or {}
         row.update({"requests": s["overall"].get("requests"), "testbed_loss": loss.get("testbed"),
                     "ge_kept_up": ge.get("kept_up"), "late_share": ge.get("late_share"),
                     "late_abs_share": ge.get("late_abs_share"),
+                    "cd_late_abs_share": cd.get("late_abs_share"),
                     "verdict": s["verdict"]["status"]})
     return row
 
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nscale bench, {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, "
           f"run dirs under {out}, per_container {a.per_container}")
     head = ("| devices | containers | start (s) | devices/s | ready (s) | warm-up (s) | requests | lost in testbed | GE kept up"
-            " (late share) | > 1 ms late | verdict | stop (s) | teardown (s) | left behind |"
+            " (late share) | > 1 ms late (GE / CD-GE) | verdict | stop (s) | teardown (s) | left behind |"
             " host MiB/device | backlog drops | neighbour / conntrack / tasks / dockerd fds (peak) |"
             " load before→after | exit |")
     print(head)
@@ -186,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
               f" | {_fmt(r.get('warmup_s'), '.1f')} | {_fmt(r.get('requests'))}"
               f" | {_fmt(r.get('testbed_loss'))} | {_fmt(r.get('ge_kept_up'))}"
               f" ({_fmt(r.get('late_share'), '.2%')}) | {_fmt(r.get('late_abs_share'), '.2%')}"
+              f" / {_fmt(r.get('cd_late_abs_share'), '.2%')}"
               f" | {_fmt(r.get('verdict'))} | {_fmt(r.get('stop_s'), '.1f')}"
               f" | {_fmt(r.get('teardown_s'), '.1f')} | {_fmt(r.get('leftovers'))}"
               f" | {r['mem_per_device_mib']:.1f} | {r['backlog_drops']} | {r['neigh']} / {r['conntrack']} / {r['tasks']}"

@@ -170,7 +170,7 @@ uint32_t observe_token_index(const ge_t *g, uint32_t idx); /* a CANCEL uses its 
 /* a message carrying an OBSERVE's token: the request it finishes (or NULL) and, for a CON
  * message, the reply type (ACK, or RST after the cancel) */
 req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu,
-                          int64_t t, int *reply);
+                          int64_t t, int64_t kt, int *reply);
 int observe_write(const ge_t *g); /* notifications.csv + observe.json; 0 ok, 1 failure */
 
 /* block.c (RFC 7959 block-wise transfer; see README "Block-wise transfer") */

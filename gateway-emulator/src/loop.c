@@ -291,12 +291,12 @@ static void handle_coap(loop_t *L, int sock, const uint8_t *d, size_t len,
             if (c->method == M_OBSERVE && c->ep == ep && c->sock == sock &&
                 (c->flags & RF_SENT)) { /* registration response, notification or cancel reply */
                 int reply;
-                r = observe_on_message(g, idx, type, mid, L->pdu, t, &reply);
+                r = observe_on_message(g, idx, type, mid, L->pdu, t, kt, &reply);
                 if (type == COAP_MESSAGE_CON)
                     send_empty(g, sock, ep, reply, mid, src, srclen);
                 if (r && !(r->flags & RF_DONE)) {
                     r->code = (uint8_t)code;
-                    r->recv_ns = t - g->start_mono;
+                    set_received(L, r, t, kt);
                     finish(L, r, (code >> 5) == 2 ? O_OK : O_ERROR);
                 }
                 return;

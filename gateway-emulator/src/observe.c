@@ -28,10 +28,11 @@
 enum { NF_AFTER_CANCEL = 1, NF_REORDERED = 2, NF_DUPLICATE = 4, NF_FIRST = 8 };
 
 typedef struct {
-    int64_t recv_ns; /* relative to the start instant */
-    uint32_t obs;    /* the OBSERVE request's index */
-    uint32_t seq;    /* Observe option value */
-    uint8_t type, code, flags, pad[5];
+    int64_t recv_ns;     /* read by the loop (user space), relative to the start instant */
+    uint32_t obs;        /* the OBSERVE request's index */
+    uint32_t seq;        /* Observe option value */
+    uint32_t rx_wait_ns; /* recv_ns - the kernel receive stamp (saturated), with has_kstamp */
+    uint8_t type, code, flags, has_kstamp;
 } notif_t;
 
 typedef struct {
@@ -187,7 +188,7 @@ static uint8_t order(struct observe_s *S, obs_t *o, uint32_t seq) {
 }
 
 req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu_v,
-                          int64_t t, int *reply) {
+                          int64_t t, int64_t kt, int *reply) {
     struct observe_s *S = g->obs;
     const coap_pdu_t *pdu = pdu_v;
     req_t *r = &g->reqs[idx];
@@ -228,6 +229,10 @@ req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const v
     if (S->nrec < S->cap) {
         notif_t *n = &S->rec[S->nrec++];
         n->recv_ns = t - g->start_mono;
+        /* the kernel stamp: a burst of notifications read in one recvmmsg() batch shares t */
+        int64_t w = t - kt;
+        n->has_kstamp = kt > 0;
+        n->rx_wait_ns = kt <= 0 || w <= 0 ? 0 : w >= UINT32_MAX ? UINT32_MAX : (uint32_t)w;
         n->obs = idx;
         n->seq = seq;
         n->type = (uint8_t)type;
@@ -249,7 +254,7 @@ int observe_write(const ge_t *g) {
     if (!f)
         goto fail;
     static const char *TYPE[] = {"con", "non", "ack", "rst"};
-    fputs("observation,device,path,seq,received_ns,type,code,flags\n", f);
+    fputs("observation,device,path,seq,received_ns,type,code,flags,received_kernel_ns\n", f);
     for (size_t i = 0; i < S->nrec; i++) {
         const notif_t *n = &S->rec[i];
         const req_t *r = &g->reqs[n->obs];
@@ -262,7 +267,10 @@ int observe_write(const ge_t *g) {
             fputs(first ? "reordered" : "|reordered", f), first = 0;
         if (n->flags & NF_DUPLICATE)
             fputs(first ? "duplicate" : "|duplicate", f);
-        fputc('\n', f);
+        if (n->has_kstamp)
+            fprintf(f, ",%lld\n", (long long)(n->recv_ns - (int64_t)n->rx_wait_ns));
+        else
+            fputs(",\n", f);
     }
     if (ferror(f) | (fclose(f) != 0))
         goto fail;

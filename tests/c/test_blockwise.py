@@ -4,6 +4,7 @@ import asyncio
 import csv
 import json
 import math
+import os
 import subprocess
 from pathlib import Path
 
@@ -141,3 +142,27 @@ def test_ge_blockwise_retransmits_lost_blocks(ge_bin, device_bin, tmp_path):
     # the GE's ACKs to the 4 separate first-block responses (libcoap resends those)
     assert sum(int(b["retransmissions"]) for b in bw) >= imp["dropped_in"] - len(req)
     assert [int(r["retransmissions"]) for r in req] == [int(b["retransmissions"]) for b in bw]
+
+
+def _cpu_s(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")     # utime + stime
+
+
+def test_device_block2_cost_does_not_grow_with_the_body(ge_bin, device_bin, tmp_path):
+    """Serving one block must cost O(block), not O(body): libcoap 4.3.1's
+    coap_add_data_blocked_response() hashes the whole body for the ETag of every block, which
+    made a 1 MiB GET in 1 KiB blocks cost the device ~4 s of CPU (1024 x 1 MiB hashed).
+    CPU time, not wall time, so a loaded host does not decide it."""
+    with Device(device_bin, tmp_path, "mib,0,sleep,1048576\n") as d:
+        u = f"coap://{d.addr[0]}:{d.addr[1]}"
+        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", f"{u}/mib")])
+        cpu0 = _cpu_s(d.proc.pid)
+        p = run_ge(ge_bin, trace, tmp_path / "ge", "--block-size", "1024", "--timeout-ms", "30000",
+                   timeout=60)
+        cpu = _cpu_s(d.proc.pid) - cpu0
+        assert d.stop() == 0
+    assert p.returncode == 0, p.stderr
+    bw = read_csv(tmp_path / "ge" / "blockwise.csv")
+    assert int(bw[0]["blocks"]) == 1024 and int(bw[0]["body_bytes"]) == 1048576
+    assert cpu < 1.0, f"the device spent {cpu:.2f} s of CPU on 1024 blocks"

@@ -118,6 +118,8 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
     req = read_csv(out / "requests.csv")
     assert [r["method"] for r in req] == ["OBSERVE", "OBSERVE", "GET", "CANCEL", "CANCEL"]
     assert all(r["outcome"] == "ok" and r["code"] == "2.05" for r in req)
+    # registration and cancel responses carry the kernel receive stamp like any response
+    assert all(0 < int(r["received_kernel_ns"]) <= int(r["received_ns"]) for r in req)
     notes = read_csv(out / "notifications.csv")
     summary = json.loads((out / "summary.json").read_text())
     obs = json.loads((out / "observe.json").read_text())
@@ -142,6 +144,9 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
         key = (tok[int(n["observation"])], int(n["seq"]))
         assert key in emitted
         assert 0 < start + int(n["received_ns"]) - emitted[key] < 1_000_000_000  # shared host: loose
+        # the kernel's receive stamp: after the emission, not after the loop's reading
+        kern = int(n["received_kernel_ns"])
+        assert emitted[key] < start + kern and kern <= int(n["received_ns"])
     assert [r["kind"] for r in dev].count("cancel") == 2
     assert d.summary()["observe"]["cancels"] == 2
 
@@ -261,3 +266,24 @@ def test_ge_non_notifications(ge_bin, device_bin, tmp_path):
     assert len(notes) >= 5 and {n["type"] for n in notes} == {"non"}
     obs = json.loads((tmp_path / "ge" / "observe.json").read_text())
     assert obs["acks_sent"] == obs["rsts_sent"] == 0
+
+
+def test_device_logs_non_registration_as_register(device_bin, tmp_path):
+    """libcoap 4.3.1 answers a NON request with the request's own message ID, as a notification
+    carries its stored request's: a NON registration must still be logged as a registration (a
+    'notify' row would have no tick and look lost to the analysis)."""
+    rows = "n,0,sleep,4,deterministic,20000,0,0,non,1\n"
+    with obs_device(device_bin, tmp_path, rows) as d:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(2)
+        # NON GET, token 4 bytes, Observe (6) = 0 (empty), Uri-Path (delta 5) "n"
+        s.sendto(bytes([0x54, 0x01, 0x12, 0x34]) + b"tokn" + bytes([0x60, 0x51]) + b"n", d.addr)
+        first = s.recvfrom(2048)[0]
+        time.sleep(0.15)
+        s.close()
+        assert d.stop() == 0
+    assert parse(first)[:3] == (NON, 0x45, 0x1234)     # libcoap: the request's own MID
+    log = read_csv(d.dir / "notify-log.csv")
+    assert log[0]["kind"] == "register" and log[0]["tick_ns"] == ""
+    assert all(x["kind"] == "notify" and x["tick_ns"] != "" for x in log[1:]) and len(log) > 1
+    assert d.summary()["observe"]["registrations"] == 1

@@ -145,6 +145,19 @@ def test_analysis_latency_loss_rate_and_rd(tmp_path):
     assert len(series["notify_latency"]) == 3 and series["notify_latency_cdf"]["cdf"].iloc[-1] == 1
 
 
+def test_analysis_latency_uses_the_kernel_stamp_where_recorded(tmp_path):
+    # one batch read at 900 µs after emission (user space); the kernel stamps say 100 and 300 µs;
+    # the third notification has no kernel stamp: its user-space reading is used
+    emit = pd.DataFrame({"seq": [3, 4, 5], "emit": [500_000_000, 1_000_000_000, 1_500_000_000]})
+    notes = pd.DataFrame({"observation": 0, "device": 0, "path": "r0?o=0", "seq": [3, 4, 5],
+                          "received_ns": emit.emit.to_numpy() + 900_000, "type": "con",
+                          "code": "2.05", "flags": "",
+                          "received_kernel_ns": [500_100_000, 1_000_300_000, np.nan]})
+    block, _ = obsm.analyse(_run(tmp_path, notes, emit), ["s-0"])
+    b = ObserveBlock.model_validate(block)
+    assert b.latency_ms.p50 == pytest.approx(0.3) and b.latency_ms.max == pytest.approx(0.9)
+
+
 def test_analysis_tells_device_coalescing_from_loss(tmp_path):
     # the device never emitted seq 4 to this observer (coalesced): a GE gap, not a loss
     emit = pd.DataFrame({"seq": [3, 5], "emit": [500_000_000, 1_000_000_000]})

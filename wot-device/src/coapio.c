@@ -128,7 +128,7 @@ static void hnd_resource(coap_resource_t *r, coap_session_t *s, const coap_pdu_t
         finish(a, r, s, req, query, resp);
         return;
     }
-    if (observe_handle(r, req, resp))  /* Observe registration/cancel/notification */
+    if (observe_handle(r, s, req, resp))  /* Observe registration/cancel/notification */
         return;
     if (block_continue(coap_resource_get_userdata(r), req, resp)) /* block-wise follow-up */
         return;

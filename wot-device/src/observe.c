@@ -10,12 +10,15 @@
  * instant (taken in the handler, right before libcoap's sendmsg).
  *
  * Telling a notification from a new request in the handler (libcoap 4.3.1 passes the same
- * handler both): libcoap builds a notification with the type CON or NON and copies its new
- * message ID into the stored request (resource.c coap_notify_observers), whereas the response
- * to a CON request is an ACK and the response to a NON request gets a fresh message ID. So
- * "response not an ACK and request MID == response MID" marks a notification. (A NON
- * registration whose MID happens to equal the device's next MID, p = 2^-16, is logged as a
- * notification; it is still answered correctly.)
+ * handler both): libcoap builds a notification with the type CON or NON and a message ID it
+ * has just taken from the session's counter (coap_new_message_id, copied into the stored
+ * request too; resource.c coap_notify_observers), whereas the response to a CON request is an
+ * ACK and the response to a NON request is a NON with the request's own message ID (net.c
+ * handle_request). So a response that is not an ACK and whose MID is the last one the
+ * session's counter gave out is a notification; the handler reads the counter by taking the
+ * next ID (coap_new_message_id: ++tx_mid), which only skips one ID. (A NON registration whose
+ * client-chosen MID happens to equal that one, p = 2^-16, is logged as a notification; it is
+ * still answered correctly.)
  *
  * Registrations (Observe: 0) and deregistrations (Observe: 1) are answered at once with the
  * current value (no service time: the last read is cached), piggybacked for CON. They are
@@ -216,7 +219,8 @@ static void log_add(const struct nlog *e) {
         S.dropped++;
 }
 
-int observe_handle(coap_resource_t *r, const coap_pdu_t *req, coap_pdu_t *resp) {
+int observe_handle(coap_resource_t *r, coap_session_t *session, const coap_pdu_t *req,
+                   coap_pdu_t *resp) {
     const struct resource *res = coap_resource_get_userdata(r);
     if (!res || res->notify_dist == NOTIFY_NONE || coap_pdu_get_code(req) != COAP_REQUEST_CODE_GET)
         return 0;
@@ -230,7 +234,7 @@ int observe_handle(coap_resource_t *r, const coap_pdu_t *req, coap_pdu_t *resp) 
     size_t i = (size_t)(res - S.rs->v);
     int kind = action == 1 ? K_CANCEL : K_REGISTER;
     if (action == 0 && coap_pdu_get_type(resp) != COAP_MESSAGE_ACK &&
-        coap_pdu_get_mid(req) == coap_pdu_get_mid(resp))
+        coap_pdu_get_mid(resp) == (coap_mid_t)(uint16_t)(coap_new_message_id(session) - 1))
         kind = K_NOTIFY;
     uint8_t b[4];
     coap_pdu_set_code(resp, COAP_RESPONSE_CODE_CONTENT);

@@ -27,7 +27,8 @@ int observe_job_done(struct job *j);
 /* Resource handler hook for GET with an Observe option on an observable resource
  * (registration, deregistration, or a notification libcoap asks for): fills in the response
  * and logs it; returns 1 if handled, 0 if the request is an ordinary one. */
-int observe_handle(coap_resource_t *r, const coap_pdu_t *req, coap_pdu_t *resp);
+int observe_handle(coap_resource_t *r, coap_session_t *session, const coap_pdu_t *req,
+                   coap_pdu_t *resp);
 /* ", \"observe\": {...}" (null without observable resources) into device-summary.json */
 void observe_json(FILE *f);
 /* DIR/notify-log.csv (only with observable resources); 0 or -1 (message printed) */

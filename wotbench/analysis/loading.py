@@ -51,6 +51,7 @@ DEVICE_LOG_COLUMNS = {
 }
 # columns newer programs add at the end (older run directories lack them; still analysed)
 REQUESTS_OPTIONAL = {"received_kernel_ns": "int?"}
+NOTIFICATION_OPTIONAL = {"received_kernel_ns": "int?"}
 DEVICE_LOG_OPTIONAL = {"token": "str?", "arrival_kernel_ns": "int?", "response_sent_ns": "int?"}
 
 
@@ -173,8 +174,10 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
         requests["method"] = requests["method"].cat.remove_unused_categories()
         requests["path"] = requests["path"].cat.remove_unused_categories()
         if (d / "notifications.csv").is_file():
-            notifications = read_csv_checked(d / "notifications.csv", NOTIFICATION_COLUMNS,
-                                             "GE notifications.csv", AnalysisError)
+            path = d / "notifications.csv"
+            notifications = read_csv_checked(
+                path, _with_optional(path, NOTIFICATION_COLUMNS, NOTIFICATION_OPTIONAL),
+                "GE notifications.csv", AnalysisError)
         if (d / "observe.json").is_file():
             observe = read_json(d / "observe.json", f"observe.json of {ge_id}")
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start,

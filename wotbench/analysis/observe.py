@@ -6,6 +6,7 @@ GE's salted index (``token_salt``, contract §2), so (token, seq) names exactly 
 device's notify-log.csv (kind ``notify``). Both clocks are the host's CLOCK_MONOTONIC, so
 
   latency  = GE receive − device emission          (one way, device -> GE; exact)
+  (GE receive = its kernel receive stamp, ``received_kernel_ns``, where recorded)
   R        = GE receive − the read's scheduled tick (the notification's "response time")
   R_d      = (R − S) / S, S = the resource's notify_service_us (no R_d when S = 0)
 
@@ -82,6 +83,16 @@ def _observations(run: RunData) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
+def _recv(n: pd.DataFrame) -> np.ndarray:
+    """The kernel receive stamp where the GE recorded one (a burst of notifications read in one
+    batch shares its user-space reading), else the loop's reading (older GEs)."""
+    user = n["received_ns"].to_numpy(np.float64)
+    if "received_kernel_ns" not in n.columns:
+        return user
+    kern = n["received_kernel_ns"].to_numpy(np.float64)
+    return np.where(np.isnan(kern), user, kern)
+
+
 def _notes(run: RunData, obs: pd.DataFrame) -> pd.DataFrame:
     frames = []
     for g in run.ges:
@@ -91,7 +102,7 @@ def _notes(run: RunData, obs: pd.DataFrame) -> pd.DataFrame:
         frames.append(pd.DataFrame({
             "ge": g.ge_id, "obs": n["observation"].to_numpy(np.int64),
             "seq": n["seq"].to_numpy(np.int64),
-            "recv_ns": n["received_ns"].to_numpy(np.float64) + g.start_mono_ns,
+            "recv_ns": _recv(n) + g.start_mono_ns,
             "flags": n["flags"].astype(str).replace("nan", "").to_numpy()}))
     if not frames:
         return pd.DataFrame(columns=["ge", "obs", "seq", "recv_ns", "flags", "token", "device"])

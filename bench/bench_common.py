@@ -1,0 +1,80 @@
+"""Pieces the Observe and block-wise benchmarks share: paths, the C tools they compile, stopping
+a server, a quantile that skips NaN, the raw UDP ping-pong floor, the host line."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
+DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
+PP_BIN = HERE / "build" / "udp_pingpong"
+HOST = "127.0.0.1"
+CLIENT_CPU, SERVER_CPU = "0", "1"     # load generator / client, server under test
+
+
+def compile_tool(name: str, *libs: str) -> Path:
+    """bench/NAME.c -> bench/build/NAME when missing or older than its source."""
+    src, out = HERE / f"{name}.c", HERE / "build" / name
+    out.parent.mkdir(exist_ok=True)
+    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+        subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
+                        f"-I{ROOT / 'common'}", "-I/usr/include/coap3", "-o", str(out), str(src),
+                        *libs], check=True)
+    return out
+
+
+def build(*tools: tuple[str, ...]) -> None:
+    """wot-device, gateway-emulator, udp_pingpong and the given (name, libs...) tools."""
+    for d in ("gateway-emulator", "wot-device"):
+        subprocess.run(["make", "-s", "-C", str(ROOT / d)], check=True, stderr=subprocess.DEVNULL)
+    compile_tool("udp_pingpong", "-static")
+    for t in tools:
+        compile_tool(*t)
+
+
+def stop(p: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def q(v, p: float) -> float:
+    """Quantile p of v without NaNs; NaN when nothing is left."""
+    v = np.asarray(v, float)
+    v = v[~np.isnan(v)]
+    return float(np.quantile(v, p)) if len(v) else float("nan")
+
+
+def pingpong(port: int, n: int, gap_us: int) -> np.ndarray:
+    """Raw UDP round trips in µs (bench/udp_pingpong.c: send call to the reply's kernel stamp),
+    echo on the server core; the first 10 % dropped as warm-up."""
+    echo = subprocess.Popen(["taskset", "-c", SERVER_CPU, str(PP_BIN), "echo", HOST, str(port)])
+    try:
+        time.sleep(0.2)
+        out = subprocess.run(["taskset", "-c", CLIENT_CPU, str(PP_BIN), "ping", HOST, str(port),
+                              str(n), str(gap_us)], capture_output=True, text=True,
+                             timeout=n * (1 + gap_us / 1e6) + 30)
+    finally:
+        echo.kill()
+        echo.wait()
+    k = [int(line.split()[0]) for line in out.stdout.splitlines() if line.strip()]
+    return np.array([x / 1e3 for x in k if x >= 0][n // 10:])
+
+
+def host_line(what: str) -> str:
+    l0 = os.getloadavg()
+    return (f"{what} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+            f"{l0[0]:.2f} {l0[1]:.2f} {l0[2]:.2f}, {os.cpu_count()} cores; client/load core "
+            f"{CLIENT_CPU}, server core {SERVER_CPU}")
