@@ -117,3 +117,16 @@ def test_why_a_series_is_missing(tmp_path):
     pd.DataFrame({"mono_ns": [1], "component": ["x"]}).to_csv(rd.cgroups_csv, index=False)
     _, why = mon.cpu_components(rd, START_NS)
     assert "lacks mono_ns/component/cpu_ns" in why
+
+
+def test_device_cpu_per_request_integrates_the_test_window_only():
+    import pandas as pd
+
+    from wotbench.analysis.monitor import cpu_per_request_us
+    # group "a": 50 % of a core from t=-1 to t=4 (1 s samples); the test is 0..3 s
+    rows = [{"group": "a", "t_s": float(t), "cpu_pct": 50.0} for t in range(-1, 5)]
+    rows += [{"group": "ge-0", "t_s": float(t), "cpu_pct": 90.0} for t in range(0, 4)]
+    df = pd.DataFrame(rows)
+    out = cpu_per_request_us(df, 3.0, {"a": 300, "b": 10, "c": 0})
+    assert out == {"a": pytest.approx(1.5 / 300 * 1e6)}   # 3 s x 0.5 core over 300 requests
+    assert cpu_per_request_us(None, 3.0, {"a": 1}) == {}

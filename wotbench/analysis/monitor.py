@@ -140,10 +140,34 @@ def host_busy_pct(cores: Optional[pd.DataFrame], duration_s: float) -> Optional[
     return m if np.isfinite(m) else None
 
 
-def analyse(rd: RunDir, start_ns: int, duration_s: float, groups: dict[str, str]
+def cpu_per_request_us(group_cpu: Optional[pd.DataFrame], duration_s: float,
+                       answered: dict[str, int]) -> dict[str, float]:
+    """Device CPU time per answered request of every device group during the test, in µs:
+    the group's CPU (its devices' threads or containers) integrated over the samples inside
+    0..duration_s, over its requests that ended ok. Exact to about one sampling interval at
+    each end of the test; what DTLS, block-wise transfers or a service mode cost a device."""
+    out: dict[str, float] = {}
+    if group_cpu is None:
+        return out
+    for g, n in answered.items():
+        d = group_cpu[group_cpu["group"] == g].sort_values("t_s")
+        t = d["t_s"].to_numpy(float)
+        if n <= 0 or len(t) < 2:
+            continue
+        dt = np.minimum(np.diff(t), t[1:])       # the first interval is cut at the test start
+        inside = (t[1:] > 0) & (t[1:] <= duration_s) & (dt > 0)
+        if inside.any():
+            cpu_s = float((d["cpu_pct"].to_numpy(float)[1:][inside] / 100 * dt[inside]).sum())
+            out[g] = cpu_s / n * 1e6
+    return out
+
+
+def analyse(rd: RunDir, start_ns: int, duration_s: float, groups: dict[str, str],
+            answered: Optional[dict[str, int]] = None
             ) -> tuple[MonitorBlock, dict[str, pd.DataFrame]]:
     """The summary's ``monitor`` block and the series it came from (``groups``: device ->
-    device group, as the runner recorded them)."""
+    device group, as the runner recorded them; ``answered``: requests that ended ok, per
+    device group)."""
     cores, cores_why = cpu_cores(rd, start_ns)
     comps, comps_why = cpu_components(rd, start_ns)
     series = {}
@@ -152,5 +176,7 @@ def analyse(rd: RunDir, start_ns: int, duration_s: float, groups: dict[str, str]
     if comps is not None:
         series["cpu_components"] = comps
         series["cpu_groups"] = cpu_groups(comps, groups)
+    per_request = cpu_per_request_us(series.get("cpu_groups"), duration_s, answered or {})
     return MonitorBlock(host_cpu_busy_pct=host_busy_pct(cores, duration_s),
-                        cpu_cores_missing=cores_why, cpu_components_missing=comps_why), series
+                        cpu_cores_missing=cores_why, cpu_components_missing=comps_why,
+                        device_cpu_us_per_request=per_request), series

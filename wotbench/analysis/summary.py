@@ -235,8 +235,12 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
     slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
+    answered: dict[str, int] = {}
+    for name, d in per_device.items():
+        g = groups.get(name, name)
+        answered[g] = answered.get(g, 0) + int((d.get("outcomes") or {}).get("ok", 0))
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
-                                                run.duration_s, groups)
+                                                run.duration_s, groups, answered)
     series.update(monitor_series)
 
     observe_block, observe_series = obsm.analyse(run, names)

@@ -309,4 +309,5 @@ def dtls(s: Summary) -> dict:
     names = {"reuse": "reused sessions (before the start)",
              "per-request": "a new session per request (on the schedule)"}
     rows = [{"mode": names.get(k, k), **v.model_dump()} for k, v in b.by_mode.items()]
-    return {"available": True, "rows": rows, "b": b}
+    return {"available": True, "rows": rows, "b": b,
+            "cpu": s.monitor.device_cpu_us_per_request if s.monitor else {}}

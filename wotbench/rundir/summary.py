@@ -400,6 +400,8 @@ class MonitorBlock(Record):
     host_cpu_busy_pct: F = None          # mean over all cores and samples during the test
     cpu_cores_missing: Optional[str] = None
     cpu_components_missing: Optional[str] = None
+    # device group -> device CPU µs per request that ended ok, during the test
+    device_cpu_us_per_request: dict[str, float] = {}
 
 
 # --------------------------------------------------------------------------- verdict
