@@ -18,6 +18,7 @@
 
 #include "clock.h"   /* common/clock.h */
 #include "dtls.h"
+#include "psk.h"     /* common/psk.h */
 #include "rxstamp.h" /* common/rxstamp.h */
 
 #define CIPHERS "PSK:!NULL" /* what libcoap 4.3.1's OpenSSL build offers and accepts */
@@ -177,29 +178,6 @@ static void note_ssl_error(struct dtls_s *D) {
 }
 
 /* ---- CLI ---- */
-static int read_key(ge_t *g) {
-    const char *fn = g->dtls_opt.key_file;
-    FILE *f = fopen(fn, "rb");
-    if (!f) {
-        fprintf(stderr, "gateway-emulator: --dtls-psk-key-file %s: cannot read (%s), expected a "
-                        "readable file holding the pre-shared key\n", fn, strerror(errno));
-        return 2;
-    }
-    uint8_t buf[66];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    if (n && buf[n - 1] == '\n') /* the contract: strip ONE trailing newline */
-        n--;
-    if (n == 0 || n > sizeof g->dtls_opt.key) {
-        fprintf(stderr, "gateway-emulator: --dtls-psk-key-file %s: %s key, expected 1..64 bytes "
-                        "(one trailing newline is ignored)\n", fn, n ? "a too long" : "an empty");
-        return 2;
-    }
-    memcpy(g->dtls_opt.key, buf, n);
-    g->dtls_opt.keylen = n;
-    return 0;
-}
-
 int dtls_options(ge_t *g) {
     const char *id = g->dtls_opt.identity, *kf = g->dtls_opt.key_file;
     if (!id && !kf) {
@@ -210,24 +188,13 @@ int dtls_options(ge_t *g) {
         }
         return 0;
     }
-    if (!id || !kf) {
-        fprintf(stderr, "gateway-emulator: %s without %s, expected both DTLS-PSK options\n",
-                id ? "--dtls-psk-identity" : "--dtls-psk-key-file",
-                id ? "--dtls-psk-key-file" : "--dtls-psk-identity");
+    if (psk_credentials("gateway-emulator", id, kf, g->dtls_opt.key, &g->dtls_opt.keylen))
         return 2;
-    }
-    size_t il = strlen(id);
-    if (il == 0 || il > 128) {
-        fprintf(stderr, "gateway-emulator: --dtls-psk-identity of %zu bytes, expected 1..128\n", il);
-        return 2;
-    }
     if (g->proxy.host) {
         fprintf(stderr, "gateway-emulator: --proxy with --dtls-psk-identity, expected one of them "
                         "(DTLS through a forward proxy is not supported)\n");
         return 2;
     }
-    if (read_key(g))
-        return 2;
     /* before OpenSSL allocates anything: count its allocations from now on */
     CRYPTO_set_mem_functions(cnt_malloc, cnt_realloc, cnt_free);
     return 0;

@@ -98,7 +98,7 @@ typedef struct {
         const char *key_file; /* --dtls-psk-key-file */
         int mode;             /* --dtls-sessions: DTLS_REUSE / DTLS_PER_REQUEST (dtls.h) */
         int mode_set;
-        uint8_t key[64];
+        uint8_t key[64]; /* PSK_MAX_KEY (common/psk.h) */
         size_t keylen;
     } dtls_opt;
     struct dtls_s *dtls; /* dtls.c state; NULL = plain UDP (coap://) */

@@ -100,13 +100,13 @@ def test_plain_coap_to_the_dtls_port_is_not_served(dtls_dev):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--dtls-psk-identity", "x"], "--dtls-psk-identity needs --dtls-psk-key-file"),
-    (["--dtls-psk-key-file", "KEY"], "--dtls-psk-key-file needs --dtls-psk-identity"),
+    (["--dtls-psk-identity", "x"], "--dtls-psk-identity without --dtls-psk-key-file"),
+    (["--dtls-psk-key-file", "KEY"], "--dtls-psk-key-file without --dtls-psk-identity"),
     (["--dtls-psk-identity", "x", "--dtls-psk-key-file", "MISSING"],
-     "--dtls-psk-key-file '{MISSING}': cannot read it"),
+     "--dtls-psk-key-file {MISSING}: cannot read it"),
     (["--dtls-psk-identity", "x", "--dtls-psk-key-file", "EMPTY"], "the key is empty"),
     (["--dtls-psk-identity", "x", "--dtls-psk-key-file", "LONG"], "the key is too long"),
-    (["--dtls-psk-identity", "", "--dtls-psk-key-file", "KEY"], "bad --dtls-psk-identity"),
+    (["--dtls-psk-identity", "", "--dtls-psk-key-file", "KEY"], "--dtls-psk-identity of 0 bytes, expected 1..128"),
 ])
 def test_bad_dtls_options_exit_2_naming_the_option(device_asan_bin, tmp_path, args, message):
     files = {"KEY": key_file(tmp_path), "MISSING": tmp_path / "missing.key",

@@ -166,7 +166,7 @@ def test_bad_dtls_input(ge_bin, tmp_path):
         (good, ["--dtls-psk-key-file", str(kf)], "--dtls-psk-key-file without --dtls-psk-identity"),
         (good, ident + ["--dtls-psk-key-file", str(tmp_path / "nope")],
          f"--dtls-psk-key-file {tmp_path / 'nope'}: cannot read"),
-        (good, ident + ["--dtls-psk-key-file", str(tmp_path / "empty.key")], "an empty key, expected 1..64 bytes"),
+        (good, ident + ["--dtls-psk-key-file", str(tmp_path / "empty.key")], "the key is empty, expected 1..64 bytes"),
         (plain, ident + ["--dtls-psk-key-file", str(kf)], f"{plain}:1: coap:// uri"),
         (mixed, ident + ["--dtls-psk-key-file", str(kf)], f"{mixed}:2: uri 'coap://127.0.0.1/r' mixes coap://"),
         (plain, ["--dtls-sessions", "reuse"], "--dtls-sessions without --dtls-psk-identity"),

@@ -13,66 +13,19 @@
 
 static struct {
     int on;
-    uint8_t id[DTLS_MAX_IDENTITY + 1], key[DTLS_MAX_KEY + 2];
+    uint8_t id[PSK_MAX_IDENTITY + 1], key[PSK_MAX_KEY];
     size_t idlen, keylen;
     coap_bin_const_t key_bin;
     uint64_t ok, failed, wrong_identity;
 } T;
 
-/* The key file: raw bytes, ONE trailing "\n" stripped, 1..64 bytes (the contract's rule). */
-static int read_key(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "wot-device: --dtls-psk-key-file '%s': cannot read it: %s\n", path,
-                strerror(errno));
-        return 2;
-    }
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd, T.key + n, sizeof T.key - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            fprintf(stderr, "wot-device: --dtls-psk-key-file '%s': cannot read it: %s\n", path,
-                    strerror(errno));
-            close(fd);
-            return 2;
-        }
-        if (r == 0 || (n += (size_t)r) == sizeof T.key)
-            break;
-    }
-    close(fd);
-    if (n > 0 && T.key[n - 1] == '\n')
-        n--;
-    if (n == 0 || n > DTLS_MAX_KEY) {
-        fprintf(stderr, "wot-device: --dtls-psk-key-file '%s': the key is %s, expected 1..%d "
-                "bytes (one trailing newline is ignored)\n", path, n ? "too long" : "empty",
-                DTLS_MAX_KEY);
-        return 2;
-    }
-    T.keylen = n;
-    return 0;
-}
-
 int dtls_configure(const char *identity, const char *key_file) {
-    if (!identity && !key_file)
+    if (psk_credentials("wot-device", identity, key_file, T.key, &T.keylen))
+        return 2;
+    if (!T.keylen)
         return 0;
-    if (!identity || !key_file) {
-        fprintf(stderr, "wot-device: %s needs %s as well (DTLS-PSK takes both)\n",
-                identity ? "--dtls-psk-identity" : "--dtls-psk-key-file",
-                identity ? "--dtls-psk-key-file" : "--dtls-psk-identity");
-        return 2;
-    }
-    size_t il = strlen(identity);
-    if (il == 0 || il > DTLS_MAX_IDENTITY) {
-        fprintf(stderr, "wot-device: bad --dtls-psk-identity (%zu bytes), expected 1..%d bytes\n",
-                il, DTLS_MAX_IDENTITY);
-        return 2;
-    }
-    memcpy(T.id, identity, il);
-    T.idlen = il;
-    if (read_key(key_file))
-        return 2;
+    T.idlen = strlen(identity);
+    memcpy(T.id, identity, T.idlen);
     T.on = 1;
     return 0;
 }

@@ -7,8 +7,7 @@
 #include <stdio.h>
 
 #define DTLS_DEFAULT_PORT 5684
-#define DTLS_MAX_KEY 64
-#define DTLS_MAX_IDENTITY 128
+#include "psk.h" /* common/psk.h: PSK_MAX_KEY, PSK_MAX_IDENTITY */
 
 /* Reads --dtls-psk-identity / --dtls-psk-key-file (either may be NULL; both NULL = plain UDP).
  * Returns 0, or 2 after printing a message naming the option. */
