@@ -16,7 +16,6 @@
  * cover the whole transfer. --timeout-ms is a deadline for the whole transfer; with
  * --retransmit each block is retransmitted per RFC 7252 on its own. Written at the end:
  * blockwise.csv (index,kind,body_bytes,block_size,blocks,retransmissions). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,11 +247,10 @@ int block_write(const ge_t *g) {
     const struct block_s *B = g->blk;
     if (!B || !B->b)
         return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/blockwise.csv", g->out_dir);
-    FILE *f = fopen(path, "w");
+    char path[OUT_PATH_MAX];
+    FILE *f = output_open(g, "blockwise.csv", path);
     if (!f)
-        goto fail;
+        return 1;
     fputs("index,kind,body_bytes,block_size,blocks,retransmissions\n", f);
     for (size_t i = 0; i < g->n; i++) {
         const blk_t *b = &B->b[i];
@@ -262,14 +260,11 @@ int block_write(const ge_t *g) {
         fprintf(f, "%zu,%s,%u,%d,%u,%u\n", i, b->kind == K_BLOCK2 ? "block2" : "block1", b->body,
                 16 << szx, b->blocks, g->reqs[i].retrans);
     }
-    if (ferror(f) | (fclose(f) != 0))
-        goto fail;
+    if (output_close(f, path))
+        return 1;
     if (B->mid_overflow_pairs)
         fprintf(stderr, "gateway-emulator: warning: %llu block follow-ups reused message IDs of "
                         "the same endpoint (more than 65536 datagrams per source port)\n",
                 (unsigned long long)B->mid_overflow_pairs);
     return 0;
-fail:
-    fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-    return 1;
 }

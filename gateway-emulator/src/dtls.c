@@ -593,11 +593,8 @@ int dtls_open_sessions(ge_t *g) {
         g->warmup.rounds = 1;
         g->warmup.answered = done;
         g->warmup.took_ns = mono_ns() - t0;
-        if (warmup_write(g, answered)) {
-            fprintf(stderr, "gateway-emulator: cannot write %s/warmup.json: %s\n", g->out_dir,
-                    strerror(errno));
+        if (warmup_write(g, answered))
             rc = 1;
-        }
     }
     free(slot_of_ep);
     free(jobs);
@@ -804,13 +801,10 @@ int dtls_write(const ge_t *g) {
         D->allocs_end = n_allocs;
         D->loop_marked = 1;
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/handshakes.csv", g->out_dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
+    char path[OUT_PATH_MAX];
+    FILE *f = output_open(g, "handshakes.csv", path);
+    if (!f)
         return 1;
-    }
     fputs("session,device,ep,start_ns,end_ns,outcome,request\n", f);
     for (size_t i = 0; i < D->nhs; i++) {
         const hsrec_t *h = &D->hs[i];
@@ -821,12 +815,7 @@ int dtls_write(const ge_t *g) {
         fprintf(f, ",%s,%lld\n", HS_OUTCOME[h->outcome ? h->outcome : H_TIMEOUT],
                 (long long)h->req);
     }
-    int err = ferror(f);
-    if (fclose(f) != 0 || err) {
-        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    return 0;
+    return output_close(f, path);
 }
 
 static int cmp_i64(const void *a, const void *b) {

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -190,7 +191,7 @@ int block_write(const ge_t *g); /* blockwise.csv; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */
-int warmup_write(ge_t *g, const uint8_t *answered); /* <out>/warmup.json; 0 ok, -1 failure */
+int warmup_write(ge_t *g, const uint8_t *answered); /* <out>/warmup.json; 0 ok, 1 failure (said) */
 
 /* loop.c */
 int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */
@@ -206,6 +207,11 @@ void stats_outcomes(const ge_t *g, uint64_t counts[O_COUNT]);
 int output_progress_open(ge_t *g);
 void output_progress_close(ge_t *g);
 int output_write(ge_t *g);
+/* every output file: <out>/NAME opened for writing into `path` (OUT_PATH_MAX bytes), NULL after
+ * a message naming it; output_close: 0, or 1 after a message when a write or the close failed */
+#define OUT_PATH_MAX 4096
+FILE *output_open(const ge_t *g, const char *name, char *path);
+int output_close(FILE *f, const char *path);
 
 static inline void progress_set(ge_t *g, int word, uint64_t v) {
     if (g->progress)

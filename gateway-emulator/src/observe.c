@@ -14,7 +14,6 @@
  * gaps (missing notifications), reordered and duplicate ones. CON notifications are ACKed,
  * or RST once the CANCEL has been sent (RFC 7641 3.6). The response to the CANCEL (the ACK
  * with its MID, or a response without Observe option after it was sent) finishes the CANCEL. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,11 +247,10 @@ int observe_write(const ge_t *g) {
     const struct observe_s *S = g->obs;
     if (!S)
         return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/notifications.csv", g->out_dir);
-    FILE *f = fopen(path, "w");
+    char path[OUT_PATH_MAX];
+    FILE *f = output_open(g, "notifications.csv", path);
     if (!f)
-        goto fail;
+        return 1;
     static const char *TYPE[] = {"con", "non", "ack", "rst"};
     fputs("observation,device,path,seq,received_ns,type,code,flags,received_kernel_ns\n", f);
     for (size_t i = 0; i < S->nrec; i++) {
@@ -272,15 +270,13 @@ int observe_write(const ge_t *g) {
         else
             fputs(",\n", f);
     }
-    if (ferror(f) | (fclose(f) != 0))
-        goto fail;
+    if (output_close(f, path))
+        return 1;
     size_t est = 0;
     for (size_t k = 0; k < S->nobs; k++)
         est += S->o[k].established;
-    snprintf(path, sizeof path, "%s/observe.json", g->out_dir);
-    f = fopen(path, "w");
-    if (!f)
-        goto fail;
+    if (!(f = output_open(g, "observe.json", path)))
+        return 1;
     fprintf(f,
             "{\"observations\": %zu, \"established\": %zu, \"notifications\": %llu, "
             "\"recorded\": %zu, \"dropped\": %llu, \"capacity\": %zu, \"gaps\": %llu, "
@@ -290,10 +286,5 @@ int observe_write(const ge_t *g) {
             S->cap, (unsigned long long)S->gaps, (unsigned long long)S->reordered,
             (unsigned long long)S->duplicates, (unsigned long long)S->after_cancel,
             (unsigned long long)S->acks, (unsigned long long)S->rsts);
-    if (fclose(f) != 0)
-        goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-    return 1;
+    return output_close(f, path);
 }

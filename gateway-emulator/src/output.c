@@ -68,10 +68,7 @@ static char *put_str(char *p, const char *s) {
     return p + l;
 }
 
-static int write_requests(const ge_t *g, const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
+static void write_requests(const ge_t *g, FILE *f) {
     static char line[8192];
     fputs("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions,"
           "received_kernel_ns\n",
@@ -119,8 +116,6 @@ static int write_requests(const ge_t *g, const char *path) {
         *p++ = '\n';
         fwrite(line, 1, (size_t)(p - line), f);
     }
-    int err = ferror(f);
-    return (fclose(f) == 0 && !err) ? 0 : -1;
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -137,7 +132,7 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static int write_summary(const ge_t *g, const char *path) {
+static void write_summary(const ge_t *g, FILE *f) {
     uint64_t c[O_COUNT];
     stats_outcomes(g, c);
     lag_stats_t lag;
@@ -150,9 +145,6 @@ static int write_summary(const ge_t *g, const char *path) {
             if (g->reqs[i].sent_ns > last_sent)
                 last_sent = g->reqs[i].sent_ns;
         }
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
     fputs("{\n  \"label\": ", f);
     json_str(f, g->label ? g->label : "");
     fputs(",\n  \"trace\": ", f);
@@ -194,22 +186,37 @@ static int write_summary(const ge_t *g, const char *path) {
             g->wait == WAIT_BUSY ? "busy" : "hybrid", g->non ? "non" : "con",
             (long long)(g->timeout_ns / 1000000), g->retransmit ? "true" : "false", g->ports_used,
             g->interrupted_by ? "true" : "false");
-    return fclose(f) == 0 ? 0 : -1;
 }
 
-int output_write(ge_t *g) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/requests.csv", g->out_dir);
-    if (write_requests(g, path) < 0) {
+FILE *output_open(const ge_t *g, const char *name, char *path) {
+    snprintf(path, OUT_PATH_MAX, "%s/%s", g->out_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    if (observe_write(g) || block_write(g) || dtls_write(g))
-        return 1;
-    snprintf(path, sizeof path, "%s/summary.json", g->out_dir);
-    if (write_summary(g, path) < 0) {
+    return f;
+}
+
+int output_close(FILE *f, const char *path) {
+    int err = ferror(f);
+    if ((fclose(f) != 0) | err) {
         fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
     return 0;
+}
+
+int output_write(ge_t *g) {
+    char path[OUT_PATH_MAX];
+    FILE *f = output_open(g, "requests.csv", path);
+    if (!f)
+        return 1;
+    write_requests(g, f);
+    if (output_close(f, path))
+        return 1;
+    if (observe_write(g) || block_write(g) || dtls_write(g))
+        return 1;
+    if (!(f = output_open(g, "summary.json", path)))
+        return 1;
+    write_summary(g, f);
+    return output_close(f, path);
 }

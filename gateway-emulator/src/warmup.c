@@ -79,11 +79,10 @@ static void format_addr(const struct sockaddr_storage *a, char *out, size_t cap)
 }
 
 int warmup_write(ge_t *g, const uint8_t *answered) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/warmup.json", g->out_dir);
-    FILE *f = fopen(path, "w");
+    char path[OUT_PATH_MAX];
+    FILE *f = output_open(g, "warmup.json", path);
     if (!f)
-        return -1;
+        return 1;
     fprintf(f, "{\"endpoints\": %zu, \"answered\": %zu, \"took_ms\": %.3f, \"rounds\": %d, "
                "\"unanswered\": [",
             g->neps, g->warmup.answered, (double)g->warmup.took_ns / 1e6, g->warmup.rounds);
@@ -97,7 +96,7 @@ int warmup_write(ge_t *g, const uint8_t *answered) {
         first = 0;
     }
     fputs("]}\n", f);
-    return fclose(f);
+    return output_close(f, path);
 }
 
 int warmup_run(ge_t *g) {
@@ -150,10 +149,7 @@ int warmup_run(ge_t *g) {
         close(fd4);
     if (fd6 >= 0)
         close(fd6);
-    int rc = warmup_write(g, answered) ? 1 : 0;
-    if (rc)
-        fprintf(stderr, "gateway-emulator: cannot write %s/warmup.json: %s\n", g->out_dir,
-                strerror(errno));
+    int rc = warmup_write(g, answered);
     if (done < g->neps)
         fprintf(stderr, "gateway-emulator: warm-up: %zu of %zu endpoint(s) did not answer a CoAP "
                         "ping within %.0f ms (see warmup.json)\n",
