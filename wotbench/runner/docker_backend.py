@@ -249,7 +249,7 @@ class DockerBackend:
 
         def start(unit: tuple[str, list[DeviceRun]]) -> None:
             container, members = unit
-            if container in self.pod_of.values():
+            if members[0].name in self.pod_of:
                 self._start_pod(container, members)
             else:
                 self._start_device(members[0])
