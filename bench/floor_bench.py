@@ -157,7 +157,7 @@ class DockerPath:
 
     def __init__(self) -> None:
         import docker
-        from wotbench.runner.images import ensure_image
+        from wotbench.runner.backends.docker.images import ensure_image
         self.client = docker.from_env()
         tag = f"{os.getpid()}-{int(time.time())}"
         self.net = self.client.networks.create(f"wb-floor-{tag}", driver="bridge", internal=True,

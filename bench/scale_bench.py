@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from wotbench.runner.hostlimits import read_int
-from wotbench.runner.scalelimits import dockerd_pid
+from wotbench.runner.backends.docker.scalelimits import dockerd_pid
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "configs" / "scale-200.yaml"

@@ -13,16 +13,16 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .errors import ConfigError, EnvironmentProblem, WotbenchError
+from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
 def _cmd_check(args) -> int:
-    from .config import load_config
-    from .plan import make_plan
+    from wotbench.config.schema import load_config
+    from wotbench.deploy.plan import make_plan
     cfg = load_config(args.config)
     make_plan(cfg)  # placement.cpus must exist on this host
     if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
-        from .tracegen import check_recorded
+        from wotbench.workload.generate import check_recorded
         check_recorded(cfg)
     print("OK")
     return 0
@@ -30,15 +30,15 @@ def _cmd_check(args) -> int:
 
 def _cmd_trace(args) -> int:
     if args.stats:
-        from .trace_io import print_stats, trace_stats
+        from wotbench.workload.trace_io import print_stats, trace_stats
         print_stats(trace_stats(args.stats))
         return 0
     if not args.config:
         raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
-    from .config import load_config
-    from .tracegen import print_summary, write_trace
+    from wotbench.config.schema import load_config
+    from wotbench.workload.generate import print_summary, write_trace
     cfg = load_config(args.config)
     if args.seed is not None:
         cfg.seed = args.seed
@@ -50,7 +50,7 @@ def _cmd_trace(args) -> int:
 
 def _note_cpu_demand(cfg, demand: float) -> None:
     """Compare the devices' busy CPU work with the device cores this host's plan gives them."""
-    from .plan import make_plan
+    from wotbench.deploy.plan import make_plan
     try:
         cores = len(make_plan(cfg).device_cores)
     except ConfigError:
@@ -63,7 +63,7 @@ def _note_cpu_demand(cfg, demand: float) -> None:
 
 
 def _parse_cores(text: str) -> list[int]:
-    from .plan import parse_cpuset
+    from wotbench.deploy.plan import parse_cpuset
     try:
         return parse_cpuset(text)
     except ValueError:
@@ -71,8 +71,8 @@ def _parse_cores(text: str) -> list[int]:
 
 
 def _cmd_plan(args) -> int:
-    from .config import load_config
-    from .plan import make_plan, print_plan
+    from wotbench.config.schema import load_config
+    from wotbench.deploy.plan import make_plan, print_plan
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
@@ -86,27 +86,27 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from .runner.main import run
+    from wotbench.runner.main import run
     return run(args.config, args.out_root, args.backend)
 
 
 def _cmd_doctor(args) -> int:
-    from .runner.doctor import main as doctor
+    from wotbench.runner.doctor import main as doctor
     return doctor()
 
 
 def _cmd_clean(args) -> int:
-    from .runner.cleanup import main as clean
+    from wotbench.runner.cleanup import main as clean
     return clean()
 
 
 def _cmd_analyze(args) -> int:
-    from .analysis import main as analyze
+    from wotbench.analysis import main as analyze
     return analyze(args.run_dir)
 
 
 def _cmd_report(args) -> int:
-    from .report import main as report
+    from wotbench.report import main as report
     return report(args.run_dir)
 
 
@@ -118,13 +118,13 @@ def _yaml_scalar(text: Optional[str]):
 
 def _gate(args):
     """The quiet-host gate of ``--quiet`` (sweep, capacity) or of the study."""
-    from .runner.quiet import QuietGate
+    from wotbench.monitor.quiet import QuietGate
     return QuietGate(max_load=args.max_load, timeout_s=args.quiet_timeout,
                      wait=not getattr(args, "no_wait", False))
 
 
 def _cmd_sweep(args) -> int:
-    from .sweep import run_sweep, sweep_exit_code
+    from wotbench.sweep import run_sweep, sweep_exit_code
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set)
@@ -134,8 +134,8 @@ def _cmd_sweep(args) -> int:
 
 def _cmd_capacity(args) -> int:
     from rich.console import Console
-    from .capacity import capacity_exit_code, run_capacity
-    from .sweep.paths import parse_set
+    from wotbench.capacity.command import capacity_exit_code, run_capacity
+    from wotbench.sweep.paths import parse_set
     result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
@@ -147,8 +147,8 @@ def _cmd_capacity(args) -> int:
 
 
 def _cmd_study(args) -> int:
-    from .validation.research import calibration_sweep
-    from .validation.study import run_study
+    from wotbench.validation.research import calibration_sweep
+    from wotbench.validation.study import run_study
     if args.calibration_sweep:
         import json
         try:
@@ -204,7 +204,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from wotbench import __version__
     p = _Parser(prog="wotbench", description="Contention-aware Web of Things emulation testbed.")
     p.add_argument("--version", action="version", version=f"wotbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

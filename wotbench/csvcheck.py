@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError, WotbenchError
+from wotbench.errors import ConfigError, WotbenchError
 
 MAX_LISTED = 20      # bad lines named in one message; the scan stops there
 

@@ -1,7 +1,7 @@
 """One formatter for every config section's pydantic errors: ``"key.path: message"`` lines.
 
-Used by the config (``wotbench.config``), the network impairments (``netimpair.model``) and the
-contention episodes (``wotbench.contention``), so every part of a config file is reported the
+Used by the config (``wotbench.config.schema``), the network impairments (``netimpair.model``) and the
+contention episodes (``wotbench.config.hog_episodes``), so every part of a config file is reported the
 same way: the key as the user writes it (``devices[1].service_time.mean``), a sentence that
 says what is expected and what was given, and a did-you-mean for unknown keys and choices.
 """
@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import format_loc
+from wotbench.errors import format_loc
 
 # Custom errors (pydantic_core.PydanticCustomError) whose message is already final, e.g. the
 # network impairments' "30 ms is larger than the delay time_ms 20 ms ...".

@@ -14,7 +14,7 @@ import pytest
 
 from dev_coap import GET, Client, ping
 from dev_device import HEADER
-from wotbench.runner.docker_pods import member_pids
+from wotbench.runner.backends.docker.pods import member_pids
 
 COAP_CLIENT = shutil.which("coap-client-notls") or shutil.which("coap-client")
 

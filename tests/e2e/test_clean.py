@@ -20,7 +20,7 @@ def _docker(*args) -> str:
 def image():
     """Any local image to create (never start) containers from: the wot-device image."""
     import docker
-    from wotbench.runner import images
+    from wotbench.runner.backends.docker import images
     from conftest import _build_standins
     client = docker.from_env()
     binary = images.DEVICE.binary()

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from wotbench.config import config_from_dict
+from wotbench.config.schema import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.runner.components import DeviceRun
 from wotbench.rundir import RunDir
-from wotbench.runner.docker_backend import DockerKind
+from wotbench.runner.backends.docker.backend import DockerKind
 from wotbench.runner.impair import Impairments
-from wotbench.runner.process_backend import ProcessKind
+from wotbench.runner.backends.process.backend import ProcessKind
 
 DOCKER, PROCESS = DockerKind(), ProcessKind()
 

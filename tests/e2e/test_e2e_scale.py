@@ -33,7 +33,7 @@ def test_200_devices_nothing_lost_in_the_testbed(harness, tmp_path):
     assert loss["testbed"] == 0, loss                      # the 10.7 % of the issue: gone
     assert loss["requests_not_ok"] == loss["testbed"] + loss["configured"] + loss["sut"]
     assert len(s["per_device"]) == 200
-    # past 128 devices, devices share containers (wotbench.pods): 2 per pod here, each device
+    # past 128 devices, devices share containers (wotbench.deploy.pods): 2 per pod here, each device
     # its own process, port and log
     pods = {d["container"] for d in run["devices"] if d["role"] == "device"}
     assert len(pods) == 100 and None not in pods, pods

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from wotbench.errors import ConfigError
-from wotbench.runner import network, progress, readiness
+from wotbench.runner import progress, readiness
+from wotbench.runner.backends.docker import network
 from wotbench.runner.cleanup import _labelled
-from wotbench.runner.process_backend import loopback_address
+from wotbench.runner.backends.process.backend import loopback_address
 
 
 def _addrs(n, base="172.28.0.0/16"):
@@ -140,7 +141,7 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
     import sys
 
     from wotbench.runner.hogs import Hogs
-    from wotbench.runner.process_backend import ProcessHog
+    from wotbench.runner.backends.process.backend import ProcessHog
 
     from wotbench.rundir import RunDir
 
@@ -163,10 +164,11 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
     of failing on the missing GEs. A device whose creation never happened is skipped."""
     import signal
 
-    from wotbench.runner import containers, main
+    from wotbench.runner import main
+    from wotbench.runner.backends.docker import containers
     from wotbench.runner.components import DeviceRun, GeRun
     from wotbench.rundir import RunDir
-    from wotbench.runner.docker_backend import DockerBackend
+    from wotbench.runner.backends.docker.backend import DockerBackend
 
     class Container:   # the docker SDK calls DockerBackend makes, for a running device
         def __init__(self, name, log_dir):
@@ -226,7 +228,7 @@ def test_process_backend_stop_reports_the_one_that_ignores_sigterm(tmp_path):
     import sys
     import time
 
-    from wotbench.runner.process_backend import ProcessBackend
+    from wotbench.runner.backends.process.backend import ProcessBackend
 
     b = ProcessBackend("r", tmp_path, log=lambda msg: None)
     code = ("import signal, sys, time; {} print('ready', flush=True); time.sleep(30)")

@@ -22,7 +22,7 @@ import yaml
 
 from wotbench.analysis import analyze
 from wotbench.analysis.loading import OUTCOMES
-from wotbench.plan import Plan
+from wotbench.deploy.plan import Plan
 from wotbench.rundir import RunDir, RunRecord
 
 START_NS = 1_000_000_000_000

@@ -12,7 +12,7 @@ import yaml
 from sweep_fakes import FakeRunner
 from wotbench.analysis import slo as sloa
 from wotbench.rundir import RunDir
-from wotbench.slo_spec import Slo
+from wotbench.config.slo import Slo
 
 
 def rate_of(cfg: dict) -> float:

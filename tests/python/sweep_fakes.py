@@ -8,8 +8,8 @@ from typing import Callable, Optional
 import yaml
 
 from summary_factory import make_summary
-from wotbench.config import config_from_dict
-from wotbench.plan import make_plan
+from wotbench.config.schema import config_from_dict
+from wotbench.deploy.plan import make_plan
 from wotbench.rundir import CdRecord, RunDir, RunRecord, TestWindow
 
 BASE = "name: t\nduration_s: 10\nseed: 1\ndevices:\n  - group: cpu\n    count: 5\n    rit: {dist: exponential, mean: 100}\n"

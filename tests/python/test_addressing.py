@@ -1,13 +1,13 @@
-"""Device addressing (wotbench.addressing): one layout for the config and the bridges."""
+"""Device addressing (wotbench.deploy.addressing): one layout for the config and the bridges."""
 import ipaddress
 
 import pytest
 
-from wotbench import addressing
-from wotbench.config import config_from_dict
-from wotbench.resolve import cd_node_address, device_addresses
+from wotbench.deploy import addressing
+from wotbench.config.schema import config_from_dict
+from wotbench.deploy.resolve import cd_node_address, device_addresses
 from wotbench.errors import ConfigError
-from wotbench.runner import network
+from wotbench.runner.backends.docker import network
 
 
 def test_2500_devices_fit_the_bridge_blocks():

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from analysis_fixtures import cd_series
-from wotbench.analysis.contention import ContentionParams, assess
+from wotbench.detector.verdict import ContentionParams, assess
 
 P = ContentionParams()
 

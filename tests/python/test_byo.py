@@ -1,4 +1,4 @@
-"""Bring your own system under test: the config keys (wotbench.byo), the trace's paths, the
+"""Bring your own system under test: the config keys (wotbench.config.byo), the trace's paths, the
 CD sizing, the proxy's core, the harness's CoAP encoding and the pre-run checks."""
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config import config_from_dict
+from wotbench.config.schema import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.plan import make_plan
-from wotbench.resolve import device_addresses, proxy_address, resolve_cd
-from wotbench.runner import coapprobe, hostimage, thirdparty
-from wotbench.tracegen import write_trace
+from wotbench.deploy.plan import make_plan
+from wotbench.deploy.resolve import device_addresses, proxy_address, resolve_cd
+from wotbench.runner import coapprobe, thirdparty
+from wotbench.runner.backends.docker import hostimage
+from wotbench.workload.generate import write_trace
 
 SERVER = {"command": ["coap-server-notls", "-A", "{address}", "-p", "{port}"]}
 

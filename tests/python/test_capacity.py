@@ -7,7 +7,7 @@ import pytest
 from rich.console import Console
 
 from sweep_fakes import FakeRunner, write_base
-from wotbench.capacity import capacity_exit_code, run_capacity
+from wotbench.capacity.command import capacity_exit_code, run_capacity
 from wotbench.errors import ConfigError
 
 
@@ -127,7 +127,7 @@ def test_bad_parameters(tmp_path, kw, msg):
 
 def test_quiet_gate_records_the_load_of_every_run_and_a_busy_host_stops_the_search(tmp_path,
                                                                                   monkeypatch):
-    from wotbench.runner import quiet
+    from wotbench.monitor import quiet
     monkeypatch.setattr(quiet, "loadavg", lambda: 0.1)
     monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: [])
     (tmp_path / "a").mkdir()

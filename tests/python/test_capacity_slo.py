@@ -8,7 +8,7 @@ from rich.console import Console
 
 from slo_fakes import SloFakeRunner, rate_of
 from sweep_fakes import write_base
-from wotbench.capacity import capacity_exit_code, run_capacity
+from wotbench.capacity.command import capacity_exit_code, run_capacity
 from wotbench.errors import ConfigError
 
 KEY = "devices[0].rate"

@@ -7,7 +7,7 @@ import pytest
 from wotbench.analysis.errors import AnalysisError
 from wotbench.csvcheck import MAX_LISTED
 from wotbench.errors import ConfigError
-from wotbench.trace_io import read_resources, read_trace
+from wotbench.workload.trace_io import read_resources, read_trace
 
 URI = "coap://10.0.0.1/r0"
 

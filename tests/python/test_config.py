@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config import config_from_dict, load_config
-from wotbench.resolve import cd_node_address, device_addresses, dump_resolved, resolve
+from wotbench.config.schema import config_from_dict, load_config
+from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved, resolve
 from wotbench.errors import ConfigError
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -182,7 +182,7 @@ def test_device_addresses():
     addrs = device_addresses(cfg)
     assert addrs[0] == ("a-0", "a", 0, "172.28.0.10", 5683, "a-0")
     assert addrs[2] == ("b-0", "b", 2, "172.28.0.12", 5683, "b-0")
-    # past 1004 devices the second /22 bridge block starts at 172.28.4.10 (wotbench.addressing)
+    # past 1004 devices the second /22 bridge block starts at 172.28.4.10 (wotbench.deploy.addressing)
     assert addrs[1004].ip == "172.28.4.10"
     assert addrs[-1].ip == "172.28.5.251" and addrs[-1].name == "b-1499"   # 4.0 + 10 + 497
     assert len({a.ip for a in addrs}) == 1502

@@ -1,10 +1,10 @@
 """The contention: config block and the hog specs a run launches."""
 import pytest
 
-from wotbench.contention import ContentionEpisode, parse_contention, validate_contention
-from wotbench.runner.docker_backend import hog_container_kwargs
+from wotbench.config.hog_episodes import ContentionEpisode, parse_contention, validate_contention
+from wotbench.runner.backends.docker.backend import hog_container_kwargs
 from wotbench.runner.hogspec import default_buffer_bytes, episodes_for_run
-from wotbench.runner.process_backend import hog_process_argv
+from wotbench.runner.backends.process.backend import hog_process_argv
 from wotbench.errors import ConfigError
 
 PLAN = {"cores_total": 2, "usable_cores": [0, 1], "device_cores": [1]}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wotbench.distributions import DistributionError, make_distribution, validate_spec, weibull_shape_for_cv
+from wotbench.config.distributions import DistributionError, make_distribution, validate_spec, weibull_shape_for_cv
 
 N = 400_000
 

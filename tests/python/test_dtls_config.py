@@ -1,4 +1,4 @@
-"""The dtls: block (wotbench.dtls) and its plumbing: device addresses and coaps:// trace URIs,
+"""The dtls: block (wotbench.config.dtls) and its plumbing: device addresses and coaps:// trace URIs,
 the key file of a run (wotbench.runner.dtlskey) and the flags both programs get. No network."""
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from wotbench import dtls as dtls_spec
-from wotbench.config import config_from_dict
+from wotbench.config import dtls as dtls_spec
+from wotbench.config.schema import config_from_dict
 from wotbench.errors import ConfigError
-from wotbench.resolve import cd_node_address, device_addresses, dump_resolved
+from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved
 from wotbench.rundir import RunDir
 from wotbench.runner import dtlskey
 from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.docker_backend import DockerBackend
+from wotbench.runner.backends.docker.backend import DockerBackend
 from wotbench.runner.labels import NOBODY
-from wotbench.trace_io import read_trace
-from wotbench.tracegen import write_trace
+from wotbench.workload.trace_io import read_trace
+from wotbench.workload.generate import write_trace
 
 KEY = "s3cret-psk-value"
 

@@ -8,12 +8,12 @@ import pytest
 
 from wotbench.analysis import observe as obsm
 from wotbench.analysis.loading import DeviceInfo, GeData, RunData
-from wotbench.config import config_from_dict
+from wotbench.config.schema import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunRecord
 from wotbench.rundir.summary import ObserveBlock
-from wotbench.trace_io import read_resources, read_trace
-from wotbench.tracegen import write_trace
+from wotbench.workload.trace_io import read_resources, read_trace
+from wotbench.workload.generate import write_trace
 
 
 def cfg(observe=None, **group):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config import config_from_dict, load_config
+from wotbench.config.schema import config_from_dict, load_config
 from wotbench.errors import ConfigError
-from wotbench.plan import cpuset_str, make_plan, parse_cpuset
+from wotbench.deploy.plan import cpuset_str, make_plan, parse_cpuset
 
 
 def cfg(devices=20, gateways=1, affinity="pinned", reserved=1, cd=True, wait="auto", cpus="all"):

@@ -1,17 +1,17 @@
-"""Devices per container (wotbench.pods): layout, addresses, placement, config checks, the
+"""Devices per container (wotbench.deploy.pods): layout, addresses, placement, config checks, the
 Docker pod spec and how the runner finds a pod's device processes."""
 import os
 from pathlib import Path
 
 import pytest
 
-from wotbench import pods
-from wotbench.config import config_from_dict
+from wotbench.deploy import pods
+from wotbench.config.schema import config_from_dict
 from wotbench.errors import ConfigError
-from wotbench.plan import make_plan
-from wotbench.resolve import cd_node_address, device_addresses
+from wotbench.deploy.plan import make_plan
+from wotbench.deploy.resolve import cd_node_address, device_addresses
 from wotbench.runner.components import DeviceRun
-from wotbench.runner.docker_pods import group_by_container, is_pod, member_pids, pod_spec
+from wotbench.runner.backends.docker.pods import group_by_container, is_pod, member_pids, pod_spec
 
 
 def cfg(*groups, **top):
@@ -128,7 +128,7 @@ class _FakeContainer:
 def test_docker_backend_maps_a_pods_exit_and_stop_to_its_devices():
     from types import SimpleNamespace
 
-    from wotbench.runner.docker_backend import DockerBackend
+    from wotbench.runner.backends.docker.backend import DockerBackend
     b = DockerBackend(client=None, run_id="r", log=lambda m: None)
     pod, alone = _FakeContainer(), _FakeContainer()
     b.ctr = {"g-pod0": pod, "h-0": alone}

@@ -5,7 +5,7 @@ import pytest
 
 from wotbench.errors import ConfigError
 from wotbench.runner import doctor, inputs
-from wotbench.runner.docker_backend import DockerKind
+from wotbench.runner.backends.docker.backend import DockerKind
 
 
 class Away(Exception):

@@ -1,7 +1,7 @@
 """Host limits for many containers: how many devices each carries, and the stop message."""
 from __future__ import annotations
 
-from wotbench.runner import scalelimits as sl
+from wotbench.runner.backends.docker import scalelimits as sl
 
 
 def _limits(pid_max=32768, conntrack=262144, nofile=20000):

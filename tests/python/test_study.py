@@ -10,7 +10,7 @@ import pytest
 
 from sweep_fakes import FakeRunner
 from wotbench.errors import ConfigError
-from wotbench.runner.quiet import QuietGate
+from wotbench.monitor.quiet import QuietGate
 from wotbench.validation.study import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_a_killed_study_resumes_without_rerunning_finished_points(tmp_path):
 
 
 def test_a_host_that_never_gets_quiet_skips_and_says_so(tmp_path, monkeypatch):
-    from wotbench.runner import quiet
+    from wotbench.monitor import quiet
     monkeypatch.setattr(quiet, "loadavg", lambda: 5.0)
     monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: ["42 pytest"])
     runner = FakeRunner()

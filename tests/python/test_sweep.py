@@ -206,7 +206,7 @@ def test_report_rows_read_a_real_analysis_summary(tmp_path):
 
 # ----------------------------------------------------------------------------- quiet-host gate
 def test_quiet_gate_skips_points_on_a_busy_host_and_a_resume_runs_them(tmp_path, monkeypatch):
-    from wotbench.runner import quiet
+    from wotbench.monitor import quiet
     monkeypatch.setattr(quiet, "loadavg", lambda: 3.0)
     monkeypatch.setattr(quiet, "busy_processes", lambda *a, **k: ["42 gcc x.c"])
     never = quiet.QuietGate(max_load=0.5, timeout_s=0)

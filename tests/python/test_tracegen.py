@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from wotbench.config import config_from_dict, load_config
-from wotbench.distributions import make_distribution
+from wotbench.config.schema import config_from_dict, load_config
+from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
-from wotbench.trace_io import read_trace, trace_stats
-from wotbench.tracegen import generate, resource_service_times_us, write_trace
+from wotbench.workload.trace_io import read_trace, trace_stats
+from wotbench.workload.generate import generate, resource_service_times_us, write_trace
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

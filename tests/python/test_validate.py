@@ -9,7 +9,7 @@ import pytest
 
 from summary_factory import make_summary
 from wotbench.rundir import CdRecord, EpisodeRecord, RunDir, RunRecord
-from wotbench.runner.quiet import busy_processes
+from wotbench.monitor.quiet import busy_processes
 from wotbench.validation.facts import load_run
 from wotbench.validation.research import simulate_rule
 from wotbench.validation.rules import device_rise, evaluate_run, evaluate_series

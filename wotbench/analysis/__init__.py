@@ -17,9 +17,9 @@ from typing import Any
 from wotbench.rundir import (AnalysisParams, ContentionParams, GeIntegrityParams, RdParams,
                              Summary)
 
-from .errors import AnalysisError, WotbenchError
-from .loading import load_run
-from .summary import build, write as _write
+from wotbench.analysis.errors import AnalysisError, WotbenchError
+from wotbench.analysis.loading import load_run
+from wotbench.analysis.summary import build, write as _write
 
 __all__ = ["analyze", "main", "AnalysisParams", "GeIntegrityParams", "RdParams",
            "ContentionParams", "AnalysisError", "Summary", "WotbenchError"]

@@ -1,7 +1,7 @@
 """``python -m wotbench.analysis RUN_DIR``: analyse a run directory and print the verdict."""
 import sys
 
-from . import main
+from wotbench.analysis import main
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:

@@ -35,7 +35,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from .stats import grouped_stats, row_stats
+from wotbench.analysis.stats import grouped_stats, row_stats
 
 QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 PARTS = ("r_minus_s", "network", "network_out", "network_back", "device", "device_in",

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .loading import GeData, RunData
-from .stats import fnum
+from wotbench.analysis.loading import GeData, RunData
+from wotbench.analysis.stats import fnum
 
 QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 

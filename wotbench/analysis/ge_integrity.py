@@ -32,7 +32,7 @@ from scipy.stats import binom
 
 from wotbench.rundir import GeIntegrityParams
 
-from .stats import cdf_points, fnum, ks_distance
+from wotbench.analysis.stats import cdf_points, fnum, ks_distance
 
 RULE_TEXT = ("kept_up unless, with confidence 1 - alpha, more than max_late_share of sends were "
              "later (or earlier) than their device's tolerance = max(rel_tolerance x median "

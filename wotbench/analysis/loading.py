@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from wotbench.csvcheck import read_csv_checked
 from wotbench.rundir import CD_GE_DIR, GeRecord, RunDir, RunRecord
 from wotbench.schema_errors import problems as schema_problems
-from wotbench.trace_io import read_resources as _read_resources_checked
+from wotbench.workload.trace_io import read_resources as _read_resources_checked
 
-from .errors import AnalysisError
+from wotbench.analysis.errors import AnalysisError
 
 OUTCOMES = ("ok", "error", "timeout", "reset", "unsent")
 METHODS = ("GET", "PUT", "POST", "DELETE")
@@ -269,7 +269,7 @@ def load_run(run_dir: str | Path) -> RunData:
     third_party: dict[str, list[str]] = {}
     for d in run.devices:
         dev = DeviceInfo(name=d.name, id=d.id, group=d.group)
-        if d.server:   # not a wot-device: no resource file, no device log (wotbench.byo)
+        if d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
             third_party.setdefault(d.server, []).append(d.name)
         else:
             _load_device_files(rd, dev, d.resources, warnings)

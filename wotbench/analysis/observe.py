@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .loading import RunData
-from .stats import fnum
+from wotbench.analysis.loading import RunData
+from wotbench.analysis.stats import fnum
 
 IN_FLIGHT_S = 1.0
 SERIES_MAX_ROWS = 200_000

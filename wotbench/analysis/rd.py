@@ -34,8 +34,8 @@ import pandas as pd
 
 from wotbench.rundir import RdParams
 
-from .loading import DeviceInfo
-from .stats import grouped_stats, row_stats
+from wotbench.analysis.loading import DeviceInfo
+from wotbench.analysis.stats import grouped_stats, row_stats
 
 RD_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 DECOMP = ("network_stack", "queueing", "service")

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from .loading import OUTCOMES, GeData, RunData
-from .stats import RT_QUANTILES, fnum, grouped_stats, row_stats
+from wotbench.analysis.loading import OUTCOMES, GeData, RunData
+from wotbench.analysis.stats import RT_QUANTILES, fnum, grouped_stats, row_stats
 
 NS_PER_MS = 1e6
 SERIES_QS = {"p50": 0.50, "p95": 0.95, "p99": 0.99}

@@ -1,4 +1,4 @@
-"""Judge a run against its service-level objectives (``slo:``, :mod:`wotbench.slo_spec`).
+"""Judge a run against its service-level objectives (``slo:``, :mod:`wotbench.config.slo`).
 
 :func:`evaluate` takes the requests as a :class:`RequestFrame` (one entry per main-GE request)
 and returns the typed ``summary.json`` ``slo`` block (:class:`wotbench.rundir.SloBlock`):
@@ -27,9 +27,9 @@ import yaml
 from pydantic import ValidationError
 
 from wotbench.rundir import SloBlock, SloObjectiveResult, SloOffender, SloWindow
-from wotbench.slo_spec import PERCENTILES, Objective, Slo, objectives
+from wotbench.config.slo import PERCENTILES, Objective, Slo, objectives
 
-from .stats import grouped_stats
+from wotbench.analysis.stats import grouped_stats
 
 MAX_OFFENDERS = 10
 MAX_MISSED_WINDOWS = 50

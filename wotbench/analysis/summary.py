@@ -12,21 +12,21 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from . import blockwise as blkm
-from . import contention as cont
-from . import decomposition as decomp
-from . import dtls as dtlsm
-from . import ge_integrity as gei
-from . import loss as lossm
-from . import monitor as mon
-from . import observe as obsm
-from . import rd as rdm
-from . import responses as resp
-from . import slo as sloa
+from wotbench.analysis import blockwise as blkm
+from wotbench.detector import verdict as cont
+from wotbench.analysis import decomposition as decomp
+from wotbench.analysis import dtls as dtlsm
+from wotbench.analysis import ge_integrity as gei
+from wotbench.analysis import loss as lossm
+from wotbench.analysis import monitor as mon
+from wotbench.analysis import observe as obsm
+from wotbench.analysis import rd as rdm
+from wotbench.analysis import responses as resp
+from wotbench.analysis import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
 
-from .loading import RunData
-from .stats import grouped_stats, row_stats
+from wotbench.analysis.loading import RunData
+from wotbench.analysis.stats import grouped_stats, row_stats
 
 ANALYSIS_VERSION = 1
 SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "testbed_loss": 3, "invalid": 4}

@@ -11,13 +11,13 @@ See docs/NETWORK-IMPAIRMENTS.md. Runner usage:
     backend.remove()                                            # every path; idempotent
     run_json["network"] = {**backend.record(), "requested": cfg.network.backend, "reasons": reasons}
 """
-from .backends import AppBackend, Backend, DeviceTarget, NetemBackend, PumbaBackend
-from .errors import ImpairmentConfigError, ImpairmentError
-from .model import (BackendName, Impairment, NetworkImpairment, parse_network,
+from wotbench.netimpair.backends import AppBackend, Backend, DeviceTarget, NetemBackend, PumbaBackend
+from wotbench.netimpair.errors import ImpairmentConfigError, ImpairmentError
+from wotbench.netimpair.model import (BackendName, Impairment, NetworkImpairment, parse_network,
                     problems_from_validation_error)
-from .plan import DeviceImpairment, ImpairmentPlan, resolve_impairments
-from .probe import probe_ifb, probe_netem
-from .select import make_backend, select_backend
+from wotbench.netimpair.plan import DeviceImpairment, ImpairmentPlan, resolve_impairments
+from wotbench.netimpair.probe import probe_ifb, probe_netem
+from wotbench.netimpair.select import make_backend, select_backend
 
 __all__ = [
     "AppBackend", "Backend", "BackendName", "DeviceImpairment", "DeviceTarget", "Impairment",

@@ -280,7 +280,7 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> li
 
 def parse_network(raw: Any, prefix: str = "network") -> NetworkImpairment | None:
     """Validate one group's ``network:`` value; raise ImpairmentConfigError with key-path problems."""
-    from .errors import ImpairmentConfigError
+    from wotbench.netimpair.errors import ImpairmentConfigError
     if raw is None:
         return None
     if isinstance(raw, NetworkImpairment):

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .errors import ImpairmentConfigError
-from .model import Impairment, NetworkImpairment, parse_network
+from wotbench.netimpair.errors import ImpairmentConfigError
+from wotbench.netimpair.model import Impairment, NetworkImpairment, parse_network
 
 
 @dataclass(frozen=True)

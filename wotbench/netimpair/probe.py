@@ -5,7 +5,7 @@ import os
 import shutil
 from typing import Optional
 
-from .cmdrun import CommandRunner, SubprocessRunner
+from wotbench.netimpair.cmdrun import CommandRunner, SubprocessRunner
 
 _cache: dict[str, tuple[bool, str]] = {}
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .backends.app import AppBackend
-from .backends.base import Backend
-from .backends.netem import NetemBackend
-from .backends.pumba import PumbaBackend
-from .cmdrun import CommandRunner
-from .errors import ImpairmentError
-from .plan import ImpairmentPlan
+from wotbench.netimpair.backends.app import AppBackend
+from wotbench.netimpair.backends.base import Backend
+from wotbench.netimpair.backends.netem import NetemBackend
+from wotbench.netimpair.backends.pumba import PumbaBackend
+from wotbench.netimpair.cmdrun import CommandRunner
+from wotbench.netimpair.errors import ImpairmentError
+from wotbench.netimpair.plan import ImpairmentPlan
 
 ORDER = ("pumba", "netem", "app")
 

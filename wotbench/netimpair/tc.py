@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .cmdrun import CommandRunner, Result
-from .model import Impairment, fmt_num
+from wotbench.netimpair.cmdrun import CommandRunner, Result
+from wotbench.netimpair.model import Impairment, fmt_num
 
 IFB_DEV = "wbifb0"
 
@@ -159,7 +159,7 @@ def is_absent(r: Result) -> bool:
 def remove_all(runner: CommandRunner, ref: NetnsRef, dev: str) -> dict:
     """Idempotent removal of our qdiscs in one namespace. Never raises.
     Returns ``{"commands": [...], "errors": [...], "skipped": reason|None}``."""
-    from .cmdrun import shell_join
+    from wotbench.netimpair.cmdrun import shell_join
     out: dict = {"target": ref.describe(), "commands": [], "errors": [], "skipped": None}
     if not ref.still_same():
         out["skipped"] = f"{ref.describe()}: process gone or namespace changed; its qdiscs went with it"

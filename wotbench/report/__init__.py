@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .context import ReportError, build_context
-from .present import jinja_env
+from wotbench.report.context import ReportError, build_context
+from wotbench.report.present import jinja_env
 
 __all__ = ["render", "render_html", "main", "ReportError"]
 
@@ -21,7 +21,7 @@ def render_html(run_dir: Path | str) -> str:
     """The report as an HTML string (nothing written)."""
     from markupsafe import Markup
 
-    from .figures import make_figures
+    from wotbench.report.figures import make_figures
 
     ctx = build_context(run_dir)
     figs = make_figures(ctx)

@@ -13,14 +13,14 @@ from typing import Optional
 from pydantic import ValidationError
 
 from wotbench.errors import WotbenchError
-from wotbench.plan import Plan
+from wotbench.deploy.plan import Plan
 from wotbench.rundir import RunDir, RunRecord
 from wotbench.stamps import report_stamp
 
-from . import sections
-from .sut import sut
-from .data import figure_data
-from .slo import slo_table
+from wotbench.report import sections
+from wotbench.report.sut import sut
+from wotbench.report.data import figure_data
+from wotbench.report.slo import slo_table
 
 
 class ReportError(WotbenchError):

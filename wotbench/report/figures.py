@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
+from wotbench.report.plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
                        close_all, plt, scope_ids, svg)
 
 

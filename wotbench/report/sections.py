@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from typing import Any, Optional
 
-from wotbench.plan import Plan, parse_cpuset
+from wotbench.deploy.plan import Plan, parse_cpuset
 from wotbench.rundir import NetworkRecord, RunRecord, Summary
 from wotbench.rundir.summary import GeIntegrity, RtStats
 

@@ -9,12 +9,12 @@ analysis and from the analysis to every reader (report, sweep, validation, capac
 
 Models reject unknown keys: a writer and a reader cannot disagree silently.
 """
-from .layout import CD_GE_DIR, RunDir
-from .record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
+from wotbench.rundir.layout import CD_GE_DIR, RunDir
+from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
                      HostRecord, ImpairCounters, ImpairedDevice, NetworkRecord, Phases, PlanNote, RunRecord, SysctlChange, TestWindow,
                      Window)
-from .slo import SloBlock, SloObjectiveResult, SloOffender, SloWindow
-from .summary import (AnalysisParams, ContentionParams, GeIntegrityParams, MonitorBlock, RdParams,
+from wotbench.rundir.slo import SloBlock, SloObjectiveResult, SloOffender, SloWindow
+from wotbench.rundir.summary import (AnalysisParams, ContentionParams, GeIntegrityParams, MonitorBlock, RdParams,
                       Summary)
 
 __all__ = [

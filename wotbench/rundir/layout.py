@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .record import RunRecord
-    from .summary import Summary
+    from wotbench.rundir.record import RunRecord
+    from wotbench.rundir.summary import Summary
 
 CD_GE_DIR = "cd-ge"
 CONTAINER_LOG = "container.log"   # a container's own output, saved for a failed component
@@ -174,14 +174,14 @@ class RunDir:
 
     # -- the two JSON contracts ---------------------------------------------------------
     def read_run(self) -> "RunRecord":
-        from .record import RunRecord
+        from wotbench.rundir.record import RunRecord
         return RunRecord.model_validate(_read_object(self.run_json))
 
     def write_run(self, record: "RunRecord") -> Path:
         return _write_atomic(self.run_json, record.model_dump(mode="json"))
 
     def read_summary(self) -> "Summary":
-        from .summary import Summary
+        from wotbench.rundir.summary import Summary
         return Summary.model_validate(_read_object(self.summary_json))
 
     def write_summary(self, summary: "Summary") -> Path:

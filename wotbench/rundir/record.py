@@ -11,7 +11,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from ._model import Record
+from wotbench.rundir._model import Record
 
 
 class HostRecord(Record):
@@ -36,7 +36,7 @@ class TestWindow(Record):
 
 
 class CdRecord(Record):
-    """The contention detector's sizing (``wotbench.runner.cd_module``)."""
+    """The contention detector's sizing (``wotbench.detector.node``)."""
     device: str = "cd-node"
     service_time_us: int
     mode: str
@@ -60,10 +60,10 @@ class DeviceRecord(Record):
     cpu_quota: Optional[float] = None
     memory_mb: Optional[int] = None
     log_dir: Optional[str] = None         # relative to the run dir
-    # what runs instead of wot-device (wotbench.byo): "image X", "command Y" or
+    # what runs instead of wot-device (wotbench.config.byo): "image X", "command Y" or
     # "external endpoint H:P"; null for a wot-device (which writes a device log)
     server: Optional[str] = None
-    # the pod (container) it shares with other devices (wotbench.pods); null: its own
+    # the pod (container) it shares with other devices (wotbench.deploy.pods); null: its own
     container: Optional[str] = None
 
 

@@ -1,5 +1,5 @@
 """``summary.json`` ``slo``: how the run did against the config's service-level objectives
-(written by :mod:`wotbench.analysis.slo`, the schema in :mod:`wotbench.slo_spec`).
+(written by :mod:`wotbench.analysis.slo`, the schema in :mod:`wotbench.config.slo`).
 
 Every objective is judged on the whole test (``state``, which decides) and on each window of
 ``window_s`` seconds of scheduled send time (``windows_*``, reported). A limit is inclusive: a
@@ -14,7 +14,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from ._model import Record
+from wotbench.rundir._model import Record
 
 F = Optional[float]
 SloState = Literal["pass", "fail", "no_data"]

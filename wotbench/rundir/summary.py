@@ -16,9 +16,9 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from ._model import Record
-from .record import Failure
-from .slo import SloBlock
+from wotbench.rundir._model import Record
+from wotbench.rundir.record import Failure
+from wotbench.rundir.slo import SloBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]

@@ -23,7 +23,7 @@ Life cycle, as the runner calls it::
     kind.impairment_options(conn)          # what netimpair's backends need of this runtime
     b = kind.create(run_id, run_dir, log, conn)
     b.prepare(binaries)                    # images; "hog" is there when the run has episodes
-    b.prepare_programs(programs)           # third-party servers / proxy (wotbench.byo)
+    b.prepare_programs(programs)           # third-party servers / proxy (wotbench.config.byo)
     b.setup_network(subnet, devices, gateways)
     b.start_devices(devices)               # bounded parallel, inside the backend
     ... readiness (CoAP ping), b.impairment_targets(names) for netem/pumba ...
@@ -59,13 +59,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:   # type names only: the data types live with their modules
-    from wotbench.byo import Program
-    from wotbench.config import Config
+    from wotbench.config.byo import Program
+    from wotbench.config.schema import Config
     from wotbench.netimpair import DeviceTarget
     from wotbench.rundir import BridgeRecord
 
-    from .components import DeviceRun, GeRun
-    from .hogspec import HogSpec
+    from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.hogspec import HogSpec
 
 Log = Callable[[str], None]
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Optional
 
-from wotbench.addressing import COAP_PORT
+from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 
 if TYPE_CHECKING:
-    from wotbench.byo import Program
+    from wotbench.config.byo import Program
     from wotbench.runner.dtlskey import DtlsCreds
 
 
@@ -32,11 +32,11 @@ class DeviceRun:
     cpu_quota: float | None = None
     memory_mb: int | None = None
     impair: list[str] = field(default_factory=list)   # app-level impairment flags (never cd-node)
-    # a third-party program instead of wot-device (wotbench.byo), and its config key
+    # a third-party program instead of wot-device (wotbench.config.byo), and its config key
     program: Optional["Program"] = None
     program_key: str = ""
     dtls: Optional["DtlsCreds"] = None   # coaps:// (never the CD node)
-    container: str = ""         # its container (wotbench.pods): its pod's name, else its own
+    container: str = ""         # its container (wotbench.deploy.pods): its pod's name, else its own
 
     def __post_init__(self) -> None:
         self.container = self.container or self.name

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
-from wotbench.runner import images
+from wotbench.runner.backends.docker import images
 from wotbench.runner.cleanup import leftover_processes
-from wotbench.runner.docker_backend import docker_client
+from wotbench.runner.backends.docker.backend import docker_client
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -132,7 +132,7 @@ def check_neighbour_table() -> Check:
 
 
 def check_scale_limits() -> Check:
-    from wotbench.runner.scalelimits import host_limits
+    from wotbench.runner.backends.docker.scalelimits import host_limits
     lims = host_limits()
     if not lims:
         return Check("scale limits", WARN, "pid, conntrack and dockerd limits not readable")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from wotbench import dtls as dtls_spec
+from wotbench.config import dtls as dtls_spec
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunDir
 from wotbench.runner.labels import NOBODY

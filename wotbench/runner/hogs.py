@@ -1,4 +1,4 @@
-"""Deliberate contention episodes (``contention:`` config block, :mod:`wotbench.contention`):
+"""Deliberate contention episodes (``contention:`` config block, :mod:`wotbench.config.hog_episodes`):
 the life cycle of the hogs that inject them.
 
 The hog binary is built with the other binaries and handed to the backend's ``prepare`` (its
@@ -16,8 +16,8 @@ from wotbench.rundir import EpisodeRecord, RunDir
 from wotbench.runner.hogspec import HogSpec, episodes_for_run
 
 if TYPE_CHECKING:
-    from wotbench.config import Config
-    from wotbench.plan import Plan
+    from wotbench.config.schema import Config
+    from wotbench.deploy.plan import Plan
     from wotbench.runner.backend import HogHandle, Log, Stressor
 
 STOP_TIMEOUT_S = 10.0

@@ -1,4 +1,4 @@
-"""The hogs a run launches for its ``contention:`` episodes (:mod:`wotbench.contention`): one
+"""The hogs a run launches for its ``contention:`` episodes (:mod:`wotbench.config.hog_episodes`): one
 :class:`HogSpec` per episode, with the hog's argv and resource limits. Pure data; the backend
 launches them (``RunBackend.launch_hog``), :mod:`wotbench.runner.hogs` runs the episode life cycle.
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from wotbench.contention import MIB, ContentionEpisode, validate_contention
+from wotbench.config.hog_episodes import MIB, ContentionEpisode, validate_contention
 from wotbench.rundir import EpisodeRecord
 from wotbench.runner.labels import ROLE_LABEL, RUN_LABEL
 

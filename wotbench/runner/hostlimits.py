@@ -10,7 +10,7 @@ raises the three thresholds for the run (never lowers them) and restores them af
 the privilege it stops before creating anything, naming the setting and the command.
 
 Other limits at 1000+ devices and why they do not bind (measured for ``make bench-scale``):
-bridge ports (one /22 bridge block per 1004 devices, ``wotbench.addressing``), conntrack
+bridge ports (one /22 bridge block per 1004 devices, ``wotbench.deploy.addressing``), conntrack
 (``nf_conntrack_max`` 262144 here; one flow per device and GE port), pids and file descriptors
 (the devices' own, in their containers; the harness keeps no per-device descriptor open).
 """

@@ -10,17 +10,17 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from wotbench import tracegen
-from wotbench.config import Config
+from wotbench.workload import generate as tracegen
+from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.plan import Plan
-from wotbench.resolve import dump_resolved
+from wotbench.deploy.plan import Plan
+from wotbench.deploy.resolve import dump_resolved
 from wotbench.rundir import RunDir
 from wotbench.runner import doctor
 from wotbench.runner.backend import BackendKind, Log
-from wotbench.runner.docker_backend import DockerKind
+from wotbench.runner.backends.docker.backend import DockerKind
 from wotbench.runner.labels import NOBODY
-from wotbench.runner.process_backend import ProcessKind
+from wotbench.runner.backends.process.backend import ProcessKind
 from wotbench.stamps import dir_stamp
 
 KINDS: dict[str, BackendKind] = {"docker": DockerKind(), "process": ProcessKind()}

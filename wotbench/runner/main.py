@@ -29,18 +29,20 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-from wotbench.addressing import DEVICES_PER_BLOCK
-from wotbench.config import load_config
+from wotbench.deploy.addressing import DEVICES_PER_BLOCK
+from wotbench.config.schema import load_config
 from wotbench.errors import WotbenchError
-from wotbench.plan import make_plan
-from wotbench.resolve import cd_node_address, device_addresses, proxy_address, resolve
+from wotbench.deploy.plan import make_plan
+from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
-from wotbench.runner import cd_module, dtlskey, hostlimits, images, inputs
+from wotbench.runner import dtlskey, hostlimits, inputs
+from wotbench.detector import node as cd_module
+from wotbench.runner.backends.docker import images
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
-from wotbench.runner.monitor import Monitor
+from wotbench.monitor.recorder import Monitor
 from wotbench.runner import readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test

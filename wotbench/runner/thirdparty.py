@@ -1,4 +1,4 @@
-"""Third-party systems under test in a run (the config side is ``wotbench.byo``): which
+"""Third-party systems under test in a run (the config side is ``wotbench.config.byo``): which
 programs a run starts, the checks before anything starts (programs present, impairments
 possible), readiness of what WoTbench did not build (CoAP ping from this host) and the check
 that a proxy really forwards. The backends run the programs (``prepare_programs``).
@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from wotbench.byo import Program
-from wotbench.config import Config
+from wotbench.config.byo import Program
+from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.runner import coapprobe
 

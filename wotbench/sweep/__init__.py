@@ -10,9 +10,9 @@ Public API:
 - :func:`wotbench.sweep.paths.parse_vary`, ``parse_key``, ``set_path``, ``get_path``
 - :func:`wotbench.sweep.report.write_report`, ``collect``
 """
-from .command import (cartesian, create_sweep, plan_points, read_matrix, run_sweep,
+from wotbench.sweep.command import (cartesian, create_sweep, plan_points, read_matrix, run_sweep,
                       sweep_exit_code)
-from .core import Point, Sweep, derive_config
+from wotbench.sweep.core import Point, Sweep, derive_config
 
 __all__ = ["Point", "Sweep", "cartesian", "create_sweep", "derive_config", "plan_points", "read_matrix",
            "run_sweep", "sweep_exit_code"]

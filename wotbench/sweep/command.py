@@ -8,11 +8,11 @@ from typing import Any, Optional
 
 import yaml
 
-from ..errors import ConfigError
-from ..runner.quiet import QuietGate
-from .core import RunFn, Sweep
-from .paths import format_key, parse_key, parse_set, parse_vary
-from .report import write_report
+from wotbench.errors import ConfigError
+from wotbench.monitor.quiet import QuietGate
+from wotbench.sweep.core import RunFn, Sweep
+from wotbench.sweep.paths import format_key, parse_key, parse_set, parse_vary
+from wotbench.sweep.report import write_report
 
 
 # ---------------------------------------------------------------------- point generation

@@ -26,13 +26,13 @@ import yaml
 
 from pydantic import BaseModel
 
-from ..config import Config, config_from_dict, load_config
-from ..errors import ConfigError, EnvironmentProblem, WotbenchError
-from ..rundir import RunDir, Summary
-from ..runner.main import run as run_config
-from ..runner.quiet import QuietGate
-from ..stamps import dir_stamp, iso_stamp
-from .paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
+from wotbench.config.schema import Config, config_from_dict, load_config
+from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
+from wotbench.rundir import RunDir, Summary
+from wotbench.runner.main import run as run_config
+from wotbench.monitor.quiet import QuietGate
+from wotbench.stamps import dir_stamp, iso_stamp
+from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
 
 SCHEMA = "wotbench-sweep/1"
 RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code

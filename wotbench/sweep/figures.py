@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
-from ..report.plotting import MUTED, RED, plt, svg
+from wotbench.report.plotting import MUTED, RED, plt, svg
 
 Row = dict[str, Any]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
+from wotbench.errors import ConfigError
 
 ALL = "*"     # the [*] index: every item of the list
 _FULL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*|\[(?:\d+|\*)\])*")

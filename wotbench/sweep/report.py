@@ -10,11 +10,11 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from ..config import Config, Placement
-from ..plan import Plan
-from ..report.present import jinja_env
-from ..rundir import Summary
-from .core import Point, Sweep
+from wotbench.config.schema import Config, Placement
+from wotbench.deploy.plan import Plan
+from wotbench.report.present import jinja_env
+from wotbench.rundir import Summary
+from wotbench.sweep.core import Point, Sweep
 
 
 def _facts(s: Optional[Summary]) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
 
 def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
     """Write ``<sweep dir>/report.html`` (self-contained) and return its path."""
-    from . import figures
+    from wotbench.sweep import figures
     rows = collect(sweep)
     varied = sorted({k for p in sweep.points for k in p.overrides})
     page = jinja_env("wotbench.sweep").get_template("sweep.html.j2").render(

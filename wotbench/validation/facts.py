@@ -7,8 +7,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from ..analysis.stats import fnum
-from ..rundir import RunDir
+from wotbench.analysis.stats import fnum
+from wotbench.rundir import RunDir
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:

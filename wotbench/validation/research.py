@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis.contention import assess
-from ..errors import ConfigError
-from ..rundir import ContentionParams, RunDir
+from wotbench.detector.verdict import assess
+from wotbench.errors import ConfigError
+from wotbench.rundir import ContentionParams, RunDir
 
 
 def calibration_sweep(run_dir: Path, lengths: list[int], params=None) -> list[dict]:

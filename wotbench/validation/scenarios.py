@@ -9,8 +9,8 @@ from typing import Any, Optional
 
 import yaml
 
-from ..errors import ConfigError
-from ..sweep.core import Sweep
+from wotbench.errors import ConfigError
+from wotbench.sweep.core import Sweep
 
 EXPECTS = ("clean", "episodes", "agree", "scale")
 DEFAULT_MANIFEST = Path("configs/validation/scenarios.yaml")

@@ -11,7 +11,7 @@ Study directory ``reports/study-<UTC>/``::
 
 Resumable: ``wotbench study --resume DIR`` re-runs only the points without a summary (a killed
 study, a point skipped because the host never became quiet). Before every run the quiet-host
-gate (:class:`wotbench.runner.quiet.QuietGate`) waits for a low load average and records the load
+gate (:class:`wotbench.monitor.quiet.QuietGate`) waits for a low load average and records the load
 before and after it.
 """
 from __future__ import annotations
@@ -22,15 +22,15 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..analysis import analyze
-from ..errors import ConfigError
-from ..runner.quiet import QuietGate
-from ..stamps import dir_stamp, iso_stamp
-from ..sweep.core import RunFn, Sweep, default_run_fn
-from .facts import load_run
-from .rules import evaluate_run, evaluate_series
-from .scenarios import DEFAULT_MANIFEST, scenario_sweep, select
-from .table import render_table
+from wotbench.analysis import analyze
+from wotbench.errors import ConfigError
+from wotbench.monitor.quiet import QuietGate
+from wotbench.stamps import dir_stamp, iso_stamp
+from wotbench.sweep.core import RunFn, Sweep, default_run_fn
+from wotbench.validation.facts import load_run
+from wotbench.validation.rules import evaluate_run, evaluate_series
+from wotbench.validation.scenarios import DEFAULT_MANIFEST, scenario_sweep, select
+from wotbench.validation.table import render_table
 
 SCHEMA = "wotbench-study/1"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..report.present import cell
+from wotbench.report.present import cell
 
 
 def _fmt(x: Any, nd: int = 2) -> str:

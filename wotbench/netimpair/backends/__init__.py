@@ -1,7 +1,7 @@
 """One module per backend: pumba, netem (tc in the device namespace), app (inside wot-device)."""
-from .app import AppBackend
-from .base import Backend, DeviceTarget
-from .netem import NetemBackend
-from .pumba import PumbaBackend
+from wotbench.netimpair.backends.app import AppBackend
+from wotbench.netimpair.backends.base import Backend, DeviceTarget
+from wotbench.netimpair.backends.netem import NetemBackend
+from wotbench.netimpair.backends.pumba import PumbaBackend
 
 __all__ = ["AppBackend", "Backend", "DeviceTarget", "NetemBackend", "PumbaBackend"]

@@ -22,11 +22,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional, Sequence
 
-from ..cmdrun import CommandRunner
-from ..model import Impairment
-from ..plan import ImpairmentPlan
-from ..tc import pct, tc_time
-from .base import Backend, DeviceTarget
+from wotbench.netimpair.cmdrun import CommandRunner
+from wotbench.netimpair.model import Impairment
+from wotbench.netimpair.plan import ImpairmentPlan
+from wotbench.netimpair.tc import pct, tc_time
+from wotbench.netimpair.backends.base import Backend, DeviceTarget
 
 
 def impair_spec(imp: Impairment) -> str:

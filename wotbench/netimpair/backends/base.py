@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from ..cmdrun import CommandRunner, SubprocessRunner
-from ..plan import ImpairmentPlan
+from wotbench.netimpair.cmdrun import CommandRunner, SubprocessRunner
+from wotbench.netimpair.plan import ImpairmentPlan
 
 
 @dataclass
@@ -83,7 +83,7 @@ class Backend:
         }
 
     def _targets_by_name(self, targets: Sequence[DeviceTarget]) -> dict[str, DeviceTarget]:
-        from ..errors import ImpairmentError
+        from wotbench.netimpair.errors import ImpairmentError
         by = {t.name: t for t in targets}
         missing = [d.device for d in self.plan if d.device not in by]
         if missing:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from ..cmdrun import CommandRunner, shell_join
-from ..errors import ImpairmentError
-from ..plan import ImpairmentPlan
-from ..probe import NO_NETEM_HINT, probe_ifb, probe_netem
-from ..tc import NetnsRef, apply_commands, leftover_qdiscs, netem_args, remove_all
-from .base import Backend, DeviceTarget
+from wotbench.netimpair.cmdrun import CommandRunner, shell_join
+from wotbench.netimpair.errors import ImpairmentError
+from wotbench.netimpair.plan import ImpairmentPlan
+from wotbench.netimpair.probe import NO_NETEM_HINT, probe_ifb, probe_netem
+from wotbench.netimpair.tc import NetnsRef, apply_commands, leftover_qdiscs, netem_args, remove_all
+from wotbench.netimpair.backends.base import Backend, DeviceTarget
 
 
 class NetemBackend(Backend):

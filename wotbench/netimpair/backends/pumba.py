@@ -28,14 +28,14 @@ import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence
 
-from ..cmdrun import CommandRunner, shell_join
-from ..errors import ImpairmentError
-from ..model import Impairment, fmt_num
-from ..plan import ImpairmentPlan
-from ..probe import NO_NETEM_HINT, probe_netem
-from ..tc import NetnsRef, leftover_qdiscs, remove_all
-from ..tcimage import ensure_tc_image
-from .base import Backend, DeviceTarget
+from wotbench.netimpair.cmdrun import CommandRunner, shell_join
+from wotbench.netimpair.errors import ImpairmentError
+from wotbench.netimpair.model import Impairment, fmt_num
+from wotbench.netimpair.plan import ImpairmentPlan
+from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
+from wotbench.netimpair.tc import NetnsRef, leftover_qdiscs, remove_all
+from wotbench.netimpair.tcimage import ensure_tc_image
+from wotbench.netimpair.backends.base import Backend, DeviceTarget
 
 PUMBA_RATE_RE = re.compile(r"^\d+[gmk]?bit$")
 STOP_WAIT_S = 35.0   # Pumba gives its own cleanup up to 30 s (cleanupTimeout)

@@ -9,7 +9,7 @@ file and device log, listening on its own port of the pod's address.
 ``devices[].per_container`` sets the pod size of a group; ``auto`` keeps one device per
 container (the paper's layout) up to AUTO_MAX_CONTAINERS devices and beyond that packs each
 eligible group so that the run needs about AUTO_MAX_CONTAINERS containers. Not eligible (always
-one per container): third-party servers and external endpoints (wotbench.byo), and a group with
+one per container): third-party servers and external endpoints (wotbench.config.byo), and a group with
 ``network:`` impairments applied by tc (netem/pumba act on a container's link, so a rate limit
 would be shared by the pod's devices); the ``app`` impairment backend is per device and allows
 pods.
@@ -20,10 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, Sequence
 
-from .addressing import device_name
+from wotbench.deploy.addressing import device_name
 
 
-# What this module reads of a wotbench.config.Config (which checks per_container with it, so
+# What this module reads of a wotbench.config.schema.Config (which checks per_container with it, so
 # it cannot import the config module).
 class DeviceGroup(Protocol):
     group: str
@@ -54,7 +54,7 @@ MAX_PER_CONTAINER = 64      # one wot-device per port, each with its own threads
 class Slot:
     """Where one device runs."""
     container: str        # its container: its own name, or its pod's
-    address_index: int    # position in the address layout (wotbench.addressing.host_address)
+    address_index: int    # position in the address layout (wotbench.deploy.addressing.host_address)
     port_offset: int      # added to the base port: 0 .. pod size - 1
 
 

@@ -13,21 +13,26 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from wotbench import pods
-from wotbench.byo import Program
-from wotbench.config import Config
+from wotbench.deploy import pods
+from wotbench.config.byo import Program
+from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import (cleanup, containers, docker_pods, hostimage, images, network,
-                             scalelimits, thirdparty)
+from wotbench.runner import (cleanup, thirdparty)
+from wotbench.runner.backends.docker import containers
+from wotbench.runner.backends.docker import pods as docker_pods
+from wotbench.runner.backends.docker import hostimage
+from wotbench.runner.backends.docker import images
+from wotbench.runner.backends.docker import network
+from wotbench.runner.backends.docker import scalelimits
 from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
-from wotbench.runner.monitor import container_cgroup_dirs
+from wotbench.monitor.recorder import container_cgroup_dirs
 
 # in-container paths of the bind mounts
 RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/out"
@@ -164,7 +169,7 @@ class DockerBackend:
         self.programs: dict[str, tuple[str, bool]] = {}   # config key -> (image, its own entrypoint)
         self.net_plan: Optional[network.NetworkPlan] = None
         self.ctr: dict[str, Any] = {}
-        self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.pods)
+        self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.deploy.pods)
         self._pids: dict[str, int] = {}    # device -> its process in its pod
         self.labels = {RUN_LABEL: run_id}
         self.exits: Optional[ExitEvents] = None

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from wotbench.byo import Program
-from wotbench.config import Config
+from wotbench.config.byo import Program
+from wotbench.config.schema import Config
 from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
-from wotbench.plan import parse_cpuset
+from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir import BridgeRecord
 from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log

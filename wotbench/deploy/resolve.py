@@ -1,11 +1,11 @@
 """Resolution: from a validated config to what a run deploys, on top of the schema
-(:mod:`wotbench.config`) and the placement (:mod:`wotbench.plan`).
+(:mod:`wotbench.config.schema`) and the placement (:mod:`wotbench.deploy.plan`).
 
 - :func:`resolve_cd` fills ``contention_detector.service_time_ms`` / ``mode`` when ``auto``
   (needs nothing but the config: the trace generator uses it);
 - :func:`resolve` also fills ``gateways.wait`` from a placement plan;
 - :func:`device_addresses` / :func:`cd_node_address`: every device's name, group, trace id and
-  IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.addressing`);
+  IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.deploy.addressing`);
 - :func:`dump_resolved` writes ``config.resolved.yaml``.
 ``backend: auto`` is left to the runner (it depends on whether Docker is reachable).
 """
@@ -18,13 +18,13 @@ from typing import Optional, Sequence
 
 import yaml
 
-from .addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, device_name, host_address
-from .byo import split_endpoint
-from .config import Config
-from . import dtls as dtls_spec
-from .distributions import make_distribution
-from .plan import Plan, make_plan
-from .pods import address_count, slots
+from wotbench.deploy.addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, device_name, host_address
+from wotbench.config.byo import split_endpoint
+from wotbench.config.schema import Config
+from wotbench.config import dtls as dtls_spec
+from wotbench.config.distributions import make_distribution
+from wotbench.deploy.plan import Plan, make_plan
+from wotbench.deploy.pods import address_count, slots
 
 PROXY_NAME = "proxy"
 
@@ -50,7 +50,7 @@ def resolve_cd(cfg: Config) -> Config:
     if cd.service_time_ms != "auto" and cd.mode != "auto":
         return out
     # third-party servers and external endpoints have no known service time: the CD is sized
-    # on the emulated devices, or, with none, on CD_DEFAULT_MS in busy mode (wotbench.byo)
+    # on the emulated devices, or, with none, on CD_DEFAULT_MS in busy mode (wotbench.config.byo)
     weights = [0.0 if g.third_party else g.count * r
                for g, r in zip(cfg.devices, group_request_rates(cfg))]
     total = sum(weights)
@@ -97,20 +97,20 @@ class DeviceAddress(typing.NamedTuple):
     id: int
     ip: str
     port: int
-    container: str = ""    # its container (wotbench.pods): its own name, or its pod's
+    container: str = ""    # its container (wotbench.deploy.pods): its own name, or its pod's
 
 
 def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
     """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
 
     wot-devices listen on 5684 (coaps) with ``dtls.enabled``, else 5683; the CD node stays on
-    plain CoAP. Addresses follow :mod:`wotbench.addressing` in ``network.subnet`` (or ``subnet``):
+    plain CoAP. Addresses follow :mod:`wotbench.deploy.addressing` in ``network.subnet`` (or ``subnet``):
     consecutive from host offset 10, e.g. 172.28.0.10, 172.28.0.11, ... 172.28.3.241 for the
     1000th device of a /16; in a subnet wider than /22 at most 1004 per /22 bridge block
     (device 1004 is 172.28.4.10). Network, gateway (.1) and broadcast addresses of a block are
     never used.
 
-    Devices that share a container (``devices[].per_container``, :mod:`wotbench.pods`) share
+    Devices that share a container (``devices[].per_container``, :mod:`wotbench.deploy.pods`) share
     its address and listen on consecutive ports from 5683 (5684 with DTLS)."""
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
@@ -120,7 +120,7 @@ def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAd
             COAPS_PORT if cfg.dtls.enabled else COAP_PORT
         for k in range(g.count):
             s = next(where)
-            if g.external is not None:   # an endpoint WoTbench does not start (wotbench.byo)
+            if g.external is not None:   # an endpoint WoTbench does not start (wotbench.config.byo)
                 host, eport = split_endpoint(g.external[k])
                 out.append(DeviceAddress(device_name(g.group, k), g.group, i, host, eport,
                                          s.container))

@@ -7,25 +7,25 @@ hold more endpoints than a bridge has ports. One internal bridge is created per 
 at least one device; gateways (GE, CD-GE) join every bridge, each with a fixed address at the
 top of the block. A subnet narrower than /22 is used whole, as a single bridge.
 
-The device addresses themselves come from the configuration (``wotbench.config``, which uses
-the layout of :mod:`wotbench.addressing`); this module only checks that they fit and groups them
+The device addresses themselves come from the configuration (``wotbench.config.schema``, which uses
+the layout of :mod:`wotbench.deploy.addressing`); this module only checks that they fit and groups them
 by block. Addresses that are consecutive across a block boundary cannot work (the boundary
 falls on a block's broadcast and network address); :func:`bridge_address` is the layout that
-fits (``wotbench.addressing.host_address``).
+fits (``wotbench.deploy.addressing.host_address``).
 """
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
 
-from wotbench.addressing import BLOCK_PREFIX, host_address
+from wotbench.deploy.addressing import BLOCK_PREFIX, host_address
 from wotbench.errors import ConfigError, EnvironmentProblem
 
 MAX_BRIDGE_PORTS = 1024
 
 
 def bridge_address(subnet: str, index: int) -> str:
-    """Address of device ``index`` (0-based) in the multi-bridge layout (wotbench.addressing)."""
+    """Address of device ``index`` (0-based) in the multi-bridge layout (wotbench.deploy.addressing)."""
     return host_address(subnet, index)
 
 
@@ -83,7 +83,7 @@ def plan_networks(run_id: str, subnet: str, devices: dict[str, str],
             problems.append(f"devices: address {ip} of {name} is reserved in {block_net} "
                             "(network, broadcast or bridge gateway of a bridge block; more than "
                             "~1000 devices need the per-block layout of "
-                            "wotbench.addressing, used by wotbench.config.device_addresses)")
+                            "wotbench.deploy.addressing, used by wotbench.deploy.resolve.device_addresses)")
         if ip in used:
             problems.append(f"devices: address {ip} is used twice")
         used.add(ip)

@@ -1,8 +1,8 @@
 """Device naming and address layout: the one place that names a device and turns (subnet,
 device index) into an IPv4 address.
 
-Used by the config (device names), ``wotbench.resolve.device_addresses`` / ``cd_node_address``
-(trace generator, runner) and ``wotbench.runner.network`` (bridges). A Linux bridge has at most 1024 ports, so a subnet
+Used by the config (device names), ``wotbench.deploy.resolve.device_addresses`` / ``cd_node_address``
+(trace generator, runner) and ``wotbench.runner.backends.docker.network`` (bridges). A Linux bridge has at most 1024 ports, so a subnet
 wider than /22 is cut into /22 blocks, one bridge each:
 
 - subnet /22 or narrower (one block): consecutive addresses from host offset 10 up to the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Union
 
-from .errors import ConfigError
+from wotbench.errors import ConfigError
 
 COAP_PORT = 5683
 COAPS_PORT = 5684                # coaps:// (DTLS), RFC 7252 §6.2

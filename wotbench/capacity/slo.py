@@ -1,7 +1,7 @@
 """SLO-driven capacity search: the largest setting that meets every service-level objective
 *while the host stays faithful* (``wotbench capacity CONFIG --slo 'p95<=50ms' ...``).
 
-The same monotonic probe + bisection as :mod:`wotbench.capacity`; what differs is how a
+The same monotonic probe + bisection as :mod:`wotbench.capacity.command`; what differs is how a
 setting is judged. Each of its ``repeats`` runs has a verdict (is the host faithful?) and an
 SLO result (summary.json ``slo``, judged by the run's own analysis). A setting is
 
@@ -28,9 +28,9 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
-from .capacity_search import CapacitySearch
-from .rundir import Summary
-from .slo_spec import Objective
+from wotbench.capacity.search import CapacitySearch
+from wotbench.rundir import Summary
+from wotbench.config.slo import Objective
 
 KINDS = ("system", "host", "inconclusive", "incomplete")
 

@@ -25,9 +25,9 @@ from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel
 
-from .config import Config
-from .pods import slots
-from .errors import ConfigError
+from wotbench.config.schema import Config
+from wotbench.deploy.pods import slots
+from wotbench.errors import ConfigError
 
 
 class Plan(BaseModel):

@@ -1,4 +1,4 @@
-"""Pods in the Docker backend: several wot-devices in one container (wotbench.pods).
+"""Pods in the Docker backend: several wot-devices in one container (wotbench.deploy.pods).
 
 A pod's container runs ``wot-device --pod -- ARGS -- ARGS ...``: one process per device, each
 with its own resource file and log directory mounted at ``/res/<device>.csv`` and
@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-from wotbench.plan import cpuset_str, parse_cpuset
+from wotbench.deploy.plan import cpuset_str, parse_cpuset
 from wotbench.runner.components import DeviceRun
-from wotbench.runner.containers import Spec
+from wotbench.runner.backends.docker.containers import Spec
 from wotbench.runner.dtlskey import KEY_IN
 
 RES_DIR_IN, LOGS_DIR_IN = "/res", "/logs"

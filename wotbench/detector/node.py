@@ -18,13 +18,13 @@ Timeline (all absolute CLOCK_MONOTONIC; T0 chosen by the runner once everything 
   T0 + cal_s + duration_s ... end of the test trace; the CD-GE trace ends here as well.
 The CD trace times are relative to T0 (``trace/cd-trace.csv``); the main trace times are
 relative to the test start. Both files and the CD node's resource file are written by
-``wotbench.tracegen``; this module holds the sizing the runner deploys and records.
+``wotbench.workload.generate``; this module holds the sizing the runner deploys and records.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wotbench.addressing import CD_NODE_NAME
+from wotbench.deploy.addressing import CD_NODE_NAME
 from wotbench.rundir import CD_GE_DIR, CdRecord
 
 CD_NODE = CD_NODE_NAME   # the CD node, a wot-device
@@ -47,7 +47,7 @@ class CdSettings:
 
 
 def settings(cfg) -> CdSettings:
-    """Sizing from a *resolved* config (``wotbench.config.resolve``)."""
+    """Sizing from a *resolved* config (``wotbench.deploy.resolve``)."""
     cd = cfg.contention_detector
     st_ms = cd.service_time_ms
     if st_ms == "auto" or cd.mode == "auto":

@@ -2,7 +2,7 @@
 
 Every device is a process with its own threads (wot-device: main, I/O, workers) and a
 conntrack flow or two per GE path; every container (one device, or a pod of several:
-wotbench.pods) adds a containerd-shim with about a dozen threads and a handful of file
+wotbench.deploy.pods) adds a containerd-shim with about a dozen threads and a handful of file
 descriptors in dockerd. The costs below were measured by `make bench-scale` on this project's
 2-core host (peak tasks, dockerd descriptors and conntrack entries at 300 and 1100 one-device
 containers, and at 1000 devices in 125 pods, solved for the two shares, rounded up). A run that

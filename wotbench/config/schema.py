@@ -6,7 +6,7 @@
 with a did-you-mean (one formatter for every section: :mod:`wotbench.schema_errors`).
 
 This module is the schema and its loading only; what depends on the host or on other parts
-sits above it: :mod:`wotbench.plan` (core placement), :mod:`wotbench.resolve` (``auto`` values,
+sits above it: :mod:`wotbench.deploy.plan` (core placement), :mod:`wotbench.deploy.resolve` (``auto`` values,
 device addresses, ``config.resolved.yaml``).
 
 Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``) are relative
@@ -23,17 +23,18 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
 
-from .addressing import capacity as address_capacity
-from .addressing import describe_capacity, device_name
-from . import byo, pods
-from .contention import ContentionEpisode, check_episodes
-from .distributions import DISTS, validate_spec
-from . import dtls as dtls_spec
-from .errors import ConfigError
-from .netimpair.model import NetworkImpairment
-from .schema_errors import problems as schema_problems
-from .schema_errors import type_name
-from .slo_spec import Slo, group_problems as slo_group_problems
+from wotbench.deploy.addressing import capacity as address_capacity
+from wotbench.deploy.addressing import describe_capacity, device_name
+from wotbench.config import byo
+from wotbench.deploy import pods
+from wotbench.config.hog_episodes import ContentionEpisode, check_episodes
+from wotbench.config.distributions import DISTS, validate_spec
+from wotbench.config import dtls as dtls_spec
+from wotbench.errors import ConfigError
+from wotbench.netimpair.model import NetworkImpairment
+from wotbench.schema_errors import problems as schema_problems
+from wotbench.schema_errors import type_name
+from wotbench.config.slo import Slo, group_problems as slo_group_problems
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -51,7 +52,7 @@ class _Model(BaseModel):
 
 
 class DistSpec(_Model):
-    """``{dist, mean, cv?, shape?, file?}``; all values in ms. See wotbench.distributions."""
+    """``{dist, mean, cv?, shape?, file?}``; all values in ms. See wotbench.config.distributions."""
     dist: Literal[DISTS]  # type: ignore[valid-type]
     mean: Optional[float] = Field(None, gt=0)
     cv: Optional[float] = Field(None, ge=0)
@@ -105,11 +106,11 @@ class DeviceGroup(_Model):
     requests: bool = True
     # observable resources and observers (RFC 7641), or null
     observe: Optional[Observe] = None
-    # devices per container (wotbench.pods): 'auto' = 1 up to 128 devices in the run, then
+    # devices per container (wotbench.deploy.pods): 'auto' = 1 up to 128 devices in the run, then
     # packed so the run needs about 128 containers; or a number 1..64
     per_container: Any = "auto"
 
-    # bring your own system under test (wotbench.byo): a CoAP server WoTbench starts instead of
+    # bring your own system under test (wotbench.config.byo): a CoAP server WoTbench starts instead of
     # wot-device, or endpoints it does not start; the paths the trace requests of them
     server: Optional[byo.ServerSpec] = None
     external: Optional[list[str]] = None
@@ -174,7 +175,7 @@ class Gateways(_Model):
     message_type: Literal["con", "non"] = "con"
     timeout_ms: int = Field(10000, gt=0)
     retransmit: bool = False
-    # every main-GE request through a CoAP forward proxy (wotbench.byo.ProxySpec), or null
+    # every main-GE request through a CoAP forward proxy (wotbench.config.byo.ProxySpec), or null
     proxy: Optional[byo.ProxySpec] = None
     # block-wise transfer (RFC 7959): block size in bytes, a power of two 16..1024; null = 1024
     # when a body exceeds one datagram (1024 bytes), else no block-wise transfer
@@ -277,11 +278,11 @@ class Config(_Model):
     network: Network = Field(default_factory=Network)
     monitor: Monitor = Field(default_factory=Monitor)
     report: Report = Field(default_factory=Report)
-    # deliberate contention episodes (wotbench.contention)
+    # deliberate contention episodes (wotbench.config.hog_episodes)
     contention: Optional[list[ContentionEpisode]] = None
-    # service-level objectives the run is judged on (wotbench.slo_spec; exit code 4 when missed)
+    # service-level objectives the run is judged on (wotbench.config.slo; exit code 4 when missed)
     slo: Optional[Slo] = None
-    # DTLS-PSK between the gateway emulators and the wot-devices (wotbench.dtls)
+    # DTLS-PSK between the gateway emulators and the wot-devices (wotbench.config.dtls)
     dtls: dtls_spec.Dtls = Field(default_factory=dtls_spec.Dtls)
 
     @field_validator("trace", mode="before")

@@ -30,8 +30,8 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
-from .schema_errors import problems as schema_problems
+from wotbench.errors import ConfigError
+from wotbench.schema_errors import problems as schema_problems
 
 MAX_EPISODE_S = 3600.0
 MIB = 1024 * 1024

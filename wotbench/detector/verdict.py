@@ -37,7 +37,7 @@ from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
 
-from .stats import fnum
+from wotbench.analysis.stats import fnum
 
 MAD_SCALE = 1.4826
 

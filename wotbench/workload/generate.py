@@ -43,12 +43,12 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .config import MAX_DATAGRAM_PAYLOAD, METHODS, Config
-from .addressing import device_name
-from .resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
-from .trace_io import observe_problems, read_resources, read_trace
-from .distributions import make_distribution
-from .errors import ConfigError
+from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, METHODS, Config
+from wotbench.deploy.addressing import device_name
+from wotbench.deploy.resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
+from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
+from wotbench.config.distributions import make_distribution
+from wotbench.errors import ConfigError
 
 CD_RESOURCE = "cd"
 CD_PAYLOAD_BYTES = 16
@@ -100,7 +100,7 @@ class GeneratedTrace:
     resource: np.ndarray        # int64 index into resource_paths of the device
     payload: np.ndarray         # int64 request payload bytes
     resources: dict[str, list[tuple]]   # device -> rows of its file (4 or 10 columns)
-    # device id -> the paths ``resource`` indexes, for third-party devices (wotbench.byo);
+    # device id -> the paths ``resource`` indexes, for third-party devices (wotbench.config.byo);
     # a wot-device's resource j is the path r<j>
     paths: dict[int, list[str]] = field(default_factory=dict)
     observer: Optional[np.ndarray] = None   # int64 observer k of OBSERVE/CANCEL rows, else -1

@@ -8,7 +8,7 @@ the trace requests of them (``devices[].paths``) and a forward proxy in the path
 gets ``args``) or a program of this host (``command``: program and arguments). The process
 backend runs ``command``; the Docker backend runs ``image``, or, without one, packs
 ``command``'s program with the shared libraries it loads into a FROM scratch image
-(``wotbench.runner.hostimage``). Placeholders in ``args``/``command``: ``{address}`` (the
+(``wotbench.runner.backends.docker.hostimage``). Placeholders in ``args``/``command``: ``{address}`` (the
 address it must listen on), ``{port}``, ``{name}``.
 """
 from __future__ import annotations

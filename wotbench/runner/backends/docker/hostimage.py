@@ -19,7 +19,7 @@ import tarfile
 from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.images import add_bytes, build_once
+from wotbench.runner.backends.docker.images import add_bytes, build_once
 from wotbench.runner.labels import IMAGE_LABEL, NOBODY
 
 # "libcoap-3-notls.so.3 => /lib/x86_64-linux-gnu/libcoap-3-notls.so.3 (0x...)" and

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import MAX_PAYLOAD_BYTES
-from .config import METHODS as _METHODS
-from .csvcheck import MAX_LISTED, IntRange, Text, read_csv_checked
-from .errors import ConfigError, WotbenchError
+from wotbench.config.schema import MAX_PAYLOAD_BYTES
+from wotbench.config.schema import METHODS as _METHODS
+from wotbench.csvcheck import MAX_LISTED, IntRange, Text, read_csv_checked
+from wotbench.errors import ConfigError, WotbenchError
 
 MAX_SERVICE_US = 3_600_000_000          # wot-device's RES_MAX_SERVICE_US (one hour)
 

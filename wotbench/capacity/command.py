@@ -27,7 +27,7 @@ summary.json, or that ``--quiet`` skips because the host never became quiet, sto
 
 With SLOs (``--slo 'p95<=50ms'``, repeatable, or the config's ``slo:``) the search looks for
 the largest setting that meets every objective while the host stays faithful, and answers in one
-sentence about the system, about the testbed, or "inconclusive" (:mod:`wotbench.capacity_slo`).
+sentence about the system, about the testbed, or "inconclusive" (:mod:`wotbench.capacity.slo`).
 ``--set KEY=VALUE`` (repeatable) fixes a key for every run: the what-if (``--set
 devices[*].network.loss.percent=2``: the same question with 2 % loss on every link).
 
@@ -43,17 +43,17 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from .capacity_search import CapacitySearch, overrides_for
-from .capacity_slo import SloSearch, slo_exit_code, slo_metric_text
-from .config import load_config
-from .errors import ConfigError
-from .report.present import cell
-from .runner.quiet import QuietGate
-from .schema_errors import problems as schema_problems
-from .slo_spec import Slo, merge_exprs
-from .sweep.core import RunFn, Sweep, default_run_fn, derive_config
-from .sweep.paths import format_key, parse_key
-from .sweep.report import write_report
+from wotbench.capacity.search import CapacitySearch, overrides_for
+from wotbench.capacity.slo import SloSearch, slo_exit_code, slo_metric_text
+from wotbench.config.schema import load_config
+from wotbench.errors import ConfigError
+from wotbench.report.present import cell
+from wotbench.monitor.quiet import QuietGate
+from wotbench.schema_errors import problems as schema_problems
+from wotbench.config.slo import Slo, merge_exprs
+from wotbench.sweep.core import RunFn, Sweep, default_run_fn, derive_config
+from wotbench.sweep.paths import format_key, parse_key
+from wotbench.sweep.report import write_report
 
 
 def _check_params(key: str, start: Any, maximum: Any, step: Any, repeats: int, resolution: Any) -> None:
@@ -118,7 +118,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
     ``gate``: wait for a quiet host before every run. ``fixed``: keys every run gets
     (``--set``, the what-if); ``slo``: ``--slo`` expressions. With SLOs (these, or the config's
     ``slo:``) the search looks for the largest setting that meets them on a faithful host
-    (:mod:`wotbench.capacity_slo`)."""
+    (:mod:`wotbench.capacity.slo`)."""
     if resume is not None:
         sweep = Sweep.open(resume)
         if sweep.data.get("kind") != "capacity":
@@ -161,7 +161,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
 def capacity_exit_code(result: dict) -> int:
     """0 an answer was found (or the maximum was clean), 3 nothing clean, 1 a run failed.
     An SLO search: 0 an answer about the system, 3 the host stopped being faithful first,
-    5 inconclusive, 1 a run failed (:func:`wotbench.capacity_slo.slo_exit_code`)."""
+    5 inconclusive, 1 a run failed (:func:`wotbench.capacity.slo.slo_exit_code`)."""
     if "outcome" in result:
         return slo_exit_code(result)
     return {"found": 0, "max_clean": 0, "none_clean": 3}.get(result["status"], 1)
