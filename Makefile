@@ -7,14 +7,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test bench bench-scale study clean docker-clean help
+.PHONY: all bootstrap build build-asan run test check bench bench-scale study clean docker-clean help
 
 all: build
 
 help:
 	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
 	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
-	@echo "make test                            build and run the tests"
+	@echo "make test                            build and run the tests (everything: tests/unit, tests/c, tests/e2e)"
+	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
@@ -45,6 +46,10 @@ run:
 
 test: build build-asan
 	@bash scripts/run-tests.sh $(PYTEST_ARGS)
+
+# the fast loop: no C build, no Docker; the benchmark-style tests marked slow run in make test
+check: bootstrap
+	@bash scripts/run-tests.sh tests/unit -n 2 -m "not slow" -q $(PYTEST_ARGS)
 
 bench: build
 	@$(PY) bench/run_all.py

@@ -37,8 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import (CLIENT_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU, build,  # noqa: E402
+from testkit.bench import (CLIENT_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU, build,  # noqa: E402
                           host_line, pingpong, q, stop)
 
 BW_BIN = Path(__file__).resolve().parent / "build" / "bw_client"

@@ -12,14 +12,12 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "c"))
-from dev_coap import GET, NON, Client  # noqa: E402
-from dev_device import Device  # noqa: E402
+from testkit.coap import GET, NON, Client  # noqa: E402
+from testkit.device import Device  # noqa: E402
 
 
 def pct(v: list[float], p: float) -> float:

@@ -11,7 +11,7 @@ Figures, each printed with the 1-minute load average at the time it was taken:
 - max requests/s with and without DTLS: the GE (NON, busy wait, reuse sessions) stepping the
   offered rate until a step is not sustained (an answer for every request and >= 97 % of the
   offered rate), vs libcoap's client library with 32 NON requests in flight in one session.
-The server is pinned to core 0, the clients to core 1. Holds the host lock (bench/hostlock.py).
+The server is pinned to core 0, the clients to core 1. Holds the host lock (testkit/hostlock.py).
 Usage: bench/dtls_bench.py [--quick]
 """
 import argparse
@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import hostlock   # bench/hostlock.py
-from bench_common import q, stop
+from testkit import hostlock
+from testkit.bench import q, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 GE_DIR = ROOT / "gateway-emulator"

@@ -7,7 +7,7 @@ request) on --client-cpu, bounded in count and time. The server's CPU seconds co
 /proc/PID/stat (utime + stime, all threads) around the load; CPU per request = that / the
 responses. The same load runs against libcoap's own coap-server-openssl in the same run, for
 comparison. Each figure is the median of --reps runs, with the 1-minute load average beside
-it (a busy host inflates everything). Holds the host lock (bench/hostlock.py).
+it (a busy host inflates everything). Holds the host lock (testkit/hostlock.py).
 
 usage: .venv/bin/python bench/dtls_device_bench.py [--reps 3] [--count 60000]
 """
@@ -24,8 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-import hostlock  # noqa: E402
+from testkit import hostlock
 
 ID, KEY = "wotbench", b"bench-psk-0123456789"
 TICK = os.sysconf("SC_CLK_TCK")

@@ -34,11 +34,9 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from wotbench.analysis import decomposition as decomp  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import q, stop as _stop  # noqa: E402
+from testkit.bench import q, stop as _stop  # noqa: E402
 
 GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
 DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"

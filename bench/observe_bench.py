@@ -16,7 +16,7 @@ measured in the same run.
     more loopback hop and the PUT's handling: libcoap's server has no emission stamp).
 
 Two series per implementation and message type, stepped up until a step is not sustained
-fails its "delivered" half (bench/notify_stats.py: >= 97 % of the configured rate, not more than
+fails its "delivered" half (testkit/notify_stats.py: >= 97 % of the configured rate, not more than
 1 % undelivered); each step also says whether it was on time (not more than 1 % received more
 than max(1 ms, one trigger interval) after the trigger); sustained = both:
   rate:    1 observer, trigger period stepped down (1k ... 100k notifications/s);
@@ -42,10 +42,9 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import (CLIENT_CPU as LOAD_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU,  # noqa: E402
+from testkit.bench import (CLIENT_CPU as LOAD_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU,  # noqa: E402
                           build, host_line, pingpong, q, stop)
-from notify_stats import Step, device_step, judge, probe_step  # noqa: E402
+from testkit.notify_stats import Step, device_step, judge, probe_step  # noqa: E402
 
 PROBE_BIN = Path(__file__).resolve().parent / "build" / "obs_probe"
 DEV_PORT, LC_PORT, PP_PORT = 17101, 17102, 17103

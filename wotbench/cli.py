@@ -17,7 +17,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
 def _cmd_check(args) -> int:
-    from wotbench.config.schema import load_config
+    from wotbench.config.load import load_config
     from wotbench.deploy.plan import make_plan
     cfg = load_config(args.config)
     make_plan(cfg)  # placement.cpus must exist on this host
@@ -37,7 +37,7 @@ def _cmd_trace(args) -> int:
         raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
-    from wotbench.config.schema import load_config
+    from wotbench.config.load import load_config
     from wotbench.workload.generate import print_summary, write_trace
     cfg = load_config(args.config)
     if args.seed is not None:
@@ -71,7 +71,7 @@ def _parse_cores(text: str) -> list[int]:
 
 
 def _cmd_plan(args) -> int:
-    from wotbench.config.schema import load_config
+    from wotbench.config.load import load_config
     from wotbench.deploy.plan import make_plan, print_plan
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
@@ -86,7 +86,7 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from wotbench.runner.main import run
+    from wotbench.run_command import run
     return run(args.config, args.out_root, args.backend)
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dev_device import HEADER, Device
-from ge_helpers import run_ge, write_trace
+from testkit.device import HEADER, Device
+from testkit.ge import run_ge, write_trace
 
 RES = "big,2000,sleep,16384\nhuge,0,sleep,65536\nup,1000,sleep,8\nsmall,0,sleep,100\n"
 

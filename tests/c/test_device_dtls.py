@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from dev_device import Device
+from testkit.device import Device
 
 RES = "r0,0,sleep,16\nslow,2000,sleep,4\n"
 ID, KEY = "wotbench", b"secret-key-0123"

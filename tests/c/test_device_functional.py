@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from dev_coap import ACK, CON, DELETE, GET, NON, POST, PUT, Client, code_str, ping
-from dev_device import HEADER, Device
+from testkit.coap import ACK, CON, DELETE, GET, NON, POST, PUT, Client, code_str, ping
+from testkit.device import HEADER, Device
 
 RES = "r0,0,sleep,16\nsub/r1,1000,busy,0\nslow,200000,sleep,4\n"
 

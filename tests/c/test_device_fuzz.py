@@ -4,8 +4,8 @@ import random
 import socket
 import time
 
-from dev_coap import CON, DELETE, GET, NON, POST, PUT, Client, code_str, encode
-from dev_device import Device
+from testkit.coap import CON, DELETE, GET, NON, POST, PUT, Client, code_str, encode
+from testkit.device import Device
 
 N = 100_000
 

@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from dev_coap import GET, NON, Client, encode, ping
-from dev_device import HEADER, Device
-from ge_helpers import check_consistent, run_ge, write_trace
+from testkit.coap import GET, NON, Client, encode, ping
+from testkit.device import HEADER, Device
+from testkit.ge import check_consistent, run_ge, write_trace
 
 MS = 1_000_000
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dev_coap import GET, Client, ping
-from dev_device import HEADER
+from testkit.coap import GET, Client, ping
+from testkit.device import HEADER
 from wotbench.runner.backends.docker.pods import member_pids
 
 COAP_CLIENT = shutil.which("coap-client-notls") or shutil.which("coap-client")

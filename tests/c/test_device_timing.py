@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from dev_coap import CON, GET, NON, Client, code_str
-from dev_device import Device
+from testkit.coap import CON, GET, NON, Client, code_str
+from testkit.device import Device
 
 MS = 1_000_000
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ge_helpers import check_consistent, loopback_addr, read_requests, run_ge
+from testkit.ge import check_consistent, loopback_addr, read_requests, run_ge
 
 SERVER = shutil.which("coap-server-openssl")
 pytestmark = pytest.mark.skipif(SERVER is None, reason="coap-server-openssl (libcoap3-bin) is not "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ge_helpers import (REQ_HEADER, Responder, check_consistent, free_port, loopback_addr, read_summary,
+from testkit.ge import (REQ_HEADER, Responder, check_consistent, free_port, loopback_addr, read_summary,
                         run_ge, write_trace)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -325,7 +325,7 @@ def test_no_retransmit_by_default(ge_asan_bin, tmp_path):
 
 
 def test_timing_vs_wot_device(ge_bin, device_bin, tmp_path):
-    import dev_device  # the wot-device engineer's start/stop helper
+    from testkit import device as dev_device  # the wot-device engineer's start/stop helper
     with dev_device.Device(device_bin, tmp_path, "r0,5000,sleep,16\n") as dev:
         host, port = dev.addr
         rows = [(0, 1000 + i * 50000, "GET", f"coap://{host}:{port}/r0") for i in range(60)]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dev_device import Device
-from ge_helpers import ACK, CON, NON, RST, build, loopback_addr, parse, run_ge, write_trace
+from testkit.device import Device
+from testkit.ge import ACK, CON, NON, RST, build, loopback_addr, parse, run_ge, write_trace
 
 OBS_HEADER = ("path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,"
               "notify_jitter_us,notify_service_us,notify_type,max_age_s\n")

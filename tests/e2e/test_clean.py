@@ -20,10 +20,11 @@ def _docker(*args) -> str:
 def image():
     """Any local image to create (never start) containers from: the wot-device image."""
     import docker
+    from wotbench.runner import binaries
     from wotbench.runner.backends.docker import images
     from conftest import _build_standins
     client = docker.from_env()
-    binary = images.DEVICE.binary()
+    binary = binaries.DEVICE.binary()
     if not binary.exists():
         import tempfile, pathlib
         binary = pathlib.Path(_build_standins(pathlib.Path(tempfile.mkdtemp()))["WOTBENCH_DEVICE_BIN"])

@@ -45,7 +45,7 @@ from pydantic import ValidationError
 
 from wotbench.capacity.search import CapacitySearch, overrides_for
 from wotbench.capacity.slo import SloSearch, slo_exit_code, slo_metric_text
-from wotbench.config.schema import load_config
+from wotbench.config.load import load_config
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate

@@ -1,40 +1,28 @@
-"""WoTbench configuration (YAML, contract section 5).
+"""The WoTbench configuration schema (YAML, docs/CONFIG.md): one pydantic model per block.
 
-``load_config(path) -> Config`` reads and validates a file; every problem becomes one
-``"key.path: message"`` string in :class:`~wotbench.errors.ConfigError` ``.problems``
-(e.g. ``devices[1].service_time.mean: must be > 0, got -5``). Unknown keys are rejected
-with a did-you-mean (one formatter for every section: :mod:`wotbench.schema_errors`).
-
-This module is the schema and its loading only; what depends on the host or on other parts
-sits above it: :mod:`wotbench.deploy.plan` (core placement), :mod:`wotbench.deploy.resolve` (``auto`` values,
-device addresses, ``config.resolved.yaml``).
-
-Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``) are relative
-to the config file's directory; ``load_config`` makes them absolute so a dumped config is self-contained.
+Field rules live here; rules that span blocks (duplicate groups, addresses the devices need,
+pods, proxies with Observe, ...) are in :mod:`wotbench.config.checks`, and reading a file in
+:mod:`wotbench.config.load`. Each block with rules of its own has its module beside this one
+(``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
+:mod:`wotbench.netimpair.model`). What depends on the host sits above: :mod:`wotbench.deploy.plan`
+(core placement), :mod:`wotbench.deploy.resolve` (``auto`` values, device addresses).
 """
 from __future__ import annotations
 
-import copy
 import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
-from wotbench.deploy.addressing import capacity as address_capacity
-from wotbench.deploy.addressing import describe_capacity, device_name
+from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
-from wotbench.deploy import pods
-from wotbench.config.hog_episodes import ContentionEpisode, check_episodes
-from wotbench.config.distributions import DISTS, validate_spec
+from wotbench.config.hog_episodes import ContentionEpisode
+from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
-from wotbench.errors import ConfigError
 from wotbench.netimpair.model import NetworkImpairment
-from wotbench.schema_errors import problems as schema_problems
-from wotbench.schema_errors import type_name
-from wotbench.config.slo import Slo, group_problems as slo_group_problems
+from wotbench.config.slo import Slo
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -44,6 +32,7 @@ METHODS = ("GET", "PUT", "POST", "DELETE")
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
+MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads
 
 
 class _Model(BaseModel):
@@ -149,8 +138,8 @@ class DeviceGroup(_Model):
     def _per_container(cls, v: Any) -> Any:
         if v == "auto":
             return v
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= pods.MAX_PER_CONTAINER:
-            raise ValueError(f"must be 'auto' or an integer 1..{pods.MAX_PER_CONTAINER}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PER_CONTAINER:
+            raise ValueError(f"must be 'auto' or an integer 1..{MAX_PER_CONTAINER}, got {v!r}")
         return v
 
     @field_validator("methods", mode="before")
@@ -309,153 +298,3 @@ class Config(_Model):
 
     def device_names(self) -> list[str]:
         return [device_name(g.group, i) for g in self.devices for i in range(g.count)]
-
-
-# ---------------------------------------------------------------------------------------
-# loading
-
-def _semantic_problems(cfg: Config, base_dir: Path) -> list[str]:
-    problems = []
-    seen: dict[str, int] = {}
-    for i, g in enumerate(cfg.devices):
-        if g.group in seen:
-            problems.append(f"devices[{i}].group: duplicate group name '{g.group}' (also devices[{seen[g.group]}])")
-        seen.setdefault(g.group, i)
-        if g.group == "cd":
-            problems.append(f"devices[{i}].group: 'cd' is reserved for the contention detector node")
-        for key in ("service_time", "rit"):
-            for field, msg in validate_spec(getattr(g, key).model_dump(), base_dir):
-                problems.append(f"devices[{i}].{key}.{field}: {msg}")
-        problems.extend(byo.group_problems(i, g, "count" in g.model_fields_set))
-        if g.observe is not None:
-            problems.extend(_observe_problems(g, f"devices[{i}].observe", base_dir))
-            if g.payload_bytes > MAX_DATAGRAM_PAYLOAD:
-                problems.append(f"devices[{i}].payload_bytes: {g.payload_bytes} with observe, expected "
-                                f"at most {MAX_DATAGRAM_PAYLOAD} (notifications are one datagram)")
-        if g.per_container not in ("auto", 1) and pods.ineligible_why(cfg, g):
-            problems.append(f"devices[{i}].per_container: {g.per_container}, expected 1 or 'auto': "
-                            + pods.ineligible_why(cfg, g))
-        if g.observe is not None and g.third_party:
-            problems.append(f"devices[{i}].observe: with server/external, expected no observe "
-                            "(observable resources are emulated by wot-device)")
-    problems.extend(byo.proxy_problems(cfg.gateways.proxy))
-    if cfg.gateways.proxy is not None and any(g.observe is not None for g in cfg.devices):
-        problems.append("gateways.proxy: with devices[].observe, expected no proxy (Observe "
-                        "through a forward proxy is not supported)")
-    if cfg.gateways.proxy is not None and cfg.gateways.block_size is not None:
-        problems.append("gateways.block_size: with gateways.proxy, expected null (block-wise "
-                        "transfer through a forward proxy is not supported)")
-    net = ipaddress.ip_network(cfg.network.subnet)
-    needed = pods.address_count(cfg) + 1  # devices (a pod's share one) + the CD node
-    needed += 1 if cfg.gateways.proxy is not None and cfg.gateways.proxy.started else 0
-    if needed > address_capacity(net):
-        problems.append(f"network.subnet: {cfg.network.subnet} has room for {describe_capacity(net)}, "
-                        f"{needed} needed (devices or pods + CD node); use a larger subnet such as /16")
-    problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
-    problems.extend(dtls_spec.problems(cfg))
-    if cfg.contention:   # the cores are checked against the plan when the run starts
-        problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
-                                       cores={c for ep in cfg.contention for c in ep.cores}))
-    if cfg.trace is not None:
-        tf = Path(cfg.trace.file)
-        if not tf.is_file():
-            problems.append(f"trace.file: file not found: {tf}")
-        rd = cfg.trace.resources_dir
-        if not rd.is_dir():
-            problems.append(f"trace.resources: directory not found: {rd}")
-    return problems
-
-
-def _observe_problems(g: DeviceGroup, key: str, base_dir: Path) -> list[str]:
-    o = g.observe
-    out = []
-    if o.resources > g.resources:
-        out.append(f"{key}.resources: {o.resources} observable resources but the group has "
-                   f"{g.resources} (devices[].resources)")
-    if (o.period_ms is None) == (o.interval is None):
-        out.append(f"{key}: give either period_ms (with optional jitter_ms) or interval "
-                   f"(a distribution), not {'both' if o.period_ms else 'neither'}")
-    if o.period_ms is not None and o.jitter_ms > o.period_ms:
-        out.append(f"{key}.jitter_ms: {o.jitter_ms:g} exceeds period_ms {o.period_ms:g}, "
-                   f"expected a half-width <= the period (intervals stay >= 0)")
-    if o.interval is not None:
-        if o.interval.dist not in NOTIFY_DISTS:
-            out.append(f"{key}.interval.dist: wot-device emulates {', '.join(NOTIFY_DISTS)} "
-                       f"notification intervals, got {o.interval.dist!r}")
-        else:
-            out += [f"{key}.interval.{f}: {m}" for f, m in validate_spec(o.interval.model_dump(), base_dir)]
-            if o.interval.dist == "uniform" and (o.interval.cv or 0) > 1 / 3 ** 0.5:
-                out.append(f"{key}.interval.cv: {o.interval.cv:g} makes uniform intervals negative, "
-                           f"expected <= 0.577")
-    if o.hold is not None:
-        out += [f"{key}.hold.{f}: {m}" for f, m in validate_spec(o.hold.model_dump(), base_dir)]
-    return out
-
-
-def _absolutize(raw: dict, base_dir: Path) -> None:
-    """Make relative paths in the raw mapping absolute (relative to the config's dir)."""
-    def fix(p: Any) -> Any:
-        if isinstance(p, str) and p and not Path(p).expanduser().is_absolute():
-            return str((base_dir / p).resolve())
-        return str(Path(p).expanduser()) if isinstance(p, str) else p
-    tr = raw.get("trace")
-    if isinstance(tr, str):
-        raw["trace"] = fix(tr)
-    elif isinstance(tr, dict):
-        for k in ("file", "resources"):
-            if k in tr:
-                tr[k] = fix(tr[k])
-    d = raw.get("dtls")
-    if isinstance(d, dict) and isinstance(d.get("psk_key_file"), str):
-        d["psk_key_file"] = fix(d["psk_key_file"])
-    groups = raw.get("devices")
-    for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
-        if isinstance(g, dict):
-            for key in ("service_time", "rit"):
-                spec = g.get(key)
-                if isinstance(spec, dict) and "file" in spec:
-                    spec["file"] = fix(spec["file"])
-
-
-def config_from_dict(raw: Any, base_dir: str | Path = ".", source: str | None = None) -> Config:
-    """Validate a mapping (as read from YAML); raises ConfigError listing every problem."""
-    base_dir = Path(base_dir)
-    if not isinstance(raw, dict):
-        raise ConfigError([f"(top level): must be a mapping of keys (name, devices, ...), got {type_name(raw)}"], source)
-    raw = copy.deepcopy(raw)
-    _absolutize(raw, base_dir)
-    try:
-        cfg = Config.model_validate(raw)
-    except ValidationError as e:
-        raise ConfigError(schema_problems(e, Config), source) from None
-    problems = _semantic_problems(cfg, base_dir)
-    if problems:
-        raise ConfigError(problems, source)
-    cfg._source = source
-    return cfg
-
-
-def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config file. Raises ConfigError (exit 2), never a traceback."""
-    path = Path(path)
-    src = str(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(["file not found"], src) from None
-    except IsADirectoryError:
-        raise ConfigError(["is a directory, expected a YAML file"], src) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError([f"cannot read: {getattr(e, 'strerror', None) or e}"], src) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        what = " ".join(x for x in (e.context, e.problem) if x)
-        raise ConfigError([f"{where}YAML syntax error: {what}"], src) from None
-    except yaml.YAMLError as e:
-        raise ConfigError([f"YAML error: {e}"], src) from None
-    if raw is None:
-        raise ConfigError(["(top level): the file is empty, expected a mapping with at least 'name' and 'devices'"], src)
-    return config_from_dict(raw, path.parent, src)

@@ -18,36 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Sequence
 
+from wotbench.config.schema import MAX_PER_CONTAINER, Config, DeviceGroup
 from wotbench.deploy.addressing import device_name
 
 
-# What this module reads of a wotbench.config.schema.Config (which checks per_container with it, so
-# it cannot import the config module).
-class DeviceGroup(Protocol):
-    group: str
-    count: int
-    per_container: Any          # 'auto' | int
-    network: Optional[Any]
-
-    @property
-    def third_party(self) -> bool: ...
-
-
-class _Network(Protocol):
-    backend: str
-
-
-class Config(Protocol):
-    devices: Sequence[DeviceGroup]
-    network: _Network
-
-    @property
-    def total_devices(self) -> int: ...
-
 AUTO_MAX_CONTAINERS = 128   # ~35 CPU-s of container starts here: 1000 devices ready in < 70 s
-MAX_PER_CONTAINER = 64      # one wot-device per port, each with its own threads
 
 
 @dataclass(frozen=True)

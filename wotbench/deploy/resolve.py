@@ -1,9 +1,8 @@
 """Resolution: from a validated config to what a run deploys, on top of the schema
 (:mod:`wotbench.config.schema`) and the placement (:mod:`wotbench.deploy.plan`).
 
-- :func:`resolve_cd` fills ``contention_detector.service_time_ms`` / ``mode`` when ``auto``
-  (needs nothing but the config: the trace generator uses it);
-- :func:`resolve` also fills ``gateways.wait`` from a placement plan;
+- :func:`resolve` fills the contention detector's ``auto`` values
+  (:func:`wotbench.detector.sizing.resolve_cd`) and ``gateways.wait`` from a placement plan;
 - :func:`device_addresses` / :func:`cd_node_address`: every device's name, group, trace id and
   IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.deploy.addressing`);
 - :func:`dump_resolved` writes ``config.resolved.yaml``.
@@ -22,57 +21,16 @@ from wotbench.deploy.addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
 from wotbench.config import dtls as dtls_spec
-from wotbench.config.distributions import make_distribution
 from wotbench.deploy.plan import Plan, make_plan
+from wotbench.detector.sizing import resolve_cd
 from wotbench.deploy.pods import address_count, slots
 
 PROXY_NAME = "proxy"
 
 
-CD_DEFAULT_MS = 1.0   # CD service time when no device's service time is known (all third-party)
-
-
-def group_request_rates(cfg: Config) -> list[float]:
-    """Offered request rate (req/s) of one device of each group: 1000 / mean RIT (ms)."""
-    return [1000.0 / make_distribution(g.rit).mean for g in cfg.devices]
-
-
-def resolve_cd(cfg: Config) -> Config:
-    """A copy with the contention detector's ``auto`` values filled in:
-
-    - service_time_ms: request-weighted mean device service time,
-      sum_g(count_g * rate_g * S_g) / sum_g(count_g * rate_g)  (ms)
-    - mode: the mode that receives most requests (ties: busy)
-    """
-    out = cfg.model_copy(deep=True)
-    out._source = cfg._source
-    cd = out.contention_detector
-    if cd.service_time_ms != "auto" and cd.mode != "auto":
-        return out
-    # third-party servers and external endpoints have no known service time: the CD is sized
-    # on the emulated devices, or, with none, on CD_DEFAULT_MS in busy mode (wotbench.config.byo)
-    weights = [0.0 if g.third_party else g.count * r
-               for g, r in zip(cfg.devices, group_request_rates(cfg))]
-    total = sum(weights)
-    if total == 0:
-        if cd.service_time_ms == "auto":
-            cd.service_time_ms = CD_DEFAULT_MS
-        if cd.mode == "auto":
-            cd.mode = "busy"
-        return out
-    if cd.service_time_ms == "auto":
-        st = sum(w * make_distribution(g.service_time).mean
-                 for w, g in zip(weights, cfg.devices)) / total
-        cd.service_time_ms = round(st, 6)
-    if cd.mode == "auto":
-        busy = sum(w for w, g in zip(weights, cfg.devices) if g.mode == "busy")
-        cd.mode = "busy" if busy >= total - busy else "sleep"
-    return out
-
-
 def resolve(cfg: Config, plan: Optional[Plan] = None, *,
             cores: Optional[Sequence[int]] = None) -> Config:
-    """A copy with every ``auto`` value filled in: :func:`resolve_cd`, and ``gateways.wait``
+    """A copy with every ``auto`` value filled in: the CD's (:func:`resolve_cd`), and ``gateways.wait``
     from ``plan`` (busy when each GE has a dedicated core, else hybrid; planned on ``cores``,
     default this host's, when no plan is given)."""
     out = resolve_cd(cfg)

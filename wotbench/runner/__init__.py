@@ -1,3 +1,5 @@
-"""The test harness (paper §4.2): builds images, deploys devices and gateways, runs the timeline,
-monitors the host and always cleans up. Entry points: :func:`wotbench.runner.main.run`,
-:func:`wotbench.runner.doctor.main`, :func:`wotbench.runner.cleanup.main`."""
+"""The test harness (paper §4.2): deploys devices and gateways on a backend
+(:mod:`wotbench.runner.backends`), runs the timeline, and always cleans up. Entry points:
+:func:`wotbench.runner.main.execute` (what ``wotbench run`` calls, see
+:mod:`wotbench.run_command`), :func:`wotbench.runner.doctor.main`,
+:func:`wotbench.runner.cleanup.main`."""

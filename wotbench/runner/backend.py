@@ -12,7 +12,7 @@ is its own ``Protocol``, a caller asks only for the part it uses (``watch.py`` n
 ``Inspector`` + ``Lifecycle``, ``hogs.py`` only ``Stressor``), and a test double needs only
 that part. ``RunBackend`` is their sum; ``BackendKind`` is the backend before the run exists.
 Register the kind in ``inputs.KINDS`` (and, if ``backend: auto`` may pick it, in
-``inputs.AUTO``). ``tests/python/test_runner_backend.py`` fails until every method is there
+``inputs.AUTO``). ``tests/unit/test_runner_backend.py`` fails until every method is there
 with the protocol's parameters and types. run.json's ``backend`` field (``rundir.RunRecord``)
 lists the known names: add yours there too.
 

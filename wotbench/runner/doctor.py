@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
-from wotbench.runner.backends.docker import images
+from wotbench.runner import binaries
 from wotbench.runner.cleanup import leftover_processes
 from wotbench.runner.backends.docker.backend import docker_client
 
@@ -53,10 +53,10 @@ def check_docker(client, problem: Exception | None = None) -> Check:
 
 def check_binaries() -> list[Check]:
     out = []
-    for comp in images.COMPONENTS:
+    for comp in binaries.COMPONENTS:
         b = comp.binary()
-        if b.exists() and not images.is_stale(comp):
-            static = images._is_static(b)
+        if b.exists() and not binaries.is_stale(comp):
+            static = binaries.is_static(b)
             out.append(Check(comp.name, OK if static else FAIL, f"{b}" + ("" if static else
                              " is not static"), "" if static else f"rebuild: make -C {comp.source_dir}"))
         elif (comp.source_dir / "Makefile").exists():

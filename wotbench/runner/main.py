@@ -26,18 +26,19 @@ import platform
 import signal
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
-from wotbench.config.schema import load_config
+from wotbench.config.load import load_config
 from wotbench.errors import WotbenchError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.runner import dtlskey, hostlimits, inputs
 from wotbench.detector import node as cd_module
-from wotbench.runner.backends.docker import images
+from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
@@ -135,7 +136,7 @@ class Runner:
         log(f"FAILURE {component}: {what}")
 
     # -------------------------------------------------------------- main
-    def execute(self) -> int:
+    def execute(self) -> RunOutcome:
         old = self._set_handlers(self._raise_signal)
         # prepare() pins the harness to the OS cores; a sweep or capacity search runs many tests
         # in this process, and each must plan with the cores the user gave, not the last pin.
@@ -162,7 +163,7 @@ class Runner:
             for s, h in old.items():
                 signal.signal(s, h)
             os.sched_setaffinity(0, affinity)
-        return self.conclude()
+        return self.outcome()
 
     # -------------------------------------------------------------- 1-3: inputs
     def prepare(self) -> None:
@@ -177,7 +178,7 @@ class Runner:
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
         thirdparty.check_impairments(cfg, self.impair.name)
         self.warnings += inputs.check_host(self.kind, self.connection, log)
-        self.binaries = images.ensure_binaries(log, hog=bool(cfg.contention))
+        self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
 
         cfg, notes = self.kind.adapt(cfg, self.connection)
@@ -530,36 +531,26 @@ class Runner:
             interrupted=self.interrupted is not None, aborted=self.aborted,
             error=str(err) if err else None, written_at_utc=iso_stamp())
 
-    # -------------------------------------------------------------- 11: verdict
-    def conclude(self) -> int:
-        if self.interrupted is not None:
-            where = f"; raw data kept in {self.run_dir}" if self.run_dir else ""
-            log(f"interrupted{where}")
-            return 128 + self.interrupted
-        if self.error is not None:
-            if isinstance(self.error, WotbenchError):
-                raise self.error  # the CLI prints it and exits with its code
-            return 1
-        if self.aborted:
-            log(f"the test did not complete (see failures in {self.rd.run_json})")
-            return self.exit_hint or 1
-        from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
-        summary = analyze(self.run_dir)
-        verdict = summary.verdict
-        code = verdict.exit_code
-        log(f"verdict: {verdict.status}")
-        for r in verdict.reasons:
-            print(f"  - {r}")
-        if summary.slo is not None:
-            log(summary.slo.text + (f" ({summary.slo.testbed_caveat})" if summary.slo.testbed_caveat else ""))
-        if self.resolved.report.enabled:
-            from wotbench.report import render   # heavy (matplotlib)
-            log(f"report: {render(self.run_dir)}")
-        if self.failures and code in (0, 4):
-            log(f"{len(self.failures)} component failure(s): flagging the run")
-            code = 3
-        return code
+    def outcome(self) -> "RunOutcome":
+        """How the run ended, for the ``run`` verb (:mod:`wotbench.run_command`)."""
+        return RunOutcome(run_dir=self.run_dir, interrupted=self.interrupted, error=self.error,
+                          aborted=self.aborted, exit_hint=self.exit_hint,
+                          failures=len(self.failures),
+                          report=bool(self.resolved is not None and self.resolved.report.enabled))
 
 
-def run(config_path, out_root="reports", backend=None) -> int:
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended, before any analysis: what the ``run`` verb needs to conclude."""
+    run_dir: Optional[Path]
+    interrupted: Optional[int]        # the signal that stopped it
+    error: Optional[BaseException]    # a WotbenchError (bad input, environment) or a bug
+    aborted: bool                     # the test did not complete (component failure)
+    exit_hint: Optional[int]
+    failures: int                     # component failures recorded in run.json
+    report: bool                      # the config asks for report.html
+
+
+def execute(config_path, out_root="reports", backend=None) -> RunOutcome:
+    """One run from config to run directory (no analysis): see :mod:`wotbench.run_command`."""
     return Runner(config_path, out_root, backend).execute()

@@ -26,10 +26,11 @@ import yaml
 
 from pydantic import BaseModel
 
-from wotbench.config.schema import Config, config_from_dict, load_config
+from wotbench.config.schema import Config
+from wotbench.config.load import config_from_dict, load_config
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.rundir import RunDir, Summary
-from wotbench.runner.main import run as run_config
+from wotbench.run_command import run as run_config
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path

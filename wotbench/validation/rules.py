@@ -1,5 +1,5 @@
 """The pure rules that say whether the contention detector (CD) told the truth in a validation
-scenario (docs/VALIDATION.md explains them; tests/python/test_validate.py checks them on fakes).
+scenario (docs/VALIDATION.md explains them; tests/unit/test_validate.py checks them on fakes).
 
 - contention *present*: run.json ``contention`` lists the injected hog episodes (``start_s``,
   ``end_s`` relative to the test start). Clean scenarios have none.

@@ -45,17 +45,13 @@ import pandas as pd
 
 from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, METHODS, Config
 from wotbench.deploy.addressing import device_name
-from wotbench.deploy.resolve import DeviceAddress, cd_node_address, device_addresses, resolve_cd
+from wotbench.deploy.resolve import DeviceAddress, device_addresses
+from wotbench.detector.trace import write_cd_files
+from wotbench.workload.formats import TRACE_HEADER, authority, write_resources
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
 
-CD_RESOURCE = "cd"
-CD_PAYLOAD_BYTES = 16
-TRACE_HEADER = "device_id,send_time_us,method,uri"
-RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
-RESOURCE_OBSERVE_COLUMNS = (",notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,"
-                            "notify_type,max_age_s")
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
 TRACE_METHODS = METHODS + ("OBSERVE", "CANCEL")   # trace method column; index = method code
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
@@ -225,14 +221,6 @@ def generate(cfg: Config) -> GeneratedTrace:
                           paths, observer if (observer >= 0).any() else None)
 
 
-def _authority(a: DeviceAddress) -> str:
-    return f"[{a.ip}]:{a.port}" if ":" in a.ip else f"{a.ip}:{a.port}"
-
-
-def _uri(a: DeviceAddress, path: str) -> str:
-    return f"coap://{_authority(a)}/{path}"
-
-
 def _scheme(cfg: Config) -> str:
     """coaps with DTLS (the devices' requests; the CD node's probes stay coap)."""
     return "coaps" if cfg.dtls.enabled else "coap"
@@ -249,10 +237,10 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         return _write_rows_observe(path, d, t, m, r, p, k, addrs, scheme)
     with_payload = bool(p.any())
     prefix = [f"{a.id},"for a in addrs]
-    base = [f"{scheme}://{_authority(a)}/r" for a in addrs]
+    base = [f"{scheme}://{authority(a)}/r" for a in addrs]
     if tr.paths:   # third-party devices: their own paths instead of r<j>
         names = [tr.paths.get(a.id) for a in addrs]
-        base = [f"{scheme}://{_authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
+        base = [f"{scheme}://{authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
     with path.open("w", buffering=1 << 20) as f:
@@ -280,33 +268,6 @@ def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress]
             query = f"?o={q}" if q >= 0 else ""
             f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{e}{query}" + (f",{g}\n" if with_payload else "\n"))
     return len(d)
-
-
-def _write_resources(path: Path, rows: list[tuple]) -> None:
-    header = RESOURCE_HEADER + (RESOURCE_OBSERVE_COLUMNS if rows and len(rows[0]) > 4 else "")
-    path.write_text(header + "\n" + "".join(",".join(str(x) for x in row) + "\n" for row in rows))
-
-
-def cd_trace_times_us(cfg: Config) -> np.ndarray:
-    """CD probe send times (µs from calibration start): k * interval_s while < calibration + test."""
-    cd = cfg.contention_detector
-    total_us = (cd.calibration_s + cfg.duration_s) * 1e6
-    step = cd.interval_s * 1e6
-    return np.rint(np.arange(0, math.ceil(total_us / step)) * step).astype(np.int64)
-
-
-def write_cd_files(cfg: Config, out_dir: Path) -> int:
-    """Write cd-trace.csv and resources/cd-node.csv; returns the number of CD requests."""
-    r = resolve_cd(cfg)
-    cd = r.contention_detector
-    a = cd_node_address(cfg)
-    times = cd_trace_times_us(cfg) if cd.enabled else np.zeros(0, np.int64)
-    uri = _uri(a, CD_RESOURCE)
-    (out_dir / "cd-trace.csv").write_text(
-        TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
-    _write_resources(out_dir / "resources" / f"{a.name}.csv",
-                     [(CD_RESOURCE, int(round(float(cd.service_time_ms) * 1000)), cd.mode, CD_PAYLOAD_BYTES)])
-    return len(times)
 
 
 def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], out_dir: Path,
@@ -346,7 +307,7 @@ def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
     tr = generate(cfg)
     _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg))
     for name, rows in tr.resources.items():
-        _write_resources(out_dir / "resources" / f"{name}.csv", rows)
+        write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(METHODS)     # OBSERVE/CANCEL lines are not requests
@@ -419,7 +380,7 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
             shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
             resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^coaps?://(\[[^\]]*\]|[^/]*)/", "", regex=True)
-    host = np.array([f"{_scheme(cfg)}://{_authority(a)}/" for a in addrs], dtype=object)
+    host = np.array([f"{_scheme(cfg)}://{authority(a)}/" for a in addrs], dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
     cols = ["device_id", "send_time_us", "method"]
     out = df[cols].copy()

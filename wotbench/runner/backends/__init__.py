@@ -1,1 +1,3 @@
-"""TODO"""
+"""The runtimes a run deploys on, each implementing :class:`wotbench.runner.backend.RunBackend`:
+``docker`` (FROM scratch images, per-run bridges, least-privilege containers) and ``process``
+(local processes on loopback addresses)."""

@@ -1,4 +1,4 @@
-"""Pieces the Observe and block-wise benchmarks share: paths, the C tools they compile, stopping
+"""Pieces the benchmarks share: paths, the C tools they compile, stopping
 a server, a quantile that skips NaN, the raw UDP ping-pong floor, the host line."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "bench"          # the benches and their C tools
 GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
 DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
 PP_BIN = HERE / "build" / "udp_pingpong"

@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from dev_coap import ping
+from testkit.coap import ping
 
 HEADER = "path,service_time_us,mode,payload_bytes\n"
 

@@ -181,7 +181,7 @@ def test_busy_processes_count_programs_not_arguments():
     ps = ("  20 flock /tmp/wotbench-exclusive.lock .venv/bin/wotbench run x.yaml\n"
           "  21 timeout 400 flock /tmp/wotbench-exclusive.lock make test\n"
           "  22 /bin/bash -c cd /work/x && pytest -q\n"
-          "  23 .venv/bin/python -m pytest tests/python -q\n"
+          "  23 .venv/bin/python -m pytest tests/unit -q\n"
           "  24 grep -a wotbench/__init__ run.log\n"
           "  25 /work/wt-x/.venv/bin/python -m wotbench.cli trace --stats t.csv\n"
           "  26 /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet x.c\n"

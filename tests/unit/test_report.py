@@ -1,4 +1,4 @@
-"""Report content checks on a recorded run (tests/python/report_fixture.py)."""
+"""Report content checks on a recorded run (tests/unit/report_fixture.py)."""
 from __future__ import annotations
 
 import json

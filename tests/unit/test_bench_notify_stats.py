@@ -1,13 +1,10 @@
-"""bench/notify_stats.py: the Observe benchmark's figures and its sustained rule."""
-import sys
-from pathlib import Path
+"""testkit/notify_stats.py: the Observe benchmark's figures and its sustained rule."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import notify_stats as ns  # noqa: E402
+from testkit import notify_stats as ns
 
 SALT, START = 0x0102030405060708, 1_000_000_000
 

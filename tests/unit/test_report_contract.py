@@ -1,5 +1,5 @@
 """Writer meets readers: the run report and the sweep report drawn from run directories that the
-real analysis wrote (raw files as the runner writes them, tests/python/report_fixture.py). If
+real analysis wrote (raw files as the runner writes them, tests/unit/report_fixture.py). If
 the analysis stops writing a key or a series that a figure needs, a figure here turns into a
 "not available" note and the test says which one."""
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from wotbench.analysis import observe as obsm
 from wotbench.analysis.loading import DeviceInfo, GeData, RunData
-from wotbench.config.schema import config_from_dict
+from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunRecord
 from wotbench.rundir.summary import ObserveBlock

@@ -7,7 +7,7 @@ from analysis_fixtures import make_run
 from slo_fakes import frame
 from wotbench.analysis import analyze
 from wotbench.analysis import slo as sloa
-from wotbench.config.schema import config_from_dict
+from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.report import render_html
 from wotbench.config.slo import Slo, merge_exprs, objectives, parse_expr

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config.schema import config_from_dict
+from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import make_plan
-from wotbench.deploy.resolve import device_addresses, proxy_address, resolve_cd
+from wotbench.deploy.resolve import device_addresses, proxy_address
+from wotbench.detector.sizing import resolve_cd
 from wotbench.runner import coapprobe, thirdparty
 from wotbench.runner.backends.docker import hostimage
 from wotbench.workload.generate import write_trace

@@ -1,0 +1,86 @@
+"""The project's own static binaries (gateway-emulator, wot-device, the hog), built with make
+when a source is newer than the binary. Both backends run them; the Docker backend wraps them
+in FROM scratch images (:mod:`wotbench.runner.backends.docker.images`)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from wotbench.errors import EnvironmentProblem
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str        # program name: gateway-emulator | wot-device | hog
+    env_var: str     # overrides the binary path (tests, custom builds); disables make
+    source: str = ""  # source directory under the repository, default: the program name
+
+    @property
+    def source_dir(self) -> Path:
+        return REPO_ROOT / (self.source or self.name)
+
+    def binary(self) -> Path:
+        override = os.environ.get(self.env_var)
+        return Path(override) if override else self.source_dir / "build" / self.name
+
+
+GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
+DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN")
+HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
+COMPONENTS = (GE, DEVICE)   # every run needs these; the hog only runs with contention episodes
+
+
+def _newest_source_mtime(src: Path) -> float:
+    """Newest source of a program, including the headers all three share (common/)."""
+    newest = 0.0
+    for pattern in ("Makefile", "*.c", "*.h", "src/**/*.c", "src/**/*.h", "include/**/*.h"):
+        for p in src.glob(pattern):
+            newest = max(newest, p.stat().st_mtime)
+    for p in (REPO_ROOT / "common").glob("*.h"):
+        newest = max(newest, p.stat().st_mtime)
+    return newest
+
+
+def is_stale(comp: Component) -> bool:
+    """True when the binary is missing or older than its sources (never with an override)."""
+    binary = comp.binary()
+    if os.environ.get(comp.env_var):
+        return False
+    if not binary.exists():
+        return True
+    return binary.stat().st_mtime < _newest_source_mtime(comp.source_dir)
+
+
+def ensure_binary(comp: Component, log=print) -> Path:
+    """Run ``make -C <source>`` when the binary is missing or stale; return its path."""
+    if is_stale(comp):
+        if not (comp.source_dir / "Makefile").exists():
+            raise EnvironmentProblem(
+                f"{comp.binary()} does not exist and {comp.source_dir}/Makefile is missing; "
+                f"build it or point {comp.env_var} at a static {comp.name} binary")
+        log(f"building {comp.name} (make -C {comp.source_dir})")
+        res = subprocess.run(["make", "-C", str(comp.source_dir)], capture_output=True,
+                             text=True)
+        if res.returncode != 0 or not comp.binary().exists():
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-15:])
+            raise EnvironmentProblem(f"make -C {comp.source_dir} failed:\n{tail}\n"
+                                     "fix: run `wotbench doctor` (libcoap static library, gcc)")
+    return comp.binary()
+
+
+def ensure_binaries(log=print, hog: bool = False) -> dict[str, Path]:
+    """The binaries a run needs (built when stale): program name -> path; ``hog``: the run has
+    contention episodes."""
+    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + ((HOG,) if hog else ())}
+
+
+
+def is_static(binary: Path) -> bool:
+    """A FROM scratch image has no dynamic loader: reject binaries with a PT_INTERP header."""
+    with open(binary, "rb") as f:
+        head = f.read(1 << 16)
+    return head[:4] == b"\x7fELF" and b"/lib64/ld-linux" not in head and b"/lib/ld-" not in head
