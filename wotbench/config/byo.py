@@ -48,11 +48,19 @@ def _check_placeholders(argv: list[str]) -> list[str]:
 
 class Program(_Model):
     """A third-party CoAP program WoTbench starts: a local image or a host command."""
-    image: Optional[str] = None           # a local Docker image (no registry: built or loaded here)
-    command: Optional[list[str]] = None   # program + arguments on this host
-    args: list[str] = Field(default_factory=list)   # arguments to the image's entrypoint
-    port: int = Field(5683, ge=1, le=65535)
-    ready_timeout_s: float = Field(10.0, gt=0, le=600)
+    image: Optional[str] = Field(
+        None, description="a local Docker image (no registry: built here or `docker load`ed); its "
+                          "entrypoint gets `args`")
+    command: Optional[list[str]] = Field(
+        None, description="a program of this host and its arguments (a list, or one string split "
+        "like a shell would): the process backend runs it; the Docker backend packs the program "
+        "with the shared libraries `ldd` lists and the loader into a FROM scratch image")
+    args: list[str] = Field(default_factory=list,
+                            description="arguments to the image's entrypoint")
+    port: int = Field(5683, ge=1, le=65535, description="the port it listens on")
+    ready_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="how long to wait for it to answer a CoAP ping from this "
+                                        "host (a proxy must also forward one real request)")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -81,8 +89,12 @@ class ProxySpec(Program):
     """``gateways.proxy``: every main-GE request goes through this CoAP forward proxy: a
     container / process WoTbench starts (``image`` or ``command``) or an ``endpoint`` it does
     not start."""
-    endpoint: Optional[str] = None        # HOST:PORT of a proxy WoTbench does not start
-    mode: Literal["proxy-uri", "proxy-scheme"] = "proxy-uri"
+    endpoint: Optional[str] = Field(
+        None, description="`HOST:PORT` of a proxy WoTbench does not start (instead of "
+                          "`image`/`command`)")
+    mode: Literal["proxy-uri", "proxy-scheme"] = Field(
+        "proxy-uri", description="`proxy-uri` (one Proxy-Uri option) or `proxy-scheme` "
+                                 "(Proxy-Scheme + Uri-Host/Port/Path/Query)")
 
     @field_validator("endpoint")
     @classmethod

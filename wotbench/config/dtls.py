@@ -1,5 +1,5 @@
 """The ``dtls:`` config block (DTLS-PSK between the gateway emulators and the wot-devices,
-docs/CONTRACTS.md §5 "dtls"): schema, its checks against the rest of the config, and the key
+docs/DTLS.md): schema, its checks against the rest of the config, and the key
 bytes the runner hands to both programs (``wotbench.runner.dtlskey``).
 
     dtls:
@@ -27,11 +27,22 @@ KEY_FILE = "dtls.psk_key_file"
 
 class Dtls(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    enabled: bool = False
-    psk_identity: str = "wotbench"
-    psk_key: Optional[str] = None
-    psk_key_file: Optional[str] = None
-    sessions: Literal["reuse", "per-request"] = "reuse"
+    enabled: bool = Field(
+        False, description="DTLS-PSK (coaps://, port 5684) between the main GEs and the "
+        "wot-devices; the CD node and its probes stay plain CoAP. Refused with `devices[].server`, "
+        "`devices[].external` and `gateways.proxy`")
+    psk_identity: str = Field("wotbench",
+                              description="the PSK identity the GEs present and the devices accept")
+    psk_key: Optional[str] = Field(
+        None, description="the key, 1..64 bytes (no trailing newline); shown as REDACTED in "
+                          "config.resolved.yaml. Give this or `psk_key_file`, not both")
+    psk_key_file: Optional[str] = Field(
+        None, description="a file holding the key (one trailing newline ignored), relative to "
+                          "the config file")
+    sessions: Literal["reuse", "per-request"] = Field(
+        "reuse", description="`reuse`: one session per source port and device, handshaken before "
+        "T0 (response times exclude handshakes); `per-request`: a new session for every request, "
+        "on the schedule (a handshake storm)")
 
     @field_validator("psk_identity")
     @classmethod

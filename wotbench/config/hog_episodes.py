@@ -43,12 +43,20 @@ class ContentionEpisode(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["cpu", "membw", "cache"]
-    cores: list[int] = Field(min_length=1)
-    start_s: float = Field(ge=0)
-    duration_s: float = Field(gt=0, le=MAX_EPISODE_S)
-    threads: int | None = Field(default=None, ge=1, le=256)
-    bytes: int | None = Field(default=None, ge=4096, le=4096 * MIB)
+    kind: Literal["cpu", "membw", "cache"] = Field(
+        description="`cpu` (spin), `membw` (stream over a buffer larger than the LLC) or `cache` "
+                    "(random access within about the LLC size)")
+    cores: list[int] = Field(min_length=1, description="the cores the hog is pinned to; every "
+                                                       "one must be a usable core of the plan")
+    start_s: float = Field(ge=0, description="start, relative to the test start")
+    duration_s: float = Field(gt=0, le=MAX_EPISODE_S,
+                              description="the episode must end by the test's `duration_s`")
+    threads: int | None = Field(default=None, ge=1, le=256,
+                                description="hog threads in total, spread round-robin over "
+                                            "`cores`; null: one per core")
+    bytes: int | None = Field(default=None, ge=4096, le=4096 * MIB,
+                              description="buffer per thread (membw/cache); null: from the host's "
+                                          "LLC size")
 
     @field_validator("cores")
     @classmethod

@@ -42,11 +42,19 @@ class _Model(BaseModel):
 
 class DistSpec(_Model):
     """``{dist, mean, cv?, shape?, file?}``; all values in ms. See wotbench.config.distributions."""
-    dist: Literal[DISTS]  # type: ignore[valid-type]
-    mean: Optional[float] = Field(None, gt=0)
-    cv: Optional[float] = Field(None, ge=0)
-    shape: Optional[float] = Field(None, gt=0)
-    file: Optional[str] = None
+    dist: Literal[DISTS] = Field(  # type: ignore[valid-type]
+        description="the distribution; `normal` is truncated at 0 (the truncated distribution has "
+                    "the given mean and cv)")
+    mean: Optional[float] = Field(
+        None, gt=0, description="mean, ms; required except for `empirical`, whose samples it "
+                                "rescales to this mean")
+    cv: Optional[float] = Field(
+        None, ge=0, description="coefficient of variation, for uniform (≤ 1/√3), normal (< 1), "
+                                "lognormal, gamma, weibull; and pareto (instead of `shape`)")
+    shape: Optional[float] = Field(None, gt=0, description="pareto: shape α (> 1)")
+    file: Optional[str] = Field(
+        None, description="empirical: a file with one sample (ms) per line, relative to the "
+                          "config file")
 
 
 NOTIFY_DISTS = ("deterministic", "uniform", "exponential", "normal")   # what wot-device emulates
@@ -62,48 +70,88 @@ class Observe(_Model):
     register (observer k on observable resource k mod ``resources``) at a uniform instant in
     ``[0, register_within_s)`` of the test and cancel after ``hold`` (a distribution, ms;
     null = at the end of the test)."""
-    resources: int = Field(1, ge=1)
-    period_ms: Optional[float] = Field(None, gt=0)
-    jitter_ms: float = Field(0.0, ge=0)
-    interval: Optional[DistSpec] = None
-    service_time_ms: float = Field(0.0, ge=0)
-    type: Literal["con", "non"] = "con"
-    max_age_s: int = Field(60, ge=0, le=2**32 - 1)
-    observers: int = Field(1, ge=1, le=1000)
-    register_within_s: float = Field(1.0, ge=0)
-    hold: Optional[DistSpec] = None
+    resources: int = Field(1, ge=1, description="the first N resources of the group are observable")
+    period_ms: Optional[float] = Field(
+        None, gt=0, description="notify every period_ms (± jitter_ms); or give `interval`")
+    jitter_ms: float = Field(0.0, ge=0, description="uniform ± jitter on period_ms, ms")
+    interval: Optional[DistSpec] = Field(
+        None, description="instead of period_ms: the time between notifications, a distribution "
+                          "(ms; dist deterministic | uniform | exponential | normal)")
+    service_time_ms: float = Field(
+        0.0, ge=0, description="sensor read before each notification, ms (the group's sleep|busy "
+                               "mode)")
+    type: Literal["con", "non"] = Field("con", description="notifications sent CON or NON")
+    max_age_s: int = Field(60, ge=0, le=2**32 - 1, description="the Max-Age option of notifications")
+    observers: int = Field(
+        1, ge=1, le=1000, description="observers per device; observer k observes observable "
+                                      "resource k mod `resources`")
+    register_within_s: float = Field(
+        1.0, ge=0, description="each observer registers at a uniform instant in [0, this) of "
+                               "the test")
+    hold: Optional[DistSpec] = Field(
+        None, description="how long an observer stays registered (a distribution, ms); null: "
+                          "until the end of the test")
 
 
 class DeviceGroup(_Model):
-    group: Annotated[str, Field(pattern=NAME_PATTERN, max_length=40)]
-    count: int = Field(1, ge=1)
-    threads: int = Field(1, ge=1, le=1024)
-    mode: Mode = "busy"
-    response: Response = "auto"
-    service_time: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=5.0))
-    rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0))
-    resources: int = Field(10, ge=1, le=100000)
-    methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0})
-    # above 1024 bytes the body moves block-wise (gateways.block_size, default 1024)
-    payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES)
-    request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES)
-    cpu_quota: Optional[float] = Field(None, gt=0)
-    memory_mb: int = Field(32, ge=4)
-    # per-group network impairments (docs/NETWORK-IMPAIRMENTS.md), or null
-    network: Optional[NetworkImpairment] = None
-    # false: no request workload for this group (e.g. only observations)
-    requests: bool = True
-    # observable resources and observers (RFC 7641), or null
-    observe: Optional[Observe] = None
-    # devices per container (wotbench.deploy.pods): 'auto' = 1 up to 128 devices in the run, then
-    # packed so the run needs about 128 containers; or a number 1..64
-    per_container: Any = "auto"
+    group: Annotated[str, Field(pattern=NAME_PATTERN, max_length=40,
+                                description="group name; devices are named `<group>-<i>`")]
+    count: int = Field(1, ge=1, description="number of devices (with `external`: one per endpoint)")
+    threads: int = Field(1, ge=1, le=1024,
+                         description="worker threads per device (1 = a single-server queue)")
+    mode: Mode = Field("busy", description="`busy` burns CPU time (stretches when the core is "
+                                           "contended); `sleep` waits (sensor-bound)")
+    response: Response = Field(
+        "auto", description="how the device answers (wot-device --response): `piggyback` (served "
+        "by the I/O thread, answer in the ACK), `separate` (a worker serves it: empty ACK, then a "
+        "separate response; `threads`/queue/5.03 apply), `auto` = piggyback for resources with "
+        "S ≤ 1 ms, separate above (wot-device/README.md \"Response path\")")
+    service_time: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=5.0),
+                                   description="distribution of the service time S, ms")
+    rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0),
+                          description="request inter-arrival time per device, ms")
+    resources: int = Field(10, ge=1, le=100000,
+                           description="synthetic resources per device; their service times are "
+                                       "chosen so the request-weighted distribution matches "
+                                       "`service_time`")
+    methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0},
+                                      description="method mix: weights of GET/PUT/POST/DELETE")
+    payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES,
+                               description="response payload, bytes; above 1024 the body moves "
+                                           "block-wise (`gateways.block_size`, default 1024)")
+    request_payload_bytes: int = Field(0, ge=0, le=MAX_PAYLOAD_BYTES,
+                                       description="PUT/POST payload, bytes (block-wise above 1024)")
+    cpu_quota: Optional[float] = Field(None, gt=0,
+                                       description="fraction of one core, e.g. 0.5 (heterogeneous "
+                                                   "devices); Docker only")
+    memory_mb: int = Field(32, ge=4, description="memory limit per device (a pod's limit is the "
+                                                 "sum of its devices')")
+    network: Optional[NetworkImpairment] = Field(
+        None, description="per-group network impairments (docs/NETWORK-IMPAIRMENTS.md), or null")
+    requests: bool = Field(True, description="false: no request workload for this group (e.g. "
+                                             "only observations)")
+    observe: Optional[Observe] = Field(
+        None, description="observable resources and observers (RFC 7641), or null")
+    per_container: Any = Field(
+        "auto", description="devices per container (\"pods\": one process, port and log each, "
+        "sharing the pod's address on ports 5683, 5684, ...): `auto` = one per container up to "
+        "128 devices in the run, then packed so the run needs about 128 containers (a container "
+        "costs the runtime ≈ 0.27 CPU-s to start, docs/SCALE.md); or 1..64. Always 1 for "
+        "`server`/`external` groups and for groups whose `network` impairments tc applies "
+        "(`pumba`/`netem`: a pod's devices would share one link); an explicit N > 1 there is "
+        "refused")
 
-    # bring your own system under test (wotbench.config.byo): a CoAP server WoTbench starts instead of
-    # wot-device, or endpoints it does not start; the paths the trace requests of them
-    server: Optional[byo.ServerSpec] = None
-    external: Optional[list[str]] = None
-    paths: Optional[list[str]] = Field(None, min_length=1)
+    # bring your own system under test (wotbench.config.byo)
+    server: Optional[byo.ServerSpec] = Field(
+        None, description="every device of the group runs this CoAP server instead of wot-device "
+                          "(docs/BYO.md)")
+    external: Optional[list[str]] = Field(
+        None, description="`[HOST:PORT, ...]`: endpoints WoTbench does not start (a board on the "
+        "LAN, a server on this host's loopback); one device per endpoint. The GE reaches them "
+        "from the host's network namespace")
+    paths: Optional[list[str]] = Field(
+        None, min_length=1, description="the resource paths the trace may request (uniformly) of a "
+        "`server` or `external` endpoint, e.g. `[time]`; required with them, refused otherwise")
 
     @field_validator("external", mode="before")
     @classmethod
@@ -159,16 +207,20 @@ class DeviceGroup(_Model):
 
 
 class Gateways(_Model):
-    count: int = Field(1, ge=1, le=64)
-    wait: Literal["busy", "hybrid", "auto"] = "auto"
-    message_type: Literal["con", "non"] = "con"
-    timeout_ms: int = Field(10000, gt=0)
-    retransmit: bool = False
-    # every main-GE request through a CoAP forward proxy (wotbench.config.byo.ProxySpec), or null
-    proxy: Optional[byo.ProxySpec] = None
-    # block-wise transfer (RFC 7959): block size in bytes, a power of two 16..1024; null = 1024
-    # when a body exceeds one datagram (1024 bytes), else no block-wise transfer
-    block_size: Optional[int] = None
+    count: int = Field(1, ge=1, le=64, description="gateway emulators; devices are split among them")
+    wait: Literal["busy", "hybrid", "auto"] = Field(
+        "auto", description="`busy` (spin, for a dedicated core), `hybrid` (sleep then spin), "
+                            "`auto` (the planner decides)")
+    message_type: Literal["con", "non"] = Field("con", description="CoAP message type of requests")
+    timeout_ms: int = Field(10000, gt=0, description="no answer by then = lost (timeout)")
+    retransmit: bool = Field(False, description="RFC 7252 CON retransmission")
+    proxy: Optional[byo.ProxySpec] = Field(
+        None, description="every main-GE request goes through this CoAP forward proxy "
+                          "(docs/BYO.md), or null; the CD's probes go to its node directly")
+    block_size: Optional[int] = Field(
+        None, description="block-wise transfer (RFC 7959): block size in bytes, a power of two "
+        "16..1024; null = 1024 when a body exceeds one datagram (1024 bytes), else no block-wise "
+        "transfer")
 
     @field_validator("block_size")
     @classmethod
@@ -179,15 +231,20 @@ class Gateways(_Model):
 
 
 class ContentionDetector(_Model):
-    enabled: bool = True
-    service_time_ms: Any = "auto"   # 'auto' or a number > 0
-    mode: Literal["auto", "sleep", "busy"] = "auto"
-    # the CD node answers its probes in the ACK: one probe at a time, the lean path
-    response: Response = "piggyback"
-    # 0.5 s probes / 20 s calibration: 20 probes per 10 s contention window, 40 baseline samples
-    # (evidence: docs/VALIDATION.md "Detector defaults")
-    interval_s: float = Field(0.5, gt=0)
-    calibration_s: float = Field(20.0, ge=0)
+    enabled: bool = Field(True, description="deploy the CD node and its GE")
+    service_time_ms: Any = Field(
+        "auto", description="the CD node's service time: `auto` (the request-weighted mean device "
+                            "service time) or a number > 0")
+    mode: Literal["auto", "sleep", "busy"] = Field(
+        "auto", description="busy/sleep; `auto` = the devices' predominant mode")
+    response: Response = Field(
+        "piggyback", description="the CD node's response path (as `devices[].response`); "
+        "piggyback, the answer in the ACK: the lean path for its one-at-a-time probes")
+    interval_s: float = Field(
+        0.5, gt=0, description="one probe per interval, sequential (0.5 s: 20 probes per 10 s "
+        "contention window; evidence: docs/VALIDATION.md \"Detector defaults\")")
+    calibration_s: float = Field(
+        20.0, ge=0, description="the CD alone before the test: the baseline (40 samples at 0.5 s)")
 
     @field_validator("service_time_ms")
     @classmethod
@@ -200,9 +257,11 @@ class ContentionDetector(_Model):
 
 
 class Placement(_Model):
-    cpus: Any = "all"               # 'all' or a list of core ids
-    reserved_os_cores: int = Field(1, ge=0)
-    affinity: Literal["pinned", "shared"] = "pinned"
+    cpus: Any = Field("all", description="cores to use: `all` or a list of core ids")
+    reserved_os_cores: int = Field(
+        1, ge=0, description="cores kept for the OS and the harness (core 0 first)")
+    affinity: Literal["pinned", "shared"] = Field(
+        "pinned", description="`pinned` (devices round-robin on the device cores) or `shared`")
 
     @field_validator("cpus")
     @classmethod
@@ -217,9 +276,12 @@ class Placement(_Model):
 
 
 class Network(_Model):
-    subnet: str = "172.28.0.0/16"
-    # how per-device impairments (devices[].network) are applied; see docs/NETWORK-IMPAIRMENTS.md
-    backend: Literal["auto", "pumba", "netem", "app"] = "auto"
+    subnet: str = Field("172.28.0.0/16",
+                        description="IPv4 subnet (at most /28) of the run's internal bridge "
+                                    "network(s); a default subnet in use moves to a free one")
+    backend: Literal["auto", "pumba", "netem", "app"] = Field(
+        "auto", description="how per-device impairments (`devices[].network`) are applied: "
+        "`pumba`, `netem`, `app` (inside the emulators) or `auto` (docs/NETWORK-IMPAIRMENTS.md)")
 
     @field_validator("subnet")
     @classmethod
@@ -236,18 +298,20 @@ class Network(_Model):
 
 
 class Monitor(_Model):
-    enabled: bool = True
-    interval_s: float = Field(1.0, gt=0)
+    enabled: bool = Field(True, description="collectl + per-container cgroup sampling")
+    interval_s: float = Field(1.0, gt=0, description="sampling interval")
 
 
 class Report(_Model):
-    enabled: bool = True
+    enabled: bool = Field(True, description="write report.html")
 
 
 class TraceSource(_Model):
     """A recorded trace used instead of a generated one."""
-    file: str
-    resources: Optional[str] = None   # default: <dir of file>/resources
+    file: str = Field(description="the recorded `trace.csv` (relative to the config file)")
+    resources: Optional[str] = Field(
+        None, description="directory of its resource files, one `<device>.csv` each; null: "
+                          "`<dir of file>/resources`")
 
     @property
     def resources_dir(self) -> Path:
@@ -255,24 +319,35 @@ class TraceSource(_Model):
 
 
 class Config(_Model):
-    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=60)]
-    duration_s: float = Field(60.0, gt=0)
-    seed: int = Field(1, ge=0)
-    backend: Literal["docker", "process", "auto"] = "docker"
-    trace: Optional[TraceSource] = None
-    devices: list[DeviceGroup] = Field(min_length=1)
-    gateways: Gateways = Field(default_factory=Gateways)
-    contention_detector: ContentionDetector = Field(default_factory=ContentionDetector)
-    placement: Placement = Field(default_factory=Placement)
-    network: Network = Field(default_factory=Network)
-    monitor: Monitor = Field(default_factory=Monitor)
-    report: Report = Field(default_factory=Report)
-    # deliberate contention episodes (wotbench.config.hog_episodes)
-    contention: Optional[list[ContentionEpisode]] = None
-    # service-level objectives the run is judged on (wotbench.config.slo; exit code 4 when missed)
-    slo: Optional[Slo] = None
-    # DTLS-PSK between the gateway emulators and the wot-devices (wotbench.config.dtls)
-    dtls: dtls_spec.Dtls = Field(default_factory=dtls_spec.Dtls)
+    name: Annotated[str, Field(pattern=NAME_PATTERN, max_length=60,
+                               description="test name; the run directory is "
+                                           "`reports/<name>-<UTC time>/`")]
+    duration_s: float = Field(60.0, gt=0, description="test length, after calibration")
+    seed: int = Field(1, ge=0, description="random seed: same seed, same trace")
+    backend: Literal["docker", "process", "auto"] = Field(
+        "docker", description="`docker`, `process` (the same binaries as local processes pinned "
+                              "to cores on 127.0.x.y) or `auto` (Docker when its daemon answers)")
+    trace: Optional[TraceSource] = Field(
+        None, description="a recorded trace instead of a generated one: `PATH` or "
+                          "`{file, resources}`")
+    devices: list[DeviceGroup] = Field(min_length=1, description="device groups")
+    gateways: Gateways = Field(default_factory=Gateways, description="the gateway emulators")
+    contention_detector: ContentionDetector = Field(default_factory=ContentionDetector,
+                                                    description="the contention detector")
+    placement: Placement = Field(default_factory=Placement, description="the cores")
+    network: Network = Field(default_factory=Network, description="the run's networks")
+    monitor: Monitor = Field(default_factory=Monitor, description="the resource monitor")
+    report: Report = Field(default_factory=Report, description="the HTML report")
+    contention: Optional[list[ContentionEpisode]] = Field(
+        None, description="deliberate contention episodes, to validate the detector "
+                          "(wotbench.config.hog_episodes)")
+    slo: Optional[Slo] = Field(
+        None, description="service-level objectives the run is judged on (wotbench.config.slo; "
+                          "exit code 4 when missed)")
+    dtls: dtls_spec.Dtls = Field(
+        default_factory=dtls_spec.Dtls,
+        description="DTLS-PSK between the gateway emulators and the wot-devices "
+                    "(wotbench.config.dtls)")
 
     @field_validator("trace", mode="before")
     @classmethod

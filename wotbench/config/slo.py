@@ -52,21 +52,31 @@ def _share(v: Any) -> Any:
     return float(v)
 
 
+_SEND = "upper limit, ms, of the {} percentile of the response time from the actual send"
+_SCHED = ("upper limit, ms, of the {} percentile of the response time from the scheduled send "
+          "(includes the GE's lag)")
+
+
 class Objectives(_Model):
     """The objectives of the whole run or of one device group; every key optional."""
-    p50_ms: Optional[float] = Field(None, gt=0)
-    p90_ms: Optional[float] = Field(None, gt=0)
-    p95_ms: Optional[float] = Field(None, gt=0)
-    p99_ms: Optional[float] = Field(None, gt=0)
-    p999_ms: Optional[float] = Field(None, gt=0)
-    p50_sched_ms: Optional[float] = Field(None, gt=0)
-    p90_sched_ms: Optional[float] = Field(None, gt=0)
-    p95_sched_ms: Optional[float] = Field(None, gt=0)
-    p99_sched_ms: Optional[float] = Field(None, gt=0)
-    p999_sched_ms: Optional[float] = Field(None, gt=0)
-    loss_max: Optional[float] = None
-    success_min: Optional[float] = None
-    throughput_min_rps: Optional[float] = Field(None, gt=0)
+    p50_ms: Optional[float] = Field(None, gt=0, description=_SEND.format("50th"))
+    p90_ms: Optional[float] = Field(None, gt=0, description=_SEND.format("90th"))
+    p95_ms: Optional[float] = Field(None, gt=0, description=_SEND.format("95th"))
+    p99_ms: Optional[float] = Field(None, gt=0, description=_SEND.format("99th"))
+    p999_ms: Optional[float] = Field(None, gt=0, description=_SEND.format("99.9th"))
+    p50_sched_ms: Optional[float] = Field(None, gt=0, description=_SCHED.format("50th"))
+    p90_sched_ms: Optional[float] = Field(None, gt=0, description=_SCHED.format("90th"))
+    p95_sched_ms: Optional[float] = Field(None, gt=0, description=_SCHED.format("95th"))
+    p99_sched_ms: Optional[float] = Field(None, gt=0, description=_SCHED.format("99th"))
+    p999_sched_ms: Optional[float] = Field(None, gt=0, description=_SCHED.format("99.9th"))
+    loss_max: Optional[float] = Field(
+        None, description="upper limit of the share of sent requests that got no answer "
+                          "(timeout): 0..1 or a percentage such as '2%'")
+    success_min: Optional[float] = Field(
+        None, description="lower limit of the share of sent requests answered 2.xx: 0..1 or a "
+                          "percentage such as '98%'")
+    throughput_min_rps: Optional[float] = Field(
+        None, gt=0, description="lower limit of 2.xx responses per second")
 
     @field_validator(*SHARE_KEYS, mode="before")
     @classmethod
@@ -78,8 +88,11 @@ class Objectives(_Model):
 
 
 class Slo(Objectives):
-    window_s: float = Field(10.0, gt=0)
-    groups: dict[str, Objectives] = Field(default_factory=dict)
+    window_s: float = Field(10.0, gt=0, description="the length of the windows each objective "
+                                                     "is also judged on")
+    groups: dict[str, Objectives] = Field(
+        default_factory=dict, description="the same objectives for one device group only, by "
+                                          "group name, e.g. `{sensor: {p95_ms: 30}}`")
 
     @model_validator(mode="after")
     def _something(self) -> "Slo":

@@ -22,7 +22,8 @@ import math
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 from wotbench.errors import format_loc
@@ -69,10 +70,13 @@ class _Strict(BaseModel):
 
 
 class Delay(_Strict):
-    time_ms: float
-    jitter_ms: float = 0.0
-    correlation: float = 0.0          # percent: how much each delay depends on the previous one
-    distribution: Optional[Distribution] = None   # None = tc default (uniform jitter)
+    time_ms: float = Field(description="mean added delay, ms (> 0, at most 1 µs resolution)")
+    jitter_ms: float = Field(0.0, description="random variation ± around time_ms, ms "
+                                              "(0 ≤ jitter ≤ time_ms)")
+    correlation: float = Field(0.0, description="percent: how much each jitter draw depends on "
+                                                "the previous one; needs jitter_ms")
+    distribution: Optional[Distribution] = Field(
+        None, description="shape of the jitter; null = tc's default (uniform); needs jitter_ms")
 
     @field_validator("time_ms")
     @classmethod
@@ -110,10 +114,10 @@ class Delay(_Strict):
 
 class GilbertElliott(_Strict):
     """tc-netem ``loss gemodel p r 1-h 1-k``; all four in percent."""
-    p: float                 # good -> bad transition probability
-    r: float = 100.0         # bad -> good transition probability
-    one_minus_h: float = 100.0   # loss probability in the bad state
-    one_minus_k: float = 0.0     # loss probability in the good state
+    p: float = Field(description="good → bad transition probability, %")
+    r: float = Field(100.0, description="bad → good transition probability, %")
+    one_minus_h: float = Field(100.0, description="loss probability in the bad state, %")
+    one_minus_k: float = Field(0.0, description="loss probability in the good state, %")
 
     @field_validator("p", "r", "one_minus_h", "one_minus_k")
     @classmethod
@@ -122,9 +126,11 @@ class GilbertElliott(_Strict):
 
 
 class Loss(_Strict):
-    percent: Optional[float] = None
-    correlation: float = 0.0
-    gilbert_elliott: Optional[GilbertElliott] = None
+    percent: Optional[float] = Field(None, description="independent (Bernoulli) loss, %; give "
+                                                        "this or gilbert_elliott")
+    correlation: float = Field(0.0, description="percent; random loss only")
+    gilbert_elliott: Optional[GilbertElliott] = Field(
+        None, description="burst loss: tc-netem `loss gemodel p r 1-h 1-k`")
 
     @field_validator("percent")
     @classmethod
@@ -149,8 +155,8 @@ class Loss(_Strict):
 
 class Percent(_Strict):
     """duplicate / corrupt: ``{percent, correlation}``."""
-    percent: float
-    correlation: float = 0.0
+    percent: float = Field(description="share of datagrams, %")
+    correlation: float = Field(0.0, description="percent: dependence on the previous draw")
 
     @field_validator("percent", "correlation")
     @classmethod
@@ -166,12 +172,16 @@ def rate_bits_per_s(rate: str) -> float:
 
 class Impairment(_Strict):
     """What one device's link does. Every key optional; an empty one impairs nothing."""
-    delay: Optional[Delay] = None
-    loss: Optional[Loss] = None
-    rate: Optional[str] = None
-    duplicate: Optional[Percent] = None
-    corrupt: Optional[Percent] = None
-    direction: Direction = "egress"
+    delay: Optional[Delay] = Field(None, description="added delay")
+    loss: Optional[Loss] = Field(None, description="random or burst loss")
+    rate: Optional[str] = Field(
+        None, description="bandwidth: a number with a tc unit, `bit/kbit/mbit/gbit` (bits/s) or "
+                          "`bps/kbps/mbps/gbps` (bytes/s), e.g. 250kbit")
+    duplicate: Optional[Percent] = Field(None, description="duplicated datagrams")
+    corrupt: Optional[Percent] = Field(None, description="datagrams with one bit flipped")
+    direction: Direction = Field(
+        "egress", description="`egress` = device → gateway (responses), `ingress` = gateway → "
+        "device (requests), `both` (each way: a 20 ms delay adds 40 ms to the round trip)")
 
     @field_validator("rate", mode="before")
     @classmethod
@@ -234,7 +244,9 @@ class NetworkImpairment(Impairment):
     An override replaces whole keys of the group's impairment (``delay``, ``loss``, ``rate``,
     ``duplicate``, ``corrupt``, ``direction``); ``null`` removes a key for that device.
     """
-    overrides: dict[str, dict[str, Any]] = {}
+    overrides: dict[str, dict[str, Any]] = Field(
+        {}, description="per device, by name: replaces whole keys of the group's settings; "
+                        "null removes a key for that device")
 
     @field_validator("overrides")
     @classmethod
