@@ -46,7 +46,7 @@ SIZES_KIB = (1, 4, 16, 64)
 BLOCKS = (1024, 64)
 LOSS_CELLS = (("get", 16), ("put", 16), ("get", 64))     # (op, KiB) at 1024-byte blocks
 # idle time between two transfers for both clients: an idle vCPU takes 60-130 µs to wake on
-# this kind of host (README, the measurement floor), so both pay that once per transfer
+# this kind of host (docs/PERFORMANCE.md, the measurement floor), so both pay that once per transfer
 IDLE_MS = 10
 
 
