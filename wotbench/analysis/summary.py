@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis import blockwise as blkm
+from wotbench.detector import evidence as evid
 from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
@@ -72,6 +73,13 @@ def _cd_split(run: RunData, cd_req: pd.DataFrame, cd: pd.DataFrame, timeout_ms: 
                                       p.rd, salts)
     frame = decomp.split(cd_req, matched, cd["s_ms"].to_numpy())
     return decomp.cd_block(frame, cd["phase"].to_numpy()[frame["row"].to_numpy(np.int64)])
+
+
+def _device_tables(run: RunData) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
+    """Every device's log and resource table by name, the CD node's included."""
+    infos = list(run.devices.values()) + ([run.cd] if run.cd is not None else [])
+    return ({d.name: d.log for d in infos if d.log is not None},
+            {d.name: d.resources for d in infos if d.resources is not None})
 
 
 def _loss_reason(loss: dict[str, Any]) -> str:
@@ -232,6 +240,10 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
+    evidence, series["evidence"] = evid.assess(
+        RunDir(run.run_dir), run.run, *_device_tables(run), run.test_start_ns, run.duration_s,
+        p.contention.window_s or p.rd.window_s, p.evidence)
+    contention = cont.combine(contention, evidence)
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
     slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
@@ -280,7 +292,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
                "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
                "observe": observe_block, "blockwise": blockwise_block, "dtls": dtls_block,
-               "decomposition": split_block,
+               "decomposition": split_block, "evidence": evidence.model_dump(),
                "slo": slo_block.model_dump() if slo_block else None}
     return Summary.model_validate(_json_clean(summary)), series
 

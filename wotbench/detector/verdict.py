@@ -1,4 +1,6 @@
-"""Contention verdict (paper §6.2): does the CD node respond slower under load than alone?
+"""Contention verdict (paper §6.2): does the CD node respond slower under load than alone? And,
+with :func:`combine`, does the kernel's direct evidence (:mod:`wotbench.detector.evidence`) show
+the devices, the CD node or the GEs losing CPU to something in any window?
 
 Input: the CD node's samples — R_d per CD request (see rd.py), phase ``calibration`` (sent inside
 run.json's calibration window, CD alone) or ``test`` (sent during the test). A CD request that
@@ -36,6 +38,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
+from wotbench.rundir.evidence import EvidenceBlock
 
 from wotbench.analysis.stats import fnum
 
@@ -164,3 +167,52 @@ def assess(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
         block["status"] = "detected"
         block["reason"] = note if not len(fl) else f"{block['reason']}; {note}"
     return block, series
+
+
+def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]:
+    """One contention block from the CD rule's (``assess``) and the direct evidence: a window is
+    flagged when either shows distortion, and says what showed it and how much."""
+    out = dict(cd_block)
+    out["cd_status"] = cd_block["status"]
+    out["evidence_missing"] = evidence.missing
+    windows: dict[float, dict[str, Any]] = {}
+    for fw in cd_block["flagged_windows"]:
+        windows[fw["start_s"]] = {**fw, "shown_by": ["cd"], "evidence": [
+            f"CD node R_d median rose by {fw['shift']:.3g} (x{fw['ratio']:.3g} response time)"]}
+    for w in evidence.flagged_windows:
+        entry = windows.setdefault(w.start_s, {"start_s": w.start_s, "end_s": w.end_s,
+                                               "shift": None, "ratio": None, "p_value": None,
+                                               "shown_by": [], "evidence": []})
+        for f in w.flags:
+            if f.rule not in entry["shown_by"]:
+                entry["shown_by"].append(f.rule)
+            entry["evidence"].append(f.text)
+    flagged = [windows[k] for k in sorted(windows)]
+    out["flagged_windows"] = flagged
+    out["windows_flagged"] = len(flagged)
+    out["windows_tested"] = max(cd_block["windows_tested"], len(evidence.windows))
+    direct = [w for w in flagged if w["shown_by"] != ["cd"]]
+    if direct:
+        out["status"] = "detected"
+        out["onset_s"] = flagged[0]["start_s"]
+        first = direct[0]
+        lead = (f"{len(flagged)} of {out['windows_tested']} windows flagged; from "
+                f"{first['start_s']:g} s: " + "; ".join(first["evidence"]))
+        out["reason"] = lead + (f"; CD rule: {cd_block['reason']}"
+                                if cd_block["status"] == "detected" else "")
+    elif (cd_block["status"] != "detected" and evidence.windows
+          and evidence.sources.thread_runqueue_wait is None):
+        # "none" needs the main source: without the threads' run-queue wait the CD rule's
+        # status stands (never "no contention" on evidence the run did not have)
+        out["status"] = "none"
+        why = (f"no window of {len(evidence.windows)} shows the devices, the CD node or the "
+               f"GEs losing CPU (run-queue wait, busy stretch, wake-up delay, other processes)")
+        out["reason"] = why + (f"; CD rule: {cd_block['reason']}" if cd_block["reason"] else "")
+    if evidence.missing:
+        by_why: dict[str, list[str]] = {}
+        for source, why in evidence.missing.items():
+            by_why.setdefault(why, []).append(source.replace("_", " "))
+        out["reason"] = (out["reason"] or "") + (
+            "; evidence this run does not have (its rules abstained): "
+            + "; ".join(f"{', '.join(s)}: {why}" for why, s in by_why.items()))
+    return out

@@ -14,6 +14,10 @@
   ``runqueue_ns``: time its threads waited on a run queue (/proc/<pid>/task/*/schedstat) -- the
   direct sign of CPU contention. ``nr_periods,nr_throttled,throttled_ns``: CFS bandwidth
   throttling (only with a cpu quota; empty when not applicable or unreadable).
+- ``monitor/cores.csv`` and ``monitor/pressure.csv``: per-core busy/steal/idle time and host CPU
+  pressure (:mod:`wotbench.monitor.host_counters`); ``monitor/foreign.csv``: the CPU that other
+  processes used on the run's cores, by process (:mod:`wotbench.monitor.foreign`);
+  ``monitor/sources.json``: which of these evidence sources this host had.
 Every file is read defensively (cgroup v1 or v2, missing files, vanished processes).
 """
 from __future__ import annotations
@@ -31,13 +35,17 @@ from typing import Optional
 
 import pandas as pd
 
+from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
+from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
 from wotbench.rundir import RunDir
 from wotbench.runner.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_COLUMNS = ["mono_ns", "component", "role", "cpu_ns", "runqueue_ns", "nr_periods",
                   "nr_throttled", "throttled_ns"]
-DEVICE_BATCH = 100   # devices read per interval (the others keep their latest values)
+# devices read per interval (the others keep their latest values): 1000 devices' threads cost
+# about 5 ms of CPU per interval with descriptors opened once (docs/VALIDATION.md "Cost")
+DEVICE_BATCH = 1000
 
 
 def _read(path: Path) -> str | None:
@@ -182,8 +190,16 @@ class Monitor:
     group's CPU and run-queue wait are a per-interval series however many devices there are."""
 
     def __init__(self, rd: RunDir, interval_s: float = 1.0, cpus: list[int] | None = None,
-                 collectl: bool = True, log=print, device_batch: int = DEVICE_BATCH):
+                 collectl: bool = True, log=print, device_batch: int = DEVICE_BATCH, *,
+                 run_id: str = "", run_cores: Optional[set[int]] = None,
+                 lookup: Optional[ContainerLookup] = None):
+        """``cpus``: where collectl runs (the OS cores); ``run_cores``: the cores whose foreign
+        use is recorded (None: every core); ``lookup``: container id -> (name, labels)."""
         self.rd = rd
+        self.counters = HostCounters()
+        self._extra: dict = {}
+        self.foreign = ForeignScan(run_id, run_cores if run_cores is not None
+                                   else set(range(os.cpu_count() or 1)), lookup)
         self.interval = interval_s
         self.cpus = cpus
         self.use_collectl = collectl
@@ -204,6 +220,10 @@ class Monitor:
         dirs = cgroup if cgroup is not None else {}
         src = Source(component, role, group, _tids(pid, dirs), dirs)
         with self._lock:
+            if pid:
+                self.foreign.own_pids.add(pid)
+            for d in dirs.values():
+                self.foreign.own_containers.add(d.name.removeprefix("docker-").removesuffix(".scope"))
             old = self.sources.pop(component, None)
             if old:
                 old.close()
@@ -228,6 +248,15 @@ class Monitor:
         self._csv = open(rd.cgroups_csv, "w", newline="")
         self._writer = csv.writer(self._csv)
         self._writer.writerow(CGROUP_COLUMNS)
+        self._extra = {}
+        for key, path, columns in (("cores", rd.cores_csv, CORE_COLUMNS),
+                                   ("pressure", rd.pressure_csv, PRESSURE_COLUMNS),
+                                   ("foreign", rd.foreign_csv, FOREIGN_COLUMNS)):
+            f = open(path, "w", newline="")
+            w = csv.writer(f)
+            w.writerow(columns)
+            self._extra[key] = (f, w)
+        rd.monitor_sources_json.write_text(json.dumps(self.sources(), indent=1) + "\n")
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
 
@@ -258,6 +287,19 @@ class Monitor:
                      for i in range(3, 8)]
             self._writer.writerow([now, f"{g}-*", "device-group", *total])
         self._csv.flush()
+        cores, pressure = self.counters.sample(now)
+        for key, rows in (("cores", cores), ("pressure", pressure),
+                          ("foreign", self.foreign.sample(now))):
+            f, w = self._extra[key]
+            w.writerows(rows)
+            f.flush()
+
+    def sources(self) -> dict[str, Optional[str]]:
+        """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
+        schedstat = Path(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat")
+        return {"thread_runqueue_wait": None if schedstat.exists()
+                else "no /proc/<pid>/task/<tid>/schedstat (kernel without CONFIG_SCHEDSTATS?)",
+                **self.counters.sources(), "process_scan": None}
 
     def _loop(self) -> None:
         next_t = time.monotonic()
@@ -286,6 +328,11 @@ class Monitor:
         if self._csv is not None:
             self._csv.close()
             self._csv = None
+            for f, _ in self._extra.values():
+                f.close()
+            self._extra = {}
+        self.counters.close()
+        self.foreign.close()
         if self._proc is not None:
             if self._proc.poll() is None:
                 self._proc.send_signal(signal.SIGTERM)

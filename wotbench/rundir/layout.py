@@ -116,6 +116,26 @@ class RunDir:
         return self.monitor_dir / "cgroups.csv"
 
     @property
+    def cores_csv(self) -> Path:
+        """Per-core busy/steal/idle ns, cumulative (wotbench.monitor.host_counters)."""
+        return self.monitor_dir / "cores.csv"
+
+    @property
+    def pressure_csv(self) -> Path:
+        """Host CPU pressure (/proc/pressure/cpu totals), cumulative."""
+        return self.monitor_dir / "pressure.csv"
+
+    @property
+    def foreign_csv(self) -> Path:
+        """CPU other processes used on the run's cores, per interval (wotbench.monitor.foreign)."""
+        return self.monitor_dir / "foreign.csv"
+
+    @property
+    def monitor_sources_json(self) -> Path:
+        """Which evidence sources this host had (None) or why not."""
+        return self.monitor_dir / "sources.json"
+
+    @property
     def cpu_csv(self) -> Path:
         return self.monitor_dir / "cpu.csv"
 

@@ -195,6 +195,8 @@ class RunRecord(Record):
     phases: Phases = Field(default_factory=Phases)
     failures: list[Failure] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # other WoTbench runs alive on this host when this one deployed: run id -> objects found
+    other_runs: dict[str, int] = Field(default_factory=dict)
     interrupted: bool = False
     aborted: bool = False
     error: Optional[str] = None

@@ -17,6 +17,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from wotbench.rundir._model import Record
+from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.record import Failure
 from wotbench.rundir.slo import SloBlock
 
@@ -58,6 +59,7 @@ class AnalysisParams(Record):
     ge: GeIntegrityParams = Field(default_factory=GeIntegrityParams)
     rd: RdParams = Field(default_factory=RdParams)
     contention: ContentionParams = Field(default_factory=ContentionParams)
+    evidence: EvidenceParams = Field(default_factory=EvidenceParams)
 
 
 # --------------------------------------------------------------------------- run
@@ -340,14 +342,22 @@ class Baseline(Record):
 class FlaggedWindow(Record):
     start_s: float
     end_s: float
-    shift: F = None
+    shift: F = None          # the CD rule's figures (None when only the direct evidence flagged)
     ratio: F = None
     p_value: F = None
+    # what showed it: "cd" and the direct-evidence rules (rundir/evidence.py FlagRule), with
+    # one sentence each ("devices on core 1 waited for the CPU 31 % of their CPU time ...")
+    shown_by: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
 
 
 class ContentionBlock(Record):
+    """The contention verdict: the CD rule and the direct evidence together (``status``);
+    ``cd_status`` is the CD rule's alone (None in summaries written before the evidence)."""
     status: ContentionStatus
     reason: Optional[str] = None
+    cd_status: Optional[ContentionStatus] = None
+    evidence_missing: dict[str, str] = Field(default_factory=dict)   # source -> why
     params: ContentionParams
     baseline: Optional[Baseline] = None
     windows_tested: int = 0
@@ -536,6 +546,7 @@ class Summary(Record):
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
+    evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
 
     @property
     def contended_share(self) -> Optional[float]:

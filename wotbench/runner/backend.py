@@ -173,7 +173,20 @@ class Describer(Protocol):
 
 
 @runtime_checkable
-class RunBackend(Networks, Lifecycle, Inspector, Stressor, ImpairTargets, Describer, Protocol):
+class Neighbours(Protocol):
+    """What else runs on this host: the contention verdict names other WoTbench runs."""
+
+    def other_runs(self) -> dict[str, int]:
+        """Run id -> how many of its containers or processes are alive now, for every WoTbench
+        run on this host but this one; never raises (an unreachable runtime: what was found)."""
+
+    def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
+        """A container's name and labels (None: unknown, or no container runtime)."""
+
+
+@runtime_checkable
+class RunBackend(Networks, Lifecycle, Inspector, Stressor, ImpairTargets, Describer, Neighbours,
+                 Protocol):
     """Everything the runner uses. ``name`` is recorded in run.json, never branched on."""
     name: str
 

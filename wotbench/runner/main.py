@@ -103,6 +103,7 @@ class Runner:
         self.cd: cd_module.CdSettings | None = None
         self.failures: list[dict] = []
         self.warnings: list[str] = []
+        self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
@@ -288,6 +289,14 @@ class Runner:
     def deploy(self) -> None:
         self._build_components()
         self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
+        self.other_runs = self.backend.other_runs()
+        if self.other_runs:
+            note = ("another WoTbench run is active on this host ("
+                    + ", ".join(f"{rid}: {n} container(s)/process(es)"
+                                for rid, n in sorted(self.other_runs.items()))
+                    + "); the verdict flags the windows in which it loads this run's cores")
+            log(note)
+            self.warnings.append(note)
         self.backend.prepare(self.binaries)
         self.backend.prepare_programs(thirdparty.programs(self.resolved))
         self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
@@ -369,7 +378,9 @@ class Runner:
         # per-component CPU accounting always; collectl only with monitor.enabled
         self.monitor = Monitor(self.rd, cfg.monitor.interval_s,
                                cpus=self.plan.os_cores or None,
-                               collectl=cfg.monitor.enabled, log=log)
+                               collectl=cfg.monitor.enabled, log=log, run_id=self.run_id,
+                               run_cores=set(self.plan.usable_cores),
+                               lookup=self.backend.container_info)
         self.monitor.start()
         for d in self.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)
@@ -527,7 +538,7 @@ class Runner:
             contention=self.contention,
             network=self.impair.record(rd) if self.impair is not None else None,
             host_tuning=self.tuning.record(), phases=self.phases,
-            failures=self.failures, warnings=self.warnings,
+            failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             interrupted=self.interrupted is not None, aborted=self.aborted,
             error=str(err) if err else None, written_at_utc=iso_stamp())
 

@@ -175,6 +175,27 @@ class DockerBackend:
         self.exits: Optional[ExitEvents] = None
 
     # -- describe -----------------------------------------------------------------------
+    def other_runs(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        try:
+            for c in self.client.containers.list(filters={"label": RUN_LABEL}):
+                rid = (c.labels or {}).get(RUN_LABEL)
+                if rid and rid != self.run_id:
+                    found[rid] = found.get(rid, 0) + 1
+        except Exception as e:   # the verdict says what it could not see
+            self.log(f"could not list other runs' containers: {e}")
+        for _, rid in cleanup.leftover_processes():
+            if rid != self.run_id:
+                found[rid] = found.get(rid, 0) + 1
+        return found
+
+    def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
+        try:
+            c = self.client.containers.get(container_id)
+        except Exception:
+            return None
+        return c.name, dict(c.labels or {})
+
     def describe(self) -> dict[str, Any]:
         try:
             return {"docker": self.client.version().get("Version")}

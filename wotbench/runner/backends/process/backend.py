@@ -26,7 +26,7 @@ from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir import BridgeRecord
 from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log
-from wotbench.runner.cleanup import kill_processes
+from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.labels import NOBODY, PROCESS_ENV
@@ -142,6 +142,19 @@ class ProcessBackend:
 
     def network_record(self) -> list[BridgeRecord]:
         return [BridgeRecord(name="loopback", subnet="127.0.0.0/8")]
+
+    def other_runs(self) -> dict[str, int]:
+        """Other process-backend runs (their processes carry WOTBENCH_RUN); without a Docker
+        client this backend cannot see other runs' containers (the monitor still sees their
+        CPU on the run's cores, as plain containers)."""
+        found: dict[str, int] = {}
+        for _, rid in leftover_processes():
+            if rid != self.run_id:
+                found[rid] = found.get(rid, 0) + 1
+        return found
+
+    def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
+        return None
 
     def describe(self) -> dict[str, Any]:
         return {}

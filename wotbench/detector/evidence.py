@@ -1,0 +1,340 @@
+"""Direct kernel evidence of host distortion, per window and place (docs/VALIDATION.md "Evidence").
+
+The CD node infers contention from its own response time; the kernel measures it. Per window of
+the test (the CD rule's grid) and per place — the devices of each device core, the CD node, each
+gateway emulator — this module computes from the run directory:
+
+- **CPU wait**: the run-queue wait of the place's threads (time runnable but not running,
+  ``/proc/<tid>/schedstat``, sampled by the monitor) as a share of their CPU time and per
+  request served. Emulated devices share cores that real devices would not, so a device that
+  waits for a core is the testbed's doing (the paper's point), while queueing *inside* a device
+  (a request waiting for a busy worker) is the system's and is not counted here;
+- **busy stretch**: a busy service burns exactly S of its thread's CPU time, so its wall time
+  over S (device log ``end - start``) is how much longer the core took to give it S;
+- **wake-up delay**: the device's read of a request after its kernel arrival stamp;
+- **foreign CPU**: what other processes used on the place's core (``monitor/foreign.csv``),
+  named, with the share of the core;
+- host CPU pressure and per-core steal time.
+
+Rules (thresholds in :class:`~wotbench.rundir.evidence.EvidenceParams`) flag a window with what
+showed it and how much; a rule whose source is missing abstains and the block says so.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from wotbench.csvcheck import read_optional_csv
+from wotbench.deploy.plan import parse_cpuset
+from wotbench.rundir import RunDir, RunRecord
+from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
+                                      Flag, PlaceWindow, WindowEvidence)
+
+OWNER_WORDS = {"injected": "the injected hog", "wotbench": "another WoTbench run",
+               "container": "a container WoTbench did not start",
+               "runtime": "the container runtime", "host": "outside the testbed"}
+
+
+# --------------------------------------------------------------------------- inputs
+
+def _interp(t: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """A cumulative counter at the instants ``at`` (linear between samples; NaN outside)."""
+    ok = np.isfinite(v)
+    t, v = t[ok], v[ok]
+    if len(t) < 2:
+        return np.full(len(at), np.nan)
+    return np.interp(at, t, v, left=np.nan, right=np.nan)
+
+
+class Places:
+    """Which component runs where: device -> core (pinned devices; shared cpusets count as one
+    place named by the set), the CD node and the GEs by name."""
+
+    def __init__(self, run: RunRecord):
+        self.of: dict[str, str] = {}
+        self.core_of: dict[str, list[int]] = {}
+        for d in run.devices:
+            cores = parse_cpuset(d.cpuset) if d.cpuset else []
+            place = f"core {d.cpuset}" if cores else "devices"
+            self.of[d.name] = place
+            self.core_of[place] = cores
+        if run.cd_node is not None:
+            self.of[run.cd_node.name] = "cd-node"
+            self.core_of["cd-node"] = parse_cpuset(run.cd_node.cpuset) if run.cd_node.cpuset else []
+        for g in run.ges + ([run.cd_ge] if run.cd_ge else []):
+            self.of[g.id] = g.id
+            self.core_of[g.id] = [g.cpu] if g.cpu is not None else []
+
+    def device_places(self) -> list[str]:
+        return sorted({p for p in self.of.values() if p.startswith("core") or p == "devices"})
+
+
+def _sources(rd: RunDir, cg: Optional[pd.DataFrame]) -> EvidenceSources:
+    waits = cg is not None and "runqueue_ns" in cg.columns and cg["runqueue_ns"].notna().any()
+    try:
+        found = json.loads(rd.monitor_sources_json.read_text())
+    except (OSError, ValueError):   # a run recorded before the sampler: what its files hold
+        why = "not recorded (the run predates the evidence sampler)"
+        found = {"per_core_cpu": why, "steal": why, "cpu_pressure": why, "process_scan": why}
+    if not waits:
+        found["thread_runqueue_wait"] = found.get("thread_runqueue_wait") or \
+            "monitor/cgroups.csv has no run-queue wait"
+    return EvidenceSources(**{k: found.get(k) for k in EvidenceSources.model_fields
+                              if k != "device_logs"})
+
+
+# --------------------------------------------------------------------------- measures
+
+def _component_deltas(cg: Optional[pd.DataFrame], edges_ns: np.ndarray
+                      ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """component -> (cpu_ns, wait_ns) used in each interval between consecutive edges."""
+    out = {}
+    if cg is None or not len(cg):
+        return out
+    cg = cg[cg["role"] != "device-group"]
+    for comp, g in cg.groupby("component", observed=True, sort=False):
+        t = g["mono_ns"].to_numpy(np.float64)
+        cpu = _interp(t, pd.to_numeric(g["cpu_ns"], errors="coerce").to_numpy(np.float64), edges_ns)
+        wait = _interp(t, pd.to_numeric(g["runqueue_ns"], errors="coerce").to_numpy(np.float64),
+                       edges_ns)
+        out[str(comp)] = (np.diff(cpu), np.diff(wait))
+    return out
+
+
+def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFrame],
+                  places: Places, edges_ns: np.ndarray) -> dict[str, dict[str, list]]:
+    """place -> measure -> per interval arrays: requests, stretch values, wake-up delays."""
+    n = len(edges_ns) - 1
+    out: dict[str, dict[str, list]] = defaultdict(
+        lambda: {"requests": [0] * n, "stretch": [[] for _ in range(n)],
+                 "wakeup": [[] for _ in range(n)]})
+    for name, lg in logs.items():
+        place = places.of.get(name)
+        if place is None or lg is None or not len(lg):
+            continue
+        arr = lg["arrival_ns"].to_numpy(np.float64)
+        idx = np.searchsorted(edges_ns, arr, side="right") - 1
+        inside = (idx >= 0) & (idx < n)
+        m = out[place]
+        for i, c in zip(*np.unique(idx[inside], return_counts=True)):
+            m["requests"][int(i)] += int(c)
+        res = services.get(name)
+        if res is not None and len(res) and "start_ns" in lg.columns:
+            busy = res[res["mode"].astype(str) == "busy"]
+            s_us = dict(zip(busy["path"].astype(str), busy["service_time_us"].astype(float)))
+            s = lg["path"].astype(str).map(s_us).to_numpy(np.float64)
+            wall = (lg["end_ns"].to_numpy(np.float64) - lg["start_ns"].to_numpy(np.float64)) / 1e3
+            ok = inside & np.isfinite(s) & (s > 0) & np.isfinite(wall) & (wall > 0)
+            for i, v in zip(idx[ok], wall[ok] / s[ok]):
+                m["stretch"][int(i)].append(float(v))
+        if "arrival_kernel_ns" in lg.columns:
+            k = pd.to_numeric(lg["arrival_kernel_ns"], errors="coerce").to_numpy(np.float64)
+            ok = inside & np.isfinite(k) & (k > 0)
+            for i, v in zip(idx[ok], (arr[ok] - k[ok]) / 1e6):
+                m["wakeup"][int(i)].append(float(v))
+    return out
+
+
+def _foreign(rd: RunDir, edges_ns: np.ndarray) -> Optional[pd.DataFrame]:
+    """foreign.csv rows with their interval index (a sample's CPU belongs to the interval its
+    sampling instant falls in; one monitor interval of smear at a window's edge)."""
+    df = read_optional_csv(rd.foreign_csv)
+    if df is None:
+        return None
+    if not len(df):
+        return df.assign(win=pd.Series(dtype=np.int64))
+    t = df["mono_ns"].to_numpy(np.float64) - df["interval_ns"].to_numpy(np.float64) / 2
+    df = df.assign(win=np.searchsorted(edges_ns, t, side="right") - 1)
+    return df[(df["win"] >= 0) & (df["win"] < len(edges_ns) - 1)]
+
+
+def _core_counter(rd: RunDir, edges_ns: np.ndarray, column: str) -> dict[int, np.ndarray]:
+    df = read_optional_csv(rd.cores_csv)
+    out = {}
+    if df is None or not len(df):
+        return out
+    for core, g in df.groupby("core"):
+        v = _interp(g["mono_ns"].to_numpy(np.float64), g[column].to_numpy(np.float64), edges_ns)
+        out[int(core)] = np.diff(v)
+    return out
+
+
+def _pressure(rd: RunDir, edges_ns: np.ndarray) -> Optional[np.ndarray]:
+    df = read_optional_csv(rd.pressure_csv)
+    if df is None or len(df) < 2:
+        return None
+    v = _interp(df["mono_ns"].to_numpy(np.float64),
+                pd.to_numeric(df["some_us"], errors="coerce").to_numpy(np.float64) * 1e3, edges_ns)
+    return np.diff(v)
+
+
+# --------------------------------------------------------------------------- rules
+
+def _q(v: list[float], q: float) -> Optional[float]:
+    return float(np.quantile(v, q)) if v else None
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def _flags(w: WindowEvidence, p: EvidenceParams, wake_limit: dict[str, float],
+           device_places: set[str]) -> list[Flag]:
+    out = []
+    for pw in w.places:
+        where = ("devices on " + pw.place) if pw.place in device_places else pw.place
+        enough = pw.requests >= p.min_requests
+        if (enough and pw.wait_share is not None and pw.wait_share >= p.wait_share
+                and (pw.wait_ms_per_request or 0) >= p.wait_min_ms_per_request):
+            out.append(Flag(rule="cpu_wait", place=pw.place, text=(
+                f"{where} waited for the CPU {_pct(pw.wait_share)} of their CPU time "
+                f"({pw.wait_ms_per_request:.2f} ms per request)")))
+        if enough and pw.stretch_p50 is not None and pw.stretch_p50 >= p.stretch_p50:
+            out.append(Flag(rule="stretch", place=pw.place, text=(
+                f"busy service on {pw.place} stretched x{pw.stretch_p50:.2f} (median; "
+                f"p90 x{pw.stretch_p90:.2f})")))
+        lim = wake_limit.get(pw.place)
+        if enough and lim is not None and pw.wakeup_p95_ms is not None and pw.wakeup_p95_ms > lim:
+            out.append(Flag(rule="wakeup", place=pw.place, text=(
+                f"{where} read requests {pw.wakeup_p95_ms:.2f} ms after they arrived (p95; "
+                f"limit {lim:.2f} ms)")))
+    by_core: dict[tuple[int, str], float] = defaultdict(float)
+    for a in w.antagonists:
+        by_core[(a.core, "other_run" if a.owner_kind == "wotbench" else "foreign")] += a.share
+    for (core, rule), share in sorted(by_core.items()):
+        limit = p.other_run_share if rule == "other_run" else p.foreign_share
+        if share < limit:
+            continue
+        names = [a for a in w.antagonists if a.core == core
+                 and (a.owner_kind == "wotbench") == (rule == "other_run")]
+        named = "; ".join(_name(a) for a in names[:3])
+        out.append(Flag(rule=rule, place=f"core {core}", text=(
+            f"core {core}: {named} used {share:.2f} of the core in "
+            f"{w.start_s:g}-{w.end_s:g} s")))
+    return out
+
+
+def _name(a: Antagonist) -> str:
+    who = f"`{a.comm}` (pid {a.pid}, {OWNER_WORDS[a.owner_kind]}"
+    return who + (f" {a.owner})" if a.owner else ")")
+
+
+# --------------------------------------------------------------------------- the block
+
+def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
+           services: dict[str, pd.DataFrame], test_start_ns: int, duration_s: float,
+           window_s: float, p: Optional[EvidenceParams] = None
+           ) -> tuple[EvidenceBlock, pd.DataFrame]:
+    """The evidence block and its per-window, per-place series (``series/evidence.csv``).
+
+    ``logs``/``services``: each device's log and resource table (the CD node's too), by name."""
+    p = p or EvidenceParams()
+    cg = read_optional_csv(rd.cgroups_csv)
+    sources = _sources(rd, cg)
+    if not logs:
+        sources.device_logs = "no device logs"
+    places = Places(run)
+    nwin = max(1, int(np.ceil(duration_s / window_s - 1e-9)))
+    edges = test_start_ns + np.arange(nwin + 1) * window_s * 1e9
+    cal = run.calibration
+    cal_edges = np.array([cal.start_mono_ns, cal.end_mono_ns], np.float64) if cal else None
+
+    windows = _windows(rd, cg, logs, services, places, edges, p)
+    calibration = (_windows(rd, cg, logs, services, places, cal_edges, p)[0]
+                   if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
+    if calibration is not None:
+        calibration.start_s = float((cal_edges[0] - test_start_ns) / 1e9)
+        calibration.end_s = float((cal_edges[1] - test_start_ns) / 1e9)
+        calibration.window = -1
+    wake_limit = {}
+    for pw in (calibration.places if calibration else []):
+        if pw.wakeup_p95_ms is not None:
+            wake_limit[pw.place] = max(p.wakeup_k * pw.wakeup_p95_ms, p.wakeup_floor_ms)
+    device_places = set(places.device_places())
+    for w in windows:
+        w.flags = _flags(w, p, wake_limit, device_places)
+        w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
+    block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
+                          other_runs=run.other_runs)
+    return block, series(block)
+
+
+def _windows(rd: RunDir, cg, logs, services, places: Places, edges: np.ndarray,
+             p: EvidenceParams) -> list[WindowEvidence]:
+    n = len(edges) - 1
+    lengths = np.diff(edges)
+    comp = _component_deltas(cg, edges)
+    logm = _log_measures(logs, services, places, edges)
+    foreign = _foreign(rd, edges)
+    steal = _core_counter(rd, edges, "steal_ns")
+    pressure = _pressure(rd, edges)
+    out = []
+    for i in range(n):
+        w = WindowEvidence(window=i, start_s=0.0, end_s=0.0)
+        length = float(lengths[i])
+        per_place: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        for name, (cpu, wait) in comp.items():
+            place = places.of.get(name)
+            if place is None or not np.isfinite(cpu[i]):
+                continue
+            acc = per_place[place]
+            acc[0] += cpu[i]
+            acc[1] += wait[i] if np.isfinite(wait[i]) else 0.0
+            acc[2] += 1 if np.isfinite(wait[i]) else 0
+        fshare: dict[int, float] = defaultdict(float)
+        if foreign is not None:
+            rows = foreign[foreign["win"] == i]
+            agg = rows.groupby(["core", "pid", "comm", "owner_kind", "owner"], dropna=False,
+                               observed=True)["cpu_ns"].sum().reset_index()
+            for r in agg.sort_values("cpu_ns", ascending=False).itertuples():
+                share = float(r.cpu_ns) / length
+                fshare[int(r.core)] += share
+                if share >= p.name_min_share:
+                    w.antagonists.append(Antagonist(
+                        core=int(r.core), pid=int(r.pid), comm=str(r.comm),
+                        owner_kind=str(r.owner_kind),
+                        owner="" if pd.isna(r.owner) else str(r.owner), share=round(share, 4)))
+        for place in sorted(set(per_place) | set(logm)):
+            cpu, wait, with_wait = per_place.get(place, [0.0, 0.0, 0])
+            m = logm.get(place)
+            req = m["requests"][i] if m else 0
+            st = m["stretch"][i] if m else []
+            wk = m["wakeup"][i] if m else []
+            cores = places.core_of.get(place, [])
+            pw = PlaceWindow(place=place, requests=req)
+            if place in per_place:
+                pw.cpu_s = round(cpu / 1e9, 6)
+                if with_wait:
+                    pw.wait_s = round(wait / 1e9, 6)
+                    pw.wait_share = round(wait / cpu, 4) if cpu > 0 else None
+                    pw.wait_ms_per_request = round(wait / 1e6 / req, 4) if req else None
+            pw.stretch_p50, pw.stretch_p90 = _q(st, 0.5), _q(st, 0.9)
+            pw.wakeup_p95_ms = _q(wk, 0.95)
+            if foreign is not None and cores:
+                pw.foreign_share = round(sum(fshare.get(c, 0.0) for c in cores) / len(cores), 4)
+            if steal and cores and all(c in steal for c in cores):
+                pw.steal_share = round(float(np.mean([steal[c][i] for c in cores])) / length, 4)
+            w.places.append(pw)
+        if pressure is not None and np.isfinite(pressure[i]):
+            w.pressure_share = round(float(pressure[i]) / length, 4)
+        out.append(w)
+    return out
+
+
+SERIES_COLUMNS = ["window", "start_s", "end_s", "place", "requests", "cpu_s", "wait_s",
+                  "wait_share", "wait_ms_per_request", "stretch_p50", "stretch_p90",
+                  "wakeup_p95_ms", "foreign_share", "steal_share", "pressure_share", "flags"]
+
+
+def series(block: EvidenceBlock) -> pd.DataFrame:
+    rows = []
+    for w in ([block.calibration] if block.calibration else []) + block.windows:
+        for pw in w.places:
+            rows.append({"window": w.window, "start_s": w.start_s, "end_s": w.end_s,
+                         **pw.model_dump(), "pressure_share": w.pressure_share,
+                         "flags": ";".join(f.rule for f in w.flags if f.place == pw.place)})
+    return pd.DataFrame(rows, columns=SERIES_COLUMNS)

@@ -1,0 +1,107 @@
+"""``summary.json`` ``evidence``: what the kernel saw, per window, beside the CD node's R_d
+(docs/VALIDATION.md "Evidence"; computed by :mod:`wotbench.detector.evidence`).
+
+Every test window (the CD rule's grid) gets one :class:`PlaceWindow` per place: ``core N`` (the
+devices pinned there), ``cd-node`` and each gateway emulator. A window is flagged when any rule
+fires; each flag says which rule, where and how much, so the verdict can tell the reader what
+showed the distortion. :class:`Antagonist` rows name what else used the run's cores.
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from wotbench.rundir._model import Record
+
+F = Optional[float]
+FlagRule = Literal["cpu_wait", "stretch", "wakeup", "foreign", "other_run", "cd"]
+OwnerKind = Literal["injected", "wotbench", "container", "runtime", "host"]
+
+
+class EvidenceParams(Record):
+    """Thresholds of the direct-evidence rules (docs/VALIDATION.md "The rule" says why these)."""
+    # devices' run-queue wait as a share of their CPU time, per device core and window
+    wait_share: float = 0.25
+    wait_min_ms_per_request: float = 0.25    # ... and at least this much per request served
+    # busy service: wall time / CPU time (1.0: never preempted while serving)
+    stretch_p50: float = 1.25
+    min_requests: int = 10                   # fewer requests in a window: the rule abstains
+    # wake-up delay (kernel arrival -> the device's read) p95, against max(k x calibration, floor)
+    wakeup_k: float = 4.0
+    wakeup_floor_ms: float = 1.0
+    # CPU other processes used on a run core (share of the core over the window)
+    foreign_share: float = 0.20
+    other_run_share: float = 0.05            # another WoTbench run's components
+    name_min_share: float = 0.02             # antagonists listed from this share of a core
+
+
+class EvidenceSources(Record):
+    """Which sources this run had: None = available, else why not. A missing source is said in
+    the verdict; its rules abstain instead of passing."""
+    thread_runqueue_wait: Optional[str] = None
+    per_core_cpu: Optional[str] = None
+    steal: Optional[str] = None
+    cpu_pressure: Optional[str] = None
+    process_scan: Optional[str] = None
+    device_logs: Optional[str] = None
+
+
+class Antagonist(Record):
+    core: int
+    pid: int
+    comm: str
+    owner_kind: OwnerKind
+    owner: str = ""
+    share: float                             # of the core, over the window
+
+
+class PlaceWindow(Record):
+    """One place in one window. Shares are of the window's length unless said otherwise."""
+    place: str                               # "core 1", "cd-node", "ge-0"
+    requests: int = 0
+    cpu_s: F = None
+    wait_s: F = None
+    wait_share: F = None                     # run-queue wait / CPU time
+    wait_ms_per_request: F = None
+    stretch_p50: F = None
+    stretch_p90: F = None
+    wakeup_p95_ms: F = None
+    foreign_share: F = None                  # other processes on this core
+    steal_share: F = None
+
+
+class Flag(Record):
+    rule: FlagRule
+    place: str
+    text: str                                # "devices on core 1 waited for the CPU 31 % ..."
+
+
+class WindowEvidence(Record):
+    window: int
+    start_s: float
+    end_s: float
+    places: list[PlaceWindow] = Field(default_factory=list)
+    pressure_share: F = None                 # host CPU pressure "some"
+    antagonists: list[Antagonist] = Field(default_factory=list)
+    flags: list[Flag] = Field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+
+class EvidenceBlock(Record):
+    params: EvidenceParams = Field(default_factory=EvidenceParams)
+    sources: EvidenceSources = Field(default_factory=EvidenceSources)
+    calibration: Optional[WindowEvidence] = None   # the same measures while the CD ran alone
+    windows: list[WindowEvidence] = Field(default_factory=list)
+    other_runs: dict[str, int] = Field(default_factory=dict)   # at deploy (run.json)
+
+    @property
+    def flagged_windows(self) -> list[WindowEvidence]:
+        return [w for w in self.windows if w.flagged]
+
+    @property
+    def missing(self) -> dict[str, str]:
+        return {k: v for k, v in self.sources.model_dump().items() if v}
