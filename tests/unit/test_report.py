@@ -10,7 +10,7 @@ import pytest
 from report_fixture import make_run
 from wotbench.report import ReportError, main, render, render_html
 
-FIGURE_IDS = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-cpu-cores", "fig-cpu-containers"]
+FIGURE_IDS = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-evidence", "fig-cpu-cores", "fig-cpu-containers"]
 
 
 def _figure(html: str, fid: str) -> str:

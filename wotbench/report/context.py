@@ -18,6 +18,7 @@ from wotbench.rundir import RunDir, RunRecord
 from wotbench.stamps import report_stamp
 
 from wotbench.report import sections
+from wotbench.report.evidence import evidence as evidence_section
 from wotbench.report.sut import sut
 from wotbench.report.data import figure_data
 from wotbench.report.slo import slo_table
@@ -83,6 +84,7 @@ def build_context(run_dir: Path | str) -> dict:
         "verdict": sections.verdict(s, contention),
         "slo": slo_table(s.slo),
         "contention": contention,
+        "evidence": evidence_section(s),
         "overall": overall,
         "outcome_rows": sections.outcome_rows(s),
         "per_device": sections.per_device(s),

@@ -58,6 +58,13 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
                          "series/rd_over_time.csv and series/cd_samples.csv are missing (no R_d "
                          "could be computed)")
 
+    df = _read(rd, "evidence")
+    if df is not None and len(df):
+        data["evidence"] = df
+    else:
+        missing["evidence"] = ("series/evidence.csv is missing (a summary written before the "
+                               f"kernel evidence: run `wotbench analyze {rd.path}`)")
+
     if s.observe is not None:
         over, cdf = _read(rd, "notify_latency_over_time"), _read(rd, "notify_latency_cdf")
         if over is not None and cdf is not None and len(cdf):

@@ -149,6 +149,32 @@ def fig_rd(ctx: dict) -> str:
                              ylim=(min(0, ax.get_ylim()[0]), max(top * 1.15, 0.1)))
 
 
+def fig_evidence(ctx: dict) -> str:
+    """Per window and place: run-queue wait per request as a share of the service time (solid)
+    and the share of the place's core other processes used (dotted)."""
+    df: pd.DataFrame = ctx["data"]["evidence"]
+    df = df[df["window"] >= 0]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    for i, (place, g) in enumerate(sorted(df.groupby(df["place"].astype(str)))):
+        color = CYCLE[i % len(CYCLE)]
+        xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
+        wait = g["wait_of_service"].to_numpy(float)
+        if np.isfinite(wait).any():
+            ax.step(xs, np.r_[wait, wait[-1:]], where="post", color=color, lw=1.6,
+                    label=f"{place}: CPU wait per request / service time")
+        foreign = g["foreign_share"].to_numpy(float)
+        if np.isfinite(foreign).any() and np.nanmax(foreign) > 0:
+            ax.step(xs, np.r_[foreign, foreign[-1:]], where="post", color=color, lw=1.2, ls=":",
+                    label=f"{place}: other processes (share of the core)")
+    limit = ctx["evidence"]["params"]["wait_of_service"] if ctx["evidence"].get("available") else None
+    if limit is not None:
+        ax.axhline(limit, color=RED, ls="--", lw=1, label=f"CPU-wait threshold {limit:g}")
+    top = np.nanmax(np.r_[df["wait_of_service"].to_numpy(float), df["foreign_share"].to_numpy(float),
+                          [limit or 0.0, 0.1]])
+    return _finish_time_plot(fig, ax, ctx, "share", "What the kernel saw, per window", 2,
+                             ylim=(0, max(float(top) * 1.15, 0.1)))
+
+
 def fig_cpu_cores(ctx: dict) -> str:
     df: pd.DataFrame = ctx["data"]["cpu_cores"]
     fig, ax = plt.subplots(figsize=(10, 3.0))
@@ -242,8 +268,10 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "the low end means the GE sent late or bunched requests (compare with the paper's Figure 6).",
      fig_rit_cdf),
     ("fig-rt-time", "rt_time", "Throughput and response times over time",
-     "Flat lines mean a steady state. Spikes inside the shaded contention windows come from the host, "
-     "spikes outside them from the system under test.", fig_rt_over_time),
+     "Flat lines mean a steady state. Spikes inside the shaded windows come from the host. Outside "
+     "them neither the CD node nor the kernel's evidence (below) saw the host distort the run, so "
+     "spikes there are the system under test's, as far as the evidence listed under Host evidence "
+     "can tell.", fig_rt_over_time),
     ("fig-rt-cdf", "rt_cdf", "Response time distribution",
      "Read the share of requests answered within a latency budget: find the budget on the x axis, read "
      "the fraction on the y axis. Dashed lines mark p50, p95 and p99.", fig_rt_cdf),
@@ -252,6 +280,12 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "CD node was measured alone during calibration (grey, t < 0); during the test its R_d should stay "
      "near that median. Windows where it rose above the threshold are shaded: there the host was "
      "contended.", fig_rd),
+    ("fig-evidence", "evidence", "Host evidence: CPU wait and other processes, per window",
+     "Solid: how long each place's threads waited for a CPU per request, as a share of the "
+     "requests' service time (devices pinned to one core share it, so some wait is normal; the "
+     "dashed line is the rule's threshold). Dotted: the share of the place's core that processes "
+     "outside this run used. "
+     "Shaded: flagged windows.", fig_evidence),
     ("fig-notify-time", "notify", "Observe: notification latency over time",
      "One-way latency of every notification, GE receive time minus the device's emission time (both "
      "on the host's CLOCK_MONOTONIC, so exact), with per-second p50 and p99.", fig_notify_time),

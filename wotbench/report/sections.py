@@ -7,13 +7,15 @@ import shlex
 from typing import Any, Optional
 
 from wotbench.deploy.plan import Plan, parse_cpuset
+from wotbench.report.evidence import shown_by
 from wotbench.rundir import NetworkRecord, RunRecord, Summary
 from wotbench.rundir.summary import GeIntegrity, RtStats
 
 VERDICTS = {
     "trustworthy": ("ok", "Results trustworthy",
-                    "The load was sent on schedule and no host contention was detected: "
-                    "these response times describe the system under test."),
+                    "The load was sent on schedule, and neither the contention detector nor the "
+                    "kernel's evidence (the components' CPU wait, other processes on their cores) "
+                    "showed host contention: these response times describe the system under test."),
     "ge_bottleneck": ("bad", "GE bottleneck",
                       "The gateway emulator could not send requests on schedule, so the offered load "
                       "was not the configured one. Do not use these numbers for capacity planning."),
@@ -60,13 +62,15 @@ def contention(s: Summary) -> dict:
     c, b = s.contention, s.contention.baseline
     wins = [{"start_s": w.start_s, "end_s": w.end_s, "duration_s": w.end_s - w.start_s,
              "shift": w.shift, "ratio": w.ratio, "p_value": w.p_value,
-             "label": f"{w.start_s:g}–{w.end_s:g} s"} for w in c.flagged_windows]
+             "label": f"{w.start_s:g}–{w.end_s:g} s", "shown_by": shown_by(w.shown_by),
+             "evidence": list(w.evidence)} for w in c.flagged_windows]
     pill_cls, pill = CONTENTION_STATUS[c.status]
     return {"status": c.status, "available": c.status in ("detected", "none"),
             "detected": c.status == "detected", "pill": pill, "pill_cls": pill_cls,
             "reason": c.reason, "windows": wins, "contended_s": c.contended_s,
             "contended_share": s.contended_share, "peak_ratio": c.max_ratio,
             "onset_s": c.onset_s, "windows_tested": c.windows_tested,
+            "cd_status": c.cd_status, "evidence_missing": c.evidence_missing,
             "baseline_rd": b.median_rd if b else None,
             "threshold_rd": b.threshold_rd if b else None,
             "threshold_shift": b.threshold_shift if b else None,
