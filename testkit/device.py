@@ -86,7 +86,11 @@ class Device:
             return list(csv.DictReader(f))
 
     def summary(self) -> dict:
-        return json.loads((self.dir / "device-summary.json").read_text())
+        """device-summary.json as a dict, checked against its model (wotbench.rundir)."""
+        from wotbench.rundir.device_files import DeviceSummary
+        data = json.loads((self.dir / "device-summary.json").read_text())
+        DeviceSummary.model_validate(data)
+        return data
 
     def cpu_ns(self) -> int:
         """CPU time of all threads (ns), summed over /proc/PID/task/*/schedstat."""

@@ -161,7 +161,11 @@ def read_requests(out: Path) -> list[dict]:
 
 
 def read_summary(out: Path) -> dict:
-    return json.loads((out / "summary.json").read_text())
+    """summary.json as a dict, checked against its model (every key the GE writes, no other)."""
+    from wotbench.rundir.ge_files import GeSummary
+    data = json.loads((out / "summary.json").read_text())
+    GeSummary.model_validate(data)
+    return data
 
 
 def check_consistent(out: Path, n: int) -> tuple[list[dict], dict]:

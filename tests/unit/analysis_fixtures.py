@@ -20,6 +20,29 @@ TEST_START_NS = 7_000_000_000_000  # an absolute CLOCK_MONOTONIC instant (~1.9 h
 SALT = 0x5A17C0FFEE123456           # the GE's token salt (summary.json token_salt)
 
 
+def ge_summary(**kw) -> dict:
+    """A GE summary.json as the gateway emulator writes it (every key of
+    wotbench.rundir.ge_files.GeSummary; ``kw`` sets or, with None, removes keys)."""
+    d = {"label": "ge-0", "trace": "trace/trace.csv", "requests": 0,
+         "outcomes": {"ok": 0, "error": 0, "timeout": 0, "reset": 0, "unsent": 0},
+         "start_mono_ns": TEST_START_NS, "end_mono_ns": TEST_START_NS, "duration_s": 0.0,
+         "offered_rate": 0.0, "achieved_rate": 0.0,
+         "send_lag_us": {"p50": 0.0, "p90": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0},
+         "warmup": None, "token_salt": f"{SALT:016x}", "rx_stamps": "kernel",
+         "clock_map_bracket_ns": 40, "memory_locked": True, "wait": "hybrid", "type": "con",
+         "timeout_ms": 10000, "retransmit": False, "ports_per_device": 1, "interrupted": False}
+    d.update(kw)
+    return {k: v for k, v in d.items() if v is not None or k == "warmup"}
+
+
+def device_summary(name: str, requests: int, **kw) -> dict:
+    """A device-summary.json as wot-device writes it (wotbench.rundir.device_files)."""
+    return {"name": name, "requests": requests, "responses": requests, "overload_503": 0,
+            "not_found": 0, "malformed": 0, "log_entries": requests, "log_dropped": 0,
+            "threads": 1, "response": "auto", "piggybacked": 0, "impair": None, "observe": None,
+            "blockwise": {"block2_follow_ups": 0, "block1_continues": 0}, "dtls": None, **kw}
+
+
 def cd_rd(rng: np.random.Generator, n: int, t_s: np.ndarray, service_ms: float = 5.0,
           steal_prob: float = 0.1, shift: float | None = None, shift_start_s: float = 0.0,
           shift_kind: str = "uniform") -> np.ndarray:
@@ -141,14 +164,14 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
     ge_dir = root / "ge" / "ge-0"
     _write_csv(req, ge_dir / "requests.csv")
     counts = {o: int((outcome == o).sum()) for o in ("ok", "error", "timeout", "reset", "unsent")}
-    (ge_dir / "summary.json").write_text(json.dumps({
-        "label": "ge-0", "trace": "trace/trace.csv", "requests": n, "outcomes": counts,
-        "start_mono_ns": TEST_START_NS, "end_mono_ns": TEST_START_NS + int(spec.duration_s * 1e9),
-        "duration_s": spec.duration_s, "offered_rate": n / spec.duration_s,
-        "achieved_rate": n / spec.duration_s, "send_lag_us": {}, "wait": "hybrid",
-        "type": "con", "timeout_ms": 10000, "retransmit": False, "ports_per_device": 1,
-        "interrupted": spec.interrupted_at_s is not None,
-        **({"token_salt": f"{SALT:016x}"} if spec.tokens else {})}))
+    (ge_dir / "summary.json").write_text(json.dumps(ge_summary(
+        label="ge-0", trace="trace/trace.csv", requests=n, outcomes=counts,
+        start_mono_ns=TEST_START_NS, end_mono_ns=TEST_START_NS + int(spec.duration_s * 1e9),
+        duration_s=spec.duration_s, offered_rate=n / spec.duration_s,
+        achieved_rate=n / spec.duration_s, interrupted=spec.interrupted_at_s is not None,
+        # without tokens: a GE older than the salt, which writes none of the later keys
+        **({} if spec.tokens else {"token_salt": None, "rx_stamps": None,
+                                   "clock_map_bracket_ns": None, "memory_locked": None}))))
 
     # --- device logs (absolute ns), rows that reached the device, in arrival order
     reached = has_sent & ~lost_before
@@ -172,10 +195,8 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
                             for i in np.flatnonzero(m)]
         log = log.sort_values("arrival_ns", kind="stable")
         _write_csv(log, root / "devices" / name / "device-log.csv")
-        (root / "devices" / name / "device-summary.json").write_text(json.dumps({
-            "name": name, "requests": int(m.sum()), "responses": int(m.sum()),
-            "overload_503": 0, "not_found": 0, "malformed": 0, "log_entries": int(m.sum()),
-            "log_dropped": 0, "threads": 1}))
+        (root / "devices" / name / "device-summary.json").write_text(json.dumps(
+            device_summary(name, int(m.sum()))))
 
     run = {"name": "synthetic", "run_id": f"synthetic-{spec.seed}", "backend": "process",
            "host": {}, "calibration": {"start_mono_ns": TEST_START_NS - int(spec.cal_s * 1e9),
@@ -215,10 +236,12 @@ def make_run(root: Path, spec: RunSpec | None = None, **kw) -> Path:
                              "retransmissions": 0})
         creq.loc[cunsent, ["sent_ns", "received_ns"]] = pd.NA
         _write_csv(creq, root / "cd-ge" / "requests.csv")
-        (root / "cd-ge" / "summary.json").write_text(json.dumps({
-            "label": "cd", "requests": k, "start_mono_ns": cd_start,
-            "duration_s": spec.cal_s + spec.duration_s, "timeout_ms": 10000,
-            "interrupted": spec.interrupted_at_s is not None}))
+        (root / "cd-ge" / "summary.json").write_text(json.dumps(ge_summary(
+            label="cd", requests=k, start_mono_ns=cd_start,
+            end_mono_ns=cd_start + int((spec.cal_s + spec.duration_s) * 1e9),
+            duration_s=spec.cal_s + spec.duration_s, token_salt=None, rx_stamps=None,
+            clock_map_bracket_ns=None, memory_locked=None,
+            interrupted=spec.interrupted_at_s is not None)))
         # CD device log: arrival 60 µs after sent, no queueing, service = S
         carr = csent[~cunsent] + cd_start + 60_000
         _write_csv(pd.DataFrame({"arrival_ns": carr, "start_ns": carr,

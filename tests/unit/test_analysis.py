@@ -150,7 +150,7 @@ def _judge(per_device, **kw):
     from wotbench.analysis.ge_integrity import ge_integrity
     p = GeIntegrityParams(**kw)
     block, _, _ = ge_integrity(_ge_frame(per_device), "ge-x", {}, p)
-    return block
+    return block.model_dump()
 
 
 def test_ge_integrity_is_relative_to_each_devices_rit():
@@ -224,6 +224,7 @@ def test_late_share_property(n, frac, late_ms, seed):
     df = pd.DataFrame({"index": np.arange(n), "device": rng.integers(0, 3, n), "sched": sched,
                        "sent": sched + lag})
     b, cdf, lag_cdf = ge_integrity(df, "g", {}, GeIntegrityParams())
+    b = b.model_dump()
     req = df.rename(columns={"sched": "scheduled_ns", "sent": "sent_ns"})
     if all((np.diff(g["scheduled_ns"]) > 0).any() for _, g in req.groupby("device")):
         assert b["late_share"] == pytest.approx(_exact_late_share(req))
@@ -305,7 +306,7 @@ def test_join_by_token_is_exact_with_concurrent_same_path_requests(tmp_path):
     run = load_run(d)
     req = resp.combine_ge(run.ges, run.test_start_ns)
     codes, names = resp.device_codes(req, run)
-    salts = {g.ge_id: int(g.summary["token_salt"], 16) for g in run.ges}
+    salts = {g.ge_id: int(g.summary.token_salt, 16) for g in run.ges}
     matched, counters = rdm.join_device_logs(req, codes, [run.devices.get(n) for n in names],
                                              run.test_start_ns, 10000, rdm.RdParams(), salts)
     t = truth(d)

@@ -6,11 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis_fixtures import ge_summary
 from wotbench.analysis import observe as obsm
 from wotbench.analysis.loading import DeviceInfo, GeData, RunData
 from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunRecord
+from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.rundir.summary import ObserveBlock
 from wotbench.workload.trace_io import read_resources, read_trace
 from wotbench.workload.generate import write_trace
@@ -104,9 +106,13 @@ def _run(tmp_path, notes, emitted, cancel_sent_ns=3_000_000_000):
                         "path": pd.Categorical(["r0?o=0", "r0?o=0"]), "scheduled_ns": [0, 3_000_000_000],
                         "sent_ns": [1000, cancel_sent_ns], "received_ns": [200_000, cancel_sent_ns + 100_000],
                         "code": ["2.05", "2.05"], "outcome": ["ok", "ok"], "retransmissions": [0, 0]})
-    ge = GeData("ge-0", tmp_path, req.iloc[:0], {"token_salt": f"{salt:016x}", "end_mono_ns": start + 4_000_000_000},
-                start, observe_requests=req, notifications=notes,
-                observe={"gaps": 1, "reordered": 0, "duplicates": 0})
+    summary = GeSummary.model_validate(ge_summary(token_salt=f"{salt:016x}", start_mono_ns=start,
+                                                  end_mono_ns=start + 4_000_000_000))
+    observe = GeObserve(observations=1, established=1, notifications=3, recorded=3, dropped=0,
+                        capacity=1000, gaps=1, reordered=0, duplicates=0, after_cancel=0,
+                        acks_sent=0, rsts_sent=0)
+    ge = GeData("ge-0", tmp_path, req.iloc[:0], summary, observe_requests=req, notifications=notes,
+                observe=observe)
     tok = f"{salt >> 32:08x}{(salt & 0xFFFFFFFF) ^ 0:08x}"
     log = pd.DataFrame({"emit_ns": [start + e for e in emitted.emit], "tick_ns": [start + e - 3_000_000 for e in emitted.emit],
                         "read_start_ns": [start + e - 2_900_000 for e in emitted.emit],
@@ -164,7 +170,7 @@ def test_analysis_tells_device_coalescing_from_loss(tmp_path):
     notes = pd.DataFrame({"observation": 0, "device": 0, "path": "r0?o=0", "seq": [3, 5],
                           "received_ns": [500_100_000, 1_000_100_000], "type": "con", "code": "2.05", "flags": ""})
     block, _ = obsm.analyse(_run(tmp_path, notes, emit), ["s-0"])
-    assert block["lost"] == 0 and block["skipped_by_device"] == 1
+    assert block.lost == 0 and block.skipped_by_device == 1
 
 
 def test_no_observations_no_block(tmp_path):
@@ -188,7 +194,8 @@ def test_blockwise_analysis_whole_transfers(tmp_path):
     bw = pd.DataFrame({"index": [0, 1, 2, 3, 4], "kind": ["block2", "block2", "block2", "block1", "block2"],
                        "body_bytes": [16384, 16384, 3072, 4096, 16], "block_size": 1024,
                        "blocks": [16, 16, 4, 4, 1], "retransmissions": [0, 1, 4, 0, 0]})
-    ge = GeData("ge-0", tmp_path, req, {}, start, blockwise=bw)
+    ge = GeData("ge-0", tmp_path, req, GeSummary.model_validate(ge_summary(start_mono_ns=start)),
+                blockwise=bw)
     run = RunData(run_dir=tmp_path, run=RunRecord(), ges=[ge], cd_ge=None, devices={}, cd=None,
                   test_start_ns=start, duration_s=1.0, warnings=[])
     block, series = blkm.analyse(run)

@@ -81,7 +81,7 @@ def test_readiness_names_devices_a_gateway_could_not_reach(tmp_path):
     w.write_text(json.dumps({"endpoints": 2, "answered": 2, "took_ms": 3.0, "rounds": 1,
                              "unanswered": []}))
     soon = time.monotonic_ns() + 2 * 10**9
-    assert readiness.wait_warm([("ge-0", w)], names, soon)["ge-0"]["answered"] == 2
+    assert readiness.wait_warm([("ge-0", w)], names, soon)["ge-0"].answered == 2
     w.write_text(json.dumps({"endpoints": 2, "answered": 1, "took_ms": 2000.0, "rounds": 20,
                              "unanswered": ["172.28.0.11:5683"]}))
     with pytest.raises(readiness.NotReady) as e:

@@ -9,23 +9,15 @@ and retransmitted block shows up as a stretch of 2-3 s per lost datagram (RFC 72
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir.summary import BlockKind, BlockTimes, BlockwiseBlock
+
 from wotbench.analysis.loading import RunData
-from wotbench.analysis.stats import fnum
-
-QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
-
-
-def _q(v: np.ndarray) -> dict[str, Any]:
-    v = v[~np.isnan(v)]
-    out: dict[str, Any] = {k: (fnum(float(np.quantile(v, q))) if len(v) else None) for k, q in QS.items()}
-    out["max"] = fnum(float(v.max())) if len(v) else None
-    out["n"] = int(len(v))
-    return out
+from wotbench.analysis.stats import fnum, quantiles_of
 
 
 def transfers(run: RunData) -> pd.DataFrame:
@@ -53,30 +45,28 @@ def transfers(run: RunData) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def analyse(run: RunData) -> tuple[dict[str, Any] | None, dict[str, pd.DataFrame]]:
+def analyse(run: RunData) -> tuple[Optional[BlockwiseBlock], dict[str, pd.DataFrame]]:
     """The ``blockwise`` block of summary.json (None without block-wise requests) and series."""
     t = transfers(run)
     if t.empty:
         return None, {}
-    by_kind: dict[str, Any] = {}
+    by_kind: dict[str, BlockKind] = {}
     for kind, g in t.groupby("kind"):
         multi = g[g["blocks"] > 1]
         ok = multi["outcome"] == "ok"
         clean = multi[ok & (multi["retransmissions"] == 0)]["time_ms"].to_numpy(np.float64)
         retx = multi[ok & (multi["retransmissions"] > 0)]["time_ms"].to_numpy(np.float64)
-        by_kind[kind] = {
-            "transfers": int(len(g)), "multi_block": int(len(multi)), "ok": int(ok.sum()),
-            "failed": int((~ok).sum()),
-            "outcomes": {k: int(v) for k, v in multi["outcome"].value_counts().items()},
-            "body_bytes_median": fnum(float(multi["body_bytes"].median())) if len(multi) else None,
-            "blocks_median": fnum(float(multi["blocks"].median())) if len(multi) else None,
-            "block_size": int(multi["block_size"].mode().iloc[0]) if len(multi) else None,
-            "retransmissions": int(multi["retransmissions"].sum()),
-            "with_retransmissions": int((multi["retransmissions"] > 0).sum()),
-            "time_ms": _q(multi[ok]["time_ms"].to_numpy(np.float64)),
-            "time_ms_no_retransmission": _q(clean),
-            "time_ms_with_retransmission": _q(retx),
-        }
+        by_kind[str(kind)] = BlockKind(
+            transfers=len(g), multi_block=len(multi), ok=int(ok.sum()), failed=int((~ok).sum()),
+            outcomes={str(k): int(v) for k, v in multi["outcome"].value_counts().items()},
+            body_bytes_median=fnum(float(multi["body_bytes"].median())) if len(multi) else None,
+            blocks_median=fnum(float(multi["blocks"].median())) if len(multi) else None,
+            block_size=int(multi["block_size"].mode().iloc[0]) if len(multi) else None,
+            retransmissions=int(multi["retransmissions"].sum()),
+            with_retransmissions=int((multi["retransmissions"] > 0).sum()),
+            time_ms=quantiles_of(BlockTimes, multi[ok]["time_ms"].to_numpy(np.float64)),
+            time_ms_no_retransmission=quantiles_of(BlockTimes, clean),
+            time_ms_with_retransmission=quantiles_of(BlockTimes, retx))
     series = {"blockwise_transfers": t[["t_s", "ge", "index", "device", "kind", "body_bytes", "blocks",
                                          "retransmissions", "outcome", "time_ms"]]}
-    return {"by_kind": by_kind}, series
+    return BlockwiseBlock(by_kind=by_kind), series

@@ -9,23 +9,16 @@ server), never the system under test; the loss analysis counts it under ``local_
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir.summary import BlockTimes, DtlsBlock, DtlsMode
+
+from wotbench.analysis.errors import AnalysisError
 from wotbench.analysis.loading import GeData, RunData
-from wotbench.analysis.stats import fnum
-
-QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
-
-
-def _q(v: np.ndarray) -> dict[str, Any]:
-    out: dict[str, Any] = {k: (fnum(float(np.quantile(v, q))) if len(v) else None)
-                           for k, q in QS.items()}
-    out["max"] = fnum(float(v.max())) if len(v) else None
-    out["n"] = int(len(v))
-    return out
+from wotbench.analysis.stats import quantiles_of
 
 
 def handshakes(run: RunData) -> pd.DataFrame:
@@ -41,7 +34,7 @@ def handshakes(run: RunData) -> pd.DataFrame:
         end = h["end_ns"].to_numpy(np.float64)
         ok = (h["outcome"].astype(str) == "ok").to_numpy()
         frames.append(pd.DataFrame({
-            "ge": g.ge_id, "mode": (g.summary.get("dtls") or {}).get("mode", "reuse"),
+            "ge": g.ge_id, "mode": _mode(g),
             "session": h["session"].to_numpy(np.int64), "device": h["device"].to_numpy(np.int64),
             "t_s": (start + off) / 1e9, "time_ms": np.where(ok, (end - start) / 1e6, np.nan),
             "outcome": h["outcome"].astype(str).to_numpy(),
@@ -49,12 +42,21 @@ def handshakes(run: RunData) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def _mode(g: GeData) -> str:
+    """The GE's session mode; a handshakes.csv without the summary's ``dtls`` member (which
+    every GE that writes one also writes) is an error naming the file."""
+    if g.summary.dtls is None:
+        raise AnalysisError(f"{g.dir / 'summary.json'}: summary.json of {g.ge_id}: dtls: required "
+                            "key missing (the GE wrote handshakes.csv)")
+    return g.summary.dtls.mode
+
+
 def integrity_view(sub: pd.DataFrame, g: GeData, test_start_ns: int) -> pd.DataFrame:
     """The GE-integrity check judges how well a GE kept its schedule. With per-request sessions
     the schedule's action is the handshake start (the request itself leaves a handshake
     later), so ``sent`` becomes the handshake start for those rows."""
     h = g.handshakes
-    if h is None or not len(h) or (g.summary.get("dtls") or {}).get("mode") != "per-request":
+    if h is None or not len(h) or _mode(g) != "per-request":
         return sub
     h = h[h["request"] >= 0]
     start = pd.Series(h["start_ns"].to_numpy(np.float64) + float(g.start_mono_ns - test_start_ns),
@@ -77,46 +79,38 @@ def session_less_errors(run: RunData) -> int:
     return n
 
 
-def analyse(run: RunData) -> tuple[dict[str, Any] | None, dict[str, pd.DataFrame]]:
+def analyse(run: RunData) -> tuple[Optional[DtlsBlock], dict[str, pd.DataFrame]]:
     """The ``dtls`` block of summary.json (None without DTLS) and the handshake series."""
     t = handshakes(run)
-    dtls_ges = [g for g in run.ges if g.summary.get("dtls")]
-    if t.empty and not dtls_ges:
+    dtls = [g.summary.dtls for g in run.ges if g.summary.dtls is not None]
+    if t.empty and not dtls:
         return None, {}
-    by_mode: dict[str, Any] = {}
+    by_mode: dict[str, DtlsMode] = {}
     for mode, m in (t.groupby("mode") if not t.empty else []):
         ok = m["outcome"] == "ok"
-        by_mode[str(mode)] = {
-            "handshakes": int(len(m)), "ok": int(ok.sum()),
-            "failed": int((m["outcome"] == "failed").sum()),
-            "timeout": int((m["outcome"] == "timeout").sum()),
-            "time_ms": _q(m[ok]["time_ms"].to_numpy(np.float64)),
-        }
-    failures = sorted({str(g.summary["dtls"]["failure"]) for g in dtls_ges
-                       if g.summary["dtls"].get("failure")})
-    ciphers = sorted({str(g.summary["dtls"].get("cipher")) for g in dtls_ges
-                      if g.summary["dtls"].get("cipher")})
-    n_fail = int((t["outcome"] != "ok").sum()) if not t.empty else 0
-    block = {
-        "modes": sorted(by_mode) or sorted({str(g.summary["dtls"].get("mode")) for g in dtls_ges}),
-        "by_mode": by_mode,
-        "handshakes": int(len(t)), "handshakes_failed": n_fail,
-        "requests_without_session": session_less_errors(run),
-        "failures": failures, "ciphers": ciphers,
-        "slots_exhausted": int(sum(int(g.summary["dtls"].get("slots_exhausted") or 0)
-                                   for g in dtls_ges)),
-        "attribution": "testbed/config (not the system under test)",
-    }
+        by_mode[str(mode)] = DtlsMode(
+            handshakes=len(m), ok=int(ok.sum()), failed=int((m["outcome"] == "failed").sum()),
+            timeout=int((m["outcome"] == "timeout").sum()),
+            time_ms=quantiles_of(BlockTimes, m[ok]["time_ms"].to_numpy(np.float64)))
+    block = DtlsBlock(
+        modes=sorted(by_mode) or sorted({d.mode for d in dtls}),
+        by_mode=by_mode,
+        handshakes=len(t), handshakes_failed=int((t["outcome"] != "ok").sum()) if not t.empty else 0,
+        requests_without_session=session_less_errors(run),
+        failures=sorted({d.failure for d in dtls if d.failure}),
+        ciphers=sorted({d.cipher for d in dtls if d.cipher}),
+        slots_exhausted=sum(d.slots_exhausted for d in dtls),
+        attribution="testbed/config (not the system under test)")
     series = {"dtls_handshakes": t} if not t.empty else {}
     return block, series
 
 
-def verdict_note(block: dict[str, Any] | None) -> str | None:
+def verdict_note(block: Optional[DtlsBlock]) -> str | None:
     """A reason line for the verdict when handshakes failed (None otherwise)."""
-    if not block or not (block["handshakes_failed"] or block["slots_exhausted"]):
+    if not block or not (block.handshakes_failed or block.slots_exhausted):
         return None
-    why = "; ".join(block["failures"]) or "no reason recorded"
-    return (f"{block['handshakes_failed']} of {block['handshakes']} DTLS handshakes failed "
-            f"({why}); {block['requests_without_session']} request(s) found no DTLS session and "
+    why = "; ".join(block.failures) or "no reason recorded"
+    return (f"{block.handshakes_failed} of {block.handshakes} DTLS handshakes failed "
+            f"({why}); {block.requests_without_session} request(s) found no DTLS session and "
             f"ended as error. That is a testbed/config problem (credentials, reachability), "
             f"not the system under test")

@@ -24,13 +24,15 @@ The rule is judged on the workload's own time scale, not on an absolute 1 ms:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
 from wotbench.rundir import GeIntegrityParams
+from wotbench.rundir.ge_files import GeSummary
+from wotbench.rundir.summary import GeDeviceIntegrity, GeIntegrity, LagStats, RitStats
 
 from wotbench.analysis.stats import cdf_points, fnum, ks_distance
 
@@ -91,57 +93,54 @@ def exceeds_share_p(k: int, n: int, share: float) -> float:
     return float(binom.sf(k - 1, n, share))
 
 
-def _rit(x: np.ndarray) -> dict[str, Any]:
+def _rit(x: np.ndarray) -> RitStats:
     if len(x) == 0:
-        return {"count": 0, "mean_ms": None, "p5_ms": None, "p50_ms": None}
+        return RitStats()
     q5, q50 = np.quantile(x, [0.05, 0.5])
-    return {"count": int(len(x)), "mean_ms": float(x.mean()), "p5_ms": float(q5),
-            "p50_ms": float(q50)}
+    return RitStats(count=len(x), mean_ms=float(x.mean()), p5_ms=float(q5), p50_ms=float(q50))
 
 
-def _block(a: dict[str, np.ndarray], p: GeIntegrityParams) -> dict[str, Any]:
+def _block(a: dict[str, np.ndarray], p: GeIntegrityParams) -> GeDeviceIntegrity:
     lag, tol = a["lag_ms"], a["tol_ms"]
     exp, sub = a["exp_rit_ms"], a["sub_rit_ms"]
     n = len(lag)
-    b: dict[str, Any] = {"sent": int(n), "expected_rit": _rit(exp), "submitted_rit": _rit(sub)}
-    b["ks"] = fnum(ks_distance(exp, sub)) if len(exp) else None
     en, sn = a["exp_norm"], a["sub_norm"]
     en, sn = en[~np.isnan(en)], sn[~np.isnan(sn)]
-    b["ks_tol"] = fnum(ks_distance(en, sn, tol=p.rel_tolerance)) if len(en) else None
-    b["ks_limit"] = fnum(max(p.max_ks, ks_critical(len(en), len(sn), p.alpha))) if len(en) else None
+    b = GeDeviceIntegrity(
+        sent=n, expected_rit=_rit(exp), submitted_rit=_rit(sub),
+        ks=fnum(ks_distance(exp, sub)) if len(exp) else None,
+        ks_tol=fnum(ks_distance(en, sn, tol=p.rel_tolerance)) if len(en) else None,
+        ks_limit=fnum(max(p.max_ks, ks_critical(len(en), len(sn), p.alpha))) if len(en) else None,
+        lag_ms=LagStats())
     if n:
         qs = np.quantile(lag, [0.5, 0.9, 0.99, 0.999])
-        b["lag_ms"] = {"mean": float(lag.mean()), "p50": float(qs[0]), "p90": float(qs[1]),
-                       "p99": float(qs[2]), "p999": float(qs[3]), "max": float(lag.max()),
-                       "min": float(lag.min())}
+        b.lag_ms = LagStats(mean=float(lag.mean()), p50=float(qs[0]), p90=float(qs[1]),
+                            p99=float(qs[2]), p999=float(qs[3]), max=float(lag.max()),
+                            min=float(lag.min()))
         late, early = int(np.count_nonzero(lag > tol)), int(np.count_nonzero(lag < -tol))
-        b["late_share"], b["early_share"] = late / n, early / n
-        b["late_p_value"] = exceeds_share_p(late, n, p.max_late_share)
-        b["early_p_value"] = exceeds_share_p(early, n, p.max_late_share)
-        b["late_abs_share"] = float(np.count_nonzero(lag > p.late_threshold_ms) / n)
-        b["tolerance_ms"] = float(np.median(tol))
-    else:
-        b["lag_ms"] = {k: None for k in ("mean", "p50", "p90", "p99", "p999", "max", "min")}
-        for k in ("late_share", "early_share", "late_p_value", "early_p_value", "late_abs_share",
-                  "tolerance_ms"):
-            b[k] = None
-    b["kept_up"], b["problems"] = judge(b, p)
+        b.late_share, b.early_share = late / n, early / n
+        b.late_p_value = exceeds_share_p(late, n, p.max_late_share)
+        b.early_p_value = exceeds_share_p(early, n, p.max_late_share)
+        b.late_abs_share = float(np.count_nonzero(lag > p.late_threshold_ms) / n)
+        b.tolerance_ms = float(np.median(tol))
+    b.kept_up, b.problems = judge(b, p)
     return b
 
 
-def judge(b: dict[str, Any], p: GeIntegrityParams) -> tuple[bool | None, list[str]]:
+def judge(b: GeDeviceIntegrity, p: GeIntegrityParams) -> tuple[bool | None, list[str]]:
     """Apply the kept-up rule to one block; returns (kept_up, list of violated conditions)."""
-    if b["sent"] < 2 or b["late_share"] is None:
+    if b.sent < 2 or b.late_share is None:
         return None, ["fewer than 2 requests sent"]
     problems = []
-    tol = f"{b['tolerance_ms']:.3g} ms" if b["tolerance_ms"] is not None else "the tolerance"
-    for side, word in (("late", "later"), ("early", "earlier")):
-        if b[f"{side}_p_value"] < p.alpha:
-            problems.append(f"{b[f'{side}_share']:.2%} of {b['sent']} sends {word} than {tol} "
-                            f"(more than {p.max_late_share:.0%} at p = {b[f'{side}_p_value']:.2g})")
-    if b["ks_tol"] is not None and b["ks_limit"] is not None and b["ks_tol"] > b["ks_limit"]:
+    tol = f"{b.tolerance_ms:.3g} ms" if b.tolerance_ms is not None else "the tolerance"
+    for share, p_value, word in ((b.late_share, b.late_p_value, "later"),
+                                 (b.early_share, b.early_p_value, "earlier")):
+        if p_value < p.alpha:
+            problems.append(f"{share:.2%} of {b.sent} sends {word} than {tol} "
+                            f"(more than {p.max_late_share:.0%} at p = {p_value:.2g})")
+    if b.ks_tol is not None and b.ks_limit is not None and b.ks_tol > b.ks_limit:
         problems.append(f"RIT distributions differ: KS (±{p.rel_tolerance:.0%} of the device's "
-                        f"median RIT) {b['ks_tol']:.3f} > {b['ks_limit']:.3f}")
+                        f"median RIT) {b.ks_tol:.3f} > {b.ks_limit:.3f}")
     return not problems, problems
 
 
@@ -159,20 +158,21 @@ def _split_by_device(a: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray
 
 
 def ge_integrity(req: pd.DataFrame, ge_id: str, dev_names: dict[int, str],
-                 p: GeIntegrityParams, summary: dict[str, Any] | None = None
-                 ) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
-    """Integrity block of one GE + its RIT CDF and lag CDF series."""
+                 p: GeIntegrityParams, summary: Optional[GeSummary] = None
+                 ) -> tuple[GeIntegrity, pd.DataFrame, pd.DataFrame]:
+    """Integrity block of one GE + its RIT CDF and lag CDF series. ``summary``: the GE's
+    summary.json (its ``interrupted`` and ``wait``); None for requests without a GE file."""
     a = _rit_arrays(req, p)
-    block = _block(a, p)
-    block["requests"] = int(len(req))
-    block["interrupted"] = bool((summary or {}).get("interrupted", False))
-    block["wait"] = (summary or {}).get("wait")
     per_dev = {}
     if len(a["device"]):
         for d, arrays in _split_by_device(a).items():
             per_dev[dev_names.get(d, f"dev-{d}")] = _block(arrays, p)
-    block["devices_not_kept_up"] = sorted(k for k, v in per_dev.items() if v["kept_up"] is False)
-    block["per_device"] = per_dev
+    block = GeIntegrity(
+        **dict(_block(a, p)), requests=len(req),
+        interrupted=summary.interrupted if summary is not None else False,
+        wait=summary.wait if summary is not None else None,
+        devices_not_kept_up=sorted(k for k, v in per_dev.items() if v.kept_up is False),
+        per_device=per_dev)
 
     prob, exp_q = cdf_points(a["exp_rit_ms"], p.cdf_points)
     _, sub_q = cdf_points(a["sub_rit_ms"], p.cdf_points)

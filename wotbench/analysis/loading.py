@@ -3,6 +3,11 @@
 All readers validate the header, parse with explicit dtypes (fast C parser) and, when the fast
 parse fails, rescan the file line by line to name the first bad line: ``FILE:LINE: problem``.
 Missing or malformed required files raise :class:`AnalysisError` (exit code 2).
+
+The JSON files the C programs write (a GE's summary.json, observe.json; a device's
+device-summary.json) are read here, once, through their models (``wotbench.rundir.ge_files``,
+``wotbench.rundir.device_files``): a missing or unknown key, or a value of the wrong type, is an
+AnalysisError naming the file and the key, and the analysis reads attributes, never defaults.
 """
 from __future__ import annotations
 
@@ -10,14 +15,16 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from wotbench.csvcheck import read_csv_checked
 from wotbench.rundir import CD_GE_DIR, GeRecord, RunDir, RunRecord
+from wotbench.rundir.device_files import DeviceSummary
+from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.workload.trace_io import read_resources as _read_resources_checked
 
@@ -75,6 +82,18 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M], what: str) -> M:
+    """A JSON file through its model; AnalysisError (exit 2) naming the file and every bad key."""
+    data = read_json(path, what)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise AnalysisError(f"{path}: {what}: " + "; ".join(schema_problems(e, model))) from None
+
+
 def _normalise_path_col(df: pd.DataFrame) -> None:
     """Paths are compared without a leading slash (resource files have none)."""
     col = df["path"]
@@ -118,13 +137,17 @@ class GeData:
     ge_id: str
     dir: Path
     requests: pd.DataFrame          # requests only (OBSERVE/CANCEL rows are in observe_requests)
-    summary: dict[str, Any]
-    start_mono_ns: int
+    summary: GeSummary                              # summary.json
     observe_requests: pd.DataFrame | None = None   # the OBSERVE/CANCEL rows of requests.csv
     notifications: pd.DataFrame | None = None      # notifications.csv
-    observe: dict[str, Any] | None = None          # observe.json
+    observe: GeObserve | None = None                # observe.json (a trace with OBSERVE lines)
     blockwise: pd.DataFrame | None = None          # blockwise.csv (GE --block-size)
     handshakes: pd.DataFrame | None = None         # handshakes.csv (GE with DTLS, coaps://)
+
+    @property
+    def start_mono_ns(self) -> int:
+        """The GE's start instant: the zero of every time in its requests.csv."""
+        return self.summary.start_mono_ns
 
 
 @dataclass
@@ -134,7 +157,7 @@ class DeviceInfo:
     group: str | None = None
     resources: pd.DataFrame | None = None   # path, service_time_us, mode, payload_bytes
     log: pd.DataFrame | None = None
-    log_summary: dict[str, Any] | None = None
+    log_summary: DeviceSummary | None = None     # device-summary.json
     notify_log: pd.DataFrame | None = None   # notify-log.csv (observable resources only)
 
 
@@ -153,11 +176,8 @@ class RunData:
 
 def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     d = run_dir / rel_dir
-    summary = read_json(d / "summary.json", f"summary.json of {ge_id}")
+    summary = read_model(d / "summary.json", GeSummary, f"summary.json of {ge_id}")
     requests = read_requests(d / "requests.csv")
-    start = summary.get("start_mono_ns")
-    if not isinstance(start, int):
-        raise AnalysisError(f"{d / 'summary.json'}: start_mono_ns missing or not an integer")
     blockwise = None
     if (d / "blockwise.csv").is_file():
         blockwise = read_csv_checked(d / "blockwise.csv", BLOCKWISE_COLUMNS, "GE blockwise.csv",
@@ -178,9 +198,9 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
             notifications = read_csv_checked(
                 path, _with_optional(path, NOTIFICATION_COLUMNS, NOTIFICATION_OPTIONAL),
                 "GE notifications.csv", AnalysisError)
-        if (d / "observe.json").is_file():
-            observe = read_json(d / "observe.json", f"observe.json of {ge_id}")
-    return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary, start_mono_ns=start,
+        # the GE writes it whenever its trace has OBSERVE lines: its counts are in the summary
+        observe = read_model(d / "observe.json", GeObserve, f"observe.json of {ge_id}")
+    return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary,
                   observe_requests=observe_requests, notifications=notifications,
                   observe=observe, blockwise=blockwise, handshakes=handshakes)
 
@@ -210,8 +230,8 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
                                           AnalysisError)
     sum_path = rd.device_summary(dev.name)
     if sum_path.is_file():
-        dev.log_summary = read_json(sum_path, "device-summary.json")
-        dropped = dev.log_summary.get("log_dropped") or 0
+        dev.log_summary = read_model(sum_path, DeviceSummary, "device-summary.json")
+        dropped = dev.log_summary.log_dropped
         if dropped:
             warnings.append(f"{sum_path}: {dropped} device-log entries were dropped "
                             f"(log capacity); decomposition is partial for {dev.name}")
@@ -286,7 +306,7 @@ def load_run(run_dir: str | Path) -> RunData:
         test_start = min((g.start_mono_ns for g in ges), default=0)
     duration = run.test.duration_s if run.test else None
     if not isinstance(duration, (int, float)) or duration <= 0 or math.isnan(duration):
-        duration = max((float(g.summary.get("duration_s") or 0) for g in ges), default=0.0)
+        duration = max((g.summary.duration_s for g in ges), default=0.0)
     if not duration:
         spans = [g.requests["scheduled_ns"].max() / 1e9 for g in ges if len(g.requests)]
         duration = float(max(spans, default=0.0)) or 1.0

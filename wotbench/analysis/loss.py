@@ -28,12 +28,13 @@ Unsent requests are not losses. Any testbed loss makes the run untrustworthy (ve
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from wotbench.rundir import NetworkRecord
+from wotbench.rundir.summary import LossBlock, LossCauses
 
 CAUSES = ("to_device", "from_device", "local_send", "impairment", "refused_503", "device_late",
           "sut_error", "sut_reset", "no_device_log", "interrupted")
@@ -120,7 +121,7 @@ def attribute_impairments(cause: np.ndarray, codes: np.ndarray, names: list[str]
 
 def loss_block(req: pd.DataFrame, cause: np.ndarray, codes: np.ndarray, names: list[str],
                network: Optional[NetworkRecord], duration_s: float
-               ) -> tuple[dict[str, Any], pd.DataFrame]:
+               ) -> tuple[LossBlock, pd.DataFrame]:
     """The summary's ``loss`` block and series/loss_over_time.csv (per second of the scheduled
     send: count per cause)."""
     k = len(CAUSES)
@@ -150,16 +151,10 @@ def loss_block(req: pd.DataFrame, cause: np.ndarray, codes: np.ndarray, names: l
     tb = np.isin(cause, [CAUSES.index(c) for c in TESTBED])
     if tb.any():
         first = float(req["sched"].to_numpy()[tb].min() / 1e9)
-    block = {
-        "requests_not_ok": int(m.sum()),
-        "sent": sent,
-        "by_cause": totals,
-        "testbed": testbed,
-        "configured": totals["impairment"],
-        "sut": sum(totals[c] for c in SUT),
-        "testbed_share": testbed / sent if sent else None,
-        "testbed_devices": sum(1 for d in per_device.values() if d["testbed"]),
-        "first_testbed_loss_s": first,
-        "per_device": per_device,
-    }
+    block = LossBlock(
+        requests_not_ok=int(m.sum()), sent=sent, by_cause=LossCauses(**totals), testbed=testbed,
+        configured=totals["impairment"], sut=sum(totals[c] for c in SUT),
+        testbed_share=testbed / sent if sent else None,
+        testbed_devices=sum(1 for d in per_device.values() if d["testbed"]),
+        first_testbed_loss_s=first, per_device=per_device)
     return block, series

@@ -19,17 +19,18 @@ notification when the previous CON one is still unacknowledged) - not a network 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir.summary import ObserveBlock, ObserveDevice, ObserveQuantiles
+
 from wotbench.analysis.loading import RunData
-from wotbench.analysis.stats import fnum
+from wotbench.analysis.stats import fnum, quantiles_of
 
 IN_FLIGHT_S = 1.0
 SERIES_MAX_ROWS = 200_000
-LAT_QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
 def _token(salt: int, idx: np.ndarray) -> np.ndarray:
@@ -38,13 +39,10 @@ def _token(salt: int, idx: np.ndarray) -> np.ndarray:
     return np.array([f"{hi}{v:08x}" for v in lo.tolist()], dtype=object)
 
 
-def _q(v: np.ndarray, qs: dict[str, float]) -> dict[str, Any]:
-    v = v[~np.isnan(v)]
-    out: dict[str, Any] = {k: (fnum(float(np.quantile(v, q))) if len(v) else None) for k, q in qs.items()}
-    out["mean"] = fnum(float(v.mean())) if len(v) else None
-    out["max"] = fnum(float(v.max())) if len(v) else None
-    out["n"] = int(len(v))
-    return out
+def _q(v: np.ndarray, qs: tuple[str, ...]) -> ObserveQuantiles:
+    """The block's quantiles of ``v``; ``qs``: those computed (the others stay None)."""
+    q = quantiles_of(ObserveQuantiles, v)
+    return q.model_copy(update={k: None for k in ObserveQuantiles.QS if k not in qs})
 
 
 def _observations(run: RunData) -> pd.DataFrame:
@@ -53,9 +51,9 @@ def _observations(run: RunData) -> pd.DataFrame:
     rows = []
     for g in run.ges:
         o = g.observe_requests
-        if o is None or not len(o) or not isinstance(g.summary.get("token_salt"), str):
+        salt = g.summary.salt
+        if o is None or not len(o) or salt is None:   # an older GE: tokens name no request
             continue
-        salt = int(g.summary["token_salt"], 16)
         reg = o[o["method"] == "OBSERVE"]
         can = o[o["method"] == "CANCEL"]
         # the GE pairs a CANCEL with the oldest open OBSERVE of the same device and uri (FIFO)
@@ -77,7 +75,7 @@ def _observations(run: RunData) -> pd.DataFrame:
             "token": _token(salt, idx),
             "reg_ns": reg["received_ns"].to_numpy(np.float64) + g.start_mono_ns,
             "cancel_ns": np.array([cancel_at.get(i, np.nan) for i in idx.tolist()]) + g.start_mono_ns,
-            "end_ns": float(g.summary.get("end_mono_ns") or np.nan),
+            "end_ns": float(g.summary.end_mono_ns),
             "ok": (reg["outcome"].astype(str) == "ok").to_numpy(),
         }))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
@@ -137,7 +135,7 @@ def _emitted(run: RunData, names: dict[int, str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def analyse(run: RunData, names: list[str]) -> tuple[dict[str, Any] | None, dict[str, pd.DataFrame]]:
+def analyse(run: RunData, names: list[str]) -> tuple[Optional[ObserveBlock], dict[str, pd.DataFrame]]:
     """The ``observe`` block of summary.json (None without observations) and its series."""
     obs = _observations(run)
     if obs.empty:
@@ -175,7 +173,7 @@ def analyse(run: RunData, names: list[str]) -> tuple[dict[str, Any] | None, dict
     obs["received"] = [int(per_obs_n.get((g, o), 0)) for g, o in zip(obs["ge"], obs["obs"])]
     obs["span_s"] = span
     conf = em.groupby("device")["mean_us"].first().to_dict() if len(em) else {}
-    per_device: dict[str, Any] = {}
+    per_device: dict[str, ObserveDevice] = {}
     lat_by_dev = pd.Series(lat_ms).groupby(j["device"].to_numpy())
     lost_by_dev = pd.Series(lost.astype(int)).groupby(ours["device"].to_numpy()).sum() if len(ours) else pd.Series(dtype=int)
     for dev, grp in obs.groupby("device"):
@@ -186,16 +184,17 @@ def analyse(run: RunData, names: list[str]) -> tuple[dict[str, Any] | None, dict
         mean_us = conf.get(int(dev))
         lv = lat_by_dev.get_group(dev).to_numpy() if dev in lat_by_dev.groups else np.zeros(0)
         lv = lv[~np.isnan(lv)]
-        per_device[name] = {
-            "observations": int(len(grp)), "established": int(grp["ok"].sum()),
-            "received": int(grp["received"].sum()),
-            "emitted": int((ours["device"] == dev).sum()),
-            "lost": int(lost_by_dev.get(dev, 0)),
-            "configured_rate": fnum(1e6 / mean_us) if mean_us else None,
-            "achieved_rate": fnum(rate) if rate is not None else None,
-            "latency_p50_ms": fnum(float(np.median(lv))) if len(lv) else None,
-            "latency_p99_ms": fnum(float(np.quantile(lv, 0.99))) if len(lv) else None}
-    ge_tot = {k: sum(int((g.observe or {}).get(k) or 0) for g in run.ges)
+        per_device[name] = ObserveDevice(
+            observations=len(grp), established=int(grp["ok"].sum()),
+            received=int(grp["received"].sum()), emitted=int((ours["device"] == dev).sum()),
+            lost=int(lost_by_dev.get(dev, 0)),
+            configured_rate=fnum(1e6 / mean_us) if mean_us else None,
+            achieved_rate=fnum(rate) if rate is not None else None,
+            latency_p50_ms=fnum(float(np.median(lv))) if len(lv) else None,
+            latency_p99_ms=fnum(float(np.quantile(lv, 0.99))) if len(lv) else None)
+    # the GEs' own counts (observe.json; every GE with observations wrote one, see loading)
+    ge_obs = [g.observe for g in run.ges if g.observe is not None]
+    ge_tot = {k: sum(getattr(o, k) for o in ge_obs)
               for k in ("gaps", "reordered", "duplicates", "after_cancel", "dropped", "acks_sent", "rsts_sent")}
     warnings = []
     if ge_tot["dropped"]:
@@ -203,21 +202,21 @@ def analyse(run: RunData, names: list[str]) -> tuple[dict[str, Any] | None, dict
     unmatched = int(np.isnan(lat_ms).sum())
     if unmatched:
         warnings.append(f"{unmatched} received notifications have no device-log row (token, seq)")
-    rates = [v["achieved_rate"] / v["configured_rate"] for v in per_device.values()
-             if v["achieved_rate"] is not None and v["configured_rate"]]
+    rates = [v.achieved_rate / v.configured_rate for v in per_device.values()
+             if v.achieved_rate is not None and v.configured_rate]
     emitted_n = int(len(ours))
-    block = {
-        "observations": int(len(obs)), "established": int(obs["ok"].sum()),
-        "received": int(len(notes)), "emitted": emitted_n, "lost": int(lost.sum()),
-        "loss_share": fnum(float(lost.sum() / (lost.sum() + len(notes)))) if len(notes) + lost.sum() else None,
-        "in_flight_at_stop": int((~received & ~settled).sum()),
-        "skipped_by_device": int(skipped), **ge_tot,
-        "latency_ms": _q(lat_ms, LAT_QS),
-        "service_ms": _q(ours["read_ns"].to_numpy(np.float64) / 1e6, LAT_QS),
-        "configured_service_ms": fnum(float(np.nanmean(ours["s_us"].to_numpy()) / 1e3)) if len(ours) else None,
-        "rd": _q(rd, {"p50": 0.5, "p95": 0.95, "p99": 0.99}),
-        "rate_ratio_median": fnum(float(np.median(rates))) if rates else None,
-        "per_device": per_device, "warnings": warnings}
+    block = ObserveBlock(
+        observations=len(obs), established=int(obs["ok"].sum()), received=len(notes),
+        emitted=emitted_n, lost=int(lost.sum()),
+        loss_share=fnum(float(lost.sum() / (lost.sum() + len(notes)))) if len(notes) + lost.sum() else None,
+        in_flight_at_stop=int((~received & ~settled).sum()), skipped_by_device=int(skipped),
+        **ge_tot,
+        latency_ms=_q(lat_ms, ("p50", "p90", "p99")),
+        service_ms=_q(ours["read_ns"].to_numpy(np.float64) / 1e6, ("p50", "p90", "p99")),
+        configured_service_ms=fnum(float(np.nanmean(ours["s_us"].to_numpy()) / 1e3)) if len(ours) else None,
+        rd=_q(rd, ("p50", "p95", "p99")),
+        rate_ratio_median=fnum(float(np.median(rates))) if rates else None,
+        per_device=per_device, warnings=warnings)
     t_s = (j["recv_ns"].to_numpy(np.float64) - run.test_start_ns) / 1e9
     pts = pd.DataFrame({"t_s": t_s, "device": [id_name.get(int(d), str(d)) for d in j["device"]],
                         "latency_ms": lat_ms, "rd": rd})

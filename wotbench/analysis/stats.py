@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import numpy as np
+
+from wotbench.rundir.quantiles import Quantiles
 
 # quantiles reported for response times: key suffix -> q
 RT_QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99,
@@ -63,6 +65,29 @@ def row_stats(g: dict[str, np.ndarray], i: int, qs: dict[str, float] = RT_QUANTI
         res[f"{k}{unit}"] = fnum(g["quantiles"][i, j])
     res[f"max{unit}"] = fnum(g["max"][i])
     return res
+
+
+Q = TypeVar("Q", bound=Quantiles)
+
+
+def quantiles_of(family: type[Q], v: np.ndarray) -> Q:
+    """The :class:`~wotbench.rundir.quantiles.Quantiles` ``family`` of the values ``v`` (NaN
+    dropped): each quantile by ``np.quantile`` (linear), mean, max, min and the count, as the
+    family reports them; None for each statistic without data."""
+    v = np.asarray(v, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    u, has = family.UNIT, len(v) > 0
+    out: dict[str, Any] = {f"{k}{u}": (fnum(float(np.quantile(v, q))) if has else None)
+                           for k, q in family.QS.items()}
+    if family.MEAN:
+        out[f"mean{u}"] = fnum(float(v.mean())) if has else None
+    if family.MAX:
+        out[f"max{u}"] = fnum(float(v.max())) if has else None
+    if family.MIN:
+        out[f"min{u}"] = fnum(float(v.min())) if has else None
+    if family.COUNT:
+        out[family.COUNT] = int(len(v))
+    return family(**out)
 
 
 def fnum(x: Any) -> float | None:

@@ -25,6 +25,7 @@ from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
+from wotbench.rundir.summary import GeIntegrityBlock, GeRule, LossBlock
 
 from wotbench.analysis.loading import RunData
 from wotbench.analysis.stats import grouped_stats, row_stats
@@ -66,8 +67,8 @@ def _cd_split(run: RunData, cd_req: pd.DataFrame, cd: pd.DataFrame, timeout_ms: 
     """R − S of the CD probes by place, per phase (None without the CD's device log)."""
     if run.cd is None or run.cd.log is None or run.cd_ge is None:
         return None
-    salt = run.cd_ge.summary.get("token_salt")
-    salts = {run.cd_ge.ge_id: int(salt, 16)} if isinstance(salt, str) else {}
+    salt = run.cd_ge.summary.salt
+    salts = {run.cd_ge.ge_id: salt} if salt is not None else {}
     codes = np.zeros(len(cd_req), np.int64)
     matched, _ = rdm.join_device_logs(cd_req, codes, [run.cd], run.test_start_ns, timeout_ms,
                                       p.rd, salts)
@@ -82,21 +83,21 @@ def _device_tables(run: RunData) -> tuple[dict[str, pd.DataFrame], dict[str, pd.
             {d.name: d.resources for d in infos if d.resources is not None})
 
 
-def _loss_reason(loss: dict[str, Any]) -> str:
-    c = loss["by_cause"]
+def _loss_reason(loss: LossBlock) -> str:
+    c = loss.by_cause
     legs = ", ".join(f"{n} {what}" for n, what in (
-        (c["to_device"], "on the way to the devices"), (c["from_device"], "on the way back"),
-        (c["local_send"], "in the GE's own sends")) if n)
-    return (f"the testbed lost {loss['testbed']} of {loss['sent']} requests "
-            f"({loss['testbed_share']:.2%}): {legs}; on {loss['testbed_devices']} device(s), "
-            f"the first at {loss['first_testbed_loss_s']:.1f} s. WoTbench itself lost them, not the "
+        (c.to_device, "on the way to the devices"), (c.from_device, "on the way back"),
+        (c.local_send, "in the GE's own sends")) if n)
+    return (f"the testbed lost {loss.testbed} of {loss.sent} requests "
+            f"({loss.testbed_share:.2%}): {legs}; on {loss.testbed_devices} device(s), "
+            f"the first at {loss.first_testbed_loss_s:.1f} s. WoTbench itself lost them, not the "
             f"system under test (losses the configured impairments caused are not counted)")
 
 
-def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
-             contention: dict[str, Any], loss: Optional[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
+             contention: dict[str, Any], loss: Optional[LossBlock]) -> dict[str, Any]:
     invalid, flags, notes = [], [], []
-    if loss is not None and loss["testbed"]:
+    if loss is not None and loss.testbed:
         flags.append(("testbed_loss", _loss_reason(loss)))
     for f in run.run.failures:
         invalid.append(f"component {f.component} failed: {f.what}")
@@ -108,17 +109,17 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
         invalid.append("no request was answered with 2.xx")
     ge_state = "not_checked"
     bottleneck = []
-    for gid, g in ge_block["per_ge"].items():
-        if g["kept_up"] is False:
-            bottleneck.append(f"{gid} did not keep up with the trace: " + "; ".join(g["problems"]))
-    checked = [g["kept_up"] for g in ge_block["per_ge"].values() if g["kept_up"] is not None]
+    for gid, g in ge_block.per_ge.items():
+        if g.kept_up is False:
+            bottleneck.append(f"{gid} did not keep up with the trace: " + "; ".join(g.problems))
+    checked = [g.kept_up for g in ge_block.per_ge.values() if g.kept_up is not None]
     if bottleneck:
         ge_state = "bottleneck"
     elif checked:
         ge_state = "kept_up"
-    cd_ge = ge_block.get("cd_ge")
-    if cd_ge is not None and cd_ge.get("kept_up") is False:
-        notes.append("the CD's GE sent late (" + "; ".join(cd_ge["problems"]) + ")")
+    cd_ge = ge_block.cd_ge
+    if cd_ge is not None and cd_ge.kept_up is False:
+        notes.append("the CD's GE sent late (" + "; ".join(cd_ge.problems) + ")")
     if contention["status"] == "detected":
         flags.append(("contention", "contention: " + contention["reason"]))
     elif contention["status"] in ("inconclusive", "not_checked"):
@@ -126,7 +127,7 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
                      f"{contention['reason']}")
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))
-    if run.run.interrupted or ge_block["interrupted"]:
+    if run.run.interrupted or ge_block.interrupted:
         notes.append(f"run interrupted: {overall['outcomes']['unsent']} requests unsent; "
                      "statistics cover the part that ran")
     if invalid:
@@ -142,7 +143,7 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: dict[str, Any],
             "checks": {"data": "invalid" if invalid else "ok", "ge": ge_state,
                        "contention": contention["status"],
                        "loss": "not_checked" if loss is None else
-                       "testbed_loss" if loss["testbed"] else "none"}}
+                       "testbed_loss" if loss.testbed else "none"}}
 
 
 def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFrame]]:
@@ -174,14 +175,12 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         cd_ge_block, rc, lc = gei.ge_integrity(cd_req, "cd-ge", ids, p.ge, run.cd_ge.summary)
         rit_cdfs.append(rc)
         lag_cdfs.append(lc)
-    kept = [b["kept_up"] for b in per_ge.values()]
-    ge_block = {
-        "rule": {**p.ge.model_dump(exclude={"cdf_points"}), "text": gei.RULE_TEXT},
-        "kept_up": False if False in kept else (True if kept and None not in kept else None),
-        "interrupted": any(b["interrupted"] for b in per_ge.values()),
-        "per_ge": per_ge,
-        "cd_ge": cd_ge_block,
-    }
+    kept = [b.kept_up for b in per_ge.values()]
+    ge_block = GeIntegrityBlock(
+        rule=GeRule(**p.ge.model_dump(exclude={"cdf_points"}), text=gei.RULE_TEXT),
+        kept_up=False if False in kept else (True if kept and None not in kept else None),
+        interrupted=any(b.interrupted for b in per_ge.values()),
+        per_ge=per_ge, cd_ge=cd_ge_block)
     series["rit_cdf"] = pd.concat(rit_cdfs, ignore_index=True) if rit_cdfs else pd.DataFrame(
         columns=["ge", "cdf", "expected_rit_ms", "submitted_rit_ms"])
     series["send_lag_cdf"] = pd.concat(lag_cdfs, ignore_index=True) if lag_cdfs else \
@@ -191,11 +190,11 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dev_infos = [run.devices.get(n) for n in names]
     s_ms = rdm.service_times_ms(req, codes, [d.resources if d else None for d in dev_infos])
     rd = rdm.rd_values(req, s_ms)
-    timeout_ms = max((float(g.summary.get("timeout_ms") or 10000) for g in run.ges),
-                     default=10000.0)
+    # a run without a main GE has no request to time out; 10 s is the GE's default
+    timeout_ms = float(max((g.summary.timeout_ms for g in run.ges), default=10000))
     # a forward proxy sends its own tokens to the devices: join its runs by path and time
-    salts = {g.ge_id: int(g.summary["token_salt"], 16) for g in run.ges
-             if isinstance(g.summary.get("token_salt"), str) and run.run.proxy is None}
+    salts = {g.ge_id: g.summary.salt for g in run.ges
+             if g.summary.salt is not None and run.run.proxy is None}
     matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
                                              timeout_ms, p.rd, salts)
     dec = rdm.decomposition(req, matched)
@@ -279,7 +278,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         "backend": run.run.backend,
         "test_start_mono_ns": run.test_start_ns,
         "duration_s": run.duration_s,
-        "interrupted": run.run.interrupted or ge_block["interrupted"],
+        "interrupted": run.run.interrupted or ge_block.interrupted,
         "failures": [f.model_dump() for f in run.run.failures],
         "ges": [g.ge_id for g in run.ges],
         "devices": names,
@@ -289,12 +288,14 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         "warnings": run.warnings,
     }
     summary = {"run": run_block, "overall": overall, "per_device": per_device,
-               "ge_integrity": ge_block, "rd": rd_block, "contention": contention,
-               "verdict": verdict, "monitor": monitor_block.model_dump(), "loss": loss,
-               "observe": observe_block, "blockwise": blockwise_block, "dtls": dtls_block,
-               "decomposition": split_block, "evidence": evidence.model_dump(),
-               "slo": slo_block.model_dump() if slo_block else None}
-    return Summary.model_validate(_json_clean(summary)), series
+               "rd": rd_block, "contention": contention, "verdict": verdict,
+               "decomposition": split_block}
+    # the blocks built as models go in as they are; the dict-built ones are validated here
+    return Summary.model_validate({**_json_clean(summary),
+                                   "ge_integrity": ge_block, "monitor": monitor_block,
+                                   "loss": loss, "observe": observe_block,
+                                   "blockwise": blockwise_block, "dtls": dtls_block,
+                                   "slo": slo_block, "evidence": evidence}), series
 
 
 def _json_clean(x: Any) -> Any:

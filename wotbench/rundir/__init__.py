@@ -5,11 +5,19 @@ analysis and from the analysis to every reader (report, sweep, validation, capac
   JSON contracts through their models;
 - :class:`RunRecord` (``record.py``): ``run.json``, written by the runner;
 - :class:`Summary` (``summary.py``): ``summary.json``, written by the analysis, with the rule
-  parameters (``AnalysisParams``) it records.
+  parameters (``AnalysisParams``) it records; its percentile families are one
+  :class:`Quantiles` type (``quantiles.py``);
+- what the C programs write, read by the analysis and the runner: a GE's ``summary.json``
+  (:class:`GeSummary`, with ``dtls``: :class:`GeDtls`), ``observe.json`` (:class:`GeObserve`)
+  and ``warmup.json`` (:class:`GeWarmupFile`) in ``ge_files.py``; a device's
+  ``device-summary.json`` (:class:`DeviceSummary`) in ``device_files.py``.
 
 Models reject unknown keys: a writer and a reader cannot disagree silently.
 """
+from wotbench.rundir.device_files import DeviceSummary
+from wotbench.rundir.ge_files import GeDtls, GeObserve, GeSummary, GeWarmupFile
 from wotbench.rundir.layout import CD_GE_DIR, RunDir
+from wotbench.rundir.quantiles import Quantiles
 from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
                      HostRecord, ImpairCounters, ImpairedDevice, NetworkRecord, Phases, PlanNote, RunRecord, SysctlChange, TestWindow,
                      Window)
@@ -22,4 +30,5 @@ __all__ = [
     "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
     "TestWindow", "Window", "AnalysisParams", "ContentionParams", "GeIntegrityParams", "MonitorBlock",
     "RdParams", "Summary", "SloBlock", "SloObjectiveResult", "SloOffender", "SloWindow",
+    "DeviceSummary", "GeDtls", "GeObserve", "GeSummary", "GeWarmupFile", "Quantiles",
 ]

@@ -18,12 +18,15 @@ from pydantic import Field
 
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
+from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure
 from wotbench.rundir.slo import SloBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
 ContentionStatus = Literal["detected", "none", "inconclusive", "not_checked"]
+RT_QS = ("p50", "p90", "p95", "p99", "p999")   # response times
+RD_QS = ("p50", "p95", "p99")                  # R_d, its decomposition and the split of R - S
 
 
 # --------------------------------------------------------------------------- rule parameters
@@ -99,15 +102,7 @@ class OutcomeRates(Record):
     unsent: F = None
 
 
-class RtStats(Record):
-    count: int = 0
-    mean_ms: F = None
-    p50_ms: F = None
-    p90_ms: F = None
-    p95_ms: F = None
-    p99_ms: F = None
-    p999_ms: F = None
-    max_ms: F = None
+RtStats = quantiles("RtStats", RT_QS, "_ms")
 
 
 class ResponseTimes(Record):
@@ -139,21 +134,8 @@ class DeviceResponses(OutcomeBlock):
 
 # --------------------------------------------------------------------------- GE integrity
 
-class RitStats(Record):
-    count: int = 0
-    mean_ms: F = None
-    p5_ms: F = None
-    p50_ms: F = None
-
-
-class LagStats(Record):
-    mean: F = None
-    p50: F = None
-    p90: F = None
-    p99: F = None
-    p999: F = None
-    max: F = None
-    min: F = None
+RitStats = quantiles("RitStats", ("p5", "p50"), "_ms", max=False)
+LagStats = quantiles("LagStats", ("p50", "p90", "p99", "p999"), count=None, min=True)
 
 
 class GeDeviceIntegrity(Record):
@@ -220,22 +202,8 @@ def _largest(values: list[Optional[float]]) -> Optional[float]:
 
 # --------------------------------------------------------------------------- R_d
 
-class RdStats(Record):
-    count: int = 0
-    mean: F = None
-    p50: F = None
-    p95: F = None
-    p99: F = None
-    max: F = None
-
-
-class DecompStats(Record):
-    count: int = 0
-    mean_ms: F = None
-    p50_ms: F = None
-    p95_ms: F = None
-    p99_ms: F = None
-    max_ms: F = None
+RdStats = quantiles("RdStats", RD_QS)
+DecompStats = quantiles("DecompStats", RD_QS, "_ms")
 
 
 class Decomposition(Record):
@@ -278,13 +246,7 @@ class RdBlock(Record):
 
 # --------------------------------------------------------------------------- R - S by place
 
-class SplitStats(Record):
-    count: int = 0
-    mean_us: F = None
-    p50_us: F = None
-    p95_us: F = None
-    p99_us: F = None
-    max_us: F = None
+SplitStats = quantiles("SplitStats", RD_QS, "_us")
 
 
 class Split(Record):
@@ -430,14 +392,7 @@ class Verdict(Record):
     checks: Checks
 
 
-class ObserveQuantiles(Record):
-    p50: F = None
-    p90: F = None
-    p95: F = None
-    p99: F = None
-    mean: F = None
-    max: F = None
-    n: int = 0
+ObserveQuantiles = quantiles("ObserveQuantiles", ("p50", "p90", "p95", "p99"), count="n", tail=True)
 
 
 class ObserveDevice(Record):
@@ -478,12 +433,7 @@ class ObserveBlock(Record):
     warnings: list[str] = Field(default_factory=list)
 
 
-class BlockTimes(Record):
-    p50: F = None
-    p90: F = None
-    p99: F = None
-    max: F = None
-    n: int = 0
+BlockTimes = quantiles("BlockTimes", ("p50", "p90", "p99"), count="n", mean=False, tail=True)
 
 
 class BlockKind(Record):

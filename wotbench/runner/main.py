@@ -414,9 +414,9 @@ class Runner:
             tl.t0_ns, dead=self._dead,
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
-            self.phases.warmup_s = max(w["took_ms"] for w in warm.values()) / 1000
+            self.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
             log("every device answers its gateway emulator's CoAP ping ("
-                + ", ".join(f"{g}: {w['took_ms']:.0f} ms" for g, w in warm.items()) + ")")
+                + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
         self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,

@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
+from pydantic import ValidationError
+
 from wotbench.errors import EnvironmentProblem
+from wotbench.rundir.ge_files import GeWarmupFile
+from wotbench.schema_errors import problems as schema_problems
 
 POLL_S = 0.1
 WARMUP_BASE_MS = 1000        # GE warm-up budget: a base ...
@@ -76,20 +80,26 @@ def wait_listening(devices: Iterable[tuple[str, Path]], timeout_s: float,
 
 def wait_warm(ges: Iterable[tuple[str, Path]], names: dict[str, str], deadline_ns: int,
               dead: Optional[Dead] = None, ge_gone: Callable[[str], bool] = lambda g: False
-              ) -> dict[str, dict]:
+              ) -> dict[str, GeWarmupFile]:
     """Wait for every GE's ``warmup.json`` (``(GE name, file)``) until ``deadline_ns``
     (CLOCK_MONOTONIC); raise :class:`NotReady` naming the devices (``names``: ``"ip:port"`` ->
     device) a GE could not reach. A GE that exited is not waited for: the test's own checks
-    report it. Returns each GE's warm-up record."""
+    report it. Returns each GE's warm-up record; a warmup.json that is not what a GE writes
+    (:class:`GeWarmupFile`) is an EnvironmentProblem naming the file and the key."""
     pending, results = dict(ges), {}
     next_dead = 0.0
     while pending:
         for ge, path in list(pending.items()):
             if path.exists():
                 try:
-                    results[ge] = json.loads(path.read_text())
+                    data = json.loads(path.read_text())
                 except ValueError:
                     continue   # being written
+                try:
+                    results[ge] = GeWarmupFile.model_validate(data)
+                except ValidationError as e:
+                    raise EnvironmentProblem(f"{path}: warmup.json of {ge}: " + "; ".join(
+                        schema_problems(e, GeWarmupFile))) from None
                 del pending[ge]
             elif ge_gone(ge):
                 del pending[ge]
@@ -102,7 +112,7 @@ def wait_warm(ges: Iterable[tuple[str, Path]], names: dict[str, str], deadline_n
             next_dead = time.monotonic() + 0.5
             _check_dead(dead, names.values(), "exited before the test")
         time.sleep(POLL_S)
-    silent = sorted({names.get(a, a) for r in results.values() for a in r.get("unanswered", [])})
+    silent = sorted({names.get(a, a) for r in results.values() for a in r.unanswered})
     if silent:
         raise NotReady(silent, "did not answer the gateway emulator's CoAP ping",
                        " (from the GE's own address, before T0)")

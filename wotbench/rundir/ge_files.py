@@ -1,0 +1,114 @@
+"""What the gateway emulator writes as JSON (docs/CONTRACTS.md §2): ``summary.json`` (with its
+``dtls`` member), ``observe.json`` and ``warmup.json`` of ``ge/<id>/`` and ``cd-ge/``.
+
+The fields are those ``gateway-emulator/src/output.c`` (summary.json), ``dtls.c``
+(``dtls_summary``), ``observe.c`` (``observe_write``) and ``warmup.c`` (``warmup_write``)
+print. Unknown keys are an error, and so is a missing one, except the few a GE really leaves
+out: the keys added after the first GE (``warmup``, ``token_salt``, ``rx_stamps``,
+``clock_map_bracket_ns``, ``memory_locked``: an older GE, or the e2e stand-in, does not write
+them) and ``dtls``, which only a GE with DTLS writes. The analysis reads these files through
+the models once, when it loads the run (``wotbench.analysis.loading``).
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from wotbench.rundir._model import Record
+from wotbench.rundir.quantiles import quantiles
+
+# how late each send left, µs (the GE's own nearest-rank figures; 0 without a send)
+SendLagUs = quantiles("SendLagUs", ("p50", "p90", "p99", "p999"), count=None, mean=False,
+                      required=True)
+
+
+class GeOutcomes(Record):
+    """Requests by outcome; they add up to ``requests``."""
+    ok: int
+    error: int
+    timeout: int
+    reset: int
+    unsent: int
+
+
+class GeWarmup(Record):
+    """The readiness pings before the start (``--warmup-ms``): summary.json ``warmup``."""
+    endpoints: int
+    answered: int
+    took_ms: float
+    rounds: int
+
+
+class GeWarmupFile(GeWarmup):
+    """``warmup.json``, written before the start: the summary's ``warmup`` plus the endpoints
+    (``ip:port``) that never answered."""
+    unanswered: list[str]
+
+
+class GeDtls(Record):
+    """summary.json ``dtls`` (a GE with ``--dtls-psk-*`` only); handshake times of the ok
+    handshakes, nearest rank, µs (0 without one)."""
+    mode: Literal["reuse", "per-request"]
+    sessions: int                      # handshakes attempted
+    handshakes_ok: int
+    handshakes_failed: int             # every one not ok, timeouts included
+    handshakes_timeout: int
+    handshake_p50_us: float
+    handshake_p99_us: float
+    handshake_max_us: float
+    cipher: str
+    slots: int                         # per-request session slots (0 with reuse)
+    slots_exhausted: int
+    closed_by_server: int
+    openssl_allocs_in_loop: int
+    openssl_allocs_per_request: float
+    failure: Optional[str]             # why the first handshake/session failed; null: none did
+
+
+class GeSummary(Record):
+    """A GE's ``summary.json``. Request times in requests.csv are relative to
+    ``start_mono_ns``."""
+    label: str
+    trace: str
+    requests: int
+    outcomes: GeOutcomes
+    start_mono_ns: int
+    end_mono_ns: int
+    duration_s: float
+    offered_rate: float
+    achieved_rate: float
+    send_lag_us: SendLagUs
+    warmup: Optional[GeWarmup] = None  # null without --warmup-ms; absent from older GEs
+    dtls: Optional[GeDtls] = None      # absent without DTLS
+    token_salt: Optional[str] = Field(None, pattern=r"^[0-9a-f]{16}$")  # absent: older GE
+    rx_stamps: Optional[Literal["kernel", "user"]] = None               # absent: older GE
+    clock_map_bracket_ns: Optional[int] = None                          # absent: older GE
+    memory_locked: Optional[bool] = None                                # absent: older GE
+    wait: Literal["busy", "hybrid"]
+    type: Literal["con", "non"]
+    timeout_ms: int
+    retransmit: bool
+    ports_per_device: int
+    interrupted: bool
+
+    @property
+    def salt(self) -> Optional[int]:
+        """``token_salt`` as an integer (None: an older GE, whose tokens name no request)."""
+        return int(self.token_salt, 16) if self.token_salt is not None else None
+
+
+class GeObserve(Record):
+    """``observe.json`` (a trace with OBSERVE lines only)."""
+    observations: int
+    established: int
+    notifications: int                 # received after the registration responses
+    recorded: int                      # of those, in notifications.csv
+    dropped: int                       # not recorded: --max-notifications full
+    capacity: int
+    gaps: int                          # sequence numbers skipped (RFC 7641 §3.4 ordering)
+    reordered: int
+    duplicates: int
+    after_cancel: int
+    acks_sent: int
+    rsts_sent: int
