@@ -83,6 +83,25 @@ def _device_tables(run: RunData) -> tuple[dict[str, pd.DataFrame], dict[str, pd.
             {d.name: d.resources for d in infos if d.resources is not None})
 
 
+def _ge_sends(req: pd.DataFrame, cd_req: Optional[pd.DataFrame], ge_block: GeIntegrityBlock,
+              run: RunData) -> dict[str, evid.GeSends]:
+    """Each GE's (the CD-GE's too) sends: absolute scheduled instants, lag, GE-rule tolerance."""
+    out = {}
+    blocks = {**ge_block.per_ge, "cd-ge": ge_block.cd_ge}
+    frames = [(gid, req[req["ge"].astype(str) == gid]) for gid in ge_block.per_ge]
+    if cd_req is not None:
+        frames.append(("cd-ge", cd_req))
+    for gid, df in frames:
+        sent = df["sent"].to_numpy(np.float64)
+        ok = np.isfinite(sent)
+        sched = df["sched"].to_numpy(np.float64)[ok]
+        b = blocks.get(gid)
+        tol = b.tolerance_ms if b is not None else None
+        out[gid] = evid.GeSends(sched_ns=sched + run.test_start_ns,
+                                lag_ms=(sent[ok] - sched) / 1e6, tolerance_ms=tol)
+    return out
+
+
 def _loss_reason(loss: LossBlock) -> str:
     c = loss.by_cause
     legs = ", ".join(f"{n} {what}" for n, what in (
@@ -125,6 +144,11 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
     elif contention["status"] in ("inconclusive", "not_checked"):
         notes.append(f"contention {contention['status'].replace('_', ' ')}: "
                      f"{contention['reason']}")
+    elif contention.get("evidence_missing"):   # "none", on part of the evidence: say which
+        notes.append("no contention seen, but " + contention["reason"].split("; evidence ", 1)[-1]
+                     if "; evidence " in (contention["reason"] or "") else
+                     "no contention seen on the evidence this run had")
+    notes.extend(contention.get("notes") or [])
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))
     if run.run.interrupted or ge_block.interrupted:
@@ -138,7 +162,8 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
         status = "trustworthy"
     reasons = invalid + [f[1] for f in flags] + notes
     if status == "trustworthy" and not reasons:
-        reasons = ["GEs kept up with the trace and the CD node saw no contention"]
+        reasons = ["GEs kept up with the trace; neither the CD node nor the kernel's evidence "
+                   "(the components' CPU wait, busy stretch, send lag) showed contention"]
     return {"status": status, "reasons": reasons, "exit_code": 0 if status == "trustworthy" else 3,
             "checks": {"data": "invalid" if invalid else "ok", "ge": ge_state,
                        "contention": contention["status"],
@@ -240,8 +265,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
     evidence, series["evidence"] = evid.assess(
-        RunDir(run.run_dir), run.run, *_device_tables(run), run.test_start_ns, run.duration_s,
-        p.contention.window_s or p.rd.window_s, p.evidence)
+        RunDir(run.run_dir), run.run, *_device_tables(run), _ge_sends(req, cd_req, ge_block, run),
+        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
     contention = cont.combine(contention, evidence)
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}

@@ -23,6 +23,8 @@ showed it and how much; a rule whose source is missing abstains and the block sa
   requests' service time (the shared core added that much to every response, on average);
 - ``stretch``: the median busy service took ``stretch_p50`` times its CPU time (steal, IRQs);
 - ``other_run``: another WoTbench run's components used ``other_run_share`` of a run core.
+A gateway emulator's lateness is the GE-integrity rule's (whole run, ``ge_bottleneck``); per
+window its send lag, late share and CPU wait are reported here beside what else used its core.
 Other processes on a run core are named in every window but are not a rule of their own: what
 matters is whether the run's threads lost time to them, which ``cpu_wait`` measures (a CPU hog
 beside sleeping devices does not delay them: docs/VALIDATION.md).
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -41,6 +44,15 @@ from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir import RunDir, RunRecord
 from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
                                       Flag, PlaceWindow, WindowEvidence)
+
+@dataclass(frozen=True)
+class GeSends:
+    """A GE's sent requests: scheduled instants (absolute CLOCK_MONOTONIC ns), lag behind them
+    (ms) and the tolerance its GE-integrity check used (ms; None: not checked)."""
+    sched_ns: np.ndarray
+    lag_ms: np.ndarray
+    tolerance_ms: Optional[float]
+
 
 OWNER_WORDS = {"injected": "the injected hog", "wotbench": "another WoTbench run",
                "container": "a container WoTbench did not start",
@@ -201,18 +213,22 @@ def _pct(x: float) -> str:
 def _flags(w: WindowEvidence, p: EvidenceParams, device_places: set[str]) -> list[Flag]:
     out = []
     for pw in w.places:
-        where = ("devices on " + pw.place) if pw.place in device_places else pw.place
+        devices = pw.place in device_places
+        where = ("devices on " + pw.place) if devices else \
+            ("the CD node" if pw.place == "cd-node" else pw.place)
+        their = "their" if devices else "its"
         if pw.requests < p.min_requests:
             continue
         if pw.wait_of_service is not None and pw.wait_of_service >= p.wait_of_service:
             out.append(Flag(rule="cpu_wait", place=pw.place, text=(
                 f"{where} waited for the CPU {pw.wait_ms_per_request:.2f} ms per request, "
-                f"{_pct(pw.wait_of_service)} of their {pw.service_ms_per_request:.2f} ms service "
-                f"time" + (f" ({_pct(pw.wait_share)} of their CPU time)"
+                f"{_pct(pw.wait_of_service)} of {their} {pw.service_ms_per_request:.2f} ms service "
+                f"time" + (f" ({_pct(pw.wait_share)} of {their} CPU time)"
                            if pw.wait_share is not None else ""))))
         if pw.stretch_p50 is not None and pw.stretch_p50 >= p.stretch_p50:
             out.append(Flag(rule="stretch", place=pw.place, text=(
-                f"busy service on {pw.place} stretched x{pw.stretch_p50:.2f} (median; "
+                f"busy service on {where.removeprefix('devices on ')} stretched "
+                f"x{pw.stretch_p50:.2f} (median; "
                 f"p90 x{pw.stretch_p90:.2f})")))
     by_run: dict[tuple[int, str], float] = defaultdict(float)
     for a in w.antagonists:
@@ -222,10 +238,13 @@ def _flags(w: WindowEvidence, p: EvidenceParams, device_places: set[str]) -> lis
         if share >= p.other_run_share:
             out.append(Flag(rule="other_run", place=f"core {core}", text=(
                 f"core {core}: another WoTbench run ({run}) used {share:.2f} of the core")))
+    # the devices first (what the user measures), then the CD node, then the GEs
+    out.sort(key=lambda f: (0 if f.place in device_places else 1 if f.place == "cd-node" else 2))
     if out:   # name what else ran where the run lost time
-        for a in w.antagonists:
-            if a.owner_kind != "wotbench":
-                out[0].text += f"; core {a.core}: {_name(a)} used {a.share:.2f} of the core"
+        named = [f"core {a.core}: {_name(a)} used {a.share:.2f} of the core"
+                 for a in w.antagonists if a.owner_kind != "wotbench"]
+        if named:
+            out[0].text += "; " + "; ".join(named)
     return out
 
 
@@ -237,12 +256,13 @@ def _name(a: Antagonist) -> str:
 # --------------------------------------------------------------------------- the block
 
 def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
-           services: dict[str, pd.DataFrame], test_start_ns: int, duration_s: float,
-           window_s: float, p: Optional[EvidenceParams] = None
+           services: dict[str, pd.DataFrame], sends: dict[str, GeSends], test_start_ns: int,
+           duration_s: float, window_s: float, p: Optional[EvidenceParams] = None
            ) -> tuple[EvidenceBlock, pd.DataFrame]:
     """The evidence block and its per-window, per-place series (``series/evidence.csv``).
 
-    ``logs``/``services``: each device's log and resource table (the CD node's too), by name."""
+    ``logs``/``services``: each device's log and resource table (the CD node's too), by name;
+    ``sends``: each GE's send lags with its GE-integrity tolerance."""
     p = p or EvidenceParams()
     cg = read_optional_csv(rd.cgroups_csv)
     sources = _sources(rd, cg)
@@ -254,8 +274,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     cal = run.calibration
     cal_edges = np.array([cal.start_mono_ns, cal.end_mono_ns], np.float64) if cal else None
 
-    windows = _windows(rd, cg, logs, services, places, edges, p)
-    calibration = (_windows(rd, cg, logs, services, places, cal_edges, p)[0]
+    windows = _windows(rd, cg, logs, services, sends, places, edges, p)
+    calibration = (_windows(rd, cg, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
     if calibration is not None:
         calibration.start_s = float((cal_edges[0] - test_start_ns) / 1e9)
@@ -270,12 +290,18 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     return block, series(block)
 
 
-def _windows(rd: RunDir, cg, logs, services, places: Places, edges: np.ndarray,
-             p: EvidenceParams) -> list[WindowEvidence]:
+def _windows(rd: RunDir, cg, logs, services, sends: dict[str, GeSends], places: Places,
+             edges: np.ndarray, p: EvidenceParams) -> list[WindowEvidence]:
     n = len(edges) - 1
     lengths = np.diff(edges)
     comp = _component_deltas(cg, edges)
     logm = _log_measures(logs, services, places, edges)
+    for ge, s in sends.items():   # a GE's "requests" are its sends
+        idx = np.searchsorted(edges, s.sched_ns, side="right") - 1
+        inside = (idx >= 0) & (idx < n)
+        logm[ge]["requests"] = np.bincount(idx[inside], minlength=n).tolist()
+        logm[ge]["lag"] = [s.lag_ms[inside & (idx == i)] for i in range(n)]
+        logm[ge]["tolerance_ms"] = s.tolerance_ms
     foreign = _foreign(rd, edges)
     steal = _core_counter(rd, edges, "steal_ns")
     pressure = _pressure(rd, edges)
@@ -297,6 +323,7 @@ def _windows(rd: RunDir, cg, logs, services, places: Places, edges: np.ndarray,
             rows = foreign[foreign["win"] == i]
             agg = rows.groupby(["core", "pid", "comm", "owner_kind", "owner"], dropna=False,
                                observed=True)["cpu_ns"].sum().reset_index()
+            agg = _one_row_per_other_run(agg)
             for r in agg.sort_values("cpu_ns", ascending=False).itertuples():
                 share = float(r.cpu_ns) / length
                 fshare[int(r.core)] += share
@@ -325,6 +352,11 @@ def _windows(rd: RunDir, cg, logs, services, places: Places, edges: np.ndarray,
                     if served and m["service_us"][i] > 0:
                         pw.wait_of_service = round(wait / 1e3 / m["service_us"][i] * served / req, 4)
             pw.stretch_p50, pw.stretch_p90 = _q(st, 0.5), _q(st, 0.9)
+            lag = m.get("lag") if m else None
+            if lag is not None and len(lag[i]):
+                pw.lag_p99_ms = round(float(np.quantile(lag[i], 0.99)), 4)
+                if m["tolerance_ms"] is not None:
+                    pw.late_share = round(float(np.mean(lag[i] > m["tolerance_ms"])), 4)
             pw.wakeup_p95_ms = _q(wk, 0.95)
             if foreign is not None and cores:
                 pw.foreign_share = round(sum(fshare.get(c, 0.0) for c in cores) / len(cores), 4)
@@ -337,9 +369,24 @@ def _windows(rd: RunDir, cg, logs, services, places: Places, edges: np.ndarray,
     return out
 
 
+def _one_row_per_other_run(agg: pd.DataFrame) -> pd.DataFrame:
+    """Another WoTbench run's processes on a core as one row (its many devices each use little;
+    together they load the core): the busiest one's pid, their command names."""
+    other = agg["owner_kind"] == "wotbench"
+    if not other.any():
+        return agg
+    rows = []
+    for (core, owner), g in agg[other].groupby(["core", "owner"], dropna=False):
+        top = g.sort_values("cpu_ns", ascending=False).iloc[0]
+        comms = ", ".join(sorted(set(g["comm"].astype(str))))
+        rows.append({"core": core, "pid": top["pid"], "comm": comms[:60],
+                     "owner_kind": "wotbench", "owner": owner, "cpu_ns": g["cpu_ns"].sum()})
+    return pd.concat([agg[~other], pd.DataFrame(rows)], ignore_index=True)
+
+
 SERIES_COLUMNS = ["window", "start_s", "end_s", "place", "requests", "cpu_s", "wait_s",
                   "wait_share", "wait_ms_per_request", "service_ms_per_request",
-                  "wait_of_service", "stretch_p50", "stretch_p90",
+                  "wait_of_service", "stretch_p50", "stretch_p90", "lag_p99_ms", "late_share",
                   "wakeup_p95_ms", "foreign_share", "steal_share", "pressure_share", "flags"]
 
 

@@ -38,6 +38,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
+from wotbench.detector.evidence import OWNER_WORDS
 from wotbench.rundir.evidence import EvidenceBlock
 
 from wotbench.analysis.stats import fnum
@@ -176,9 +177,6 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
     out["cd_status"] = cd_block["status"]
     out["evidence_missing"] = evidence.missing
     windows: dict[float, dict[str, Any]] = {}
-    for fw in cd_block["flagged_windows"]:
-        windows[fw["start_s"]] = {**fw, "shown_by": ["cd"], "evidence": [
-            f"CD node R_d median rose by {fw['shift']:.3g} (x{fw['ratio']:.3g} response time)"]}
     for w in evidence.flagged_windows:
         entry = windows.setdefault(w.start_s, {"start_s": w.start_s, "end_s": w.end_s,
                                                "shift": None, "ratio": None, "p_value": None,
@@ -187,6 +185,12 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
             if f.rule not in entry["shown_by"]:
                 entry["shown_by"].append(f.rule)
             entry["evidence"].append(f.text)
+    for fw in cd_block["flagged_windows"]:   # the CD rule's finding after the kernel's
+        entry = windows.setdefault(fw["start_s"], {"shown_by": [], "evidence": []})
+        entry.update({k: fw[k] for k in ("start_s", "end_s", "shift", "ratio", "p_value")})
+        entry["shown_by"].append("cd")
+        entry["evidence"].append(f"CD node R_d median rose by {fw['shift']:.3g} "
+                                 f"(x{fw['ratio']:.3g} response time)")
     flagged = [windows[k] for k in sorted(windows)]
     out["flagged_windows"] = flagged
     out["windows_flagged"] = len(flagged)
@@ -196,10 +200,10 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
         out["status"] = "detected"
         out["onset_s"] = flagged[0]["start_s"]
         first = direct[0]
-        lead = (f"{len(flagged)} of {out['windows_tested']} windows flagged; from "
-                f"{first['start_s']:g} s: " + "; ".join(first["evidence"]))
-        out["reason"] = lead + (f"; CD rule: {cd_block['reason']}"
-                                if cd_block["status"] == "detected" else "")
+        spans = ", ".join(f"{w['start_s']:g}-{w['end_s']:g} s" for w in flagged)
+        out["reason"] = (f"{len(flagged)} of {out['windows_tested']} windows flagged ({spans}); "
+                         f"in {first['start_s']:g}-{first['end_s']:g} s: "
+                         + "; ".join(first["evidence"]))
     elif (cd_block["status"] != "detected" and evidence.windows
           and evidence.sources.thread_runqueue_wait is None):
         # "none" needs the main source: without the threads' run-queue wait the CD rule's
@@ -208,6 +212,7 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
         why = (f"no window of {len(evidence.windows)} shows the devices, the CD node or the "
                f"GEs losing CPU (run-queue wait, busy stretch, wake-up delay, other processes)")
         out["reason"] = why + (f"; CD rule: {cd_block['reason']}" if cd_block["reason"] else "")
+    out["notes"] = _unflagged_antagonists(evidence)
     if evidence.missing:
         by_why: dict[str, list[str]] = {}
         for source, why in evidence.missing.items():
@@ -216,3 +221,22 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
             "; evidence this run does not have (its rules abstained): "
             + "; ".join(f"{', '.join(s)}: {why}" for why, s in by_why.items()))
     return out
+
+
+NOTE_MIN_SHARE = 0.2   # an outside process using this much of a run core is named in the verdict
+
+
+def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
+    """Outside processes that used a run core heavily in windows nothing flagged."""
+    notes = []
+    for w in evidence.windows:
+        if w.flagged:
+            continue
+        for a in w.antagonists:
+            if a.share >= NOTE_MIN_SHARE and a.owner_kind != "runtime":
+                notes.append(
+                    f"core {a.core}: `{a.comm}` (pid {a.pid}, {OWNER_WORDS[a.owner_kind]}"
+                    + (f" {a.owner}" if a.owner else "") + f") used {a.share:.2f} of the core in "
+                    f"{w.start_s:g}-{w.end_s:g} s without a measurable effect on the run "
+                    f"(CPU wait, busy stretch and send lag within their limits)")
+    return notes

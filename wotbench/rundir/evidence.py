@@ -66,6 +66,8 @@ class PlaceWindow(Record):
     stretch_p50: F = None
     stretch_p90: F = None
     wakeup_p95_ms: F = None
+    lag_p99_ms: F = None                     # a GE: its sends' lag behind the schedule
+    late_share: F = None                     # ... the share later than its GE-rule tolerance
     foreign_share: F = None                  # other processes on this core
     steal_share: F = None
 

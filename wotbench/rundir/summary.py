@@ -320,6 +320,9 @@ class ContentionBlock(Record):
     reason: Optional[str] = None
     cd_status: Optional[ContentionStatus] = None
     evidence_missing: dict[str, str] = Field(default_factory=dict)   # source -> why
+    # processes outside the run that used a run core in windows nothing flagged: named, so a
+    # reader sees them, with what the run's own measures say about their effect
+    notes: list[str] = Field(default_factory=list)
     params: ContentionParams
     baseline: Optional[Baseline] = None
     windows_tested: int = 0

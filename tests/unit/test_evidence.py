@@ -1,0 +1,198 @@
+"""The kernel evidence of host contention: the counters' parsers, the process scan's
+classification, the monitor's evidence files, and the rules on a synthetic run whose devices'
+run-queue wait is set by the test (docs/VALIDATION.md "Evidence")."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import numpy as np
+import pandas as pd
+
+from analysis_fixtures import TEST_START_NS, make_run
+from wotbench.analysis import analyze
+from wotbench.monitor.foreign import ForeignScan, parse_cpu_list, parse_stat
+from wotbench.monitor.host_counters import parse_pressure, parse_proc_stat
+from wotbench.monitor.recorder import Monitor
+from wotbench.rundir import RunDir
+from wotbench.runner.labels import PROCESS_ENV
+
+
+def test_proc_stat_and_pressure_parsers():
+    text = ("cpu  10 0 5 100 0 0 0 0 0 0\n"
+            "cpu0 1 2 3 40 5 6 7 8 0 0\n"
+            "cpu1 10 0 0 50 0 0 0 3\nintr 1 2\n")
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    got = parse_proc_stat(text)
+    assert got[0] == ((1 + 2 + 3 + 6 + 7) * tick, 8 * tick, (40 + 5) * tick)
+    assert got[1] == (10 * tick, 3 * tick, 50 * tick)
+    assert parse_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=1234\n"
+                          "full avg10=0.00 avg60=0.00 avg300=0.00 total=56\n") == (1234, 56)
+    assert parse_pressure("some avg10=1.0 total=9\n") == (9, None)
+
+
+def test_stat_line_with_odd_comm_and_cpu_lists():
+    comm, f = parse_stat("42 (a) b (c)) S 1 42 42 0 -1 4194560 0 0 0 0 7 3 0 0 20 0 1 0 99")
+    assert comm == "a) b (c)" and f[0] == "S" and f[11:13] == ["7", "3"]
+    assert parse_cpu_list("0-2,5\n") == {0, 1, 2, 5}
+    assert parse_cpu_list("1") == {1}
+
+
+def _busy(seconds: float, env: dict | None = None) -> subprocess.Popen:
+    """A CPU-bound grandchild pinned to core 0 (its parent is a shell, not the test process,
+    which the scan counts as the harness), bounded by ``timeout``, in its own session so that
+    :func:`_stop` ends all of it."""
+    return subprocess.Popen(["sh", "-c", f"timeout {seconds} taskset -c 0 sh -c "
+                             f"'while :; do :; done' & wait"], env=env, start_new_session=True)
+
+
+def _stop(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, 9)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def test_scan_names_an_outside_busy_loop_and_another_runs_process():
+    scan = ForeignScan("this-run", {0})
+    host = _busy(3)
+    other = _busy(3, env={**os.environ, PROCESS_ENV: "other-run"})
+    try:
+        time.sleep(0.3)
+        scan.sample(time.monotonic_ns())
+        time.sleep(1.5)
+        rows = scan.sample(time.monotonic_ns())
+    finally:
+        for p in (host, other):
+            _stop(p)
+        scan.close()
+    df = pd.DataFrame(rows, columns=["mono_ns", "interval_ns", "pid", "comm", "owner_kind",
+                                     "owner", "core", "cpu_ns"])
+    loops = df[(df["comm"] == "sh") & (df["core"] == 0)]
+    kinds = set(zip(loops["owner_kind"], loops["owner"]))
+    assert ("host", "") in kinds and ("wotbench", "other-run") in kinds
+    # two loops share core 0: each got a real part of it, and never more than the interval
+    assert (loops["cpu_ns"] > 0.2 * loops["interval_ns"]).all()
+    assert (loops["cpu_ns"] <= loops["interval_ns"] * 1.05 + 2e7).all()
+
+
+def test_scan_skips_the_runs_own_processes():
+    scan = ForeignScan("this-run", {0})
+    mine = _busy(2, env={**os.environ, PROCESS_ENV: "this-run"})
+    try:
+        time.sleep(0.3)
+        scan.sample(time.monotonic_ns())
+        time.sleep(0.8)
+        rows = scan.sample(time.monotonic_ns())
+    finally:
+        _stop(mine)
+        scan.close()
+    assert not [r for r in rows if r[3] == "sh" and r[6] == 0 and r[4] == "wotbench"]
+    assert not [r for r in rows if r[2] == os.getpid()]
+
+
+def test_monitor_writes_the_evidence_files_and_its_sources(tmp_path):
+    rd = RunDir(tmp_path)
+    m = Monitor(rd, interval_s=0.2, collectl=False, run_id="r", run_cores={0})
+    m.start()
+    time.sleep(0.5)
+    m.stop()
+    sources = json.loads(rd.monitor_sources_json.read_text())
+    assert set(sources) >= {"thread_runqueue_wait", "per_core_cpu", "steal", "cpu_pressure",
+                            "process_scan"}
+    cores = pd.read_csv(rd.cores_csv)
+    assert len(cores) >= 2 and set(cores["core"]) == set(range(os.cpu_count()))
+    for _, g in cores.groupby("core"):                        # cumulative, per core
+        assert (np.diff(g["busy_ns"].to_numpy()) >= 0).all()
+    assert list(pd.read_csv(rd.foreign_csv).columns)[:3] == ["mono_ns", "interval_ns", "pid"]
+
+
+def _add_monitor(d, wait_of_cpu: list[float], cpu_share: float = 0.3, window_s: float = 10,
+                 foreign: list[tuple] = ()):
+    """monitor/ files for make_run's devices (pinned to core 1): per 10 s window, the devices'
+    run-queue wait is ``wait_of_cpu[i]`` times their CPU time."""
+    rd = RunDir(d)
+    rd.monitor_dir.mkdir(exist_ok=True)
+    run = json.loads(rd.run_json.read_text())
+    names = [x["name"] for x in run["devices"]]
+    rows, cpu, wait = [], 0.0, 0.0
+    t = TEST_START_NS - int(10e9)
+    step = int(1e9)
+    while t <= TEST_START_NS + int(len(wait_of_cpu) * window_s * 1e9):
+        i = int((t - TEST_START_NS) // int(window_s * 1e9))
+        k = wait_of_cpu[i] if 0 <= i < len(wait_of_cpu) else 0.1
+        for name in names:
+            rows.append([t, name, "device", int(cpu), int(wait), "", "", ""])
+        cpu += cpu_share * step / len(names)
+        wait += k * cpu_share * step / len(names)
+        t += step
+    pd.DataFrame(rows, columns=["mono_ns", "component", "role", "cpu_ns", "runqueue_ns",
+                                "nr_periods", "nr_throttled", "throttled_ns"]).to_csv(
+        rd.cgroups_csv, index=False)
+    pd.DataFrame(list(foreign), columns=["mono_ns", "interval_ns", "pid", "comm", "owner_kind",
+                                         "owner", "core", "cpu_ns"]).to_csv(rd.foreign_csv,
+                                                                            index=False)
+    rd.monitor_sources_json.write_text(json.dumps(
+        {"thread_runqueue_wait": None, "per_core_cpu": None, "steal": None,
+         "cpu_pressure": None, "process_scan": None}))
+
+
+def test_cpu_wait_flags_the_window_and_names_the_antagonist(tmp_path):
+    d = make_run(tmp_path / "r", duration_s=30, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=False, seed=3)
+    sh = [(TEST_START_NS + int(s * 1e9), int(1e9), 4242, "sh", "host", "", 1, int(0.6e9))
+          for s in range(11, 21)]
+    _add_monitor(d, [0.2, 3.0, 0.2], foreign=sh)
+    s = analyze(d)
+    c = s.contention
+    assert c.status == "detected" and [w.start_s for w in c.flagged_windows] == [10.0]
+    w = c.flagged_windows[0]
+    assert w.shown_by == ["cpu_wait"]
+    text = " ".join(w.evidence)
+    assert "devices on core 1 waited for the CPU" in text
+    assert "`sh` (pid 4242, outside the testbed) used 0.60 of the core" in text
+    assert s.verdict.status == "contention" and s.verdict.exit_code == 3
+
+
+def test_clean_windows_say_none_and_missing_sources_are_named(tmp_path):
+    d = make_run(tmp_path / "c", duration_s=30, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=False, seed=4)
+    _add_monitor(d, [0.2, 0.25, 0.2])
+    s = analyze(d)
+    assert s.contention.status == "none" and not s.contention.flagged_windows
+    assert s.verdict.status == "trustworthy"
+    # the same run without the threads' run-queue wait: no claim of "none"
+    rd = RunDir(d)
+    rd.monitor_sources_json.write_text(json.dumps({"thread_runqueue_wait": "no schedstat here"}))
+    s = analyze(d)
+    assert s.contention.status == "not_checked"
+    assert s.contention.evidence_missing["thread_runqueue_wait"] == "no schedstat here"
+    assert any("no schedstat here" in r for r in s.verdict.reasons)
+
+
+def test_an_outside_process_without_effect_is_named_but_not_flagged(tmp_path):
+    d = make_run(tmp_path / "n", duration_s=30, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=False, seed=5)
+    sh = [(TEST_START_NS + int(s * 1e9), int(1e9), 77, "sh", "host", "", 0, int(0.5e9))
+          for s in range(1, 11)]
+    _add_monitor(d, [0.2, 0.2, 0.2], foreign=sh)
+    s = analyze(d)
+    assert s.contention.status == "none"
+    assert any("`sh` (pid 77, outside the testbed) used 0.50 of the core in 0-10 s" in n
+               for n in s.contention.notes)
+    assert any("pid 77" in r for r in s.verdict.reasons)
+
+
+def test_another_wotbench_run_on_a_run_core_is_flagged(tmp_path):
+    d = make_run(tmp_path / "o", duration_s=20, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=False, seed=6)
+    other = [(TEST_START_NS + int(s * 1e9), int(1e9), 900 + s, "wot-device", "wotbench",
+              "light-20261124", 1, int(0.1e9)) for s in range(11, 20)]
+    _add_monitor(d, [0.2, 0.2], foreign=other)
+    s = analyze(d)
+    w = s.contention.flagged_windows
+    assert [x.start_s for x in w] == [10.0] and w[0].shown_by == ["other_run"]
+    assert "another WoTbench run (light-20261124)" in w[0].evidence[0]
