@@ -532,6 +532,9 @@ class Watcher:
         self.launcher.stop()
         if not self.rec.started and self.rec.why_not is None:
             self.rec.why_not = "the run ended before the antagonist started"
+        if self.run_dir is None and self.out_root.is_dir():   # a run faster than the watcher
+            new = [d for d in self.out_root.iterdir() if d.is_dir() and d not in self._before]
+            self.run_dir = max(new, key=lambda d: d.stat().st_mtime) if new else None
         where = (self.run_dir or self.out_root) / RECORD_NAME
         try:
             where.parent.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,11 @@ def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
                 entry["missing"].append({"point": p.id, "why": entry["error"]})
                 continue
             run["load"] = p.load
+            if sc.get("antagonist") is not None and run.get("antagonist") is None \
+                    and not run.get("invalid"):
+                run["invalid"] = _why_no_run(sweep, p).replace(
+                    p.error or f"no summary.json (exit {p.exit_code})",
+                    f"the run has no {RECORD_NAME}")
             if run.get("invalid"):
                 entry["invalid"].append({"point": p.id, "run_dir": run["run_dir"],
                                          "why": run["invalid"]})
