@@ -256,7 +256,7 @@ class Monitor:
             w = csv.writer(f)
             w.writerow(columns)
             self._extra[key] = (f, w)
-        rd.monitor_sources_json.write_text(json.dumps(self.sources(), indent=1) + "\n")
+        rd.monitor_sources_json.write_text(json.dumps(self.evidence_sources(), indent=1) + "\n")
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
 
@@ -294,7 +294,7 @@ class Monitor:
             w.writerows(rows)
             f.flush()
 
-    def sources(self) -> dict[str, Optional[str]]:
+    def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
         schedstat = Path(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/schedstat")
         return {"thread_runqueue_wait": None if schedstat.exists()
