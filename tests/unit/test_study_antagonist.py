@@ -130,15 +130,15 @@ def _watcher(tmp_path, spec, wait_test_s=5.0):
 def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp_path):
     spec = AntagonistSpec("busy-loop", "device", 0.0, 1.0)
     (tmp_path / "runs" / "p000").mkdir(parents=True)
-    w, fake = _watcher(tmp_path, spec, wait_test_s=0.3)
-    rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"
-    w.start()
+    w, fake = _watcher(tmp_path, spec, wait_test_s=0.5)
+    rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"    # the run's dir, after the watcher
     rd.mkdir()
     (rd / "plan.json").write_text(json.dumps(PLAN))
+    w.start()
     w.thread.join(5)
     rec = w.stop()
     assert fake.started_at is None and rec.started is False
-    assert "the test start was not seen within 0.3 s" in rec.why_not and "progress.bin" in rec.why_not
+    assert "the test start was not seen within 0.5 s" in rec.why_not and "progress.bin" in rec.why_not
     assert json.loads((rd / RECORD_NAME).read_text())["why_not"] == rec.why_not
 
 
