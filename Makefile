@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test check bench bench-scale study clean docker-clean help
+.PHONY: all bootstrap build build-asan run test check bench bench-scale study study-quick clean docker-clean help
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make bench                           measure the emulators and print the figures"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
+	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
 	@echo "make clean                           remove build outputs"
@@ -64,6 +65,11 @@ bench-scale: build
 # resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.
 study: build
 	@$(VENV)/bin/wotbench study $(STUDY_ARGS)
+
+# one repeat of a subset: an antagonist of each kind, an injected hog and a clean run
+QUICK_SCENARIOS ?= V-host-loop-device V-container-hog V-second-run V-cpu-hog V-clean-light
+study-quick: build
+	@$(VENV)/bin/wotbench study --repeats 1 --only $(QUICK_SCENARIOS) $(STUDY_ARGS)
 
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean

@@ -148,7 +148,10 @@ def _cmd_capacity(args) -> int:
 
 def _cmd_study(args) -> int:
     from wotbench.validation.research import calibration_sweep
+    from wotbench.validation.scenarios import MAX_REPEATS
     from wotbench.validation.study import run_study
+    if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
+        raise ConfigError([f"--repeats: must be 1..{MAX_REPEATS}, got {args.repeats}"])
     if args.calibration_sweep:
         import json
         try:
@@ -164,7 +167,7 @@ def _cmd_study(args) -> int:
     return run_study(Path(args.manifest), only=args.only, out_root=Path(args.out_root),
                      resume=Path(args.resume or args.evaluate) if (args.resume or args.evaluate) else None,
                      gate=_gate(args), reanalyze=args.reanalyze,
-                     evaluate_only=args.evaluate is not None)
+                     evaluate_only=args.evaluate is not None, repeats_override=args.repeats)
 
 
 RUN_EXIT_CODES = """exit codes:
@@ -275,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(configs/validation/scenarios.yaml); writes table.md")
     s.add_argument("--manifest", default="configs/validation/scenarios.yaml")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these scenarios")
+    s.add_argument("--repeats", type=int, metavar="N",
+                   help="runs per scenario (per value of a series) instead of the manifest's")
     s.add_argument("--resume", metavar="STUDY_DIR", help="continue a study; finished points are not rerun")
     s.add_argument("--evaluate", metavar="STUDY_DIR", help="only recompute the table of a study")
     s.add_argument("--reanalyze", action="store_true", help="re-run the analysis of every point first")

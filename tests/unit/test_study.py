@@ -22,8 +22,8 @@ def _manifest(tmp_path: Path) -> Path:
     (tmp_path / "clean.yaml").write_text(base)
     (tmp_path / "scale.yaml").write_text(base)
     m = tmp_path / "scenarios.yaml"
-    m.write_text("scenarios:\n  - {name: V-clean, config: clean.yaml, expect: clean}\n"
-                 "  - name: V-scale\n    config: scale.yaml\n    expect: scale\n"
+    m.write_text("scenarios:\n  - {name: V-clean, config: clean.yaml, expect: clean, repeats: 1}\n"
+                 "  - name: V-scale\n    config: scale.yaml\n    expect: scale\n    repeats: 1\n"
                  "    vary: {key: 'devices[0].count', values: [5, 10, 20]}\n")
     return m
 
@@ -40,7 +40,8 @@ def test_study_runs_scenarios_in_process_and_writes_the_table(tmp_path):
     assert res["scenarios"][0]["load"]["before"] >= 0   # the gate recorded the load
     assert "| V-clean |" in (d / "table.md").read_text()
     sweep = json.loads((d / "scenarios" / "V-scale" / "sweep.json").read_text())
-    assert [p["overrides"] for p in sweep["points"]] == [{"devices[0].count": v} for v in (5, 10, 20)]
+    assert [p["overrides"] for p in sweep["points"]] == [{"devices[0].count": v, "seed": 1}
+                                                         for v in (5, 10, 20)]
 
 
 def test_a_killed_study_resumes_without_rerunning_finished_points(tmp_path):
@@ -99,4 +100,4 @@ def test_a_summary_this_version_cannot_read_is_a_table_row_not_a_crash(tmp_path)
     [entry] = json.loads((d / "results.json").read_text())["scenarios"]
     assert entry["evaluation"] is None and entry["error"].startswith(f"{summary}: ValidationError")
     row = next(r for r in (d / "table.md").read_text().splitlines() if r.startswith("| V-clean |"))
-    assert "run failed:" in row and row.count("|") == 11    # one table row, whatever the message
+    assert "run failed:" in row and row.count("|") == 14    # one table row, whatever the message

@@ -14,7 +14,6 @@ from wotbench.validation.facts import load_run
 from wotbench.validation.research import simulate_rule
 from wotbench.validation.rules import device_rise, evaluate_run, evaluate_series
 from wotbench.validation.scenarios import read_manifest
-from wotbench.validation.table import render_table
 
 
 def fake_run(*, status="none", flagged=(), episodes=(), dev_p50=(0.1, 0.1, 0.1), window=10.0,
@@ -146,23 +145,6 @@ def test_series_never_rises_never_flags_passes_and_inconclusive_fails():
     pts = [(5, _series_run(0.1, "inconclusive")), (10, _series_run(0.12, "none"))]
     ev = evaluate_series(pts)
     assert not ev["passed"] and ev["checks"]["cd_answered"] is False
-
-
-def test_render_table_rows():
-    ok = {"name": "V-cpu-hog", "load": {"before": 0.3, "after": 0.9},
-          "evaluation": evaluate_run(fake_run(status="detected", flagged=[(10, 20)],
-                                                episodes=[("cpu", 10, 20)],
-                                                dev_p50=(0.1, 1.2, 0.1)), "episodes")}
-    sk = {"name": "V-clean-light", "skipped": "host never quiet", "load": {"before": 2.0}}
-    sc = {"name": "V-scale", "evaluation": evaluate_series(
-        [(5, _series_run(0.1, "none")), (10, _series_run(0.5, "detected"))])}
-    fl = {"name": "V-membw", "evaluation": None, "error": "no summary.json"}
-    t = render_table([ok, sk, sc, fl])
-    assert "| V-cpu-hog | cpu 10–20 | detected | 10–20 |" in t and "PASS" in t
-    assert "0.30→0.90" in t
-    assert "not run: host never quiet" in t
-    assert "V-scale n=5" in t and "V-scale n=10" in t and "CD onset n=10" in t
-    assert "run failed: no summary.json" in t
 
 
 def test_busy_processes_filters_own_tree():

@@ -1,14 +1,61 @@
 """The facts the validation rules need from one run directory, read through the typed
 run.json / summary.json models and the analysis's series (``rd_over_time``,
-``contention_windows``)."""
+``contention_windows``), plus the antagonist the study started itself
+(``study-antagonist.json``, :mod:`wotbench.validation.antagonist`) merged into the ground truth."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from wotbench.analysis.stats import fnum
 from wotbench.rundir import RunDir
+from wotbench.validation.antagonist import RECORD_NAME
+
+NS = 1e9
+
+
+def second_run_interval(second_run: dict, main_test_start_ns: int) -> Optional[tuple[float, float]]:
+    """When a second run loaded the host, in s after the main run's test start: from its T0
+    (its gateway emulators start: calibration probes, then its test) to its test end. Both runs
+    stamp CLOCK_MONOTONIC, so the difference is exact. None when its run.json has no test."""
+    test = second_run.get("test") or {}
+    start_ns = second_run.get("t0_mono_ns") or test.get("start_mono_ns")
+    if start_ns is None or test.get("start_mono_ns") is None or test.get("duration_s") is None:
+        return None
+    end_ns = int(test["start_mono_ns"]) + float(test["duration_s"]) * NS
+    return ((int(start_ns) - main_test_start_ns) / NS, (end_ns - main_test_start_ns) / NS)
+
+
+def antagonist_episode(rec: dict, main_test_start_ns: Optional[int]) -> dict[str, Any]:
+    """The ground-truth episode of a ``study-antagonist.json`` record: ``{name, kind, cores,
+    start_s, end_s, outer, name_by, process}`` or ``{invalid: why}`` when it gives none."""
+    kind = rec.get("kind")
+    if not rec.get("started"):
+        return {"invalid": f"the {kind} antagonist never started: {rec.get('why_not')}"}
+    if main_test_start_ns is None:
+        return {"invalid": "run.json has no test start to place the antagonist on"}
+    if rec.get("start_mono_ns") is None or rec.get("end_mono_ns") is None:
+        return {"invalid": f"the {kind} antagonist's start or end was not recorded"}
+    a = (int(rec["start_mono_ns"]) - main_test_start_ns) / NS
+    b = (int(rec["end_mono_ns"]) - main_test_start_ns) / NS
+    ep: dict[str, Any] = {"name": f"study-{kind}", "kind": kind,
+                          "cores": [rec["core"]] if rec.get("core") is not None else [],
+                          "start_s": a, "end_s": b, "outer": None, "process": True}
+    if kind == "second-run":
+        iv = second_run_interval(rec.get("second_run") or {}, main_test_start_ns)
+        if iv is None:
+            return {"invalid": "the second run's run.json has no T0/test window"}
+        # the process's whole life (deploy, teardown: dockerd's work) is the outer bound
+        ep.update(start_s=iv[0], end_s=iv[1], outer=[a, b],
+                  name_by={"owner_kind": "wotbench", "owner": rec.get("owner")})
+    elif kind == "container-hog":
+        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm"),
+                         "owner_kind": "container", "owner": rec.get("owner")}
+    else:
+        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm")}
+    return ep
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -30,16 +77,42 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                    "median_rd": fnum(r["median_rd"]), "shift": fnum(r["shift"]),
                    "p_value": fnum(r["p_value"]), "flagged": r.get("flagged") == "True"}
                   for r in _read_csv(rd.series("contention_windows"))]
+    episodes = [{"name": e.name, "kind": e.kind, "cores": e.cores, "start_s": e.start_s,
+                 "end_s": e.end_s, "outer": None, "process": True,
+                 "name_by": {"owner_kind": "injected"}} for e in run.contention]
+    antagonist, invalid = None, None
+    rec_path = rd.path / RECORD_NAME
+    if rec_path.is_file():
+        try:
+            antagonist = json.loads(rec_path.read_text())
+        except ValueError as e:
+            invalid = f"{rec_path}: not valid JSON ({e})"
+        else:
+            ep = antagonist_episode(antagonist, run.test.start_mono_ns if run.test else None)
+            if "invalid" in ep:
+                invalid = ep["invalid"]
+            else:
+                episodes.append(ep)
+    ev = s.evidence
+    windows = [{"start_s": w.start_s, "end_s": w.end_s,
+                "antagonists": [a.model_dump() for a in w.antagonists],
+                "flags": [f.model_dump() for f in w.flags]} for w in (ev.windows if ev else [])]
     return {
         "run_dir": str(rd.path),
-        "episodes": [{"name": e.name, "kind": e.kind, "cores": e.cores,
-                      "start_s": e.start_s, "end_s": e.end_s} for e in run.contention],
+        "episodes": episodes,
+        "antagonist": antagonist,
+        "invalid": invalid,
+        "duration_s": run.test.duration_s if run.test else s.overall.duration_s,
+        "evidence_windows": windows,
+        "cd_status": cont.cd_status,
         "contention": {"status": cont.status, "reason": cont.reason, "onset_s": cont.onset_s,
                        "window_s": cont.params.window_s,
                        "windows_tested": cont.windows_tested,
                        "windows_flagged": cont.windows_flagged,
                        "baseline": cont.baseline.model_dump() if cont.baseline else None,
-                       "flagged_windows": [{"start_s": w.start_s, "end_s": w.end_s}
+                       "flagged_windows": [{"start_s": w.start_s, "end_s": w.end_s,
+                                            "shown_by": list(w.shown_by),
+                                            "evidence": list(w.evidence)}
                                            for w in cont.flagged_windows]},
         "cd_windows": cd_windows,
         "dev_windows": dev_windows,

@@ -1,7 +1,13 @@
 """The study's scenarios (``configs/validation/scenarios.yaml``) as points of resumable sweeps:
 each scenario becomes one sweep dir under the study dir (``scenarios/<name>/``) whose points are
-its runs: a single point without overrides, or the values of its ``vary`` key. The sweep engine
-runs them in process, and a resumed study re-runs only the points without a summary."""
+its runs: ``repeats`` runs (default 3) with distinct seeds, for a ``vary`` series ``repeats`` runs
+per value. The sweep engine runs them in process, and a resumed study re-runs only the points
+without a summary.
+
+Scenario keys: ``name``, ``config`` (relative to the manifest), ``expect`` (clean | episodes |
+agree | scale), optional ``vary: {key, values}``, ``repeats: N`` and ``antagonist: {kind, core,
+start_s, duration_s[, config]}`` (:mod:`wotbench.validation.antagonist`: contention the study
+starts itself, outside the run)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,9 +17,13 @@ import yaml
 
 from wotbench.errors import ConfigError
 from wotbench.sweep.core import Sweep
+from wotbench.validation.antagonist import parse_antagonist
 
 EXPECTS = ("clean", "episodes", "agree", "scale")
 DEFAULT_MANIFEST = Path("configs/validation/scenarios.yaml")
+DEFAULT_REPEATS = 3
+MAX_REPEATS = 50
+SCENARIO_KEYS = {"name", "config", "expect", "vary", "repeats", "antagonist"}
 
 
 def read_manifest(path: Path) -> list[dict]:
@@ -44,6 +54,22 @@ def read_manifest(path: Path) -> list[dict]:
         if vary is not None and not (isinstance(vary, dict) and isinstance(vary.get("key"), str)
                                      and isinstance(vary.get("values"), list) and vary["values"]):
             raise ValueError(f"{path}: scenario {sc['name']}: vary must be {{key: KEY, values: [V1, ...]}}")
+        unknown = sorted(set(sc) - SCENARIO_KEYS)
+        if unknown:
+            raise ValueError(f"{path}: scenario {sc['name']}: unknown key(s) {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(SCENARIO_KEYS))})")
+        reps = sc.get("repeats", DEFAULT_REPEATS)
+        if isinstance(reps, bool) or not isinstance(reps, int) or not 1 <= reps <= MAX_REPEATS:
+            raise ValueError(f"{path}: scenario {sc['name']}: repeats must be an integer "
+                             f"1..{MAX_REPEATS}, got {reps!r}")
+        if sc.get("antagonist") is not None:
+            try:
+                parse_antagonist(sc["antagonist"])
+            except ValueError as e:
+                raise ValueError(f"{path}: scenario {sc['name']}: antagonist{e}") from None
+            if sc["expect"] != "episodes" or vary is not None:
+                raise ValueError(f"{path}: scenario {sc['name']}: an antagonist needs expect: "
+                                 f"episodes and no vary")
     names = [sc["name"] for sc in scs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -65,11 +91,30 @@ def select(manifest: Path, only: Optional[list[str]]) -> list[dict]:
     return scenarios
 
 
-def points(sc: dict) -> list[dict[str, Any]]:
-    """One point without overrides, or the ``vary`` values of a series."""
+def repeats(sc: dict) -> int:
+    return int(sc.get("repeats", DEFAULT_REPEATS))
+
+
+def points(sc: dict, base_seed: int = 1) -> list[dict[str, Any]]:
+    """``repeats`` points with seeds ``base_seed``, ``base_seed + 1``, ...; for a ``vary`` series
+    that many per value (value-major: every repeat of the lightest value first)."""
+    seeds = [base_seed + i for i in range(repeats(sc))]
     if sc.get("vary"):
-        return [{sc["vary"]["key"]: v} for v in sc["vary"]["values"]]
-    return [{}]
+        return [{sc["vary"]["key"]: v, "seed": s} for v in sc["vary"]["values"] for s in seeds]
+    return [{"seed": s} for s in seeds]
+
+
+def _config_facts(config: Path, sc: dict) -> tuple[int, float]:
+    """(seed, duration_s) the scenario's config sets (defaults 1 and 60)."""
+    try:
+        raw = yaml.safe_load(config.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError([f"{config}: cannot read the config of scenario {sc['name']} "
+                           f"({e})".replace("\n", " ")]) from None
+    raw = raw if isinstance(raw, dict) else {}
+    seed, dur = raw.get("seed", 1), raw.get("duration_s", 60)
+    return (seed if isinstance(seed, int) and not isinstance(seed, bool) else 1,
+            float(dur) if isinstance(dur, (int, float)) else 60.0)
 
 
 def scenario_sweep(study_dir: Path, source: Path, sc: dict) -> Sweep:
@@ -79,5 +124,12 @@ def scenario_sweep(study_dir: Path, source: Path, sc: dict) -> Sweep:
     d = study_dir / "scenarios" / sc["name"]
     if (d / "sweep.json").is_file():
         return Sweep.open(d)
-    return Sweep.create(source.parent / sc["config"], points(sc), kind="study", directory=d,
+    config = source.parent / sc["config"]
+    seed, duration = _config_facts(config, sc)
+    if sc.get("antagonist") is not None:
+        spec = parse_antagonist(sc["antagonist"])
+        problem = spec.check(duration, source.parent)
+        if problem:
+            raise ConfigError([f"{source}: scenario {sc['name']}: antagonist: {problem}"])
+    return Sweep.create(config, points(sc, seed), kind="study", directory=d,
                         extra={"scenario": sc})

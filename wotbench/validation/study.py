@@ -27,50 +27,111 @@ from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn
+from wotbench.validation.antagonist import RECORD_NAME, parse_antagonist, with_antagonist
 from wotbench.validation.facts import load_run
+from wotbench.validation.rates import (grade_point_as, grade_run, grade_series_repeat,
+                                       summarize, totals)
 from wotbench.validation.rules import evaluate_run, evaluate_series
-from wotbench.validation.scenarios import DEFAULT_MANIFEST, scenario_sweep, select
+from wotbench.validation.scenarios import DEFAULT_MANIFEST, repeats, scenario_sweep, select
 from wotbench.validation.table import render_table
 
 SCHEMA = "wotbench-study/1"
 
 
+def _why_no_run(sweep: Sweep, p) -> str:
+    """Why a point has no summary: its error, and why its antagonist never started."""
+    why = p.error or f"no summary.json (exit {p.exit_code})"
+    rec = sweep.dir / "runs" / p.id / RECORD_NAME
+    if rec.is_file():
+        try:
+            why_not = json.loads(rec.read_text()).get("why_not")
+        except ValueError:
+            why_not = None
+        if why_not:
+            why += f"; antagonist: {why_not}"
+    return why
+
+
 def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
-    """The scenario's table entry: its evaluation, or why there is none."""
+    """The scenario's table entry: its rates over the repeats (:mod:`.rates`), the per-run rules
+    (:mod:`.rules`), or why there is none."""
     entry: dict[str, Any] = {"name": sc["name"], "expect": sc["expect"],
-                             "sweep_dir": str(sweep.dir)}
+                             "sweep_dir": str(sweep.dir), "repeats": repeats(sc),
+                             "antagonist": sc.get("antagonist"), "invalid": [], "missing": []}
     runs = []
+    entry["loads"] = [p.load for p in sweep.points if p.load]
     for p in sweep.points:
         rd = sweep.run_dir(p)
         if p.status == "skipped":
             entry["skipped"], entry["load"] = p.error, p.load
+            entry["missing"].append({"point": p.id, "why": p.error})
         elif rd is None or not rd.summary_json.is_file():
-            entry.setdefault("error", p.error or f"no summary.json (exit {p.exit_code})")
+            why = _why_no_run(sweep, p)
+            entry.setdefault("error", why)
+            entry["missing"].append({"point": p.id, "why": why})
         else:
             try:
                 run = load_run(rd.path)
             except (OSError, ValueError, KeyError) as e:   # a summary this version cannot read
                 entry.setdefault("error", f"{rd.summary_json}: {type(e).__name__}: {e}")
+                entry["missing"].append({"point": p.id, "why": entry["error"]})
                 continue
             run["load"] = p.load
+            if sc.get("antagonist") is not None and run.get("antagonist") is None \
+                    and not run.get("invalid"):
+                run["invalid"] = _why_no_run(sweep, p).replace(
+                    p.error or f"no summary.json (exit {p.exit_code})",
+                    f"the run has no {RECORD_NAME}")
+            if run.get("invalid"):
+                entry["invalid"].append({"point": p.id, "run_dir": run["run_dir"],
+                                         "why": run["invalid"]})
+                continue
             runs.append((p, run))
     try:
         if sc.get("vary"):
             key = sc["vary"]["key"]
-            pts = [(p.overrides[key], run) for p, run in runs]
-            entry["evaluation"] = evaluate_series(pts) if pts else None
+            by_seed: dict[Any, list] = {}
+            for p, run in runs:
+                by_seed.setdefault(p.overrides.get("seed"), []).append((p.overrides[key], run))
+            series, grades, onsets = [], [], []
+            for seed, pts in sorted(by_seed.items(), key=lambda kv: str(kv[0])):
+                ev = evaluate_series(pts)
+                ev["seed"] = seed
+                series.append(ev)
+                grades += [grade_point_as(run, cls) for _, run, cls in grade_series_repeat(pts)]
+                onsets.append({"episode": f"overload (seed {seed})", "kind": "overload",
+                               "start_s": None, "end_s": None, "first_flag_s": None,
+                               "delay_s": ev["onset_steps_apart"],
+                               "within_one_window": bool(ev["onset_matched"])})
+            entry["evaluation"] = {"expect": "scale", "series": series,
+                                   "passed": all(e["passed"] for e in series)} if series else None
+            rates = summarize(grades, sc["expect"], extra_onsets=onsets)
+            entry["rates"] = rates if runs else None
         elif runs:
-            entry["evaluation"] = evaluate_run(runs[0][1], sc["expect"])
+            per_run = [evaluate_run(run, sc["expect"]) for _, run in runs]
+            entry["runs"] = [{"point": p.id, "run_dir": run["run_dir"], "load": run["load"],
+                              "seed": p.overrides.get("seed"), "evaluation": ev}
+                             for (p, run), ev in zip(runs, per_run)]
+            entry["rates"] = summarize([grade_run(run) for _, run in runs], sc["expect"])
+            entry["evaluation"] = {"expect": sc["expect"], "runs": len(runs),
+                                   "per_run_passed": [ev["passed"] for ev in per_run],
+                                   "passed": entry["rates"]["passed"]}
             entry["load"], entry["run_dir"] = runs[0][1]["load"], runs[0][1]["run_dir"]
     except (OSError, ValueError, KeyError) as e:
         entry["evaluation"], entry["error"] = None, f"{type(e).__name__}: {e}"
     entry.setdefault("evaluation", None)
+    entry.setdefault("rates", None)
+    # a repeat that could not be graded fails the scenario: its rates cover fewer runs
+    entry["passed"] = bool(entry["rates"] and entry["rates"]["passed"]
+                           and not entry["invalid"] and not entry["missing"])
     return entry
 
 
 def _write(study_dir: Path, results: list[dict], meta: dict) -> str:
-    table = render_table(results)
-    (study_dir / "results.json").write_text(json.dumps({"meta": meta, "scenarios": results},
+    total = totals(results)
+    table = render_table(results, total)
+    (study_dir / "results.json").write_text(json.dumps({"meta": meta, "scenarios": results,
+                                                        "totals": total},
                                                        indent=1, default=str))
     (study_dir / "table.md").write_text(f"# Validation study {meta.get('started_utc')}\n\n{table}")
     return table
@@ -80,7 +141,8 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
               out_root: Path = Path("reports"), resume: Optional[Path] = None,
               gate: Optional[QuietGate] = None, run_fn: Optional[RunFn] = None,
               reanalyze: bool = False, evaluate_only: bool = False,
-              log: Callable[[str], None] = print) -> int:
+              log: Callable[[str], None] = print, repeats_override: Optional[int] = None,
+              antagonist_opts: Optional[dict] = None) -> int:
     """Run (or resume, or only re-evaluate) the study; 0 every scenario passed, 3 otherwise."""
     if resume is not None:
         study_dir = Path(resume)
@@ -90,6 +152,7 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
             raise ConfigError([f"{study_dir / 'study.json'}: not a study directory ({e})"]) from None
         only = only or meta.get("only")
         scenarios = select(study_dir / "manifest.yaml", only)
+        repeats_override = repeats_override or meta.get("repeats_override")
     else:
         scenarios = select(Path(manifest), only)       # nothing is written for a bad manifest
         study_dir = Path(out_root) / f"study-{dir_stamp()}"
@@ -97,8 +160,12 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
         (study_dir / "manifest.yaml").write_text(Path(manifest).read_text())
         meta = {"schema": SCHEMA, "started_utc": iso_stamp(), "manifest": str(Path(manifest).resolve()),
                 "host": os.uname().nodename, "cpus": os.cpu_count(), "only": only,
+                "repeats_override": repeats_override,
                 "gate": vars(gate) if gate else None}
         (study_dir / "study.json").write_text(json.dumps(meta, indent=1))
+    if repeats_override:
+        for sc in scenarios:
+            sc["repeats"] = int(repeats_override)
     # every scenario's sweep before any run, so a bad scenario config stops the study at once;
     # the manifest's config paths are relative to the manifest the study was created from
     try:
@@ -112,7 +179,13 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
     for sc, sweep in zip(scenarios, sweeps):
         log(f"{sc['name']} ({sc['expect']})")
         if not evaluate_only:
-            sweep.run_all(run_fn or default_run_fn(), gate=gate, progress=False)
+            fn = run_fn or default_run_fn()
+            if sc.get("antagonist") is not None:
+                fn = with_antagonist(fn, parse_antagonist(sc["antagonist"]),
+                                     manifest_dir=Path(meta["manifest"]).parent,
+                                     second_root=study_dir / "second-runs" / sc["name"],
+                                     log=log, **(antagonist_opts or {}))
+            sweep.run_all(fn, gate=gate, progress=False)
         if reanalyze:
             for p in sweep.points:
                 rd = sweep.run_dir(p)
@@ -123,6 +196,5 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
     meta["finished_utc"] = iso_stamp()
     print(_write(study_dir, results, meta))
     log(f"wrote {study_dir / 'table.md'} and {study_dir / 'results.json'}")
-    bad = [r["name"] for r in results if not r.get("skipped")
-           and not (r.get("evaluation") or {}).get("passed")]
+    bad = [r["name"] for r in results if not r.get("skipped") and not r.get("passed")]
     return 0 if not bad and not any(r.get("skipped") for r in results) else 3

@@ -1,65 +1,107 @@
-"""The validation table (``table.md``): one Markdown row per scenario (per point for a series)."""
+"""The validation table (``table.md``): one Markdown row per scenario with its rates over the
+repeats (:mod:`wotbench.validation.rates`), then the matrix totals against the targets."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from wotbench.report.present import cell
 
+HEADER = ("| scenario | expect | runs | truth | episode windows flagged | CD rule alone | "
+          "false windows / clear | onset delay (s) | named | shown by | verdict (runs) | "
+          "load 1-min before→after (max) | pass |")
+
 
 def _fmt(x: Any, nd: int = 2) -> str:
     return cell(x, nd)
 
 
-def _load_txt(load: Optional[dict]) -> str:
-    if not load:
-        return "–"
-    return f"{_fmt(load.get('before'))}→{_fmt(load.get('after'))}"
+def _pct(x: Optional[float]) -> str:
+    return "–" if x is None else f"{100 * x:.0f} %"
 
 
-def _windows_txt(ws: list) -> str:
-    return ", ".join(f"{a:g}–{b:g}" for a, b in ws) if ws else "none"
+def _counts(d: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: (-kv[1], str(kv[0])))
+                     if k is not None) or "–"
 
 
-def render_table(results: list[dict]) -> str:
-    lines = ["| scenario | contention present (injected) | CD said | flagged windows (s) | "
-             "devices R_d p50 | CD R_d p50 cal → test | onset: episode / devices / CD (s) | "
-             "onset matched | pass | load 1-min before→after |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+def _truth(r: dict) -> str:
+    a = r.get("antagonist")
+    if a:
+        where = f" on {a['core']}" if a.get("core") is not None else ""
+        return f"{a['kind']}{where} {a['start_s']:g}+{a['duration_s']:g} s"
+    if r["expect"] == "clean":
+        return "none"
+    if r["expect"] == "scale":
+        return "overload (devices' R_d)"
+    return "injected hogs"
+
+
+def _load_txt(loads: list[dict]) -> str:
+    before = [x["before"] for x in loads if x.get("before") is not None]
+    after = [x["after"] for x in loads if x.get("after") is not None]
+    return f"{_fmt(max(before)) if before else '–'}→{_fmt(max(after)) if after else '–'}" \
+        if loads else "–"
+
+
+def _one_line(text: Any) -> str:
+    return str(text).splitlines()[0].replace("|", "/") if text else "–"
+
+
+def render_table(results: list[dict], total: Optional[dict] = None) -> str:
+    lines = [HEADER, "|" + "---|" * HEADER.count(" | ") + "---|"]
     for r in results:
-        name = r["name"]
-        if r.get("skipped"):
+        name, rates = r["name"], r.get("rates")
+        r = {"expect": "?", **r}
+        n_bad = len(r.get("invalid") or []) + len(r.get("missing") or [])
+        if r.get("skipped") and not rates:
             why = r["skipped"].split(" (")[0]          # details stay in results.json
-            lines.append(f"| {name} | – | not run: {why} | – | – | – | – | – | – | "
-                         f"{_load_txt(r.get('load'))} |")
+            lines.append(f"| {name} | {r['expect']} | 0 | {_truth(r)} | not run: {why} | – | – | "
+                         f"– | – | – | – | {_load_txt(r.get('loads') or [])} | – |")
             continue
-        ev = r.get("evaluation")
-        if ev is None:
-            why = str(r.get("error")).splitlines()[0].replace("|", "/")   # details: results.json
-            lines.append(f"| {name} | – | run failed: {why} | – | – | – | – | – | no | "
-                         f"{_load_txt(r.get('load'))} |")
+        if not rates:
+            why = _one_line(r.get("error") or (r.get("invalid") or [{}])[0].get("why"))
+            lines.append(f"| {name} | {r['expect']} | 0 | {_truth(r)} | run failed: {why} | – | "
+                         f"– | – | – | – | – | {_load_txt(r.get('loads') or [])} | no |")
             continue
-        if ev["expect"] == "scale":
-            for p in ev["points"]:
-                lines.append(
-                    f"| {name} n={p['value']} | {'no (rising load)'} | {p['cd_status']} "
-                    f"({_fmt(p['cd_windows_flagged'])}/{_fmt(p['cd_windows_tested'])} windows) | – | "
-                    f"{_fmt(p['rd_devices_p50'])} (×{_fmt(p['rt_ratio_devices'])} RT) | "
-                    f"{_fmt(p['rd_cd_cal_p50'])} → {_fmt(p['rd_cd_test_p50'])} | – | – | – | "
-                    f"{_load_txt(p.get('load'))} |")
-            lines.append(f"| **{name}** | – | CD onset n={_fmt(ev['cd_onset'])} | – | "
-                         f"devices' onset n={_fmt(ev['devices_onset'])} | – | "
-                         f"steps apart: {_fmt(ev['onset_steps_apart'])} | "
-                         f"{_fmt(ev['onset_matched'])} | {'PASS' if ev['passed'] else 'FAIL'} | – |")
-            continue
-        eps = ev["episodes"]
-        present = ", ".join(f"{e['kind']} {e['start_s']:g}–{e['end_s']:g}" for e in eps) or "no"
-        fl = _windows_txt(ev["cd_flagged_windows"])
-        if ev["cd_false_windows"]:
-            fl += f" (false: {_windows_txt(ev['cd_false_windows'])})"
-        lines.append(
-            f"| {name} | {present} | {ev['cd_status']} | {fl} | {_fmt(ev['rd_devices_p50'])} | "
-            f"{_fmt(ev['rd_cd_cal_p50'])} → {_fmt(ev['rd_cd_test_p50'])} | "
-            f"{_fmt(ev['episode_onset_s'])} / {_fmt(ev['devices_onset_s'])} / {_fmt(ev['cd_onset_s'])} | "
-            f"{_fmt(ev['onset_matched'])} | {'PASS' if ev['passed'] else 'FAIL'} | "
-            f"{_load_txt(r.get('load'))} |")
-    return "\n".join(lines) + "\n"
+        c = rates["counts"]
+        runs = f"{rates['runs']}" + (f" (+{n_bad} not graded)" if n_bad else "")
+        ew = c.get("episode_windows", 0)
+        det = (f"{c.get('flagged_episode_windows', 0)}/{ew} ({_pct(rates['detection'])})"
+               if ew else "–")
+        cd = (f"{c.get('cd_flagged_episode_windows', 0)}/{ew}; status {_counts(rates['cd_status'])}"
+              if ew else f"status {_counts(rates['cd_status'])}")
+        fw = (f"{rates['false_windows']}/{c.get('clear_windows', 0)}"
+              + (f" (CD alone {rates['cd_false_windows']})" if rates["cd_false_windows"] else ""))
+        onset = ", ".join(("none" if o["within_one_window"] else "missed")
+                          if o["delay_s"] is None else f"{o['delay_s']:g}"
+                          for o in rates["onsets"]) or "–"
+        if r["expect"] == "scale" and rates["onsets"]:
+            onset += " (steps)"
+        named = (f"{c.get('named_windows', 0)}/{c['namable_windows']} ({_pct(rates['naming'])})"
+                 if c.get("namable_windows") else "–")
+        shown = _counts(rates["shown_by"])
+        if rates["false_shown_by"]:
+            shown += f"; false: {_counts(rates['false_shown_by'])}"
+        lines.append(f"| {name} | {r['expect']} | {runs} | {_truth(r)} | {det} | {cd} | {fw} | "
+                     f"{onset} | {named} | {shown} | {_counts(rates['status'])} | "
+                     f"{_load_txt(r.get('loads') or [])} | {'PASS' if r.get('passed') else 'FAIL'} |")
+    out = "\n".join(lines) + "\n"
+    notes = [f"- {r['name']}: {x['point']} not graded: {_one_line(x['why'])}"
+             for r in results for x in (r.get("invalid") or []) + (r.get("missing") or [])]
+    if notes:
+        out += "\n" + "\n".join(notes) + "\n"
+    if total:
+        t, m = total, total["meets"]
+        tg = total["targets"]
+        out += ("\n| over the matrix | measured | target | met |\n|---|---|---|---|\n"
+                f"| episode windows flagged | {t['flagged_episode_windows']}/{t['episode_windows']} "
+                f"({_pct(t['detection'])}; CD rule alone {_pct(t['cd_detection'])}) | "
+                f"≥ {_pct(tg['detection'])} | {_fmt(m['detection'])} |\n"
+                f"| false windows in clean runs | {t['false_windows_clean']} in {t['clean_runs']} runs "
+                f"(all scenarios: {t['false_windows_all']}/{t['clear_windows']} clear windows) | 0 | "
+                f"{_fmt(m['false_windows_clean'])} |\n"
+                f"| onset within one window (step) | {_pct(t['onset_pass'])} of {t['onset_episodes']} | "
+                f"100 % | {_fmt(m['onset_within_windows'])} |\n"
+                f"| antagonist named | {_pct(t['naming'])} of {t['namable_windows']} flagged windows | "
+                f"≥ {_pct(tg['naming'])} | {_fmt(m['naming'])} |\n")
+    return out
