@@ -201,3 +201,20 @@ def test_table_and_totals_against_the_targets():
     assert "V-clean-light: p002 not graded" in md
     assert "| episode windows flagged | 6/6 (100 %; CD rule alone 50 %) | ≥ 95 % | yes |" in md
     assert {x.count("|") for x in md.splitlines() if x.startswith("| V-")} == {14}
+
+
+def test_agree_grades_episode_windows_by_the_devices_response_time():
+    """membw / cache / GE-core antagonists: a window must be flagged iff the devices felt it."""
+    r = run(episodes=[ep(10, 30, kind="membw")],
+            flagged=[(10, ["cpu_wait"], []), (20, ["cpu_wait"], [])])
+    # the devices' median response time: 1.0 outside, x1.5 in 10-20, unchanged in 20-30
+    r["dev_windows"] = [{"start_s": a, "end_s": a + 10, "p50_rd": rd, "count": 100}
+                        for a, rd in ((0, 0.0), (10, 0.5), (20, 0.02), (30, 0.0))]
+    g = grade_run(r, expect="agree")
+    assert [w["class"] for w in g["windows"]] == ["clear", "episode", "clear", "clear"]
+    assert g["counts"]["flagged_episode_windows"] == 1
+    assert g["counts"]["flagged_clear_windows"] == 1          # 20-30: flagged, not felt
+    s = summarize([g], "agree")
+    assert s["detection"] == 1.0 and s["false_windows"] == 1 and not s["passed"]
+    # the same run graded as plain episodes: both windows are episode windows
+    assert grade_run(r)["counts"]["flagged_episode_windows"] == 2

@@ -10,6 +10,14 @@ window is
   overlaps it by less: it counts neither way;
 - a *clear window* otherwise.
 
+``expect: agree`` is for antagonists the emulation may be immune to (a memory-bandwidth or cache
+hog: a busy service burns CPU *time*, so it does not slow down; a hog on the GE's core: the GE
+stamps responses in the kernel and wakes ahead of a hog): there the devices' own response time
+is the ground truth. An episode window counts as an episode window only when the devices'
+median response time in it rose by more than 10 % over the windows outside every episode
+(:func:`wotbench.validation.rules.device_rise`); an episode window in which it did not rise is
+a clear window, so a flag there is a false alarm.
+
 detection rate = flagged episode windows / episode windows; false window = a flagged clear window;
 false-alarm rate = false windows / clear windows; onset delay = start of the first flagged
 window of an episode − the episode's start (pass: at most one window); naming rate = flagged
@@ -22,6 +30,8 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Optional
+
+from wotbench.validation.rules import device_rise
 
 
 EPISODE_SHARE = 0.30
@@ -92,9 +102,18 @@ def names(name_by: dict, antagonists: list[dict], texts: list[str]) -> bool:
     return False
 
 
-def grade_run(run: dict, share: float = EPISODE_SHARE) -> dict[str, Any]:
-    """Window classes and counts of one run (facts of :func:`wotbench.validation.facts.load_run`)."""
+def _rose(run: dict, eps: list[dict]) -> dict[float, bool]:
+    """Window start -> whether the devices' response time rose in it (``agree``)."""
+    dev = device_rise(run.get("dev_windows") or [], eps)
+    return {round(w["start_s"], 6): bool(w["rose"]) for w in dev["windows"]}
+
+
+def grade_run(run: dict, share: float = EPISODE_SHARE, expect: str = "episodes"
+              ) -> dict[str, Any]:
+    """Window classes and counts of one run (facts of :func:`wotbench.validation.facts.load_run`);
+    ``expect: agree`` grades episode windows against the devices' response time."""
     eps = run.get("episodes") or []
+    rose = _rose(run, eps) if expect == "agree" else {}
     cont = run.get("contention") or {}
     flagged = {round(w["start_s"], 6): w for w in cont.get("flagged_windows") or []}
     ev = {round(w["start_s"], 6): w for w in run.get("evidence_windows") or []}
@@ -107,6 +126,8 @@ def grade_run(run: dict, share: float = EPISODE_SHARE) -> dict[str, Any]:
     for a, b in grid_windows(run):
         length = max(length, b - a)
         cls, i, frac = classify((a, b), eps, share)
+        if expect == "agree" and cls == "episode" and not rose.get(round(a, 6), False):
+            cls = "clear"        # the devices did not feel it: a flag here is a false alarm
         fw = flagged.get(round(a, 6))
         by = list(fw.get("shown_by") or ["cd"]) if fw else []
         row = {"start_s": a, "end_s": b, "class": cls, "episode": i, "share": round(frac, 3),
@@ -221,7 +242,7 @@ def summarize(grades: list[dict], expect: str,
     else:
         if c["episode_windows"]:
             checks["detection"] = (out["detection"] or 0.0) >= TARGETS["detection"] - _EPS
-        elif expect != "scale":      # an overload series may stay below the devices' rise
+        elif expect not in ("scale", "agree"):   # the devices may not feel it: nothing to find
             checks["has_episode_windows"] = False
         checks["no_false_window"] = out["false_windows"] == 0
         if onsets:

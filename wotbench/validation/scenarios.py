@@ -67,9 +67,9 @@ def read_manifest(path: Path) -> list[dict]:
                 parse_antagonist(sc["antagonist"])
             except ValueError as e:
                 raise ValueError(f"{path}: scenario {sc['name']}: antagonist{e}") from None
-            if sc["expect"] != "episodes" or vary is not None:
+            if sc["expect"] not in ("episodes", "agree") or vary is not None:
                 raise ValueError(f"{path}: scenario {sc['name']}: an antagonist needs expect: "
-                                 f"episodes and no vary")
+                                 f"episodes or agree, and no vary")
     names = [sc["name"] for sc in scs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

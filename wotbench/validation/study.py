@@ -112,7 +112,8 @@ def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
             entry["runs"] = [{"point": p.id, "run_dir": run["run_dir"], "load": run["load"],
                               "seed": p.overrides.get("seed"), "evaluation": ev}
                              for (p, run), ev in zip(runs, per_run)]
-            entry["rates"] = summarize([grade_run(run) for _, run in runs], sc["expect"])
+            entry["rates"] = summarize([grade_run(run, expect=sc["expect"]) for _, run in runs],
+                                      sc["expect"])
             entry["evaluation"] = {"expect": sc["expect"], "runs": len(runs),
                                    "per_run_passed": [ev["passed"] for ev in per_run],
                                    "passed": entry["rates"]["passed"]}
