@@ -50,7 +50,7 @@ int loop_rewatch(loop_t *L, int fd, uint32_t events, uint32_t tag) {
 }
 
 void loop_finish(loop_t *L, req_t *r, int outcome) {
-    if (L->tp->on_finish) /* e.g. per-request DTLS: close the session; no handshake -> error */
+    if (L->tp->on_finish) /* e.g. close a per-request session; may change the outcome */
         outcome = L->tp->on_finish(L->ts, (uint32_t)(r - L->g->reqs), outcome, mono_ns());
     r->outcome = (uint8_t)outcome;
     r->flags |= RF_DONE;

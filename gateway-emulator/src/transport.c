@@ -15,6 +15,6 @@ int transport_select(ge_t *g) {
     int rc = dtls_check_scheme(g); /* credentials need coaps:// URIs */
     if (rc)
         return rc;
-    g->tp = BY_SCHEME[g->scheme == SCHEME_COAPS ? SCHEME_COAPS : g->scheme == SCHEME_COAP ? SCHEME_COAP : SCHEME_NONE];
+    g->tp = BY_SCHEME[g->scheme]; /* trace.c sets SCHEME_NONE..SCHEME_COAPS */
     return g->tp->prepare(g);
 }
