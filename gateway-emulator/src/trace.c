@@ -190,7 +190,7 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
     return (int)g->neps++;
 }
 
-/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls.c) */
+/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls_cli.c) */
 static int scheme_check(loader_t *L, const char *uristr, int coaps) {
     ge_t *g = L->g;
     if (!g->scheme) {
