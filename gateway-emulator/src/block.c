@@ -248,7 +248,7 @@ int block_write(const ge_t *g) {
     if (!B || !B->b)
         return 0;
     char path[OUT_PATH_MAX];
-    FILE *f = output_open(g, "blockwise.csv", path);
+    FILE *f = outfile_open(g, "blockwise.csv", path);
     if (!f)
         return 1;
     fputs("index,kind,body_bytes,block_size,blocks,retransmissions\n", f);
@@ -260,7 +260,7 @@ int block_write(const ge_t *g) {
         fprintf(f, "%zu,%s,%u,%d,%u,%u\n", i, b->kind == K_BLOCK2 ? "block2" : "block1", b->body,
                 16 << szx, b->blocks, g->reqs[i].retrans);
     }
-    if (output_close(f, path))
+    if (outfile_close(f, path))
         return 1;
     if (B->mid_overflow_pairs)
         fprintf(stderr, "gateway-emulator: warning: %llu block follow-ups reused message IDs of "

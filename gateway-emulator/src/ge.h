@@ -56,7 +56,6 @@ typedef struct {
 typedef struct {
     uint32_t first; /* offset into pair_reqs */
     uint32_t count;
-    uint32_t sent;  /* how many of them have been sent (they are sent in order) */
     uint16_t mid_base;
     uint16_t pad;
 } pair_t;
@@ -102,7 +101,8 @@ typedef struct {
         uint8_t key[64]; /* PSK_MAX_KEY (common/psk.h) */
         size_t keylen;
     } dtls_opt;
-    struct dtls_s *dtls; /* dtls.c state; NULL = plain UDP (coap://) */
+    struct dtls_s *dtls; /* dtls_*.c state; NULL = plain UDP (coap://) */
+    const struct transport *tp; /* chosen once from `scheme` (transport.c) */
     int scheme;          /* trace URIs: 0 none yet, 1 coap://, 2 coaps:// */
     long scheme_line;    /* the line that fixed it */
 
@@ -138,16 +138,12 @@ typedef struct {
     } warmup; /* warmup.c: readiness pings before the start */
 } ge_t;
 
+/* stop.c */
 extern volatile sig_atomic_t ge_stop_signal;
+void stop_on_signals(void); /* SIGINT/SIGTERM set ge_stop_signal */
 
 /* trace.c */
 int trace_load(ge_t *g); /* 0 ok; prints FILE:LINE message and returns 2 on bad input */
-
-/* trace.c: option encoding shared with proxy.c */
-int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
-            const uint8_t *val, size_t vlen);
-int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
-                 const uint8_t *segs, size_t seglen);
 
 /* proxy.c (more in proxy.h): --proxy HOST:PORT [--proxy-mode uri|scheme] */
 enum { PROXY_URI = 0, PROXY_SCHEME = 1 };
@@ -162,6 +158,7 @@ size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_
                           const uint8_t token[8], const uint8_t *opts, size_t optlen,
                           size_t payload);
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+int net_find_ep(const ge_t *g, const struct sockaddr_storage *a); /* linear, pre-start only; -1 */
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
 
 /* observe.c (RFC 7641 observations; see README "Observe") */
@@ -191,7 +188,9 @@ int block_write(const ge_t *g); /* blockwise.csv; 0 ok, 1 failure */
 
 /* warmup.c */
 int warmup_run(ge_t *g); /* ping every endpoint until it answers or the warm-up ends; 1 env failure */
-int warmup_write(ge_t *g, const uint8_t *answered); /* <out>/warmup.json; 0 ok, 1 failure (said) */
+/* the readiness result (from the pings, or the DTLS handshakes): summary.json "warmup" and
+ * <out>/warmup.json; 0 ok, 1 failure (said) */
+int warmup_record(ge_t *g, const uint8_t *answered, int rounds, int64_t took_ns);
 
 /* loop.c */
 int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */
@@ -202,16 +201,23 @@ typedef struct {
 } lag_stats_t;
 void stats_send_lag(const ge_t *g, lag_stats_t *out);
 void stats_outcomes(const ge_t *g, uint64_t counts[O_COUNT]);
+void sort_i64(int64_t *v, size_t n);
+int64_t pct_nearest(const int64_t *sorted, size_t n, double q); /* nearest rank, n >= 1 */
 
-/* output.c */
+/* output.c: the top-level writer (requests.csv, the feature writers, summary.json) */
 int output_progress_open(ge_t *g);
 void output_progress_close(ge_t *g);
 int output_write(ge_t *g);
-/* every output file: <out>/NAME opened for writing into `path` (OUT_PATH_MAX bytes), NULL after
- * a message naming it; output_close: 0, or 1 after a message when a write or the close failed */
+
+/* outfile.c: every output file: <out>/NAME opened for writing into `path` (OUT_PATH_MAX bytes),
+ * NULL after a message naming it; outfile_close: 0, or 1 after a message when a write or the
+ * close failed */
 #define OUT_PATH_MAX 4096
-FILE *output_open(const ge_t *g, const char *name, char *path);
-int output_close(FILE *f, const char *path);
+FILE *outfile_open(const ge_t *g, const char *name, char *path);
+int outfile_close(FILE *f, const char *path);
+
+/* json.c: a JSON string ("..." with escapes) */
+void json_str(FILE *f, const char *s);
 
 static inline void progress_set(ge_t *g, int word, uint64_t v) {
     if (g->progress)

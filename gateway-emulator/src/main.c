@@ -15,13 +15,7 @@
 #include "clock.h" /* common/clock.h */
 #include "dtls.h"
 #include "ge.h"
-
-volatile sig_atomic_t ge_stop_signal = 0;
-
-static void on_signal(int sig) {
-    if (!ge_stop_signal)
-        ge_stop_signal = sig;
-}
+#include "transport.h"
 
 static void usage(FILE *f) {
     fputs("usage: gateway-emulator --trace FILE --out DIR [--start-at MONO_NS]\n"
@@ -206,12 +200,7 @@ int main(int argc, char **argv) {
     if (rc)
         return rc;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps and epoll waits return EINTR */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_on_signals();
 
     coap_startup();
     coap_set_log_level(LOG_EMERG);
@@ -230,7 +219,7 @@ int main(int argc, char **argv) {
     progress_set(g, PG_TOTAL, g->n);
     if (net_prepare(g) || observe_prepare(g))
         return 1;
-    rc = dtls_prepare(g);
+    rc = transport_select(g); /* coap:// -> UDP, coaps:// -> DTLS, once */
     if (rc)
         return rc;
     if (g->cpu >= 0) {
@@ -252,14 +241,8 @@ int main(int argc, char **argv) {
                 "late by that much (send lag shows it)\n",
                 (double)(now - g->start_mono) / 1e6);
 
-    if (g->dtls) { /* handshakes (reuse) or DTLS readiness (per-request) before the start */
-        if (!ge_stop_signal && dtls_open_sessions(g))
-            return 1;
-        if (!g->start_at) /* the start follows the handshakes, as it follows the loading */
-            g->start_mono = mono_ns() + 100 * NS_PER_MS;
-    } else if (g->warmup_ns && !ge_stop_signal && warmup_run(g)) {
+    if (g->tp->prestart(g)) /* warm-up pings, or the DTLS handshakes */
         return 1;
-    }
     if (!ge_stop_signal)
         rc = loop_run(g);
     else { /* interrupted while loading: everything unsent */

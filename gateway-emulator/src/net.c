@@ -35,6 +35,13 @@ int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b) 
            memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
 }
 
+int net_find_ep(const ge_t *g, const struct sockaddr_storage *a) {
+    for (size_t e = 0; e < g->neps; e++)
+        if (addr_eq(&g->eps[e].addr, a))
+            return (int)e;
+    return -1;
+}
+
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]) {
     uint32_t hi = (uint32_t)(g->salt >> 32), lo = (uint32_t)g->salt ^ idx;
     for (int i = 0; i < 4; i++) {

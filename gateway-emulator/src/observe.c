@@ -248,7 +248,7 @@ int observe_write(const ge_t *g) {
     if (!S)
         return 0;
     char path[OUT_PATH_MAX];
-    FILE *f = output_open(g, "notifications.csv", path);
+    FILE *f = outfile_open(g, "notifications.csv", path);
     if (!f)
         return 1;
     static const char *TYPE[] = {"con", "non", "ack", "rst"};
@@ -270,12 +270,12 @@ int observe_write(const ge_t *g) {
         else
             fputs(",\n", f);
     }
-    if (output_close(f, path))
+    if (outfile_close(f, path))
         return 1;
     size_t est = 0;
     for (size_t k = 0; k < S->nobs; k++)
         est += S->o[k].established;
-    if (!(f = output_open(g, "observe.json", path)))
+    if (!(f = outfile_open(g, "observe.json", path)))
         return 1;
     fprintf(f,
             "{\"observations\": %zu, \"established\": %zu, \"notifications\": %llu, "
@@ -286,5 +286,5 @@ int observe_write(const ge_t *g) {
             S->cap, (unsigned long long)S->gaps, (unsigned long long)S->reordered,
             (unsigned long long)S->duplicates, (unsigned long long)S->after_cancel,
             (unsigned long long)S->acks, (unsigned long long)S->rsts);
-    return output_close(f, path);
+    return outfile_close(f, path);
 }

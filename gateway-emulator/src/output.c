@@ -1,5 +1,6 @@
-/* output.c - progress.bin (mmap'ed, plain stores), requests.csv and summary.json (contract §2).
- * Written after the loop has ended; never called on the hot path. */
+/* output.c - progress.bin (mmap'ed, plain stores) and the top-level writer after the loop:
+ * requests.csv, then each feature's and the transport's own files, then summary.json
+ * (contract §2). Calls down into the feature writers; nothing calls back up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,8 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "dtls.h"
 #include "ge.h"
+#include "transport.h"
 
 #define PROGRESS_MAGIC 0x57544250524f4731ULL
 
@@ -89,13 +90,9 @@ static void write_requests(const ge_t *g, FILE *f) {
         *p++ = ',';
         p = put_i64(p, r->sched_ns);
         *p++ = ',';
-        if (g->dtls) { /* per-request DTLS: the first application record, not the handshake */
-            int64_t s = dtls_app_sent_ns(g, (uint32_t)i);
-            if (s != INT64_MIN)
-                p = put_i64(p, s);
-        } else if (r->flags & RF_SENT) {
-            p = put_i64(p, r->sent_ns);
-        }
+        int64_t sent = g->tp->sent_ns(g, (uint32_t)i); /* per-request DTLS: not the handshake */
+        if (sent != INT64_MIN)
+            p = put_i64(p, sent);
         *p++ = ',';
         if (r->code || r->outcome == O_RESET)
             p = put_i64(p, r->recv_ns);
@@ -116,20 +113,6 @@ static void write_requests(const ge_t *g, FILE *f) {
         *p++ = '\n';
         fwrite(line, 1, (size_t)(p - line), f);
     }
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
 }
 
 static void write_summary(const ge_t *g, FILE *f) {
@@ -175,7 +158,7 @@ static void write_summary(const ge_t *g, FILE *f) {
         fputs("  \"warmup\": null,\n", f);
     /* a request's token is salt_hi (4 bytes) then salt_lo ^ index (4 bytes, big-endian): with the
      * salt, a device log's token column names the GE request exactly */
-    dtls_summary(g, f);
+    g->tp->summary(g, f); /* e.g. the "dtls" member */
     fprintf(f, "  \"token_salt\": \"%016llx\",\n", (unsigned long long)g->salt);
     fprintf(f, "  \"rx_stamps\": \"%s\",\n  \"clock_map_bracket_ns\": %lld,\n",
             g->rx_stamps ? "kernel" : "user", (long long)g->map_bracket_ns);
@@ -188,35 +171,18 @@ static void write_summary(const ge_t *g, FILE *f) {
             g->interrupted_by ? "true" : "false");
 }
 
-FILE *output_open(const ge_t *g, const char *name, char *path) {
-    snprintf(path, OUT_PATH_MAX, "%s/%s", g->out_dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-    return f;
-}
-
-int output_close(FILE *f, const char *path) {
-    int err = ferror(f);
-    if ((fclose(f) != 0) | err) {
-        fprintf(stderr, "gateway-emulator: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 int output_write(ge_t *g) {
     char path[OUT_PATH_MAX];
-    FILE *f = output_open(g, "requests.csv", path);
+    FILE *f = outfile_open(g, "requests.csv", path);
     if (!f)
         return 1;
     write_requests(g, f);
-    if (output_close(f, path))
+    if (outfile_close(f, path))
         return 1;
-    if (observe_write(g) || block_write(g) || dtls_write(g))
+    if (observe_write(g) || block_write(g) || g->tp->write_outputs(g))
         return 1;
-    if (!(f = output_open(g, "summary.json", path)))
+    if (!(f = outfile_open(g, "summary.json", path)))
         return 1;
     write_summary(g, f);
-    return output_close(f, path);
+    return outfile_close(f, path);
 }

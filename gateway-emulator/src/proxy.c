@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coapopt.h"
 #include "ge.h"
 #include "proxy.h"
 

@@ -1,4 +1,5 @@
-/* stats.c - outcome counts and send-lag percentiles (after the run, off the hot path). */
+/* stats.c - outcome counts, send-lag percentiles and the one nearest-rank percentile of the
+ * outputs (dtls handshakes use it too); after the run, off the hot path. */
 #include <stdlib.h>
 
 #include "ge.h"
@@ -8,8 +9,12 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* nearest-rank percentile of a sorted array */
-static int64_t pct(const int64_t *v, size_t n, double q) {
+void sort_i64(int64_t *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_i64);
+}
+
+/* nearest-rank percentile of a sorted array (n >= 1) */
+int64_t pct_nearest(const int64_t *v, size_t n, double q) {
     size_t k = (size_t)(q * (double)n + 0.999999999);
     if (k < 1)
         k = 1;
@@ -28,11 +33,11 @@ void stats_send_lag(const ge_t *g, lag_stats_t *out) {
         if (g->reqs[i].flags & RF_SENT)
             v[m++] = g->reqs[i].sent_ns - g->reqs[i].sched_ns;
     if (m) {
-        qsort(v, m, sizeof *v, cmp_i64);
-        out->p50 = (double)pct(v, m, 0.50) / 1e3;
-        out->p90 = (double)pct(v, m, 0.90) / 1e3;
-        out->p99 = (double)pct(v, m, 0.99) / 1e3;
-        out->p999 = (double)pct(v, m, 0.999) / 1e3;
+        sort_i64(v, m);
+        out->p50 = (double)pct_nearest(v, m, 0.50) / 1e3;
+        out->p90 = (double)pct_nearest(v, m, 0.90) / 1e3;
+        out->p99 = (double)pct_nearest(v, m, 0.99) / 1e3;
+        out->p999 = (double)pct_nearest(v, m, 0.999) / 1e3;
         out->max = (double)v[m - 1] / 1e3;
     }
     free(v);

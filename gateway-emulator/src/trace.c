@@ -11,6 +11,7 @@
 
 #include <coap3/coap.h>
 
+#include "coapopt.h"
 #include "ge.h"
 #include "proxy.h"
 
@@ -189,35 +190,7 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
     return (int)g->neps++;
 }
 
-/* append option number `num` (given the previous number *last) with libcoap's encoder */
-int put_opt(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
-                   const uint8_t *val, size_t vlen) {
-    size_t w = coap_opt_encode((coap_opt_t *)(buf + *len), cap - *len, (uint16_t)(num - *last), val,
-                               vlen);
-    if (w == 0)
-        return -1;
-    *len += w;
-    *last = num;
-    return 0;
-}
-
-/* coap_split_path/query write segments as options with delta 0; re-encode with option number */
-int put_segments(uint8_t *buf, size_t cap, size_t *len, uint16_t *last, uint16_t num,
-                        const uint8_t *segs, size_t seglen) {
-    size_t off = 0;
-    while (off < seglen) {
-        const coap_opt_t *o = (const coap_opt_t *)(segs + off);
-        size_t sz = coap_opt_size(o);
-        if (sz == 0)
-            return -1;
-        if (put_opt(buf, cap, len, last, num, coap_opt_value(o), coap_opt_length(o)) < 0)
-            return -1;
-        off += sz;
-    }
-    return 0;
-}
-
-/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls.c) */
+/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls_cli.c) */
 static int scheme_check(loader_t *L, const char *uristr, int coaps) {
     ge_t *g = L->g;
     if (!g->scheme) {

@@ -36,13 +36,6 @@ static int open_any(int family) {
     return fd;
 }
 
-static int find_ep(const ge_t *g, const struct sockaddr_storage *a) {
-    for (size_t e = 0; e < g->neps; e++)
-        if (addr_eq(&g->eps[e].addr, a))
-            return (int)e;
-    return -1;
-}
-
 /* read every queued datagram; an empty RST (or ACK) from an endpoint marks it answered */
 static void collect(ge_t *g, int fd, uint8_t *answered, size_t *n_answered) {
     for (;;) {
@@ -54,7 +47,7 @@ static void collect(ge_t *g, int fd, uint8_t *answered, size_t *n_answered) {
             return;
         if (n < 4 || (buf[0] >> 6) != 1 || buf[1] != 0)
             continue;
-        int e = find_ep(g, &src);
+        int e = net_find_ep(g, &src);
         if (e >= 0 && !answered[e]) {
             answered[e] = 1;
             (*n_answered)++;
@@ -78,9 +71,9 @@ static void format_addr(const struct sockaddr_storage *a, char *out, size_t cap)
     }
 }
 
-int warmup_write(ge_t *g, const uint8_t *answered) {
+static int warmup_write(ge_t *g, const uint8_t *answered) {
     char path[OUT_PATH_MAX];
-    FILE *f = output_open(g, "warmup.json", path);
+    FILE *f = outfile_open(g, "warmup.json", path);
     if (!f)
         return 1;
     fprintf(f, "{\"endpoints\": %zu, \"answered\": %zu, \"took_ms\": %.3f, \"rounds\": %d, "
@@ -96,7 +89,18 @@ int warmup_write(ge_t *g, const uint8_t *answered) {
         first = 0;
     }
     fputs("]}\n", f);
-    return output_close(f, path);
+    return outfile_close(f, path);
+}
+
+int warmup_record(ge_t *g, const uint8_t *answered, int rounds, int64_t took_ns) {
+    size_t done = 0;
+    for (size_t e = 0; e < g->neps; e++)
+        done += answered[e] != 0;
+    g->warmup.enabled = 1;
+    g->warmup.rounds = rounds;
+    g->warmup.answered = done;
+    g->warmup.took_ns = took_ns;
+    return warmup_write(g, answered);
 }
 
 int warmup_run(ge_t *g) {
@@ -112,9 +116,10 @@ int warmup_run(ge_t *g) {
     }
     progress_set(g, PG_ENDPOINTS, g->neps);
     size_t done = 0;
+    int rounds = 0;
     uint16_t mid = 0;
     while (done < g->neps && !ge_stop_signal && mono_ns() < deadline) {
-        g->warmup.rounds++;
+        rounds++;
         for (size_t e = 0; e < g->neps; e++) {
             if (answered[e])
                 continue;
@@ -142,14 +147,12 @@ int warmup_run(ge_t *g) {
             progress_set(g, PG_ANSWERED, done);
         }
     }
-    g->warmup.answered = done;
-    g->warmup.took_ns = mono_ns() - t0;
-    g->warmup.enabled = 1;
+    int64_t took = mono_ns() - t0;
     if (fd4 >= 0)
         close(fd4);
     if (fd6 >= 0)
         close(fd6);
-    int rc = warmup_write(g, answered);
+    int rc = warmup_record(g, answered, rounds, took);
     if (done < g->neps)
         fprintf(stderr, "gateway-emulator: warm-up: %zu of %zu endpoint(s) did not answer a CoAP "
                         "ping within %.0f ms (see warmup.json)\n",

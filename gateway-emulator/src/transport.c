@@ -1,0 +1,20 @@
+/* transport.c - the table: which transport serves the run's target, chosen once from the
+ * trace's URI scheme (trace.c allows one scheme per trace). */
+#include <stddef.h>
+
+#include "dtls.h"
+#include "transport.h"
+
+static const struct transport *const BY_SCHEME[] = {
+    [SCHEME_NONE] = &transport_udp, /* an empty trace: nothing is sent */
+    [SCHEME_COAP] = &transport_udp,
+    [SCHEME_COAPS] = &transport_dtls,
+};
+
+int transport_select(ge_t *g) {
+    int rc = dtls_check_scheme(g); /* credentials need coaps:// URIs */
+    if (rc)
+        return rc;
+    g->tp = BY_SCHEME[g->scheme]; /* trace.c sets SCHEME_NONE..SCHEME_COAPS */
+    return g->tp->prepare(g);
+}
