@@ -134,6 +134,12 @@ def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "au
         row["ready_s"] = sum(row.get(k) or 0.0 for k in ("start_devices_s", "listening_s",
                                                          "warmup_s"))
     row["leftovers"] = _leftovers(run["run_id"])
+    cost = runs[0].parent / "monitor" / "cost.json"
+    if cost.exists():   # the monitor's own CPU: per-component schedstat, host counters, /proc scan
+        c = json.loads(cost.read_text())
+        row["monitor_core_share"] = c.get("share_of_a_core")
+        row["monitor_scan_ms"] = c["process_scan_cpu_ns"] / max(c["samples"], 1) / 1e6
+        row["monitor_components_ms"] = c["components_cpu_ns"] / max(c["samples"], 1) / 1e6
     sfile = runs[0].parent / "summary.json"
     if sfile.exists():
         s = json.loads(sfile.read_text())
@@ -178,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     head = ("| devices | containers | start (s) | devices/s | ready (s) | warm-up (s) | requests | lost in testbed | GE kept up"
             " (late share) | > 1 ms late (GE / CD-GE) | verdict | stop (s) | teardown (s) | left behind |"
             " host MiB/device | backlog drops | neighbour / conntrack / tasks / dockerd fds (peak) |"
+            " monitor CPU: share of a core (per sample: components / process scan, ms) |"
             " load before→after | exit |")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -192,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
               f" | {_fmt(r.get('verdict'))} | {_fmt(r.get('stop_s'), '.1f')}"
               f" | {_fmt(r.get('teardown_s'), '.1f')} | {_fmt(r.get('leftovers'))}"
               f" | {r['mem_per_device_mib']:.1f} | {r['backlog_drops']} | {r['neigh']} / {r['conntrack']} / {r['tasks']}"
-              f" / {r['dockerd_fds']} | {r['load_before']:.1f}→{r['load_after']:.1f} | {r['rc']} |")
+              f" / {r['dockerd_fds']} | {_fmt(r.get('monitor_core_share'), '.2%')}"
+              f" ({_fmt(r.get('monitor_components_ms'), '.1f')} / {_fmt(r.get('monitor_scan_ms'), '.1f')})"
+              f" | {r['load_before']:.1f}→{r['load_after']:.1f} | {r['rc']} |")
     return 0
 
 

@@ -124,6 +124,9 @@ def test_monitor_writes_the_evidence_files_and_its_sources(tmp_path):
     for _, g in cores.groupby("core"):                        # cumulative, per core
         assert (np.diff(g["busy_ns"].to_numpy()) >= 0).all()
     assert list(pd.read_csv(rd.foreign_csv).columns)[:3] == ["mono_ns", "interval_ns", "pid"]
+    cost = json.loads(rd.monitor_cost_json.read_text())
+    assert cost["samples"] >= 2 and cost["process_scan_cpu_ns"] > 0
+    assert 0 < cost["share_of_a_core"] < 1
 
 
 def _add_monitor(d, wait_of_cpu: list[float], cpu_share: float = 0.3, window_s: float = 10,
@@ -212,3 +215,21 @@ def test_another_wotbench_run_on_a_run_core_is_flagged(tmp_path):
     w = s.contention.flagged_windows
     assert [x.start_s for x in w] == [10.0] and w[0].shown_by == ["other_run"]
     assert "another WoTbench run (light-20261124)" in w[0].evidence[0]
+
+
+def test_a_window_beyond_the_last_core_sample_is_null_not_nan(tmp_path):
+    """cores.csv stops before the test ends (the monitor stopped early): steal of the last
+    window is unknown, and summary.json (JSON has no NaN) is still written."""
+    d = make_run(tmp_path / "s", duration_s=30, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=False, seed=7)
+    _add_monitor(d, [0.2, 0.2, 0.2])
+    rd = RunDir(d)
+    rows = [[TEST_START_NS + int(s * 1e9), c, int(s * 1e9), 0, 0] for s in range(-5, 15)
+            for c in (0, 1)]
+    pd.DataFrame(rows, columns=["mono_ns", "core", "busy_ns", "steal_ns", "idle_ns"]).to_csv(
+        rd.cores_csv, index=False)
+    s = analyze(d)
+    last = s.evidence.windows[-1].places
+    assert any(p.place == "core 1" for p in last)
+    assert all(p.steal_share is None for p in last)
+    assert json.loads(rd.summary_json.read_text())["evidence"]["windows"][0]["places"]

@@ -30,7 +30,9 @@ from wotbench.rundir.summary import GeIntegrityBlock, GeRule, LossBlock
 from wotbench.analysis.loading import RunData
 from wotbench.analysis.stats import grouped_stats, row_stats
 
-ANALYSIS_VERSION = 1
+# 2: the kernel evidence (summary "evidence", contention "cd_status", "evidence_missing",
+# "notes", flagged windows "shown_by"/"evidence"); version-1 summaries still read (all optional)
+ANALYSIS_VERSION = 2
 SEVERITY = {"trustworthy": 0, "ge_bottleneck": 1, "contention": 2, "testbed_loss": 3, "invalid": 4}
 
 

@@ -198,6 +198,9 @@ class Monitor:
         self.rd = rd
         self.counters = HostCounters()
         self._extra: dict = {}
+        self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
+                     "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0}
+        self._started_ns: Optional[int] = None
         self.foreign = ForeignScan(run_id, run_cores if run_cores is not None
                                    else set(range(os.cpu_count() or 1)), lookup)
         self.interval = interval_s
@@ -257,6 +260,7 @@ class Monitor:
             w.writerow(columns)
             self._extra[key] = (f, w)
         rd.monitor_sources_json.write_text(json.dumps(self.evidence_sources(), indent=1) + "\n")
+        self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
 
@@ -273,6 +277,7 @@ class Monitor:
 
     def sample(self, everything: bool = False) -> None:
         now = time.monotonic_ns()
+        t0 = time.thread_time_ns()
         for src in self._due(everything):
             row = src.read(now)
             if row is not None:
@@ -287,12 +292,28 @@ class Monitor:
                      for i in range(3, 8)]
             self._writer.writerow([now, f"{g}-*", "device-group", *total])
         self._csv.flush()
+        t1 = time.thread_time_ns()
         cores, pressure = self.counters.sample(now)
-        for key, rows in (("cores", cores), ("pressure", pressure),
-                          ("foreign", self.foreign.sample(now))):
+        t2 = time.thread_time_ns()
+        foreign = self.foreign.sample(now)
+        t3 = time.thread_time_ns()
+        for key, rows in (("cores", cores), ("pressure", pressure), ("foreign", foreign)):
             f, w = self._extra[key]
             w.writerows(rows)
             f.flush()
+        # what sampling costs (this thread's CPU time), written to monitor/cost.json at stop
+        self.cost["samples"] += 1
+        self.cost["components_cpu_ns"] += t1 - t0
+        self.cost["host_counters_cpu_ns"] += t2 - t1
+        self.cost["process_scan_cpu_ns"] += t3 - t2
+        self.cost["components"] = len(self.sources)
+
+    def _write_cost(self) -> None:
+        elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
+        cpu = sum(v for k, v in self.cost.items() if k.endswith("_cpu_ns"))
+        self.rd.monitor_cost_json.write_text(json.dumps(
+            {**self.cost, "interval_s": self.interval, "elapsed_s": round(elapsed / 1e9, 3),
+             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1) + "\n")
 
     def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
@@ -328,6 +349,7 @@ class Monitor:
         if self._csv is not None:
             self._csv.close()
             self._csv = None
+            self._write_cost()
             for f, _ in self._extra.values():
                 f.close()
             self._extra = {}

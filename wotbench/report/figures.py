@@ -163,7 +163,8 @@ def fig_evidence(ctx: dict) -> str:
             ax.step(xs, np.r_[wait, wait[-1:]], where="post", color=color, lw=1.6,
                     label=f"{place}: CPU wait per request / service time")
         foreign = g["foreign_share"].to_numpy(float)
-        if np.isfinite(foreign).any() and np.nanmax(foreign) > 0:
+        # the CD node shares the device cores: their line already shows what else ran there
+        if place != "cd-node" and np.isfinite(foreign).any() and np.nanmax(foreign) > 0:
             ax.step(xs, np.r_[foreign, foreign[-1:]], where="post", color=color, lw=1.2, ls=":",
                     label=f"{place}: other processes (share of the core)")
     limit = ctx["evidence"]["params"]["wait_of_service"] if ctx["evidence"].get("available") else None

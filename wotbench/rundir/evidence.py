@@ -8,13 +8,26 @@ showed the distortion. :class:`Antagonist` rows name what else used the run's co
 """
 from __future__ import annotations
 
+import math
 from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, field_validator
 
 from wotbench.rundir._model import Record
 
 F = Optional[float]
+
+
+class _Measured(Record):
+    """A measure without data is null, never NaN: JSON has no NaN (a window beyond the last
+    monitor sample, a share of nothing). Checked on assignment too: the analysis fills these
+    in place."""
+    model_config = ConfigDict(validate_assignment=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nan(cls, v):
+        return None if isinstance(v, float) and not math.isfinite(v) else v
 FlagRule = Literal["cpu_wait", "stretch", "other_run", "cd"]
 OwnerKind = Literal["injected", "wotbench", "container", "runtime", "host"]
 
@@ -44,7 +57,7 @@ class EvidenceSources(Record):
     device_logs: Optional[str] = None
 
 
-class Antagonist(Record):
+class Antagonist(_Measured):
     core: int
     pid: int
     comm: str
@@ -53,7 +66,7 @@ class Antagonist(Record):
     share: float                             # of the core, over the window
 
 
-class PlaceWindow(Record):
+class PlaceWindow(_Measured):
     """One place in one window. Shares are of the window's length unless said otherwise."""
     place: str                               # "core 1", "cd-node", "ge-0"
     requests: int = 0
@@ -78,7 +91,7 @@ class Flag(Record):
     text: str                                # "devices on core 1 waited for the CPU 31 % ..."
 
 
-class WindowEvidence(Record):
+class WindowEvidence(_Measured):
     window: int
     start_s: float
     end_s: float

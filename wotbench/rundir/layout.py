@@ -131,6 +131,11 @@ class RunDir:
         return self.monitor_dir / "foreign.csv"
 
     @property
+    def monitor_cost_json(self) -> Path:
+        """The monitor's own CPU time (components, host counters, process scan)."""
+        return self.monitor_dir / "cost.json"
+
+    @property
     def monitor_sources_json(self) -> Path:
         """Which evidence sources this host had (None) or why not."""
         return self.monitor_dir / "sources.json"
