@@ -61,15 +61,15 @@ def test_user_stamps_fall_back_and_still_add_up():
 def test_blocks_per_device_and_cd_phases():
     f = decomp.split(*_frames())
     block = decomp.split_block(f, ["d0", "d1"])
-    assert block["overall"]["stamps"] == "kernel"
-    assert block["overall"]["r_minus_s"]["count"] == 2
-    assert block["overall"]["r_minus_s"]["mean_us"] == pytest.approx(110)
-    assert block["per_device"]["d0"]["device_in"]["p50_us"] == pytest.approx(30)
-    assert block["per_device"]["d1"]["ge_side"]["max_us"] == pytest.approx(10)
+    assert block.overall.stamps == "kernel"
+    assert block.overall.r_minus_s.count == 2
+    assert block.overall.r_minus_s.mean_us == pytest.approx(110)
+    assert block.per_device["d0"].device_in.p50_us == pytest.approx(30)
+    assert block.per_device["d1"].ge_side.max_us == pytest.approx(10)
     cd = decomp.cd_block(f, np.array(["calibration", "test"]))
-    assert cd["calibration"]["r_minus_s"]["p50_us"] == pytest.approx(70)
-    assert cd["test"]["network_back"]["p50_us"] == pytest.approx(2150 - 2060)
+    assert cd.calibration.r_minus_s.p50_us == pytest.approx(70)
+    assert cd.test.network_back.p50_us == pytest.approx(2150 - 2060)
     mixed = decomp.split(*_frames(kernel_dev=False))
-    assert decomp.split_block(mixed, ["d0", "d1"])["overall"]["stamps"] == "user"
+    assert decomp.split_block(mixed, ["d0", "d1"]).overall.stamps == "user"
     empty = decomp.split_block(f.iloc[:0], ["d0"])
-    assert empty["overall"]["stamps"] == "none" and empty["per_device"] == {}
+    assert empty.overall.stamps == "none" and empty.per_device == {}

@@ -35,7 +35,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.analysis.stats import grouped_stats, row_stats
+from wotbench.analysis.stats import grouped_stats, json_clean, row_stats
+from wotbench.rundir.summary import CdSplit, SplitBlock
 
 QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 PARTS = ("r_minus_s", "network", "network_out", "network_back", "device", "device_in",
@@ -109,16 +110,20 @@ def _stats(codes: np.ndarray, frame: pd.DataFrame, i: Optional[int]) -> dict[str
     return block
 
 
-def split_block(frame: pd.DataFrame, names: list[str]) -> dict[str, Any]:
-    """{"overall": ..., "per_device": {name: ...}} for the frame of :func:`split`."""
+def split_block(frame: pd.DataFrame, names: list[str], cd: Optional[CdSplit] = None
+                ) -> SplitBlock:
+    """The ``decomposition`` block for the frame of :func:`split` (the CD node's, when given)."""
     codes = frame["code"].to_numpy(np.int64)
-    return {"overall": _stats(codes, frame, None),
-            "per_device": {name: _stats(codes, frame, i)
-                           for i, name in enumerate(names) if (codes == i).any()}}
+    return SplitBlock.model_validate(json_clean({
+        "definition": DEFINITION, "overall": _stats(codes, frame, None),
+        "per_device": {name: _stats(codes, frame, i)
+                       for i, name in enumerate(names) if (codes == i).any()}})).model_copy(
+        update={"cd": cd})
 
 
-def cd_block(frame: pd.DataFrame, phase: np.ndarray) -> dict[str, Any]:
+def cd_block(frame: pd.DataFrame, phase: np.ndarray) -> CdSplit:
     """The CD node's split per phase (calibration, test); ``phase`` per frame row."""
     codes = np.zeros(len(frame), np.int64)
-    return {ph: _stats(codes[phase == ph], frame[phase == ph].reset_index(drop=True), None)
-            for ph in ("calibration", "test")}
+    return CdSplit.model_validate(json_clean(
+        {ph: _stats(codes[phase == ph], frame[phase == ph].reset_index(drop=True), None)
+         for ph in ("calibration", "test")}))

@@ -27,15 +27,16 @@ rejects it and it is counted as unmatched).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
 
 from wotbench.rundir import RdParams
+from wotbench.rundir.summary import CdRd, RdBlock
 
 from wotbench.analysis.loading import DeviceInfo
-from wotbench.analysis.stats import grouped_stats, row_stats
+from wotbench.analysis.stats import grouped_stats, json_clean, row_stats
 
 RD_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 DECOMP = ("network_stack", "queueing", "service")
@@ -257,9 +258,24 @@ def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str
     return [row_stats(g, i, RD_QS, unit) for i in range(n)], row_stats(a, 0, RD_QS, unit)
 
 
+def cd_rd(cd: pd.DataFrame, name: str) -> CdRd:
+    """The CD node's R_d per phase; ``cd``: its samples (phase, rd, outcome)."""
+    ph = cd["phase"].to_numpy()
+    block: dict[str, Any] = {"device": name}
+    for phase in ("calibration", "test"):
+        v = cd["rd"].to_numpy()[ph == phase]
+        v = v[~np.isnan(v)]
+        st = row_stats(grouped_stats(np.zeros(len(v), np.int64), v, 1, list(RD_QS.values())),
+                       0, RD_QS, "")
+        st["lost"] = int(((cd["outcome"] != "ok") & (cd["outcome"] != "unsent"))
+                         .to_numpy()[ph == phase].sum())
+        block[phase] = st
+    return CdRd.model_validate(json_clean(block))
+
+
 def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFrame,
-             counters: dict[str, int], has_s: np.ndarray) -> dict[str, Any]:
-    """The ``rd`` block of summary.json for the main devices."""
+             counters: dict[str, int], has_s: np.ndarray, cd: Optional[CdRd] = None) -> RdBlock:
+    """The ``rd`` block of summary.json for the main devices (and the CD node's, when given)."""
     n = len(names)
     per_rd, all_rd = _stats_rows(codes, rd, n, "")
     dec_codes = dec["code"].to_numpy(np.int64)
@@ -270,13 +286,13 @@ def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFr
             "rd": per_rd[i],
             "decomposition_ms": {k: per_dec[k][0][i] for k in DECOMP},
         }
-    return {
+    return RdBlock.model_validate(json_clean({
         "definition": "R_d = (R - S) / S, R = received - sent, S = service_time_us of the path",
         "requests_with_s": int(np.count_nonzero(has_s)),
         "overall": {"rd": all_rd, "decomposition_ms": {k: per_dec[k][1] for k in DECOMP}},
         "join": counters,
         "per_device": per_device,
-    }
+    })).model_copy(update={"cd": cd})
 
 
 def rd_series(req: pd.DataFrame, rd: np.ndarray, codes: np.ndarray, names: list[str],

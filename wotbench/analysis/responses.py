@@ -8,7 +8,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from wotbench.analysis.loading import OUTCOMES, GeData, RunData
-from wotbench.analysis.stats import RT_QUANTILES, fnum, grouped_stats, row_stats
+from wotbench.analysis.stats import RT_QUANTILES, fnum, grouped_stats, json_clean, row_stats
+from wotbench.rundir.summary import DeviceResponses, Overall
 
 NS_PER_MS = 1e6
 SERIES_QS = {"p50": 0.50, "p95": 0.95, "p99": 0.99}
@@ -106,8 +107,8 @@ def _outcome_block(counts: np.ndarray, requests: int, duration_s: float) -> dict
 
 
 def compute_responses(req: pd.DataFrame, codes: np.ndarray, names: list[str],
-                      duration_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Return (overall, per_device) blocks of summary.json."""
+                      duration_s: float) -> tuple[Overall, dict[str, DeviceResponses]]:
+    """The ``overall`` and ``per_device`` blocks of summary.json."""
     n = len(names)
     oc_codes = req["outcome"].cat.codes.to_numpy(np.int64)
     counts = np.zeros((n, len(OUTCOMES)), dtype=np.int64)
@@ -134,7 +135,9 @@ def compute_responses(req: pd.DataFrame, codes: np.ndarray, names: list[str],
     overall["devices"] = n
     overall["duration_s"] = duration_s
     overall["response_time_ms"] = {k: row_stats(rt[k][1], 0) for k in rt}
-    return overall, per_device
+    overall["response_codes"] = response_codes(req)
+    return (Overall.model_validate(json_clean(overall)),
+            {k: DeviceResponses.model_validate(json_clean(v)) for k, v in per_device.items()})
 
 
 def _add_counts(counts: np.ndarray, codes: np.ndarray, oc_codes: np.ndarray) -> None:

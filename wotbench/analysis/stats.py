@@ -129,3 +129,20 @@ def cdf_points(values: np.ndarray, n: int = 201) -> tuple[np.ndarray, np.ndarray
     if len(values) == 0:
         return p, np.full(n, np.nan)
     return p, np.quantile(values, p)
+
+
+def json_clean(x: Any) -> Any:
+    """numpy scalars to Python, NaN/inf to None (JSON has neither), recursively: what the
+    dict-built blocks go through before they become models."""
+    if isinstance(x, dict):
+        return {str(k): json_clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_clean(v) for v in x]
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x

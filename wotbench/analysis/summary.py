@@ -5,9 +5,8 @@ uses) and the series frames; :func:`write` puts both into the run directory.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -25,10 +24,11 @@ from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
-from wotbench.rundir.summary import GeIntegrityBlock, GeRule, LossBlock
+from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegrityBlock, GeRule, LossBlock,
+                                     Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
-from wotbench.analysis.stats import grouped_stats, row_stats
+from wotbench.analysis.stats import json_clean
 
 # 2: the kernel evidence (summary "evidence", contention "cd_status", "evidence_missing",
 # "notes", flagged windows "shown_by"/"evidence"); version-1 summaries still read (all optional)
@@ -65,7 +65,7 @@ def _cd_samples(run: RunData, req: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cd_split(run: RunData, cd_req: pd.DataFrame, cd: pd.DataFrame, timeout_ms: float,
-              p: AnalysisParams) -> Optional[dict[str, Any]]:
+              p: AnalysisParams) -> Optional[CdSplit]:
     """R − S of the CD probes by place, per phase (None without the CD's device log)."""
     if run.cd is None or run.cd.log is None or run.cd_ge is None:
         return None
@@ -115,18 +115,18 @@ def _loss_reason(loss: LossBlock) -> str:
             f"system under test (losses the configured impairments caused are not counted)")
 
 
-def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
-             contention: dict[str, Any], loss: Optional[LossBlock]) -> dict[str, Any]:
+def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
+             contention: ContentionBlock, loss: Optional[LossBlock]) -> Verdict:
     invalid, flags, notes = [], [], []
     if loss is not None and loss.testbed:
         flags.append(("testbed_loss", _loss_reason(loss)))
     for f in run.run.failures:
         invalid.append(f"component {f.component} failed: {f.what}")
-    if overall["requests"] == 0:
+    if overall.requests == 0:
         invalid.append("no requests in the GE logs")
-    elif overall["sent"] == 0:
+    elif overall.sent == 0:
         invalid.append("no request was sent")
-    elif overall["outcomes"]["ok"] == 0:
+    elif overall.outcomes.ok == 0:
         invalid.append("no request was answered with 2.xx")
     ge_state = "not_checked"
     bottleneck = []
@@ -141,20 +141,19 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
     cd_ge = ge_block.cd_ge
     if cd_ge is not None and cd_ge.kept_up is False:
         notes.append("the CD's GE sent late (" + "; ".join(cd_ge.problems) + ")")
-    if contention["status"] == "detected":
-        flags.append(("contention", "contention: " + contention["reason"]))
-    elif contention["status"] in ("inconclusive", "not_checked"):
-        notes.append(f"contention {contention['status'].replace('_', ' ')}: "
-                     f"{contention['reason']}")
-    elif contention.get("evidence_missing"):   # "none", on part of the evidence: say which
-        notes.append("no contention seen, but " + contention["reason"].split("; evidence ", 1)[-1]
-                     if "; evidence " in (contention["reason"] or "") else
+    if contention.status == "detected":
+        flags.append(("contention", "contention: " + (contention.reason or "")))
+    elif contention.status in ("inconclusive", "not_checked"):
+        notes.append(f"contention {contention.status.replace('_', ' ')}: {contention.reason}")
+    elif contention.evidence_missing:   # "none", on part of the evidence: say which
+        notes.append("no contention seen, but " + contention.reason.split("; evidence ", 1)[-1]
+                     if "; evidence " in (contention.reason or "") else
                      "no contention seen on the evidence this run had")
-    notes.extend(contention.get("notes") or [])
+    notes.extend(contention.notes)
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))
     if run.run.interrupted or ge_block.interrupted:
-        notes.append(f"run interrupted: {overall['outcomes']['unsent']} requests unsent; "
+        notes.append(f"run interrupted: {overall.outcomes.unsent} requests unsent; "
                      "statistics cover the part that ran")
     if invalid:
         status = "invalid"
@@ -166,18 +165,17 @@ def _verdict(run: RunData, overall: dict[str, Any], ge_block: GeIntegrityBlock,
     if status == "trustworthy" and not reasons:
         reasons = ["GEs kept up with the trace; neither the CD node nor the kernel's evidence "
                    "(the components' CPU wait, busy stretch, send lag) showed contention"]
-    return {"status": status, "reasons": reasons, "exit_code": 0 if status == "trustworthy" else 3,
-            "checks": {"data": "invalid" if invalid else "ok", "ge": ge_state,
-                       "contention": contention["status"],
-                       "loss": "not_checked" if loss is None else
-                       "testbed_loss" if loss.testbed else "none"}}
+    return Verdict(status=status, reasons=reasons, exit_code=0 if status == "trustworthy" else 3,
+                   checks=Checks(data="invalid" if invalid else "ok", ge=ge_state,
+                                 contention=contention.status,
+                                 loss="not_checked" if loss is None else
+                                 "testbed_loss" if loss.testbed else "none"))
 
 
 def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFrame]]:
     req = resp.combine_ge(run.ges, run.test_start_ns)
     codes, names = resp.device_codes(req, run)
     overall, per_device = resp.compute_responses(req, codes, names, run.duration_s)
-    overall["response_codes"] = resp.response_codes(req)
     series: dict[str, pd.DataFrame] = {}
     series["response_times"] = resp.response_series(req, codes, names)
     series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(req, codes, names)
@@ -229,38 +227,27 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
     loss, series["loss_over_time"] = lossm.loss_block(req, cause, codes, names,
                                                       run.run.network, run.duration_s)
-    counters["ok_requests"] = int(overall["outcomes"]["ok"])
+    counters["ok_requests"] = overall.outcomes.ok
     counters["ok_requests_matched"] = int(len(dec))
-    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms))
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
-    split_block = {"definition": decomp.DEFINITION,
-                   **decomp.split_block(decomp.split(req, matched, s_ms), names), "cd": None}
+    split_frame = decomp.split(req, matched, s_ms)
 
     # CD node
     cd = _cd_samples(run, cd_req) if cd_req is not None else None
-    cd_rd_block = None
+    cd_rd_block = cd_split = None
     if cd is not None:
         cd_name = run.cd.name if run.cd else "cd-node"
-        ph = cd["phase"].to_numpy()
-        cd_rd_block = {}
-        for phase in ("calibration", "test"):
-            v = cd["rd"].to_numpy()[ph == phase]
-            v = v[~np.isnan(v)]
-            st = row_stats(grouped_stats(np.zeros(len(v), np.int64), v, 1,
-                                         list(rdm.RD_QS.values())), 0, rdm.RD_QS, "")
-            st["lost"] = int(((cd["outcome"] != "ok") & (cd["outcome"] != "unsent"))
-                             .to_numpy()[ph == phase].sum())
-            cd_rd_block[phase] = st
-        cd_rd_block["device"] = cd_name
-        tmask = ph == "test"
+        cd_rd_block = rdm.cd_rd(cd, cd_name)
+        tmask = cd["phase"].to_numpy() == "test"
         fake = pd.DataFrame({"sched": cd["t_s"].to_numpy()[tmask] * 1e9})
         cd_series = rdm.rd_series(fake, cd["rd"].to_numpy()[tmask],
                                   np.zeros(int(tmask.sum()), np.int64), [cd_name],
                                   p.contention.window_s or p.rd.window_s, label_all="")
         rd_frames.append(cd_series[cd_series["device"] == cd_name])
         series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
-        split_block["cd"] = _cd_split(run, cd_req, cd, timeout_ms, p)
-    rd_block["cd"] = cd_rd_block
+        cd_split = _cd_split(run, cd_req, cd, timeout_ms, p)
+    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms), cd_rd_block)
+    split_block = decomp.split_block(split_frame, names, cd_split)
     series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
         if any(len(f) for f in rd_frames) else rd_frames[0]
 
@@ -276,7 +263,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     answered: dict[str, int] = {}
     for name, d in per_device.items():
         g = groups.get(name, name)
-        answered[g] = answered.get(g, 0) + int((d.get("outcomes") or {}).get("ok", 0))
+        answered[g] = answered.get(g, 0) + d.outcomes.ok
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
                                                 run.duration_s, groups, answered)
     series.update(monitor_series)
@@ -291,13 +278,13 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     verdict = _verdict(run, overall, ge_block, contention, loss)
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
-        verdict["reasons"].append(dtls_note)
+        verdict.reasons.append(dtls_note)
     slo_block = None
     if slo_spec is not None:
         frame = sloa.RequestFrame.from_requests(req, codes, names, groups)
         slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
-                                      verdict["status"])
-        verdict["exit_code"] = sloa.exit_code(verdict["status"], slo_block)
+                                      verdict.status)
+        verdict.exit_code = sloa.exit_code(verdict.status, slo_block)
     run_block = {
         "name": run.run.name,
         "run_id": run.run.run_id,
@@ -314,30 +301,11 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         "params": p.model_dump(),
         "warnings": run.warnings,
     }
-    summary = {"run": run_block, "overall": overall, "per_device": per_device,
-               "rd": rd_block, "contention": contention, "verdict": verdict,
-               "decomposition": split_block}
-    # the blocks built as models go in as they are; the dict-built ones are validated here
-    return Summary.model_validate({**_json_clean(summary),
-                                   "ge_integrity": ge_block, "monitor": monitor_block,
-                                   "loss": loss, "observe": observe_block,
-                                   "blockwise": blockwise_block, "dtls": dtls_block,
-                                   "slo": slo_block, "evidence": evidence}), series
-
-
-def _json_clean(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_clean(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
+    return Summary(run=RunBlock.model_validate(json_clean(run_block)), overall=overall,
+                   per_device=per_device, ge_integrity=ge_block, rd=rd_block,
+                   contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
+                   decomposition=split_block, slo=slo_block, observe=observe_block,
+                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

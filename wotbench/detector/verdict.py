@@ -38,10 +38,11 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
+from wotbench.rundir.summary import ContentionBlock
 from wotbench.detector.evidence import OWNER_WORDS
 from wotbench.rundir.evidence import EvidenceBlock
 
-from wotbench.analysis.stats import fnum
+from wotbench.analysis.stats import fnum, json_clean
 
 MAD_SCALE = 1.4826
 
@@ -170,7 +171,7 @@ def assess(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
     return block, series
 
 
-def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]:
+def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBlock:
     """One contention block from the CD rule's (``assess``) and the direct evidence: a window is
     flagged when either shows distortion, and says what showed it and how much."""
     out = dict(cd_block)
@@ -220,7 +221,7 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> dict[str, Any]
         out["reason"] = (out["reason"] or "") + (
             "; evidence this run does not have (its rules abstained): "
             + "; ".join(f"{', '.join(s)}: {why}" for why, s in by_why.items()))
-    return out
+    return ContentionBlock.model_validate(json_clean(out))
 
 
 NOTE_MIN_SHARE = 0.2   # an outside process using this much of a run core is named in the verdict

@@ -43,9 +43,9 @@ from wotbench.runner.procutil import child_setup
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_COLUMNS = ["mono_ns", "component", "role", "cpu_ns", "runqueue_ns", "nr_periods",
                   "nr_throttled", "throttled_ns"]
-# devices read per interval (the others keep their latest values): 1000 devices' threads cost
-# about 5 ms of CPU per interval with descriptors opened once (docs/VALIDATION.md "Cost")
-DEVICE_BATCH = 1000
+# devices read per interval (the others keep their latest values); every device is read at the
+# evidence windows' edges (:meth:`Monitor.align`), so each window's sums are exact at any scale
+DEVICE_BATCH = 100
 
 
 def _read(path: Path) -> str | None:
@@ -201,6 +201,9 @@ class Monitor:
         self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
                      "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0}
         self._started_ns: Optional[int] = None
+        # instants (CLOCK_MONOTONIC ns) to read every component / scan the host's processes at
+        self._full_at: list[int] = []
+        self._scan_at: list[int] = []
         self.foreign = ForeignScan(run_id, run_cores if run_cores is not None
                                    else set(range(os.cpu_count() or 1)), lookup)
         self.interval = interval_s
@@ -275,7 +278,32 @@ class Monitor:
         self._next_device = k + self.device_batch
         return [s for s in srcs if s.group is None] + batch
 
-    def sample(self, everything: bool = False) -> None:
+    def align(self, full_at: list[int], scan_at: list[int]) -> None:
+        """Read every component at ``full_at`` (the evidence windows' edges) and scan the host's
+        processes only at ``scan_at`` (edges and middles): the counters are cumulative, so each
+        window's sums come out exact while 1000 devices cost a full read once a window, not
+        every interval (docs/VALIDATION.md "Cost"). Without it every sample does both."""
+        with self._lock:
+            self._full_at, self._scan_at = sorted(full_at), sorted(scan_at)
+
+    def _due_marks(self, now: int) -> tuple[bool, bool]:
+        """(read everything, scan the processes) for a sample at ``now``."""
+        with self._lock:
+            if not self._scan_at and not self._full_at:
+                return False, True
+            slack = 20_000_000          # a wake-up a little early still counts
+            full = bool(self._full_at) and self._full_at[0] <= now + slack
+            scan = bool(self._scan_at) and self._scan_at[0] <= now + slack
+            self._full_at = [x for x in self._full_at if x > now + slack]
+            self._scan_at = [x for x in self._scan_at if x > now + slack]
+        return full, scan
+
+    def _next_mark_s(self) -> Optional[float]:
+        with self._lock:
+            marks = self._full_at[:1] + self._scan_at[:1]
+        return min(marks) / 1e9 if marks else None
+
+    def sample(self, everything: bool = False, scan: bool = True) -> None:
         now = time.monotonic_ns()
         t0 = time.thread_time_ns()
         for src in self._due(everything):
@@ -295,7 +323,7 @@ class Monitor:
         t1 = time.thread_time_ns()
         cores, pressure = self.counters.sample(now)
         t2 = time.thread_time_ns()
-        foreign = self.foreign.sample(now)
+        foreign = self.foreign.sample(now) if scan else []
         t3 = time.thread_time_ns()
         for key, rows in (("cores", cores), ("pressure", pressure), ("foreign", foreign)):
             f, w = self._extra[key]
@@ -325,12 +353,17 @@ class Monitor:
     def _loop(self) -> None:
         next_t = time.monotonic()
         while not self._stop.is_set():
+            full, scan = self._due_marks(time.monotonic_ns())
             try:
-                self.sample()
+                self.sample(everything=full, scan=scan)
             except Exception as e:  # never let monitoring kill the run
                 self.log(f"monitor: sample failed: {e}")
-            next_t += self.interval
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            now = time.monotonic()
+            while next_t <= now:
+                next_t += self.interval
+            mark = self._next_mark_s()
+            wake = min(next_t, mark) if mark is not None else next_t
+            self._stop.wait(max(0.0, wake - time.monotonic()))
 
     def stop(self) -> None:
         """Idempotent. Stops sampling and collectl, then writes the parsed host tables."""

@@ -44,6 +44,7 @@ from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
 from wotbench.monitor.recorder import Monitor
+from wotbench.rundir import ContentionParams
 from wotbench.runner import readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test
@@ -76,6 +77,15 @@ class Interrupted(Exception):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def evidence_marks(tl: Timeline) -> tuple[list[int], list[int]]:
+    """When the monitor reads every component (the evidence windows' edges: T0, the test start,
+    every window of the analysis's grid) and scans the host's processes (edges and middles)."""
+    w = int(ContentionParams().window_s * 1e9)
+    n = int(-(-tl.duration_s * 1e9 // w))
+    edges = [tl.t0_ns, tl.test_start_ns] + [tl.test_start_ns + k * w for k in range(1, n + 1)]
+    return edges, sorted(set(edges) | {e + w // 2 for e in edges[1:]})
 
 
 def log(msg: str) -> None:
@@ -395,6 +405,7 @@ class Runner:
             lead_s(len(all_ges), self.kind.ge_start_lead_s, self.trace_summary.requests) + warm_s,
             self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
+        self.monitor.align(*evidence_marks(tl))
         if self.cd_ge:
             self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
