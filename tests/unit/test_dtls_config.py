@@ -17,7 +17,7 @@ from wotbench.rundir import RunDir
 from wotbench.runner import dtlskey
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.backends.docker.backend import DockerBackend
-from wotbench.runner.labels import NOBODY
+from wotbench.labels import NOBODY
 from wotbench.workload.trace_io import read_trace
 from wotbench.workload.generate import write_trace
 

@@ -17,7 +17,7 @@ from wotbench.monitor.foreign import ForeignScan, parse_cpu_list, parse_stat
 from wotbench.monitor.host_counters import parse_pressure, parse_proc_stat
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import RunDir
-from wotbench.runner.labels import PROCESS_ENV
+from wotbench.labels import PROCESS_ENV
 
 
 def test_proc_stat_and_pressure_parsers():
@@ -159,11 +159,22 @@ def _add_monitor(d, wait_of_cpu: list[float], cpu_share: float = 0.3, window_s: 
          "cpu_pressure": None, "process_scan": None}))
 
 
+def _loop_rows(pid: int, core: int, share: float, seconds: range, comm: str = "sh",
+               kind: str = "host", owner: str = "") -> list[tuple]:
+    """monitor/foreign.csv rows of one outside process: ``share`` of ``core`` each second."""
+    return [(TEST_START_NS + int(s * 1e9), int(1e9), pid, comm, kind, owner, core,
+             int(share * 1e9)) for s in seconds]
+
+
+def _light_run(path, seed: int, duration_s: float = 30):
+    """3 busy devices of 5 ms at 20 req/s each, no CD node."""
+    return make_run(path, duration_s=duration_s, n_devices=3, rate_per_device=20,
+                    service_us=[5000], cd=False, seed=seed)
+
+
 def test_cpu_wait_flags_the_window_and_names_the_antagonist(tmp_path):
-    d = make_run(tmp_path / "r", duration_s=30, n_devices=3, rate_per_device=20,
-                 service_us=[5000], cd=False, seed=3)
-    sh = [(TEST_START_NS + int(s * 1e9), int(1e9), 4242, "sh", "host", "", 1, int(0.6e9))
-          for s in range(11, 21)]
+    d = _light_run(tmp_path / "r", seed=3)
+    sh = _loop_rows(4242, core=1, share=0.6, seconds=range(11, 21))
     _add_monitor(d, [0.2, 3.0, 0.2], foreign=sh)
     s = analyze(d)
     c = s.contention
@@ -177,8 +188,7 @@ def test_cpu_wait_flags_the_window_and_names_the_antagonist(tmp_path):
 
 
 def test_clean_windows_say_none_and_missing_sources_are_named(tmp_path):
-    d = make_run(tmp_path / "c", duration_s=30, n_devices=3, rate_per_device=20,
-                 service_us=[5000], cd=False, seed=4)
+    d = _light_run(tmp_path / "c", seed=4)
     _add_monitor(d, [0.2, 0.25, 0.2])
     s = analyze(d)
     assert s.contention.status == "none" and not s.contention.flagged_windows
@@ -193,10 +203,8 @@ def test_clean_windows_say_none_and_missing_sources_are_named(tmp_path):
 
 
 def test_an_outside_process_without_effect_is_named_but_not_flagged(tmp_path):
-    d = make_run(tmp_path / "n", duration_s=30, n_devices=3, rate_per_device=20,
-                 service_us=[5000], cd=False, seed=5)
-    sh = [(TEST_START_NS + int(s * 1e9), int(1e9), 77, "sh", "host", "", 0, int(0.5e9))
-          for s in range(1, 11)]
+    d = _light_run(tmp_path / "n", seed=5)
+    sh = _loop_rows(77, core=0, share=0.5, seconds=range(1, 11))
     _add_monitor(d, [0.2, 0.2, 0.2], foreign=sh)
     s = analyze(d)
     assert s.contention.status == "none"
@@ -206,10 +214,10 @@ def test_an_outside_process_without_effect_is_named_but_not_flagged(tmp_path):
 
 
 def test_another_wotbench_run_on_a_run_core_is_flagged(tmp_path):
-    d = make_run(tmp_path / "o", duration_s=20, n_devices=3, rate_per_device=20,
-                 service_us=[5000], cd=False, seed=6)
-    other = [(TEST_START_NS + int(s * 1e9), int(1e9), 900 + s, "wot-device", "wotbench",
-              "light-20261124", 1, int(0.1e9)) for s in range(11, 20)]
+    d = _light_run(tmp_path / "o", seed=6, duration_s=20)
+    other = [row for s in range(11, 20) for row in _loop_rows(
+        900 + s, core=1, share=0.1, seconds=range(s, s + 1), comm="wot-device", kind="wotbench",
+        owner="light-20261124")]
     _add_monitor(d, [0.2, 0.2], foreign=other)
     s = analyze(d)
     w = s.contention.flagged_windows
@@ -220,8 +228,7 @@ def test_another_wotbench_run_on_a_run_core_is_flagged(tmp_path):
 def test_a_window_beyond_the_last_core_sample_is_null_not_nan(tmp_path):
     """cores.csv stops before the test ends (the monitor stopped early): steal of the last
     window is unknown, and summary.json (JSON has no NaN) is still written."""
-    d = make_run(tmp_path / "s", duration_s=30, n_devices=3, rate_per_device=20,
-                 service_us=[5000], cd=False, seed=7)
+    d = _light_run(tmp_path / "s", seed=7)
     _add_monitor(d, [0.2, 0.2, 0.2])
     rd = RunDir(d)
     rows = [[TEST_START_NS + int(s * 1e9), c, int(s * 1e9), 0, 0] for s in range(-5, 15)

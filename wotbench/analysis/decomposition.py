@@ -35,7 +35,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.analysis.stats import grouped_stats, json_clean, row_stats
+from wotbench.analysis.stats import grouped_stats, row_stats
+from wotbench.rundir.values import json_clean
 from wotbench.rundir.summary import CdSplit, SplitBlock
 
 QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}

@@ -36,7 +36,8 @@ from wotbench.rundir import RdParams
 from wotbench.rundir.summary import CdRd, RdBlock
 
 from wotbench.analysis.loading import DeviceInfo
-from wotbench.analysis.stats import grouped_stats, json_clean, row_stats
+from wotbench.analysis.stats import grouped_stats, row_stats
+from wotbench.rundir.values import json_clean
 
 RD_QS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 DECOMP = ("network_stack", "queueing", "service")

@@ -8,7 +8,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from wotbench.analysis.loading import OUTCOMES, GeData, RunData
-from wotbench.analysis.stats import RT_QUANTILES, fnum, grouped_stats, json_clean, row_stats
+from wotbench.analysis.stats import RT_QUANTILES, fnum, grouped_stats, row_stats
+from wotbench.rundir.values import json_clean
 from wotbench.rundir.summary import DeviceResponses, Overall
 
 NS_PER_MS = 1e6

@@ -1,12 +1,12 @@
 """Vectorised statistics helpers shared by the analysis modules."""
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence, TypeVar
 
 import numpy as np
 
 from wotbench.rundir.quantiles import Quantiles
+from wotbench.rundir.values import fnum
 
 # quantiles reported for response times: key suffix -> q
 RT_QUANTILES: dict[str, float] = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99,
@@ -90,15 +90,6 @@ def quantiles_of(family: type[Q], v: np.ndarray) -> Q:
     return family(**out)
 
 
-def fnum(x: Any) -> float | None:
-    """float or None for NaN/inf (JSON has no NaN)."""
-    if x is None:
-        return None
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray, tol: float = 0.0) -> float:
@@ -129,20 +120,3 @@ def cdf_points(values: np.ndarray, n: int = 201) -> tuple[np.ndarray, np.ndarray
     if len(values) == 0:
         return p, np.full(n, np.nan)
     return p, np.quantile(values, p)
-
-
-def json_clean(x: Any) -> Any:
-    """numpy scalars to Python, NaN/inf to None (JSON has neither), recursively: what the
-    dict-built blocks go through before they become models."""
-    if isinstance(x, dict):
-        return {str(k): json_clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_clean(v) for v in x]
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x

@@ -28,7 +28,7 @@ from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegri
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
-from wotbench.analysis.stats import json_clean
+from wotbench.rundir.values import json_clean
 
 # 2: the kernel evidence (summary "evidence", contention "cd_status", "evidence_missing",
 # "notes", flagged windows "shown_by"/"evidence"); version-1 summaries still read (all optional)
@@ -146,7 +146,7 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     elif contention.status in ("inconclusive", "not_checked"):
         notes.append(f"contention {contention.status.replace('_', ' ')}: {contention.reason}")
     elif contention.evidence_missing:   # "none", on part of the evidence: say which
-        notes.append("no contention seen, but " + contention.reason.split("; evidence ", 1)[-1]
+        notes.append("no contention seen; evidence " + contention.reason.split("; evidence ", 1)[-1]
                      if "; evidence " in (contention.reason or "") else
                      "no contention seen on the evidence this run had")
     notes.extend(contention.notes)

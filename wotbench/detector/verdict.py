@@ -42,7 +42,7 @@ from wotbench.rundir.summary import ContentionBlock
 from wotbench.detector.evidence import OWNER_WORDS
 from wotbench.rundir.evidence import EvidenceBlock
 
-from wotbench.analysis.stats import fnum, json_clean
+from wotbench.rundir.values import fnum, json_clean
 
 MAD_SCALE = 1.4826
 

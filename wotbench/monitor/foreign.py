@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from wotbench.runner.labels import PROCESS_ENV, ROLE_LABEL, RUN_LABEL
+from wotbench.labels import PROCESS_ENV, ROLE_LABEL, RUN_LABEL
 
 FOREIGN_COLUMNS = ["mono_ns", "interval_ns", "pid", "comm", "owner_kind", "owner", "core", "cpu_ns"]
 RUNTIME_COMMS = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc",

@@ -38,7 +38,7 @@ import pandas as pd
 from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
 from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
 from wotbench.rundir import RunDir
-from wotbench.runner.procutil import child_setup
+from wotbench.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_COLUMNS = ["mono_ns", "component", "role", "cpu_ns", "runqueue_ns", "nr_periods",

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wotbench.runner.labels import PROCESS_ENV, RUN_LABEL
+from wotbench.labels import PROCESS_ENV, RUN_LABEL
 
 
 REMOVE_PARALLEL = 8          # container removals at once (dockerd does the work)

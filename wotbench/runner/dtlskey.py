@@ -18,7 +18,7 @@ from typing import Optional
 from wotbench.config import dtls as dtls_spec
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunDir
-from wotbench.runner.labels import NOBODY
+from wotbench.labels import NOBODY
 
 KEY_IN = "/dtls-psk.key"    # in-container path of the bind mount
 

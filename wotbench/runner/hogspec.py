@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from wotbench.config.hog_episodes import MIB, ContentionEpisode, validate_contention
 from wotbench.rundir import EpisodeRecord
-from wotbench.runner.labels import ROLE_LABEL, RUN_LABEL
+from wotbench.labels import ROLE_LABEL, RUN_LABEL
 
 HOG_IN_IMAGE = "/hog"
 

@@ -19,7 +19,7 @@ from wotbench.rundir import RunDir
 from wotbench.runner import doctor
 from wotbench.runner.backend import BackendKind, Log
 from wotbench.runner.backends.docker.backend import DockerKind
-from wotbench.runner.labels import NOBODY
+from wotbench.labels import NOBODY
 from wotbench.runner.backends.process.backend import ProcessKind
 from wotbench.stamps import dir_stamp
 

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from wotbench.runner.labels import PROCESS_ENV, RUN_LABEL
+from wotbench.labels import PROCESS_ENV, RUN_LABEL
 
 KINDS = ("busy-loop", "container-hog", "second-run")
 CORE_WORDS = ("device", "ge")

@@ -31,7 +31,7 @@ from wotbench.runner.backend import Log
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
-from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
+from wotbench.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
 from wotbench.monitor.recorder import container_cgroup_dirs
 
 # in-container paths of the bind mounts

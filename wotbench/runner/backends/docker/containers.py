@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wotbench.runner.labels import COMPONENT_LABEL, NOBODY, ROLE_LABEL, RUN_LABEL
+from wotbench.labels import COMPONENT_LABEL, NOBODY, ROLE_LABEL, RUN_LABEL
 
 # Every container runs the static binary as nobody, without capabilities, on a read-only root.
 LEAST_PRIVILEGE = dict(read_only=True, user=f"{NOBODY}:{NOBODY}", cap_drop=["ALL"],

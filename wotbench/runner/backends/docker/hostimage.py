@@ -20,7 +20,7 @@ from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner.backends.docker.images import add_bytes, build_once
-from wotbench.runner.labels import IMAGE_LABEL, NOBODY
+from wotbench.labels import IMAGE_LABEL, NOBODY
 
 # "libcoap-3-notls.so.3 => /lib/x86_64-linux-gnu/libcoap-3-notls.so.3 (0x...)" and
 # "/lib64/ld-linux-x86-64.so.2 (0x...)"; "linux-vdso.so.1 (0x...)" has no file

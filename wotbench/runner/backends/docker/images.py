@@ -15,7 +15,7 @@ from typing import Callable
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner.binaries import is_static
-from wotbench.runner.labels import IMAGE_LABEL
+from wotbench.labels import IMAGE_LABEL
 
 def dockerfile(program: str) -> str:
     return (f"FROM scratch\nCOPY {program} /{program}\nUSER 65534:65534\n"

@@ -29,8 +29,8 @@ from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
-from wotbench.runner.labels import NOBODY, PROCESS_ENV
-from wotbench.runner.procutil import child_setup
+from wotbench.labels import NOBODY, PROCESS_ENV
+from wotbench.procutil import child_setup
 
 
 def loopback_address(ip: str, subnet: str) -> str:
