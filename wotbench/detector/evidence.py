@@ -45,6 +45,7 @@ from wotbench.rundir import RunDir, RunRecord
 from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
                                       Flag, PlaceWindow, WindowEvidence)
 
+
 @dataclass(frozen=True)
 class GeSends:
     """A GE's sent requests: scheduled instants (absolute CLOCK_MONOTONIC ns), lag behind them
@@ -210,7 +211,8 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
 
-def _flags(w: WindowEvidence, p: EvidenceParams, device_places: set[str]) -> list[Flag]:
+def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places") -> list[Flag]:
+    device_places = set(places.device_places())
     out = []
     for pw in w.places:
         devices = pw.place in device_places
@@ -240,9 +242,10 @@ def _flags(w: WindowEvidence, p: EvidenceParams, device_places: set[str]) -> lis
                 f"core {core}: another WoTbench run ({run}) used {share:.2f} of the core")))
     # the devices first (what the user measures), then the CD node, then the GEs
     out.sort(key=lambda f: (0 if f.place in device_places else 1 if f.place == "cd-node" else 2))
-    if out:   # name what else ran where the run lost time
+    if out:   # name what else ran on the cores where the run lost time
+        cores = {c for f in out for c in places.core_of.get(f.place, [])}
         named = [f"core {a.core}: {_name(a)} used {a.share:.2f} of the core"
-                 for a in w.antagonists if a.owner_kind != "wotbench"]
+                 for a in w.antagonists if a.owner_kind != "wotbench" and a.core in cores]
         if named:
             out[0].text += "; " + "; ".join(named)
     return out
@@ -281,9 +284,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         calibration.start_s = float((cal_edges[0] - test_start_ns) / 1e9)
         calibration.end_s = float((cal_edges[1] - test_start_ns) / 1e9)
         calibration.window = -1
-    device_places = set(places.device_places())
     for w in windows:
-        w.flags = _flags(w, p, device_places)
+        w.flags = _flags(w, p, places)
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
                           other_runs=run.other_runs)
