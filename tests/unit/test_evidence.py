@@ -240,3 +240,41 @@ def test_a_window_beyond_the_last_core_sample_is_null_not_nan(tmp_path):
     assert any(p.place == "core 1" for p in last)
     assert all(p.steal_share is None for p in last)
     assert json.loads(rd.summary_json.read_text())["evidence"]["windows"][0]["places"]
+
+
+def _with_cd_node(d, cd_wait: float) -> None:
+    """run.json's CD node record and its own run-queue wait (``cd_wait`` of its CPU time)."""
+    rd = RunDir(d)
+    run = json.loads(rd.run_json.read_text())
+    run["cd_node"] = {"name": "cd-node", "role": "cd-node", "cpuset": "1",
+                      "resources": "trace/resources/cd-node.csv"}
+    rd.run_json.write_text(json.dumps(run))
+    cg = pd.read_csv(rd.cgroups_csv)
+    rows = []
+    for k, t in enumerate(sorted(set(cg["mono_ns"]))):
+        cpu = k * 0.01e9
+        rows.append([t, "cd-node", "cd-node", int(cpu), int(cd_wait * cpu), "", "", ""])
+    pd.concat([cg, pd.DataFrame(rows, columns=cg.columns)]).to_csv(rd.cgroups_csv, index=False)
+
+
+def test_a_cd_flag_the_kernel_contradicts_is_a_note_not_a_flag(tmp_path):
+    """The CD rule fires in 10-20 s, but the kernel measured that window and saw neither the
+    CD node nor the devices wait: the CD rule's 5 % false-alarm rate, not the host."""
+    d = make_run(tmp_path / "cd", duration_s=30, n_devices=3, rate_per_device=20,
+                 service_us=[5000], cd=True, cd_shift=1.0, cd_shift_start_s=10, seed=8)
+    _add_monitor(d, [0.2, 0.2, 0.2])
+    _with_cd_node(d, cd_wait=0.05)
+    s = analyze(d)
+    c = s.contention
+    assert c.cd_status == "detected" and c.status == "none" and not c.flagged_windows
+    assert any("not counted as host distortion" in n and "CD node R_d median rose" in n
+               for n in c.notes)
+    assert s.verdict.status == "trustworthy"
+    # the same CD rise with the CD node waiting for its core: flagged, by both
+    d2 = make_run(tmp_path / "cd2", duration_s=30, n_devices=3, rate_per_device=20,
+                  service_us=[5000], cd=True, cd_shift=1.0, cd_shift_start_s=10, seed=8)
+    _add_monitor(d2, [0.2, 0.2, 0.2])
+    _with_cd_node(d2, cd_wait=2.0)
+    c2 = analyze(d2).contention
+    assert c2.status == "detected"
+    assert any("cd" in w.shown_by and "cpu_wait" in w.shown_by for w in c2.flagged_windows)

@@ -218,3 +218,14 @@ def test_agree_grades_episode_windows_by_the_devices_response_time():
     assert s["detection"] == 1.0 and s["false_windows"] == 1 and not s["passed"]
     # the same run graded as plain episodes: both windows are episode windows
     assert grade_run(r)["counts"]["flagged_episode_windows"] == 2
+
+
+def test_agree_without_a_felt_window_has_no_onset_to_miss():
+    """A hog on the GE's core that the devices never felt: nothing flagged is right."""
+    r = run(episodes=[ep(15, 25)])
+    r["dev_windows"] = [{"start_s": a, "end_s": a + 10, "p50_rd": 0.0, "count": 100}
+                        for a in (0, 10, 20, 30)]
+    g = grade_run(r, expect="agree")
+    assert g["onsets"] == [] and g["counts"].get("episode_windows", 0) == 0
+    s = summarize([g], "agree")
+    assert s["false_windows"] == 0 and s["passed"]

@@ -153,7 +153,10 @@ def grade_run(run: dict, share: float = EPISODE_SHARE, expect: str = "episodes"
                 false_shown.update(by)
         rows.append(row)
     onsets = []
+    felt = {r["episode"] for r in rows if r["class"] == "episode"}
     for i, e in enumerate(eps):
+        if expect == "agree" and i not in felt:
+            continue        # the devices never felt it: there is no onset to find
         t = first.get(i)
         delay = None if t is None else t - e["start_s"]
         onsets.append({"episode": e.get("name"), "kind": e.get("kind"), "start_s": e["start_s"],
