@@ -168,10 +168,23 @@ def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFram
     return out
 
 
-def _foreign(rd: RunDir, edges_ns: np.ndarray) -> Optional[pd.DataFrame]:
+@dataclass(frozen=True)
+class MonitorFiles:
+    """The monitor's evidence files of a run, read once (None: absent)."""
+    cgroups: Optional[pd.DataFrame]
+    cores: Optional[pd.DataFrame]
+    pressure: Optional[pd.DataFrame]
+    foreign: Optional[pd.DataFrame]
+
+    @classmethod
+    def read(cls, rd: RunDir) -> "MonitorFiles":
+        return cls(read_optional_csv(rd.cgroups_csv), read_optional_csv(rd.cores_csv),
+                   read_optional_csv(rd.pressure_csv), read_optional_csv(rd.foreign_csv))
+
+
+def _foreign(df: Optional[pd.DataFrame], edges_ns: np.ndarray) -> Optional[pd.DataFrame]:
     """foreign.csv rows with their interval index (a sample's CPU belongs to the interval its
     sampling instant falls in; one monitor interval of smear at a window's edge)."""
-    df = read_optional_csv(rd.foreign_csv)
     if df is None:
         return None
     if not len(df):
@@ -181,8 +194,8 @@ def _foreign(rd: RunDir, edges_ns: np.ndarray) -> Optional[pd.DataFrame]:
     return df[(df["win"] >= 0) & (df["win"] < len(edges_ns) - 1)]
 
 
-def _core_counter(rd: RunDir, edges_ns: np.ndarray, column: str) -> dict[int, np.ndarray]:
-    df = read_optional_csv(rd.cores_csv)
+def _core_counter(df: Optional[pd.DataFrame], edges_ns: np.ndarray, column: str
+                  ) -> dict[int, np.ndarray]:
     out = {}
     if df is None or not len(df):
         return out
@@ -192,8 +205,7 @@ def _core_counter(rd: RunDir, edges_ns: np.ndarray, column: str) -> dict[int, np
     return out
 
 
-def _pressure(rd: RunDir, edges_ns: np.ndarray) -> Optional[np.ndarray]:
-    df = read_optional_csv(rd.pressure_csv)
+def _pressure(df: Optional[pd.DataFrame], edges_ns: np.ndarray) -> Optional[np.ndarray]:
     if df is None or len(df) < 2:
         return None
     v = _interp(df["mono_ns"].to_numpy(np.float64),
@@ -244,16 +256,21 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places") -> list[Flag]
     out.sort(key=lambda f: (0 if f.place in device_places else 1 if f.place == "cd-node" else 2))
     if out:   # name what else ran on the cores where the run lost time
         cores = {c for f in out for c in places.core_of.get(f.place, [])}
-        named = [f"core {a.core}: {_name(a)} used {a.share:.2f} of the core"
+        named = [f"core {a.core}: {describe(a)} used {a.share:.2f} of the core"
                  for a in w.antagonists if a.owner_kind != "wotbench" and a.core in cores]
         if named:
             out[0].text += "; " + "; ".join(named)
     return out
 
 
-def _name(a: Antagonist) -> str:
-    who = f"`{a.comm}` (pid {a.pid}, {OWNER_WORDS[a.owner_kind]}"
-    return who + (f" {a.owner})" if a.owner else ")")
+def owner_words(a: Antagonist) -> str:
+    """What the process is: "outside the testbed", "another WoTbench run RUN", ..."""
+    return OWNER_WORDS[a.owner_kind] + (f" {a.owner}" if a.owner else "")
+
+
+def describe(a: Antagonist) -> str:
+    """"`sh` (pid 4242, outside the testbed)": how the verdict and the report name a process."""
+    return f"`{a.comm}` (pid {a.pid}, {owner_words(a)})"
 
 
 # --------------------------------------------------------------------------- the block
@@ -267,8 +284,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     ``logs``/``services``: each device's log and resource table (the CD node's too), by name;
     ``sends``: each GE's send lags with its GE-integrity tolerance."""
     p = p or EvidenceParams()
-    cg = read_optional_csv(rd.cgroups_csv)
-    sources = _sources(rd, cg)
+    files = MonitorFiles.read(rd)
+    sources = _sources(rd, files.cgroups)
     if not logs:
         sources.device_logs = "no device logs"
     places = Places(run)
@@ -277,8 +294,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     cal = run.calibration
     cal_edges = np.array([cal.start_mono_ns, cal.end_mono_ns], np.float64) if cal else None
 
-    windows = _windows(rd, cg, logs, services, sends, places, edges, p)
-    calibration = (_windows(rd, cg, logs, services, sends, places, cal_edges, p)[0]
+    windows = _windows(files, logs, services, sends, places, edges, p)
+    calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
     if calibration is not None:
         calibration.start_s = float((cal_edges[0] - test_start_ns) / 1e9)
@@ -292,11 +309,11 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     return block, series(block)
 
 
-def _windows(rd: RunDir, cg, logs, services, sends: dict[str, GeSends], places: Places,
+def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
              edges: np.ndarray, p: EvidenceParams) -> list[WindowEvidence]:
     n = len(edges) - 1
     lengths = np.diff(edges)
-    comp = _component_deltas(cg, edges)
+    comp = _component_deltas(files.cgroups, edges)
     logm = _log_measures(logs, services, places, edges)
     for ge, s in sends.items():   # a GE's "requests" are its sends
         idx = np.searchsorted(edges, s.sched_ns, side="right") - 1
@@ -304,9 +321,9 @@ def _windows(rd: RunDir, cg, logs, services, sends: dict[str, GeSends], places: 
         logm[ge]["requests"] = np.bincount(idx[inside], minlength=n).tolist()
         logm[ge]["lag"] = [s.lag_ms[inside & (idx == i)] for i in range(n)]
         logm[ge]["tolerance_ms"] = s.tolerance_ms
-    foreign = _foreign(rd, edges)
-    steal = _core_counter(rd, edges, "steal_ns")
-    pressure = _pressure(rd, edges)
+    foreign = _foreign(files.foreign, edges)
+    steal = _core_counter(files.cores, edges, "steal_ns")
+    pressure = _pressure(files.pressure, edges)
     out = []
     for i in range(n):
         w = WindowEvidence(window=i, start_s=0.0, end_s=0.0)

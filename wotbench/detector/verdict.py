@@ -39,7 +39,7 @@ from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
 from wotbench.rundir.summary import ContentionBlock
-from wotbench.detector.evidence import OWNER_WORDS
+from wotbench.detector.evidence import describe
 from wotbench.rundir.evidence import EvidenceBlock, WindowEvidence
 
 from wotbench.rundir.values import fnum, json_clean
@@ -281,8 +281,7 @@ def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
         for a in w.antagonists:
             if a.share >= NOTE_MIN_SHARE and a.owner_kind != "runtime":
                 notes.append(
-                    f"core {a.core}: `{a.comm}` (pid {a.pid}, {OWNER_WORDS[a.owner_kind]}"
-                    + (f" {a.owner}" if a.owner else "") + f") used {a.share:.2f} of the core in "
+                    f"core {a.core}: {describe(a)} used {a.share:.2f} of the core in "
                     f"{w.start_s:g}-{w.end_s:g} s without a measurable effect on the run "
                     f"(CPU wait, busy stretch and send lag within their limits)")
     return notes

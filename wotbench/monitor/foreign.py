@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from wotbench.labels import PROCESS_ENV, ROLE_LABEL, RUN_LABEL
+from wotbench.monitor.host_counters import TICK_NS
 
 FOREIGN_COLUMNS = ["mono_ns", "interval_ns", "pid", "comm", "owner_kind", "owner", "core", "cpu_ns"]
 RUNTIME_COMMS = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc",
                  "docker-proxy", "docker-init"}
 HOG_COMM = "hog"
-_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 _CONTAINER_ID = re.compile(r"docker[/-]([0-9a-f]{64})")
 # what the monitor gets to tell a container WoTbench did not start from another run's
 ContainerLookup = Callable[[str], Optional[tuple[str, dict[str, str]]]]
@@ -154,7 +154,7 @@ class ForeignScan:
                         if line.startswith("Cpus_allowed_list:")), None)
         ticks = int(f[11]) + int(f[12])
         # a process born since the last scan used all of its CPU time in this interval
-        born_ns = int(f[19]) * _TICK_NS + self._boot_to_mono
+        born_ns = int(f[19]) * TICK_NS + self._boot_to_mono
         fresh = since_ns is not None and born_ns > since_ns
         return _Proc(fd, comm, kind, owner, allowed, 0 if fresh else ticks)
 
@@ -191,7 +191,7 @@ class ForeignScan:
                 continue
             core = self._core(pid, p, int(f[36]))
             if core in self.cores:
-                rows.append([now, interval, pid, p.comm, p.kind, p.owner, core, delta * _TICK_NS])
+                rows.append([now, interval, pid, p.comm, p.kind, p.owner, core, delta * TICK_NS])
         for pid in [q for q in self.procs if q not in seen]:   # exited: free its descriptor
             fd = self.procs.pop(pid).fd
             if fd is not None:

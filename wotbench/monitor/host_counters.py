@@ -19,7 +19,7 @@ PROC_STAT = "/proc/stat"
 PRESSURE_CPU = "/proc/pressure/cpu"
 CORE_COLUMNS = ["mono_ns", "core", "busy_ns", "steal_ns", "idle_ns"]
 PRESSURE_COLUMNS = ["mono_ns", "some_us", "full_us"]
-_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")   # /proc/stat counts USER_HZ ticks
+TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")   # /proc counts CPU time in USER_HZ ticks
 
 
 def _open(path: str) -> Optional[int]:
@@ -47,8 +47,8 @@ def parse_proc_stat(text: str) -> dict[int, tuple[int, int, int]]:
         f = line.split()
         v = [int(x) for x in f[1:]] + [0] * 10
         user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
-        out[int(f[0][3:])] = ((user + nice + system + irq + softirq) * _TICK_NS,
-                              steal * _TICK_NS, (idle + iowait) * _TICK_NS)
+        out[int(f[0][3:])] = ((user + nice + system + irq + softirq) * TICK_NS,
+                              steal * TICK_NS, (idle + iowait) * TICK_NS)
     return out
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wotbench.detector.evidence import OWNER_WORDS
+from wotbench.detector.evidence import owner_words
 from wotbench.rundir import Summary
 
 RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stretch",
@@ -31,7 +31,7 @@ def evidence(s: Summary) -> dict:
                          "flags": ", ".join(RULE_NAMES[f.rule] for f in w.flags
                                             if f.place == pw.place)})
     antagonists = [{"window": f"{w.start_s:g}–{w.end_s:g} s", "core": a.core, "comm": a.comm,
-                    "pid": a.pid, "who": OWNER_WORDS[a.owner_kind] + (f" {a.owner}" if a.owner else ""),
+                    "pid": a.pid, "who": owner_words(a),
                     "share": a.share}
                    for w in e.windows for a in w.antagonists]
     return {"available": True, "rows": rows, "antagonists": antagonists,
