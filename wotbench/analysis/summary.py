@@ -146,9 +146,7 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     elif contention.status in ("inconclusive", "not_checked"):
         notes.append(f"contention {contention.status.replace('_', ' ')}: {contention.reason}")
     elif contention.evidence_missing:   # "none", on part of the evidence: say which
-        notes.append("no contention seen; evidence " + contention.reason.split("; evidence ", 1)[-1]
-                     if "; evidence " in (contention.reason or "") else
-                     "no contention seen on the evidence this run had")
+        notes.append("no contention seen; " + cont.missing_text(contention.evidence_missing))
     notes.extend(contention.notes)
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))

@@ -239,13 +239,17 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
         out["reason"] = why + (f"; CD rule: {cd_block['reason']}" if cd_block["reason"] else "")
     out["notes"] = notes + _unflagged_antagonists(evidence)
     if evidence.missing:
-        by_why: dict[str, list[str]] = {}
-        for source, why in evidence.missing.items():
-            by_why.setdefault(why, []).append(source.replace("_", " "))
-        out["reason"] = (out["reason"] or "") + (
-            "; evidence this run does not have (its rules abstained): "
-            + "; ".join(f"{', '.join(s)}: {why}" for why, s in by_why.items()))
+        out["reason"] = (out["reason"] or "") + "; " + missing_text(evidence.missing)
     return ContentionBlock.model_validate(json_clean(out))
+
+
+def missing_text(missing: dict[str, str]) -> str:
+    """"evidence this run does not have ...: source, source: why; ..." (sources grouped by why)."""
+    by_why: dict[str, list[str]] = {}
+    for source, why in missing.items():
+        by_why.setdefault(why, []).append(source.replace("_", " "))
+    return ("evidence this run does not have (its rules abstained): "
+            + "; ".join(f"{', '.join(s)}: {why}" for why, s in by_why.items()))
 
 
 def _cd_place(w: WindowEvidence):
