@@ -30,6 +30,7 @@ bootstrap:
 build: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator
 	@$(MAKE) --no-print-directory -C wot-device
+	@$(MAKE) --no-print-directory -C warden
 
 build-asan: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator asan
@@ -74,6 +75,7 @@ study-quick: build
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean
 	@$(MAKE) --no-print-directory -C wot-device clean
+	@$(MAKE) --no-print-directory -C warden clean
 
 docker-clean: bootstrap
 	@$(VENV)/bin/wotbench clean

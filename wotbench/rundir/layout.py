@@ -108,6 +108,11 @@ class RunDir:
         return self.ge_dir(ge_id) / "warmup.json"
 
     @property
+    def lease_dir(self) -> Path:
+        """The harness's lease (wotbench.runner.lease), mounted read-only into every container."""
+        return self.path / "lease"
+
+    @property
     def monitor_dir(self) -> Path:
         return self.path / "monitor"
 

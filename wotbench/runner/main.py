@@ -43,6 +43,7 @@ from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
+from wotbench.runner.lease import STOP_MARGIN_S, Lease
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.runner import readiness, thirdparty
@@ -126,6 +127,7 @@ class Runner:
         self.impair: Impairments | None = None
         self.dtls: dtlskey.DtlsCreds | None = None   # dtls.enabled: the key file and identity
         self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
+        self.lease: Lease | None = None      # components stop themselves when it lapses
         self.phases = Phases()
 
     @property
@@ -298,7 +300,11 @@ class Runner:
 
     def deploy(self) -> None:
         self._build_components()
+        self.lease = Lease(self.rd.lease_dir, self.run_id)
+        self.lease.start()
         self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
+        for rid in self.backend.remove_abandoned():
+            self.warnings.append(f"removed what run {rid} left behind (its harness was gone)")
         self.other_runs = self.backend.other_runs()
         if self.other_runs:
             note = ("another WoTbench run is active on this host ("
@@ -406,6 +412,7 @@ class Runner:
             self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
         self.monitor.align(*evidence_marks(tl))
+        self.lease.set_deadline(tl.deadline_ns + int(STOP_MARGIN_S * 1e9))
         if self.cd_ge:
             self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
@@ -511,6 +518,8 @@ class Runner:
             except Exception as e:
                 log(f"cleanup failed: {e}; run `wotbench clean`")
             self.phases.teardown_s = round(time.monotonic() - t, 3)
+        if self.lease is not None:   # after the components: a renewal gap would stop them
+            self.lease.release()
         self.tuning.restore()
         if self.rd is not None:
             dtlskey.remove(self.rd)
