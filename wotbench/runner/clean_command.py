@@ -8,6 +8,7 @@ Runs whose harness still renews its lease are in progress and are left alone unl
 from __future__ import annotations
 
 from wotbench.labels import RUN_LABEL
+from wotbench.runner import journal
 from wotbench.runner.cleanup import kill_processes, leftover_processes, remove_run
 from wotbench.runner.leftovers import find
 
@@ -19,6 +20,9 @@ def main(force: bool = False) -> int:
         kill_processes([p for p, _ in procs])
         print(f"ended {len(procs)} leftover process(es) of run(s) "
               f"{', '.join(sorted({r for _, r in procs}))}")
+    for d in journal.abandoned():
+        print(f"removing the gateway emulators' journals of run {d.name} (its harness is gone): {d}")
+        journal.remove_dir(d)
     try:
         import docker
         client = docker.from_env(timeout=120)

@@ -38,6 +38,7 @@ from wotbench.monitor.recorder import container_cgroup_dirs
 
 # in-container paths of the bind mounts
 RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/out"
+JOURNAL_IN = "/journal"
 # CFS weight of the GE containers (default 1024). Where the plan must share a GE's core with
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
@@ -313,9 +314,13 @@ class DockerBackend:
         binds = {g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")}
         if g.dtls:
             binds[g.dtls.key_file] = (KEY_IN, "ro")
+        journal = None
+        if g.journal is not None:   # its directory on the host's tmpfs (runner/journal.py)
+            binds[g.journal.parent] = (JOURNAL_IN, "rw")
+            journal = f"{JOURNAL_IN}/{g.journal.name}"
         self._create(containers.Spec(
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
-            command=g.args(TRACE_IN, OUT_IN, KEY_IN), cpuset=str(g.cpu),
+            command=g.args(TRACE_IN, OUT_IN, KEY_IN, journal), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
             binds=binds,

@@ -200,7 +200,8 @@ class ProcessBackend:
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(
-            str(g.trace), str(g.out_dir), str(g.dtls.key_file) if g.dtls else "")
+            str(g.trace), str(g.out_dir), str(g.dtls.key_file) if g.dtls else "",
+            str(g.journal) if g.journal else None)
         self.pending[g.name] = (argv, {g.cpu}, g.stdout)
 
     def start_ge(self, g: GeRun) -> None:
