@@ -76,11 +76,7 @@ def _cmd_plan(args) -> int:
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
-    out = Path(args.out)
-    try:
-        plan.write(out)
-    except OSError as e:
-        raise EnvironmentProblem(f"cannot write {out}: {e.strerror}") from None
+    out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")
     return 0
 

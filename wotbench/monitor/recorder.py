@@ -37,7 +37,8 @@ import pandas as pd
 
 from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
 from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
-from wotbench.rundir import RunDir
+from wotbench.errors import WotbenchError
+from wotbench.rundir import RunDir, atomic
 from wotbench.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -238,8 +239,8 @@ class Monitor:
     def start(self) -> None:
         rd = self.rd
         rd.monitor_dir.mkdir(parents=True, exist_ok=True)
-        rd.clock_json.write_text(json.dumps(
-            {"wall_s": time.time(), "mono_ns": time.monotonic_ns()}) + "\n")
+        atomic.write_json(rd.clock_json, {"wall_s": time.time(), "mono_ns": time.monotonic_ns()},
+                          indent=None)
         if self.use_collectl and shutil.which("collectl"):
             cdir = rd.collectl_dir
             cdir.mkdir(exist_ok=True)
@@ -262,7 +263,7 @@ class Monitor:
             w = csv.writer(f)
             w.writerow(columns)
             self._extra[key] = (f, w)
-        rd.monitor_sources_json.write_text(json.dumps(self.evidence_sources(), indent=1) + "\n")
+        atomic.write_json(rd.monitor_sources_json, self.evidence_sources(), indent=1)
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
@@ -339,9 +340,9 @@ class Monitor:
     def _write_cost(self) -> None:
         elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
         cpu = sum(v for k, v in self.cost.items() if k.endswith("_cpu_ns"))
-        self.rd.monitor_cost_json.write_text(json.dumps(
+        atomic.write_json(self.rd.monitor_cost_json,
             {**self.cost, "interval_s": self.interval, "elapsed_s": round(elapsed / 1e9, 3),
-             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1) + "\n")
+             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1)
 
     def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
@@ -379,13 +380,15 @@ class Monitor:
             for src in self.sources.values():
                 src.close()
             self.sources.clear()
-        if self._csv is not None:
-            self._csv.close()
-            self._csv = None
-            self._write_cost()
-            for f, _ in self._extra.values():
-                f.close()
+        if self._csv is not None:   # a full disk must not stop the rest of the cleanup
+            files, self._csv = [self._csv] + [f for f, _ in self._extra.values()], None
             self._extra = {}
+            for f in files:
+                _close(f, self.log)
+            try:
+                self._write_cost()
+            except WotbenchError as e:
+                self.log(f"monitor: {e}")
         self.counters.close()
         self.foreign.close()
         if self._proc is not None:
@@ -401,9 +404,18 @@ class Monitor:
                 tables = load_collectl(self.rd)
                 for kind, path in (("host", self.rd.host_csv), ("cpu", self.rd.cpu_csv)):
                     if kind in tables:
-                        tables[kind].to_csv(path, index=False)
+                        with atomic.replacing_path(path) as tmp:
+                            tables[kind].to_csv(tmp, index=False)
             except Exception as e:
                 self.log(f"monitor: could not parse collectl output: {e}")
+
+
+def _close(f, log) -> None:
+    """Close a sample file; what its buffer still held is lost when the disk is full."""
+    try:
+        f.close()
+    except OSError as e:
+        log(f"monitor: {f.name}: the last samples could not be written ({e.strerror})")
 
 
 def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:

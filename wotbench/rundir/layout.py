@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wotbench.rundir import atomic
+
 if TYPE_CHECKING:
     from wotbench.rundir.record import RunRecord
     from wotbench.rundir.summary import Summary
@@ -226,7 +228,4 @@ def _read_object(path: Path) -> dict:
 
 
 def _write_atomic(path: Path, data: dict) -> Path:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic.write_json(path, data, allow_nan=False)

@@ -36,6 +36,7 @@ from wotbench.errors import WotbenchError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
+from wotbench.rundir import disk
 from wotbench.runner import dtlskey, hostlimits, inputs
 from wotbench.detector import node as cd_module
 from wotbench.runner import binaries
@@ -149,6 +150,7 @@ class Runner:
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def fail(self, component: str, what: str) -> None:
+        what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
         self.failures.append({"component": component, "what": what})
         log(f"FAILURE {component}: {what}")
 
@@ -171,8 +173,9 @@ class Runner:
             except WotbenchError as e:
                 self.error = e
             except Exception as e:  # a bug: still clean up, then show the traceback
-                self.error = e
-                traceback.print_exc()
+                self.error = disk.as_problem(e, self.run_dir or self.out_root)
+                if self.error is e:   # (a full disk is the host's problem, not a bug)
+                    traceback.print_exc()
             finally:
                 self._set_handlers(self._during_cleanup)
                 self.cleanup()

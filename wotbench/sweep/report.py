@@ -14,6 +14,7 @@ from wotbench.config.schema import Config, Placement
 from wotbench.deploy.plan import Plan
 from wotbench.report.present import jinja_env
 from wotbench.rundir import Summary
+from wotbench.rundir import atomic
 from wotbench.sweep.core import Point, Sweep
 
 
@@ -94,5 +95,5 @@ def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),
         capacity=capacity, esc=html.escape)
     out = sweep.dir / "report.html"
-    out.write_text(page)
+    atomic.write_text(out, page)
     return out

@@ -431,8 +431,11 @@ class DockerBackend:
 
     def save_output(self, name: str, path: Path) -> None:
         text = containers.logs_tail(self.ctr[self._unit(name)], lines=200)
-        if text:
-            path.write_text(text)
+        if text:   # best effort: a full disk must not stop the cleanup (the failure names it)
+            try:
+                path.write_text(text)
+            except OSError as e:
+                self.log(f"{name}: its output could not be saved to {path} ({e.strerror})")
 
     def cleanup(self) -> dict[str, int]:
         self.ctr.clear()
