@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .PHONY: all bootstrap build build-asan run test check bench bench-scale study study-quick clean docker-clean help \
-	cluster-up cluster-down cluster-status
+	cluster-up cluster-down cluster-status test-cluster
 
 all: build
 
@@ -27,6 +27,7 @@ help:
 	@echo "make cluster-up N=3                  (root) an emulated Docker Swarm of N nodes on this host, WoTbench's images on each (docs/CLUSTER.md)"
 	@echo "make cluster-status                  the emulated cluster, per node"
 	@echo "make cluster-down                    remove everything cluster-up created (idempotent)"
+	@echo "make test-cluster                    (root) the emulated cluster's checks: forms, pinned devices, overlay, down leaves nothing"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -93,3 +94,8 @@ cluster-down: bootstrap
 
 cluster-status: bootstrap
 	@$(PY) scripts/cluster/cluster.py status
+
+# the emulated cluster's own checks (root, a few minutes): up, pinned devices, a global
+# service over an overlay, down leaves nothing
+test-cluster: build
+	@WOTBENCH_TEST_CLUSTER=1 bash scripts/run-tests.sh tests/cluster -v $(PYTEST_ARGS)
