@@ -29,7 +29,9 @@ def conclude(outcome: RunOutcome) -> int:
         return 1
     if outcome.aborted:
         log(f"the test did not complete (see failures in {RunDir(outcome.run_dir).run_json})")
-        return outcome.exit_hint or 1
+        if outcome.exit_hint == 2 or not _ge_results(outcome.run_dir):
+            return outcome.exit_hint or 1
+        log("analysing what was measured until then (the verdict is invalid: a component failed)")
     from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
     summary = analyze(outcome.run_dir)
     verdict = summary.verdict
@@ -75,6 +77,16 @@ def note_config_edit(config_path, before: Optional[str], run_dir: Optional[Path]
         return   # no run.json to record it in (the run failed before writing one)
     record.warnings.append(note)
     rd.write_run(record)
+
+
+def _ge_results(run_dir) -> bool:
+    """Every main GE left its results (written by itself, or from its journal after it died)."""
+    rd = RunDir(run_dir)
+    try:
+        ges = rd.read_run().ges
+    except Exception:   # noqa: BLE001 - no run.json: nothing to analyse
+        return False
+    return bool(ges) and all((rd.path / g.dir / "summary.json").exists() for g in ges)
 
 
 def run(config_path, out_root="reports", backend=None) -> int:

@@ -168,3 +168,12 @@ def test_pod_spec_mounts_the_dtls_key_once_and_passes_its_path(tmp_path):
     assert spec.binds[creds.key_file] == (KEY_IN, "ro")
     assert spec.command.count("--dtls-psk-key-file") == 2 and KEY_IN in spec.command
     assert "wotbench" in spec.command and "--dtls-sessions" not in spec.command
+
+
+def test_reported_exit_reads_the_pods_last_word_on_a_device():
+    from wotbench.runner.backends.docker.pods import reported_exit
+    out = ("wot-device pod: device g-1 exited with code 139 before the pod was told to stop\n"
+           "wot-device pod: device g-10 exited with code 2\n")
+    assert reported_exit(out, "g-1") == 139
+    assert reported_exit(out, "g-10") == 2
+    assert reported_exit(out, "g-2") == -1

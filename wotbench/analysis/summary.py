@@ -224,6 +224,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dec = rdm.decomposition(req, matched)
     has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
+    cause = lossm.attribute_failures(cause, req, codes, names, {
+        f.component: f.at_mono_ns - run.test_start_ns for f in run.run.failures
+        if f.at_mono_ns is not None}, timeout_ms)
     loss, series["loss_over_time"] = lossm.loss_block(req, cause, codes, names,
                                                       run.run.network, run.duration_s)
     counters["ok_requests"] = overall.outcomes.ok

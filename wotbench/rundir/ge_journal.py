@@ -10,7 +10,6 @@ already older than the timeout), with ``"salvaged": true`` in the summary.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 from urllib.parse import urlsplit
@@ -18,6 +17,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir import atomic
 from wotbench.workload.trace_io import read_trace
 
 MAGIC = 0x314E524A45474257          # "WBGEJRN1"
@@ -100,7 +100,8 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
         "received_kernel_ns": _where(rec["recv_ns"] - rec["rx_wait_ns"].astype(np.int64),
                                      kstamp)})
     out_dir.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out_dir / "requests.csv", index=False)
+    with atomic.replacing_path(out_dir / "requests.csv") as tmp:
+        df.to_csv(tmp, index=False)
     counts = {name: int((outcome == i).sum()) for i, name in enumerate(OUTCOMES) if i}
     last_sent = int(rec["sent_ns"][sent].max()) if sent.any() else 0
     last_sched = int(rec["sched_ns"][-1]) if len(rec) else 0
@@ -116,7 +117,7 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
         "clock_map_bracket_ns": None, "memory_locked": None, **settings,
         "timeout_ms": timeout // 1_000_000, "ports_per_device": 0,
         "interrupted": True, "salvaged": True}
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic.write_json(out_dir / "summary.json", summary)
     return counts
 
 

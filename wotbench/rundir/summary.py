@@ -353,6 +353,7 @@ class LossCauses(Record):
     sut_reset: int = 0
     no_device_log: int = 0
     interrupted: int = 0
+    component_failed: int = 0
 
 
 class LossBlock(Record):

@@ -142,6 +142,9 @@ class Inspector(Protocol):
         """Keep the component's own output (stdout/stderr) at ``path``, if the runtime holds
         any (a process backend already wrote it to the component's ``stdout`` file)."""
 
+    def runtime_lost(self) -> Optional[str]:
+        """Why the container runtime went away during the run (a daemon restart), else None."""
+
 
 @runtime_checkable
 class HogHandle(Protocol):

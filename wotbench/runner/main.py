@@ -151,7 +151,8 @@ class Runner:
 
     def fail(self, component: str, what: str) -> None:
         what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
-        self.failures.append({"component": component, "what": what})
+        self.failures.append({"component": component, "what": what,
+                              "at_mono_ns": time.monotonic_ns()})
         log(f"FAILURE {component}: {what}")
 
     # -------------------------------------------------------------- main
@@ -551,7 +552,11 @@ class Runner:
             except Exception as e:
                 log(f"cleanup failed: {e}; run `wotbench clean`")
             self.phases.teardown_s = round(time.monotonic() - t, 3)
-        journal.remove_dir(self.journal_dir)   # salvaged by stop_components if a GE died
+        try:   # stop_components salvages a dead GE's journal; not if it failed before that
+            self._salvage_ges()
+        except Exception as e:  # noqa: BLE001 - never let it stop the cleanup
+            log(f"salvaging a gateway emulator's journal failed: {e}")
+        journal.remove_dir(self.journal_dir)
         if self.lease is not None:   # after the components: a renewal gap would stop them
             self.lease.release()
         self.tuning.restore()

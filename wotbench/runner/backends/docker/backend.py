@@ -5,6 +5,7 @@ the containers and networks, and Pumba's tc sidecar image all use it.
 """
 from __future__ import annotations
 
+import os
 import signal as _signal
 import threading
 import time
@@ -44,6 +45,7 @@ JOURNAL_IN = "/journal"
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
+DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
 
 T = TypeVar("T")
 
@@ -98,6 +100,24 @@ class DockerHog:
         return c.logs(stdout=True, stderr=False)
 
 
+def _signal_name(code: int) -> str:
+    """", killed by SIGKILL" for 137 and the like."""
+    try:
+        return f", killed by {_signal.Signals(code - 128).name}" if code > 128 else ""
+    except ValueError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)     # a pod reaps its devices at once: no zombie lingers
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 class ExitEvents:
     """Exit codes of this run's containers, pushed by dockerd on one event stream: the runner
     learns that a device died without listing the containers every second (at a thousand
@@ -105,6 +125,8 @@ class ExitEvents:
 
     def __init__(self, client, run_id: str):
         self.codes: dict[str, int] = {}
+        self.lost: Optional[str] = None     # the stream ended without close(): dockerd went away
+        self._closing = False
         self._stream = client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{RUN_LABEL}={run_id}"})
         self._thread = threading.Thread(target=self._read, name="wotbench-exits", daemon=True)
@@ -117,10 +139,15 @@ class ExitEvents:
                 comp = attrs.get(COMPONENT_LABEL)
                 if comp:
                     self.codes[comp] = int(attrs.get("exitCode", -1))
-        except Exception:  # noqa: BLE001 - the stream was closed, or dockerd went away
-            pass
+        except Exception as e:  # noqa: BLE001 - the stream was closed, or dockerd went away
+            why = f"{e.__class__.__name__}"
+        else:
+            why = "its event stream ended"
+        if not self._closing:
+            self.lost = f"the Docker daemon went away during the run ({why})"
 
     def close(self) -> None:
+        self._closing = True
         try:
             self._stream.close()
         except Exception:  # noqa: BLE001 - already closed
@@ -182,6 +209,7 @@ class DockerBackend:
         self.ctr: dict[str, Any] = {}
         self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.deploy.pods)
         self._pids: dict[str, int] = {}    # device -> its process in its pod
+        self._member_codes: dict[str, int] = {}   # pod devices whose process died (pod goes on)
         self.labels = {RUN_LABEL: run_id}
         self.exits: Optional[ExitEvents] = None
 
@@ -370,14 +398,28 @@ class DockerBackend:
         return self._unit(name) in self.ctr
 
     def describe_exit(self, name: str) -> str:
+        if name in self._member_codes:
+            code = self._member_codes[name]
+            return (f"its process in pod {self.pod_of[name]} died"
+                    + (f" (code {code}{_signal_name(code)})" if code >= 0 else "")
+                    + "; its pod-mates went on")
         status, code, oom = containers.exit_state(self.ctr[self._unit(name)])
         return f"container exited with {code}" + (" (OOM-killed: raise memory_mb)" if oom else "")
 
     def exited(self, names: set[str]) -> dict[str, int]:
         """Exit codes of the components in ``names`` that are no longer running (from the
-        event stream: no API call); a pod's exit is each of its devices'."""
+        event stream: no API call); a pod's exit is each of its devices', and a device whose
+        process died in a pod that goes on (pod.c) has the code its pod reported."""
         codes = dict(self.exits.codes) if self.exits is not None else {}
-        return {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
+        out = {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
+        for n in names - out.keys():
+            pid = self._pids.get(n)
+            if pid is not None and n not in self._member_codes and not _alive(pid):
+                self._member_codes[n] = docker_pods.reported_exit(
+                    containers.logs_tail(self.ctr[self.pod_of[n]], lines=50), n)
+            if n in self._member_codes:
+                out[n] = self._member_codes[n]
+        return out
 
     # -- control ------------------------------------------------------------------------
     def signal(self, name: str, sig: int) -> None:
@@ -429,6 +471,21 @@ class DockerBackend:
                 time.sleep(0.05)
         return {n: codes.get(self._unit(n)) for n in names}
 
+    def _daemon_answers(self, wait_s: float) -> bool:
+        """Ping until the daemon answers (a restart takes seconds), at most ``wait_s``."""
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                self.client.ping()
+                return True
+            except Exception:  # noqa: BLE001 - connection refused while it restarts
+                if time.monotonic() > end:
+                    return False
+                time.sleep(1.0)
+
+    def runtime_lost(self) -> Optional[str]:
+        return self.exits.lost if self.exits is not None else None
+
     def save_output(self, name: str, path: Path) -> None:
         text = containers.logs_tail(self.ctr[self._unit(name)], lines=200)
         if text:   # best effort: a full disk must not stop the cleanup (the failure names it)
@@ -440,6 +497,11 @@ class DockerBackend:
     def cleanup(self) -> dict[str, int]:
         self.ctr.clear()
         self.pod_of.clear()
+        if not self._daemon_answers(DAEMON_BACK_WAIT_S):
+            raise EnvironmentProblem(
+                f"the Docker daemon did not answer within {DAEMON_BACK_WAIT_S:g} s; once it is "
+                "back, `wotbench clean` removes what is left of this run (its components stop "
+                "themselves: the run's lease is released)")
         try:
             return cleanup.remove_run(self.client, self.run_id, self.log)
         finally:

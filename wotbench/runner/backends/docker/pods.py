@@ -7,6 +7,7 @@ its devices' limits; its cpuset is the union of theirs (the plan puts a pod on o
 devices are pinned)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -78,3 +79,10 @@ def _argv(cmdline: Path) -> list[str]:
         return [a.decode("utf-8", "replace") for a in cmdline.read_bytes().split(b"\0")]
     except OSError:
         return []
+
+
+def reported_exit(pod_output: str, device: str) -> int:
+    """The exit code a pod reported for ``device`` on its stderr (pod.c: "device NAME exited
+    with code N ..."); -1 when the output does not say."""
+    found = re.findall(rf"device {re.escape(device)} exited with code (\d+)", pod_output)
+    return int(found[-1]) if found else -1

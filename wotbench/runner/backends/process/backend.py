@@ -272,6 +272,9 @@ class ProcessBackend:
             out[n] = self.exit_code(n)
         return out
 
+    def runtime_lost(self) -> Optional[str]:
+        return None   # no runtime between the harness and its processes
+
     def save_output(self, name: str, path: Path) -> None:
         pass  # stdout/stderr already went to the component's stdout file as it ran
 
