@@ -40,7 +40,7 @@ def _check(run_dir: Path, source: str) -> None:
         # 100 req/s each for 12 s: the server used CPU, and libcoap's RSS is > 500 kB
         assert 0 < c["test"]["cpu_cores"] < 1.0
         assert c["test"]["rss_peak_bytes"] > 500_000
-        assert all(w["cpu_cores"] is not None and w["samples"] >= 5 for w in c["windows"])
+        assert all(w["cpu_cores"] is not None and w["samples"] >= 2 for w in c["windows"])
     assert s["sampling"] and "% of a core" in s["sampling"]
     html = (run_dir / "report.html").read_text()
     assert "Its own resources" in html and "table-sut-windows" in html

@@ -71,6 +71,7 @@ def test_every_sweep_fact_comes_from_the_analysed_runs(sweep):
 
 def test_the_sweep_report_draws_every_figure(sweep):
     html = (sweep.dir / "report.html").read_text()
+    assert "SUT CPU (cores)" in html and "SUT peak RSS (MiB)" in html   # per point, from sut.csv
     drawn = _drawn(html, SWEEP_FIGURES, "div")
     assert all(drawn.values()), [f for f, ok in drawn.items() if not ok]
     assert "CPU utilisation not available" not in html     # Fig 5's host-CPU panel is drawn

@@ -98,6 +98,7 @@ def test_mean_and_interval_per_setting_and_every_repeats_verdict(tmp_path):
     assert "1 of 3 repeats flagged (contention 1) — contention in p01-r1" in html
     assert "Throughput vs devices[0].count" in html and "Response time p95 vs devices[0].count" in html
     assert "1/3 flagged" in html                        # beside the point in the curves
+    assert "SUT CPU" not in html                        # no server: no empty SUT columns
     with open(sweep.dir / "settings.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["devices[0].count"] for r in rows] == ["5", "10"]

@@ -112,6 +112,12 @@ def ci_text(iv: Interval, unit: str) -> str:
     return text + suffix
 
 
+def _shown(res) -> list[tuple[str, str, str]]:
+    """The metrics of the results table: the SUT's only when some setting has them."""
+    return [m for m in METRICS if not m[0].startswith("sut_")
+            or any(st.metrics[m[0]].mean is not None for st in res.settings)]
+
+
 def _varied(sweep: Sweep) -> list[str]:
     """The varied keys: --vary's in their order, then the matrix's and capacity's."""
     keys = [v["key"] for v in sweep.data.get("vary") or []]
@@ -128,7 +134,7 @@ def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
     results.write(sweep.dir, res)
     page = jinja_env("wotbench.sweep").get_template("sweep.html.j2").render(
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),
-        capacity=capacity, esc=html.escape, results=res, metrics=METRICS, ci_text=ci_text,
+        capacity=capacity, esc=html.escape, results=res, metrics=_shown(res), ci_text=ci_text,
         ci_figures=ci_figures.make_ci_figures(res) if capacity is None else [])
     out = sweep.dir / "report.html"
     out.write_text(page)
