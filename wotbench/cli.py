@@ -76,11 +76,7 @@ def _cmd_plan(args) -> int:
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
-    out = Path(args.out)
-    try:
-        plan.write(out)
-    except OSError as e:
-        raise EnvironmentProblem(f"cannot write {out}: {e.strerror}") from None
+    out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")
     return 0
 
@@ -96,8 +92,8 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_clean(args) -> int:
-    from wotbench.runner.cleanup import main as clean
-    return clean()
+    from wotbench.runner.clean_command import main as clean
+    return clean(force=args.force)
 
 
 def _cmd_analyze(args) -> int:
@@ -299,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("doctor", help="check that this host can run WoTbench")
     s.set_defaults(func=_cmd_doctor)
     s = sub.add_parser("clean", help="remove leftover WoTbench containers and networks")
+    s.add_argument("--force", action="store_true",
+                   help="also remove runs still in progress (their harness renews its lease)")
     s.set_defaults(func=_cmd_clean)
     s = sub.add_parser("analyze", help="analyse a run directory (summary.json, series/)")
     s.add_argument("run_dir", metavar="RUN_DIR")

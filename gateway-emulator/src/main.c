@@ -24,7 +24,8 @@ static void usage(FILE *f) {
           "         [--warmup-ms N] [--proxy HOST:PORT [--proxy-mode uri|scheme]]\n"
           "         [--max-notifications N] [--block-size 16..1024]\n"
           "         [--dtls-psk-identity ID --dtls-psk-key-file FILE\n"
-          "          [--dtls-sessions reuse|per-request]]\n",
+          "          [--dtls-sessions reuse|per-request]]\n"
+          "         [--journal FILE]   (the request table in FILE, on a tmpfs: kept if killed)\n",
           f);
 }
 
@@ -77,6 +78,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"dtls-psk-identity", required_argument, 0, 'I'},
         {"dtls-psk-key-file", required_argument, 0, 'K'},
         {"dtls-sessions", required_argument, 0, 'D'},
+        {"journal", required_argument, 0, 'J'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -92,6 +94,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         case 't': g->trace_path = optarg; break;
         case 'o': g->out_dir = optarg; break;
         case 'l': g->label = optarg; break;
+        case 'J': g->journal_path = optarg; break;
         case 'r': g->retransmit = 1; break;
         case 'S':
             if (parse_int(optarg, 1, INT64_MAX, &v) < 0)
@@ -233,8 +236,11 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (g->journal_path && journal_open(g, g->journal_path))
+        return 1;
     int64_t now = mono_ns();
     g->start_mono = g->start_at ? g->start_at : now + 100 * NS_PER_MS;
+    journal_started(g);
     if (g->start_mono < now)
         fprintf(stderr,
                 "gateway-emulator: warning: --start-at is %.3f ms in the past; requests will be "

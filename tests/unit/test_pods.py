@@ -116,6 +116,21 @@ def test_member_pids_reads_the_children_and_their_names(tmp_path):
     assert member_pids(99, proc) == {}
 
 
+def test_member_pids_looks_through_the_warden_to_the_pod_process(tmp_path):
+    """Under the run's warden the container's init is the warden; the pod is its child."""
+    proc = tmp_path / "proc"
+    tree = {1: ([b"/.wb/warden", b"--lease", b"/.wb/lease/heartbeat", b"--", b"/wot-device",
+                 b"--pod", b"--", b"--name", b"g-0"], "7"),
+            7: ([b"/wot-device", b"--pod", b"--", b"--name", b"g-0", b"--", b"--name", b"g-1"],
+                "8 9"),
+            8: ([b"/wot-device", b"--name", b"g-0"], ""), 9: ([b"/wot-device", b"--name", b"g-1"], "")}
+    for pid, (argv, kids) in tree.items():
+        (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "task" / str(pid) / "children").write_text(kids)
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    assert member_pids(1, proc) == {"g-0": 8, "g-1": 9}
+
+
 class _FakeContainer:
     def __init__(self):
         self.signals = []

@@ -25,6 +25,7 @@ from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
+from wotbench.rundir import atomic
 from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegrityBlock, GeRule, LossBlock,
                                      Overall, RunBlock, Verdict)
 
@@ -317,10 +318,11 @@ FULL_PRECISION = {"rt_cdf", "cpu_cores", "cpu_components", "cpu_groups"}
 
 
 def write(run_dir: Path, summary: Summary, series: dict[str, pd.DataFrame]) -> None:
-    """Write ``summary.json`` and the series files into ``run_dir``."""
+    """Write the series files, then ``summary.json`` (last: a summary is never there without
+    the series it describes), each whole (a full disk leaves the previous file or none)."""
     rd = RunDir(run_dir)
-    rd.write_summary(summary)
     rd.series_dir.mkdir(exist_ok=True)
     for name, df in series.items():
-        df.to_csv(rd.series(name), index=False,
-                  float_format=None if name in FULL_PRECISION else "%.6g")
+        with atomic.replacing_path(rd.series(name)) as tmp:
+            df.to_csv(tmp, index=False, float_format=None if name in FULL_PRECISION else "%.6g")
+    rd.write_summary(summary)

@@ -41,7 +41,8 @@ from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
 from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
 from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
 from wotbench.monitor.sut_sampler import SutSampler
-from wotbench.rundir import RunDir
+from wotbench.errors import WotbenchError
+from wotbench.rundir import RunDir, atomic
 from wotbench.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -190,7 +191,7 @@ class Monitor:
         self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
                      "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0, "sut_cpu_ns": 0,
                      "sut_components": 0}
-        self.sut = SutSampler(rd)
+        self.sut = SutSampler(rd, log=log)
         self._started_ns: Optional[int] = None
         # instants (CLOCK_MONOTONIC ns) to read every component / scan the host's processes at
         self._full_at: list[int] = []
@@ -230,8 +231,8 @@ class Monitor:
     def start(self) -> None:
         rd = self.rd
         rd.monitor_dir.mkdir(parents=True, exist_ok=True)
-        rd.clock_json.write_text(json.dumps(
-            {"wall_s": time.time(), "mono_ns": time.monotonic_ns()}) + "\n")
+        atomic.write_json(rd.clock_json, {"wall_s": time.time(), "mono_ns": time.monotonic_ns()},
+                          indent=None)
         if self.use_collectl and shutil.which("collectl"):
             cdir = rd.collectl_dir
             cdir.mkdir(exist_ok=True)
@@ -254,7 +255,7 @@ class Monitor:
             w = csv.writer(f)
             w.writerow(columns)
             self._extra[key] = (f, w)
-        rd.monitor_sources_json.write_text(json.dumps(self.evidence_sources(), indent=1) + "\n")
+        atomic.write_json(rd.monitor_sources_json, self.evidence_sources(), indent=1)
         self.sut.start()
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
@@ -336,9 +337,9 @@ class Monitor:
     def _write_cost(self) -> None:
         elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
         cpu = sum(v for k, v in self.cost.items() if k.endswith("_cpu_ns"))
-        self.rd.monitor_cost_json.write_text(json.dumps(
+        atomic.write_json(self.rd.monitor_cost_json,
             {**self.cost, "interval_s": self.interval, "elapsed_s": round(elapsed / 1e9, 3),
-             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1) + "\n")
+             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1)
 
     def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
@@ -377,13 +378,15 @@ class Monitor:
                 src.close()
             self.sources.clear()
         self.sut.close()
-        if self._csv is not None:
-            self._csv.close()
-            self._csv = None
-            self._write_cost()
-            for f, _ in self._extra.values():
-                f.close()
+        if self._csv is not None:   # a full disk must not stop the rest of the cleanup
+            files, self._csv = [self._csv] + [f for f, _ in self._extra.values()], None
             self._extra = {}
+            for f in files:
+                _close(f, self.log)
+            try:
+                self._write_cost()
+            except WotbenchError as e:
+                self.log(f"monitor: {e}")
         self.counters.close()
         self.foreign.close()
         if self._proc is not None:
@@ -399,9 +402,18 @@ class Monitor:
                 tables = load_collectl(self.rd)
                 for kind, path in (("host", self.rd.host_csv), ("cpu", self.rd.cpu_csv)):
                     if kind in tables:
-                        tables[kind].to_csv(path, index=False)
+                        with atomic.replacing_path(path) as tmp:
+                            tables[kind].to_csv(tmp, index=False)
             except Exception as e:
                 self.log(f"monitor: could not parse collectl output: {e}")
+
+
+def _close(f, log) -> None:
+    """Close a sample file; what its buffer still held is lost when the disk is full."""
+    try:
+        f.close()
+    except OSError as e:
+        log(f"monitor: {f.name}: the last samples could not be written ({e.strerror})")
 
 
 def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:

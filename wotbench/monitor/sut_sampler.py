@@ -180,8 +180,8 @@ class SutSource:
 class SutSampler:
     """Owns ``monitor/sut.csv`` (created with the first SUT component) and its sources."""
 
-    def __init__(self, rd: RunDir, batch: int = SUT_BATCH):
-        self.rd, self.batch = rd, batch
+    def __init__(self, rd: RunDir, batch: int = SUT_BATCH, log=print):
+        self.rd, self.batch, self.log = rd, batch, log
         self.groups: set[str] = set()
         self.sources: dict[str, SutSource] = {}
         self._next = 0
@@ -237,6 +237,9 @@ class SutSampler:
             for src in self.sources.values():
                 src.close()
             self.sources.clear()
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._file is not None:   # a full disk must not stop the rest of the cleanup
+            f, self._file = self._file, None
+            try:
+                f.close()
+            except OSError as e:
+                self.log(f"monitor: {f.name}: the last samples could not be written ({e.strerror})")

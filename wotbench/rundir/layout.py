@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wotbench.rundir import atomic
+
 if TYPE_CHECKING:
     from wotbench.rundir.record import RunRecord
     from wotbench.rundir.summary import Summary
@@ -106,6 +108,11 @@ class RunDir:
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
         return self.ge_dir(ge_id) / "warmup.json"
+
+    @property
+    def lease_dir(self) -> Path:
+        """The harness's lease (wotbench.runner.lease), mounted read-only into every container."""
+        return self.path / "lease"
 
     @property
     def monitor_dir(self) -> Path:
@@ -226,7 +233,4 @@ def _read_object(path: Path) -> dict:
 
 
 def _write_atomic(path: Path, data: dict) -> Path:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic.write_json(path, data, allow_nan=False)

@@ -183,6 +183,10 @@ class Neighbours(Protocol):
     def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
         """A container's name and labels (None: unknown, or no container runtime)."""
 
+    def remove_abandoned(self) -> list[str]:
+        """Remove what earlier runs without a live harness left (runner/leftovers.py), saying
+        what was found by which run; the ids of those runs. Never raises."""
+
 
 @runtime_checkable
 class RunBackend(Networks, Lifecycle, Inspector, Stressor, ImpairTargets, Describer, Neighbours,

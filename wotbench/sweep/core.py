@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import typing
 from dataclasses import asdict, dataclass, field
@@ -29,7 +28,7 @@ from pydantic import BaseModel
 from wotbench.config.schema import Config
 from wotbench.config.load import config_from_dict, load_config
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
-from wotbench.rundir import RunDir, Summary
+from wotbench.rundir import RunDir, Summary, atomic
 from wotbench.run_command import run as run_config
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
@@ -185,7 +184,8 @@ class Sweep:
         repeats = check_repeats(repeats)
         base_config = Path(base_config)
         load_config(base_config)                       # the base itself must be valid
-        base_raw = yaml.safe_load(base_config.read_text())
+        base_text = base_config.read_text()   # read once: base.yaml is what every point derives from
+        base_raw = yaml.safe_load(base_text)
         name = str(base_raw.get("name", "sweep"))
         points = [dict(p) for p in points]
         directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{dir_stamp()}"
@@ -204,7 +204,7 @@ class Sweep:
                 problems += e.problems
         if problems:
             raise ConfigError(list(dict.fromkeys(problems)), str(base_config))
-        sweep._write_base()
+        sweep._write_base(base_text)
         for i, (ov, cfg) in enumerate(zip(points, derived)):
             sweep._add(sweep._new_id(i, len(points)), ov, cfg, (origins or [None] * len(points))[i])
         sweep.add_repeats(repeats)
@@ -242,13 +242,13 @@ class Sweep:
                              name=_point_name(self.data["name"], pid), origins=origins,
                              label=f"point {pid}")
 
-    def _write_base(self) -> None:
+    def _write_base(self, text: str) -> None:
         (self.dir / "configs").mkdir(parents=True, exist_ok=True)
-        (self.dir / "base.yaml").write_text(Path(self.data["base_config"]).read_text())
+        atomic.write_text(self.dir / "base.yaml", text)
 
     def _add(self, pid: str, overrides: dict, cfg: dict, origin: Optional[dict[str, str]]) -> Point:
         rel = f"configs/{pid}.yaml"
-        (self.dir / rel).write_text(yaml.safe_dump(cfg, sort_keys=False))
+        atomic.write_text(self.dir / rel, yaml.safe_dump(cfg, sort_keys=False))
         p = Point(id=pid, index=len(self.points), overrides=dict(overrides), config=rel,
                   origin="; ".join(dict.fromkeys(origin.values())) if origin else None)
         self.points.append(p)
@@ -303,9 +303,7 @@ class Sweep:
     def save(self) -> None:
         self.data["updated_utc"] = utc_now()
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "sweep.json.tmp"
-        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str))
-        os.replace(tmp, self.dir / "sweep.json")
+        atomic.write_json(self.dir / "sweep.json", self.to_json(), default=str)
 
     def run_dir(self, p: Point) -> Optional[RunDir]:
         return RunDir(self.dir / p.run_dir) if p.run_dir else None

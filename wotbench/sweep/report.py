@@ -14,6 +14,7 @@ from wotbench.config.schema import Config, Placement
 from wotbench.deploy.plan import Plan
 from wotbench.report.present import jinja_env
 from wotbench.rundir import Summary
+from wotbench.rundir import atomic
 from wotbench.rundir.sut import MIB
 from wotbench.sweep.aggregate import METRICS, Interval
 from wotbench.sweep.core import Point, Sweep
@@ -137,5 +138,5 @@ def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
         capacity=capacity, esc=html.escape, results=res, metrics=_shown(res), ci_text=ci_text,
         ci_figures=ci_figures.make_ci_figures(res) if capacity is None else [])
     out = sweep.dir / "report.html"
-    out.write_text(page)
+    atomic.write_text(out, page)
     return out
