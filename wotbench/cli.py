@@ -123,7 +123,8 @@ def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
-                      gate=_gate(args) if args.quiet else None, set_args=args.set)
+                      gate=_gate(args) if args.quiet else None, set_args=args.set,
+                      repeats=args.repeats)
     print(sweep.dir / "report.html")
     return sweep_exit_code(sweep)
 
@@ -241,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a dotted config key and its values, e.g. devices[0].count=5,10,20 (repeatable: cartesian product)")
     s.add_argument("--matrix", metavar="FILE", help="a YAML file listing the points explicitly")
     s.add_argument("--resume", metavar="SWEEP_DIR", help="continue a sweep; completed points are not rerun")
+    s.add_argument("--repeats", type=int, metavar="N", default=None,
+                   help="runs per point (default 1), in interleaved rounds; the report gives mean ± 95 %% CI "
+                        "per point; with --resume: more than the sweep has adds rounds")
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -19,6 +19,7 @@ from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
+from wotbench.analysis import sut_resources as sutm
 from wotbench.analysis import observe as obsm
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
@@ -269,6 +270,10 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
                                                 run.duration_s, groups, answered)
     series.update(monitor_series)
+    sut_block, sut_series = sutm.analyse(RunDir(run.run_dir), run.test_start_ns, run.duration_s,
+                                         p.contention.window_s or p.rd.window_s)
+    if sut_series is not None:
+        series["sut_resources"] = sut_series
 
     observe_block, observe_series = obsm.analyse(run, names)
     series.update(observe_series)
@@ -307,7 +312,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    per_device=per_device, ge_integrity=ge_block, rd=rd_block,
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
-                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence), series
+                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence,
+                   sut_resources=sut_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

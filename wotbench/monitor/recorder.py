@@ -18,6 +18,8 @@
   pressure (:mod:`wotbench.monitor.host_counters`); ``monitor/foreign.csv``: the CPU that other
   processes used on the run's cores, by process (:mod:`wotbench.monitor.foreign`);
   ``monitor/sources.json``: which of these evidence sources this host had.
+- ``monitor/sut.csv``: CPU and memory of the system under test's own components (third-party
+  servers, the proxy), :mod:`wotbench.monitor.sut_sampler`.
 Every file is read defensively (cgroup v1 or v2, missing files, vanished processes).
 """
 from __future__ import annotations
@@ -35,8 +37,10 @@ from typing import Optional
 
 import pandas as pd
 
+from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
 from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
 from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
+from wotbench.monitor.sut_sampler import SutSampler
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir, atomic
 from wotbench.procutil import child_setup
@@ -85,7 +89,8 @@ def container_cgroup_dirs(container_id: str) -> dict[str, Path]:
     pid): cgroupfs (``docker/<id>``) or systemd (``system.slice/docker-<id>.scope``) layout."""
     rels = (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
     out = {}
-    for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct"))):
+    for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct")),
+                        ("memory", ("memory",))):
         for m in mounts:
             for rel in rels:
                 if (CGROUP_ROOT / m / rel).is_dir():
@@ -104,22 +109,6 @@ def _kv(text: str | None) -> dict[str, int]:
         if len(parts) == 2 and parts[1].lstrip("-").isdigit():
             out[parts[0]] = int(parts[1])
     return out
-
-
-def _open(path: Path) -> Optional[int]:
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-def _pread(fd: Optional[int]) -> Optional[str]:
-    if fd is None:
-        return None
-    try:
-        return os.pread(fd, 4096, 0).decode()
-    except OSError:
-        return None
 
 
 class Source:
@@ -200,7 +189,9 @@ class Monitor:
         self.counters = HostCounters()
         self._extra: dict = {}
         self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
-                     "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0}
+                     "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0, "sut_cpu_ns": 0,
+                     "sut_components": 0}
+        self.sut = SutSampler(rd, log=log)
         self._started_ns: Optional[int] = None
         # instants (CLOCK_MONOTONIC ns) to read every component / scan the host's processes at
         self._full_at: list[int] = []
@@ -235,6 +226,7 @@ class Monitor:
             if old:
                 old.close()
             self.sources[component] = src
+        self.sut.watch(component, role, group, pid, dirs)
 
     def start(self) -> None:
         rd = self.rd
@@ -264,6 +256,7 @@ class Monitor:
             w.writerow(columns)
             self._extra[key] = (f, w)
         atomic.write_json(rd.monitor_sources_json, self.evidence_sources(), indent=1)
+        self.sut.start()
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
@@ -326,6 +319,8 @@ class Monitor:
         t2 = time.thread_time_ns()
         foreign = self.foreign.sample(now) if scan else []
         t3 = time.thread_time_ns()
+        self.sut.sample(now, everything)
+        t4 = time.thread_time_ns()
         for key, rows in (("cores", cores), ("pressure", pressure), ("foreign", foreign)):
             f, w = self._extra[key]
             w.writerows(rows)
@@ -335,7 +330,9 @@ class Monitor:
         self.cost["components_cpu_ns"] += t1 - t0
         self.cost["host_counters_cpu_ns"] += t2 - t1
         self.cost["process_scan_cpu_ns"] += t3 - t2
+        self.cost["sut_cpu_ns"] += t4 - t3
         self.cost["components"] = len(self.sources)
+        self.cost["sut_components"] = len(self.sut)
 
     def _write_cost(self) -> None:
         elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
@@ -380,6 +377,7 @@ class Monitor:
             for src in self.sources.values():
                 src.close()
             self.sources.clear()
+        self.sut.close()
         if self._csv is not None:   # a full disk must not stop the rest of the cleanup
             files, self._csv = [self._csv] + [f for f, _ in self._extra.values()], None
             self._extra = {}

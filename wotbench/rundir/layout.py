@@ -138,6 +138,11 @@ class RunDir:
         return self.monitor_dir / "foreign.csv"
 
     @property
+    def sut_csv(self) -> Path:
+        """The system under test's CPU and memory (model ``wotbench.rundir.sut.SutSample``)."""
+        return self.monitor_dir / "sut.csv"
+
+    @property
     def monitor_cost_json(self) -> Path:
         """The monitor's own CPU time (components, host counters, process scan)."""
         return self.monitor_dir / "cost.json"

@@ -21,6 +21,7 @@ from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure
 from wotbench.rundir.slo import SloBlock
+from wotbench.rundir.sut import SutResourcesBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
@@ -501,6 +502,7 @@ class Summary(Record):
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
+    sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
 
     @property
     def contended_share(self) -> Optional[float]:
