@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test check bench bench-scale study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test check bench bench-scale bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status test-cluster
 
 all: build
@@ -19,6 +19,7 @@ help:
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
+	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
 	@echo "make build                           install prerequisites, build the C binaries"
@@ -66,6 +67,12 @@ SIZES ?= 100,300,1000,1100
 PER_CONTAINER ?= auto
 bench-scale: build
 	@$(PY) bench/scale_bench.py --sizes $(SIZES) --per-container $(PER_CONTAINER)
+
+# faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
+# killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)
+FAULT_ARGS ?=
+bench-faults: build
+	@$(PY) bench/faults_bench.py $(FAULT_ARGS)
 
 # the contention-detector validation study (configs/validation/scenarios.yaml), in process and
 # resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.

@@ -55,7 +55,7 @@ def image_argv(client, image: str, command: list[str]) -> list[str]:
     return entrypoint + (list(command) or default)
 
 
-def kept(client, spec_image: str, command: list[str], binds: dict, labels: dict,
+def kept(client, image: str, command: list[str], binds: dict, labels: dict,
          warden: Optional[Warden]) -> dict:
     """Keyword arguments that put the container under the warden (nothing without one)."""
     if warden is None:
@@ -64,7 +64,7 @@ def kept(client, spec_image: str, command: list[str], binds: dict, labels: dict,
     binds[warden.lease_dir] = (LEASE_IN, "ro")
     labels[LEASE_LABEL] = str(warden.lease_dir / LEASE_FILE)
     return {"entrypoint": warden_argv(WARDEN_IN, f"{LEASE_IN}/{LEASE_FILE}"),
-            "command": image_argv(client, spec_image, command)}
+            "command": image_argv(client, image, command)}
 
 
 def container_name(run_id: str, component: str) -> str:
