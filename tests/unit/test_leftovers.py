@@ -78,3 +78,19 @@ def test_lease_state_follows_renewal_and_release(tmp_path):
     assert lease_state(lease.path) == "live"
     lease.release()
     assert lease_state(lease.path) == "gone"
+
+
+def test_doctor_tells_runs_in_progress_from_what_dead_runs_left(tmp_path, monkeypatch):
+    from wotbench.runner import doctor
+    monkeypatch.setattr(doctor, "leftover_processes", lambda: [])
+    (tmp_path / "a").mkdir()
+    live = Lease(tmp_path / "a", "a")
+    live.set_deadline(0)
+    both = doctor.check_leftovers(FakeClient([ctr("a", lease=live.path), ctr("b", "exited")],
+                                             [net("b")]))
+    assert both.status == doctor.WARN
+    assert "1 container(s), 1 network(s), 0 process(es) left by runs whose harness is gone (b)" \
+        in both.detail and "in progress: a" in both.detail
+    only_live = doctor.check_leftovers(FakeClient([ctr("a", lease=live.path)], []))
+    assert only_live.detail.startswith("no leftovers") and "in progress: a" in only_live.detail
+    assert doctor.check_leftovers(FakeClient([], [])).status == doctor.OK

@@ -179,17 +179,28 @@ def check_cores(sample_s: float = 0.5) -> Check:
 
 
 def check_leftovers(client=None) -> Check:
+    """Runs in progress (their harness renews its lease) and what dead runs left behind."""
+    from wotbench.runner.leftovers import find
     try:
         if client is None:
             raise ConnectionError("no Docker client")
-        n = len(client.containers.list(all=True, filters={"label": "wotbench.run"}))
-        m = len(client.networks.list(filters={"label": "wotbench.run"}))
+        runs = find(client)
     except Exception:
         return Check("leftovers", OK, "Docker not reachable: nothing to check")
+    live = [r for r in runs if r.live]
+    dead = [r for r in runs if not r.live]
     p = len(leftover_processes())
-    if n or m or p:
-        return Check("leftovers", WARN, f"{n} container(s), {m} network(s), {p} process(es) of "
-                     "earlier runs still exist and may load the host", "wotbench clean")
+    also = (f"; in progress: {', '.join(r.run_id for r in live)} (they load the host too)"
+            if live else "")
+    if dead or p:
+        n = sum(r.containers for r in dead)
+        m = sum(r.networks for r in dead)
+        return Check("leftovers", WARN, f"{n} container(s), {m} network(s), {p} process(es) left "
+                     f"by runs whose harness is gone ({', '.join(r.run_id for r in dead)}); "
+                     "a run removes them before it deploys" + also, "wotbench clean")
+    if live:
+        return Check("leftovers", WARN, "no leftovers" + also,
+                     "wait for them, or run on other cores")
     return Check("leftovers", OK, "no leftovers of earlier runs")
 
 
