@@ -17,6 +17,7 @@ from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import ge_integrity as gei
+from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
 from wotbench.analysis import observe as obsm
@@ -200,7 +201,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         lag_cdfs.append(lc)
     kept = [b.kept_up for b in per_ge.values()]
     ge_block = GeIntegrityBlock(
-        rule=GeRule(**p.ge.model_dump(exclude={"cdf_points"}), text=gei.RULE_TEXT),
+        rule=GeRule(**p.ge.model_dump(exclude={"cdf_points"}), text=gei.RULE_TEXT,
+                    closed_text=gei.CLOSED_RULE_TEXT if any(g.closed_loop for g in run.ges)
+                    else None),
         kept_up=False if False in kept else (True if kept and None not in kept else None),
         interrupted=any(b.interrupted for b in per_ge.values()),
         per_ge=per_ge, cd_ge=cd_ge_block)
@@ -273,6 +276,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dtls_block, dtls_series = dtlsm.analyse(run)
     series.update(dtls_series)
 
+    load_block = loadm.load_block(run, req)
     verdict = _verdict(run, overall, ge_block, contention, loss)
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
@@ -303,7 +307,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    per_device=per_device, ge_integrity=ge_block, rd=rd_block,
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
-                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence), series
+                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence,
+                   load=load_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values
