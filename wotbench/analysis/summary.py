@@ -133,7 +133,9 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     bottleneck = []
     for gid, g in ge_block.per_ge.items():
         if g.kept_up is False:
-            bottleneck.append(f"{gid} did not keep up with the trace: " + "; ".join(g.problems))
+            what = "held its closed-loop clients back" if g.closed_loop else \
+                "did not keep up with the trace"
+            bottleneck.append(f"{gid} {what}: " + "; ".join(g.problems))
     checked = [g.kept_up for g in ge_block.per_ge.values() if g.kept_up is not None]
     if bottleneck:
         ge_state = "bottleneck"
