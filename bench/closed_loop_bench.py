@@ -5,8 +5,9 @@ libcoap's own client API (bench/cl_libcoap.c: one libcoap session per client), s
 For N = 1, 100, 1000: throughput (answered req/s while the clients ran), GE / libcoap, and CPU
 per request of each client program over the same window (utime + stime from /proc/PID/stat, at
 the start and the end of the window). Then 10,000 GE clients on one core: are they sustained
-(every client answered, < 1 % timeouts) with the server as the bottleneck (its core busy,
-the GE's not)? A fresh server for every measurement (libcoap keeps a session per client port).
+(every client still issuing requests in the second half of the window, the GE's stalls at most
+5 % of the clients' cycle time: the closed-loop GE rule) with the server as the bottleneck (its
+core >= 0.9 busy, the GE's < 0.9)? Timeouts there are the server's drops, shown, not judged. A fresh server for every measurement (libcoap keeps a session per client port).
 Targets (GE >= 0.95 x libcoap's throughput, GE CPU per request <= libcoap's) are printed as
 figures with the load average, never asserted. Holds the host lock (testkit/hostlock.py).
 
@@ -75,7 +76,7 @@ def run_ge(tmp: Path, n: int, seconds: float, *args: str) -> dict:
         stop(srv)
     window = seconds * 1e9
     ok = sent = timeouts = 0
-    answered_clients = set()
+    answered_clients, late_clients = set(), set()
     with open(out / "requests.csv", newline="") as f:
         for r in csv.DictReader(f):
             if r["sent_ns"] and int(r["sent_ns"]) < window:
@@ -84,10 +85,13 @@ def run_ge(tmp: Path, n: int, seconds: float, *args: str) -> dict:
                 timeouts += r["outcome"] == "timeout"
                 if r["outcome"] == "ok":
                     answered_clients.add(r["client"])
+                if int(r["sent_ns"]) >= 0.5 * window:   # still issuing in the second half
+                    late_clients.add(r["client"])
     s = json.loads((out / "summary.json").read_text())
     return {"rps": ok / seconds, "sent": sent, "ok": ok, "timeouts": timeouts,
             "cpu_us": (g1 - g0) / max(sent, 1) * 1e6, "client_busy": (g1 - g0) / seconds,
             "server_busy": (s1 - s0) / seconds, "answered_clients": len(answered_clients),
+            "issuing_clients": len(late_clients),
             "stall_p50_us": s["send_lag_us"]["p50"], "stall_p99_us": s["send_lag_us"]["p99"],
             "stall_share": stall_share(out)}
 
@@ -160,18 +164,23 @@ def main() -> int:
                   f"{g['server_busy']:>8.2f} | {lc['server_busy']:<7.2f}  {la}", flush=True)
         if a.big:
             la = load()
-            # the server drops what its receive buffer cannot hold (libcoap-notes.md 8): a client
-            # whose request was dropped goes again after 200 ms, so the server stays loaded
-            g = run_ge(tmp, a.big, a.seconds, "--timeout-ms", "200")
-            sustained = g["answered_clients"] == a.big and g["stall_share"] <= 0.05
+            # 10,000 clients with a 20 ms exponential think time (up to 500 k req/s offered, so
+            # the server is saturated); the server drops what its receive buffer cannot hold
+            # (libcoap-notes.md 8): a client whose request was dropped goes on after 200 ms.
+            # --spin-us 0: the loop sleeps to each client's instant (overshoot ~50 µs, 0.25 %
+            # of a 20 ms think time) instead of spinning, so its CPU shows its work
+            g = run_ge(tmp, a.big, a.seconds, "--timeout-ms", "200", "--think", "exp:20000",
+                       "--spin-us", "0")
+            sustained = g["issuing_clients"] == a.big and g["stall_share"] <= 0.05
             server_bound = g["server_busy"] >= 0.9 and g["client_busy"] < 0.9
-            print(f"\n{a.big} GE clients on core {CLIENT_CPU}: {g['rps']:.0f} answered req/s, "
-                  f"{g['answered_clients']}/{a.big} clients answered, {g['timeouts']} timeouts of "
-                  f"{g['sent']}; GE core busy {g['client_busy']:.2f}, server core busy "
+            print(f"\n{a.big} GE clients on core {CLIENT_CPU} (think exp 20 ms, timeout 200 ms): "
+                  f"{g['rps']:.0f} answered req/s, {g['issuing_clients']}/{a.big} clients issuing "
+                  f"in the second half of the window, {g['answered_clients']} answered at least "
+                  f"once, {g['timeouts']} timeouts of {g['sent']}; GE core busy {g['client_busy']:.2f}, server core busy "
                   f"{g['server_busy']:.2f}; GE CPU {g['cpu_us']:.2f} µs/request; client stall "
                   f"p50 {g['stall_p50_us']:.1f} µs, p99 {g['stall_p99_us']:.1f} µs, "
                   f"{g['stall_share']:.2%} of the cycle time  (load {la})")
-            print(f"  sustained (every client answered, GE stalls <= 5 % of the cycle time): "
+            print(f"  sustained (every client still issuing, GE stalls <= 5 % of the cycle time): "
                   f"{'yes' if sustained else 'no'}; server the bottleneck (its core >= 0.9 busy, "
                   f"the GE's < 0.9): {'yes' if server_bound else 'no'}")
     print("targets: GE/libcoap >= 0.95 and GE CPU per request <= libcoap's (figures, not asserted)")
