@@ -53,9 +53,8 @@ def load_block(run: RunData, req: pd.DataFrame) -> Optional[LoadBlock]:
     if closed:
         cl = closed[0].summary.closed_loop
         window = (cl.duration_ms - cl.warmup_ms - cl.cooldown_ms) / 1e3
-        think = cl.think if cl.think in ("0",) else (
-            f"{cl.think} {cl.think_a_us:g} µs" if cl.think != "uniform"
-            else f"uniform {cl.think_a_us:g}..{cl.think_b_us:g} µs")
+        think = {"0": "none", "uniform": f"uniform {cl.think_a_us:g}..{cl.think_b_us:g} µs"}.get(
+            cl.think, f"{cl.think} {cl.think_a_us:g} µs")
         select = cl.select
         note = CLOSED_NOTE.format(n=n_clients)
     else:
