@@ -212,3 +212,20 @@ def test_trace_client_column_all_lines_or_none(ge_asan_bin, tmp_path):
     trace.write_text("0,0,GET,coap://127.0.0.1:5999/x,0,1\n0,5,GET,coap://127.0.0.1:5999/x\n")
     p = run_ge(ge_asan_bin, trace, tmp_path / "o")
     assert p.returncode == 2 and "t.csv:2:" in p.stderr and "client column" in p.stderr, p.stderr
+
+
+def test_ten_thousand_clients_from_one_ge(ge_bin, tmp_path):
+    import resource
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 10064:
+        pytest.skip("RLIMIT_NOFILE hard limit below 10064: 10,000 client sockets do not fit")
+    with Responder() as r:
+        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", r.uri())])
+        p = run_ge(ge_bin, trace, tmp_path / "o", "--clients", "10000", "--duration-ms", "400",
+                   "--timeout-ms", "200", timeout=120)
+        ports = {q[1] for q in r.requests}
+    assert p.returncode == 0, p.stderr
+    n = sum(1 for _ in open(tmp_path / "o" / "requests.csv")) - 1
+    rows, s = check_consistent(tmp_path / "o", n)   # one outcome per request, counts add up
+    assert len({x["client"] for x in rows}) == 10000        # every client issued
+    assert len(ports) > 5000       # the responder saw thousands of distinct source ports
+    assert s["closed_loop"]["capacity_reached"] is False
