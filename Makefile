@@ -7,7 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test check bench bench-scale study study-quick clean docker-clean help
+.PHONY: all bootstrap build build-asan run test check bench bench-scale study study-quick clean docker-clean help \
+	cluster-up cluster-down cluster-status test-cluster
 
 all: build
 
@@ -23,6 +24,10 @@ help:
 	@echo "make build                           install prerequisites, build the C binaries"
 	@echo "make docker-clean                    remove anything a killed run left behind"
 	@echo "make clean                           remove build outputs"
+	@echo "make cluster-up N=3                  (root) an emulated Docker Swarm of N nodes on this host, WoTbench's images on each (docs/CLUSTER.md)"
+	@echo "make cluster-status                  the emulated cluster, per node"
+	@echo "make cluster-down                    remove everything cluster-up created (idempotent)"
+	@echo "make test-cluster                    (root) the emulated cluster's checks: forms, pinned devices, overlay, down leaves nothing"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -30,6 +35,7 @@ bootstrap:
 build: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator
 	@$(MAKE) --no-print-directory -C wot-device
+	@$(MAKE) --no-print-directory -C warden
 
 build-asan: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator asan
@@ -74,6 +80,24 @@ study-quick: build
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean
 	@$(MAKE) --no-print-directory -C wot-device clean
+	@$(MAKE) --no-print-directory -C warden clean
 
 docker-clean: bootstrap
 	@$(VENV)/bin/wotbench clean
+
+# -- an emulated Docker Swarm on this host (issue 24, docs/CLUSTER.md); needs root --------------
+N ?= 3
+BLOCK ?= 10.213.0.0/16
+cluster-up: build
+	@$(PY) scripts/cluster/cluster.py up --nodes $(N) --block $(BLOCK)
+
+cluster-down: bootstrap
+	@$(PY) scripts/cluster/cluster.py down
+
+cluster-status: bootstrap
+	@$(PY) scripts/cluster/cluster.py status
+
+# the emulated cluster's own checks (root, a few minutes): up, pinned devices, a global
+# service over an overlay, down leaves nothing
+test-cluster: build
+	@WOTBENCH_TEST_CLUSTER=1 bash scripts/run-tests.sh tests/cluster -v $(PYTEST_ARGS)

@@ -76,11 +76,7 @@ def _cmd_plan(args) -> int:
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
-    out = Path(args.out)
-    try:
-        plan.write(out)
-    except OSError as e:
-        raise EnvironmentProblem(f"cannot write {out}: {e.strerror}") from None
+    out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")
     return 0
 
@@ -96,8 +92,8 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_clean(args) -> int:
-    from wotbench.runner.cleanup import main as clean
-    return clean()
+    from wotbench.runner.clean_command import main as clean
+    return clean(force=args.force)
 
 
 def _cmd_analyze(args) -> int:
@@ -127,7 +123,8 @@ def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
-                      gate=_gate(args) if args.quiet else None, set_args=args.set)
+                      gate=_gate(args) if args.quiet else None, set_args=args.set,
+                      repeats=args.repeats)
     print(sweep.dir / "report.html")
     return sweep_exit_code(sweep)
 
@@ -245,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a dotted config key and its values, e.g. devices[0].count=5,10,20 (repeatable: cartesian product)")
     s.add_argument("--matrix", metavar="FILE", help="a YAML file listing the points explicitly")
     s.add_argument("--resume", metavar="SWEEP_DIR", help="continue a sweep; completed points are not rerun")
+    s.add_argument("--repeats", type=int, metavar="N", default=None,
+                   help="runs per point (default 1), in interleaved rounds; the report gives mean ± 95 %% CI "
+                        "per point; with --resume: more than the sweep has adds rounds")
     s.add_argument("--backend", choices=["docker", "process"], default=None)
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -295,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("doctor", help="check that this host can run WoTbench")
     s.set_defaults(func=_cmd_doctor)
     s = sub.add_parser("clean", help="remove leftover WoTbench containers and networks")
+    s.add_argument("--force", action="store_true",
+                   help="also remove runs still in progress (their harness renews its lease)")
     s.set_defaults(func=_cmd_clean)
     s = sub.add_parser("analyze", help="analyse a run directory (summary.json, series/)")
     s.add_argument("run_dir", metavar="RUN_DIR")

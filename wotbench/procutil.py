@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
+from typing import Optional
 import os
 import signal as _signal
 
@@ -22,3 +24,20 @@ def child_setup(cpus: set[int]):
         except Exception:
             pass
     return setup
+
+
+def first_child(pid: int, wait_s: float = 2.0) -> Optional[int]:
+    """The first child of ``pid`` (a warden's program), waiting up to ``wait_s`` for its fork;
+    None when ``pid`` has none by then."""
+    import time
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return None
+        if kids:
+            return int(kids[0])
+        if time.monotonic() > end:
+            return None
+        time.sleep(0.01)

@@ -8,8 +8,12 @@ missed on a trustworthy run, 2 bad input, 1 environment problem, 128+N interrupt
 """
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+from typing import Optional
+
 from wotbench.errors import WotbenchError
-from wotbench.rundir import RunDir
+from wotbench.rundir import RunDir, disk
 from wotbench.runner.main import RunOutcome, execute, log
 
 
@@ -25,7 +29,9 @@ def conclude(outcome: RunOutcome) -> int:
         return 1
     if outcome.aborted:
         log(f"the test did not complete (see failures in {RunDir(outcome.run_dir).run_json})")
-        return outcome.exit_hint or 1
+        if outcome.exit_hint == 2 or not _ge_results(outcome.run_dir):
+            return outcome.exit_hint or 1
+        log("analysing what was measured until then (the verdict is invalid: a component failed)")
     from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
     summary = analyze(outcome.run_dir)
     verdict = summary.verdict
@@ -41,9 +47,51 @@ def conclude(outcome: RunOutcome) -> int:
     if outcome.failures and code in (0, 4):
         log(f"{outcome.failures} component failure(s): flagging the run")
         code = 3
+    full = disk.full_note(outcome.run_dir) if outcome.failures else ""
+    if full:   # the components failed for want of disk: the host's problem (exit 1)
+        log(f"{outcome.failures} component failure(s){full}. Fix: free space there or "
+            "use --out-root on a disk with room")
+        code = 1
     return code
+
+
+def _fingerprint(path) -> Optional[str]:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def note_config_edit(config_path, before: Optional[str], run_dir: Optional[Path]) -> None:
+    """The config file changed while the run was in progress: the run used what it resolved
+    at its start (config.resolved.yaml); say so, and record it in run.json."""
+    if before is None or run_dir is None or _fingerprint(config_path) in (before, None):
+        return
+    rd = RunDir(run_dir)
+    note = (f"{config_path} was edited while the run was in progress; the run used the values "
+            f"resolved at its start ({rd.rel(rd.config_resolved)})")
+    log(f"note: {note}")
+    try:
+        record = rd.read_run()
+    except (OSError, ValueError):
+        return   # no run.json to record it in (the run failed before writing one)
+    record.warnings.append(note)
+    rd.write_run(record)
+
+
+def _ge_results(run_dir) -> bool:
+    """Every main GE left its results (written by itself, or from its journal after it died)."""
+    rd = RunDir(run_dir)
+    try:
+        ges = rd.read_run().ges
+    except Exception:   # noqa: BLE001 - no run.json: nothing to analyse
+        return False
+    return bool(ges) and all((rd.path / g.dir / "summary.json").exists() for g in ges)
 
 
 def run(config_path, out_root="reports", backend=None) -> int:
     """Run, analyse, report; the exit code (see the module docstring)."""
-    return conclude(execute(config_path, out_root, backend))
+    before = _fingerprint(config_path)
+    outcome = execute(config_path, out_root, backend)
+    note_config_edit(config_path, before, outcome.run_dir)
+    return conclude(outcome)

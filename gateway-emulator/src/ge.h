@@ -143,6 +143,8 @@ typedef struct {
     int memory_locked; /* mlockall(MCL_CURRENT) succeeded before the start (loop.c) */
     int64_t map_bracket_ns; /* widest REALTIME->MONOTONIC bracket used (error <= half of it) */
     volatile uint64_t *progress; /* mmap'ed progress.bin, PG_WORDS words */
+    const char *journal_path;    /* --journal: the request table in a shared mapping */
+    void *journal;               /* its header; reqs follow it (journal.c) */
     int interrupted_by;          /* 0, SIGINT, SIGTERM */
     struct {
         int enabled, rounds;
@@ -151,6 +153,9 @@ typedef struct {
     } warmup; /* warmup.c: readiness pings before the start */
 } ge_t;
 
+/* journal.c: --journal FILE (after net_prepare: moves reqs into the mapping); 0 ok, 1 env */
+int journal_open(ge_t *g, const char *path);
+void journal_started(ge_t *g); /* records start_mono in the header */
 /* stop.c */
 extern volatile sig_atomic_t ge_stop_signal;
 void stop_on_signals(void); /* SIGINT/SIGTERM set ge_stop_signal */

@@ -229,3 +229,17 @@ def test_ten_thousand_clients_from_one_ge(ge_bin, tmp_path):
     assert len({x["client"] for x in rows}) == 10000        # every client issued
     assert len(ports) > 5000       # the responder saw thousands of distinct source ports
     assert s["closed_loop"]["capacity_reached"] is False
+
+
+def test_journal_is_not_kept_with_clients(ge_asan_bin, tmp_path):
+    """--journal holds the trace's request table; a closed loop's records are its own: the GE
+    says so and runs without one (nothing to salvage from, nothing half-written)."""
+    with Responder() as r:
+        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", r.uri())])
+        p = closed(ge_asan_bin, trace, tmp_path / "o", "--clients", "3", "--duration-ms", "100",
+                   "--journal", str(tmp_path / "ge.journal"))
+    assert p.returncode == 0, p.stderr
+    assert "--journal is not kept with --clients" in p.stderr
+    assert not (tmp_path / "ge.journal").exists()
+    n = sum(1 for _ in open(tmp_path / "o" / "requests.csv")) - 1
+    check_consistent(tmp_path / "o", n)

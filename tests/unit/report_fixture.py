@@ -54,7 +54,7 @@ def _write_ge(d: Path, df: pd.DataFrame, start_ns: int, duration_s: float, label
 def make_run(root: Path, *, name: str = "20dev", n_devices: int = 6, duration_s: int = 30,
              contention: bool = False, ge_bottleneck: bool = False, monitor: bool = True,
              cd: bool = True, interrupted: bool = False, faithful: bool = True,
-             network: dict | None = None, summary: bool = True) -> Path:
+             network: dict | None = None, summary: bool = True, sut: bool = False) -> Path:
     rng = np.random.default_rng(7)
     run_dir = Path(root) / f"{name}-20250101T120000Z"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +173,13 @@ def make_run(root: Path, *, name: str = "20dev", n_devices: int = 6, duration_s:
                 "runqueue_ns": (np.cumsum(wait) * 1e7).astype(np.int64),
                 "nr_periods": "", "nr_throttled": "", "throttled_ns": ""}))
         pd.concat(rows).to_csv(mon / "cgroups.csv", index=False)
+        if sut:   # a proxy in a container: monitor/sut.csv as the SUT sampler writes it
+            pd.DataFrame({
+                "mono_ns": START_NS + secs * 1_000_000_000, "component": "proxy", "role": "proxy",
+                "group": "proxy", "source": "cgroup", "cpu_ns": secs * 150_000_000,
+                "rss_bytes": 6_000_000 + secs * 1000, "hwm_bytes": 6_000_000 + secs * 1000,
+                "mem_usage_bytes": 8_000_000, "mem_max_usage_bytes": 9_000_000, "processes": 1,
+            }).to_csv(mon / "sut.csv", index=False)
 
     if summary:
         analyze(run_dir)   # summary.json and series/ as the real analysis writes them

@@ -107,3 +107,15 @@ def test_quiet_calibration_is_not_elevated_across_seeds():
         b, _ = assess(_with_rt(cd_series(seed, steal_prob=0.10)), 60, P)
         assert b["baseline"]["absolute"]["elevated"] is False, seed
         assert b["status"] == "none", seed
+
+
+def test_a_cd_flag_without_a_ratio_is_worded_not_crashed():
+    """A window where the CD node lost most of its probes has a shift but no ratio."""
+    from wotbench.detector.verdict import combine
+    from wotbench.rundir.evidence import EvidenceBlock
+    block = assess(cd_series(3), 20, P)[0]
+    block["status"] = "detected"
+    block["flagged_windows"] = [{"start_s": 10.0, "end_s": 20.0, "shift": None, "ratio": None,
+                                 "p_value": 0.001}]
+    out = combine(block, EvidenceBlock())
+    assert out.flagged_windows[0].evidence == ["CD node R_d median rose by an unknown amount"]

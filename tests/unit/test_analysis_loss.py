@@ -110,3 +110,20 @@ def test_the_app_backend_counts_only_what_it_dropped(tmp_path):
     s = analyze(d)
     assert s.loss.by_cause.impairment == before - 3 and s.loss.by_cause.to_device == 3
     assert s.verdict.status == "testbed_loss"
+
+
+def test_losses_of_a_failed_device_after_its_failure_are_component_failed():
+    import numpy as np
+    import pandas as pd
+    from wotbench.analysis import loss as lossm
+    s = 1_000_000_000
+    req = pd.DataFrame({"sent": [1 * s, 5 * s, 9 * s, 9 * s, np.nan],
+                        "sched": [1 * s, 5 * s, 9 * s, 9 * s, 9.5 * s]})
+    codes = np.array([0, 0, 0, 1, 0])
+    to_dev = lossm.CAUSES.index("to_device")
+    cause = np.array([to_dev, to_dev, to_dev, to_dev, lossm.NOT_A_CAUSE])
+    # dev-0 failed, seen at 8 s: it died between 7 and 8 s; the timeout is 0.5 s
+    out = lossm.attribute_failures(cause, req, codes, ["dev-0", "dev-1"], {"dev-0": 8 * s}, 500)
+    failed = lossm.CAUSES.index("component_failed")
+    # 1 s and 5 s: lost before it died; 9 s: after; dev-1 untouched; unsent is no loss
+    assert list(out) == [to_dev, to_dev, failed, to_dev, lossm.NOT_A_CAUSE]

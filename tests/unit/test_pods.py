@@ -116,6 +116,21 @@ def test_member_pids_reads_the_children_and_their_names(tmp_path):
     assert member_pids(99, proc) == {}
 
 
+def test_member_pids_looks_through_the_warden_to_the_pod_process(tmp_path):
+    """Under the run's warden the container's init is the warden; the pod is its child."""
+    proc = tmp_path / "proc"
+    tree = {1: ([b"/.wb/warden", b"--lease", b"/.wb/lease/heartbeat", b"--", b"/wot-device",
+                 b"--pod", b"--", b"--name", b"g-0"], "7"),
+            7: ([b"/wot-device", b"--pod", b"--", b"--name", b"g-0", b"--", b"--name", b"g-1"],
+                "8 9"),
+            8: ([b"/wot-device", b"--name", b"g-0"], ""), 9: ([b"/wot-device", b"--name", b"g-1"], "")}
+    for pid, (argv, kids) in tree.items():
+        (proc / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "task" / str(pid) / "children").write_text(kids)
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    assert member_pids(1, proc) == {"g-0": 8, "g-1": 9}
+
+
 class _FakeContainer:
     def __init__(self):
         self.signals = []
@@ -153,3 +168,12 @@ def test_pod_spec_mounts_the_dtls_key_once_and_passes_its_path(tmp_path):
     assert spec.binds[creds.key_file] == (KEY_IN, "ro")
     assert spec.command.count("--dtls-psk-key-file") == 2 and KEY_IN in spec.command
     assert "wotbench" in spec.command and "--dtls-sessions" not in spec.command
+
+
+def test_reported_exit_reads_the_pods_last_word_on_a_device():
+    from wotbench.runner.backends.docker.pods import reported_exit
+    out = ("wot-device pod: device g-1 exited with code 139 before the pod was told to stop\n"
+           "wot-device pod: device g-10 exited with code 2\n")
+    assert reported_exit(out, "g-1") == 139
+    assert reported_exit(out, "g-10") == 2
+    assert reported_exit(out, "g-2") == -1

@@ -21,7 +21,7 @@ from wotbench.sweep.report import collect
 
 RUN_FIGURES = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-cpu-cores",
                "fig-cpu-containers"]
-SWEEP_FIGURES = ["fig7", "fig8", "fig9", "fig5"]
+SWEEP_FIGURES = ["fig7", "fig8", "fig9", "fig5", "ci-throughput", "ci-p95", "ci-sut-cpu", "ci-sut-rss"]
 
 
 def _analysed_runner(config_path: str, out_root: str, backend=None) -> int:
@@ -30,7 +30,7 @@ def _analysed_runner(config_path: str, out_root: str, backend=None) -> int:
     cfg = yaml.safe_load(Path(config_path).read_text())
     affinity = cfg.get("placement", {}).get("affinity", "pinned")
     run_dir = make_run(Path(out_root), name=cfg["name"], n_devices=cfg["devices"][0]["count"],
-                       duration_s=20, faithful=affinity == "pinned")
+                       duration_s=20, faithful=affinity == "pinned", sut=True)
     render(run_dir)
     return RunDir(run_dir).read_summary().verdict.exit_code
 
@@ -71,6 +71,7 @@ def test_every_sweep_fact_comes_from_the_analysed_runs(sweep):
 
 def test_the_sweep_report_draws_every_figure(sweep):
     html = (sweep.dir / "report.html").read_text()
+    assert "SUT CPU (cores)" in html and "SUT peak RSS (MiB)" in html   # per point, from sut.csv
     drawn = _drawn(html, SWEEP_FIGURES, "div")
     assert all(drawn.values()), [f for f, ok in drawn.items() if not ok]
     assert "CPU utilisation not available" not in html     # Fig 5's host-CPU panel is drawn

@@ -17,8 +17,14 @@ class ScriptedBackend:
     """``exits``: component -> (check number from which it has exited, exit code)."""
     own_cgroup = False
 
-    def __init__(self, exits: dict[str, tuple[int, int]]):
+    def __init__(self, exits: dict[str, tuple[int, int]], lost_at: Optional[int] = None):
         self.exits, self.checks, self.calls = exits, 0, []
+        self.lost_at = lost_at    # check number from which the runtime is gone
+
+    def runtime_lost(self) -> Optional[str]:
+        if self.lost_at is not None and self.checks >= self.lost_at:
+            return "the Docker daemon went away during the run (its event stream ended)"
+        return None
 
     def _code(self, name: str) -> Optional[int]:
         when, code = self.exits.get(name, (10**9, 0))
@@ -97,3 +103,12 @@ def test_gateways_running_past_the_deadline_are_failed_and_stopped(tmp_path):
     assert fails == [("ge-0", "still running at the bounded end of the test; stopped")]
     assert b.calls == [("stop", ["ge-0"], watch.GE_STOP_WAIT_S)]
     assert exits == {"ge-1": 0, "ge-0": 143}
+
+
+def test_a_runtime_that_goes_away_stops_the_watch_with_a_clear_error(tmp_path):
+    from wotbench.errors import EnvironmentProblem
+    b = ScriptedBackend({}, lost_at=2)
+    with pytest.raises(EnvironmentProblem) as e:
+        _run(b, tmp_path, _future())
+    assert "Docker daemon went away" in str(e.value) and "kept in" in str(e.value)
+    assert b.checks == 2

@@ -88,7 +88,7 @@ def test_sweep_runs_every_point_and_writes_sweep_json_and_report(tmp_path):
     d = sweep.dir
     assert d.parent == tmp_path / "reports" and d.name.startswith("sweep-t-")
     data = json.loads((d / "sweep.json").read_text())
-    assert data["schema"] == "wotbench-sweep/1" and data["kind"] == "sweep"
+    assert data["schema"] == "wotbench-sweep/2" and data["kind"] == "sweep"
     assert [p["status"] for p in data["points"]] == ["done"] * 6
     for p in data["points"]:
         assert (d / p["run_dir"] / "summary.json").is_file()
@@ -104,7 +104,8 @@ def test_sweep_runs_every_point_and_writes_sweep_json_and_report(tmp_path):
 def test_affinity_series_draws_fig5(tmp_path):
     sweep, _ = _run(tmp_path, ["devices[0].count=5,10", "placement.affinity=pinned,shared"])
     html = (sweep.dir / "report.html").read_text()
-    assert "placement.affinity does not vary" not in html and html.count("<svg") == 4
+    # the paper's four figures and the two curves with their intervals (throughput, p95)
+    assert "placement.affinity does not vary" not in html and html.count("<svg") == 6
 
 
 def test_missing_rd_is_reported_not_drawn(tmp_path):

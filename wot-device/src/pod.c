@@ -3,8 +3,11 @@
  * Starting a container costs the container runtime ~0.27 CPU-s on a small host, so a thousand
  * one-device containers take minutes to start. A pod runs one wot-device process per ARGS
  * segment (each its own --listen port, resources, log dir and threads) in one network
- * namespace, and acts as their init: it forwards SIGTERM/SIGINT, reaps them, and stops the pod
- * when a device dies on its own, so the runner sees the failure as the container's exit. */
+ * namespace, and acts as their init: it forwards SIGTERM/SIGINT and reaps them. A device killed
+ * by a signal (a crash, an OOM kill) is reported on stderr and the others go on serving: one
+ * emulated device's crash must not take its pod-mates' requests with it (the runner sees the
+ * dead device's process gone and names it; the pod's exit code at the end is the first
+ * failure's). A device that exits with an error (bad arguments) stops the pod. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,8 +39,11 @@ static void signal_all(struct member *m, int n, int sig) {
             kill(m[i].pid, sig);
 }
 
-/* Reap every child that has ended; returns how many are still running. */
-static int reap(struct member *m, int n, int stopping, int *first_failure) {
+/* Reap every child that has ended; returns how many are still running. *refused: a device
+ * exited on its own with an error code (bad arguments, no socket: its pod-mates share the
+ * cause, so the pod stops); a device killed by a signal (a crash, an OOM kill) is its fault
+ * alone. */
+static int reap(struct member *m, int n, int stopping, int *first_failure, int *refused) {
     int status;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
@@ -50,6 +56,8 @@ static int reap(struct member *m, int n, int stopping, int *first_failure) {
                         m[i].code, stopping ? "" : " before the pod was told to stop");
             if ((m[i].code != 0 || !stopping) && *first_failure == 0)
                 *first_failure = m[i].code ? m[i].code : 1;
+            if (!stopping && WIFEXITED(status) && m[i].code != 0)
+                *refused = 1;
         }
     }
     int alive = 0;
@@ -101,7 +109,7 @@ int pod_main(int argc, char **argv, device_main_fn device_main) {
     sigaddset(&ours, SIGCHLD);
     sigprocmask(SIG_BLOCK, &ours, &old); /* before fork: no signal is lost in between */
 
-    int first_failure = 0, stopping = 0;
+    int first_failure = 0, stopping = 0, refused = 0;
     for (int i = 0; i < n; i++) {
         int sc = 0;
         while (seg[i][sc])
@@ -133,8 +141,8 @@ int pod_main(int argc, char **argv, device_main_fn device_main) {
             m[i].code = 1;
 
     for (;;) {
-        int alive = reap(m, n, stopping, &first_failure);
-        if (!stopping && first_failure) { /* a device died on its own: stop its pod */
+        int alive = reap(m, n, stopping, &first_failure, &refused);
+        if (refused && !stopping) { /* a device refused to run: so would the others */
             stopping = 1;
             signal_all(m, n, SIGTERM);
         }

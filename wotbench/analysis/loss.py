@@ -19,6 +19,8 @@ sut_error           any other 4.xx/5.xx response
 sut_reset           RST
 no_device_log       timeout of a device without a log (a third-party server): not placed
 interrupted         sent, in flight when the run was interrupted
+component_failed    any of the above for a device that failed during the run (run.json
+                    ``failures``), sent after it failed or still waiting for it then
 ==================  ========================================================================
 
 ``testbed`` = to_device + from_device + local_send (what WoTbench itself lost);
@@ -37,7 +39,8 @@ from wotbench.rundir import NetworkRecord
 from wotbench.rundir.summary import LossBlock, LossCauses
 
 CAUSES = ("to_device", "from_device", "local_send", "impairment", "refused_503", "device_late",
-          "sut_error", "sut_reset", "no_device_log", "interrupted")
+          "sut_error", "sut_reset", "no_device_log", "interrupted", "component_failed")
+FAILURE_SEEN_WITHIN_NS = 1_000_000_000   # the runner's watch checks for dead components each second
 TESTBED = ("to_device", "from_device", "local_send")
 SUT = ("refused_503", "device_late", "sut_error", "sut_reset")
 NOT_A_CAUSE = -1
@@ -73,6 +76,24 @@ def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, code
     out[error & (code == "") & np.isnan(sent)] = idx["local_send"]
     out[error & (code == "") & ~np.isnan(sent)] = idx["interrupted"]
     out[outcome == "reset"] = idx["sut_reset"]
+    return out
+
+
+def attribute_failures(cause: np.ndarray, req: pd.DataFrame, codes: np.ndarray,
+                       names: list[str], failed_at_ns: dict[str, int],
+                       timeout_ms: float) -> np.ndarray:
+    """Move the losses of a device that failed during the run to ``component_failed``: those
+    sent after it failed or still waiting then (``failed_at_ns``: when the runner saw the
+    failure, relative to the test start; the device died at most one watch interval before)."""
+    out = cause.copy()
+    when = req["sent"].to_numpy(np.float64)
+    when = np.where(np.isnan(when), req["sched"].to_numpy(np.float64), when)
+    for i, name in enumerate(names):
+        at = failed_at_ns.get(name)
+        if at is None:
+            continue
+        rows = (codes == i) & (out >= 0) & (when + timeout_ms * 1e6 >= at - FAILURE_SEEN_WITHIN_NS)
+        out[rows] = CAUSES.index("component_failed")
     return out
 
 

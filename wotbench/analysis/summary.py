@@ -20,11 +20,13 @@ from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
+from wotbench.analysis import sut_resources as sutm
 from wotbench.analysis import observe as obsm
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
+from wotbench.rundir import atomic
 from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegrityBlock, GeRule, LossBlock,
                                      Overall, RunBlock, Verdict)
 
@@ -228,6 +230,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dec = rdm.decomposition(req, matched)
     has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
+    cause = lossm.attribute_failures(cause, req, codes, names, {
+        f.component: f.at_mono_ns - run.test_start_ns for f in run.run.failures
+        if f.at_mono_ns is not None}, timeout_ms)
     loss, series["loss_over_time"] = lossm.loss_block(req, cause, codes, names,
                                                       run.run.network, run.duration_s)
     counters["ok_requests"] = overall.outcomes.ok
@@ -270,6 +275,10 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     monitor_block, monitor_series = mon.analyse(RunDir(run.run_dir), run.test_start_ns,
                                                 run.duration_s, groups, answered)
     series.update(monitor_series)
+    sut_block, sut_series = sutm.analyse(RunDir(run.run_dir), run.test_start_ns, run.duration_s,
+                                         p.contention.window_s or p.rd.window_s)
+    if sut_series is not None:
+        series["sut_resources"] = sut_series
 
     observe_block, observe_series = obsm.analyse(run, names)
     series.update(observe_series)
@@ -310,7 +319,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, evidence=evidence,
-                   load=load_block), series
+                   sut_resources=sut_block, load=load_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values
@@ -318,10 +327,11 @@ FULL_PRECISION = {"rt_cdf", "cpu_cores", "cpu_components", "cpu_groups"}
 
 
 def write(run_dir: Path, summary: Summary, series: dict[str, pd.DataFrame]) -> None:
-    """Write ``summary.json`` and the series files into ``run_dir``."""
+    """Write the series files, then ``summary.json`` (last: a summary is never there without
+    the series it describes), each whole (a full disk leaves the previous file or none)."""
     rd = RunDir(run_dir)
-    rd.write_summary(summary)
     rd.series_dir.mkdir(exist_ok=True)
     for name, df in series.items():
-        df.to_csv(rd.series(name), index=False,
-                  float_format=None if name in FULL_PRECISION else "%.6g")
+        with atomic.replacing_path(rd.series(name)) as tmp:
+            df.to_csv(tmp, index=False, float_format=None if name in FULL_PRECISION else "%.6g")
+    rd.write_summary(summary)

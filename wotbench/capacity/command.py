@@ -36,7 +36,6 @@ per point), plus ``capacity.json`` and ``report.html``. The run function is inje
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -49,6 +48,7 @@ from wotbench.config.load import load_config
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate
+from wotbench.rundir import atomic
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.config.slo import Slo, merge_exprs
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn, derive_config
@@ -148,7 +148,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
     search = engine(sweep, params, run_fn or default_run_fn(), console, backend, gate)
     result = search.run()
     result["sweep_dir"] = str(sweep.dir)
-    (sweep.dir / "capacity.json").write_text(json.dumps(result, indent=2, default=str))
+    atomic.write_json(sweep.dir / "capacity.json", result, default=str)
     if report:
         write_report(sweep, capacity=result)
     if console is not None:

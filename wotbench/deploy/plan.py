@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from wotbench.config.schema import Config
 from wotbench.deploy.pods import slots
 from wotbench.errors import ConfigError
+from wotbench.rundir import atomic
 
 
 class Plan(BaseModel):
@@ -50,8 +51,7 @@ class Plan(BaseModel):
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
-        path.write_text(self.to_json())
-        return path
+        return atomic.write_text(path, self.to_json())
 
     def core_roles(self) -> dict[int, list[str]]:
         """core id -> what runs there (for display)."""

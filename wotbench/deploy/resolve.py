@@ -24,6 +24,7 @@ from wotbench.config import dtls as dtls_spec
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.detector.sizing import resolve_cd
 from wotbench.deploy.pods import address_count, slots
+from wotbench.rundir import atomic
 
 PROXY_NAME = "proxy"
 
@@ -43,7 +44,7 @@ def dump_resolved(cfg: Config, path: str | Path) -> Path:
     """Write ``config.resolved.yaml`` (every key, defaults included) and return its path."""
     path = Path(path)
     data = dtls_spec.redact(cfg.model_dump(mode="json"))   # the key stays out of the run dir
-    with path.open("w") as f:
+    with atomic.replacing(path) as f:
         f.write("# resolved WoTbench config (all defaults and auto values filled in)\n")
         yaml.safe_dump(data, f, sort_keys=False, default_flow_style=False)
     return path

@@ -11,6 +11,7 @@ import numpy as np
 from wotbench.config.schema import Config
 from wotbench.deploy.resolve import cd_node_address
 from wotbench.detector.sizing import resolve_cd
+from wotbench.rundir import atomic
 from wotbench.workload.formats import TRACE_HEADER, write_resources
 from wotbench.workload.formats import uri as resource_uri
 
@@ -33,8 +34,8 @@ def write_cd_files(cfg: Config, out_dir: Path) -> int:
     a = cd_node_address(cfg)
     times = cd_trace_times_us(cfg) if cd.enabled else np.zeros(0, np.int64)
     uri = resource_uri(a, CD_RESOURCE)
-    (out_dir / "cd-trace.csv").write_text(
-        TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
+    atomic.write_text(
+        out_dir / "cd-trace.csv", TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
     write_resources(out_dir / "resources" / f"{a.name}.csv",
                      [(CD_RESOURCE, int(round(float(cd.service_time_ms) * 1000)), cd.mode, CD_PAYLOAD_BYTES)])
     return len(times)

@@ -196,7 +196,9 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
                 entry["shown_by"].append(f.rule)
             entry["evidence"].append(f.text)
     for fw in cd_block["flagged_windows"]:   # the CD rule's finding after the kernel's
-        text = f"CD node R_d median rose by {fw['shift']:.3g} (x{fw['ratio']:.3g} response time)"
+        ratio = f" (x{fw['ratio']:.3g} response time)" if fw.get("ratio") is not None else ""
+        shift = f"{fw['shift']:.3g}" if fw.get("shift") is not None else "an unknown amount"
+        text = f"CD node R_d median rose by {shift}{ratio}"   # ratio None: too few probes
         w = by_start.get(fw["start_s"])
         if fw["start_s"] not in windows and measured and w is not None and _cd_measured(w):
             notes.append(f"{fw['start_s']:g}-{fw['end_s']:g} s: the {text}, but the kernel saw "

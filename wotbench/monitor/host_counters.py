@@ -15,27 +15,13 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
+
 PROC_STAT = "/proc/stat"
 PRESSURE_CPU = "/proc/pressure/cpu"
 CORE_COLUMNS = ["mono_ns", "core", "busy_ns", "steal_ns", "idle_ns"]
 PRESSURE_COLUMNS = ["mono_ns", "some_us", "full_us"]
 TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")   # /proc counts CPU time in USER_HZ ticks
-
-
-def _open(path: str) -> Optional[int]:
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-def _pread(fd: Optional[int], size: int = 65536) -> Optional[str]:
-    if fd is None:
-        return None
-    try:
-        return os.pread(fd, size, 0).decode()
-    except OSError:
-        return None
 
 
 def parse_proc_stat(text: str) -> dict[int, tuple[int, int, int]]:
@@ -72,7 +58,7 @@ class HostCounters:
         self.cores = cores          # None: every core
         self.stat_fd = _open(PROC_STAT)
         self.pressure_fd = _open(PRESSURE_CPU)
-        first = _pread(self.stat_fd)
+        first = _pread(self.stat_fd, 65536)
         self.steal_seen = bool(first) and any(len(line.split()) > 8 for line in first.splitlines()
                                               if line.startswith("cpu"))
 
@@ -85,12 +71,12 @@ class HostCounters:
 
     def sample(self, now: int) -> tuple[list[list], list[list]]:
         cores, pressure = [], []
-        text = _pread(self.stat_fd)
+        text = _pread(self.stat_fd, 65536)
         if text:
             for core, (busy, steal, idle) in sorted(parse_proc_stat(text).items()):
                 if self.cores is None or core in self.cores:
                     cores.append([now, core, busy, steal, idle])
-        text = _pread(self.pressure_fd)
+        text = _pread(self.pressure_fd, 65536)
         if text:
             some, full = parse_pressure(text)
             pressure.append([now, some, full])

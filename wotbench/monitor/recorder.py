@@ -18,6 +18,8 @@
   pressure (:mod:`wotbench.monitor.host_counters`); ``monitor/foreign.csv``: the CPU that other
   processes used on the run's cores, by process (:mod:`wotbench.monitor.foreign`);
   ``monitor/sources.json``: which of these evidence sources this host had.
+- ``monitor/sut.csv``: CPU and memory of the system under test's own components (third-party
+  servers, the proxy), :mod:`wotbench.monitor.sut_sampler`.
 Every file is read defensively (cgroup v1 or v2, missing files, vanished processes).
 """
 from __future__ import annotations
@@ -35,9 +37,12 @@ from typing import Optional
 
 import pandas as pd
 
+from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
 from wotbench.monitor.foreign import FOREIGN_COLUMNS, ContainerLookup, ForeignScan
 from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostCounters
-from wotbench.rundir import RunDir
+from wotbench.monitor.sut_sampler import SutSampler
+from wotbench.errors import WotbenchError
+from wotbench.rundir import RunDir, atomic
 from wotbench.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -84,7 +89,8 @@ def container_cgroup_dirs(container_id: str) -> dict[str, Path]:
     pid): cgroupfs (``docker/<id>``) or systemd (``system.slice/docker-<id>.scope``) layout."""
     rels = (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
     out = {}
-    for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct"))):
+    for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct")),
+                        ("memory", ("memory",))):
         for m in mounts:
             for rel in rels:
                 if (CGROUP_ROOT / m / rel).is_dir():
@@ -103,22 +109,6 @@ def _kv(text: str | None) -> dict[str, int]:
         if len(parts) == 2 and parts[1].lstrip("-").isdigit():
             out[parts[0]] = int(parts[1])
     return out
-
-
-def _open(path: Path) -> Optional[int]:
-    try:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-def _pread(fd: Optional[int]) -> Optional[str]:
-    if fd is None:
-        return None
-    try:
-        return os.pread(fd, 4096, 0).decode()
-    except OSError:
-        return None
 
 
 class Source:
@@ -199,7 +189,9 @@ class Monitor:
         self.counters = HostCounters()
         self._extra: dict = {}
         self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
-                     "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0}
+                     "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0, "sut_cpu_ns": 0,
+                     "sut_components": 0}
+        self.sut = SutSampler(rd, log=log)
         self._started_ns: Optional[int] = None
         # instants (CLOCK_MONOTONIC ns) to read every component / scan the host's processes at
         self._full_at: list[int] = []
@@ -234,12 +226,13 @@ class Monitor:
             if old:
                 old.close()
             self.sources[component] = src
+        self.sut.watch(component, role, group, pid, dirs)
 
     def start(self) -> None:
         rd = self.rd
         rd.monitor_dir.mkdir(parents=True, exist_ok=True)
-        rd.clock_json.write_text(json.dumps(
-            {"wall_s": time.time(), "mono_ns": time.monotonic_ns()}) + "\n")
+        atomic.write_json(rd.clock_json, {"wall_s": time.time(), "mono_ns": time.monotonic_ns()},
+                          indent=None)
         if self.use_collectl and shutil.which("collectl"):
             cdir = rd.collectl_dir
             cdir.mkdir(exist_ok=True)
@@ -262,7 +255,8 @@ class Monitor:
             w = csv.writer(f)
             w.writerow(columns)
             self._extra[key] = (f, w)
-        rd.monitor_sources_json.write_text(json.dumps(self.evidence_sources(), indent=1) + "\n")
+        atomic.write_json(rd.monitor_sources_json, self.evidence_sources(), indent=1)
+        self.sut.start()
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()
@@ -325,6 +319,8 @@ class Monitor:
         t2 = time.thread_time_ns()
         foreign = self.foreign.sample(now) if scan else []
         t3 = time.thread_time_ns()
+        self.sut.sample(now, everything)
+        t4 = time.thread_time_ns()
         for key, rows in (("cores", cores), ("pressure", pressure), ("foreign", foreign)):
             f, w = self._extra[key]
             w.writerows(rows)
@@ -334,14 +330,16 @@ class Monitor:
         self.cost["components_cpu_ns"] += t1 - t0
         self.cost["host_counters_cpu_ns"] += t2 - t1
         self.cost["process_scan_cpu_ns"] += t3 - t2
+        self.cost["sut_cpu_ns"] += t4 - t3
         self.cost["components"] = len(self.sources)
+        self.cost["sut_components"] = len(self.sut)
 
     def _write_cost(self) -> None:
         elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
         cpu = sum(v for k, v in self.cost.items() if k.endswith("_cpu_ns"))
-        self.rd.monitor_cost_json.write_text(json.dumps(
+        atomic.write_json(self.rd.monitor_cost_json,
             {**self.cost, "interval_s": self.interval, "elapsed_s": round(elapsed / 1e9, 3),
-             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1) + "\n")
+             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1)
 
     def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
@@ -379,13 +377,16 @@ class Monitor:
             for src in self.sources.values():
                 src.close()
             self.sources.clear()
-        if self._csv is not None:
-            self._csv.close()
-            self._csv = None
-            self._write_cost()
-            for f, _ in self._extra.values():
-                f.close()
+        self.sut.close()
+        if self._csv is not None:   # a full disk must not stop the rest of the cleanup
+            files, self._csv = [self._csv] + [f for f, _ in self._extra.values()], None
             self._extra = {}
+            for f in files:
+                _close(f, self.log)
+            try:
+                self._write_cost()
+            except WotbenchError as e:
+                self.log(f"monitor: {e}")
         self.counters.close()
         self.foreign.close()
         if self._proc is not None:
@@ -401,9 +402,18 @@ class Monitor:
                 tables = load_collectl(self.rd)
                 for kind, path in (("host", self.rd.host_csv), ("cpu", self.rd.cpu_csv)):
                     if kind in tables:
-                        tables[kind].to_csv(path, index=False)
+                        with atomic.replacing_path(path) as tmp:
+                            tables[kind].to_csv(tmp, index=False)
             except Exception as e:
                 self.log(f"monitor: could not parse collectl output: {e}")
+
+
+def _close(f, log) -> None:
+    """Close a sample file; what its buffer still held is lost when the disk is full."""
+    try:
+        f.close()
+    except OSError as e:
+        log(f"monitor: {f.name}: the last samples could not be written ({e.strerror})")
 
 
 def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from wotbench.report.context import ReportError, build_context
 from wotbench.report.present import jinja_env
+from wotbench.rundir import atomic
 
 __all__ = ["render", "render_html", "main", "ReportError"]
 
@@ -36,8 +37,7 @@ def render(run_dir: Path | str, out: Path | str | None = None) -> Path:
     """Write `<run_dir>/report.html` (or `out`) and return its path."""
     html = render_html(run_dir)
     path = Path(out) if out is not None else Path(run_dir) / "report.html"
-    path.write_text(html, encoding="utf-8")
-    return path
+    return atomic.write_text(path, html)
 
 
 def main(run_dir: Path | str) -> int:

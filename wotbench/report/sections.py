@@ -175,6 +175,8 @@ LOSS_CAUSES = {   # cause -> (whose, what it means)
     "sut_reset": ("system", "RST from the device"),
     "no_device_log": ("system?", "timeout at a device without a log: not placed"),
     "interrupted": ("run", "in flight when the run was interrupted"),
+    "component_failed": ("testbed", "sent to a device that had failed (or was waiting on it when "
+                                    "it failed): see the run's failures"),
 }
 
 

@@ -114,6 +114,7 @@ class GeSummary(Record):
     retransmit: bool
     ports_per_device: int
     interrupted: bool
+    salvaged: bool = False    # written by the harness from the journal of a GE that died
 
     @property
     def salt(self) -> Optional[int]:

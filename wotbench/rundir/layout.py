@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wotbench.rundir import atomic
+
 if TYPE_CHECKING:
     from wotbench.rundir.record import RunRecord
     from wotbench.rundir.summary import Summary
@@ -108,6 +110,11 @@ class RunDir:
         return self.ge_dir(ge_id) / "warmup.json"
 
     @property
+    def lease_dir(self) -> Path:
+        """The harness's lease (wotbench.runner.lease), mounted read-only into every container."""
+        return self.path / "lease"
+
+    @property
     def monitor_dir(self) -> Path:
         return self.path / "monitor"
 
@@ -129,6 +136,11 @@ class RunDir:
     def foreign_csv(self) -> Path:
         """CPU other processes used on the run's cores, per interval (wotbench.monitor.foreign)."""
         return self.monitor_dir / "foreign.csv"
+
+    @property
+    def sut_csv(self) -> Path:
+        """The system under test's CPU and memory (model ``wotbench.rundir.sut.SutSample``)."""
+        return self.monitor_dir / "sut.csv"
 
     @property
     def monitor_cost_json(self) -> Path:
@@ -221,7 +233,4 @@ def _read_object(path: Path) -> dict:
 
 
 def _write_atomic(path: Path, data: dict) -> Path:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic.write_json(path, data, allow_nan=False)

@@ -168,6 +168,9 @@ class Phases(Record):
 class Failure(Record):
     component: str
     what: str
+    # when the harness saw it (CLOCK_MONOTONIC): the component failed at most the watch's
+    # check interval (1 s) earlier; absent in older run directories
+    at_mono_ns: Optional[int] = None
 
 
 class RunRecord(Record):

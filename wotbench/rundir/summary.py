@@ -22,6 +22,7 @@ from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure
 from wotbench.rundir.slo import SloBlock
+from wotbench.rundir.sut import SutResourcesBlock
 
 F = Optional[float]
 VerdictStatus = Literal["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
@@ -371,6 +372,7 @@ class LossCauses(Record):
     sut_reset: int = 0
     no_device_log: int = 0
     interrupted: int = 0
+    component_failed: int = 0
 
 
 class LossBlock(Record):
@@ -518,6 +520,7 @@ class Summary(Record):
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
+    sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
     load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)
 
     @property

@@ -2,4 +2,4 @@
 (:mod:`wotbench.runner.backends`), runs the timeline, and always cleans up. Entry points:
 :func:`wotbench.runner.main.execute` (what ``wotbench run`` calls, see
 :mod:`wotbench.run_command`), :func:`wotbench.runner.doctor.main`,
-:func:`wotbench.runner.cleanup.main`."""
+:func:`wotbench.runner.clean_command.main`."""

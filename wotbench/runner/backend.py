@@ -142,6 +142,9 @@ class Inspector(Protocol):
         """Keep the component's own output (stdout/stderr) at ``path``, if the runtime holds
         any (a process backend already wrote it to the component's ``stdout`` file)."""
 
+    def runtime_lost(self) -> Optional[str]:
+        """Why the container runtime went away during the run (a daemon restart), else None."""
+
 
 @runtime_checkable
 class HogHandle(Protocol):
@@ -182,6 +185,10 @@ class Neighbours(Protocol):
 
     def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
         """A container's name and labels (None: unknown, or no container runtime)."""
+
+    def remove_abandoned(self) -> list[str]:
+        """Remove what earlier runs without a live harness left (runner/leftovers.py), saying
+        what was found by which run; the ids of those runs. Never raises."""
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""The project's own static binaries (gateway-emulator, wot-device, the hog), built with make
+"""The project's own static binaries (gateway-emulator, wot-device, the hog, wb-warden), built with make
 when a source is newer than the binary. Both backends run them; the Docker backend wraps them
 in FROM scratch images (:mod:`wotbench.runner.backends.docker.images`)."""
 from __future__ import annotations
@@ -31,7 +31,8 @@ class Component:
 GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
 DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN")
 HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
-COMPONENTS = (GE, DEVICE)   # every run needs these; the hog only runs with contention episodes
+WARDEN = Component("wb-warden", "WOTBENCH_WARDEN_BIN", source="warden")   # runner/lease.py
+COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention episodes
 
 
 def _newest_source_mtime(src: Path) -> float:

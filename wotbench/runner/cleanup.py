@@ -25,20 +25,29 @@ STALE_NETWORK_FIX = (
 NETWORK_TRIES = 6            # network removal attempts, with backoff
 
 
-def _remove_container(client, c, run_id, log) -> int:
-    """Disconnect the container from its networks, then remove it: removing many containers
-    that are still attached can leave their endpoints behind in Docker 20.10's network store
-    (the network then "has active endpoints" that nothing can disconnect)."""
+def _detach(client, c, log) -> None:
+    """Disconnect a running container from its networks. Done one container at a time, as the
+    runner's own stop does: Docker 20.10 releases a container's endpoints when it exits or is
+    removed, and hundreds of releases at once can lose a decrement of a network's endpoint
+    count; that network then "has active endpoints" until the daemon restarts."""
     import docker.errors
-    # a sparse list entry (one API call for all) carries its labels at the top level
-    if not _labelled(c.attrs.get("Labels") or {}, run_id):
-        return 0
-    name = (c.attrs.get("Names") or [c.id])[0]
     for net in ((c.attrs.get("NetworkSettings") or {}).get("Networks") or {}):
         try:
             client.api.disconnect_container_from_network(c.id, net, force=True)
-        except docker.errors.APIError:
-            pass   # not connected (any more), or the network is gone
+        except docker.errors.NotFound:
+            return   # the container is gone
+        except docker.errors.APIError as e:
+            if "is not connected" not in str(e):
+                log(f"cleanup: cannot detach {_name(c)} from {net}: {e}")
+
+
+def _name(c) -> str:
+    return ((c.attrs.get("Names") or [c.id])[0]).lstrip("/")
+
+
+def _remove_container(c, log) -> int:
+    """Remove a (detached) container with its anonymous volumes."""
+    import docker.errors
     try:
         c.remove(force=True, v=True)
         return 1
@@ -46,7 +55,7 @@ def _remove_container(client, c, run_id, log) -> int:
         return 0
     except docker.errors.APIError as e:
         if "already in progress" not in str(e):
-            log(f"cleanup: cannot remove container {name}: {e}")
+            log(f"cleanup: cannot remove container {_name(c)}: {e}")
         return 0
 
 
@@ -79,24 +88,28 @@ def _remove_network(net, log) -> bool:
 
 
 def remove_run(client, run_id: str | None, log=print) -> dict[str, int]:
-    """Remove containers (bounded parallel, forced) then networks labelled
-    ``wotbench.run=<run_id>`` (any run when ``run_id`` is None). Idempotent: objects already
-    gone are skipped silently."""
+    """Remove containers then networks labelled ``wotbench.run=<run_id>`` (any run when
+    ``run_id`` is None): running containers are detached from their networks one at a time,
+    then all are removed a few at once (forced), then the networks. Idempotent: objects
+    already gone are skipped silently."""
     import docker.errors
 
     flt = {"label": f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL}
     removed = {"containers": 0, "networks": 0}
     for attempt in range(3):
         try:
-            leftovers = client.containers.list(all=True, filters=flt, sparse=True)
+            leftovers = [c for c in client.containers.list(all=True, filters=flt, sparse=True)
+                         if _labelled(c.attrs.get("Labels") or {}, run_id)]
         except docker.errors.APIError as e:
             log(f"cleanup: cannot list containers: {e}")
             break
         if not leftovers:
             break
+        for c in leftovers:
+            if c.attrs.get("State") == "running":
+                _detach(client, c, log)
         with ThreadPoolExecutor(max_workers=REMOVE_PARALLEL) as pool:
-            removed["containers"] += sum(pool.map(
-                lambda c: _remove_container(client, c, run_id, log), leftovers))
+            removed["containers"] += sum(pool.map(lambda c: _remove_container(c, log), leftovers))
         time.sleep(0.2 * attempt)
     for net in client.networks.list(filters=flt):
         if _labelled(net.attrs.get("Labels") or {}, run_id) and _remove_network(net, log):
@@ -153,36 +166,3 @@ def _exists(pid: int) -> bool:
             return f.read().split(") ", 1)[1][:1] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def main() -> int:
-    """``wotbench clean``: remove every container/network labelled ``wotbench.run`` and end
-    leftover process-backend processes. Nothing unlabelled is touched."""
-    status = 0
-    procs = leftover_processes()
-    if procs:
-        kill_processes([p for p, _ in procs])
-        print(f"ended {len(procs)} leftover process(es) of run(s) "
-              f"{', '.join(sorted({r for _, r in procs}))}")
-    try:
-        import docker
-        client = docker.from_env()
-        client.ping()
-    except Exception as e:
-        print(f"Docker not reachable ({e.__class__.__name__}); no containers checked")
-        return status
-    runs = sorted({(c.attrs.get("Labels") or {}).get(RUN_LABEL) for c in client.containers.list(
-        all=True, filters={"label": RUN_LABEL}, sparse=True)} | {n.attrs.get("Labels", {}).get(RUN_LABEL)
-                                                    for n in client.networks.list(
-                                                        filters={"label": RUN_LABEL})})
-    removed = remove_run(client, None)
-    if removed["containers"] or removed["networks"]:
-        print(f"removed {removed['containers']} container(s) and {removed['networks']} "
-              f"network(s) of run(s): {', '.join(r for r in runs if r)}")
-    left = [n.name for n in client.networks.list(filters={"label": RUN_LABEL})]
-    if left:   # the reason and the fix were printed for each
-        print(f"{len(left)} network(s) could not be removed: {', '.join(left)}")
-        return 1
-    if not (removed["containers"] or removed["networks"] or procs):
-        print("nothing to clean: no container, network or process labelled wotbench.run")
-    return status

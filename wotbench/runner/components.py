@@ -106,10 +106,15 @@ class GeRun:
     host_network: bool = False   # in the host's network namespace (to reach external endpoints)
     extra: list[str] = field(default_factory=list)
     dtls: Optional["DtlsCreds"] = None   # main GEs with dtls.enabled (never the CD-GE)
+    journal: Optional[Path] = None       # host path of its journal (runner/journal.py)
 
-    def args(self, trace: str, out_dir: str, key_file: str = "") -> list[str]:
+    def args(self, trace: str, out_dir: str, key_file: str = "",
+             journal: Optional[str] = None) -> list[str]:
+        """Its command line; ``journal``: the journal's path as the GE sees it."""
         a = ["--trace", trace, "--out", out_dir, "--wait", self.wait, "--type", self.msg_type,
              "--timeout-ms", str(self.timeout_ms), "--cpu", str(self.cpu), "--label", self.name]
+        if journal:
+            a += ["--journal", journal]
         if self.start_at is not None:
             a += ["--start-at", str(self.start_at)]
         if self.retransmit:

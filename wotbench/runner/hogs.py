@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wotbench.rundir import EpisodeRecord, RunDir
+from wotbench.rundir import EpisodeRecord, RunDir, atomic
 from wotbench.runner.hogspec import HogSpec, episodes_for_run
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class Hogs:
         """Idempotent: stop what still runs, save each hog's JSON line."""
         for name, h in list(self.running.items()):
             try:
-                self.rd.hog_report(name).write_bytes(h.stop(STOP_TIMEOUT_S))
+                atomic.write_bytes(self.rd.hog_report(name), h.stop(STOP_TIMEOUT_S))
             except Exception as e:  # noqa: BLE001 - a hog's report must not stop the cleanup
                 self.log(f"contention: could not collect {name}: {e}")
             self.running.pop(name, None)

@@ -36,6 +36,7 @@ from wotbench.errors import WotbenchError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
+from wotbench.rundir import disk
 from wotbench.runner import clientlimits, dtlskey, hostlimits, inputs
 from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
@@ -44,6 +45,9 @@ from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
+from wotbench.runner import journal
+from wotbench.runner.lease import STOP_MARGIN_S, Lease
+from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.runner import readiness, thirdparty
@@ -127,6 +131,9 @@ class Runner:
         self.impair: Impairments | None = None
         self.dtls: dtlskey.DtlsCreds | None = None   # dtls.enabled: the key file and identity
         self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
+        self.lease: Lease | None = None      # components stop themselves when it lapses
+        self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
+        self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
         self.phases = Phases()
 
     @property
@@ -144,7 +151,9 @@ class Runner:
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
     def fail(self, component: str, what: str) -> None:
-        self.failures.append({"component": component, "what": what})
+        what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
+        self.failures.append({"component": component, "what": what,
+                              "at_mono_ns": time.monotonic_ns()})
         log(f"FAILURE {component}: {what}")
 
     # -------------------------------------------------------------- main
@@ -166,8 +175,9 @@ class Runner:
             except WotbenchError as e:
                 self.error = e
             except Exception as e:  # a bug: still clean up, then show the traceback
-                self.error = e
-                traceback.print_exc()
+                self.error = disk.as_problem(e, self.run_dir or self.out_root)
+                if self.error is e:   # (a full disk is the host's problem, not a bug)
+                    traceback.print_exc()
             finally:
                 self._set_handlers(self._during_cleanup)
                 self.cleanup()
@@ -301,7 +311,17 @@ class Runner:
 
     def deploy(self) -> None:
         self._build_components()
+        self.lease = Lease(self.rd.lease_dir, self.run_id)
+        self.lease.start()
+        self.journal_dir = journal.make_dir(self.run_id, self.lease.path)
+        for g in self.all_ges if self.journal_dir else []:
+            g.journal = self.journal_dir / f"{g.name}.journal"
         self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
+        for rid in self.backend.remove_abandoned():
+            self.warnings.append(f"removed what run {rid} left behind (its harness was gone)")
+        for d in journal.abandoned():
+            log(f"removing the journals of run {d.name} (its harness is gone): {d}")
+            journal.remove_dir(d)
         self.other_runs = self.backend.other_runs()
         if self.other_runs:
             note = ("another WoTbench run is active on this host ("
@@ -409,6 +429,7 @@ class Runner:
             self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
         self.monitor.align(*evidence_marks(tl))
+        self.lease.set_deadline(tl.deadline_ns + int(STOP_MARGIN_S * 1e9))
         if self.cd_ge:
             self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
@@ -445,6 +466,7 @@ class Runner:
             self.monitor.watch(name, role, pid=pid, cgroup=cgroup, group=group)
 
     def _ge_failed(self, g: GeRun, code: int, running: dict[str, GeRun]) -> None:
+        self.ge_died_ns.setdefault(g.name, time.monotonic_ns())
         out = self.rd.ge_container_log(g.name)
         self.backend.save_output(g.name, out)
         why = {2: "rejected its input (exit 2)", 1: "environment failure (exit 1)"}.get(
@@ -485,6 +507,7 @@ class Runner:
             elif code != 0 and not (code == 128 + signal.SIGTERM and n in third_party):
                 # (a third-party program may simply die of the SIGTERM: a normal stop)
                 self.fail(n, f"exited with {code} after SIGTERM")
+        self._salvage_ges()
         reported = {f["component"] for f in self.failures}
         for d in self.started_devices:
             if not self.backend.created(d.name):
@@ -493,6 +516,24 @@ class Runner:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
+
+    def _salvage_ges(self) -> None:
+        """A GE that died without writing its files: write them from its journal."""
+        for g in self.all_ges:
+            if not ge_journal.salvage_needed(g.out_dir, g.journal):
+                continue
+            died = self.ge_died_ns.get(g.name, time.monotonic_ns())
+            try:
+                counts = ge_journal.salvage(g.journal, g.trace, g.out_dir, g.name, died, {
+                    "wait": g.wait, "type": g.msg_type, "retransmit": g.retransmit})
+            except (ge_journal.JournalError, OSError, WotbenchError) as e:
+                self.fail(g.name, f"gateway emulator died and its journal cannot be read: {e}")
+                continue
+            note = (f"{g.name} died before writing its results: requests.csv and summary.json "
+                    "were written from its journal ("
+                    + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ")")
+            log(note)
+            self.warnings.append(note)
 
     # -------------------------------------------------------------- cleanup + run.json
     def cleanup(self) -> None:
@@ -514,6 +555,13 @@ class Runner:
             except Exception as e:
                 log(f"cleanup failed: {e}; run `wotbench clean`")
             self.phases.teardown_s = round(time.monotonic() - t, 3)
+        try:   # stop_components salvages a dead GE's journal; not if it failed before that
+            self._salvage_ges()
+        except Exception as e:  # noqa: BLE001 - never let it stop the cleanup
+            log(f"salvaging a gateway emulator's journal failed: {e}")
+        journal.remove_dir(self.journal_dir)
+        if self.lease is not None:   # after the components: a renewal gap would stop them
+            self.lease.release()
         self.tuning.restore()
         if self.rd is not None:
             dtlskey.remove(self.rd)

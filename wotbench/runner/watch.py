@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Protocol
 
+from wotbench.errors import EnvironmentProblem
 from wotbench.rundir import RunDir
 from wotbench.runner.backend import Inspector, Lifecycle
 from wotbench.runner.components import GeRun
@@ -40,6 +41,12 @@ def watch_test(backend: Backend, rd: RunDir, ges: list[GeRun], cd_ge: Optional[G
             view.update()
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + CHECK_S
+                lost = backend.runtime_lost()
+                if lost:
+                    raise EnvironmentProblem(
+                        f"{lost}: the run stops; what was measured until then is kept in "
+                        f"{rd.path}, and what is left of the run is removed once the daemon "
+                        "answers again")
                 for name, code in sorted(backend.exited(device_names - dead).items()):
                     dead.add(name)
                     fail(name, f"{backend.describe_exit(name)} during the test (exit code {code})")

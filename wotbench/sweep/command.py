@@ -71,8 +71,9 @@ def plan_points(vary_args: list[str], matrix: Optional[str | Path] = None
 
 def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[str | Path] = None,
                  out_root: str | Path = "reports", backend: Optional[str] = None,
-                 set_args: Optional[list[str]] = None) -> Sweep:
-    """``set_args``: ``--set KEY=VALUE``, keys every point gets (the what-if)."""
+                 set_args: Optional[list[str]] = None, repeats: int = 1) -> Sweep:
+    """``set_args``: ``--set KEY=VALUE``, keys every point gets (the what-if); ``repeats``: runs
+    per point (:mod:`wotbench.sweep.repeats`)."""
     points, origins, vary = plan_points(vary_args, matrix)
     fixed = parse_set(set_args or [])
     both = sorted(set(fixed) & {k for p in points for k in p})
@@ -80,7 +81,7 @@ def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[s
         raise ConfigError([f"--set {k}: also varied; give it with --vary or --set, not both" for k in both])
     return Sweep.create(config, points, out_root=out_root, backend=backend, origins=origins,
                         extra={"vary": vary, "matrix": str(Path(matrix).resolve()) if matrix else None,
-                               "set": fixed})
+                               "set": fixed}, repeats=repeats)
 
 
 def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]] = None, *,
@@ -88,16 +89,19 @@ def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]
               out_root: str | Path = "reports", backend: Optional[str] = None,
               run_fn: Optional[RunFn] = None, console: Any = None, progress: bool = True,
               report: bool = True, gate: Optional[QuietGate] = None,
-              set_args: Optional[list[str]] = None) -> Sweep:
+              set_args: Optional[list[str]] = None, repeats: Optional[int] = None) -> Sweep:
     """``wotbench sweep``: create (or resume) a sweep, run its points (each on a quiet host when
-    a ``gate`` is given), write report.html."""
+    a ``gate`` is given), write report.html and the results (``results.json``, ``*.csv``).
+    ``repeats``: runs per point; with ``resume``, None keeps the sweep's, more adds rounds."""
     if resume is not None:
         sweep = Sweep.open(resume)
+        if repeats is not None:
+            sweep.add_repeats(repeats)
     else:
         if config is None:
             raise ConfigError(["sweep: give a CONFIG (or --resume SWEEP_DIR)"])
         sweep = create_sweep(config, vary_args or [], matrix=matrix, out_root=out_root, backend=backend,
-                             set_args=set_args)
+                             set_args=set_args, repeats=1 if repeats is None else repeats)
     try:
         sweep.run_all(run_fn, backend=backend, console=console, progress=progress, gate=gate)
     finally:

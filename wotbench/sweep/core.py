@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import typing
 from dataclasses import asdict, dataclass, field
@@ -29,13 +28,15 @@ from pydantic import BaseModel
 from wotbench.config.schema import Config
 from wotbench.config.load import config_from_dict, load_config
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
-from wotbench.rundir import RunDir, Summary
+from wotbench.rundir import RunDir, Summary, atomic
 from wotbench.run_command import run as run_config
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
+from wotbench.sweep.repeats import ORDER, check_repeats, repeat_config, repeat_id, round_order
 
-SCHEMA = "wotbench-sweep/1"
+SCHEMA = "wotbench-sweep/2"      # /2: points carry setting and repeat (``--repeats``)
+READABLE = ("wotbench-sweep/1", SCHEMA)   # a /1 sweep is a sweep with one repeat
 RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
 # The runner turns SIGINT/SIGTERM into a clean stop and returns 128 + the signal: the user
 # stopped the series, not just this point.
@@ -69,6 +70,11 @@ class Point:
     error: Optional[str] = None
     origin: Optional[str] = None          # the --vary arguments / matrix entry it came from
     load: Optional[dict] = None           # 1-min load average before/after (with a quiet gate)
+    setting: Optional[str] = None         # the grid point it repeats (its repeat 0's id)
+    repeat: int = 0                       # 0 .. repeats - 1 (wotbench/sweep/repeats.py)
+
+    def __post_init__(self) -> None:
+        self.setting = self.setting or self.id
 
 
 def _attribute(problem: str, keys: dict[str, str], fallback: str) -> str:
@@ -172,18 +178,22 @@ class Sweep:
     def create(cls, base_config: str | Path, points: Iterable[dict[str, Any]], *,
                out_root: str | Path = "reports", kind: str = "sweep", backend: Optional[str] = None,
                origins: Optional[list[dict[str, str]]] = None, extra: Optional[dict] = None,
-               directory: Optional[Path] = None) -> "Sweep":
-        """Validate every point first (nothing is written when one is bad), then write the dir."""
+               directory: Optional[Path] = None, repeats: int = 1) -> "Sweep":
+        """Validate every point first (nothing is written when one is bad), then write the dir;
+        ``repeats``: runs per point, in interleaved rounds (:mod:`wotbench.sweep.repeats`)."""
+        repeats = check_repeats(repeats)
         base_config = Path(base_config)
         load_config(base_config)                       # the base itself must be valid
-        base_raw = yaml.safe_load(base_config.read_text())
+        base_text = base_config.read_text()   # read once: base.yaml is what every point derives from
+        base_raw = yaml.safe_load(base_text)
         name = str(base_raw.get("name", "sweep"))
         points = [dict(p) for p in points]
         directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{dir_stamp()}"
         sweep = cls(directory, {
             "schema": SCHEMA, "kind": kind, "name": name, "created_utc": utc_now(),
             "updated_utc": utc_now(), "base_config": str(base_config.resolve()),
-            "base_dir": str(base_config.resolve().parent), "backend": backend, **(extra or {}),
+            "base_dir": str(base_config.resolve().parent), "backend": backend, "repeats": 1,
+            "order": ORDER, **(extra or {}),
         }, base_raw)
         derived, problems = [], []
         for i, ov in enumerate(points):
@@ -194,10 +204,10 @@ class Sweep:
                 problems += e.problems
         if problems:
             raise ConfigError(list(dict.fromkeys(problems)), str(base_config))
-        sweep._write_base()
+        sweep._write_base(base_text)
         for i, (ov, cfg) in enumerate(zip(points, derived)):
             sweep._add(sweep._new_id(i, len(points)), ov, cfg, (origins or [None] * len(points))[i])
-        sweep.save()
+        sweep.add_repeats(repeats)
         return sweep
 
     @classmethod
@@ -210,8 +220,9 @@ class Sweep:
             data = json.loads(f.read_text())
         except json.JSONDecodeError as e:
             raise ConfigError([f"{f}: not valid JSON ({e})"]) from None
-        if data.get("schema") != SCHEMA:
-            raise ConfigError([f"{f}: schema {data.get('schema')!r}, expected {SCHEMA!r}"])
+        if data.get("schema") not in READABLE:
+            raise ConfigError([f"{f}: schema {data.get('schema')!r}, expected one of {READABLE}"])
+        data["schema"] = SCHEMA
         return cls(directory, data, yaml.safe_load((directory / "base.yaml").read_text()))
 
     # ------------------------------------------------------------------ points
@@ -231,17 +242,44 @@ class Sweep:
                              name=_point_name(self.data["name"], pid), origins=origins,
                              label=f"point {pid}")
 
-    def _write_base(self) -> None:
+    def _write_base(self, text: str) -> None:
         (self.dir / "configs").mkdir(parents=True, exist_ok=True)
-        (self.dir / "base.yaml").write_text(Path(self.data["base_config"]).read_text())
+        atomic.write_text(self.dir / "base.yaml", text)
 
     def _add(self, pid: str, overrides: dict, cfg: dict, origin: Optional[dict[str, str]]) -> Point:
         rel = f"configs/{pid}.yaml"
-        (self.dir / rel).write_text(yaml.safe_dump(cfg, sort_keys=False))
+        atomic.write_text(self.dir / rel, yaml.safe_dump(cfg, sort_keys=False))
         p = Point(id=pid, index=len(self.points), overrides=dict(overrides), config=rel,
                   origin="; ".join(dict.fromkeys(origin.values())) if origin else None)
         self.points.append(p)
         return p
+
+    @property
+    def repeats(self) -> int:
+        return int(self.data.get("repeats") or 1)
+
+    def add_repeats(self, total: int) -> list[Point]:
+        """Make it ``total`` runs per setting: the missing rounds, each in its order, with the
+        setting's config and seed + r. A resume may add rounds, never remove them."""
+        total = check_repeats(total)
+        have = self.repeats
+        if total < have:
+            raise ConfigError([f"--repeats: this sweep already has {have} repeats per setting; "
+                               f"a resume can add repeats, not remove them (got {total})"])
+        settings = {p.id: p for p in self.points if p.repeat == 0}
+        added = []
+        for r in range(have, total):
+            for sid in round_order(list(settings), r):
+                base = settings[sid]
+                cfg = yaml.safe_load((self.dir / base.config).read_text())
+                pid = repeat_id(sid, r)
+                p = self._add(pid, base.overrides,
+                              repeat_config(cfg, r, _point_name(self.data["name"], pid)), None)
+                p.setting, p.repeat, p.origin = sid, r, base.origin
+                added.append(p)
+        self.data["repeats"] = total
+        self.save()
+        return added
 
     def find(self, overrides: dict[str, Any]) -> Optional[Point]:
         want = {format_key(parse_key(k)): v for k, v in overrides.items()}
@@ -265,9 +303,7 @@ class Sweep:
     def save(self) -> None:
         self.data["updated_utc"] = utc_now()
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.dir / "sweep.json.tmp"
-        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str))
-        os.replace(tmp, self.dir / "sweep.json")
+        atomic.write_json(self.dir / "sweep.json", self.to_json(), default=str)
 
     def run_dir(self, p: Point) -> Optional[RunDir]:
         return RunDir(self.dir / p.run_dir) if p.run_dir else None

@@ -14,19 +14,30 @@ from wotbench.config.schema import Config, Placement
 from wotbench.deploy.plan import Plan
 from wotbench.report.present import jinja_env
 from wotbench.rundir import Summary
+from wotbench.rundir import atomic
+from wotbench.rundir.sut import MIB
+from wotbench.sweep.aggregate import METRICS, Interval
 from wotbench.sweep.core import Point, Sweep
+from wotbench.sweep.repeats import ORDER
 
 
 def _facts(s: Optional[Summary]) -> dict[str, Any]:
     """The facts a series shows, from one point's summary (None when it has none)."""
     if s is None:
         return dict.fromkeys(("devices", "throughput_rps", "offered_rps", "rt_p50_ms", "rt_mean_ms",
-                              "rt_p95_ms", "rd_devices", "rd_cd", "rd_cd_baseline", "ge_kept_up",
-                              "late_share", "ks", "lag_p99_us", "cpu_total_pct"))
+                              "rt_p95_ms", "rt_p99_ms", "loss_share", "timeouts", "rd_devices",
+                              "rd_cd", "rd_cd_baseline", "ge_kept_up", "late_share", "ks",
+                              "lag_p99_us", "cpu_total_pct", "sut_cpu_cores", "sut_rss_peak_mib"))
     o, rt, cd, ge = s.overall, s.overall.response_time_ms.from_sent, s.rd.cd, s.ge_integrity
     lag_ms = ge.worst_lag_p99_ms      # GE integrity is per GE: the row shows the worst GE
+    sut = s.sut_resources.total if s.sut_resources else None
     return {"devices": o.devices, "throughput_rps": o.throughput_rps, "offered_rps": o.offered_rps,
             "rt_p50_ms": rt.p50_ms, "rt_mean_ms": rt.mean_ms, "rt_p95_ms": rt.p95_ms,
+            "rt_p99_ms": rt.p99_ms, "loss_share": o.loss_rate_of_sent,
+            "timeouts": o.outcomes.timeout,
+            "sut_cpu_cores": sut.cpu_cores if sut else None,
+            "sut_rss_peak_mib": sut.rss_peak_bytes / MIB if sut and sut.rss_peak_bytes is not None
+            else None,
             "rd_devices": s.rd.overall.rd.p50, "rd_cd": cd.test.p50 if cd else None,
             "rd_cd_baseline": cd.calibration.p50 if cd else None,
             "ge_kept_up": ge.kept_up, "late_share": ge.worst_late_share, "ks": ge.worst_ks_tol,
@@ -65,7 +76,8 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
         summ = sweep.summary(p)
         run = _read(rd.read_run) if rd else None
         plan = _read(lambda: Plan.model_validate_json(rd.plan_json.read_text())) if rd else None
-        row: dict[str, Any] = {"id": p.id, "overrides": p.overrides, "status": p.status,
+        row: dict[str, Any] = {"id": p.id, "setting": p.setting, "repeat": p.repeat,
+                               "overrides": p.overrides, "status": p.status,
                                "verdict": p.verdict, "reasons": p.reasons, "error": p.error,
                                "exit_code": p.exit_code, "run_dir": p.run_dir,
                                "has_summary": summ is not None}
@@ -85,14 +97,46 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
     return rows
 
 
+# digits and scale of a metric's unit in the results table
+_UNIT_FORMAT = {"req/s": (1, 1.0, ""), "ms": (2, 1.0, ""), "share": (2, 100.0, " %"),
+                "requests": (1, 1.0, ""), "cores": (3, 1.0, ""), "MiB": (1, 1.0, "")}
+
+
+def ci_text(iv: Interval, unit: str) -> str:
+    """'12.3 ± 0.4' (n ≥ 2), '12.3' (one repeat), '—' (no value)."""
+    digits, scale, suffix = _UNIT_FORMAT.get(unit, (2, 1.0, ""))
+    if iv.mean is None:
+        return "—"
+    text = f"{iv.mean * scale:.{digits}f}"
+    if iv.half_width is not None:
+        text += f" ± {iv.half_width * scale:.{digits}f}"
+    return text + suffix
+
+
+def _shown(res) -> list[tuple[str, str, str]]:
+    """The metrics of the results table: the SUT's only when some setting has them."""
+    return [m for m in METRICS if not m[0].startswith("sut_")
+            or any(st.metrics[m[0]].mean is not None for st in res.settings)]
+
+
+def _varied(sweep: Sweep) -> list[str]:
+    """The varied keys: --vary's in their order, then the matrix's and capacity's."""
+    keys = [v["key"] for v in sweep.data.get("vary") or []]
+    return keys + sorted({k for p in sweep.points for k in p.overrides} - set(keys))
+
+
 def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
-    """Write ``<sweep dir>/report.html`` (self-contained) and return its path."""
-    from wotbench.sweep import figures
+    """Write ``<sweep dir>/report.html`` (self-contained) with the results beside it
+    (``results.json``, ``points.csv``, ``settings.csv``) and return the report's path."""
+    from wotbench.sweep import ci_figures, figures, results
     rows = collect(sweep)
-    varied = sorted({k for p in sweep.points for k in p.overrides})
+    varied = _varied(sweep)
+    res = results.build(rows, varied, sweep.repeats, sweep.data.get("order") or ORDER)
+    results.write(sweep.dir, res)
     page = jinja_env("wotbench.sweep").get_template("sweep.html.j2").render(
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),
-        capacity=capacity, esc=html.escape)
+        capacity=capacity, esc=html.escape, results=res, metrics=_shown(res), ci_text=ci_text,
+        ci_figures=ci_figures.make_ci_figures(res) if capacity is None else [])
     out = sweep.dir / "report.html"
-    out.write_text(page)
+    atomic.write_text(out, page)
     return out

@@ -32,7 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
+from wotbench.rundir import atomic
 
 KINDS = ("busy-loop", "container-hog", "second-run")
 CORE_WORDS = ("device", "ge")
@@ -538,8 +540,8 @@ class Watcher:
         where = (self.run_dir or self.out_root) / RECORD_NAME
         try:
             where.parent.mkdir(parents=True, exist_ok=True)
-            where.write_text(json.dumps(asdict(self.rec), indent=1, default=str))
-        except OSError as e:
+            atomic.write_json(where, asdict(self.rec), indent=1, default=str)
+        except (OSError, WotbenchError) as e:
             self.log(f"cannot write {where}: {e}")
         return self.rec
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from wotbench.analysis import analyze
 from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
+from wotbench.rundir import atomic
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn
 from wotbench.validation.antagonist import RECORD_NAME, parse_antagonist, with_antagonist
@@ -131,10 +132,9 @@ def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
 def _write(study_dir: Path, results: list[dict], meta: dict) -> str:
     total = totals(results)
     table = render_table(results, total)
-    (study_dir / "results.json").write_text(json.dumps({"meta": meta, "scenarios": results,
-                                                        "totals": total},
-                                                       indent=1, default=str))
-    (study_dir / "table.md").write_text(f"# Validation study {meta.get('started_utc')}\n\n{table}")
+    atomic.write_json(study_dir / "results.json", {"meta": meta, "scenarios": results,
+                                                   "totals": total}, indent=1, default=str)
+    atomic.write_text(study_dir / "table.md", f"# Validation study {meta.get('started_utc')}\n\n{table}")
     return table
 
 
@@ -158,12 +158,12 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
         scenarios = select(Path(manifest), only)       # nothing is written for a bad manifest
         study_dir = Path(out_root) / f"study-{dir_stamp()}"
         study_dir.mkdir(parents=True)
-        (study_dir / "manifest.yaml").write_text(Path(manifest).read_text())
+        atomic.write_text(study_dir / "manifest.yaml", Path(manifest).read_text())
         meta = {"schema": SCHEMA, "started_utc": iso_stamp(), "manifest": str(Path(manifest).resolve()),
                 "host": os.uname().nodename, "cpus": os.cpu_count(), "only": only,
                 "repeats_override": repeats_override,
                 "gate": vars(gate) if gate else None}
-        (study_dir / "study.json").write_text(json.dumps(meta, indent=1))
+        atomic.write_json(study_dir / "study.json", meta, indent=1)
     if repeats_override:
         for sc in scenarios:
             sc["repeats"] = int(repeats_override)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wotbench.deploy.resolve import DeviceAddress
+from wotbench.rundir import atomic
 
 TRACE_HEADER = "device_id,send_time_us,method,uri"
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
@@ -22,4 +23,4 @@ def uri(a: DeviceAddress, path: str) -> str:
 
 def write_resources(path: Path, rows: list[tuple]) -> None:
     header = RESOURCE_HEADER + (RESOURCE_OBSERVE_COLUMNS if rows and len(rows[0]) > 4 else "")
-    path.write_text(header + "\n" + "".join(",".join(str(x) for x in row) + "\n" for row in rows))
+    atomic.write_text(path, header + "\n" + "".join(",".join(str(x) for x in row) + "\n" for row in rows))

@@ -51,6 +51,7 @@ from wotbench.workload.formats import TRACE_HEADER, authority, write_resources
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
+from wotbench.rundir import atomic
 
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
 TRACE_METHODS = METHODS + ("OBSERVE", "CANCEL")   # trace method column; index = method code
@@ -250,7 +251,7 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         base = [f"{scheme}://{authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
-    with path.open("w", buffering=1 << 20) as f:
+    with atomic.replacing(path, buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "")
                 + (",client" if clients is not None else "") + "\n")
         chunk = 200_000
@@ -275,7 +276,7 @@ def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress]
     """The trace rows of a workload with observations (slower, but only those runs take it)."""
     with_payload = bool(p.any())
     base = [f"{scheme}://{a.ip}:{a.port}/r" for a in addrs]
-    with path.open("w", buffering=1 << 20) as f:
+    with atomic.replacing(path, buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
         for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
             query = f"?o={q}" if q >= 0 else ""
@@ -391,7 +392,8 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
     resources: dict[str, list] = {}
     for a in addrs:
         if a.name in files:   # third-party devices have none
-            shutil.copyfile(files[a.name], out_dir / "resources" / files[a.name].name)
+            with atomic.replacing_path(out_dir / "resources" / files[a.name].name) as tmp:
+                shutil.copyfile(files[a.name], tmp)
             resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^coaps?://(\[[^\]]*\]|[^/]*)/", "", regex=True)
     host = np.array([f"{_scheme(cfg)}://{authority(a)}/" for a in addrs], dtype=object)
@@ -401,13 +403,15 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> 
     out["uri"] = uris
     if "payload_bytes" in df.columns:
         out["payload_bytes"] = df.payload_bytes.fillna(0).astype(np.int64)
-    out.to_csv(out_dir / "trace.csv", index=False)
+    with atomic.replacing_path(out_dir / "trace.csv") as tmp:
+        out.to_csv(tmp, index=False)
     G = cfg.gateways.count
     ge_files = ["trace.csv"]
     if G > 1:
         ge_files = []
         for k in range(G):
-            out[out.device_id % G == k].to_csv(out_dir / f"ge-{k}.csv", index=False)
+            with atomic.replacing_path(out_dir / f"ge-{k}.csv") as tmp:
+                out[out.device_id % G == k].to_csv(tmp, index=False)
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = df.method.isin(METHODS).to_numpy()

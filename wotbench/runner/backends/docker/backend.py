@@ -5,6 +5,7 @@ the containers and networks, and Pumba's tc sidecar image all use it.
 """
 from __future__ import annotations
 
+import os
 import signal as _signal
 import threading
 import time
@@ -19,8 +20,9 @@ from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
-from wotbench.rundir import BridgeRecord
-from wotbench.runner import (cleanup, thirdparty)
+from wotbench.rundir import BridgeRecord, RunDir
+from wotbench.runner import cleanup, leftovers, thirdparty
+from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL
 from wotbench.runner.backends.docker import containers
 from wotbench.runner.backends.docker import pods as docker_pods
 from wotbench.runner.backends.docker import hostimage
@@ -28,6 +30,7 @@ from wotbench.runner.backends.docker import images
 from wotbench.runner.backends.docker import network
 from wotbench.runner.backends.docker import scalelimits
 from wotbench.runner.backend import Log
+from wotbench.runner.binaries import WARDEN
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
@@ -36,11 +39,13 @@ from wotbench.monitor.recorder import container_cgroup_dirs
 
 # in-container paths of the bind mounts
 RES_IN, LOGS_IN, TRACE_IN, OUT_IN = "/resources.csv", "/logs", "/trace.csv", "/out"
+JOURNAL_IN = "/journal"
 # CFS weight of the GE containers (default 1024). Where the plan must share a GE's core with
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
+DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
 
 T = TypeVar("T")
 
@@ -61,16 +66,22 @@ def in_parallel(fn: Callable[[T], Any], items: Sequence[T]) -> list[Any]:
     return [f.result() for f in futures]
 
 
-def hog_container_kwargs(spec: HogSpec, image: str, *, run_id: str) -> dict[str, Any]:
+def hog_container_kwargs(spec: HogSpec, image: str, *, run_id: str,
+                         client=None, warden: Optional[containers.Warden] = None) -> dict[str, Any]:
     """Keyword arguments for docker SDK ``client.containers.run``: detached, unprivileged, no
-    network, pinned to the episode's cores, memory limited to its buffers."""
+    network, pinned to the episode's cores, memory limited to its buffers; under the run's
+    warden when there is one."""
+    binds: dict[Path, tuple[str, str]] = {}
+    labels = {**spec.labels, COMPONENT_LABEL: spec.name}
+    kept = containers.kept(client, image, spec.argv[1:], binds, labels, warden)
     return {
-        "image": image, "command": spec.argv[1:],
+        "image": image, **kept,
+        "volumes": {str(h): {"bind": p, "mode": m} for h, (p, m) in binds.items()},
         "name": containers.container_name(run_id, spec.name),
         "detach": True, "user": f"{NOBODY}:{NOBODY}", "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges"], "network_mode": "none", "read_only": True,
         "cpuset_cpus": spec.cpuset, "mem_limit": spec.memory_limit_bytes,
-        "labels": {**spec.labels, COMPONENT_LABEL: spec.name}, "stop_signal": "SIGTERM",
+        "labels": labels, "stop_signal": "SIGTERM",
     }
 
 
@@ -89,6 +100,24 @@ class DockerHog:
         return c.logs(stdout=True, stderr=False)
 
 
+def _signal_name(code: int) -> str:
+    """", killed by SIGKILL" for 137 and the like."""
+    try:
+        return f", killed by {_signal.Signals(code - 128).name}" if code > 128 else ""
+    except ValueError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)     # a pod reaps its devices at once: no zombie lingers
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 class ExitEvents:
     """Exit codes of this run's containers, pushed by dockerd on one event stream: the runner
     learns that a device died without listing the containers every second (at a thousand
@@ -96,6 +125,8 @@ class ExitEvents:
 
     def __init__(self, client, run_id: str):
         self.codes: dict[str, int] = {}
+        self.lost: Optional[str] = None     # the stream ended without close(): dockerd went away
+        self._closing = False
         self._stream = client.events(decode=True, filters={
             "type": "container", "event": "die", "label": f"{RUN_LABEL}={run_id}"})
         self._thread = threading.Thread(target=self._read, name="wotbench-exits", daemon=True)
@@ -108,10 +139,15 @@ class ExitEvents:
                 comp = attrs.get(COMPONENT_LABEL)
                 if comp:
                     self.codes[comp] = int(attrs.get("exitCode", -1))
-        except Exception:  # noqa: BLE001 - the stream was closed, or dockerd went away
-            pass
+        except Exception as e:  # noqa: BLE001 - the stream was closed, or dockerd went away
+            why = f"{e.__class__.__name__}"
+        else:
+            why = "its event stream ended"
+        if not self._closing:
+            self.lost = f"the Docker daemon went away during the run ({why})"
 
     def close(self) -> None:
+        self._closing = True
         try:
             self._stream.close()
         except Exception:  # noqa: BLE001 - already closed
@@ -157,20 +193,23 @@ class DockerKind:
         return {"pumba": {"image_builder": partial(ensure_tc_image, connection)}}
 
     def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> "DockerBackend":
-        return DockerBackend(connection or docker_client(), run_id, log)
+        return DockerBackend(connection or docker_client(), run_id, log, run_dir)
 
 
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, client, run_id: str, log: Log = print):
+    def __init__(self, client, run_id: str, log: Log = print, run_dir: Optional[Path] = None):
         self.client, self.run_id, self.log = client, run_id, log
+        self.run_dir = run_dir
+        self.warden: Optional[containers.Warden] = None   # prepare(): every container's keeper
         self.images: dict[str, str] = {}
         self.programs: dict[str, tuple[str, bool]] = {}   # config key -> (image, its own entrypoint)
         self.net_plan: Optional[network.NetworkPlan] = None
         self.ctr: dict[str, Any] = {}
         self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.deploy.pods)
         self._pids: dict[str, int] = {}    # device -> its process in its pod
+        self._member_codes: dict[str, int] = {}   # pod devices whose process died (pod goes on)
         self.labels = {RUN_LABEL: run_id}
         self.exits: Optional[ExitEvents] = None
 
@@ -189,6 +228,14 @@ class DockerBackend:
                 found[rid] = found.get(rid, 0) + 1
         return found
 
+    def remove_abandoned(self) -> list[str]:
+        try:
+            return [r.run_id for r in leftovers.remove_abandoned(self.client, self.log,
+                                                                 keep=self.run_id)]
+        except Exception as e:   # noqa: BLE001 - a leftover never blocks the next run
+            self.log(f"could not check for leftovers of earlier runs: {e}")
+            return []
+
     def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
         try:
             c = self.client.containers.get(container_id)
@@ -204,6 +251,11 @@ class DockerBackend:
 
     # -- build --------------------------------------------------------------------------
     def prepare(self, binaries: dict[str, Path]) -> None:
+        binaries = dict(binaries)
+        warden = binaries.pop(WARDEN.name, None)   # mounted into containers, not an image
+        if warden is not None and self.run_dir is not None:
+            self.warden = containers.Warden(warden, RunDir(self.run_dir).lease_dir)
+            self.labels[LEASE_LABEL] = str(self.warden.lease_dir / LEASE_FILE)   # networks too
         self.images = images.ensure_images(self.client, binaries, self.log)
 
     def prepare_programs(self, programs: dict[str, Program]) -> None:
@@ -234,6 +286,7 @@ class DockerBackend:
 
     # -- components ---------------------------------------------------------------------
     def _create(self, spec: containers.Spec):
+        spec.warden = self.warden
         c = containers.create(self.client, self.run_id, spec)
         self.ctr[spec.name] = c
         return c
@@ -289,9 +342,13 @@ class DockerBackend:
         binds = {g.trace: (TRACE_IN, "ro"), g.out_dir: (OUT_IN, "rw")}
         if g.dtls:
             binds[g.dtls.key_file] = (KEY_IN, "ro")
+        journal = None
+        if g.journal is not None:   # its directory on the host's tmpfs (runner/journal.py)
+            binds[g.journal.parent] = (JOURNAL_IN, "rw")
+            journal = f"{JOURNAL_IN}/{g.journal.name}"
         self._create(containers.Spec(
             name=g.name, role=g.role, image=self.images["gateway-emulator"],
-            command=g.args(TRACE_IN, OUT_IN, KEY_IN), cpuset=str(g.cpu),
+            command=g.args(TRACE_IN, OUT_IN, KEY_IN, journal), cpuset=str(g.cpu),
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
             binds=binds,
@@ -301,7 +358,8 @@ class DockerBackend:
         self.ctr[g.name].start()
 
     def launch_hog(self, spec: HogSpec) -> DockerHog:
-        kw = hog_container_kwargs(spec, self.images["hog"], run_id=self.run_id)
+        kw = hog_container_kwargs(spec, self.images["hog"], run_id=self.run_id,
+                                  client=self.client, warden=self.warden)
         return DockerHog(self.client.containers.run(**kw))
 
     def impairment_targets(self, names: Sequence[str]) -> list[DeviceTarget]:
@@ -340,14 +398,28 @@ class DockerBackend:
         return self._unit(name) in self.ctr
 
     def describe_exit(self, name: str) -> str:
+        if name in self._member_codes:
+            code = self._member_codes[name]
+            return (f"its process in pod {self.pod_of[name]} died"
+                    + (f" (code {code}{_signal_name(code)})" if code >= 0 else "")
+                    + "; its pod-mates went on")
         status, code, oom = containers.exit_state(self.ctr[self._unit(name)])
         return f"container exited with {code}" + (" (OOM-killed: raise memory_mb)" if oom else "")
 
     def exited(self, names: set[str]) -> dict[str, int]:
         """Exit codes of the components in ``names`` that are no longer running (from the
-        event stream: no API call); a pod's exit is each of its devices'."""
+        event stream: no API call); a pod's exit is each of its devices', and a device whose
+        process died in a pod that goes on (pod.c) has the code its pod reported."""
         codes = dict(self.exits.codes) if self.exits is not None else {}
-        return {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
+        out = {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
+        for n in names - out.keys():
+            pid = self._pids.get(n)
+            if pid is not None and n not in self._member_codes and not _alive(pid):
+                self._member_codes[n] = docker_pods.reported_exit(
+                    containers.logs_tail(self.ctr[self.pod_of[n]], lines=50), n)
+            if n in self._member_codes:
+                out[n] = self._member_codes[n]
+        return out
 
     # -- control ------------------------------------------------------------------------
     def signal(self, name: str, sig: int) -> None:
@@ -399,14 +471,37 @@ class DockerBackend:
                 time.sleep(0.05)
         return {n: codes.get(self._unit(n)) for n in names}
 
+    def _daemon_answers(self, wait_s: float) -> bool:
+        """Ping until the daemon answers (a restart takes seconds), at most ``wait_s``."""
+        end = time.monotonic() + wait_s
+        while True:
+            try:
+                self.client.ping()
+                return True
+            except Exception:  # noqa: BLE001 - connection refused while it restarts
+                if time.monotonic() > end:
+                    return False
+                time.sleep(1.0)
+
+    def runtime_lost(self) -> Optional[str]:
+        return self.exits.lost if self.exits is not None else None
+
     def save_output(self, name: str, path: Path) -> None:
         text = containers.logs_tail(self.ctr[self._unit(name)], lines=200)
-        if text:
-            path.write_text(text)
+        if text:   # best effort: a full disk must not stop the cleanup (the failure names it)
+            try:
+                path.write_text(text)
+            except OSError as e:
+                self.log(f"{name}: its output could not be saved to {path} ({e.strerror})")
 
     def cleanup(self) -> dict[str, int]:
         self.ctr.clear()
         self.pod_of.clear()
+        if not self._daemon_answers(DAEMON_BACK_WAIT_S):
+            raise EnvironmentProblem(
+                f"the Docker daemon did not answer within {DAEMON_BACK_WAIT_S:g} s; once it is "
+                "back, `wotbench clean` removes what is left of this run (its components stop "
+                "themselves: the run's lease is released)")
         try:
             return cleanup.remove_run(self.client, self.run_id, self.log)
         finally:

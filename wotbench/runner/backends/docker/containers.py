@@ -3,12 +3,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from wotbench.labels import COMPONENT_LABEL, NOBODY, ROLE_LABEL, RUN_LABEL
+from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL, warden_argv
 
 # Every container runs the static binary as nobody, without capabilities, on a read-only root.
 LEAST_PRIVILEGE = dict(read_only=True, user=f"{NOBODY}:{NOBODY}", cap_drop=["ALL"],
                        security_opt=["no-new-privileges"], privileged=False)
+
+
+WARDEN_IN, LEASE_IN = "/.wb/warden", "/.wb/lease"
+
+
+@dataclass(frozen=True)
+class Warden:
+    """The run's keeper (runner/lease.py): its static binary and the lease directory, both
+    mounted read-only; the container's entrypoint becomes the warden, its command the
+    image's own entrypoint and arguments."""
+    binary: Path
+    lease_dir: Path
 
 
 @dataclass
@@ -25,6 +39,32 @@ class Spec:
     pids_limit: int = 64
     cpu_shares: int | None = None   # CFS weight (default 1024)
     network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
+    warden: Optional[Warden] = None
+
+
+_ENTRYPOINTS: dict[str, tuple[list[str], list[str]]] = {}
+
+
+def image_argv(client, image: str, command: list[str]) -> list[str]:
+    """What the image would run with ``command``: its entrypoint, then ``command`` (or its
+    default command when ``command`` is empty)."""
+    if image not in _ENTRYPOINTS:
+        cfg = client.images.get(image).attrs.get("Config") or {}
+        _ENTRYPOINTS[image] = (list(cfg.get("Entrypoint") or []), list(cfg.get("Cmd") or []))
+    entrypoint, default = _ENTRYPOINTS[image]
+    return entrypoint + (list(command) or default)
+
+
+def kept(client, spec_image: str, command: list[str], binds: dict, labels: dict,
+         warden: Optional[Warden]) -> dict:
+    """Keyword arguments that put the container under the warden (nothing without one)."""
+    if warden is None:
+        return {"command": command}
+    binds[warden.binary] = (WARDEN_IN, "ro")
+    binds[warden.lease_dir] = (LEASE_IN, "ro")
+    labels[LEASE_LABEL] = str(warden.lease_dir / LEASE_FILE)
+    return {"entrypoint": warden_argv(WARDEN_IN, f"{LEASE_IN}/{LEASE_FILE}"),
+            "command": image_argv(client, spec_image, command)}
 
 
 def container_name(run_id: str, component: str) -> str:
@@ -50,11 +90,13 @@ def create(client, run_id: str, spec: Spec):
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"
+    labels = {RUN_LABEL: run_id, ROLE_LABEL: spec.role, COMPONENT_LABEL: spec.name}
+    binds = dict(spec.binds)
+    kwargs.update(kept(client, spec.image, spec.command, binds, labels, spec.warden))
     c = client.containers.create(
-        spec.image, spec.command, name=container_name(run_id, spec.name), detach=True,
-        labels={RUN_LABEL: run_id, ROLE_LABEL: spec.role, COMPONENT_LABEL: spec.name},
-        cpuset_cpus=spec.cpuset, pids_limit=spec.pids_limit,
-        volumes={str(h): {"bind": p, "mode": m} for h, (p, m) in spec.binds.items()},
+        spec.image, name=container_name(run_id, spec.name), detach=True, labels=labels,
+        cpuset_cpus=spec.cpuset, pids_limit=spec.pids_limit + (1 if spec.warden else 0),
+        volumes={str(h): {"bind": p, "mode": m} for h, (p, m) in binds.items()},
         log_config={"type": "json-file", "config": {"max-size": "1m"}},
         init=False, auto_remove=False, **kwargs)
     for net_name, ip in nets[1:]:

@@ -7,6 +7,7 @@ its devices' limits; its cpuset is the union of theirs (the plan puts a pod on o
 devices are pinned)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -53,26 +54,35 @@ def pod_spec(container: str, members: Sequence[DeviceRun], image: str,
 
 
 def member_pids(init_pid: int, proc: Path = Path("/proc")) -> dict[str, int]:
-    """Device name -> pid of the pod's device processes (children of the pod's init, each
-    started with ``--name NAME``)."""
+    """Device name -> pid of the pod's device processes (children of the pod's ``--pod``
+    process, each started with ``--name NAME``; the pod process itself is the container's init
+    or, under the run's warden, the warden's child)."""
     out: dict[str, int] = {}
-    try:
-        children = (proc / str(init_pid) / "task" / str(init_pid) / "children").read_text().split()
-    except OSError:
-        return out
-    for c in children:
-        name = _name_arg(proc / c / "cmdline")
-        if name:
-            out[name] = int(c)
+    for c in _children(init_pid, proc):
+        argv = _argv(proc / str(c) / "cmdline")
+        if argv[1:2] == ["--pod"]:
+            out.update(member_pids(c, proc))
+        elif "--name" in argv[:-1]:
+            out[argv[argv.index("--name") + 1]] = c
     return out
 
 
-def _name_arg(cmdline: Path) -> Optional[str]:
+def _children(pid: int, proc: Path) -> list[int]:
     try:
-        argv = cmdline.read_bytes().split(b"\0")
+        return [int(c) for c in (proc / str(pid) / "task" / str(pid) / "children").read_text().split()]
     except OSError:
-        return None
-    for i, a in enumerate(argv[:-1]):
-        if a == b"--name":
-            return argv[i + 1].decode("utf-8", "replace")
-    return None
+        return []
+
+
+def _argv(cmdline: Path) -> list[str]:
+    try:
+        return [a.decode("utf-8", "replace") for a in cmdline.read_bytes().split(b"\0")]
+    except OSError:
+        return []
+
+
+def reported_exit(pod_output: str, device: str) -> int:
+    """The exit code a pod reported for ``device`` on its stderr (pod.c: "device NAME exited
+    with code N ..."); -1 when the output does not say."""
+    found = re.findall(rf"device {re.escape(device)} exited with code (\d+)", pod_output)
+    return int(found[-1]) if found else -1

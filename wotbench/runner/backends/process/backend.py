@@ -30,7 +30,10 @@ from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV
-from wotbench.procutil import child_setup
+from wotbench.procutil import child_setup, first_child
+from wotbench.rundir import RunDir
+from wotbench.runner.binaries import WARDEN
+from wotbench.runner.lease import LEASE_FILE, warden_argv
 
 
 def loopback_address(ip: str, subnet: str) -> str:
@@ -118,6 +121,8 @@ class ProcessBackend:
         self.as_root: set[str] = set()          # ... those uid 65534 cannot run
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
+        self._pids: dict[str, int] = {}         # component -> its program (the warden's child)
+        self.lease = str(RunDir(run_dir).lease_dir / LEASE_FILE)
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
         if os.geteuid() == 0 and not self.drop:
             log(f"process backend: {run_dir} is not reachable for uid {NOBODY} (a parent "
@@ -156,6 +161,9 @@ class ProcessBackend:
     def container_info(self, container_id: str) -> Optional[tuple[str, dict[str, str]]]:
         return None
 
+    def remove_abandoned(self) -> list[str]:
+        return []   # a dead harness's children got the parent-death signal: none is left
+
     def describe(self) -> dict[str, Any]:
         return {}
 
@@ -165,8 +173,14 @@ class ProcessBackend:
         kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
+                self._kept(argv), stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
                 cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus), **kw)
+
+    def _kept(self, argv: list[str]) -> list[str]:
+        """Under the run's warden (runner/lease.py), which outlives no harness: it also gets the
+        parent-death signal and forwards it."""
+        warden = self.bins.get(WARDEN.name)
+        return warden_argv(str(warden), self.lease) + argv if warden else argv
 
     def start_devices(self, devices: Sequence[DeviceRun]) -> None:
         # one by one, from this thread: the parent-death signal fires when the *spawning
@@ -186,7 +200,8 @@ class ProcessBackend:
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(
-            str(g.trace), str(g.out_dir), str(g.dtls.key_file) if g.dtls else "")
+            str(g.trace), str(g.out_dir), str(g.dtls.key_file) if g.dtls else "",
+            str(g.journal) if g.journal else None)
         self.pending[g.name] = (argv, {g.cpu}, g.stdout)
 
     def start_ge(self, g: GeRun) -> None:
@@ -194,7 +209,7 @@ class ProcessBackend:
 
     def launch_hog(self, spec: HogSpec) -> ProcessHog:
         return ProcessHog(subprocess.Popen(
-            hog_process_argv(spec, self.bins["hog"]), stdout=subprocess.PIPE,
+            self._kept(hog_process_argv(spec, self.bins["hog"])), stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env={PROCESS_ENV: self.run_id}, start_new_session=True,
             preexec_fn=child_setup(set(spec.cores))))
 
@@ -205,8 +220,14 @@ class ProcessBackend:
         return None   # the process shares the harness's cgroup: account by its threads
 
     def pid(self, name: str) -> Optional[int]:
+        """The component's program: the warden's child (the warden when there is none)."""
         p = self.procs.get(name)
-        return p.pid if p else None
+        if p is None:
+            return None
+        if name not in self._pids and p.poll() is None:
+            child = first_child(p.pid) if WARDEN.name in self.bins else None
+            self._pids[name] = child or p.pid
+        return self._pids.get(name, p.pid)
 
     def created(self, name: str) -> bool:
         return name in self.procs or name in self.pending
@@ -250,6 +271,9 @@ class ProcessBackend:
                 pass
             out[n] = self.exit_code(n)
         return out
+
+    def runtime_lost(self) -> Optional[str]:
+        return None   # no runtime between the harness and its processes
 
     def save_output(self, name: str, path: Path) -> None:
         pass  # stdout/stderr already went to the component's stdout file as it ran

@@ -1,0 +1,172 @@
+"""make test-cluster: the emulated Swarm forms, every node runs a pinned wot-device, a global
+service placed by WoTbench's label reaches every node and its tasks answer each other over an
+overlay network, and cluster-down leaves nothing. The tests run in file order on one cluster;
+the last one takes it down."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import layout
+import teardown
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "cluster" / "cluster.py"
+ROOT = layout.DEFAULT_ROOT
+N = 3
+
+
+def cluster(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args, "--root", str(ROOT)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def on(node: layout.Node, *args: str, check: bool = True) -> str:
+    r = subprocess.run(["docker", "-H", f"unix://{node.socket}", *args], capture_output=True,
+                       text=True, timeout=120)
+    if check:
+        assert r.returncode == 0, f"{node.name}: docker {' '.join(args)}: {r.stderr}"
+    return r.stdout.strip()
+
+
+def test_an_interrupted_cluster_up_removes_what_it_created():
+    """Ctrl-C once a node's dockerd runs: cluster-up removes all it made and exits 130."""
+    p = subprocess.Popen([sys.executable, str(SCRIPT), "up", "--nodes", "2", "--root", str(ROOT)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        st = layout.load(ROOT) if (ROOT / "state.json").exists() else None
+        if st is not None and any(n.pid for n in st.nodes):
+            break
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=180)
+    assert p.returncode == 130, out
+    assert "removing what it created" in out
+    assert teardown.leftovers(ROOT) == {}
+
+
+@pytest.fixture(scope="module")
+def state():
+    r = cluster("up", "--nodes", str(N))
+    assert r.returncode == 0, f"cluster-up failed:\n{r.stdout}\n{r.stderr}"
+    yield layout.load(ROOT)
+    cluster("down")   # the last test checks it; this runs even when a test failed
+
+
+def test_the_cluster_forms_labelled_with_the_images_on_every_node(state):
+    assert state.status == "up" and [n.name for n in state.nodes] == ["wbc-n1", "wbc-n2", "wbc-n3"]
+    manager = state.nodes[0]
+    rows = on(manager, "node", "ls", "--format", "{{.Hostname}} {{.Status}} {{.Availability}}")
+    assert sorted(rows.splitlines()) == [f"wbc-n{i} Ready Active" for i in range(1, N + 1)]
+    for n in state.nodes:
+        labels = json.loads(on(manager, "node", "inspect", "--format", "{{json .Spec.Labels}}",
+                               n.swarm_id))
+        assert labels == {"wotbench.cell": "true", "wotbench.node": n.name}
+        for tag in state.images:
+            assert on(n, "image", "inspect", "--format", "{{.Id}}", tag)
+    assert cluster("status").returncode == 0
+
+
+def _device_files(tmp: Path) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "logs").mkdir(exist_ok=True)
+    (tmp / "logs").chmod(0o777)
+    (tmp / "res.csv").write_text("path,service_time_us,mode,payload_bytes\nr0,1000,sleep,16\n")
+    return tmp
+
+
+def _device_image(state) -> str:
+    return next(t for t in state.images if t.startswith("wotbench/wot-device:"))
+
+
+def test_every_node_runs_a_wot_device_pinned_with_its_cpuset(state):
+    core = str(_last_cpu())
+    for n in state.nodes:
+        files = _device_files(ROOT / "test" / n.name)
+        cid = on(n, "run", "-d", "--name", "wbc-test-pinned", "--cpuset-cpus", core,
+                 "--user", "65534:65534", "-v", f"{files}/res.csv:/res.csv:ro",
+                 "-v", f"{files}/logs:/logs", _device_image(state),
+                 "--resources", "/res.csv", "--log-dir", "/logs", "--listen", "0.0.0.0")
+        try:
+            pid = int(on(n, "inspect", "--format", "{{.State.Pid}}", cid))
+            assert pid > 0 and on(n, "inspect", "--format", "{{.HostConfig.CpusetCpus}}", cid) == core
+            cg = Path("/sys/fs/cgroup/cpuset") / n.name / cid / "cpuset.cpus"
+            if cg.exists():   # cgroup v1, cgroupfs driver: under the node's own parent
+                assert cg.read_text().strip() == core
+            status = Path(f"/proc/{pid}/status").read_text()
+            assert f"Cpus_allowed_list:\t{core}\n" in status
+        finally:
+            on(n, "rm", "-f", cid)
+
+
+def _last_cpu() -> int:
+    return max(os.sched_getaffinity(0))
+
+
+def _coap_client_image(state) -> str:
+    """The host's coap-client packed into a FROM scratch image, loaded into node 1."""
+    sys.path.insert(0, str(REPO))
+    from wotbench.runner.backends.docker import hostimage
+    from wotbench.runner.backends.docker.backend import docker_client
+    prog = Path("/usr/bin/coap-client-notls")
+    assert prog.exists(), "coap-client-notls missing: apt-get install libcoap3-bin"
+    tag = hostimage.pack_program(docker_client(), prog, log=lambda m: None)
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "-H", f"unix://{state.nodes[0].socket}", "load", "-q"],
+                   stdin=save.stdout, check=True, capture_output=True, timeout=120)
+    assert save.wait(timeout=60) == 0
+    return tag
+
+
+def test_a_global_service_reaches_every_labelled_node_and_tasks_talk_over_the_overlay(state):
+    manager = state.nodes[0]
+    for n in state.nodes:
+        _device_files(ROOT / "test" / n.name)
+    on(manager, "network", "create", "-d", "overlay", "--attachable", "wbc-test-net")
+    try:
+        on(manager, "service", "create", "-d", "--name", "wbc-test-svc", "--mode", "global",
+           "--endpoint-mode", "dnsrr", "--no-resolve-image", "--network", "wbc-test-net",
+           "--constraint", "node.labels.wotbench.cell==true",
+           "--mount", f"type=bind,src={ROOT}/test/{{{{.Node.Hostname}}}},dst=/p",
+           "--user", "65534:65534", _device_image(state),
+           "--resources", "/p/res.csv", "--log-dir", "/p/logs", "--listen", "0.0.0.0")
+        deadline, running = time.monotonic() + 90, []
+        while time.monotonic() < deadline:
+            running = on(manager, "service", "ps", "wbc-test-svc", "--filter",
+                         "desired-state=running", "--format", "{{.Node}} {{.CurrentState}}"
+                         ).splitlines()
+            if sum("Running" in r for r in running) == N:
+                break
+            time.sleep(1)
+        assert sorted(r.split()[0] for r in running if "Running" in r) == \
+            [n.name for n in state.nodes]
+        client = _coap_client_image(state)
+        for n in state.nodes[1:]:   # from node 1 to the task on each other node
+            cid = on(n, "ps", "-q", "--filter", "label=com.docker.swarm.service.name=wbc-test-svc")
+            ip = on(n, "inspect", "--format",
+                    '{{(index .NetworkSettings.Networks "wbc-test-net").IPAddress}}', cid)
+            out = on(manager, "run", "--rm", "--network", "wbc-test-net", client,
+                     "-m", "get", "-B", "5", f"coap://{ip}/r0")
+            assert out == "x" * 16, f"{n.name} ({ip}) answered {out!r}"
+    finally:
+        on(manager, "service", "rm", "wbc-test-svc", check=False)
+        time.sleep(2)
+        on(manager, "network", "rm", "wbc-test-net", check=False)
+
+
+def test_cluster_down_leaves_nothing(state):
+    r = cluster("down")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert teardown.leftovers(ROOT) == {}
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert not [ln for ln in links.splitlines() if ln.split()[0].startswith(layout.PREFIX)]
+    again = cluster("down")   # idempotent
+    assert again.returncode == 0 and "nothing of the cluster is left" in again.stdout

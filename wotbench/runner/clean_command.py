@@ -1,0 +1,51 @@
+"""``wotbench clean``: remove what earlier runs left behind, saying what by which run.
+
+Runs whose harness still renews its lease are in progress and are left alone unless
+``--force``; everything else labelled ``wotbench.run`` goes, torn down as a normal stop does
+(:func:`wotbench.runner.cleanup.remove_run`). Process-backend leftovers are found by their
+``WOTBENCH_RUN`` environment variable. Nothing unlabelled is touched.
+"""
+from __future__ import annotations
+
+from wotbench.labels import RUN_LABEL
+from wotbench.runner import journal
+from wotbench.runner.cleanup import kill_processes, leftover_processes, remove_run
+from wotbench.runner.leftovers import find
+
+
+def main(force: bool = False) -> int:
+    status = 0
+    procs = leftover_processes()
+    if procs:
+        kill_processes([p for p, _ in procs])
+        print(f"ended {len(procs)} leftover process(es) of run(s) "
+              f"{', '.join(sorted({r for _, r in procs}))}")
+    for d in journal.abandoned():
+        print(f"removing the gateway emulators' journals of run {d.name} (its harness is gone): {d}")
+        journal.remove_dir(d)
+    try:
+        import docker
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as e:
+        print(f"Docker not reachable ({e.__class__.__name__}); no containers checked")
+        return status
+    runs = find(client)
+    for r in runs:
+        if r.live and not force:
+            print(f"in progress, left alone: {r.describe()} (`wotbench clean --force` removes "
+                  "it too)")
+            continue
+        print(f"found {r.describe()}; removing it")
+        removed = remove_run(client, r.run_id)
+        print(f"  removed {removed['containers']} container(s) and {removed['networks']} "
+              f"network(s)")
+    kept = {r.run_id for r in runs if r.live and not force}
+    left = [n.name for n in client.networks.list(filters={"label": RUN_LABEL})
+            if (n.attrs.get("Labels") or {}).get(RUN_LABEL) not in kept]
+    if left:   # the reason and the fix were printed for each
+        print(f"{len(left)} network(s) could not be removed: {', '.join(left)}")
+        return 1
+    if not runs and not procs:
+        print("nothing to clean: no container, network or process labelled wotbench.run")
+    return status
