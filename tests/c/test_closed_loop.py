@@ -243,3 +243,16 @@ def test_journal_is_not_kept_with_clients(ge_asan_bin, tmp_path):
     assert not (tmp_path / "ge.journal").exists()
     n = sum(1 for _ in open(tmp_path / "o" / "requests.csv")) - 1
     check_consistent(tmp_path / "o", n)
+
+
+def test_non_requests_in_closed_loop(ge_asan_bin, tmp_path):
+    with Responder() as r:
+        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", r.uri())])
+        p = closed(ge_asan_bin, trace, tmp_path / "o", "--clients", "4", "--duration-ms", "150",
+                   "--type", "non")
+        types = {q[2] for q in r.requests}
+    assert p.returncode == 0, p.stderr
+    n = sum(1 for _ in open(tmp_path / "o" / "requests.csv")) - 1
+    rows, s = check_consistent(tmp_path / "o", n)
+    assert types == {1} and s["type"] == "non"          # every request left as NON
+    assert s["outcomes"]["ok"] == n and len(by_client(rows)) == 4
