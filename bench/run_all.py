@@ -23,6 +23,8 @@ BENCHES = [
      ["blockwise_bench.py"]),
     ("DTLS: handshake time and req/s with and without DTLS, GE vs libcoap's client",
      ["dtls_bench.py"]),
+    ("closed loop: GE clients vs a libcoap client closed loop at 1/100/1000 clients; 10,000 "
+     "clients on one GE core", ["closed_loop_bench.py"]),
 ]
 
 

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 REQ_HEADER = ("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,"
-              "retransmissions,received_kernel_ns")
+              "retransmissions,received_kernel_ns,client,phase")
 SUMMARY_KEYS = {"label", "trace", "requests", "outcomes", "start_mono_ns", "end_mono_ns",
                 "duration_s", "offered_rate", "achieved_rate", "send_lag_us", "wait", "type",
                 "timeout_ms", "retransmit", "ports_per_device", "interrupted", "warmup", "token_salt",
-                "rx_stamps", "clock_map_bracket_ns", "memory_locked"}
-OPTIONAL_KEYS = {"dtls"}   # only with --dtls-psk-* (coaps://)
+                "rx_stamps", "clock_map_bracket_ns", "memory_locked", "clients"}
+OPTIONAL_KEYS = {"dtls", "closed_loop"}   # only with --dtls-psk-* (coaps://) / --clients
 OUTCOMES = {"ok", "error", "timeout", "reset", "unsent"}
 CON, NON, ACK, RST = 0, 1, 2, 3
 

@@ -36,7 +36,8 @@ coapx_t *coapx_new(loop_t *L, ge_t *g, const struct coap_wire *wire, void *ctx) 
     X->ctx = ctx;
     X->rng = g->salt | 1;
     X->rtx = g->retransmit && !g->non;
-    if (X->rtx && !(X->heap = malloc((g->n ? g->n : 1) * sizeof *X->heap)))
+    size_t hcap = g->cap > g->n ? g->cap : g->n; /* closed loop: the record table's capacity */
+    if (X->rtx && !(X->heap = malloc((hcap ? hcap : 1) * sizeof *X->heap)))
         goto fail;
     /* grow the PDU once now, not on the hot path */
     X->pdu = coap_pdu_init(0, 0, 0, PDU_MAX + 64);

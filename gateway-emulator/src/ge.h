@@ -102,6 +102,18 @@ typedef struct {
         size_t keylen;
     } dtls_opt;
     struct dtls_s *dtls; /* dtls_*.c state; NULL = plain UDP (coap://) */
+    struct {
+        int clients;         /* --clients N: closed-loop virtual clients (clients.c); 0 = open loop */
+        int64_t duration_ns; /* --duration-ms: clients issue requests until start + this */
+        int64_t warmup_ns, cooldown_ns; /* --mark-warmup-ms / --mark-cooldown-ms */
+        int think;           /* THINK_* */
+        int64_t think_a_ns, think_b_ns; /* const/exp: mean in a; uniform: [a, b] */
+        int select;          /* SELECT_* */
+        size_t max_requests; /* --max-requests: records preallocated (virtual memory) */
+        int capacity_reached; /* the record table filled: the clients stopped early */
+        int64_t stopped_ns;  /* when the clients stopped issuing, relative to the start */
+    } closed;
+    uint32_t trace_clients; /* open loop: the trace's `client` column names N source endpoints */
     const struct transport *tp; /* chosen once from `scheme` (transport.c) */
     int scheme;          /* trace URIs: 0 none yet, 1 coap://, 2 coaps:// */
     long scheme_line;    /* the line that fixed it */
@@ -119,6 +131,7 @@ typedef struct {
     int *socks; /* nsocks fds */
     size_t nsocks;
     int ports_used; /* sockets per family actually used */
+    size_t cap;     /* records in reqs (closed loop: the preallocated table); else n */
     pair_t *pairs;  /* nsocks_per_family * neps entries, index = ep * ppd + k */
     uint32_t *pair_reqs;
     uint64_t salt;
@@ -155,7 +168,7 @@ enum { PROXY_URI = 0, PROXY_SCHEME = 1 };
 int proxy_parse(ge_t *g, char *arg); /* 0 ok, -1 not HOST:PORT */
 
 /* net.c */
-int net_prepare(ge_t *g); /* sockets, MIDs, tokens, datagrams; 0 ok, 1 env failure */
+int net_prepare(ge_t *g); /* sockets, MIDs, tokens, datagrams; 0 ok, 1 env failure, 2 bad input */
 void net_close(ge_t *g);
 /* a non-blocking UDP socket bound to any address, SO_TIMESTAMPNS on (else *stamps_ok = 0) */
 int net_open_socket(int family, int rcvbuf, int *stamps_ok);
@@ -199,6 +212,18 @@ int warmup_record(ge_t *g, const uint8_t *answered, int rounds, int64_t took_ns)
 
 /* loop.c */
 int loop_run(ge_t *g); /* runs the send loop; 0 ok, 1 env failure */
+
+/* clients.c: closed-loop options (--clients, --think, --select) */
+enum { THINK_ZERO = 0, THINK_CONST, THINK_EXP, THINK_UNIFORM };
+enum { SELECT_ROUND_ROBIN = 0, SELECT_ONE, SELECT_RANDOM };
+int clients_parse_think(ge_t *g, const char *spec);   /* 0 ok, -1 bad */
+int clients_parse_select(ge_t *g, const char *name); /* 0 ok, -1 bad */
+int clients_check_options(const ge_t *g);            /* 0 ok, 2 bad input (said) */
+/* limits.c: n sockets of one process (RLIMIT_NOFILE, raised as needed; the ephemeral port
+ * range); 0 ok, 2 after a message naming `what` (the option) with the limit and the fix */
+int limits_check_sockets(size_t n, const char *what);
+/* the request's phase for requests.csv: "warmup" / "measure" / "cooldown" */
+const char *clients_phase(const ge_t *g, const req_t *r);
 
 /* stats.c */
 typedef struct {

@@ -67,6 +67,24 @@ size_t loop_due_count(const loop_t *L) {
     return L->next;
 }
 
+req_t *loop_new_request(loop_t *L) {
+    ge_t *g = L->g;
+    if (L->next >= g->cap)
+        return NULL;
+    req_t *r = &g->reqs[L->next];
+    memset(r, 0, sizeof *r);
+    g->n = ++L->next; /* the schedule loop never sees a due request: next == n */
+    L->outstanding++;
+    progress_inc(g, PG_TOTAL);
+    return r;
+}
+
+void loop_mark_sent(loop_t *L, req_t *r, int64_t t) {
+    r->sent_ns = t - L->g->start_mono;
+    r->flags |= RF_SENT;
+    progress_inc(L->g, PG_SENT);
+}
+
 const clock_map_t *loop_clock_map(const loop_t *L) {
     return &L->cmap;
 }
@@ -133,9 +151,7 @@ static void send_next(loop_t *L) {
         int64_t t;
         int rc = L->tp->send(L->ts, idx, &t);
         if (rc > 0) {
-            r->sent_ns = t - g->start_mono;
-            r->flags |= RF_SENT;
-            progress_inc(g, PG_SENT);
+            loop_mark_sent(L, r, t);
             return;
         }
         /* full socket buffer: read responses and retry briefly; otherwise a local failure */
@@ -200,7 +216,9 @@ int loop_run(ge_t *g) {
     /* Lock what the loop uses, now that it is all allocated: no page faults on the hot path.
      * Best effort, and never MCL_FUTURE: under RLIMIT_MEMLOCK (8 MiB in a default container)
      * that made every later allocation fail once the trace's arrays outgrew it. */
-    g->memory_locked = mlockall(MCL_CURRENT) == 0;
+    /* Not for a transport that paces itself: its record table is reserved, not touched, and
+     * locking would fault all of it in (closed loop: --max-requests records). */
+    g->memory_locked = !L->tp->running && mlockall(MCL_CURRENT) == 0;
 
     progress_set(g, PG_STATE, ST_WAITING);
     wait_for_start(L);
@@ -221,6 +239,18 @@ int loop_run(ge_t *g) {
         if (!busy && due - now > g->spin_ns) {
             int64_t until = due - g->spin_ns, d = next_deadline(L);
             wait_until(L, d < until ? d : until);
+        }
+    }
+
+    /* transport-paced requests (closed loop): the transport issues them from on_event() and
+     * timers() until it stops; the loop waits for the earliest of its deadlines (spinning the
+     * last --spin-us in hybrid mode, as before a scheduled send) */
+    while (L->tp->running && L->tp->running(L->ts) && !ge_stop_signal) {
+        int64_t now = tick(L);
+        if (!busy && L->tp->running(L->ts)) { /* it may have stopped in tick(): no wait then */
+            int64_t d = next_deadline(L);
+            if (d - now > g->spin_ns)
+                wait_until(L, d - g->spin_ns);
         }
     }
 

@@ -25,6 +25,9 @@ static void usage(FILE *f) {
           "         [--max-notifications N] [--block-size 16..1024]\n"
           "         [--dtls-psk-identity ID --dtls-psk-key-file FILE\n"
           "          [--dtls-sessions reuse|per-request]]\n"
+          "         [--clients N --duration-ms N [--think 0|const:US|exp:US|uniform:LO:HI]\n"
+          "          [--select round-robin|one|random] [--mark-warmup-ms N]\n"
+          "          [--mark-cooldown-ms N] [--max-requests N]]\n"
           "         [--journal FILE]   (the request table in FILE, on a tmpfs: kept if killed)\n",
           f);
 }
@@ -78,6 +81,13 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"dtls-psk-identity", required_argument, 0, 'I'},
         {"dtls-psk-key-file", required_argument, 0, 'K'},
         {"dtls-sessions", required_argument, 0, 'D'},
+        {"clients", required_argument, 0, 'C'},
+        {"duration-ms", required_argument, 0, 'd'},
+        {"think", required_argument, 0, 'k'},
+        {"select", required_argument, 0, 'e'},
+        {"mark-warmup-ms", required_argument, 0, 'u'},
+        {"mark-cooldown-ms", required_argument, 0, 'v'},
+        {"max-requests", required_argument, 0, 'x'},
         {"journal", required_argument, 0, 'J'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
@@ -86,6 +96,7 @@ static int parse_args(ge_t *g, int argc, char **argv) {
     g->cpu = -1;
     g->label = "";
     g->max_notifications = 1000000;
+    g->closed.max_requests = 4u << 20; /* 288 MiB reserved, touched only as records fill */
     long long v;
     int c;
     opterr = 0;
@@ -175,6 +186,37 @@ static int parse_args(ge_t *g, int argc, char **argv) {
                 return bad_opt("--dtls-sessions", optarg, "reuse or per-request");
             g->dtls_opt.mode_set = 1;
             break;
+        case 'C':
+            if (parse_int(optarg, 1, 1000000, &v) < 0)
+                return bad_opt("--clients", optarg, "an integer >= 1");
+            g->closed.clients = (int)v;
+            break;
+        case 'd':
+            if (parse_int(optarg, 1, 86400000, &v) < 0)
+                return bad_opt("--duration-ms", optarg, "an integer 1..86400000");
+            g->closed.duration_ns = v * NS_PER_MS;
+            break;
+        case 'k':
+            if (clients_parse_think(g, optarg) < 0)
+                return bad_opt("--think", optarg,
+                               "0, const:US, exp:US (mean) or uniform:LO_US:HI_US");
+            break;
+        case 'e':
+            if (clients_parse_select(g, optarg) < 0)
+                return bad_opt("--select", optarg, "round-robin, one or random");
+            break;
+        case 'u':
+        case 'v':
+            if (parse_int(optarg, 0, 86400000, &v) < 0)
+                return bad_opt(c == 'u' ? "--mark-warmup-ms" : "--mark-cooldown-ms", optarg,
+                               "an integer 0..86400000");
+            *(c == 'u' ? &g->closed.warmup_ns : &g->closed.cooldown_ns) = v * NS_PER_MS;
+            break;
+        case 'x':
+            if (parse_int(optarg, 1, 1LL << 32, &v) < 0)
+                return bad_opt("--max-requests", optarg, "an integer 1..4294967296");
+            g->closed.max_requests = (size_t)v;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -193,7 +235,8 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    return dtls_options(g); /* credentials: checked and read before the trace */
+    int rc = clients_check_options(g);
+    return rc ? rc : dtls_options(g); /* credentials: checked and read before the trace */
 }
 
 int main(int argc, char **argv) {
@@ -220,7 +263,10 @@ int main(int argc, char **argv) {
     if (output_progress_open(g))
         return 1;
     progress_set(g, PG_TOTAL, g->n);
-    if (net_prepare(g) || observe_prepare(g))
+    rc = net_prepare(g); /* 2: bad input (a trace's client column beyond the limits) */
+    if (rc)
+        return rc;
+    if (observe_prepare(g))
         return 1;
     rc = transport_select(g); /* coap:// -> UDP, coaps:// -> DTLS, once */
     if (rc)
@@ -236,7 +282,10 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (g->journal_path && journal_open(g, g->journal_path))
+    if (g->journal_path && g->closed.clients) /* its records are not the trace's (clients.c) */
+        fprintf(stderr, "gateway-emulator: note: --journal is not kept with --clients: a killed "
+                        "closed-loop GE leaves no requests.csv\n");
+    else if (g->journal_path && journal_open(g, g->journal_path))
         return 1;
     int64_t now = mono_ns();
     g->start_mono = g->start_at ? g->start_at : now + 100 * NS_PER_MS;

@@ -22,6 +22,8 @@
 #define MIDS_PER_LIFETIME 60000 /* < 65536: margin against reuse within EXCHANGE_LIFETIME */
 #define MAX_PORTS 256
 #define RCVBUF_BYTES (8 * 1024 * 1024)
+#define CLIENT_RCVBUF (512 * 1024) /* one socket per client: many sockets, each less busy */
+#define MAX_PAIRS (16 * 1024 * 1024)
 
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
     if (a->ss_family != b->ss_family)
@@ -88,6 +90,8 @@ static uint64_t peak_window(const ge_t *g, const uint32_t *by_ep, const uint32_t
 /* the source port (of K) of request idx, the j-th to its endpoint: round-robin, or through a
  * proxy one port per target device */
 static size_t lane(const ge_t *g, uint32_t idx, size_t j, int K) {
+    if (g->trace_clients) /* the trace names the client: its own socket (trace.c put it there) */
+        return g->reqs[idx].sock;
     return g->proxy.host ? g->reqs[idx].device % (uint32_t)K : j % (size_t)K;
 }
 
@@ -98,6 +102,29 @@ static uint32_t proxy_targets(const ge_t *g) {
         if (g->reqs[i].device + 1 > n)
             n = g->reqs[i].device + 1;
     return n;
+}
+
+/* a trace with a client column: what goes with one socket per client; 0 ok, 2 bad input */
+static int trace_clients_check(const ge_t *g) {
+    const char *why = g->ports_per_device ? "--ports-per-device (each client is one port)"
+                      : g->proxy.host   ? "--proxy"
+                      : g->dtls_opt.identity ? "DTLS"
+                                         : NULL;
+    for (size_t e = 1; !why && e < g->neps; e++)
+        if (g->eps[e].addr.ss_family != g->eps[0].addr.ss_family)
+            why = "both IPv4 and IPv6 targets";
+    if (why) {
+        fprintf(stderr, "gateway-emulator: a trace with a client column and %s is not "
+                        "supported\n", why);
+        return 2;
+    }
+    if ((size_t)g->trace_clients * g->neps > MAX_PAIRS) {
+        fprintf(stderr, "gateway-emulator: %u trace clients x %zu endpoints = more than %d "
+                        "(client, endpoint) pairs, expected fewer clients or endpoints\n",
+                g->trace_clients, g->neps, MAX_PAIRS);
+        return 2;
+    }
+    return limits_check_sockets(g->trace_clients, "the trace's client column: clients");
 }
 
 int net_open_socket(int family, int rcvbuf, int *stamps_ok) {
@@ -160,6 +187,12 @@ int net_prepare(ge_t *g) {
     }
 
     int K = g->ports_per_device;
+    if (g->trace_clients) { /* open loop from N client endpoints: one socket per client */
+        int rc = trace_clients_check(g);
+        if (rc)
+            goto fail_rc;
+        K = (int)g->trace_clients;
+    }
     if (g->obs && K > 1) { /* an OBSERVE and its CANCEL must leave from the same port */
         fprintf(stderr, "gateway-emulator: --ports-per-device %d with OBSERVE lines, expected 1 "
                         "(an observation is bound to one source port)\n", K);
@@ -207,7 +240,8 @@ int net_prepare(ge_t *g) {
     g->rx_stamps = 1;
     for (size_t s = 0; s < g->nsocks; s++) {
         int fam = (need4 && s < (size_t)K) ? AF_INET : AF_INET6;
-        g->socks[s] = net_open_socket(fam, RCVBUF_BYTES, &g->rx_stamps);
+        g->socks[s] = net_open_socket(fam, g->trace_clients ? CLIENT_RCVBUF : RCVBUF_BYTES,
+                                      &g->rx_stamps);
         if (g->socks[s] < 0) {
             fprintf(stderr, "gateway-emulator: cannot open a UDP socket: %s\n", strerror(errno));
             goto fail;
@@ -324,6 +358,11 @@ fail:
     free(by_ep);
     free(fill);
     return 1;
+fail_rc: /* bad input, said */
+    free(ep_first);
+    free(by_ep);
+    free(fill);
+    return 2;
 }
 
 void net_close(ge_t *g) {

@@ -71,8 +71,9 @@ static char *put_str(char *p, const char *s) {
 
 static void write_requests(const ge_t *g, FILE *f) {
     static char line[8192];
+    const int clients = g->closed.clients > 0 || g->trace_clients > 0;
     fputs("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions,"
-          "received_kernel_ns\n",
+          "received_kernel_ns,client,phase\n",
           f);
     for (size_t i = 0; i < g->n; i++) {
         const req_t *r = &g->reqs[i];
@@ -110,6 +111,11 @@ static void write_requests(const ge_t *g, FILE *f) {
         *p++ = ',';
         if ((r->code || r->outcome == O_RESET) && (r->flags & RF_KSTAMP))
             p = put_i64(p, r->recv_ns - (int64_t)r->rx_wait_ns);
+        *p++ = ',';
+        if (clients) /* the source endpoint: a closed-loop client, or the trace's client */
+            p = put_i64(p, r->sock);
+        *p++ = ',';
+        p = put_str(p, clients_phase(g, r));
         *p++ = '\n';
         fwrite(line, 1, (size_t)(p - line), f);
     }
@@ -163,6 +169,11 @@ static void write_summary(const ge_t *g, FILE *f) {
     fprintf(f, "  \"rx_stamps\": \"%s\",\n  \"clock_map_bracket_ns\": %lld,\n",
             g->rx_stamps ? "kernel" : "user", (long long)g->map_bracket_ns);
     fprintf(f, "  \"memory_locked\": %s,\n", g->memory_locked ? "true" : "false");
+    if (g->closed.clients || g->trace_clients) /* distinct client source endpoints */
+        fprintf(f, "  \"clients\": %u,\n",
+                g->closed.clients ? (unsigned)g->closed.clients : g->trace_clients);
+    else
+        fputs("  \"clients\": null,\n", f);
     fprintf(f,
             "  \"wait\": \"%s\",\n  \"type\": \"%s\",\n  \"timeout_ms\": %lld,\n  \"retransmit\": "
             "%s,\n  \"ports_per_device\": %d,\n  \"interrupted\": %s\n}\n",

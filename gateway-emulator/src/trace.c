@@ -18,7 +18,8 @@
 #define MAX_PAYLOAD 1024          /* one datagram */
 #define MAX_BODY 1048576          /* with --block-size: block-wise (block.c) */
 #define MAX_OPTS 1024
-#define MAX_FIELDS 6
+#define MAX_FIELDS 7
+#define MAX_TRACE_CLIENTS 60000 /* a socket each; the socket index is 16 bits */
 
 /* ---- a small string -> index hash table (open addressing, power of two) ---- */
 typedef struct {
@@ -88,6 +89,7 @@ typedef struct {
     long line;
     strmap_t uri_map;  /* full uri string -> uri index */
     size_t reqs_cap, uris_cap, eps_cap;
+    int clients_col; /* -1 not known yet, 0 no client column, 1 every line has one */
 } loader_t;
 
 static int bad(loader_t *L, const char *fmt, ...) {
@@ -337,9 +339,16 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         *c = 0;
         p = c + 1;
     }
-    if (nf < 4 || nf > 5 || strchr(p, ','))
-        return bad(L, "%d fields, expected 4 or 5: device_id,send_time_us,method,uri[,payload_bytes]",
+    if (nf < 4 || nf > 6 || strchr(p, ','))
+        return bad(L, "%d fields, expected 4 to 6: device_id,send_time_us,method,uri[,payload_bytes"
+                      "[,client]]",
                    nf < MAX_FIELDS ? nf : MAX_FIELDS);
+    /* the client column: all lines or none (it decides the sockets for the whole trace) */
+    if (L->clients_col < 0)
+        L->clients_col = nf == 6;
+    else if (L->clients_col != (nf == 6))
+        return bad(L, "%d fields, expected %s like the trace's first request", nf,
+                   L->clients_col ? "6 (with a client column)" : "4 or 5 (no client column)");
     for (int i = 0; i < nf; i++)
         f[i] = trim(f[i]);
 
@@ -366,7 +375,18 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         m = M_CANCEL;
     else
         return bad(L, "bad method '%s', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL", f[2]);
-    if (nf == 5) {
+    uint64_t client = 0;
+    if (nf == 6) {
+        if (parse_u64(trim(f[5]), MAX_TRACE_CLIENTS - 1, &client) < 0)
+            return bad(L, "bad client '%s', expected an integer 0..%d (the source endpoint that "
+                          "sends the request)", trim(f[5]), MAX_TRACE_CLIENTS - 1);
+        if (m >= M_OBSERVE)
+            return bad(L, "method %s with a client column, expected GET, PUT, POST or DELETE",
+                       f[2]);
+        if (client + 1 > g->trace_clients)
+            g->trace_clients = (uint32_t)client + 1;
+    }
+    if (nf >= 5 && *f[4]) { /* with a client column the payload may be left empty */
         uint64_t maxp = g->block_size ? MAX_BODY : MAX_PAYLOAD;
         if (parse_u64(f[4], maxp, &pay) < 0)
             return bad(L, "bad payload_bytes '%s', expected an integer 0..%llu%s", f[4],
@@ -407,6 +427,7 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     r->method = (uint8_t)m;
     r->path_id = (uint32_t)uri;
     r->ep = g->uris[uri].ep;
+    r->sock = (uint16_t)client; /* the trace's client (net.c): its socket index */
     /* payload size until net_prepare encodes the datagram; bodies above one datagram: block.c */
     r->dgram_len = (uint16_t)(pay > MAX_PAYLOAD ? 0 : pay);
     if (block_note_body(g, (uint32_t)(g->n - 1), pay) < 0) {
@@ -422,6 +443,7 @@ int trace_load(ge_t *g) {
     memset(&L, 0, sizeof L);
     L.g = g;
     L.file = g->trace_path;
+    L.clients_col = -1;
     FILE *fp = fopen(g->trace_path, "r");
     if (!fp) {
         fprintf(stderr, "%s:0: cannot open (%s), expected a readable trace file\n", g->trace_path,

@@ -16,5 +16,7 @@ int transport_select(ge_t *g) {
     if (rc)
         return rc;
     g->tp = BY_SCHEME[g->scheme]; /* trace.c sets SCHEME_NONE..SCHEME_COAPS */
+    if (g->closed.clients) /* closed loop over plain CoAP (clients_check_options refused DTLS) */
+        g->tp = &transport_closed;
     return g->tp->prepare(g);
 }

@@ -24,10 +24,11 @@
  *    EPOLLIN (partial reads kept per connection) and, while a write is pending, EPOLLOUT;
  *    send() writes into a free connection (or queues the request, see below); it parses
  *    responses itself and calls loop_finish(); keep-alive/connect timers are its timers().
- *  - closed-loop virtual clients, each with its own socket (>= 10,000 fds): attach() opens and
- *    watches them all (epoll scales with ready fds, not with watched ones; the loop polls fds
- *    directly only when there are at most two), per-client state preallocated there, no
- *    allocation per request; a client issues its next request from on_event()/timers().
+ *  - closed-loop virtual clients (done: clients.c), each with its own socket (>= 10,000 fds):
+ *    prepare() opens them all, attach() watches them (epoll scales with ready fds, not with
+ *    watched ones), per-client state preallocated, no allocation per request; a client issues
+ *    its next request from on_event()/timers() through loop_new_request(), and running() keeps
+ *    the loop going while the clients still issue.
  *  For both, a request that cannot leave at its instant would need one more return value of
  *  send() ("queued") and a loop service to mark it sent later; the loop's timeout cursor then
  *  has to skip queued requests. That is the one planned extension of this interface.
@@ -67,6 +68,10 @@ struct transport {
      * record. NULL = nothing to do (UDP), so the plain path pays no call. */
     int (*on_finish)(void *ts, uint32_t idx, int outcome, int64_t now);
     void (*detach)(void *ts); /* after the loop: free the loop-time state */
+    /* a transport that paces requests itself (closed loop, clients.c): 1 while it still issues
+     * them (with loop_new_request/loop_mark_sent, from on_event()/timers()), 0 once it stopped;
+     * NULL = the trace's schedule only */
+    int (*running)(const void *ts);
     /* ---- after the loop (output.c) ---- */
     int64_t (*sent_ns)(const ge_t *g, uint32_t idx); /* requests.csv sent_ns; INT64_MIN none */
     void (*summary)(const ge_t *g, FILE *f);  /* its members of summary.json (may write none) */
@@ -75,6 +80,7 @@ struct transport {
 
 extern const struct transport transport_udp;  /* udp.c */
 extern const struct transport transport_dtls; /* dtls_transport.c */
+extern const struct transport transport_closed; /* clients.c: closed-loop clients */
 
 /* transport.c: the table lookup by the trace's scheme, then its prepare(); sets g->tp.
  * 0 ok, 1 environment failure, 2 bad input (message printed) */
@@ -86,6 +92,11 @@ int loop_watch(loop_t *L, int fd, uint32_t events, uint32_t tag);
 int loop_rewatch(loop_t *L, int fd, uint32_t events, uint32_t tag); /* change the interest */
 void loop_finish(loop_t *L, req_t *r, int outcome); /* final outcome of a request */
 size_t loop_due_count(const loop_t *L); /* requests 0..n-1 have had their send turn */
+/* transport-paced requests (closed loop): the next record of g->reqs (capacity g->cap; index
+ * order = send order, so the timeout cursor stays valid), zeroed and counted outstanding; NULL
+ * when the table is full. The caller sends it and calls loop_mark_sent (or loop_finish). */
+req_t *loop_new_request(loop_t *L);
+void loop_mark_sent(loop_t *L, req_t *r, int64_t t); /* it left at t (mono ns) */
 const clock_map_t *loop_clock_map(const loop_t *L); /* kernel REALTIME stamps -> MONOTONIC */
 
 #endif

@@ -31,8 +31,8 @@ def test_release_binary_is_static(ge_bin):
 
 # ---------------------------------------------------------------- trace errors
 BAD_LINES = [
-    ("0,1000,GET", "3 fields, expected 4 or 5"),
-    ("0,1000,GET,{uri},5,6", "fields, expected 4 or 5"),
+    ("0,1000,GET", "3 fields, expected 4 to 6"),
+    ("0,1000,GET,{uri},5,6,7", "fields, expected 4 to 6"),
     ("x,1000,GET,{uri}", "bad device_id 'x', expected an integer >= 0"),
     ("-1,1000,GET,{uri}", "bad device_id '-1', expected"),
     ("0,1.5,GET,{uri}", "bad send_time_us '1.5', expected"),

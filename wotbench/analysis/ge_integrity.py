@@ -20,6 +20,15 @@ The rule is judged on the workload's own time scale, not on an absolute 1 ms:
     critical value at ``alpha``) — the latter keeps small samples from flagging on noise.
 ``late_abs_share`` (lag > late_threshold_ms, absolute) is reported for comparison only.
 ``kept_up`` is None (not checked) with fewer than 2 sent requests.
+
+A closed-loop GE (``--clients N``, summary.json ``closed_loop``) has no trace schedule: each
+request's ``scheduled_ns`` is the instant its client meant to send (the previous outcome's
+kernel stamp + the think time), so its send lag is a *stall*, the time the GE held a client
+that wanted to go. The question becomes "did the clients stall beyond their think time?", and
+the rule (:data:`CLOSED_RULE_TEXT`) judges the stalls by what they cost: over the measured phase,
+per client, the sum of the stalls divided by the sum of the cycle times (send to the client's
+next send) is the share of the clients' throughput the GE itself took; it may be at most
+``max_stall_share`` (5 %). Below it, the server (or the think time) set the pace, not the GE.
 """
 from __future__ import annotations
 
@@ -32,7 +41,8 @@ from scipy.stats import binom
 
 from wotbench.rundir import GeIntegrityParams
 from wotbench.rundir.ge_files import GeSummary
-from wotbench.rundir.summary import GeDeviceIntegrity, GeIntegrity, LagStats, RitStats
+from wotbench.rundir.summary import (ClosedLoopIntegrity, GeDeviceIntegrity, GeIntegrity,
+                                     LagStats, RitStats)
 
 from wotbench.analysis.stats import cdf_points, fnum, ks_distance
 
@@ -41,6 +51,12 @@ RULE_TEXT = ("kept_up unless, with confidence 1 - alpha, more than max_late_shar
              "expected RIT, min_tolerance_ms) (one-sided binomial test), or the RIT "
              "distributions, normalised by each device's median RIT, differ by KS (+-rel_tolerance) "
              "> max(max_ks, KS critical value at alpha)")
+
+
+CLOSED_RULE_TEXT = ("closed loop: kept_up unless the clients' stalls (sent - (previous outcome + "
+                    "think time)) add up to more than max_stall_share of their cycle times "
+                    "(send to the same client's next send), i.e. the GE itself cost the clients "
+                    "more than that share of their throughput")
 
 
 def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]:
@@ -162,6 +178,8 @@ def ge_integrity(req: pd.DataFrame, ge_id: str, dev_names: dict[int, str],
                  ) -> tuple[GeIntegrity, pd.DataFrame, pd.DataFrame]:
     """Integrity block of one GE + its RIT CDF and lag CDF series. ``summary``: the GE's
     summary.json (its ``interrupted`` and ``wait``); None for requests without a GE file."""
+    if summary is not None and summary.closed_loop is not None:
+        return closed_integrity(req, ge_id, p, summary)
     a = _rit_arrays(req, p)
     per_dev = {}
     if len(a["device"]):
@@ -181,3 +199,42 @@ def ge_integrity(req: pd.DataFrame, ge_id: str, dev_names: dict[int, str],
     _, lag_q = cdf_points(a["lag_ms"], p.cdf_points)
     lag_cdf = pd.DataFrame({"ge": ge_id, "cdf": prob, "lag_ms": lag_q})
     return block, rit_cdf, lag_cdf
+
+
+def closed_integrity(req: pd.DataFrame, ge_id: str, p: GeIntegrityParams, summary: GeSummary
+                     ) -> tuple[GeIntegrity, pd.DataFrame, pd.DataFrame]:
+    """The closed-loop rule (module docstring): stalls against the clients' cycle times."""
+    sent = req["sent"].to_numpy(np.float64)
+    m = ~np.isnan(sent)
+    client = req["client"].to_numpy(np.float64)[m]
+    stall = (sent[m] - req["sched"].to_numpy(np.float64)[m]) / 1e6
+    order = np.lexsort((req["index"].to_numpy(np.int64)[m], client))
+    c, snt, st = client[order], sent[m][order], stall[order]
+    same = c[1:] == c[:-1]
+    cycle = np.diff(snt)[same] / 1e6
+    later_stall = st[1:][same]
+    n = len(stall)
+    lag = LagStats()
+    if n:
+        qs = np.quantile(stall, [0.5, 0.9, 0.99, 0.999])
+        lag = LagStats(mean=float(stall.mean()), p50=float(qs[0]), p90=float(qs[1]),
+                       p99=float(qs[2]), p999=float(qs[3]), max=float(stall.max()),
+                       min=float(stall.min()))
+    share = float(later_stall.sum() / cycle.sum()) if len(cycle) and cycle.sum() > 0 else None
+    cl = ClosedLoopIntegrity(stall_ms=lag, cycle_mean_ms=fnum(float(cycle.mean())) if len(cycle)
+                             else None, stall_share=fnum(share) if share is not None else None,
+                             max_stall_share=p.max_stall_share)
+    kept, problems = None, ["fewer than 2 requests of one client sent"]
+    if share is not None:
+        kept = share <= p.max_stall_share
+        problems = [] if kept else [
+            f"the GE stalled its clients {share:.1%} of their cycle time (more than "
+            f"{p.max_stall_share:.0%}): median stall {lag.p50:.3g} ms, mean cycle "
+            f"{cl.cycle_mean_ms:.3g} ms"]
+    block = GeIntegrity(sent=n, expected_rit=RitStats(), submitted_rit=RitStats(), lag_ms=lag,
+                        kept_up=kept, problems=problems, closed_loop=cl, requests=len(req),
+                        interrupted=summary.interrupted, wait=summary.wait)
+    prob, lag_q = cdf_points(stall, p.cdf_points)
+    rit_cdf = pd.DataFrame({"ge": ge_id, "cdf": prob, "expected_rit_ms": np.nan,
+                            "submitted_rit_ms": np.nan})
+    return block, rit_cdf, pd.DataFrame({"ge": ge_id, "cdf": prob, "lag_ms": lag_q})

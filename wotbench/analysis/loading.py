@@ -57,7 +57,9 @@ DEVICE_LOG_COLUMNS = {
     "code": "str?",
 }
 # columns newer programs add at the end (older run directories lack them; still analysed)
-REQUESTS_OPTIONAL = {"received_kernel_ns": "int?"}
+REQUESTS_OPTIONAL = {"received_kernel_ns": "int?", "client": "int?", "phase": "str?"}
+# closed loop (GE --clients): requests sent in these phases are recorded, not counted
+MARKED_PHASES = ("warmup", "cooldown")
 NOTIFICATION_OPTIONAL = {"received_kernel_ns": "int?"}
 DEVICE_LOG_OPTIONAL = {"token": "str?", "arrival_kernel_ns": "int?", "response_sent_ns": "int?"}
 
@@ -143,6 +145,13 @@ class GeData:
     observe: GeObserve | None = None                # observe.json (a trace with OBSERVE lines)
     blockwise: pd.DataFrame | None = None          # blockwise.csv (GE --block-size)
     handshakes: pd.DataFrame | None = None         # handshakes.csv (GE with DTLS, coaps://)
+    # closed loop: the rows sent in the warm-up / cool-down (phase column), kept apart from
+    # `requests` like the OBSERVE rows: recorded, not counted
+    marked_requests: pd.DataFrame | None = None
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.summary.closed_loop is not None
 
     @property
     def start_mono_ns(self) -> int:
@@ -186,6 +195,12 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     if (d / "handshakes.csv").is_file():
         handshakes = read_csv_checked(d / "handshakes.csv", HANDSHAKE_COLUMNS, "GE handshakes.csv",
                                       AnalysisError)
+    marked = None
+    if "phase" in requests.columns:
+        marked_rows = requests["phase"].isin(MARKED_PHASES).to_numpy()
+        if marked_rows.any():
+            marked = requests[marked_rows].reset_index(drop=True)
+            requests = requests[~marked_rows].reset_index(drop=True)
     obs_rows = requests["method"].isin(OBSERVE_METHODS).to_numpy()
     observe_requests = notifications = observe = None
     if obs_rows.any():   # observations are analysed apart (analysis/observe.py)
@@ -202,7 +217,8 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
         observe = read_model(d / "observe.json", GeObserve, f"observe.json of {ge_id}")
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary,
                   observe_requests=observe_requests, notifications=notifications,
-                  observe=observe, blockwise=blockwise, handshakes=handshakes)
+                  observe=observe, blockwise=blockwise, handshakes=handshakes,
+                  marked_requests=marked)
 
 
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,

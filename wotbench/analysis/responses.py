@@ -20,7 +20,8 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
     """Concatenate GE request logs; times become float ns relative to the test start.
 
     Columns: ge, index, device (trace device id), method, path, sched, sent, recv, recv_user,
-    recv_kernel (float ns relative to ``test_start_ns``; NaN when empty), code, outcome, retransmissions,
+    recv_kernel (float ns relative to ``test_start_ns``; NaN when empty), code, outcome,
+    retransmissions, client (the client endpoint, NaN without one),
     rt_sent_ms / rt_sched_ms (response time from the actual / scheduled send; NaN unless the
     outcome is ``ok`` with a receive time: lost requests never count as 0 ms).
 
@@ -49,11 +50,14 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
             "code": df["code"],
             "outcome": df["outcome"],
             "retransmissions": df["retransmissions"].to_numpy(np.float64),
+            # the client endpoint (closed loop, or a trace's client column); NaN: none
+            "client": (df["client"].to_numpy(np.float64) if "client" in df.columns
+                       else np.full(len(df), np.nan)),
         }))
     if not frames:
         return pd.DataFrame(columns=["ge", "index", "device", "method", "path", "sched", "sent",
                                      "recv", "recv_user", "recv_kernel", "code", "outcome", "retransmissions",
-                                     "rt_sent_ms", "rt_sched_ms"])
+                                     "client", "rt_sent_ms", "rt_sched_ms"])
     if len(frames) == 1:
         out = frames[0]
     else:

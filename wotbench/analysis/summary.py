@@ -17,6 +17,7 @@ from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import ge_integrity as gei
+from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
 from wotbench.analysis import sut_resources as sutm
@@ -134,7 +135,9 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     bottleneck = []
     for gid, g in ge_block.per_ge.items():
         if g.kept_up is False:
-            bottleneck.append(f"{gid} did not keep up with the trace: " + "; ".join(g.problems))
+            what = "held its closed-loop clients back" if g.closed_loop else \
+                "did not keep up with the trace"
+            bottleneck.append(f"{gid} {what}: " + "; ".join(g.problems))
     checked = [g.kept_up for g in ge_block.per_ge.values() if g.kept_up is not None]
     if bottleneck:
         ge_state = "bottleneck"
@@ -202,7 +205,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         lag_cdfs.append(lc)
     kept = [b.kept_up for b in per_ge.values()]
     ge_block = GeIntegrityBlock(
-        rule=GeRule(**p.ge.model_dump(exclude={"cdf_points"}), text=gei.RULE_TEXT),
+        rule=GeRule(**p.ge.model_dump(exclude={"cdf_points"}), text=gei.RULE_TEXT,
+                    closed_text=gei.CLOSED_RULE_TEXT if any(g.closed_loop for g in run.ges)
+                    else None),
         kept_up=False if False in kept else (True if kept and None not in kept else None),
         interrupted=any(b.interrupted for b in per_ge.values()),
         per_ge=per_ge, cd_ge=cd_ge_block)
@@ -282,6 +287,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dtls_block, dtls_series = dtlsm.analyse(run)
     series.update(dtls_series)
 
+    load_block = loadm.load_block(run, req)
     verdict = _verdict(run, overall, ge_block, contention, loss)
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
@@ -313,7 +319,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, evidence=evidence,
-                   sut_resources=sut_block), series
+                   sut_resources=sut_block, load=load_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

@@ -33,6 +33,8 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads
+MAX_CLIENTS = 60000             # GE client endpoints: its socket index is 16 bits (wotbench.config.loadloop)
+THINK_DISTS = ("deterministic", "exponential", "uniform")   # think times the GE samples itself
 
 
 class _Model(BaseModel):
@@ -221,6 +223,51 @@ class Gateways(_Model):
         None, description="block-wise transfer (RFC 7959): block size in bytes, a power of two "
         "16..1024; null = 1024 when a body exceeds one datagram (1024 bytes), else no block-wise "
         "transfer")
+
+    loop: Literal["open", "closed"] = Field(
+        "open", description="`open`: requests leave on the trace's schedule whatever the answers "
+        "(no coordinated omission); `closed`: `clients` virtual clients, each sending its next "
+        "request a `think` time after the previous answer (or timeout), for `duration_s` "
+        "(docs/CLOSED-LOOP.md). The contention detector's probes stay open loop")
+    clients: Optional[int] = Field(
+        None, ge=1, le=MAX_CLIENTS, description="client endpoints (each its own UDP "
+        "source port): required with `loop: closed` (the virtual clients); with `loop: open`, "
+        "each trace request leaves from one of N endpoints in turn (null: the per-device "
+        "port pool). Checked against the file-descriptor limit and the ephemeral port range "
+        "before the run starts")
+    think: Optional[DistSpec] = Field(
+        None, description="closed loop: think time between an answer and the client's next "
+        "request, ms (dist deterministic | exponential | uniform); null = 0")
+    target: Literal["round_robin", "one", "random"] = Field(
+        "round_robin", description="closed loop: which target (device and resource) a client's "
+        "next request goes to: `round_robin` over all targets (client k starts at target k), "
+        "`one` (the first device's first resource), `random` (uniform)")
+    warmup_s: float = Field(
+        0.0, ge=0, description="closed loop: requests sent in the first warmup_s are recorded "
+        "(requests.csv phase `warmup`) but not counted")
+    cooldown_s: float = Field(
+        0.0, ge=0, description="closed loop: requests sent in the last cooldown_s are recorded "
+        "(phase `cooldown`) but not counted")
+
+    @model_validator(mode="after")
+    def _loop(self) -> "Gateways":
+        if self.loop == "closed" and self.clients is None:
+            raise ValueError("loop: closed needs clients: N (the virtual clients)")
+        if self.loop == "open":
+            # set to something but the default (a resolved config dumps every key)
+            extra = [k for k, dflt in (("think", None), ("warmup_s", 0.0), ("cooldown_s", 0.0),
+                                       ("target", "round_robin")) if getattr(self, k) != dflt]
+            if extra:
+                raise ValueError(f"{extra[0]} is a closed-loop key, expected loop: closed with it")
+        if self.think is not None:
+            if self.think.dist not in THINK_DISTS:
+                raise ValueError(f"think.dist {self.think.dist!r}, expected one of "
+                                 f"{', '.join(THINK_DISTS)} (what the GE samples)")
+            if self.think.mean is None:
+                raise ValueError("think.mean is required (ms)")
+            if self.think.dist == "uniform" and not 0 <= (self.think.cv or 0) <= 1 / 3 ** 0.5:
+                raise ValueError("think.cv must be 0..0.577 for uniform")
+        return self
 
     @field_validator("block_size")
     @classmethod

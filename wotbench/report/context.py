@@ -90,6 +90,7 @@ def build_context(run_dir: Path | str) -> dict:
         "per_device": sections.per_device(s),
         "loss": sections.loss(s),
         "ge": sections.ge(s),
+        "load": sections.load(s),
         "rd": sections.rd(s),
         "split": sections.split(s),
         "sut": sut(run, s),

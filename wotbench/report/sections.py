@@ -317,3 +317,16 @@ def dtls(s: Summary) -> dict:
     rows = [{"mode": names.get(k, k), **v.model_dump()} for k, v in b.by_mode.items()]
     return {"available": True, "rows": rows, "b": b,
             "cpu": s.monitor.device_cpu_us_per_request if s.monitor else {}}
+
+
+def load(s: Summary) -> dict:
+    """The load block: what the loop was and what the clients got; closed-loop GE rule rows."""
+    b = s.load
+    if b is None:
+        return {"available": False}
+    closed_rows = [{"ge": gid, "stall": g.closed_loop.stall_ms, "cycle_ms": g.closed_loop.cycle_mean_ms,
+                    "share": g.closed_loop.stall_share, "limit": g.closed_loop.max_stall_share,
+                    "kept_up": g.kept_up}
+                   for gid, g in s.ge_integrity.per_ge.items() if g.closed_loop is not None]
+    return {"available": True, "b": b, "closed_rows": closed_rows,
+            "closed_rule": s.ge_integrity.rule.closed_text}

@@ -15,7 +15,7 @@ analysis and from the analysis to every reader (report, sweep, validation, capac
 Models reject unknown keys: a writer and a reader cannot disagree silently.
 """
 from wotbench.rundir.device_files import DeviceSummary
-from wotbench.rundir.ge_files import GeDtls, GeObserve, GeSummary, GeWarmupFile
+from wotbench.rundir.ge_files import GeClosedLoop, GeDtls, GeObserve, GeSummary, GeWarmupFile
 from wotbench.rundir.layout import CD_GE_DIR, RunDir
 from wotbench.rundir.quantiles import Quantiles
 from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
@@ -30,5 +30,5 @@ __all__ = [
     "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
     "TestWindow", "Window", "AnalysisParams", "ContentionParams", "GeIntegrityParams", "MonitorBlock",
     "RdParams", "Summary", "SloBlock", "SloObjectiveResult", "SloOffender", "SloWindow",
-    "DeviceSummary", "GeDtls", "GeObserve", "GeSummary", "GeWarmupFile", "Quantiles",
+    "DeviceSummary", "GeClosedLoop", "GeDtls", "GeObserve", "GeSummary", "GeWarmupFile", "Quantiles",
 ]

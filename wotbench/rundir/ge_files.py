@@ -5,8 +5,9 @@ The fields are those ``gateway-emulator/src/output.c`` (summary.json), ``dtls.c`
 (``dtls_summary``), ``observe.c`` (``observe_write``) and ``warmup.c`` (``warmup_write``)
 print. Unknown keys are an error, and so is a missing one, except the few a GE really leaves
 out: the keys added after the first GE (``warmup``, ``token_salt``, ``rx_stamps``,
-``clock_map_bracket_ns``, ``memory_locked``: an older GE, or the e2e stand-in, does not write
-them) and ``dtls``, which only a GE with DTLS writes. The analysis reads these files through
+``clock_map_bracket_ns``, ``memory_locked``, ``clients``: an older GE, or the e2e stand-in,
+does not write them), ``dtls``, which only a GE with DTLS writes, and ``closed_loop``, which
+only a closed-loop GE (``--clients``) writes. The analysis reads these files through
 the models once, when it loads the run (``wotbench.analysis.loading``).
 """
 from __future__ import annotations
@@ -66,6 +67,24 @@ class GeDtls(Record):
     failure: Optional[str]             # why the first handshake/session failed; null: none did
 
 
+class GeClosedLoop(Record):
+    """summary.json ``closed_loop`` (``--clients N`` only, ``gateway-emulator/src/clients.c``):
+    N virtual clients, each its own source endpoint with one request in flight, issuing the
+    next request a think time after the previous outcome, over the trace's lines (targets)."""
+    clients: int
+    select: Literal["round-robin", "one", "random"]
+    targets: int                       # the trace's lines: the request templates
+    think: Literal["0", "const", "exp", "uniform"]
+    think_a_us: float                  # const/exp: the mean; uniform: the low end
+    think_b_us: float                  # uniform: the high end (else 0)
+    duration_ms: float                 # clients issue until start + this
+    warmup_ms: float                   # requests sent before it are phase warmup
+    cooldown_ms: float                 # requests sent in the last cooldown_ms are phase cooldown
+    stopped_ms: float                  # when the clients stopped issuing (relative to the start)
+    capacity: int                      # request records preallocated (--max-requests)
+    capacity_reached: bool             # the table filled: the clients stopped early
+
+
 class GeSummary(Record):
     """A GE's ``summary.json``. Request times in requests.csv are relative to
     ``start_mono_ns``."""
@@ -85,6 +104,10 @@ class GeSummary(Record):
     rx_stamps: Optional[Literal["kernel", "user"]] = None               # absent: older GE
     clock_map_bracket_ns: Optional[int] = None                          # absent: older GE
     memory_locked: Optional[bool] = None                                # absent: older GE
+    # distinct client source endpoints (closed loop, or a trace's client column); null: the
+    # per-device port pool; absent: older GE
+    clients: Optional[int] = None
+    closed_loop: Optional[GeClosedLoop] = None   # absent/null: open loop
     wait: Literal["busy", "hybrid"]
     type: Literal["con", "non"]
     timeout_ms: int

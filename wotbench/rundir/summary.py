@@ -18,6 +18,7 @@ from pydantic import Field
 
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
+from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure
 from wotbench.rundir.slo import SloBlock
@@ -40,6 +41,9 @@ class GeIntegrityParams(Record):
     max_ks: float = 0.05
     late_threshold_ms: float = 1.0   # absolute lateness, reported only (late_abs_share)
     cdf_points: int = 201
+    # closed loop: the GE's stalls (sent - the client's intended instant) may cost at most this
+    # share of the clients' cycle time (= of their throughput) (analysis/ge_integrity.py)
+    max_stall_share: float = 0.05
 
 
 class RdParams(Record):
@@ -157,7 +161,19 @@ class GeDeviceIntegrity(Record):
     problems: list[str] = Field(default_factory=list)
 
 
+class ClosedLoopIntegrity(Record):
+    """A closed-loop GE kept up when its clients were not stalled beyond their think time:
+    stall = sent - (previous outcome + think time), the time the GE held a client that wanted
+    to go; its share of the clients' cycle time (send to next send) is the throughput the GE
+    itself cost them."""
+    stall_ms: LagStats
+    cycle_mean_ms: F = None
+    stall_share: F = None        # sum of stalls / sum of cycles (measured phase)
+    max_stall_share: float
+
+
 class GeIntegrity(GeDeviceIntegrity):
+    closed_loop: Optional[ClosedLoopIntegrity] = None   # a closed-loop GE (its rule instead)
     requests: int
     interrupted: bool
     wait: Optional[str] = None
@@ -172,7 +188,9 @@ class GeRule(Record):
     alpha: float = 0.01
     max_ks: float
     late_threshold_ms: float
+    max_stall_share: float = 0.05    # closed loop (absent in older summaries)
     text: str
+    closed_text: Optional[str] = None   # the closed-loop rule, when a GE ran one
 
 
 class GeIntegrityBlock(Record):
@@ -503,6 +521,7 @@ class Summary(Record):
     dtls: Optional[DtlsBlock] = None
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
+    load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)
 
     @property
     def contended_share(self) -> Optional[float]:

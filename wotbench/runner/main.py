@@ -37,7 +37,8 @@ from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
-from wotbench.runner import dtlskey, hostlimits, inputs
+from wotbench.runner import clientlimits, dtlskey, hostlimits, inputs
+from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
 from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
@@ -198,6 +199,7 @@ class Runner:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
         thirdparty.check_impairments(cfg, self.impair.name)
+        clientlimits.check(cfg, docker=self.kind.needs_docker)   # gateways.clients: fds, ports
         self.warnings += inputs.check_host(self.kind, self.connection, log)
         self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
@@ -275,7 +277,8 @@ class Runner:
                                   stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
-                                  retransmit=cfg.gateways.retransmit, extra=list(via) + self._ge_block_args(),
+                                  retransmit=cfg.gateways.retransmit,
+                                  extra=list(via) + self._ge_block_args() + loadloop.ge_args(cfg),
                                   host_network=thirdparty.ge_needs_host_network(cfg),
                                   dtls=self.dtls))
 

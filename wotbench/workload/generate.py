@@ -193,14 +193,19 @@ def generate(cfg: Config) -> GeneratedTrace:
                     resources[addrs[first + k].name] = [
                         row + (cols if j < g.observe.resources else NOT_OBSERVABLE)
                         for j, row in enumerate(resources[addrs[first + k].name])]
-        rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
+        closed = cfg.gateways.loop == "closed"
+        if closed:   # the closed loop's targets: each resource of each device once, at 0
+            rows = [np.zeros(n_res) for _ in range(g.count)]
+        else:
+            rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
         if not g.requests:
             rows = [r[:0] for r in rows]
         n = sum(len(r) for r in rows)
         ids.append(np.repeat(np.arange(first, first + g.count, dtype=np.int64), [len(r) for r in rows]))
         times.append(np.floor(np.concatenate(rows) * 1000.0).astype(np.int64) if n else np.zeros(0, np.int64))
         rng_c = _rng(cfg, gi, _STREAM_CHOICE)
-        ress.append(rng_c.integers(0, n_res, size=n, dtype=np.int64))
+        ress.append(np.tile(np.arange(n_res, dtype=np.int64), g.count if n else 0) if closed
+                    else rng_c.integers(0, n_res, size=n, dtype=np.int64))
         names = list(g.methods)
         w = np.array([g.methods[m] for m in names], dtype=float)
         midx = np.array([METHODS.index(m) for m in names], dtype=np.int8)
@@ -228,15 +233,17 @@ def _scheme(cfg: Config) -> str:
 
 
 def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None,
-                scheme: str = "coap") -> int:
-    """Write trace rows fast: one f-string per row over precomputed URI prefixes."""
+                scheme: str = "coap", clients: Optional[int] = None) -> int:
+    """Write trace rows fast: one f-string per row over precomputed URI prefixes. ``clients``:
+    an open loop from N client endpoints: row k (in send order) leaves from client k mod N
+    (the trace's client column, after payload_bytes)."""
     d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
     if mask is not None:
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
     if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
         k = tr.observer if mask is None else tr.observer[mask]
         return _write_rows_observe(path, d, t, m, r, p, k, addrs, scheme)
-    with_payload = bool(p.any())
+    with_payload = bool(p.any()) or clients is not None
     prefix = [f"{a.id},"for a in addrs]
     base = [f"{scheme}://{authority(a)}/r" for a in addrs]
     if tr.paths:   # third-party devices: their own paths instead of r<j>
@@ -245,11 +252,17 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
     with atomic.replacing(path, buffering=1 << 20) as f:
-        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
+        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "")
+                + (",client" if clients is not None else "") + "\n")
         chunk = 200_000
         for s in range(0, len(d), chunk):
             dl, tl, ml, rl = (x[s:s + chunk].tolist() for x in (d, t, m, r))
-            if with_payload:
+            if clients is not None:
+                pl = p[s:s + chunk].tolist()
+                cl = (np.arange(s, s + len(dl)) % clients).tolist()
+                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e},{g},{k}\n"
+                                 for a, b, c, e, g, k in zip(dl, tl, ml, rl, pl, cl)]))
+            elif with_payload:
                 pl = p[s:s + chunk].tolist()
                 f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e},{g}\n"
                                  for a, b, c, e, g in zip(dl, tl, ml, rl, pl)]))
@@ -306,7 +319,8 @@ def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
     if cfg.trace is not None:
         return _import_recorded(cfg, out_dir, addrs)
     tr = generate(cfg)
-    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg))
+    open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
+    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients)
     for name, rows in tr.resources.items():
         write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)

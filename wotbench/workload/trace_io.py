@@ -82,6 +82,10 @@ def read_trace(path: str | Path) -> pd.DataFrame:
         raise ConfigError(listed)
     df = df.reset_index(drop=True)
     df["line"] = numbers
+    if (df.client != "").any():
+        df["client"] = df.client.astype(np.int64)
+    else:
+        df = df.drop(columns="client")
     has_pl = (df.payload_bytes != "").to_numpy()
     df["device_id"] = df.device_id.astype(np.int64)
     df["send_time_us"] = df.send_time_us.astype(np.int64)
@@ -92,8 +96,9 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     return df
 
 
-_TRACE_COLUMNS = ["device_id", "send_time_us", "method", "uri", "payload_bytes"]
-_TRACE_FIELDS = "device_id,send_time_us,method,uri[,payload_bytes]"
+_TRACE_COLUMNS = ["device_id", "send_time_us", "method", "uri", "payload_bytes", "client"]
+_TRACE_FIELDS = "device_id,send_time_us,method,uri[,payload_bytes[,client]]"
+MAX_TRACE_CLIENT = 59999   # the GE's limit (a socket per client)
 _UINT = r"\d{1,18}"                  # fits an int64
 
 
@@ -102,8 +107,14 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     {index in ``lines``: what is wrong} (empty when the trace is good)."""
     ncols = np.array([s.count(",") + 1 for s in lines])
     problems = {int(i): f"{ncols[i]} field(s), expected {_TRACE_FIELDS}"
-                for i in np.flatnonzero((ncols < 4) | (ncols > 5))}
-    shaped = np.flatnonzero((ncols >= 4) & (ncols <= 5))
+                for i in np.flatnonzero((ncols < 4) | (ncols > 6))}
+    shaped = np.flatnonzero((ncols >= 4) & (ncols <= 6))
+    if len(shaped) and len(set((ncols[shaped] == 6).tolist())) > 1:   # all lines or none
+        with_client = bool(ncols[shaped[0]] == 6)
+        for i in shaped[(ncols[shaped] == 6) != with_client]:
+            problems[int(i)] = (f"{ncols[i]} field(s), expected "
+                                + ("6 (with a client column)" if with_client else "4 or 5 (no client column)")
+                                + " like the trace's first request")
     if not len(shaped):
         return pd.DataFrame(columns=_TRACE_COLUMNS), problems
     df = pd.read_csv(io.StringIO("\n".join(lines[i] for i in shaped)), header=None,
@@ -132,6 +143,10 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     check((pl != "") & ~pl_ok, "payload_bytes", f"an integer 0..{MAX_PAYLOAD_BYTES}")
     check(df.method.isin(("OBSERVE", "CANCEL")) & (pl != "") & (pl != "0"), "payload_bytes",
           "none with OBSERVE or CANCEL (they are GETs)")
+    cl = df.client
+    cl_ok = cl.str.fullmatch(r"\d{1,5}") & (pd.to_numeric(cl.where(cl.str.fullmatch(r"\d{1,5}"), "0"))
+                                            <= MAX_TRACE_CLIENT)
+    check((cl != "") & ~cl_ok, "client", f"an integer 0..{MAX_TRACE_CLIENT} (the source endpoint)")
     t = df.send_time_us[timed].astype(np.int64)      # order among the lines with a time
     tv = t.to_numpy()
     for k in np.flatnonzero(np.diff(tv) < 0) + 1:
