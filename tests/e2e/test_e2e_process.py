@@ -25,3 +25,20 @@ def test_process_backend_end_to_end(harness, tmp_path):
         assert (rd / "devices" / d / "device-log.csv").exists()
     assert (rd / "summary.json").exists()
     assert leftover_processes(run["run_id"]) == []
+
+
+def test_a_killed_harness_leaves_no_process_running(harness):
+    """The programs' wardens get the parent-death signal and stop them (RELIABILITY.md)."""
+    import signal
+    import time
+    from testkit.faults import run_id_from
+    h = harness("long.yaml", "--backend", "process")
+    h.wait_for("] test:", timeout=120)
+    rid = run_id_from(h.lines)
+    assert [p for p, r in leftover_processes() if r == rid]
+    h.proc.send_signal(signal.SIGKILL)
+    h.wait(timeout=10)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and [p for p, r in leftover_processes() if r == rid]:
+        time.sleep(0.5)
+    assert [p for p, r in leftover_processes() if r == rid] == []
