@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -26,12 +27,17 @@ def make_dir(run_id: str, lease_file: Path, root: Path = ROOT) -> Optional[Path]
     is no tmpfs at ``root`` (the GEs then run without a journal)."""
     if not root.parent.is_dir():
         return None
-    d = root / run_id
-    d.mkdir(parents=True, exist_ok=True)
+    root.mkdir(exist_ok=True)
     root.chmod(0o755)
-    (d / LEASE_NOTE).write_text(str(lease_file))
+    # made whole under a hidden name, then renamed: another run's or `clean`'s look at the
+    # journals never sees this one without its lease note (it would take it for a dead run's)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{run_id}.", dir=root))
+    (tmp / LEASE_NOTE).write_text(str(lease_file))
+    tmp.chmod(0o755)
     if os.geteuid() == 0:
-        os.chown(d, NOBODY, NOBODY)
+        os.chown(tmp, NOBODY, NOBODY)
+    d = root / run_id
+    os.rename(tmp, d)
     return d
 
 
@@ -43,7 +49,9 @@ def remove_dir(d: Optional[Path]) -> None:
 def abandoned(root: Path = ROOT) -> list[Path]:
     """Journal directories whose run's lease is not live (its harness is gone)."""
     out = []
-    for d in sorted(root.glob("*")) if root.is_dir() else []:
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if d.name.startswith("."):
+            continue   # being made (make_dir)
         try:
             lease = (d / LEASE_NOTE).read_text().strip()
         except OSError:
