@@ -9,4 +9,5 @@ ROLE_LABEL = "wotbench.role"
 COMPONENT_LABEL = "wotbench.component"
 IMAGE_LABEL = "wotbench.image"
 PROCESS_ENV = "WOTBENCH_RUN"
+PROCESS_LEASE_ENV = "WOTBENCH_LEASE"   # the run's lease file: is its harness alive?
 NOBODY = 65534   # uid and gid the emulators and hogs run as (containers; process backend as root)

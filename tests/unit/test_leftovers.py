@@ -82,7 +82,7 @@ def test_lease_state_follows_renewal_and_release(tmp_path):
 
 def test_doctor_tells_runs_in_progress_from_what_dead_runs_left(tmp_path, monkeypatch):
     from wotbench.runner import doctor
-    monkeypatch.setattr(doctor, "leftover_processes", lambda: [])
+    monkeypatch.setattr(doctor, "leftover_processes", lambda **kw: [])
     (tmp_path / "a").mkdir()
     live = Lease(tmp_path / "a", "a")
     live.set_deadline(0)
@@ -94,3 +94,27 @@ def test_doctor_tells_runs_in_progress_from_what_dead_runs_left(tmp_path, monkey
     only_live = doctor.check_leftovers(FakeClient([ctr("a", lease=live.path)], []))
     assert only_live.detail.startswith("no leftovers") and "in progress: a" in only_live.detail
     assert doctor.check_leftovers(FakeClient([], [])).status == doctor.OK
+
+
+def test_process_leftovers_of_a_live_run_are_not_leftovers(tmp_path):
+    """`wotbench clean` ends only processes whose run's harness is gone (their lease)."""
+    import subprocess
+    import sys
+    from wotbench.labels import PROCESS_ENV, PROCESS_LEASE_ENV
+    from wotbench.runner.cleanup import leftover_processes
+    (tmp_path / "l").mkdir()
+    live = Lease(tmp_path / "l", "live-run")
+    live.set_deadline(0)
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                              env={PROCESS_ENV: rid, PROCESS_LEASE_ENV: str(lease)})
+             for rid, lease in (("live-run", live.path), ("dead-run", tmp_path / "gone"))]
+    try:
+        time.sleep(0.3)
+        every = {r for _, r in leftover_processes()}
+        abandoned = {r for _, r in leftover_processes(abandoned_only=True)}
+        assert {"live-run", "dead-run"} <= every
+        assert "dead-run" in abandoned and "live-run" not in abandoned
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

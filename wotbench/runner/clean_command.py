@@ -15,7 +15,7 @@ from wotbench.runner.leftovers import find
 
 def main(force: bool = False) -> int:
     status = 0
-    procs = leftover_processes()
+    procs = leftover_processes(abandoned_only=not force)
     if procs:
         kill_processes([p for p, _ in procs])
         print(f"ended {len(procs)} leftover process(es) of run(s) "

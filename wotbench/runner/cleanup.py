@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from wotbench.labels import PROCESS_ENV, RUN_LABEL
+from wotbench.labels import PROCESS_ENV, PROCESS_LEASE_ENV, RUN_LABEL
 
 
 REMOVE_PARALLEL = 8          # container removals at once (dockerd does the work)
@@ -123,23 +123,32 @@ def _labelled(labels: dict, run_id: str | None) -> bool:
     return value is not None and (run_id is None or value == run_id)
 
 
-def leftover_processes(run_id: str | None = None) -> list[tuple[int, str]]:
-    """(pid, run id) of this user's processes started by a process-backend run."""
+def leftover_processes(run_id: str | None = None,
+                       abandoned_only: bool = False) -> list[tuple[int, str]]:
+    """(pid, run id) of this user's processes started by a process-backend run;
+    ``abandoned_only``: only those of runs whose lease is not live (their harness is gone)."""
+    from wotbench.runner.lease import lease_state
     found = []
     me = os.getpid()
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:
             continue
         try:
-            env = (d / "environ").read_bytes().split(b"\0")
+            env = dict(item.split(b"=", 1) for item in (d / "environ").read_bytes().split(b"\0")
+                       if b"=" in item)
         except OSError:
             continue
-        for item in env:
-            if item.startswith(PROCESS_ENV.encode() + b"="):
-                rid = item.split(b"=", 1)[1].decode(errors="replace")
-                if run_id is None or rid == run_id:
-                    found.append((int(d.name), rid))
-                break
+        rid = env.get(PROCESS_ENV.encode())
+        if rid is None:
+            continue
+        rid_s = rid.decode(errors="replace")
+        if run_id is not None and rid_s != run_id:
+            continue
+        lease = env.get(PROCESS_LEASE_ENV.encode())
+        if abandoned_only and lease is not None and \
+                lease_state(lease.decode(errors="replace")) == "live":
+            continue   # a run in progress (its harness renews its lease): never a leftover
+        found.append((int(d.name), rid_s))
     return found
 
 

@@ -189,7 +189,7 @@ def check_leftovers(client=None) -> Check:
         return Check("leftovers", OK, "Docker not reachable: nothing to check")
     live = [r for r in runs if r.live]
     dead = [r for r in runs if not r.live]
-    p = len(leftover_processes())
+    p = len(leftover_processes(abandoned_only=True))
     also = (f"; in progress: {', '.join(r.run_id for r in live)} (they load the host too)"
             if live else "")
     if dead or p:

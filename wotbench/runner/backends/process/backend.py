@@ -29,7 +29,7 @@ from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogspec import HogSpec
-from wotbench.labels import NOBODY, PROCESS_ENV
+from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child
 from wotbench.rundir import RunDir
 from wotbench.runner.binaries import WARDEN
@@ -169,7 +169,7 @@ class ProcessBackend:
 
     def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path,
                drop: bool = True, cwd: str = "/") -> None:
-        env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id}
+        env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id, PROCESS_LEASE_ENV: self.lease}
         kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
@@ -210,8 +210,8 @@ class ProcessBackend:
     def launch_hog(self, spec: HogSpec) -> ProcessHog:
         return ProcessHog(subprocess.Popen(
             self._kept(hog_process_argv(spec, self.bins["hog"])), stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env={PROCESS_ENV: self.run_id}, start_new_session=True,
-            preexec_fn=child_setup(set(spec.cores))))
+            stderr=subprocess.DEVNULL, env={PROCESS_ENV: self.run_id, PROCESS_LEASE_ENV: self.lease},
+            start_new_session=True, preexec_fn=child_setup(set(spec.cores))))
 
     def impairment_targets(self, names: Sequence[str]) -> list[DeviceTarget]:
         return [DeviceTarget(name=n, pid=self.pid(n)) for n in names]
