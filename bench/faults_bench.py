@@ -7,7 +7,8 @@ it kept. Figures, not pass/fail: a reader judges the rows.
   --scale N [--repeats K]  also kill a run of N devices in pods 15 s into its test, then time
                            `wotbench clean` (K times; issue 20: 1000 devices, <= 30 s, 0 networks)
   --restart-daemon         also restart the Docker daemon mid-run: every container on this host
-                           stops. Opt-in only, and said so before it happens.
+                           stops. Opt-in only, and said so before it happens. With a second
+                           daemon for the purpose: DOCKER_HOST=unix://SOCK WOTBENCH_DOCKERD_PID=PID
 """
 from __future__ import annotations
 
@@ -218,15 +219,26 @@ def scale_clean(n: int, repeats: int) -> list[Row]:
 def daemon_restart() -> Row:
     print("bench-faults: restarting the Docker daemon now (--restart-daemon): every container "
           "on this host stops", flush=True)
-    pid = int(subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()[0])
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    # the daemon DOCKER_HOST names when its pid is given (a second daemon for this test), else
+    # the host's only dockerd
+    given = os.environ.get("WOTBENCH_DOCKERD_PID")
+    pids = subprocess.run(["pidof", "dockerd"], capture_output=True, text=True).stdout.split()
+    if not given and len(pids) != 1:
+        raise RuntimeError(f"{len(pids)} dockerd processes: set WOTBENCH_DOCKERD_PID to the one "
+                           "DOCKER_HOST reaches")
+    pid = int(given or pids[0])
+    argv = [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")]
+    netns = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True,
+                           text=True).stdout.strip()
+    if netns:   # a daemon in a network namespace of its own comes back in it
+        argv = ["nsenter", f"--net=/var/run/netns/{netns}"] + argv
 
     def restart(rid, run):
         os.kill(pid, signal.SIGTERM)
         end = time.monotonic() + 60
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
             time.sleep(0.2)
-        subprocess.Popen([a.decode() for a in argv], stdout=subprocess.DEVNULL,
+        subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     return fault_row("dockerd restarted", "SIGTERM to dockerd 3 s into the test, then started "
                      "again with its command line", restart)

@@ -32,7 +32,7 @@ from typing import Optional
 
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.config.load import load_config
-from wotbench.errors import WotbenchError
+from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
@@ -150,6 +150,16 @@ class Runner:
     def _set_handlers(self, handler) -> dict:
         return {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
+    def _runtime_lost(self, e: Exception) -> Exception:
+        """The clear error for an exception that came from a runtime gone under the run."""
+        lost = self.backend.runtime_lost(probe=True) if self.backend else None
+        if not lost:
+            return e
+        where = f" in {self.rd.path}" if self.rd else ""
+        return EnvironmentProblem(f"{lost}: the run stops; what was measured until then is "
+                                  f"kept{where}, and what is left of the run is removed once "
+                                  "the daemon answers again")
+
     def fail(self, component: str, what: str) -> None:
         what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
         self.failures.append({"component": component, "what": what,
@@ -177,6 +187,8 @@ class Runner:
             except Exception as e:  # a bug: still clean up, then show the traceback
                 self.error = disk.as_problem(e, self.run_dir or self.out_root)
                 if self.error is e:   # (a full disk is the host's problem, not a bug)
+                    self.error = self._runtime_lost(e)
+                if self.error is e:   # (nor a container runtime that went away)
                     traceback.print_exc()
             finally:
                 self._set_handlers(self._during_cleanup)
