@@ -16,7 +16,7 @@ SUMMARY_KEYS = {"label", "trace", "requests", "outcomes", "start_mono_ns", "end_
                 "duration_s", "offered_rate", "achieved_rate", "send_lag_us", "wait", "type",
                 "timeout_ms", "retransmit", "ports_per_device", "interrupted", "warmup", "token_salt",
                 "rx_stamps", "clock_map_bracket_ns", "memory_locked", "clients"}
-OPTIONAL_KEYS = {"dtls", "closed_loop"}   # only with --dtls-psk-* (coaps://) / --clients
+OPTIONAL_KEYS = {"dtls", "closed_loop", "http"}   # only with coaps:// / --clients / http://
 OUTCOMES = {"ok", "error", "timeout", "reset", "unsent"}
 CON, NON, ACK, RST = 0, 1, 2, 3
 
@@ -182,8 +182,8 @@ def check_consistent(out: Path, n: int) -> tuple[list[dict], dict]:
         assert s["outcomes"][o] == sum(r["outcome"] == o for r in rows)
     for r in rows:
         assert r["outcome"] in OUTCOMES
-        if r["outcome"] == "ok":
-            assert r["code"].startswith("2.") and r["received_ns"] and r["sent_ns"]
+        if r["outcome"] == "ok":   # CoAP 2.xx, HTTP 2xx
+            assert r["code"][:2] in ("2.", "20") and r["received_ns"] and r["sent_ns"]
             assert int(r["received_ns"]) > int(r["sent_ns"]) >= 0
             assert s["rx_stamps"] != "kernel" or r["received_kernel_ns"]
         if r["received_kernel_ns"]:  # the kernel stamp lies between the send and the read

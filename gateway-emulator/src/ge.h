@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 
 enum { M_GET = 1, M_POST = 2, M_PUT = 3, M_DELETE = 4,
-       M_OBSERVE = 5, M_CANCEL = 6 }; /* trace methods; OBSERVE/CANCEL are GETs (observe.c) */
+       M_OBSERVE = 5, M_CANCEL = 6, /* trace methods; OBSERVE/CANCEL are GETs (observe.c) */
+       M_PATCH = 7 };               /* http:// only (trace.c refuses it with coap://) */
+enum { SCHEME_NONE = 0, SCHEME_COAP = 1, SCHEME_COAPS = 2, SCHEME_HTTP = 3 }; /* ge_t.scheme */
 static inline int wire_code(int m) { return m >= 5 ? 1 : m; }
 enum { O_NONE = 0, O_OK, O_ERROR, O_TIMEOUT, O_RESET, O_UNSENT, O_COUNT };
 enum { WAIT_BUSY = 0, WAIT_HYBRID = 1 };
@@ -22,19 +24,30 @@ enum { ST_LOADING = 0, ST_WAITING, ST_SENDING, ST_DRAINING, ST_DONE };
 #define RF_ACKED 0x04 /* empty ACK seen: stop retransmitting, wait for the separate response */
 #define RF_KSTAMP 0x08 /* rx_wait_ns is valid: the response carried a kernel receive stamp */
 #define RF_INHEAP 0x10 /* in the retransmission heap (block.c reschedules lazily) */
+#define RF_QUEUED 0x20 /* HTTP: waited for a free connection; queued_ns is valid */
+#define RF_NEWCONN 0x40 /* HTTP: opened its own TCP connection (R includes the handshake) */
 
 /* One trace request: prepared before the start, filled in by the loop. 72 bytes. */
 typedef struct {
     int64_t sched_ns; /* relative to the start instant */
     int64_t sent_ns;  /* first transmission, relative; valid with RF_SENT */
     int64_t recv_ns;  /* response read by the loop (user space), relative; valid when code != 0 */
-    int64_t rtx_due;  /* absolute mono ns of the next retransmission (--retransmit) */
+    union {
+        int64_t rtx_due;   /* CoAP: absolute mono ns of the next retransmission (--retransmit) */
+        int64_t queued_ns; /* HTTP: relative instant it began waiting for a connection */
+    };
     uint32_t device;
     uint32_t path_id;   /* index into the interned path table */
     uint32_t dgram_off; /* datagram bytes in the arena */
-    uint32_t pair;      /* (socket, endpoint) pair index */
+    union {
+        uint32_t pair; /* CoAP: (socket, endpoint) pair index */
+        uint32_t conn; /* HTTP: its connection + 1 while it holds one, else 0 */
+    };
     uint16_t dgram_len;
-    uint16_t mid;
+    union {
+        uint16_t mid;    /* CoAP message ID */
+        uint16_t status; /* HTTP status code (code then holds its class, 1..5) */
+    };
     uint16_t ep;   /* endpoint index */
     uint16_t sock; /* socket index */
     uint8_t method;
@@ -68,6 +81,7 @@ typedef struct uri_s {
     uint16_t ep;
     uint8_t *obs_opts[2]; /* the options with Observe: 0 (OBSERVE) and Observe: 1 (CANCEL) */
     uint16_t obs_len[2];
+    char *authority; /* http://: the Host header value (host[:port] as written), else NULL */
 } uri_t;
 
 typedef struct {
@@ -113,9 +127,18 @@ typedef struct {
         int capacity_reached; /* the record table filled: the clients stopped early */
         int64_t stopped_ns;  /* when the clients stopped issuing, relative to the start */
     } closed;
+    struct {
+        int conns;       /* --http-connections: per target (keep-alive pool, or at most that
+                          * many concurrent connections with --http-connection-per-request) */
+        int per_request; /* --http-connection-per-request: a new connection for each request */
+        const char *headers[32]; /* --http-header 'Name: value' (templates, http_tmpl.c) */
+        int nheaders;
+        const char *body_file;   /* --http-body-template FILE */
+    } http_opt;
+    struct http_s *http; /* http_*.c state; NULL unless the trace is http:// */
     uint32_t trace_clients; /* open loop: the trace's `client` column names N source endpoints */
     const struct transport *tp; /* chosen once from `scheme` (transport.c) */
-    int scheme;          /* trace URIs: 0 none yet, 1 coap://, 2 coaps:// */
+    int scheme;          /* trace URIs: SCHEME_* (one per trace) */
     long scheme_line;    /* the line that fixed it */
 
     /* trace */

@@ -92,7 +92,7 @@ const clock_map_t *loop_clock_map(const loop_t *L) {
 /* ---- waiting and reading ---- */
 /* non-blocking: hand every ready fd to the transport */
 static void drain(loop_t *L) {
-    if (L->nwatch <= DIRECT_MAX) {
+    if (L->nwatch <= DIRECT_MAX && !L->tp->epoll_only) {
         for (uint32_t i = 0; i < L->nwatch; i++)
             L->tp->on_event(L->ts, L->direct_tag[i], EPOLLIN);
         return;
@@ -115,13 +115,19 @@ static void wait_until(loop_t *L, int64_t until) {
         L->tp->on_event(L->ts, ev[i].data.u32, ev[i].events);
 }
 
+/* the instant a request's --timeout-ms counts from (relative): its first transmission, or its
+ * schedule for a transport that may hold requests back (both in index order) */
+static inline int64_t timeout_base(const loop_t *L, const req_t *r) {
+    return L->tp->timeout_from_schedule ? r->sched_ns : r->sent_ns;
+}
+
 static void check_timeouts(loop_t *L, int64_t now) {
     ge_t *g = L->g;
     int64_t rel = now - g->start_mono;
     while (L->to_head < L->next) {
         req_t *r = &g->reqs[L->to_head];
         if (!(r->flags & RF_DONE)) {
-            if (rel - r->sent_ns < g->timeout_ns)
+            if (rel - timeout_base(L, r) < g->timeout_ns)
                 break;
             loop_finish(L, r, O_TIMEOUT);
         }
@@ -150,6 +156,8 @@ static void send_next(loop_t *L) {
     for (int attempt = 0;; attempt++) {
         int64_t t;
         int rc = L->tp->send(L->ts, idx, &t);
+        if (rc == 2) /* taken over (queued for a connection): the transport ends it */
+            return;
         if (rc > 0) {
             loop_mark_sent(L, r, t);
             return;
@@ -181,7 +189,7 @@ static int64_t next_deadline(const loop_t *L) {
     const ge_t *g = L->g;
     int64_t d = INT64_MAX;
     if (L->to_head < L->next)
-        d = g->start_mono + g->reqs[L->to_head].sent_ns + g->timeout_ns;
+        d = g->start_mono + timeout_base(L, &g->reqs[L->to_head]) + g->timeout_ns;
     int64_t t = L->tp->next_deadline(L->ts);
     return t < d ? t : d;
 }
@@ -276,7 +284,7 @@ int loop_run(ge_t *g) {
             r->outcome = O_UNSENT;
             r->flags |= RF_DONE;
         } else {
-            loop_finish(L, r, rel - r->sent_ns >= g->timeout_ns ? O_TIMEOUT : O_ERROR);
+            loop_finish(L, r, rel - timeout_base(L, r) >= g->timeout_ns ? O_TIMEOUT : O_ERROR);
         }
     }
     progress_set(g, PG_STATE, ST_DONE);

@@ -28,6 +28,8 @@ static void usage(FILE *f) {
           "         [--clients N --duration-ms N [--think 0|const:US|exp:US|uniform:LO:HI]\n"
           "          [--select round-robin|one|random] [--mark-warmup-ms N]\n"
           "          [--mark-cooldown-ms N] [--max-requests N]]\n"
+          "         [--http-connections N] [--http-connection-per-request]\n"
+          "         [--http-header 'Name: value' ...] [--http-body-template FILE]   (http://)\n"
           "         [--journal FILE]   (the request table in FILE, on a tmpfs: kept if killed)\n",
           f);
 }
@@ -89,6 +91,10 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"mark-cooldown-ms", required_argument, 0, 'v'},
         {"max-requests", required_argument, 0, 'x'},
         {"journal", required_argument, 0, 'J'},
+        {"http-connections", required_argument, 0, 'H'},
+        {"http-connection-per-request", no_argument, 0, 'R'},
+        {"http-header", required_argument, 0, 'A'},
+        {"http-body-template", required_argument, 0, 'Y'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -217,6 +223,18 @@ static int parse_args(ge_t *g, int argc, char **argv) {
                 return bad_opt("--max-requests", optarg, "an integer 1..4294967296");
             g->closed.max_requests = (size_t)v;
             break;
+        case 'H':
+            if (parse_int(optarg, 1, 60000, &v) < 0)
+                return bad_opt("--http-connections", optarg, "an integer 1..60000 (per target)");
+            g->http_opt.conns = (int)v;
+            break;
+        case 'R': g->http_opt.per_request = 1; break;
+        case 'A':
+            if (g->http_opt.nheaders == (int)(sizeof g->http_opt.headers / sizeof *g->http_opt.headers))
+                return bad_opt("--http-header", optarg, "at most 32 --http-header options");
+            g->http_opt.headers[g->http_opt.nheaders++] = optarg;
+            break;
+        case 'Y': g->http_opt.body_file = optarg; break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",
@@ -268,7 +286,7 @@ int main(int argc, char **argv) {
         return rc;
     if (observe_prepare(g))
         return 1;
-    rc = transport_select(g); /* coap:// -> UDP, coaps:// -> DTLS, once */
+    rc = transport_select(g); /* coap:// -> UDP, coaps:// -> DTLS, http:// -> TCP, once */
     if (rc)
         return rc;
     if (g->cpu >= 0) {

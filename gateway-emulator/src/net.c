@@ -171,6 +171,8 @@ int net_prepare(ge_t *g) {
         fprintf(stderr, "gateway-emulator: getrandom failed: %s\n", strerror(errno));
         return 1;
     }
+    if (g->scheme == SCHEME_HTTP) /* no datagrams: http_prep.c renders the requests */
+        return 0;
     /* requests grouped by endpoint, in trace order (counting sort) */
     uint32_t *ep_first = calloc(g->neps + 1, sizeof *ep_first);
     uint32_t *by_ep = malloc(g->n * sizeof *by_ep);
@@ -314,7 +316,7 @@ int net_prepare(ge_t *g) {
             r->pair = (uint32_t)pi;
             const uint8_t *o = u->opts;
             size_t ol = u->optlen;
-            if (r->method >= M_OBSERVE) {
+            if (r->method == M_OBSERVE || r->method == M_CANCEL) {
                 o = u->obs_opts[r->method - M_OBSERVE];
                 ol = u->obs_len[r->method - M_OBSERVE];
             }

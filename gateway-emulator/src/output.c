@@ -14,7 +14,7 @@
 
 #define PROGRESS_MAGIC 0x57544250524f4731ULL
 
-static const char *METHOD[] = {"", "GET", "POST", "PUT", "DELETE", "OBSERVE", "CANCEL"};
+static const char *METHOD[] = {"", "GET", "POST", "PUT", "DELETE", "OBSERVE", "CANCEL", "PATCH"};
 static const char *OUTCOME[] = {"none", "ok", "error", "timeout", "reset", "unsent"};
 
 int output_progress_open(ge_t *g) {
@@ -98,7 +98,9 @@ static void write_requests(const ge_t *g, FILE *f) {
         if (r->code || r->outcome == O_RESET)
             p = put_i64(p, r->recv_ns);
         *p++ = ',';
-        if (r->code) {
+        if (r->code && g->scheme == SCHEME_HTTP) { /* the status, e.g. 200 */
+            p = put_i64(p, r->status);
+        } else if (r->code) {
             p = put_i64(p, r->code >> 5);
             *p++ = '.';
             *p++ = (char)('0' + (r->code & 31) / 10);

@@ -192,24 +192,97 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
     return (int)g->neps++;
 }
 
-/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls_cli.c) */
-static int scheme_check(loader_t *L, const char *uristr, int coaps) {
+static const char *const SCHEME_NAME[] = {"", "coap://", "coaps://", "http://"};
+
+/* CoAP-only options an http:// trace cannot take (the first one given, else NULL) */
+static const char *coap_only_option(const ge_t *g) {
+    return g->non ? "--type non" : g->retransmit ? "--retransmit" : g->block_size ? "--block-size"
+           : g->proxy.host ? "--proxy (a CoAP forward proxy; put an HTTP proxy in the URI's host)"
+           : g->ports_per_device ? "--ports-per-device (HTTP uses --http-connections)"
+           : NULL;
+}
+
+/* one scheme per trace; coaps:// exactly when the DTLS credentials are given (dtls_cli.c);
+ * http:// without CoAP-only options, and --http-* options only with http:// */
+static int scheme_check(loader_t *L, const char *uristr, int scheme) {
     ge_t *g = L->g;
     if (!g->scheme) {
-        g->scheme = coaps ? 2 : 1;
+        g->scheme = scheme;
         g->scheme_line = L->line;
-    } else if (g->scheme != (coaps ? 2 : 1)) {
+    } else if (g->scheme != scheme) {
         return bad(L, "uri '%s' mixes %s with the %s URIs from line %ld, expected one scheme "
-                      "per trace", uristr, coaps ? "coaps://" : "coap://",
-                   coaps ? "coap://" : "coaps://", g->scheme_line), -1;
+                      "per trace", uristr, SCHEME_NAME[scheme], SCHEME_NAME[g->scheme],
+                   g->scheme_line), -1;
     }
+    int coaps = scheme == SCHEME_COAPS, http = scheme == SCHEME_HTTP;
     if (coaps && !g->dtls_opt.identity)
         return bad(L, "coaps:// uri '%s' without DTLS credentials, expected --dtls-psk-identity "
                       "and --dtls-psk-key-file", uristr), -1;
     if (!coaps && g->dtls_opt.identity)
-        return bad(L, "coap:// uri '%s' with --dtls-psk-identity/--dtls-psk-key-file, expected "
-                      "coaps:// URIs (or no DTLS options)", uristr), -1;
+        return bad(L, "%s uri '%s' with --dtls-psk-identity/--dtls-psk-key-file, expected "
+                      "coaps:// URIs (or no DTLS options)", SCHEME_NAME[scheme], uristr), -1;
+    const char *opt = http ? coap_only_option(g) : NULL;
+    if (opt)
+        return bad(L, "http:// uri '%s' with %s, expected no CoAP-only option with an HTTP "
+                      "trace", uristr, opt), -1;
+    if (!http && (g->http_opt.conns || g->http_opt.per_request || g->http_opt.nheaders ||
+                  g->http_opt.body_file))
+        return bad(L, "%s uri '%s' with --http-* options, expected http:// URIs (or no --http-* "
+                      "option)", SCHEME_NAME[scheme], uristr), -1;
     return 0;
+}
+
+static int intern_uri(loader_t *L, size_t slot, const char *uristr, int ep, const char *path,
+                      size_t plen, const char *query, size_t qlen);
+
+/* http://host[:port]/path[?query] (host: IPv4, [IPv6] or a name; port default 80) */
+static int http_uri_for(loader_t *L, const char *uristr, size_t slot) {
+    const char *a = uristr + 7, *e = a + strcspn(a, "/?#");
+    if (strchr(uristr, '#') || e == a || (size_t)(e - a) > 255)
+        return bad(L, "bad uri '%s', expected http://host[:port]/path[?query] (no fragment)",
+                   uristr), -1;
+    if (scheme_check(L, uristr, SCHEME_HTTP) < 0)
+        return -1;
+    char host[256];
+    const char *hs = a, *he, *pc;
+    if (*a == '[') { /* [IPv6] */
+        he = memchr(a, ']', (size_t)(e - a));
+        if (!he)
+            return bad(L, "bad host in uri '%s', expected [IPv6 address]", uristr), -1;
+        hs = a + 1;
+        pc = he + 1;
+    } else {
+        he = memchr(a, ':', (size_t)(e - a));
+        if (!he)
+            he = e;
+        pc = he;
+    }
+    uint64_t port = 80;
+    if (pc < e) {
+        char pb[8] = {0};
+        if (*pc != ':' || e - pc - 1 < 1 || e - pc - 1 > 5)
+            return bad(L, "bad port in uri '%s', expected a port 1..65535", uristr), -1;
+        memcpy(pb, pc + 1, (size_t)(e - pc - 1));
+        if (parse_u64(pb, 65535, &port) < 0 || port == 0)
+            return bad(L, "bad port in uri '%s', expected a port 1..65535", uristr), -1;
+    }
+    memcpy(host, hs, (size_t)(he - hs));
+    host[he - hs] = 0;
+    if (!*host)
+        return bad(L, "bad uri '%s', expected http://host[:port]/path[?query]", uristr), -1;
+    int literal, ep = endpoint_for(L, host, (uint16_t)port, &literal);
+    if (ep < 0)
+        return -1;
+    const char *path = *e == '/' ? e + 1 : e, *q = strchr(path, '?');
+    size_t plen = q ? (size_t)(q - path) : strlen(path);
+    for (const char *c = path; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return bad(L, "bad path in uri '%s', expected no spaces or control characters "
+                          "(percent-encode them)", uristr), -1;
+    int u = intern_uri(L, slot, uristr, ep, path, plen, q ? q + 1 : NULL, q ? strlen(q + 1) : 0);
+    if (u >= 0 && !(L->g->uris[u].authority = strndup(a, (size_t)(e - a))))
+        return -1;
+    return u;
 }
 
 /* parse and intern a URI; returns uri index or -1 (message printed) */
@@ -222,15 +295,21 @@ static int uri_for(loader_t *L, const char *uristr) {
     if (found)
         return (int)L->uri_map.vals[slot];
 
+    if (strncmp(uristr, "http://", 7) == 0)
+        return http_uri_for(L, uristr, slot);
+    if (strncmp(uristr, "https://", 8) == 0)
+        return bad(L, "https:// uri '%s': TLS is not supported, expected http:// (or coap://, "
+                      "coaps://)", uristr), -1;
     int coaps = strncmp(uristr, "coaps://", 8) == 0;
     if (!coaps && strncmp(uristr, "coap://", 7) != 0)
-        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://)", uristr), -1;
+        return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://, "
+                      "http://)", uristr), -1;
     coap_uri_t u;
     if (coap_split_uri((const uint8_t *)uristr, strlen(uristr), &u) < 0 ||
         u.scheme != (coaps ? COAP_URI_SCHEME_COAPS : COAP_URI_SCHEME_COAP) ||
         u.host.length == 0 || u.host.length > 255)
         return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://)", uristr), -1;
-    if (scheme_check(L, uristr, coaps) < 0)
+    if (scheme_check(L, uristr, coaps ? SCHEME_COAPS : SCHEME_COAP) < 0)
         return -1;
     if (u.port == 0)
         return bad(L, "bad port in uri '%s', expected a port 1..65535", uristr), -1;
@@ -289,26 +368,14 @@ static int uri_for(loader_t *L, const char *uristr) {
     }
     size_t olen = olens[0];
 
-    if (g->nuris == L->uris_cap) {
-        L->uris_cap = L->uris_cap ? L->uris_cap * 2 : 64;
-        uri_t *nu = realloc(g->uris, L->uris_cap * sizeof *nu);
-        if (!nu)
-            return -1;
-        g->uris = nu;
-    }
-    uri_t *ur = &g->uris[g->nuris];
-    size_t plen = u.path.length + (u.query.length ? 1 + u.query.length : 0);
-    ur->path = malloc(plen + 1);
-    ur->opts = malloc(olens[0] + olens[1] + olens[2] + 1);
-    if (!ur->path || !ur->opts)
+    int r = intern_uri(L, slot, uristr, ep, (const char *)u.path.s, u.path.length,
+                       (const char *)u.query.s, u.query.length);
+    if (r < 0)
         return -1;
-    if (u.path.length)
-        memcpy(ur->path, u.path.s, u.path.length);
-    if (u.query.length) {
-        ur->path[u.path.length] = '?';
-        memcpy(ur->path + u.path.length + 1, u.query.s, u.query.length);
-    }
-    ur->path[plen] = 0;
+    uri_t *ur = &g->uris[r];
+    ur->opts = malloc(olens[0] + olens[1] + olens[2] + 1);
+    if (!ur->opts)
+        return -1;
     memcpy(ur->opts, optv[0], olen);
     memcpy(ur->opts + olen, optv[1], olens[1]);
     memcpy(ur->opts + olen + olens[1], optv[2], olens[2]);
@@ -317,6 +384,33 @@ static int uri_for(loader_t *L, const char *uristr) {
     ur->obs_opts[1] = ur->opts + olen + olens[1];
     ur->obs_len[0] = (uint16_t)olens[1];
     ur->obs_len[1] = (uint16_t)olens[2];
+    return r;
+}
+
+/* a new entry of g->uris for uristr (its output path = path + "?query"); its index or -1 */
+static int intern_uri(loader_t *L, size_t slot, const char *uristr, int ep, const char *path,
+                      size_t plen0, const char *query, size_t qlen) {
+    ge_t *g = L->g;
+    if (g->nuris == L->uris_cap) {
+        L->uris_cap = L->uris_cap ? L->uris_cap * 2 : 64;
+        uri_t *nu = realloc(g->uris, L->uris_cap * sizeof *nu);
+        if (!nu)
+            return -1;
+        g->uris = nu;
+    }
+    uri_t *ur = &g->uris[g->nuris];
+    memset(ur, 0, sizeof *ur);
+    size_t plen = plen0 + (qlen ? 1 + qlen : 0);
+    ur->path = malloc(plen + 1);
+    if (!ur->path)
+        return -1;
+    if (plen0)
+        memcpy(ur->path, path, plen0);
+    if (qlen) {
+        ur->path[plen0] = '?';
+        memcpy(ur->path + plen0 + 1, query, qlen);
+    }
+    ur->path[plen] = 0;
     ur->ep = (uint16_t)ep;
     L->uri_map.keys[slot] = strdup(uristr);
     L->uri_map.vals[slot] = (uint32_t)g->nuris;
@@ -373,27 +467,42 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         m = M_OBSERVE;
     else if (strcmp(f[2], "CANCEL") == 0)
         m = M_CANCEL;
+    else if (strcmp(f[2], "PATCH") == 0)
+        m = M_PATCH;
     else
-        return bad(L, "bad method '%s', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL", f[2]);
+        return bad(L, "bad method '%s', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL "
+                      "(coap://) or GET, PUT, POST, DELETE or PATCH (http://)", f[2]);
+    int observe = m == M_OBSERVE || m == M_CANCEL;
     uint64_t client = 0;
     if (nf == 6) {
         if (parse_u64(trim(f[5]), MAX_TRACE_CLIENTS - 1, &client) < 0)
             return bad(L, "bad client '%s', expected an integer 0..%d (the source endpoint that "
                           "sends the request)", trim(f[5]), MAX_TRACE_CLIENTS - 1);
-        if (m >= M_OBSERVE)
+        if (observe)
             return bad(L, "method %s with a client column, expected GET, PUT, POST or DELETE",
                        f[2]);
         if (client + 1 > g->trace_clients)
             g->trace_clients = (uint32_t)client + 1;
     }
+    int is_http = strncmp(f[3], "http://", 7) == 0;
+    if (is_http && observe)
+        return bad(L, "method %s with an http:// uri, expected GET, PUT, POST, DELETE or PATCH "
+                      "(Observe is CoAP only)", f[2]);
+    if (!is_http && m == M_PATCH)
+        return bad(L, "method PATCH with a %s uri, expected GET, PUT, POST, DELETE, OBSERVE or "
+                      "CANCEL (PATCH is sent over http:// only)", f[3]);
+    if (is_http && nf == 6)
+        return bad(L, "a client column with an http:// uri, expected 4 or 5 fields (HTTP "
+                      "requests share the --http-connections of their target)");
     if (nf >= 5 && *f[4]) { /* with a client column the payload may be left empty */
-        uint64_t maxp = g->block_size ? MAX_BODY : MAX_PAYLOAD;
+        uint64_t maxp = g->block_size || is_http ? MAX_BODY : MAX_PAYLOAD;
         if (parse_u64(f[4], maxp, &pay) < 0)
             return bad(L, "bad payload_bytes '%s', expected an integer 0..%llu%s", f[4],
                        (unsigned long long)maxp,
-                       g->block_size ? "" : " (larger bodies need --block-size)");
-        if (pay > 0 && (m == M_GET || m == M_DELETE || m >= M_OBSERVE))
-            return bad(L, "payload_bytes %llu with %s, expected a payload only with PUT or POST",
+                       g->block_size || is_http ? "" : " (larger bodies need --block-size)");
+        if (pay > 0 && (m == M_GET || m == M_DELETE || observe))
+            return bad(L, "payload_bytes %llu with %s, expected a payload only with PUT, POST "
+                          "or PATCH",
                        (unsigned long long)pay, f[2]);
     }
     int uri = uri_for(L, f[3]);
@@ -409,13 +518,13 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         }
         g->reqs = nr;
     }
-    if (m >= M_OBSERVE && g->dtls_opt.identity && g->dtls_opt.mode == 1 /* per-request */)
+    if (observe && g->dtls_opt.identity && g->dtls_opt.mode == 1 /* per-request */)
         return bad(L, "method %s with --dtls-sessions per-request, expected GET, PUT, POST or "
                       "DELETE (an observation needs a session that outlives its request)", f[2]);
-    if (m >= M_OBSERVE && g->proxy.host)
+    if (observe && g->proxy.host)
         return bad(L, "method %s through --proxy, expected GET, PUT, POST or DELETE (Observe "
                       "through a forward proxy is not supported)", f[2]);
-    if (m >= M_OBSERVE) { /* pair a CANCEL with its OBSERVE (observe.c) */
+    if (observe) { /* pair a CANCEL with its OBSERVE (observe.c) */
         const char *why = NULL;
         if (observe_note(g, (uint32_t)g->n, m, (uint32_t)uri, (uint32_t)dev, &why) < 0)
             return why ? bad(L, "%s", why) : 1;
@@ -430,6 +539,8 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     r->sock = (uint16_t)client; /* the trace's client (net.c): its socket index */
     /* payload size until net_prepare encodes the datagram; bodies above one datagram: block.c */
     r->dgram_len = (uint16_t)(pay > MAX_PAYLOAD ? 0 : pay);
+    if (is_http) /* the body's size until http_prep.c renders the request (up to MAX_BODY) */
+        r->dgram_off = (uint32_t)pay;
     if (block_note_body(g, (uint32_t)(g->n - 1), pay) < 0) {
         fprintf(stderr, "gateway-emulator: out of memory loading the trace\n");
         return 1;

@@ -20,7 +20,7 @@
  *    recvmmsg() batch reader (dgram.h); they differ only in how bytes leave and arrive.
  *
  * Meant to accept, without changes to the loop's core:
- *  - HTTP/1.1 over TCP: attach() opens its connection pool and watches each connection for
+ *  - HTTP/1.1 over TCP (done: http_*.c): attach() opens its connection pool and watches each connection for
  *    EPOLLIN (partial reads kept per connection) and, while a write is pending, EPOLLOUT;
  *    send() writes into a free connection (or queues the request, see below); it parses
  *    responses itself and calls loop_finish(); keep-alive/connect timers are its timers().
@@ -29,9 +29,10 @@
  *    watched ones), per-client state preallocated, no allocation per request; a client issues
  *    its next request from on_event()/timers() through loop_new_request(), and running() keeps
  *    the loop going while the clients still issue.
- *  For both, a request that cannot leave at its instant would need one more return value of
- *  send() ("queued") and a loop service to mark it sent later; the loop's timeout cursor then
- *  has to skip queued requests. That is the one planned extension of this interface.
+ *  A request that cannot leave at its instant (HTTP: every connection of its target busy) is
+ *  taken over by the transport (send() returns 2), which marks it sent (loop_mark_sent) or
+ *  finishes it later; its timeout then counts from its scheduled instant
+ *  (timeout_from_schedule), so the loop's timeout cursor stays in index order.
  *
  * Hot-path rules for every op called on the loop thread: no allocation of ours, no logging,
  * times from CLOCK_MONOTONIC in ns (common/clock.h). */
@@ -46,10 +47,13 @@
 
 typedef struct loop_s loop_t;
 
-enum { SCHEME_NONE = 0, SCHEME_COAP = 1, SCHEME_COAPS = 2 }; /* ge_t.scheme */
 
 struct transport {
     const char *name;
+    int epoll_only; /* its fds need epoll's EPOLLOUT/EPOLLERR reports: never read them directly */
+    /* --timeout-ms counts from the scheduled send (HTTP, as wrk2: a request queued for a
+     * connection is charged its wait), else from the first transmission */
+    int timeout_from_schedule;
     /* ---- main thread, before the loop (may allocate, print, write files) ---- */
     int (*prepare)(ge_t *g);  /* after net_prepare/observe_prepare: state, extra sockets; 0/1/2 */
     int (*prestart)(ge_t *g); /* readiness before the start instant (warm-up, handshakes); 0/1 */
@@ -59,7 +63,8 @@ struct transport {
     /* ---- loop thread ---- */
     /* first transmission of due request idx: 1 sent (*t = mono ns right before its first
      * byte left), 0 cannot be sent (-> error, not sent), -1 failed with errno (EAGAIN/ENOBUFS/
-     * EINTR: the loop reads what arrived and tries again, briefly) */
+     * EINTR: the loop reads what arrived and tries again, briefly), 2 taken over: the transport
+     * queued it (HTTP: no free connection) and marks it sent / finishes it itself later */
     int (*send)(void *ts, uint32_t idx, int64_t *t);
     void (*on_event)(void *ts, uint32_t tag, uint32_t events); /* a watched fd is ready */
     void (*timers)(void *ts, int64_t now);                     /* its own timers that are due */
@@ -81,6 +86,7 @@ struct transport {
 extern const struct transport transport_udp;  /* udp.c */
 extern const struct transport transport_dtls; /* dtls_transport.c */
 extern const struct transport transport_closed; /* clients.c: closed-loop clients */
+extern const struct transport transport_http; /* http_transport.c: HTTP/1.1 over TCP */
 
 /* transport.c: the table lookup by the trace's scheme, then its prepare(); sets g->tp.
  * 0 ok, 1 environment failure, 2 bad input (message printed) */

@@ -38,11 +38,11 @@ BAD_LINES = [
     ("0,1.5,GET,{uri}", "bad send_time_us '1.5', expected"),
     ("0,10,GET,{uri}", "before the previous line's 2000, expected non-decreasing times"),
     ("0,3000,FETCH,{uri}", "bad method 'FETCH', expected GET, PUT, POST, DELETE, OBSERVE or CANCEL"),
-    ("0,3000,GET,http://127.0.0.1/r", "bad uri 'http://127.0.0.1/r', expected coap://"),
+    ("0,3000,GET,ftp://127.0.0.1/r", "bad uri 'ftp://127.0.0.1/r', expected coap://"),
     ("0,3000,GET,coap:///r", "bad uri"),
     ("0,3000,GET,coap://127.0.0.1:99999/r", "expected"),
     ("0,3000,PUT,{uri},abc", "bad payload_bytes 'abc', expected an integer"),
-    ("0,3000,GET,{uri},5", "payload_bytes 5 with GET, expected a payload only with PUT or POST"),
+    ("0,3000,GET,{uri},5", "payload_bytes 5 with GET, expected a payload only with PUT, POST or PATCH"),
 ]
 
 

@@ -60,8 +60,13 @@ CLOSED_RULE_TEXT = ("closed loop: kept_up unless the clients' stalls (sent - (pr
 
 
 def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]:
-    """Sent rows of one GE in trace order: lag, per-row tolerance, per-device RIT pairs (ms)."""
-    sent = df["sent"].to_numpy()
+    """Sent rows of one GE in trace order: lag, per-row tolerance, per-device RIT pairs (ms).
+    Sent = when the GE handed the request over: an HTTP request that waited for a busy
+    connection (``queued``) was on time when it began to wait; the wait is the server's."""
+    sent = df["sent"].to_numpy(np.float64)
+    if "queued" in df.columns:
+        q = df["queued"].to_numpy(np.float64)
+        sent = np.where(np.isnan(q), sent, q)
     m = ~np.isnan(sent)
     dev = df["device"].to_numpy(np.int64)[m]
     idx = df["index"].to_numpy(np.int64)[m]

@@ -41,6 +41,8 @@ REQUESTS_COLUMNS = {
 OBSERVE_METHODS = ("OBSERVE", "CANCEL")
 BLOCKWISE_COLUMNS = {"index": "int", "kind": ("block1", "block2"), "body_bytes": "int",
                      "block_size": "int", "blocks": "int", "retransmissions": "int"}
+# http.csv (http:// GE): when a request began waiting for a connection (empty: it found one)
+HTTP_COLUMNS = {"index": "int", "queued_ns": "int?", "new_connection": "int"}
 HANDSHAKE_COLUMNS = {"session": "int", "device": "int", "ep": "int", "start_ns": "int",
                      "end_ns": "int?", "outcome": ("ok", "failed", "timeout"), "request": "int"}
 NOTIFICATION_COLUMNS = {
@@ -195,6 +197,10 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     if (d / "handshakes.csv").is_file():
         handshakes = read_csv_checked(d / "handshakes.csv", HANDSHAKE_COLUMNS, "GE handshakes.csv",
                                       AnalysisError)
+    if (d / "http.csv").is_file():   # the wait for a connection is the server's, not the GE's
+        http = read_csv_checked(d / "http.csv", HTTP_COLUMNS, "GE http.csv", AnalysisError)
+        queued = pd.Series(http["queued_ns"].to_numpy("float64"), index=http["index"].to_numpy())
+        requests["queued_ns"] = queued.reindex(requests["index"].to_numpy()).to_numpy()
     marked = None
     if "phase" in requests.columns:
         marked_rows = requests["phase"].isin(MARKED_PHASES).to_numpy()

@@ -13,9 +13,9 @@ local_send          error without a send time: the GE's own send failed
 impairment          a loss on a leg the user impaired (app backend: up to the datagrams it
                     reports dropped on that leg, the rest of the leg's losses of a device whose
                     impairment also delays that leg; netem/pumba: every loss on a lossy leg)
-refused_503         a 5.03 (Service Unavailable) from the device: its queue was full
+refused_503         a 5.03 (Service Unavailable) from the device: its queue was full (HTTP: a 503)
 device_late         timeout, the device answered after the GE's timeout (queueing/service)
-sut_error           any other 4.xx/5.xx response
+sut_error           any other 4.xx/5.xx response (HTTP: any status but 2xx and 503)
 sut_reset           RST
 no_device_log       timeout of a device without a log (a third-party server): not placed
 interrupted         sent, in flight when the run was interrupted
@@ -71,8 +71,9 @@ def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, code
     out[timeout & logged & reached & in_time] = idx["from_device"]
     out[timeout & logged & reached & ~in_time] = idx["device_late"]
     error = outcome == "error"
-    out[error & (code == "5.03")] = idx["refused_503"]
-    out[error & (code != "5.03") & (code != "")] = idx["sut_error"]
+    refused = (code == "5.03") | (code == "503")   # CoAP 5.03, HTTP 503 Service Unavailable
+    out[error & refused] = idx["refused_503"]
+    out[error & ~refused & (code != "")] = idx["sut_error"]
     out[error & (code == "") & np.isnan(sent)] = idx["local_send"]
     out[error & (code == "") & ~np.isnan(sent)] = idx["interrupted"]
     out[outcome == "reset"] = idx["sut_reset"]

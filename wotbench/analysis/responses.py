@@ -44,6 +44,9 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
             "path": df["path"],
             "sched": df["scheduled_ns"].to_numpy(np.float64) + off,
             "sent": df["sent_ns"].to_numpy(np.float64) + off,
+            # HTTP: when it began waiting for a busy target's connection (NaN: it did not)
+            "queued": (df["queued_ns"].to_numpy(np.float64) + off if "queued_ns" in df.columns
+                       else np.full(len(df), np.nan)),
             "recv": np.where(np.isnan(kern), user, kern),
             "recv_user": user,
             "recv_kernel": kern,
@@ -56,7 +59,7 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
         }))
     if not frames:
         return pd.DataFrame(columns=["ge", "index", "device", "method", "path", "sched", "sent",
-                                     "recv", "recv_user", "recv_kernel", "code", "outcome", "retransmissions",
+                                     "queued", "recv", "recv_user", "recv_kernel", "code", "outcome", "retransmissions",
                                      "client", "rt_sent_ms", "rt_sched_ms"])
     if len(frames) == 1:
         out = frames[0]

@@ -85,6 +85,35 @@ class GeClosedLoop(Record):
     capacity_reached: bool             # the table filled: the clients stopped early
 
 
+class GeHttpClasses(Record):
+    model_config = {"populate_by_name": True}
+    c1xx: int = Field(alias="1xx")
+    c2xx: int = Field(alias="2xx")
+    c3xx: int = Field(alias="3xx")
+    c4xx: int = Field(alias="4xx")
+    c5xx: int = Field(alias="5xx")
+
+
+class GeHttp(Record):
+    """summary.json ``http`` (http:// traces only, ``gateway-emulator/src/http_*.c``): the
+    per-target connection pools and what happened to them."""
+    connections_per_target: int
+    connection: Literal["keep-alive", "per-request"]
+    connections: int                   # connection slots in all (targets x per target)
+    connects: int                      # TCP connects started (pool opening included)
+    connect_failures: int
+    refused: int                       # of those, refused (a request's outcome: reset)
+    resets: int                        # connections reset or closed under a request
+    closed_by_server: int              # "Connection: close", close-delimited bodies, idle closes
+    protocol_errors: int               # malformed responses (outcome error, no code)
+    queued: int                        # requests that waited for a free connection (http.csv)
+    new_connection_requests: int       # requests that opened their own connection
+    bytes_received: int
+    status_classes: GeHttpClasses
+    headers: int                       # --http-header templates
+    body_template: bool
+
+
 class GeSummary(Record):
     """A GE's ``summary.json``. Request times in requests.csv are relative to
     ``start_mono_ns``."""
@@ -100,6 +129,7 @@ class GeSummary(Record):
     send_lag_us: SendLagUs
     warmup: Optional[GeWarmup] = None  # null without --warmup-ms; absent from older GEs
     dtls: Optional[GeDtls] = None      # absent without DTLS
+    http: Optional[GeHttp] = None      # absent unless the trace is http://
     token_salt: Optional[str] = Field(None, pattern=r"^[0-9a-f]{16}$")  # absent: older GE
     rx_stamps: Optional[Literal["kernel", "user"]] = None               # absent: older GE
     clock_map_bracket_ns: Optional[int] = None                          # absent: older GE

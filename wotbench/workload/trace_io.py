@@ -46,8 +46,8 @@ RESOURCE_OBSERVE_COLUMNS = {
     "notify_service_us": IntRange(0, MAX_SERVICE_US), "notify_type": ("con", "non"),
     "max_age_s": IntRange(0, 2**32 - 1),
 }
-TRACE_METHODS = tuple(_METHODS) + ("OBSERVE", "CANCEL")
-_URI_RE = r"^coaps?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,]*$"
+TRACE_METHODS = tuple(_METHODS) + ("OBSERVE", "CANCEL", "PATCH")   # PATCH: http:// only
+_URI_RE = r"^(coaps?|http)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,#]*$"
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
@@ -128,15 +128,22 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
     check(~df.device_id.str.fullmatch(_UINT), "device_id", "an integer >= 0")
     timed = df.send_time_us.str.fullmatch(_UINT)
     check(~timed, "send_time_us", "an integer >= 0 (µs)")
-    check(~df.method.isin(TRACE_METHODS), "method", "GET, PUT, POST, DELETE, OBSERVE or CANCEL")
+    check(~df.method.isin(TRACE_METHODS), "method",
+          "GET, PUT, POST, DELETE, OBSERVE or CANCEL (coap://) or PATCH (http://)")
     uri_ok = df.uri.str.match(_URI_RE)
-    check(~uri_ok, "uri", "coap://host[:port]/path or coaps://host[:port]/path")
-    secure = df.uri.str.startswith("coaps://") & uri_ok   # one scheme per trace (DTLS or not)
-    if secure.any() and (~secure & uri_ok).any():
-        first = bool(secure[uri_ok].iloc[0])
-        check(uri_ok & (secure != first), "uri",
-              f"{'coaps' if first else 'coap'}:// like the trace's first request (a trace "
-              "may not mix coap:// and coaps://)")
+    check(~uri_ok, "uri", "coap://host[:port]/path, coaps://host[:port]/path or "
+                          "http://host[:port]/path")
+    scheme = df.uri.str.extract(r"^([a-z]+)://", expand=False).where(uri_ok)
+    if scheme.nunique() > 1:   # one scheme per trace (the GE picks its transport by it)
+        first = scheme[uri_ok].iloc[0]
+        check(uri_ok & (scheme != first), "uri",
+              f"{first}:// like the trace's first request (a trace may not mix coap://, "
+              "coaps:// and http://)")
+    http = scheme == "http"
+    check(http & df.method.isin(("OBSERVE", "CANCEL")), "method",
+          "GET, PUT, POST, DELETE or PATCH with an http:// uri (Observe is CoAP only)")
+    check(~http & uri_ok & (df.method == "PATCH"), "method",
+          "GET, PUT, POST, DELETE, OBSERVE or CANCEL with a coap:// uri (PATCH: http:// only)")
     pl = df.payload_bytes
     pl_ok = pl.str.fullmatch(_UINT) & (pl.str.len() <= 7)
     pl_ok &= pd.to_numeric(pl.where(pl_ok, "0")) <= MAX_PAYLOAD_BYTES
