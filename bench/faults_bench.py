@@ -83,7 +83,7 @@ class Run:
             return -1
 
     def said(self) -> str:
-        for key in ("FAILURE", "verdict:", "error", "interrupted"):
+        for key in ("error:", "FAILURE", "verdict:", "interrupted"):
             hit = [l for l in self.lines if key in l]
             if hit:
                 return hit[0].replace("wotbench: ", "")[:150]

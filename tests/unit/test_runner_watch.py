@@ -21,7 +21,7 @@ class ScriptedBackend:
         self.exits, self.checks, self.calls = exits, 0, []
         self.lost_at = lost_at    # check number from which the runtime is gone
 
-    def runtime_lost(self) -> Optional[str]:
+    def runtime_lost(self, probe: bool = False, error=None) -> Optional[str]:
         if self.lost_at is not None and self.checks >= self.lost_at:
             return "the Docker daemon went away during the run (its event stream ended)"
         return None

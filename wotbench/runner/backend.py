@@ -142,8 +142,10 @@ class Inspector(Protocol):
         """Keep the component's own output (stdout/stderr) at ``path``, if the runtime holds
         any (a process backend already wrote it to the component's ``stdout`` file)."""
 
-    def runtime_lost(self) -> Optional[str]:
-        """Why the container runtime went away during the run (a daemon restart), else None."""
+    def runtime_lost(self, probe: bool = False,
+                     error: Optional[BaseException] = None) -> Optional[str]:
+        """Why the container runtime went away during the run (a daemon restart), else None;
+        ``probe``: may ask the runtime (after ``error``), not only what it already knows."""
 
 
 @runtime_checkable

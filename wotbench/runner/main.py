@@ -152,7 +152,7 @@ class Runner:
 
     def _runtime_lost(self, e: Exception) -> Exception:
         """The clear error for an exception that came from a runtime gone under the run."""
-        lost = self.backend.runtime_lost(probe=True) if self.backend else None
+        lost = self.backend.runtime_lost(probe=True, error=e) if self.backend else None
         if not lost:
             return e
         where = f" in {self.rd.path}" if self.rd else ""

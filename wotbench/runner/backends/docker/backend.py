@@ -483,8 +483,20 @@ class DockerBackend:
                     return False
                 time.sleep(1.0)
 
-    def runtime_lost(self) -> Optional[str]:
-        return self.exits.lost if self.exits is not None else None
+    def runtime_lost(self, probe: bool = False,
+                     error: Optional[BaseException] = None) -> Optional[str]:
+        """From the event stream (no API call); ``probe``: after ``error``, also ask the daemon
+        (a restarted one may answer again already: the error's own kind then tells)."""
+        import requests.exceptions
+        lost = self.exits.lost if self.exits is not None else None
+        if lost is None and isinstance(error, requests.exceptions.ConnectionError):
+            lost = f"the connection to the Docker daemon broke during the run ({error})"
+        if lost is None and probe:
+            try:
+                self.client.ping()
+            except Exception as e:  # noqa: BLE001 - any failure to answer is the finding
+                lost = f"the Docker daemon does not answer ({e.__class__.__name__})"
+        return lost
 
     def save_output(self, name: str, path: Path) -> None:
         text = containers.logs_tail(self.ctr[self._unit(name)], lines=200)

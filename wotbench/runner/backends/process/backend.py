@@ -272,7 +272,8 @@ class ProcessBackend:
             out[n] = self.exit_code(n)
         return out
 
-    def runtime_lost(self) -> Optional[str]:
+    def runtime_lost(self, probe: bool = False,
+                     error: Optional[BaseException] = None) -> Optional[str]:
         return None   # no runtime between the harness and its processes
 
     def save_output(self, name: str, path: Path) -> None:
