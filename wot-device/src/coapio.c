@@ -357,7 +357,7 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
         return 1;
     int stop = 0;
     if (push_enabled())
-        push_begin();   /* setup requests: the endpoint listens already */
+        push_on_ctl();   /* push-go/push-start written before the watch was set */
     while (!stop) {
         struct epoll_event ev[8];
         int n = epoll_wait(ep, ev, 8, -1);

@@ -1,8 +1,9 @@
 /* push.h - device-initiated requests (issue 23, docs/CONTRACTS.md §3 "Push"): the device is
  * also a CoAP client. It replays a schedule file (the harness renders every request body and
  * path before the run) from its own UDP socket, bound to the device's address:
- *   setup    one request after another as soon as the endpoint listens (e.g. an RFC 9176
- *            registration); their outcomes go to DIR/push-setup.csv, the harness's signal;
+ *   setup    one request after another once the harness creates DIR/push-go (its targets
+ *            answer; e.g. an RFC 9176 registration); their outcomes go to
+ *            DIR/push-setup.csv, the harness's signal;
  *   test     open loop at start + at_us, start = the CLOCK_MONOTONIC ns the harness writes
  *            into DIR/push-start (seen through inotify: no polling);
  *   teardown one after another after SIGTERM (when a setup request succeeded or there is none).
@@ -25,10 +26,11 @@ int push_open(const char *listen, const char *log_dir);
 int push_sock_fd(void);
 int push_timer_fd(void);
 int push_ctl_fd(void);
-/* Starts the setup phase (call once the endpoint listens). */
+/* Starts the setup phase (push_on_ctl calls it when DIR/push-go appears). */
 void push_begin(void);
 void push_on_sock(void);
 void push_on_timer(void);
+/* The watched directory changed (or the loop starts): push-go, push-start. */
 void push_on_ctl(void);
 /* SIGTERM/SIGINT: unsent test requests become `unsent`, teardown begins. Returns 1 while the
  * loop must keep running (teardown in flight), 0 when the device may stop. */

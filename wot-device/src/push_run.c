@@ -23,6 +23,7 @@
 #define TEARDOWN_BUDGET_NS (10 * NS_PER_S)    /* within the runner's 15 s stop grace */
 #define RX_BATCH 64
 #define START_FILE "push-start"
+#define GO_FILE "push-go"        /* the harness: the targets answer, begin the setup */
 #define SETUP_FILE "push-setup.csv"
 
 enum state { ST_IDLE, ST_SETUP, ST_WAIT, ST_TEST, ST_TEARDOWN, ST_DONE };
@@ -256,7 +257,6 @@ void push_begin(void) {
     next = oldest = 0;
     advance_seq();
     arm();
-    push_on_ctl();   /* a start written before the watch fired */
 }
 
 static void begin_test(void) {
@@ -285,9 +285,17 @@ void push_on_ctl(void) {
     ssize_t n;
     while ((n = read(ifd, buf, sizeof buf)) > 0) {
     }
-    if (pending_start || stopping)
+    if (stopping)
         return;
     char path[4200], text[64];
+    if (st == ST_IDLE) {
+        snprintf(path, sizeof path, "%s/" GO_FILE, dir);
+        if (access(path, F_OK))
+            return;
+        push_begin();
+    }
+    if (pending_start)
+        return;
     snprintf(path, sizeof path, "%s/" START_FILE, dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
