@@ -47,7 +47,7 @@ struct push_state {
     unsigned id;
     uint64_t timeout_ns;
     /* Location of the first setup answer that carried one: raw Location-Path/-Query values */
-    char location[256];
+    char location[520];    /* "path?query", each part at most 255 bytes */
     int have_location;
 };
 
