@@ -22,6 +22,7 @@
 #define PUSH_SPIN_NS 30000ULL                 /* sleep to due - 30 µs, spin the rest */
 #define TEARDOWN_BUDGET_NS (10 * NS_PER_S)    /* within the runner's 15 s stop grace */
 #define RX_BATCH 64
+#define CTL_POLL_NS (50 * NS_PER_MS)         /* without inotify: until the start is read */
 #define START_FILE "push-start"
 #define GO_FILE "push-go"        /* the harness: the targets answer, begin the setup */
 #define SETUP_FILE "push-setup.csv"
@@ -37,6 +38,7 @@ static uint16_t mid;
 static uint32_t *mid_row;              /* message ID -> row + 1 */
 static uint64_t setup_begin_ns, base_ns, pending_start, teardown_end;
 static int stopping, setup_any_ok, rx_kernel = 1;
+static int ctl_polls;                  /* ifd is a polling timerfd, not inotify */
 static clock_map_t cmap;
 static uint64_t late_acks;             /* CON answers after their row ended: still ACKed */
 
@@ -98,10 +100,23 @@ int push_open(const char *listen, const char *log_dir) {
         rx_kernel = 0;
     clock_map_init(&cmap);
     tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     mid_row = calloc(65536, sizeof *mid_row);
-    if (tfd < 0 || ifd < 0 || !mid_row ||
-        inotify_add_watch(ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+    ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (ifd >= 0 && inotify_add_watch(ifd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+        close(ifd);
+        ifd = -1;
+    }
+    if (ifd < 0) {
+        /* fs.inotify.max_user_instances (128 by default) is shared by every device of one
+         * uid: beyond it, look for the control files every CTL_POLL_NS until the start */
+        ctl_polls = 1;
+        ifd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        struct itimerspec its = {.it_value = ns_to_timespec(CTL_POLL_NS),
+                                 .it_interval = ns_to_timespec(CTL_POLL_NS)};
+        if (ifd >= 0)
+            timerfd_settime(ifd, 0, &its, NULL);
+    }
+    if (tfd < 0 || ifd < 0 || !mid_row) {
         fprintf(stderr, "wot-device: --push: cannot set up its timer or watch %s: %s\n", dir,
                 strerror(errno));
         return -1;
@@ -312,6 +327,10 @@ void push_on_ctl(void) {
         return;
     }
     pending_start = v;
+    if (ctl_polls) {                   /* nothing more to look for */
+        struct itimerspec off = {{0, 0}, {0, 0}};
+        timerfd_settime(ifd, 0, &off, NULL);
+    }
     if (st == ST_WAIT)
         begin_test();
 }
