@@ -27,6 +27,7 @@ class Responder(threading.Thread):
         self.sock.settimeout(0.1)
         self.port = self.sock.getsockname()[1]
         self.seen, self.acks, self.stop, self.separate = [], 0, False, separate
+        self.flaky_first = True     # `flaky`: the first datagram is lost
 
     @staticmethod
     def options(data: bytes, tkl: int):
@@ -56,7 +57,8 @@ class Responder(threading.Thread):
             cf = [int.from_bytes(v, "big") for n, v in opts if n == 12]
             self.seen.append((src, code, path, query, payload, cf))
             token = data[4:4 + tkl]
-            if path == "drop":
+            if path == "drop" or (path == "flaky" and self.flaky_first):
+                self.flaky_first = path != "flaky"
                 continue
             loc = b""
             if path == "rd":
@@ -202,3 +204,22 @@ def test_bad_schedule_is_exit_2_with_file_and_line(device_bin, tmp_path, line, w
                         "--push", str(sched)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2
     assert f"{sched}:" in p.stderr and why in p.stderr
+
+
+def test_setup_con_is_retransmitted(device_asan_bin, tmp_path):
+    """A registration lost on the way is sent again (RFC 7252: after 2..3 s, same message ID)."""
+    r = Responder()
+    r.start()
+    sched = tmp_path / "s.csv"
+    schedule(sched, f"127.0.0.1:{r.port}",
+             [["setup", "register", "0", "POST", "con", "%T%", "flaky", "", ""]])
+    p, logs = start_device(device_asan_bin, tmp_path, sched, "--push-timeout-ms", "5000")
+    (logs / "push-go").touch()
+    wait_for(logs / "push-setup.csv", timeout=8)
+    row = rows_of(logs / "push-setup.csv")[0]
+    assert (row["outcome"], row["retransmissions"]) == ("ok", "1")
+    assert 2.0e9 <= int(row["received_ns"]) - int(row["sent_ns"]) < 3.2e9
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+    r.stop = True
+    assert len(r.seen) == 2 and r.seen[0][2] == r.seen[1][2] == "flaky"

@@ -25,13 +25,14 @@ struct push_row {
     uint64_t at_ns;        /* test: offset from the start; setup/teardown: 0 */
     uint64_t due_ns;       /* absolute due instant, set when the row is armed */
     uint64_t sent_ns, recv_ns, recv_k_ns;  /* absolute, 0 = none */
+    uint64_t retx_ns;      /* setup/teardown CON: the next retransmission (RFC 7252 §4.2) */
     char *path;            /* as in the schedule (may start with @location) */
     uint8_t *payload;
     uint32_t payload_len;
     uint32_t dg_off, dg_len;   /* the encoded datagram in push.dg (0 length: not yet built) */
     int32_t content_format;    /* -1 = none */
     uint16_t mid;
-    uint8_t code, outcome, phase, method, con, acked, target, op;
+    uint8_t code, outcome, phase, method, con, acked, target, op, retx;
 };
 
 struct push_state {

@@ -42,7 +42,7 @@ static void row(FILE *f, size_t i, uint64_t base) {
     fputc(',', f);
     if (r->code)
         fprintf(f, "%u.%02u", r->code >> 5, r->code & 31);
-    fprintf(f, ",%s,0", OUTCOME[r->outcome]);
+    fprintf(f, ",%s,%u", OUTCOME[r->outcome], r->retx);
     rel(f, r->recv_k_ns, base);
     fprintf(f, ",%s,%s\n", PHASE[r->phase], P.ops[r->op]);
 }

@@ -22,6 +22,11 @@
 #define PUSH_SPIN_NS 30000ULL                 /* sleep to due - 30 µs, spin the rest */
 #define TEARDOWN_BUDGET_NS (10 * NS_PER_S)    /* within the runner's 15 s stop grace */
 #define RX_BATCH 64
+/* RFC 7252 §4.8: a setup/teardown CON (a device booting against a busy platform) is
+ * retransmitted after ACK_TIMEOUT x [1, 1.5), doubling, at most MAX_RETRANSMIT times, within
+ * --push-timeout-ms; test requests are open loop and never retransmitted (as the GE) */
+#define ACK_TIMEOUT_NS (2 * NS_PER_S)
+#define MAX_RETRANSMIT 4
 #define CTL_POLL_NS (50 * NS_PER_MS)         /* without inotify: until the start is read */
 #define START_FILE "push-start"
 #define GO_FILE "push-go"        /* the harness: the targets answer, begin the setup */
@@ -153,7 +158,23 @@ static void send_row(size_t i) {
     if (sendto(sock, d, r->dg_len, 0, (const struct sockaddr *)&t->sa, t->len) < 0) {
         r->sent_ns = 0;          /* a local send failure: error without sent_ns */
         r->outcome = OUT_ERROR;
+    } else if (r->con && r->phase != PH_TEST) {
+        uint64_t jitter = (uint64_t)((salt_lo ^ r->mid) * 2654435761u % 1000u);  /* per device */
+        r->retx_ns = r->sent_ns + ACK_TIMEOUT_NS + ACK_TIMEOUT_NS / 2 * jitter / 1000;
     }
+}
+
+/* The open setup/teardown CON, unanswered and unacknowledged: send it again when due. */
+static void retransmit(uint64_t now) {
+    if ((st != ST_SETUP && st != ST_TEARDOWN) || next == 0)
+        return;
+    struct push_row *r = &P.rows[next - 1];
+    if (r->outcome || !r->retx_ns || r->acked || r->retx >= MAX_RETRANSMIT || now < r->retx_ns)
+        return;
+    const struct push_target *t = &P.targets[r->target];
+    if (sendto(sock, P.dg + r->dg_off, r->dg_len, 0, (const struct sockaddr *)&t->sa, t->len) >= 0)
+        r->retx++;
+    r->retx_ns = now + (ACK_TIMEOUT_NS << r->retx);
 }
 
 static void arm(void) {
@@ -161,6 +182,12 @@ static void arm(void) {
     if (st == ST_TEST && next < P.n_setup + P.n_test) {
         uint64_t due = base_ns + P.rows[next].at_ns;
         when = due > PUSH_SPIN_NS ? due - PUSH_SPIN_NS : 1;
+    }
+    if ((st == ST_SETUP || st == ST_TEARDOWN) && next > 0) {
+        const struct push_row *r = &P.rows[next - 1];
+        if (!r->outcome && r->retx_ns && !r->acked && r->retx < MAX_RETRANSMIT &&
+            (!when || r->retx_ns < when))
+            when = r->retx_ns;
     }
     for (size_t i = oldest; i < next; i++) {   /* the first unfinished row's deadline */
         if (P.rows[i].outcome)
@@ -429,6 +456,7 @@ void push_on_timer(void) {
             now = (uint64_t)mono_ns();
         }
     } else if (st == ST_SETUP || st == ST_TEARDOWN) {
+        retransmit(now);
         if (st == ST_TEARDOWN && now >= teardown_end)
             close_open(oldest, next, now + P.timeout_ns);   /* budget spent: timeouts */
         advance_seq();

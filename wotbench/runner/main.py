@@ -506,7 +506,10 @@ class Runner:
         alive = [n for n in names if n not in already]
         third_party = {d.name for d in self.started_devices if d.program is not None}
         t = time.monotonic()
-        codes = self.backend.stop(alive, STOP_GRACE_S)
+        # pushing devices first: their teardown requests need the servers they registered with
+        first = [n for n in alive if n in self.pushing]
+        codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
+        codes.update(self.backend.stop([n for n in alive if n not in self.pushing], STOP_GRACE_S))
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
