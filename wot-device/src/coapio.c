@@ -30,6 +30,7 @@
 #include "impair.h"
 #include "netstamp.h"
 #include "observe.h"
+#include "push.h"
 #include "service.h"
 
 #define SESSION_TIMEOUT_S 30
@@ -341,7 +342,10 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
     if (cfd < 0 || ep < 0 || epoll_add(ep, cfd) || epoll_add(ep, D->wq->efd) ||
         epoll_add(ep, sfd) || (impair_enabled() && (tfd < 0 || epoll_add(ep, tfd))) ||
         (ep_ptr && epoll_add(ep, efd)) ||
-        (observe_fd() >= 0 && epoll_add(ep, observe_fd()))) {        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
+        (observe_fd() >= 0 && epoll_add(ep, observe_fd())) ||
+        (push_enabled() && (epoll_add(ep, push_sock_fd()) || epoll_add(ep, push_timer_fd()) ||
+                            epoll_add(ep, push_ctl_fd())))) {
+        fprintf(stderr, "wot-device: epoll setup failed: %s\n", strerror(errno));
         return 1;
     }
     /* held datagrams leave within µs of their due time; piggy-backed sleeps end on time */
@@ -352,9 +356,11 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
     if (!done)
         return 1;
     int stop = 0;
+    if (push_enabled())
+        push_on_ctl();   /* push-go/push-start written before the watch was set */
     while (!stop) {
-        struct epoll_event ev[5];
-        int n = epoll_wait(ep, ev, 5, -1);
+        struct epoll_event ev[8];
+        int n = epoll_wait(ep, ev, 8, -1);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "wot-device: epoll_wait: %s\n", strerror(errno));
             break;
@@ -363,7 +369,17 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
             if (ev[i].data.fd == efd && efd >= 0) {
                 read_endpoint(ctx, ep_ptr);
             } else if (ev[i].data.fd == sfd) {
-                stop = 1;
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                    /* a device that pushes runs its teardown requests first */
+                    stop = !push_enabled() || !push_stop();
+                }
+            } else if (push_enabled() && ev[i].data.fd == push_sock_fd()) {
+                push_on_sock();
+            } else if (push_enabled() && ev[i].data.fd == push_timer_fd()) {
+                push_on_timer();
+            } else if (push_enabled() && ev[i].data.fd == push_ctl_fd()) {
+                push_on_ctl();
             } else if (ev[i].data.fd == D->wq->efd) {
                 size_t k = workq_collect(D->wq, done, D->wq->nslots);
                 for (size_t m = 0; m < k; m++)
@@ -386,6 +402,8 @@ static int loop(coap_context_t *ctx, int sfd, int efd) {
             impair_service(ctx, tfd, &armed);
         netstamp_forget();
         netstamp_refresh();
+        if (push_enabled() && push_done())   /* only after a signal: teardown has ended */
+            stop = 1;
     }
     free(done);
     if (tfd >= 0)
@@ -454,6 +472,8 @@ int coapio_run(struct device *d) {
         return 1;
     }
     int rc = observe_init(d->rs, d->wq, d->log->cap) || add_resources(ctx) ? 1 : 0;
+    if (rc == 0 && push_enabled() && push_open(d->listen, d->log_dir))
+        rc = 1;
     if (rc == 0) {
         observe_start();
         mark_ready(d->log_dir);

@@ -4,6 +4,7 @@
 #include "impair.h"
 #include "block.h"
 #include "observe.h"
+#include "push.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -128,6 +129,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     observe_json(f);
     block_json(f);
     dtls_json(f);
+    push_json(f);
     fputs("}\n", f);
     return close_checked(f, "device-summary.json");
 }

@@ -15,6 +15,7 @@
 #include "block.h"
 #include "observe.h"
 #include "pod.h"
+#include "push.h"
 #include "resources.h"
 #include "workq.h"
 
@@ -27,6 +28,7 @@ static void usage(void) {
           "                  [--response auto|piggyback|separate] [--piggyback-max-us N]\n"
           "                  [--impair SPEC [--impair-ge GE] [--impair-seed N]]\n"
           "                  [--dtls-psk-identity ID --dtls-psk-key-file FILE]\n"
+          "                  [--push FILE [--push-id N] [--push-timeout-ms N]]\n"
           "       wot-device --pod -- DEVICE ARGS [-- DEVICE ARGS ...]   (one process each)\n",
           stderr);
 }
@@ -48,6 +50,7 @@ static int device_main(int argc, char **argv) {
     const char *resources = NULL, *log_dir = NULL, *listen = "0.0.0.0", *name = "";
     const char *psk_id = NULL, *psk_key_file = NULL;
     const char *impair = NULL, *impair_ge = NULL, *impair_seed = NULL;
+    const char *push = NULL, *push_id = NULL, *push_timeout = NULL;
     long threads = 1, queue = 1024, log_cap = DEFAULT_LOG_CAPACITY;
     long pb_max_us = DEFAULT_PIGGYBACK_MAX_US;
     enum response_mode response = RESP_AUTO;
@@ -61,6 +64,8 @@ static int device_main(int argc, char **argv) {
         {"response", required_argument, 0, 'p'}, {"piggyback-max-us", required_argument, 0, 'm'},
         {"dtls-psk-identity", required_argument, 0, 'I'},
         {"dtls-psk-key-file", required_argument, 0, 'K'},
+        {"push", required_argument, 0, 'P'},      {"push-id", required_argument, 0, 'N'},
+        {"push-timeout-ms", required_argument, 0, 'T'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -75,6 +80,9 @@ static int device_main(int argc, char **argv) {
         case 's': impair_seed = optarg; break;
         case 'I': psk_id = optarg; break;
         case 'K': psk_key_file = optarg; break;
+        case 'P': push = optarg; break;
+        case 'N': push_id = optarg; break;
+        case 'T': push_timeout = optarg; break;
         case 't': bad = parse_count("--threads", optarg, 1, 1024, &threads); break;
         case 'q': bad = parse_count("--queue", optarg, 1, 1 << 20, &queue); break;
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
@@ -106,7 +114,8 @@ static int device_main(int argc, char **argv) {
         usage();
         return 2;
     }
-    if (impair_parse(impair, impair_ge, impair_seed) || dtls_configure(psk_id, psk_key_file))
+    if (impair_parse(impair, impair_ge, impair_seed) || dtls_configure(psk_id, psk_key_file) ||
+        push_load(push, push_id, push_timeout))
         return 2;
     struct stat st;
     if (stat(log_dir, &st) || !S_ISDIR(st.st_mode) || access(log_dir, W_OK)) {
@@ -137,13 +146,15 @@ static int device_main(int argc, char **argv) {
     int rc = coapio_run(&d);
     workq_shutdown(&wq);
     static const char *const RESPONSE[] = {"auto", "piggyback", "separate"};
-    if (rc == 0 && devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads, RESPONSE[response]))
+    if (rc == 0 && (devlog_write(&log, &rs, &d.c, log_dir, name, (int)threads, RESPONSE[response]) ||
+                    push_write(log_dir)))
         rc = 1;
     devlog_free(&log);
     observe_free();
     block_free();
     impair_free();
     dtls_free();
+    push_free();
     resources_free(&rs);
     return rc;
 }

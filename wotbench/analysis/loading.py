@@ -58,6 +58,9 @@ DEVICE_LOG_COLUMNS = {
     "arrival_ns": "int", "start_ns": "int?", "end_ns": "int?", "path": "str?", "method": "str?",
     "code": "str?",
 }
+# wot-device --push: the GE's columns, every one, plus the phase and the op
+PUSH_COLUMNS = {**REQUESTS_COLUMNS, "received_kernel_ns": "int?",
+                "phase": ("setup", "test", "teardown"), "op": "str"}
 # columns newer programs add at the end (older run directories lack them; still analysed)
 REQUESTS_OPTIONAL = {"received_kernel_ns": "int?", "client": "int?", "phase": "str?"}
 # closed loop (GE --clients): requests sent in these phases are recorded, not counted
@@ -170,6 +173,7 @@ class DeviceInfo:
     log: pd.DataFrame | None = None
     log_summary: DeviceSummary | None = None     # device-summary.json
     notify_log: pd.DataFrame | None = None   # notify-log.csv (observable resources only)
+    push: pd.DataFrame | None = None         # push-requests.csv (devices[].push only)
 
 
 @dataclass
@@ -250,6 +254,9 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
     if notify_path.is_file():
         dev.notify_log = read_csv_checked(notify_path, NOTIFY_LOG_COLUMNS, "notify-log.csv",
                                           AnalysisError)
+    if rd.push_requests(dev.name).is_file():
+        dev.push = read_csv_checked(rd.push_requests(dev.name), PUSH_COLUMNS,
+                                    "push-requests.csv", AnalysisError)
     sum_path = rd.device_summary(dev.name)
     if sum_path.is_file():
         dev.log_summary = read_model(sum_path, DeviceSummary, "device-summary.json")

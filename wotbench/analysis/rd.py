@@ -66,14 +66,14 @@ def service_times_ms(req: pd.DataFrame, codes: np.ndarray,
         keys.append(c * n_cat + idx[ok])
         vals.append(s_ms[~star][ok])
     out = wild[codes] if len(codes) else np.zeros(0)
-    if keys:
-        k = np.concatenate(keys)
+    k = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    if len(k):   # (no resource path among the requested ones: nothing to look up)
         v = np.concatenate(vals)
         order = np.argsort(k, kind="stable")
         k, v = k[order], v[order]
         rk = codes * n_cat + pcode
         pos = np.clip(np.searchsorted(k, rk), 0, max(len(k) - 1, 0))
-        hit = (len(k) > 0) & (k[pos] == rk) & (pcode >= 0)
+        hit = (k[pos] == rk) & (pcode >= 0)
         out = np.where(hit, v[pos], out)
     return out
 

@@ -22,6 +22,7 @@ from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
 from wotbench.analysis import sut_resources as sutm
 from wotbench.analysis import observe as obsm
+from wotbench.analysis import push as pushm
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
@@ -318,8 +319,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    per_device=per_device, ge_integrity=ge_block, rd=rd_block,
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
-                   blockwise=blockwise_block, dtls=dtls_block, evidence=evidence,
-                   sut_resources=sut_block, load=load_block), series
+                   blockwise=blockwise_block, dtls=dtls_block, push=pushm.analyse(run),
+                   evidence=evidence, sut_resources=sut_block, load=load_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

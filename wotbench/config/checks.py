@@ -46,6 +46,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
         if g.observe is not None and g.third_party:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
+    problems.extend(push_problems(cfg, base_dir))
     problems.extend(byo.proxy_problems(cfg.gateways.proxy))
     if cfg.gateways.proxy is not None and any(g.observe is not None for g in cfg.devices):
         problems.append("gateways.proxy: with devices[].observe, expected no proxy (Observe "
@@ -73,6 +74,39 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
         if not rd.is_dir():
             problems.append(f"trace.resources: directory not found: {rd}")
     return problems
+
+
+def push_problems(cfg: Config, base_dir: Path) -> list[str]:
+    """``devices[].push``: targets of this run, distributions, @location after a setup."""
+    out = []
+    groups = {g.group for g in cfg.devices}
+    for i, g in enumerate(cfg.devices):
+        for j, op in enumerate(g.push or []):
+            key = f"devices[{i}].push[{j}]"
+            if g.third_party:
+                out.append(f"{key}: a server/external group cannot push (it is not a wot-device); "
+                           "put push on a device group")
+            if ":" not in op.target and op.target not in groups:
+                out.append(f"{key}.target: '{op.target}' is not a device group of this run "
+                           f"(groups: {', '.join(sorted(groups))}); give a group or IP:PORT")
+            if op.target == g.group:
+                out.append(f"{key}.target: the group itself; expected another group or IP:PORT")
+            for name in ("interval", "value"):
+                spec = getattr(op, name)
+                if spec is None:
+                    continue
+                if not isinstance(spec, dict):
+                    out.append(f"{key}.{name}: expected a distribution such as "
+                               "{dist: exponential, mean: 2000}")
+                    continue
+                out.extend(f"{key}.{name}.{f}: {m}" for f, m in validate_spec(spec, base_dir))
+            if op.path.startswith("@location") and not any(o.phase == "setup" for o in g.push):
+                out.append(f"{key}.path: @location needs a setup op in the group (the location "
+                           "comes from its answer)")
+        if g.push and cfg.dtls.enabled:
+            out.append(f"devices[{i}].push: with dtls.enabled, expected no push (device "
+                       "requests are plain CoAP)")
+    return out
 
 
 def _observe_problems(g: DeviceGroup, key: str, base_dir: Path) -> list[str]:

@@ -25,6 +25,7 @@ from pydantic_core import PydanticUndefined
 
 from wotbench.config import byo, dtls, hog_episodes, slo
 from wotbench.config import schema
+from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
@@ -72,6 +73,16 @@ SECTIONS: list[Section] = [
             "optional `jitter_ms` ≤ `period_ms`) or `interval`, not both; `resources` ≤ the "
             "group's `resources`; notifications are one datagram (`payload_bytes` ≤ 1024); not "
             "with `server`/`external` nor through `gateways.proxy`."),
+    Section("devices[].push", push_spec.PushOp,
+            "Requests the devices of a group send themselves ([PUSH.md](PUSH.md)): `setup` ops "
+            "once per device before T0, in order (a failure stops the run before T0, naming the "
+            "device and the answer; what succeeded is undone by the teardown), `test` ops on "
+            "their own open-loop `interval`, `teardown` ops once after the test. `path` and "
+            "`body` are templates with `{device}`, `{id}`, `{group}`, `{index}`, `{address}`, "
+            "`{port}`, `{seq}`, `{time_ms}`, `{time_s}`, `{value}` (a format spec such as "
+            "`{value:.1f}` is allowed); `@location` is the location of the setup answer. Each "
+            "device sends from its own address (its own client port); bodies are one datagram "
+            "(≤ 1024 bytes). Not on `server`/`external` groups, not with `dtls.enabled`."),
     Section("devices[].network", netimpair.NetworkImpairment,
             "Per-device impairments of the device ↔ gateway link, applied by the backend "
             "`network.backend` chooses; every key optional, an empty or absent `network` "

@@ -21,6 +21,7 @@ from wotbench.config import byo
 from wotbench.config.hog_episodes import ContentionEpisode
 from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
+from wotbench.config.push import PushOp
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
 
@@ -151,6 +152,10 @@ class DeviceGroup(_Model):
         None, description="`[HOST:PORT, ...]`: endpoints WoTbench does not start (a board on the "
         "LAN, a server on this host's loopback); one device per endpoint. The GE reaches them "
         "from the host's network namespace")
+    push: Optional[list[PushOp]] = Field(
+        None, min_length=1, description="requests the devices send themselves (client devices, "
+        "wotbench.config.push): setup (e.g. registration) before T0, an open-loop schedule "
+        "during the test, teardown after it; each device sends from its own address")
     paths: Optional[list[str]] = Field(
         None, min_length=1, description="the resource paths the trace may request (uniformly) of a "
         "`server` or `external` endpoint, e.g. `[time]`; required with them, refused otherwise")

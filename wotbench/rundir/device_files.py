@@ -66,6 +66,41 @@ class DeviceDtls(Record):
     unknown_identity: int
 
 
+class PushOutcomes(Record):
+    ok: int
+    error: int
+    timeout: int
+    reset: int
+    unsent: int
+
+
+class PushLag(Record):
+    """Send lag of the test-phase requests (sent − due), µs, nearest rank."""
+    sent: int
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+
+
+class DevicePush(Record):
+    """``push``: the device's own requests (``--push``, push.c; docs/CONTRACTS.md §3 "Push")."""
+    id: int
+    requests: int
+    outcomes: PushOutcomes
+    setup: int
+    test: int
+    teardown: int
+    started: bool                  # the harness gave it the test start
+    start_mono_ns: int             # zero of push-requests.csv (the setup's begin when not started)
+    timeout_ms: int
+    rx_stamps: Literal["kernel", "user"]
+    late_answers_acked: int        # CON answers after their request had ended, still ACKed
+    location: Optional[str]        # the Location of the setup answer, if any
+    send_lag_us: PushLag
+
+
 class DeviceSummary(Record):
     """A device's ``device-summary.json``, written when it stops."""
     name: str
@@ -83,3 +118,4 @@ class DeviceSummary(Record):
     observe: Optional[DeviceObserve] = None    # null without observable resources
     blockwise: Optional[DeviceBlockwise] = None   # absent: older device
     dtls: Optional[DeviceDtls] = None          # null without DTLS; absent: older device
+    push: Optional[DevicePush] = None          # null without --push; absent: older device

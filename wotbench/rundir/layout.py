@@ -24,6 +24,9 @@ CONTAINER_LOG = "container.log"   # a container's own output, saved for a failed
 STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process backend)
 
 
+PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
+
+
 class RunDir:
     """The layout of one run directory. Paths only; :meth:`read_run` / :meth:`read_summary`
     decode the two JSON contracts through their models (ValueError on a bad file)."""
@@ -100,6 +103,26 @@ class RunDir:
 
     def device_summary(self, device: str) -> Path:
         return self.device_dir(device) / "device-summary.json"
+
+    def push_schedule(self, device: str) -> Path:
+        """What a pushing device sends (wotbench.workload.push_schedule, wot-device --push)."""
+        return self.device_dir(device) / PUSH_SCHEDULE
+
+    def push_setup(self, device: str) -> Path:
+        """Written by wot-device once its setup requests have ended (their outcomes)."""
+        return self.device_dir(device) / "push-setup.csv"
+
+    def push_go(self, device: str) -> Path:
+        """Created by the harness once the targets answer: the device begins its setup."""
+        return self.device_dir(device) / "push-go"
+
+    def push_start(self, device: str) -> Path:
+        """Written by the harness: the test start (CLOCK_MONOTONIC ns) the device sends from."""
+        return self.device_dir(device) / "push-start"
+
+    def push_requests(self, device: str) -> Path:
+        """wot-device's outcome of every push request (the GE's requests.csv columns + phase, op)."""
+        return self.device_dir(device) / "push-requests.csv"
 
     def device_ready(self, device: str) -> Path:
         """Created by wot-device once its CoAP endpoint listens."""

@@ -504,6 +504,31 @@ class DtlsBlock(Record):
     attribution: str = "testbed/config (not the system under test)"
 
 
+PushTimes = quantiles("PushTimes", ("p50", "p95", "p99"), "_ms", count="n", tail=True)
+PushLagTimes = quantiles("PushLagTimes", ("p50", "p99"), "_us", count="n", tail=True)
+
+
+class PushOp(Record):
+    """One operation of the pushing devices (``devices[].push[].op``), all its devices."""
+    phase: Literal["setup", "test", "teardown"]
+    requests: int
+    outcomes: Outcomes
+    throughput_per_s: Optional[float]   # test phase: answered ok per second of the test
+    response_ms: PushTimes              # ok answers: kernel receive stamp − send
+
+
+class PushBlock(Record):
+    """Requests the devices sent themselves (wotbench/analysis/push.py): per operation, and
+    the devices' send lag (sent − due) of the test phase, which is the testbed's like a GE's."""
+    devices: int
+    by_op: dict[str, PushOp] = Field(default_factory=dict)
+    send_lag: PushLagTimes
+    late_share: Optional[float]         # test sends later than `late_us`
+    late_us: float
+    setup_failed: list[str] = Field(default_factory=list)       # "device: op outcome code"
+    teardown_failed: list[str] = Field(default_factory=list)
+
+
 class Summary(Record):
     run: RunBlock
     overall: Overall
@@ -519,6 +544,7 @@ class Summary(Record):
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
+    push: Optional[PushBlock] = None      # devices[].push (issue 23)
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
     load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional
 
 from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
+from wotbench.rundir.layout import PUSH_SCHEDULE
 
 if TYPE_CHECKING:
     from wotbench.config.byo import Program
@@ -37,6 +38,7 @@ class DeviceRun:
     program_key: str = ""
     dtls: Optional["DtlsCreds"] = None   # coaps:// (never the CD node)
     container: str = ""         # its container (wotbench.deploy.pods): its pod's name, else its own
+    push_timeout_ms: Optional[int] = None   # devices[].push: its schedule is in its log dir
 
     def __post_init__(self) -> None:
         self.container = self.container or self.name
@@ -75,6 +77,9 @@ class DeviceRun:
         a = ["--resources", resources, "--log-dir", log_dir, "--threads", str(self.threads),
              "--name", self.name, "--response", self.response]
         a += (["--listen", listen] if listen else []) + self.impair
+        if self.push_timeout_ms is not None:
+            a += ["--push", f"{log_dir}/{PUSH_SCHEDULE}", "--push-id", str(self.id),
+                  "--push-timeout-ms", str(self.push_timeout_ms)]
         return a + (self.dtls.device_args(key_file) if self.dtls else [])
 
     def record(self, rd: RunDir) -> DeviceRecord:

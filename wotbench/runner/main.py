@@ -50,7 +50,7 @@ from wotbench.runner.lease import STOP_MARGIN_S, Lease
 from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
-from wotbench.runner import readiness, thirdparty
+from wotbench.runner import push, readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test
 from wotbench.stamps import iso_stamp
@@ -135,6 +135,7 @@ class Runner:
         self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
         self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
         self.phases = Phases()
+        self.pushing: set[str] = set()       # devices[].push: the devices that send
 
     @property
     def run_dir(self) -> Path | None:
@@ -212,6 +213,7 @@ class Runner:
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
         thirdparty.check_impairments(cfg, self.impair.name)
         clientlimits.check(cfg, docker=self.kind.needs_docker)   # gateways.clients: fds, ports
+        push.check_impairments(cfg, self.impair.name)
         self.warnings += inputs.check_host(self.kind, self.connection, log)
         self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
@@ -236,6 +238,10 @@ class Runner:
         self.impair.set_log_dir(self.rd.network_dir)
         self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log)
         self.warnings += notes
+        self.pushing = push.pushing(self.resolved)     # devices[].push: schedules rendered now
+        if self.pushing:
+            rows = push.write_schedules(self.resolved, self.rd, self.config_path.parent)
+            log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
         self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, self.plan.os_cores)
@@ -261,7 +267,8 @@ class Runner:
                 cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
                 impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
-                container=a.container))
+                container=a.container,
+                push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None))
         self._build_proxy()
         if self.cd.enabled:
             a = cd_node_address(cfg)
@@ -362,6 +369,12 @@ class Runner:
         took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
+        if self.pushing:   # the targets answer: the devices' setup requests (registration)
+            for n in self.pushing:
+                self.rd.push_go(n).touch()
+            took = push.wait_setup(self.resolved, self.rd, push.first_targets(self.resolved),
+                                   push.setup_timeout_s(self.resolved), dead=self._dead)
+            log(f"every pushing device finished its setup requests ({took:.2f} s)")
         self.apply_impairments()
 
     def _third_party_ready(self) -> float:
@@ -446,6 +459,7 @@ class Runner:
             self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
             g.start_at = tl.test_start_ns
+        push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns)
         self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
         for g in all_ges:
             self.backend.create_ge(g)
@@ -508,7 +522,10 @@ class Runner:
         alive = [n for n in names if n not in already]
         third_party = {d.name for d in self.started_devices if d.program is not None}
         t = time.monotonic()
-        codes = self.backend.stop(alive, STOP_GRACE_S)
+        # pushing devices first: their teardown requests need the servers they registered with
+        first = [n for n in alive if n in self.pushing]
+        codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
+        codes.update(self.backend.stop([n for n in alive if n not in self.pushing], STOP_GRACE_S))
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)

@@ -55,14 +55,30 @@ def _others_can_reach(path: Path) -> bool:
     return True
 
 
+def _interpreter(path: Path) -> Optional[Path]:
+    """The ``#!`` interpreter of a script (a venv's entry point names the venv's python)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.readline(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    parts = head[2:].decode(errors="replace").split()
+    return Path(parts[0]) if parts and parts[0].startswith("/") else None
+
+
 def _others_can_run(path: Path) -> bool:
-    """Can an unrelated uid execute ``path`` (following links: every target on the way)?"""
+    """Can an unrelated uid execute ``path`` (following links: every target on the way, and a
+    script's interpreter, e.g. a venv's python linked to a pyenv under /root)?"""
     try:
         real = path.resolve()
-        return _others_can_reach(path.parent) and _others_can_reach(real.parent) \
+        ok = _others_can_reach(path.parent) and _others_can_reach(real.parent) \
             and bool(real.stat().st_mode & 0o001)
     except OSError:
         return False
+    interp = _interpreter(real) if ok else None
+    return ok and (interp is None or _others_can_run(interp))
 
 
 def hog_process_argv(spec: HogSpec, hog_path: str | Path) -> list[str]:

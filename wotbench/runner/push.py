@@ -1,0 +1,171 @@
+"""The harness's side of client devices (``devices[].push``, issue 23):
+
+1. :func:`write_schedules` renders every pushing device's schedule into its log directory
+   before anything starts (a template that does not render is bad input: exit 2);
+2. :func:`wait_setup` waits, once the devices listen, for each one's ``push-setup.csv`` and
+   stops the run before T0 when a setup request did not succeed, naming the device, the op,
+   the answer and the fix; devices then undo what succeeded on SIGTERM (their teardown);
+3. :func:`write_start` gives every pushing device the test start (``push-start``).
+"""
+from __future__ import annotations
+
+import csv
+import time
+from typing import Callable, Optional
+
+from wotbench.config.schema import Config
+from wotbench.deploy.resolve import device_addresses
+from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.rundir import RunDir, atomic
+from wotbench.workload.push_schedule import (PushDevice, PushRenderError, device_rows,
+                                             write_schedule)
+
+POLL_S = 0.1
+SETUP_SLACK_S = 10.0
+
+
+def _endpoint(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def push_devices(cfg: Config) -> list[PushDevice]:
+    """Every device of a group with ``push``, with its targets resolved to IP:PORT."""
+    addrs = device_addresses(cfg)
+    by_group: dict[str, list] = {}
+    for a in addrs:
+        by_group.setdefault(a.group, []).append(a)
+    out = []
+    for i, g in enumerate(cfg.devices):
+        if not g.push:
+            continue
+        for k, a in enumerate(by_group[g.group]):
+            targets = []
+            for op in g.push:
+                if op.target in by_group:
+                    t = by_group[op.target][k % len(by_group[op.target])]
+                    targets.append(_endpoint(t.ip, t.port))
+                else:
+                    targets.append(op.target)
+            out.append(PushDevice(name=a.name, id=a.id, group=g.group, index=k, address=a.ip,
+                                  port=a.port, group_key=f"devices[{i}]", targets=tuple(targets)))
+    return out
+
+
+def write_schedules(cfg: Config, rd: RunDir, base_dir=None) -> dict[str, int]:
+    """Renders and writes every schedule; {device: rows}. ConfigError when one does not render."""
+    ops = {g.group: g.push for g in cfg.devices if g.push}
+    counts = {}
+    for d in push_devices(cfg):
+        try:
+            rows = device_rows(d, ops[d.group], cfg.duration_s, cfg.seed, base_dir)
+        except PushRenderError as e:
+            raise ConfigError(str(e)) from None
+        rd.device_dir(d.name).mkdir(parents=True, exist_ok=True)
+        write_schedule(rd.push_schedule(d.name), rows, atomic.write_text)
+        counts[d.name] = len(rows)
+    return counts
+
+
+def check_impairments(cfg: Config, impairment_backend: Optional[str]) -> None:
+    """App-level impairments act on the device's server socket only, not on its pushes."""
+    if impairment_backend != "app":
+        return
+    bad = [f"devices[{i}].network" for i, g in enumerate(cfg.devices) if g.push and g.network]
+    if bad:
+        raise ConfigError([f"{k}: with push, the `app` impairment backend would not impair the "
+                           "device's own requests; use network.backend netem or pumba (Docker), "
+                           "or drop the impairment" for k in bad])
+
+
+def _setup_key(cfg: Config, group: str, op: str) -> str:
+    for i, g in enumerate(cfg.devices):
+        if g.group == group:
+            for j, o in enumerate(g.push or []):
+                if o.op == op:
+                    return f"devices[{i}].push[{j}]"
+    return f"devices[?].push ({op})"
+
+
+def setup_problem(cfg: Config, device: str, group: str, row: dict, target: str) -> Optional[str]:
+    """What went wrong with one setup row (None when it succeeded)."""
+    outcome = row["outcome"]
+    if outcome == "ok":
+        return None
+    key = _setup_key(cfg, group, row["op"])
+    what = f"{row['method']} /{row['path']} to {target}"
+    if outcome == "error" and row["code"]:
+        why = (f"answered {row['code']}; fix the request (path, query, body, format) so the "
+               "server accepts it")
+    elif outcome == "timeout":
+        why = ("got no answer; the target is not part of the run or does not listen there: "
+               "check the target (a group of this run, or a server that runs)")
+    elif outcome == "reset":
+        why = "was reset (RST): the target does not accept this request"
+    elif outcome == "unsent":
+        return None          # after an earlier failed step: that one is reported
+    else:
+        why = "could not be sent (local error): check the target address"
+    return f"{key}: device {device}: setup {row['op']} {what} {why}"
+
+
+def wait_setup(cfg: Config, rd: RunDir, devices: dict[str, tuple[str, str]], timeout_s: float,
+               dead: Optional[Callable[[], dict[str, str]]] = None) -> float:
+    """Waits for ``push-setup.csv`` of every device ({name: (group, first target)}); raises
+    ConfigError listing the failed setups (at most 10 shown), EnvironmentProblem on a timeout."""
+    t0 = time.monotonic()
+    waiting = dict(devices)
+    problems: list[str] = []
+    failed = 0
+    while waiting:
+        for name in list(waiting):
+            path = rd.push_setup(name)
+            if not path.is_file():
+                continue
+            group, target = waiting.pop(name)
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    p = setup_problem(cfg, name, group, row, target)
+                    if p:
+                        failed += 1
+                        if len(problems) < 10:
+                            problems.append(p)
+        if not waiting:
+            break
+        gone = {n: why for n, why in (dead() if dead else {}).items() if n in waiting}
+        if gone:
+            raise EnvironmentProblem("device(s) exited during their setup requests: " + "; ".join(
+                f"{n}: {w}" for n, w in sorted(gone.items())[:5]))
+        if time.monotonic() - t0 > timeout_s:
+            shown = ", ".join(sorted(waiting)[:10])
+            raise EnvironmentProblem(f"{len(waiting)} device(s) did not finish their setup "
+                                     f"requests within {timeout_s:.0f} s: {shown}")
+        time.sleep(POLL_S)
+    if failed:
+        more = [f"(+{failed - len(problems)} more failed setups)"] if failed > len(problems) else []
+        raise ConfigError(problems + more)
+    return time.monotonic() - t0
+
+
+def setup_timeout_s(cfg: Config) -> float:
+    """Every setup op of one device after another at the request timeout, plus slack."""
+    n = max((sum(o.phase == "setup" for o in g.push) for g in cfg.devices if g.push), default=0)
+    return n * cfg.gateways.timeout_ms / 1000 + SETUP_SLACK_S + 0.01 * cfg.total_devices
+
+
+def write_start(rd: RunDir, names: list[str], start_ns: int) -> None:
+    """The test start for each pushing device (it watches its directory with inotify)."""
+    for n in names:
+        atomic.write_text(rd.push_start(n), f"{start_ns}\n")
+
+
+def pushing(cfg: Config) -> set[str]:
+    groups = {g.group for g in cfg.devices if g.push}
+    return {a.name for a in device_addresses(cfg) if a.group in groups}
+
+
+def first_targets(cfg: Config) -> dict[str, tuple[str, str]]:
+    return {d.name: (d.group, d.targets[0]) for d in push_devices(cfg)}
+
+
+__all__ = ["write_schedules", "wait_setup", "write_start", "check_impairments", "pushing",
+           "first_targets", "setup_timeout_s"]

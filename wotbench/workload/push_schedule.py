@@ -1,0 +1,166 @@
+"""Per-device push schedules (``devices[].push``, :mod:`wotbench.config.push`): every request a
+device will send, with its path and body rendered, in the file wot-device replays
+(``wot-device --push``, docs/CONTRACTS.md §3 "Push"):
+
+    phase,op,at_us,method,type,target,path,content_format,payload_hex
+
+Rendering happens here, before the run, so the device's hot path only patches a message ID
+and a token; a template that does not render for some device stops the run before anything
+starts, naming the key, the device and the fix (:class:`PushRenderError`)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from wotbench.config.distributions import make_distribution
+from wotbench.config.push import LOCATION, PLACEHOLDER, PushOp
+from wotbench.workload import cbor
+
+HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex"
+MAX_PAYLOAD = 1024      # one datagram (wot-device: no block-wise transfer for pushes)
+MAX_PATH = 255
+PHASES = ("setup", "test", "teardown")
+
+
+class PushRenderError(ValueError):
+    """A template that does not render: ``key`` (the config key) and what to do."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class PushDevice:
+    """One pushing device: who it is and where its ops go."""
+    name: str
+    id: int
+    group: str
+    index: int                      # in its group
+    address: str
+    port: int
+    group_key: str                  # devices[i]
+    targets: tuple[str, ...]        # per op: IP:PORT
+
+
+@dataclass(frozen=True)
+class Row:
+    phase: str
+    op: str
+    at_us: int
+    method: str
+    type: str
+    target: str
+    path: str
+    content_format: Optional[int]
+    payload: bytes
+
+    def line(self) -> str:
+        cf = "" if self.content_format is None else str(self.content_format)
+        return (f"{self.phase},{self.op},{self.at_us},{self.method},{self.type},{self.target},"
+                f"{self.path},{cf},{self.payload.hex()}")
+
+
+def _fmt(value: Any, spec: Optional[str]) -> str:
+    return format(value, spec) if spec else str(value)
+
+
+def render_text(t: str, fields: dict[str, Any]) -> str:
+    return PLACEHOLDER.sub(lambda m: _fmt(fields[m.group(1)], m.group(2)), t)
+
+
+def render_struct(t: Any, fields: dict[str, Any]) -> Any:
+    """Strings are templates; a string that is one placeholder keeps the value's type."""
+    if isinstance(t, str):
+        m = PLACEHOLDER.fullmatch(t)
+        if m and not m.group(2):
+            return fields[m.group(1)]
+        return render_text(t, fields)
+    if isinstance(t, dict):
+        return {render_text(str(k), fields): render_struct(v, fields) for k, v in t.items()}
+    if isinstance(t, list):
+        return [render_struct(v, fields) for v in t]
+    return t
+
+
+def render_body(op: PushOp, fields: dict[str, Any]) -> bytes:
+    """The payload bytes; ValueError saying why it does not render."""
+    if op.body is None:
+        return b""
+    structured = op.format in ("json", "senml+json", "cbor", "senml+cbor")
+    if not structured:
+        return render_text(op.body, fields).encode()
+    if isinstance(op.body, str):
+        text = render_text(op.body, fields)
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"renders to {text[:80]!r}, which is not JSON ({e})") from None
+    else:
+        value = render_struct(op.body, fields)
+    if op.format in ("cbor", "senml+cbor"):
+        return cbor.dumps(value)
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _times(op: PushOp, duration_s: float, rng: np.random.Generator, base_dir) -> list[int]:
+    """Send instants (µs from the test start): the first at a uniform phase in [0, mean)."""
+    dist = make_distribution(op.interval, base_dir)
+    end_us = duration_s * 1e6
+    t = rng.uniform(0, dist.mean) * 1000
+    out: list[int] = []
+    while t < end_us:
+        n = max(16, int((end_us - t) / (dist.mean * 1000)) + 16)
+        gaps = dist.sample(rng, n) * 1000
+        for g in gaps:
+            if t >= end_us:
+                break
+            out.append(int(t))
+            t += max(float(g), 1.0)
+    return out
+
+
+def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
+                base_dir=None) -> list[Row]:
+    """Every row of one device's schedule, setup first, test by time, teardown last."""
+    rng = np.random.default_rng([seed, d.id, 23])
+    rows: dict[str, list[tuple[int, int, Row]]] = {p: [] for p in PHASES}
+    for j, op in enumerate(ops):
+        key = f"{d.group_key}.push[{j}]"
+        values = make_distribution(op.value, base_dir) if op.value is not None else None
+        times = _times(op, duration_s, rng, base_dir) if op.phase == "test" else [0]
+        vals = values.sample(rng, len(times)) if values is not None else None
+        base = {"device": d.name, "id": d.id, "group": d.group, "index": d.index,
+                "address": d.address, "port": d.port}
+        for seq, at in enumerate(times):
+            fields = dict(base, seq=seq, time_ms=at // 1000, time_s=round(at / 1e6, 6),
+                          value=round(float(vals[seq]), op.value_decimals) if vals is not None
+                          else None)
+            try:
+                path = render_text(op.path, fields)
+                body = render_body(op, fields)
+            except (ValueError, KeyError, TypeError) as e:
+                raise PushRenderError(key, f"does not render for device {d.name} (request "
+                                      f"{seq}): {e}; fix the template") from None
+            if any(c.isspace() or c in ',"' for c in path) or len(path.encode()) > MAX_PATH:
+                raise PushRenderError(f"{key}.path", f"renders to {path[:80]!r} for device "
+                                      f"{d.name}: expected at most {MAX_PATH} bytes without "
+                                      "spaces, commas or quotes")
+            if len(body) > MAX_PAYLOAD:
+                raise PushRenderError(f"{key}.body", f"renders to {len(body)} bytes for device "
+                                      f"{d.name}, expected at most {MAX_PAYLOAD} (one datagram)")
+            rows[op.phase].append((at, j, Row(op.phase, op.op, at, op.method, op.type,
+                                              d.targets[j], path, op.content_format_number,
+                                              body)))
+    out: list[Row] = []
+    for p in PHASES:
+        out += [r for _, _, r in sorted(rows[p], key=lambda x: (x[0], x[1]))]
+    return out
+
+
+def write_schedule(path: Path, rows: list[Row], writer: Callable[[Path, str], None]) -> None:
+    writer(path, HEADER + "\n" + "".join(r.line() + "\n" for r in rows))
