@@ -70,6 +70,11 @@ def nodes(client) -> list[SwarmNode]:
     return sorted(out, key=lambda n: n.hostname)
 
 
+def cell_nodes_any(client) -> list[SwarmNode]:
+    """Every labelled node, whatever its state (clean names those it cannot reach)."""
+    return [n for n in nodes(client) if n.labelled]
+
+
 def cell_nodes(client) -> list[SwarmNode]:
     """The labelled nodes that can take a cell; EnvironmentProblem naming each labelled node
     that cannot (down, drained) and the fix, or none labelled."""
