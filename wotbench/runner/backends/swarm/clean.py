@@ -39,6 +39,7 @@ def main(force: bool = False) -> int:
     client = docker.from_env(timeout=120)
     service.manager(client)
     nodes = service.cell_nodes_any(client)
+    reachable = [n for n in nodes if n.state == "ready"]   # a down node gets no task now
     live = []
     for svc in client.services.list(filters={"label": CELL_LABEL}):
         run = svc.attrs["Spec"].get("Labels", {}).get(CELL_LABEL, "")
@@ -67,7 +68,7 @@ def main(force: bool = False) -> int:
         while time.monotonic() < deadline:
             states = {t["NodeID"]: (t["Status"]["State"], t["Status"].get("Err", ""))
                       for t in svc.tasks()}
-            if len(states) >= len(nodes) and all(s in service.ABANDONED_TASK
+            if len(states) >= len(reachable) and all(s in service.ABANDONED_TASK
                                                  for s, _ in states.values()):
                 break
             time.sleep(1)
@@ -77,7 +78,8 @@ def main(force: bool = False) -> int:
             if "bind source path does not exist" in err:
                 print(f"{n.hostname}: no cell ever ran here (no {service.CELL_ROOT}): nothing "
                       "to clean")
-            elif st != "complete":
+            elif n not in reachable or st != "complete":
+                st = st if n in reachable else f"node {n.state}"
                 status = 1
                 print(f"{n.hostname}: not cleaned ({st}{': ' + err if err else ''}); fix: "
                       f"bring it back (docker node ls), then wotbench clean --cluster again"

@@ -29,6 +29,7 @@ ACCEPT_S = 180.0          # agents' tasks start, the cell containers start and c
 DEPLOY_S = 600.0
 START_MARGIN_S = 2.0      # T0's lead beyond the slowest cell's: the Start messages' way
 DEFAULT_BOUND_MS = 1.0
+CLEANUP_S = 150.0         # a stopped cell's runner removes what it created
 SPLIT_JSON = "split.json"
 REPORT_MD = "report.md"
 
@@ -50,6 +51,7 @@ class Coordinator:
         self.clocks: dict[str, clock.CellClock] = {}
         self.check: Optional[clock.ClockCheck] = None
         self.notes: list[str] = []
+        self.started = False                  # Start (T0) sent
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -80,11 +82,27 @@ class Coordinator:
             return self._finish()
         finally:
             listener.close()
+            self._await_cleanup()
             for a in self.agents.values():
                 ag.bye(a)
             left = service.remove(self.client, self.run_id) if self.run_id else None
             log(f"removed the agent service {service.service_name(self.run_id)}"
                 + (f"; {left}" if left else ": every cell stopped and removed what it created"))
+
+    def _await_cleanup(self) -> None:
+        """A run stopped before its end (refused, a cell that could not deploy, an error):
+        the cells waiting for T0 are told, and each reachable cell's runner removes what it
+        created on its node before the service goes."""
+        waiting = [a for a in self.agents.values() if a.done is None and a.lost is None]
+        for a in waiting:
+            if a.deployed is not None and not self.started:
+                try:
+                    a.conn.send(wire.Abort(why="the run was stopped before T0"))
+                except wire.Closed:
+                    continue
+        deadline = time.monotonic() + CLEANUP_S
+        ag.each([a for a in waiting if a.deployed is not None],
+                lambda a: ag.wait_done(a, deadline, lambda n: ""))
 
     def _task_problems(self) -> dict[str, str]:
         bad = {t.node: f"task {t.state}: {t.error}" for t in
@@ -157,6 +175,7 @@ class Coordinator:
         for n, a in self.agents.items():
             a.conn.send(wire.Start(t0_wall_ns=self.t0_wall_ns,
                                    offset_ns=self.clocks[n].before.offset_ns))
+        self.started = True
         log(f"T0 in {lead:.1f} s on every cell")
 
     # ------------------------------------------------------------------ after T0
