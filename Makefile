@@ -28,7 +28,7 @@ help:
 	@echo "make cluster-status                  the emulated cluster, per node"
 	@echo "make cluster-images                  carry the images (the cell agent: the code) to every node again"
 	@echo "make cluster-down                    remove everything cluster-up created (idempotent)"
-	@echo "make test-cluster                    (root) the emulated cluster's checks: forms, pinned devices, overlay, down leaves nothing"
+	@echo "make test-cluster                    (root) the emulated cluster: forms, pinned devices, overlay; backend: swarm 3 cells x 300 devices, a node killed, clean; down leaves nothing"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
