@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .PHONY: all bootstrap build build-asan run test check bench bench-scale bench-faults study study-quick clean docker-clean help \
-	cluster-up cluster-down cluster-status test-cluster
+	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
 
@@ -27,8 +27,9 @@ help:
 	@echo "make clean                           remove build outputs"
 	@echo "make cluster-up N=3                  (root) an emulated Docker Swarm of N nodes on this host, WoTbench's images on each (docs/CLUSTER.md)"
 	@echo "make cluster-status                  the emulated cluster, per node"
+	@echo "make cluster-images                  carry the images (the cell agent: the code) to every node again"
 	@echo "make cluster-down                    remove everything cluster-up created (idempotent)"
-	@echo "make test-cluster                    (root) the emulated cluster's checks: forms, pinned devices, overlay, down leaves nothing"
+	@echo "make test-cluster                    (root) the emulated cluster: forms, pinned devices, overlay; backend: swarm 3 cells x 300 devices, a node killed, clean; down leaves nothing"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -103,6 +104,9 @@ cluster-down: bootstrap
 
 cluster-status: bootstrap
 	@$(PY) scripts/cluster/cluster.py status
+
+cluster-images: build
+	@$(PY) scripts/cluster/cluster.py images
 
 # the emulated cluster's own checks (root, a few minutes): up, pinned devices, a global
 # service over an overlay, down leaves nothing

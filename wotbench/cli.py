@@ -82,6 +82,9 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    if args.backend == "swarm":   # a run across hosts: its own coordinator (docs/CLUSTER.md)
+        from wotbench.runner.backends.swarm.coordinator import run as run_cells
+        return run_cells(args.config, args.out_root, args.clock_bound_ms)
     from wotbench.run_command import run
     return run(args.config, args.out_root, args.backend)
 
@@ -92,6 +95,9 @@ def _cmd_doctor(args) -> int:
 
 
 def _cmd_clean(args) -> int:
+    if args.cluster:
+        from wotbench.runner.backends.swarm.clean import main as clean_cluster
+        return clean_cluster(force=args.force)
     from wotbench.runner.clean_command import main as clean
     return clean(force=args.force)
 
@@ -231,9 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("run", help="run an experiment", epilog=RUN_EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("config", metavar="CONFIG")
-    s.add_argument("--backend", choices=["docker", "process"], default=None,
-                   help="default: the config's backend")
+    s.add_argument("--backend", choices=["docker", "process", "swarm"], default=None,
+                   help="default: the config's backend; swarm: one cell per labelled Swarm "
+                        "node, from a manager (docs/CLUSTER.md)")
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
+    s.add_argument("--clock-bound-ms", type=float, default=1.0, metavar="MS",
+                   help="swarm: refuse the run when a node's clock offset (± its measurement "
+                        "error) exceeds this; flag it when it drifts beyond (default 1)")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("sweep", help="run a series of tests varying config keys; writes a sweep report")
@@ -297,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("clean", help="remove leftover WoTbench containers and networks")
     s.add_argument("--force", action="store_true",
                    help="also remove runs still in progress (their harness renews its lease)")
+    s.add_argument("--cluster", action="store_true",
+                   help="on a Swarm manager: every labelled node, and the agent services of "
+                        "runs whose coordinator is gone")
     s.set_defaults(func=_cmd_clean)
     s = sub.add_parser("analyze", help="analyse a run directory (summary.json, series/)")
     s.add_argument("run_dir", metavar="RUN_DIR")

@@ -1,4 +1,4 @@
-"""WoTbench's images onto every node without a registry: built on this host's Docker (the
+"""WoTbench's images (and the cell agent's) onto every node without a registry: built on this host's Docker (the
 same FROM scratch images, same content-hash tags as a run builds), ``docker save`` once, then
 each node's ``docker load``."""
 from __future__ import annotations
@@ -21,11 +21,13 @@ def build_on_host(log=print) -> list[str]:
     except Exception as e:  # noqa: BLE001 - the SDK raises many kinds
         raise ClusterError(f"this host's Docker daemon does not answer ({e}): the images are "
                            "built there (start it: systemctl start docker)") from None
+    from wotbench.cluster import agentimage
     try:
         tags = images.ensure_images(client, binaries.ensure_binaries(log, hog=True), log)
+        agent = agentimage.ensure(client, log)   # backend: swarm's cell agent
     except WotbenchError as e:
         raise ClusterError(f"building WoTbench's images failed: {e}") from None
-    return sorted(tags.values())
+    return sorted([*tags.values(), agent])
 
 
 def save(tags: list[str], tar: Path) -> None:

@@ -5,7 +5,8 @@
 up: N dockerd in their own network namespaces on a private link bridge, a Swarm of them (the
 first node manages), WoTbench's node labels, and WoTbench's images loaded into every node
 from ``docker save``. A failed or interrupted up removes what it created. down: removes
-everything (idempotent). status: what is up, per node.
+everything (idempotent). status: what is up, per node. images: carry the images again
+(after a code change: the cell agent's image holds the project's code).
 
 Run as root with the project's Python (.venv/bin/python: the images are built by wotbench).
 """
@@ -85,14 +86,7 @@ def up(root: Path, block: str, n: int) -> Cluster:
         swarm.form(cluster)
         cluster.save()
         log(f"Swarm formed: manager {cluster.manager}, labels wotbench.cell=true on every node")
-        cluster.images = carry.build_on_host(log)
-        cluster.save()
-        tar = root / "images.tar"
-        carry.save(cluster.images, tar)
-        for node in cluster.nodes:
-            carry.load(node, tar, cluster.images)
-        tar.unlink()
-        log(f"images on every node: {', '.join(cluster.images)}")
+        carry_images(root, cluster)
         cluster.status = "up"
         cluster.save()
         return cluster
@@ -104,6 +98,21 @@ def up(root: Path, block: str, n: int) -> Cluster:
         if left:
             log(f"could not remove: {json.dumps(left)}")
         raise
+
+
+def carry_images(root: Path, cluster: Cluster) -> None:
+    """Build WoTbench's images (the cell agent's too) on this host and load them into every
+    node: after cluster-up, and again after the code changed (make cluster-images)."""
+    cluster.images = carry.build_on_host(log)
+    cluster.save()
+    tar = root / "images.tar"
+    try:
+        carry.save(cluster.images, tar)
+        for node in cluster.nodes:
+            carry.load(node, tar, cluster.images)
+    finally:
+        tar.unlink(missing_ok=True)
+    log(f"images on every node: {', '.join(cluster.images)}")
 
 
 def status(root: Path) -> int:
@@ -139,7 +148,7 @@ def status(root: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cluster", description=__doc__.split("\n\n")[0])
-    ap.add_argument("verb", choices=("up", "down", "status"))
+    ap.add_argument("verb", choices=("up", "down", "status", "images"))
     ap.add_argument("--nodes", "-n", type=int, default=3, help="nodes (up), default 3")
     ap.add_argument("--root", type=Path, default=Path(os.environ.get("WBC_ROOT", DEFAULT_ROOT)),
                     help=f"state directory (default {DEFAULT_ROOT})")
@@ -152,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             up(a.root, a.block, a.nodes)
             return status(a.root)
         if a.verb == "status":
+            return status(a.root)
+        if a.verb == "images":
+            cluster = load(a.root)
+            if cluster is None or cluster.status != "up":
+                raise ClusterError(f"no cluster up at {a.root}: make cluster-up N=3 first")
+            carry_images(a.root, cluster)
             return status(a.root)
         left = teardown.down(a.root, log)
         if left:

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+import hostscan
 import layout
+import swarmrun
 import teardown
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,6 +166,141 @@ def test_a_global_service_reaches_every_labelled_node_and_tasks_talk_over_the_ov
         on(manager, "service", "rm", "wbc-test-svc", check=False)
         time.sleep(2)
         on(manager, "network", "rm", "wbc-test-net", check=False)
+
+
+# ---------------------------------------------------------------- backend: swarm
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+def _run(*args: str, timeout: float = 900, during=None) -> tuple[int, str, Path | None]:
+    """``wotbench run ... --backend swarm`` as the coordinator on the manager; ``during(p)``
+    is called once a second while it runs. (exit code, output, merged run directory)."""
+    out_root = ROOT / "test" / "reports"
+    p = swarmrun.wotbench(ROOT, "run", *args, "--backend", "swarm", "--out-root", str(out_root))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < deadline:
+        if during is not None:
+            during(lines)
+        time.sleep(1)
+    if p.poll() is None:
+        p.kill()
+    reader.join(30)
+    text = "".join(lines)
+    found = re.search(r"-> (\S+)", text)
+    return p.wait(), text, Path(found.group(1)) if found else None
+
+
+def _nothing_left(state, nodes=None) -> None:
+    """Nothing of a run on the nodes (a removed service's task containers go within a
+    minute: Swarm removes them asynchronously on each node)."""
+    deadline = time.monotonic() + 60
+    for n in nodes or state.nodes:
+        for what in ("ps", "network", "service"):
+            while swarmrun.ours(n, what) and time.monotonic() < deadline:
+                time.sleep(1)
+            assert swarmrun.ours(n, what) == [], f"{n.name}: {what} left"
+
+
+def test_swarm_refuses_before_t0_a_clock_beyond_the_bound_naming_each_node(state):
+    """1 µs is less than any exchange can vouch for: refused before T0, every node named,
+    the fix given, nothing left on any node."""
+    code, out, merged = _run(str(CONFIGS / "cells-90.yaml"), "--clock-bound-ms", "0.001")
+    assert code == 1, out
+    assert "refused before T0" in out and "T0 in" not in out
+    for n in state.nodes:
+        assert f"{n.name}: clock offset" in out
+    assert "synchronise the node's clock" in out
+    _nothing_left(state)
+
+
+def test_swarm_runs_three_cells_of_300_devices_merged_with_a_verdict_per_cell(state):
+    seen: dict[str, dict[str, str]] = {}
+
+    def sample(lines):   # each node's run containers and their cpusets, while the test runs
+        if any("T0 in" in ln for ln in lines):
+            for n in state.nodes:
+                now = swarmrun.cpusets(n)
+                if len(now) > len(seen.get(n.name, {})):
+                    seen[n.name] = now
+    code, out, merged = _run(str(CONFIGS / "cells-900.yaml"), during=sample)
+    assert code in (0, 3, 4), out
+    cluster = json.loads((merged / "cluster.json").read_text())
+    assert [c["node"] for c in cluster["cells"]] == [n.name for n in state.nodes]
+    assert cluster["devices"] == 900
+    ids: set[int] = set()
+    for c in cluster["cells"]:
+        cell = merged / c["run_dir"]
+        summary = json.loads((cell / "summary.json").read_text())
+        assert c["devices"] == 300 and not c["verdict"]["failed"]
+        assert c["verdict"]["status"] == summary["verdict"]["status"]   # the cell's own verdict
+        run = json.loads((cell / "run.json").read_text())
+        cell_ids = {d["id"] for d in run["devices"]}
+        assert len(cell_ids) == 300 and not cell_ids & ids   # whole shares, global ids kept
+        ids |= cell_ids
+        plan = json.loads((cell / "plan.json").read_text())
+        pinned = seen[c["node"]]   # the cell's containers had the cpusets of its own plan
+        assert pinned["ge-0"] == str(plan["ge_cores"]["ge-0"])
+        assert pinned["cd-ge"] == str(plan["cd_ge_core"])
+        devices = [v for k, v in pinned.items() if k not in ("ge-0", "cd-ge")]
+        assert len(devices) >= 31   # 30 pods and the CD node
+        allowed = set(plan["device_cores"])
+        assert all({int(x) for x in v.replace("-", ",").split(",")} <= allowed for v in devices)
+    assert ids == set(range(900))
+    worst = cluster["verdict"]
+    order = ["trustworthy", "ge_bottleneck", "contention", "testbed_loss", "invalid"]
+    assert worst["status"] == max((c["verdict"]["status"] for c in cluster["cells"]),
+                                  key=order.index)
+    rows = pd.read_csv(merged / "requests.csv")
+    assert len(rows) == cluster["overall"]["requests"] == sum(
+        c["requests"]["requests"] for c in cluster["cells"])
+    ok = rows.loc[rows["outcome"] == "ok", "rt_sent_ms"].to_numpy()
+    p99 = cluster["overall"]["response_time_ms"]["from_sent"]["p99_ms"]
+    assert abs(float(np.percentile(ok, 99)) - p99) <= 0.05 * p99   # the union's, not a mean
+    clock = cluster["clock"]
+    assert clock["refused"] == [] and all(c["after"] for c in clock["cells"])
+    assert "| **run** |" in (merged / "report.md").read_text()
+    _nothing_left(state)
+
+
+def test_swarm_a_node_lost_mid_run_is_named_and_the_other_cells_kept(state):
+    victim = state.nodes[2]
+    killed = {}
+
+    def kill(lines):
+        if not killed and any("T0 in" in ln for ln in lines):
+            time.sleep(12)   # into the test
+            swarmrun.power_off(victim, ROOT)
+            killed["at"] = time.monotonic()
+    code, out, merged = _run(str(CONFIGS / "cells-90.yaml"), during=kill)
+    assert killed, out
+    assert code == 3, out
+    cluster = json.loads((merged / "cluster.json").read_text())
+    cells = {c["node"]: c for c in cluster["cells"]}
+    lost = cells[victim.name]["verdict"]
+    assert lost["failed"] and lost["status"] == "invalid" and victim.name in lost["reasons"][0]
+    assert cluster["verdict"]["worst_node"] == victim.name
+    for n in state.nodes[:2]:   # the others ran to the end; their data is merged
+        assert not cells[n.name]["verdict"]["failed"] and cells[n.name]["requests"]["requests"]
+    rows = pd.read_csv(merged / "requests.csv")
+    assert set(rows["cell"]) == {n.name for n in state.nodes[:2]}
+    assert f"the cell on {victim.name} is lost" in out
+    _nothing_left(state, state.nodes[:2])
+    assert not hostscan.cgroup_pids(next(t for t in hostscan.node_cgroups()
+                                         if t.name == victim.name))
+
+
+def test_clean_cluster_covers_every_node_and_names_the_one_it_cannot_reach(state):
+    p = swarmrun.wotbench(ROOT, "clean", "--cluster")
+    out, _ = p.communicate(timeout=400)
+    victim = state.nodes[2]
+    assert p.returncode == 1, out   # the powered-off node cannot be cleaned now
+    assert f"{victim.name}: not cleaned" in out and "wotbench clean --cluster again" in out
+    for n in state.nodes[:2]:
+        assert f"{n.name}: nothing to clean" in out
+    _nothing_left(state, state.nodes[:2])
 
 
 def test_cluster_down_leaves_nothing(state):

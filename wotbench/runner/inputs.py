@@ -98,15 +98,15 @@ def make_run_dir(out_root: Path, name: str) -> RunDir:
             run_dir = out_root / f"{base}-{k}"
 
 
-def write_inputs(rd: RunDir, resolved: Config, plan: Plan,
-                 log: Log) -> tuple[tracegen.TraceSummary, list[str]]:
+def write_inputs(rd: RunDir, resolved: Config, plan: Plan, log: Log,
+                 only: Optional[set[int]] = None) -> tuple[tracegen.TraceSummary, list[str]]:
     """config.resolved.yaml, plan.json and trace/ into the run directory; (trace summary,
-    warnings to record)."""
+    warnings to record). ``only``: a cell's device ids (its slice of the whole trace)."""
     dump_resolved(resolved, rd.config_resolved)
     plan.write(rd.plan_json)
     for w in plan.warnings:
         log(f"plan: {w}")
-    summary = tracegen.write_trace(resolved, rd.trace_dir)
+    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only)
     warnings = []
     for w in summary.warnings:
         log(f"trace: {w}")

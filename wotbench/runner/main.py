@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.config.load import load_config
@@ -136,6 +136,11 @@ class Runner:
         self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
         self.phases = Phases()
         self.pushing: set[str] = set()       # devices[].push: the devices that send
+        # a cell of a run across hosts (wotbench.cluster.cell): only these devices run here,
+        # and T0 comes from the coordinator (given the lead this cell needs; on CLOCK_MONOTONIC)
+        self.share: Optional[frozenset[str]] = None
+        self.cell: Optional[str] = None     # its node: in the run id (unique across the nodes)
+        self.t0_source: Optional[Callable[[float], int]] = None
 
     @property
     def run_dir(self) -> Path | None:
@@ -232,11 +237,13 @@ class Runner:
                                                         cfg.gateways.count + 1)
                               + hostlimits.backlog_plan(ports))
 
-        self.rd = inputs.make_run_dir(self.out_root, cfg.name)
+        self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
+                                                                  else ""))
         self.run_id = self.rd.path.name
         log(f"run {self.run_id} ({self.kind.name} backend) -> {self.rd.path}")
         self.impair.set_log_dir(self.rd.network_dir)
-        self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log)
+        self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log,
+                                                        only=self.share_ids())
         self.warnings += notes
         self.pushing = push.pushing(self.resolved)     # devices[].push: schedules rendered now
         if self.pushing:
@@ -255,7 +262,7 @@ class Runner:
         rd, cfg, plan = self.rd, self.resolved, self.plan
         groups = {g.group: g for g in cfg.devices}
         keys = {g.group: f"devices[{i}].server" for i, g in enumerate(cfg.devices)}
-        for a in device_addresses(cfg):
+        for a in self.my_addresses():
             g = groups[a.group]
             self.devices.append(DeviceRun(
                 name=a.name, id=a.id, group=a.group,
@@ -300,6 +307,22 @@ class Runner:
                                   extra=list(via) + self._ge_block_args() + loadloop.ge_args(cfg),
                                   host_network=thirdparty.ge_needs_host_network(cfg),
                                   dtls=self.dtls))
+
+    def my_addresses(self):
+        """The devices this run deploys: all, or a cell's share (global names and ids kept)."""
+        every = device_addresses(self.resolved)
+        return every if self.share is None else [a for a in every if a.name in self.share]
+
+    def share_ids(self) -> Optional[set[int]]:
+        """Trace ids of a cell's share (None: every device), for its slice of the trace."""
+        return None if self.share is None else {a.id for a in self.my_addresses()}
+
+    def choose_t0(self, lead: float) -> int:
+        """T0 on CLOCK_MONOTONIC: ``lead`` seconds from now, or what ``t0_source`` (a cell's
+        coordinator) gives; the clock exchange happens there, after the devices answer."""
+        if self.t0_source is not None:
+            return self.t0_source(lead)
+        return time.monotonic_ns() + int(lead * 1e9)
 
     def _build_proxy(self) -> None:
         """gateways.proxy: a component on its own core (plan), or an endpoint not started."""
@@ -448,9 +471,9 @@ class Runner:
         for g in all_ges:   # readiness from the GE's own address: pings before its start
             g.warmup_ms = readiness.warmup_ms(n_main if g.role == "ge" else 1)
         warm_s = max(g.warmup_ms for g in all_ges) / 1000
-        self.timeline = tl = Timeline.plan(
-            time.monotonic_ns(),
-            lead_s(len(all_ges), self.kind.ge_start_lead_s, self.trace_summary.requests) + warm_s,
+        self.timeline = tl = Timeline(
+            self.choose_t0(lead_s(len(all_ges), self.kind.ge_start_lead_s,
+                                  self.trace_summary.requests) + warm_s),
             self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
         self.monitor.align(*evidence_marks(tl))

@@ -311,14 +311,18 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
                         recorded, warnings)
 
 
-def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
-    """Generate (or, with ``trace:``, import a recorded) workload into ``out_dir``."""
+def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = None) -> TraceSummary:
+    """Generate (or, with ``trace:``, import a recorded) workload into ``out_dir``; ``only``:
+    the rows of these device ids (a cell's slice of the whole trace, ids kept)."""
     out_dir = Path(out_dir)
     (out_dir / "resources").mkdir(parents=True, exist_ok=True)
     addrs = device_addresses(cfg)
     if cfg.trace is not None:
+        if only is not None:
+            raise ConfigError("trace: a recorded trace cannot be split into cells yet; use a "
+                              "generated workload with backend: swarm")
         return _import_recorded(cfg, out_dir, addrs)
-    tr = generate(cfg)
+    tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients)
     for name, rows in tr.resources.items():
@@ -327,6 +331,18 @@ def write_trace(cfg: Config, out_dir: str | Path) -> TraceSummary:
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(METHODS)     # OBSERVE/CANCEL lines are not requests
     return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)
+
+
+def keep_devices(tr: GeneratedTrace, ids: set[int], addrs: list[DeviceAddress]) -> GeneratedTrace:
+    """The trace's rows (and resource files) of the devices ``ids`` only: the same rows, times
+    and ids as in the whole trace, so every cell's slice is the whole trace's."""
+    mask = np.isin(tr.device_id, np.fromiter(ids, np.int64, len(ids)))
+    names = {addrs[i].name for i in ids}
+    return GeneratedTrace(tr.device_id[mask], tr.send_time_us[mask], tr.method[mask],
+                          tr.resource[mask], tr.payload[mask],
+                          {n: r for n, r in tr.resources.items() if n in names},
+                          {i: p for i, p in tr.paths.items() if i in ids},
+                          None if tr.observer is None else tr.observer[mask])
 
 
 def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> list[str]:

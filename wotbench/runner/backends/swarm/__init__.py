@@ -1,0 +1,1 @@
+"""backend: swarm: a run across the Swarm nodes labelled for WoTbench (docs/CLUSTER.md)."""
