@@ -11,7 +11,7 @@ from typing import Optional
 
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError
-from wotbench.runner.backends.docker.scalelimits import dockerd_pid
+from wotbench.runner.backends.docker.scalelimits import dockerd_nofile
 
 FD_MARGIN = 64    # the GE's own files and sockets besides the clients' (limits.c FD_MARGIN)
 PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -23,21 +23,6 @@ def port_range(path: Path = PORT_RANGE) -> Optional[tuple[int, int]]:
         return lo, hi
     except (OSError, ValueError):
         return None
-
-
-def dockerd_nofile_hard() -> Optional[int]:
-    """The hard RLIMIT_NOFILE a container inherits from the Docker daemon (None: unknown)."""
-    pid = dockerd_pid()
-    if pid is None:
-        return None
-    try:
-        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                v = line.split()[4]
-                return None if v == "unlimited" else int(v)
-    except (OSError, IndexError, ValueError):
-        return None
-    return None
 
 
 def problems(clients: int, nofile_hard: Optional[int],
@@ -61,7 +46,7 @@ def check(cfg: Config, docker: bool) -> None:
     """Raise ConfigError (exit 2) when the GE cannot open the configured client sockets."""
     if cfg.gateways.clients is None:
         return
-    hard = dockerd_nofile_hard() if docker else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard = dockerd_nofile(hard=True) if docker else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY:
         hard = None
     found = problems(cfg.gateways.clients, hard, port_range())

@@ -51,21 +51,24 @@ def dockerd_pid() -> Optional[int]:
         return None
 
 
-def _dockerd_nofile() -> Optional[int]:
+def dockerd_nofile(hard: bool = False) -> Optional[int]:
+    """The Docker daemon's RLIMIT_NOFILE, soft (what a container starts with) or ``hard`` (what
+    it may raise to); None: unknown or unlimited."""
     pid = dockerd_pid()
     if pid is None:
         return None
     try:
         for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
             if line.startswith("Max open files"):
-                return int(line.split()[3])
+                v = line.split()[4 if hard else 3]
+                return None if v == "unlimited" else int(v)
     except (OSError, IndexError, ValueError):
         return None
     return None
 
 
 def host_limits(read: Callable[[str], Optional[int]] = read_int,
-                dockerd_nofile: Callable[[], Optional[int]] = _dockerd_nofile) -> list[Limit]:
+                dockerd_nofile: Callable[[], Optional[int]] = dockerd_nofile) -> list[Limit]:
     """The limits this host has (those it does not expose are left out)."""
     found = [
         ("kernel.pid_max", read("/proc/sys/kernel/pid_max"), TASKS_PER_DEVICE,
