@@ -41,3 +41,8 @@ def device_bin() -> Path:
 @pytest.fixture(scope="session")
 def device_asan_bin() -> Path:
     return _make("wot-device", "asan", "wot-device-asan")
+
+
+@pytest.fixture(scope="session")
+def warden_bin() -> Path:
+    return _make("warden", None, "wb-warden")

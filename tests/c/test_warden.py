@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _make
 from wotbench.runner.lease import Lease, lease_state, lease_text
 
 
-@pytest.fixture(scope="module")
-def warden() -> Path:
-    return _make("warden", None, "wb-warden")
+@pytest.fixture
+def warden(warden_bin) -> Path:
+    return warden_bin
 
 
 @pytest.fixture
