@@ -69,24 +69,6 @@ def test_sigint_cleans_up_and_keeps_raw_logs(harness, tmp_path):
         assert (rd / "devices" / d / "device-log.csv").exists(), d
 
 
-def test_device_killed_mid_run(harness, tmp_path):
-    h = harness("small.yaml")
-    h.wait_for("T0 in", 120)
-    time.sleep(4)
-    run_id = run_dir_of(tmp_path).name
-    subprocess.run(["docker", "kill", f"wb-{run_id}-dev-1"], check=True, capture_output=True)
-    rc = h.wait(120)
-    assert rc == 3, h.output                # flagged: a component failed
-    rd = run_dir_of(tmp_path)
-    run = json.loads((rd / "run.json").read_text())
-    failed = {f["component"]: f["what"] for f in run["failures"]}
-    assert "dev-1" in failed and "137" in failed["dev-1"], run["failures"]
-    assert set(failed) == {"dev-1"}, run["failures"]
-    assert labelled(run_id) == ([], [])
-    assert (rd / "devices/dev-0/device-log.csv").exists()
-    assert (rd / "summary.json").exists()
-
-
 def test_contention_episode_runs_and_is_removed(harness, tmp_path):
     h = harness("hog.yaml")
     rc = h.wait(180)
