@@ -1,0 +1,105 @@
+"""The devices' own test requests (devices[].push) in the run's figures: overall, per device,
+loss attribution and SLOs count them like the GEs' requests; setup and teardown stay in the
+``push`` block (issue 23 item 4)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis_fixtures import make_run
+from push_fixtures import Push, add_push, readings
+from wotbench.analysis import analyze
+from wotbench.analysis import loss as L
+
+SLO = "slo: {p99_ms: 20}\n"
+CPU0 = ([Push("setup", "register", "ok", 0, code="2.01", method="POST", path="rd")]
+        + readings(40, 100.0)
+        + [Push("test", "reading", "timeout", 5050, lag_ms=0.01, r_ms=None),   # sent on time
+           Push("test", "reading", "timeout", 6050, lag_ms=5.0, r_ms=None),    # sent 5 ms late
+           Push("test", "reading", "error", 7050, code="4.04"),
+           Push("test", "reading", "unsent", 19990, lag_ms=None, r_ms=None)]
+        + [Push("teardown", "deregister", "ok", 0, code="2.02", method="DELETE")])
+CPU1 = ([Push("setup", "register", "ok", 0, code="2.01", method="POST", path="rd")]
+        + readings(120, 150.0, r_ms=50.0)     # slow answers: 120 of ~3100 requests at 50 ms
+        + [Push("teardown", "deregister", "timeout", 0, r_ms=None, method="DELETE")])
+
+
+def _run(root, push: bool):
+    d = make_run(root, duration_s=20, seed=5)
+    (d / "config.resolved.yaml").write_text(SLO)
+    if push:
+        add_push(d, "cpu-0", 0, CPU0)
+        add_push(d, "cpu-1", 1, CPU1)
+    return analyze(d)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """The same GE run without and with the devices' own requests."""
+    return (_run(tmp_path_factory.mktemp("ge"), False),
+            _run(tmp_path_factory.mktemp("push"), True))
+
+
+def test_test_phase_pushes_count_in_overall_and_per_device(pair):
+    base, s = pair
+    assert s.overall.requests == base.overall.requests + 44 + 120   # not setup/teardown
+    b, o = base.overall.outcomes, s.overall.outcomes
+    assert (o.ok - b.ok, o.timeout - b.timeout, o.error - b.error, o.unsent - b.unsent) == \
+        (160, 2, 1, 1)
+    assert s.overall.throughput_rps == pytest.approx(o.ok / 20)
+    assert s.overall.response_codes["2.04"] == 160
+    assert s.per_device["cpu-0"].requests == base.per_device["cpu-0"].requests + 44
+    assert s.per_device["cpu-1"].outcomes.ok == base.per_device["cpu-1"].outcomes.ok + 120
+    assert s.per_device["cpu-2"] == base.per_device["cpu-2"]
+    # the slow push answers are in the device's and the run's response times
+    assert s.per_device["cpu-1"].response_time_ms.from_sent.max_ms == pytest.approx(50.0)
+    assert s.overall.response_time_ms.from_sent.count == \
+        base.overall.response_time_ms.from_sent.count + 160
+
+
+def test_the_push_block_keeps_every_phase(pair):
+    _, s = pair
+    ops = s.push.by_op
+    assert (ops["register"].phase, ops["register"].requests) == ("setup", 2)
+    assert (ops["reading"].phase, ops["reading"].requests) == ("test", 164)
+    assert ops["deregister"].outcomes.timeout == 1
+    assert s.push.teardown_failed == ["cpu-1: deregister timeout"]
+
+
+def test_push_timeouts_are_attributed(pair):
+    base, s = pair
+    c = s.loss.by_cause
+    assert (c.push_timeout, c.push_late_send) == (1, 1)
+    assert c.sut_error == base.loss.by_cause.sut_error + 1
+    assert s.loss.sut == base.loss.sut + 2 and s.loss.testbed == base.loss.testbed + 1
+    assert s.loss.per_device["cpu-0"]["push_late_send"] == 1
+    assert s.loss.requests_not_ok == base.loss.requests_not_ok + 3     # unsent is no loss
+    # the late device send is the testbed's: the run is not trustworthy, and says where
+    assert s.verdict.status == "testbed_loss"
+    assert any("sent late by starved pushing devices" in r for r in s.verdict.reasons)
+
+
+def test_slo_sees_the_pushes(pair):
+    base, s = pair
+    assert base.slo.status == "met"
+    p99 = s.slo.objectives[0]
+    assert s.slo.status == "missed" and p99.measured == pytest.approx(50.0, abs=1.0)
+    assert [o.device for o in p99.offenders] == ["cpu-1"]
+    assert p99.samples == s.overall.response_time_ms.from_sent.count
+
+
+def _push_frame(outcome, lag_us, code=""):
+    n = len(outcome)
+    sched = np.arange(n) * 1e6
+    return pd.DataFrame({"outcome": outcome, "code": code or [""] * n, "sched": sched,
+                         "sent": sched + np.asarray(lag_us, float) * 1e3})
+
+
+def test_classify_push_places_each_outcome():
+    f = _push_frame(["timeout", "timeout", "error", "error", "reset", "ok"],
+                    [10, 1500, 10, np.nan, 10, 10], ["", "", "4.00", "", "", "2.04"])
+    got = [L.CAUSES[i] if i >= 0 else None for i in L.classify_push(f, 1000.0)]
+    assert got == ["push_timeout", "push_late_send", "sut_error", "local_send", "sut_reset", None]
+    assert "push_timeout" in L.SUT and "push_late_send" in L.TESTBED
+
