@@ -14,6 +14,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from wotbench.analysis.loading import OUTCOMES, RunData
+from wotbench.detector import evidence as evid
 
 PUSH_SOURCE = "push"     # the ``ge`` of a device's own request
 NS_PER_MS = 1e6
@@ -86,3 +87,23 @@ def merge(req: pd.DataFrame, codes: np.ndarray, push: pd.DataFrame, push_codes: 
     out["outcome"] = out["outcome"].astype(str).astype(pd.CategoricalDtype(list(OUTCOMES)))
     return out, np.concatenate([np.asarray(codes, np.int64), push_codes])
 
+
+def sends(push: pd.DataFrame, codes: np.ndarray, names: list[str], run: RunData,
+          late_ms: float) -> dict[str, evid.GeSends]:
+    """The pushing devices' sent test requests for the kernel evidence, one entry per place
+    (``push core 2``: the devices pinned there; ``push devices``: the unpinned ones), so their
+    late sends are judged as the testbed's, like a GE's (rule ``send_lag``)."""
+    if not len(push):
+        return {}
+    place_of = evid.Places(run.run).of
+    where = np.array([f"push {place_of.get(names[c], 'devices')}" for c in codes], object)
+    sent = push["sent"].to_numpy(np.float64)
+    sched = push["sched"].to_numpy(np.float64)
+    out = {}
+    for place in sorted(set(where)):
+        m = (where == place) & np.isfinite(sent)
+        devs = tuple(sorted({names[c] for c in codes[where == place]}))
+        out[place] = evid.GeSends(sched_ns=sched[m] + run.test_start_ns,
+                                  lag_ms=(sent[m] - sched[m]) / 1e6, tolerance_ms=late_ms,
+                                  devices=devs)
+    return out
