@@ -137,3 +137,33 @@ def test_on_time_device_sends_flag_nothing(tmp_path):
     places = {pw.place: pw for pw in s.evidence.windows[0].places}
     assert places["push core 1"].late_share == 0.0
 
+
+# ----------------------------------------------------------------------------- report
+def test_the_report_has_a_push_section(tmp_path):
+    from wotbench.report import render_html
+    d = make_run(tmp_path / "run", duration_s=20, seed=5)
+    add_push(d, "cpu-0", 0, CPU0)
+    add_push(d, "cpu-1", 1, CPU1)
+    s = analyze(d)
+    html = render_html(d)
+    sec = html[html.index('<section class="card" id="push">'):]
+    sec = sec[:sec.index("</section>")]
+    rows = [r for r in sec.split("<tr>")[2:]]
+    assert [r.split("</td>")[0].removeprefix("<td>") for r in rows] == \
+        ["register", "reading", "deregister"]        # setup, test, teardown order
+    reading = rows[1]
+    assert "<td class=\"n\">164</td><td class=\"n\">160</td>" in reading
+    assert f"{s.push.by_op['reading'].throughput_per_s:,.2f}" in reading
+    assert f"{s.push.by_op['reading'].response_ms.p99_ms:,.3f}" in reading
+    assert "Send lag of the 163 test sends" in sec
+    assert "Teardowns that failed" in sec and "cpu-1: deregister timeout" in sec
+    assert "Setups that failed" not in sec
+    # the loss table names the push causes
+    assert "push_late_send" in html and "push_timeout" in html
+
+
+def test_no_push_section_without_pushes(tmp_path):
+    from wotbench.report import render_html
+    d = make_run(tmp_path / "run", duration_s=5, seed=2)
+    analyze(d)
+    assert 'id="push"' not in render_html(d)
