@@ -167,3 +167,45 @@ def test_no_push_section_without_pushes(tmp_path):
     d = make_run(tmp_path / "run", duration_s=5, seed=2)
     analyze(d)
     assert 'id="push"' not in render_html(d)
+
+
+def test_a_run_of_pushing_devices_only(tmp_path):
+    """No main GE at all: the devices' own requests are the run's figures."""
+    import json
+    import shutil
+    d = make_run(tmp_path / "run", duration_s=20, seed=5, cd=False)
+    shutil.rmtree(d / "ge")
+    r = json.loads((d / "run.json").read_text())
+    r["ges"] = []
+    (d / "run.json").write_text(json.dumps(r))
+    for i in range(3):
+        add_push(d, f"cpu-{i}", i, readings(100, 150.0) +
+                 [Push("test", "reading", "timeout", 19000, r_ms=None)])
+    s = analyze(d)
+    assert s.overall.requests == 303 and s.overall.outcomes.ok == 300
+    assert s.overall.response_time_ms.from_sent.p50_ms == pytest.approx(2.0)
+    assert {n: (b.requests, b.ge) for n, b in s.per_device.items()} == \
+        {f"cpu-{i}": (101, "push") for i in range(3)}
+    assert s.loss.by_cause.push_timeout == 3 and s.loss.sut == 3 and s.loss.testbed == 0
+    assert s.verdict.status == "trustworthy"
+
+
+def test_an_impaired_devices_push_timeouts_are_the_impairments(tmp_path):
+    """netem/pumba impair a device's own requests too: its push timeouts are ``impairment``;
+    another device's stay the SUT's."""
+    import json
+    from wotbench.rundir import RunDir
+    d = make_run(tmp_path / "run", duration_s=10, seed=9, cd=False)
+    lost = [Push("test", "reading", "timeout", 1000 + 500 * i, r_ms=None) for i in range(4)]
+    add_push(d, "cpu-0", 0, readings(10, 500.0) + lost)
+    add_push(d, "cpu-1", 1, readings(10, 500.0) + lost[:1])
+    rd = RunDir(d)
+    run = json.loads(rd.run_json.read_text())
+    run["network"] = {"backend": "netem", "devices": {"cpu-0": {
+        "describe": "x", "impairment": {"loss": {"percent": 20}, "direction": "egress"},
+        "applied": []}}}
+    rd.run_json.write_text(json.dumps(run))
+    s = analyze(d)
+    assert s.loss.per_device["cpu-0"] == {"impairment": 4, "testbed": 0}
+    assert s.loss.per_device["cpu-1"] == {"push_timeout": 1, "testbed": 0}
+    assert s.loss.configured == 4 and s.loss.testbed == 0

@@ -74,10 +74,8 @@ def merge(req: pd.DataFrame, codes: np.ndarray, push: pd.DataFrame, push_codes: 
     """The GE rows then the push rows, as one table (categoricals over both) and its codes."""
     if not len(push):
         return req, codes
-    if not len(req):
-        req = req.reindex(columns=push.columns)
-    push = push[list(req.columns)]
-    parts = [req.copy(), push.copy()]
+    # an empty GE table (a run of pushing devices only) has no column types to keep
+    parts = [p[list(push.columns)].copy() for p in (req, push) if len(p)]
     for col in ("ge", "method", "path", "code"):
         cats = [pd.Categorical(p[col].astype(object).where(p[col].notna(), None)) for p in parts]
         uc = union_categoricals(cats)

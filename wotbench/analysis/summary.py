@@ -129,7 +129,7 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     for f in run.run.failures:
         invalid.append(f"component {f.component} failed: {f.what}")
     if overall.requests == 0:
-        invalid.append("no requests in the GE logs")
+        invalid.append("no requests in the GE logs nor in the devices' push logs")
     elif overall.sent == 0:
         invalid.append("no request was sent")
     elif overall.outcomes.ok == 0:
