@@ -56,6 +56,8 @@ def test_test_phase_pushes_count_in_overall_and_per_device(pair):
     assert s.per_device["cpu-1"].response_time_ms.from_sent.max_ms == pytest.approx(50.0)
     assert s.overall.response_time_ms.from_sent.count == \
         base.overall.response_time_ms.from_sent.count + 160
+    # the device-log join counts the GEs' requests only (a push has no device log to match)
+    assert s.rd.join == base.rd.join
 
 
 def test_the_push_block_keeps_every_phase(pair):

@@ -244,7 +244,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         if f.at_mono_ns is not None}, max(timeout_ms, pushm.timeout_ms(run)))
     loss, series["loss_over_time"] = lossm.loss_block(all_req, cause, all_codes, names,
                                                       run.run.network, run.duration_s)
-    counters["ok_requests"] = overall.outcomes.ok
+    # the join is the GEs' requests to device logs: the devices' own requests have none
+    counters["ok_requests"] = int((req["outcome"].astype(str) == "ok").sum())
     counters["ok_requests_matched"] = int(len(dec))
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
     split_frame = decomp.split(req, matched, s_ms)
