@@ -15,6 +15,7 @@ from pandas.api.types import union_categoricals
 
 from wotbench.analysis.loading import OUTCOMES, RunData
 from wotbench.detector import evidence as evid
+from wotbench.rundir import GeIntegrityParams
 
 PUSH_SOURCE = "push"     # the ``ge`` of a device's own request
 NS_PER_MS = 1e6
@@ -86,13 +87,29 @@ def merge(req: pd.DataFrame, codes: np.ndarray, push: pd.DataFrame, push_codes: 
     return out, np.concatenate([np.asarray(codes, np.int64), push_codes])
 
 
+def tolerance_ms(push: pd.DataFrame, codes: np.ndarray, p: GeIntegrityParams) -> np.ndarray:
+    """Per row, its device's send tolerance as the GE rule has it: max(rel_tolerance × the
+    median interval between the device's scheduled test sends, min_tolerance_ms), so 2 ms
+    late is nothing for a reading every 10 s and much for one every 5 ms."""
+    sched = push["sched"].to_numpy(np.float64)
+    out = np.full(len(push), p.min_tolerance_ms)
+    for c in np.unique(codes):
+        m = codes == c
+        gaps = np.diff(np.sort(sched[m])) / 1e6
+        gaps = gaps[gaps > 0]
+        if len(gaps):
+            out[m] = max(p.rel_tolerance * float(np.median(gaps)), p.min_tolerance_ms)
+    return out
+
+
 def sends(push: pd.DataFrame, codes: np.ndarray, names: list[str], run: RunData,
-          late_ms: float) -> dict[str, evid.GeSends]:
+          p: GeIntegrityParams) -> dict[str, evid.GeSends]:
     """The pushing devices' sent test requests for the kernel evidence, one entry per place
     (``push core 2``: the devices pinned there; ``push devices``: the unpinned ones), so their
     late sends are judged as the testbed's, like a GE's (rule ``send_lag``)."""
     if not len(push):
         return {}
+    tol = tolerance_ms(push, codes, p)
     place_of = evid.Places(run.run).of
     where = np.array([f"push {place_of.get(names[c], 'devices')}" for c in codes], object)
     sent = push["sent"].to_numpy(np.float64)
@@ -102,6 +119,6 @@ def sends(push: pd.DataFrame, codes: np.ndarray, names: list[str], run: RunData,
         m = (where == place) & np.isfinite(sent)
         devs = tuple(sorted({names[c] for c in codes[where == place]}))
         out[place] = evid.GeSends(sched_ns=sched[m] + run.test_start_ns,
-                                  lag_ms=(sent[m] - sched[m]) / 1e6, tolerance_ms=late_ms,
+                                  lag_ms=(sent[m] - sched[m]) / 1e6, tolerance_ms=tol[m],
                                   devices=devs)
     return out

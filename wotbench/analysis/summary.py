@@ -274,7 +274,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     evidence, series["evidence"] = evid.assess(
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
-         **pushmerge.sends(push_req, push_codes, names, run, pushm.LATE_US / 1e3)},
+         **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
         run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
     contention = cont.combine(contention, evidence)
 

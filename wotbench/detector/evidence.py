@@ -51,17 +51,19 @@ from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams,
 @dataclass(frozen=True)
 class GeSends:
     """A GE's sent requests: scheduled instants (absolute CLOCK_MONOTONIC ns), lag behind them
-    (ms) and the tolerance its GE-integrity check used (ms; None: not checked). ``devices``:
+    (ms) and the tolerance its GE-integrity check used (ms, one or one per send; None: not
+    checked). ``devices``:
     set for the pushing devices of one place (devices[].push sends their own requests): their
     late sends are flagged (rule ``send_lag``), since no GE-integrity check covers them."""
     sched_ns: np.ndarray
     lag_ms: np.ndarray
-    tolerance_ms: Optional[float]
+    tolerance_ms: Optional[float | np.ndarray]
     devices: tuple[str, ...] = ()
 
 
 # a pushing device's late sends, judged as a GE's (GeIntegrityParams defaults): flagged when,
-# with confidence 1 - alpha, more than 1 % of a window's sends were later than the tolerance
+# with confidence 1 - alpha, more than 1 % of a window's sends were later than their tolerance
+# (push_merge.sends: the GE rule's, on the device's own send interval)
 PUSH_LATE = GeIntegrityParams()
 
 
@@ -247,8 +249,8 @@ def _send_lag_flag(pw: PlaceWindow, devices: tuple[str, ...], p: EvidenceParams
     more = f" and {len(devices) - 5} more" if len(devices) > 5 else ""
     return Flag(rule="send_lag", place=pw.place, text=(
         f"pushing device(s) {', '.join(devices[:5])}{more} {where} sent {late} of their {n} "
-        f"own requests later than {PUSH_LATE.late_threshold_ms:g} ms ({_pct(late / n)}; "
-        f"p99 lag {pw.lag_p99_ms:.2f} ms): their core did not run them on time"))
+        f"own requests later than their tolerance ({_pct(late / n)}; p99 lag "
+        f"{pw.lag_p99_ms:.2f} ms): their core did not run them on time"))
 
 
 def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
@@ -357,7 +359,8 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
         inside = (idx >= 0) & (idx < n)
         logm[ge]["requests"] = np.bincount(idx[inside], minlength=n).tolist()
         logm[ge]["lag"] = [s.lag_ms[inside & (idx == i)] for i in range(n)]
-        logm[ge]["tolerance_ms"] = s.tolerance_ms
+        logm[ge]["late"] = (None if s.tolerance_ms is None else
+                            [(s.lag_ms > s.tolerance_ms)[inside & (idx == i)] for i in range(n)])
     foreign = _foreign(files.foreign, edges)
     steal = _core_counter(files.cores, edges, "steal_ns")
     pressure = _pressure(files.pressure, edges)
@@ -411,8 +414,8 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
             lag = m.get("lag") if m else None
             if lag is not None and len(lag[i]):
                 pw.lag_p99_ms = round(float(np.quantile(lag[i], 0.99)), 4)
-                if m["tolerance_ms"] is not None:
-                    pw.late_share = round(float(np.mean(lag[i] > m["tolerance_ms"])), 4)
+                if m["late"] is not None:
+                    pw.late_share = round(float(np.mean(m["late"][i])), 4)
             pw.wakeup_p95_ms = _q(wk, 0.95)
             if foreign is not None and cores:
                 pw.foreign_share = round(sum(fshare.get(c, 0.0) for c in cores) / len(cores), 4)
