@@ -120,5 +120,5 @@ def sends(push: pd.DataFrame, codes: np.ndarray, names: list[str], run: RunData,
         devs = tuple(sorted({names[c] for c in codes[where == place]}))
         out[place] = evid.GeSends(sched_ns=sched[m] + run.test_start_ns,
                                   lag_ms=(sent[m] - sched[m]) / 1e6, tolerance_ms=tol[m],
-                                  devices=devs)
+                                  devices=devs, rule=p)
     return out

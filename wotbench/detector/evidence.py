@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -59,12 +59,8 @@ class GeSends:
     lag_ms: np.ndarray
     tolerance_ms: Optional[float | np.ndarray]
     devices: tuple[str, ...] = ()
-
-
-# a pushing device's late sends, judged as a GE's (GeIntegrityParams defaults): flagged when,
-# with confidence 1 - alpha, more than 1 % of a window's sends were later than their tolerance
-# (push_merge.sends: the GE rule's, on the device's own send interval)
-PUSH_LATE = GeIntegrityParams()
+    # pushing devices: the GE rule that judges them (max_late_share at alpha, per window)
+    rule: GeIntegrityParams = field(default_factory=GeIntegrityParams)
 
 
 OWNER_WORDS = {"injected": "the injected hog", "wotbench": "another WoTbench run",
@@ -235,14 +231,15 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
 
-def _send_lag_flag(pw: PlaceWindow, devices: tuple[str, ...], p: EvidenceParams
-                   ) -> Optional[Flag]:
-    """Pushing devices that sent late in this window (a one-sided binomial test of the late
-    share against the GE rule's 1 %): the testbed's, as a late GE send is."""
+def _send_lag_flag(pw: PlaceWindow, s: GeSends, p: EvidenceParams) -> Optional[Flag]:
+    """Pushing devices that sent late in this window (a one-sided binomial test of the share
+    later than their tolerance against the GE rule's ``max_late_share``, 1 %, at its
+    ``alpha``): the testbed's, as a late GE send is."""
+    devices = s.devices
     n = pw.requests
     late = int(round(pw.late_share * n))   # late_share is rounded to 4 digits: about right
     if n < p.min_requests or not late or \
-            binom.sf(late - 1, n, PUSH_LATE.max_late_share) >= PUSH_LATE.alpha:
+            binom.sf(late - 1, n, s.rule.max_late_share) >= s.rule.alpha:
         return None
     where = pw.place.removeprefix("push ")
     where = "unpinned" if where == "devices" else "on " + where
@@ -254,7 +251,7 @@ def _send_lag_flag(pw: PlaceWindow, devices: tuple[str, ...], p: EvidenceParams
 
 
 def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
-           push_devices: Optional[dict[str, tuple[str, ...]]] = None) -> list[Flag]:
+           push_devices: Optional[dict[str, GeSends]] = None) -> list[Flag]:
     push_devices = push_devices or {}
     device_places = set(places.device_places()) | set(push_devices)
     out = []
@@ -330,9 +327,9 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     cal = run.calibration
     cal_edges = np.array([cal.start_mono_ns, cal.end_mono_ns], np.float64) if cal else None
 
-    push_devices = {k: s.devices for k, s in sends.items() if s.devices}
-    for k, devs in push_devices.items():   # a pushing place is on its devices' cores
-        places.core_of[k] = places.core_of.get(places.of.get(devs[0], ""), [])
+    push_devices = {k: s for k, s in sends.items() if s.devices}
+    for k, s in push_devices.items():   # a pushing place is on its devices' cores
+        places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
     windows = _windows(files, logs, services, sends, places, edges, p)
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
