@@ -21,10 +21,24 @@ no_device_log       timeout of a device without a log (a third-party server): no
 interrupted         sent, in flight when the run was interrupted
 component_failed    any of the above for a device that failed during the run (run.json
                     ``failures``), sent after it failed or still waiting for it then
+push_timeout        timeout of a device's own request (devices[].push): its target is the
+                    system under test, which logs nothing WoTbench reads, so the loss cannot be
+                    placed on a leg; the device did send it (``sent_ns``) on time, so the server
+                    (or its host's path to it) lost or delayed it: the SUT's
+push_late_send      timeout of a device's own request that the device sent more than
+                    ``push.LATE_US`` after it was due: its thread was behind then, so the same
+                    starvation may have kept it from reading the answer before its timeout
+                    (the device judges timeouts on its own clock): the testbed's
 ==================  ========================================================================
 
-``testbed`` = to_device + from_device + local_send (what WoTbench itself lost);
-``configured`` = impairment; ``sut`` = refused_503 + device_late + sut_error + sut_reset.
+A device's own request is classified like a GE's otherwise (an error answer ``sut_error``,
+5.03 ``refused_503``, RST ``sut_reset``, a failed send ``local_send``); a push timeout of a
+device whose network impairment (netem/pumba act on pushes too) drops or holds datagrams on
+either leg is ``impairment``.
+
+``testbed`` = to_device + from_device + local_send + push_late_send (what WoTbench itself lost);
+``configured`` = impairment; ``sut`` = refused_503 + device_late + sut_error + sut_reset +
+push_timeout.
 Unsent requests are not losses. Any testbed loss makes the run untrustworthy (verdict
 ``testbed_loss``): a user would otherwise blame the system under test for it.
 """
@@ -39,10 +53,11 @@ from wotbench.rundir import NetworkRecord
 from wotbench.rundir.summary import LossBlock, LossCauses
 
 CAUSES = ("to_device", "from_device", "local_send", "impairment", "refused_503", "device_late",
-          "sut_error", "sut_reset", "no_device_log", "interrupted", "component_failed")
+          "sut_error", "sut_reset", "no_device_log", "interrupted", "component_failed",
+          "push_timeout", "push_late_send")
 FAILURE_SEEN_WITHIN_NS = 1_000_000_000   # the runner's watch checks for dead components each second
-TESTBED = ("to_device", "from_device", "local_send")
-SUT = ("refused_503", "device_late", "sut_error", "sut_reset")
+TESTBED = ("to_device", "from_device", "local_send", "push_late_send")
+SUT = ("refused_503", "device_late", "sut_error", "sut_reset", "push_timeout")
 NOT_A_CAUSE = -1
 
 
@@ -77,6 +92,19 @@ def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, code
     out[error & (code == "") & np.isnan(sent)] = idx["local_send"]
     out[error & (code == "") & ~np.isnan(sent)] = idx["interrupted"]
     out[outcome == "reset"] = idx["sut_reset"]
+    return out
+
+
+def classify_push(push: pd.DataFrame, late_us: float) -> np.ndarray:
+    """Cause index per row of the devices' own requests (:mod:`push_merge` rows): as a GE's,
+    but a timeout is ``push_timeout``, or ``push_late_send`` when sent late (module table)."""
+    n = len(push)
+    out = classify(push, pd.DataFrame(), np.zeros(1, bool), np.zeros(n, np.int64), 0.0)
+    timeout = out == CAUSES.index("no_device_log")
+    lag_us = (push["sent"].to_numpy(np.float64) - push["sched"].to_numpy(np.float64)) / 1e3
+    late = lag_us > late_us
+    out[timeout & late] = CAUSES.index("push_late_send")
+    out[timeout & ~late] = CAUSES.index("push_timeout")
     return out
 
 
@@ -127,6 +155,8 @@ def attribute_impairments(cause: np.ndarray, codes: np.ndarray, names: list[str]
         if dev is None:
             continue
         legs = _impaired_legs(network, name)
+        if any(v for leg in legs.values() for v in leg.values()):   # pushes cross both legs
+            out[(codes == i) & (out == CAUSES.index("push_timeout"))] = imp
         for leg, counter in (("to_device", "dropped_in"), ("from_device", "dropped_out")):
             rows = np.flatnonzero((codes == i) & (out == CAUSES.index(leg)))
             if not len(rows):

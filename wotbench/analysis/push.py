@@ -17,6 +17,13 @@ from wotbench.rundir.summary import Outcomes, PushBlock, PushLagTimes, PushOp, P
 LATE_US = 1000.0     # a device send more than 1 ms after its due instant is late
 
 
+def timeout_ms(run: RunData) -> float:
+    """The longest of the pushing devices' timeouts (0 without any)."""
+    return float(max((d.log_summary.push.timeout_ms for d in run.devices.values()
+                      if d.log_summary is not None and d.log_summary.push is not None),
+                     default=0))
+
+
 def table(run: RunData) -> pd.DataFrame:
     """Every device's push rows with the device's name."""
     frames = [d.push.assign(name=n) for n, d in run.devices.items() if d.push is not None]

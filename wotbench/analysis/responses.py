@@ -57,10 +57,16 @@ def combine_ge(ges: list[GeData], test_start_ns: int) -> pd.DataFrame:
             "client": (df["client"].to_numpy(np.float64) if "client" in df.columns
                        else np.full(len(df), np.nan)),
         }))
-    if not frames:
-        return pd.DataFrame(columns=["ge", "index", "device", "method", "path", "sched", "sent",
-                                     "queued", "recv", "recv_user", "recv_kernel", "code", "outcome", "retransmissions",
-                                     "client", "rt_sent_ms", "rt_sched_ms"])
+    if not frames:   # no main GE: the typed empty table (categoricals, floats) its readers expect
+        cat = pd.Categorical([])
+        f = {c: np.zeros(0) for c in ("sched", "sent", "queued", "recv", "recv_user", "recv_kernel",
+                                     "retransmissions", "client", "rt_sent_ms", "rt_sched_ms")}
+        return pd.DataFrame({"ge": cat, "index": np.zeros(0, np.int64),
+                             "device": np.zeros(0, np.int64), "method": cat, "path": cat, **f,
+                             "code": cat, "outcome": pd.Categorical([], categories=list(OUTCOMES)),
+                             })[["ge", "index", "device", "method", "path", "sched", "sent",
+                                 "queued", "recv", "recv_user", "recv_kernel", "code", "outcome",
+                                 "retransmissions", "client", "rt_sent_ms", "rt_sched_ms"]]
     if len(frames) == 1:
         out = frames[0]
     else:

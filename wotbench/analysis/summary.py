@@ -23,6 +23,7 @@ from wotbench.analysis import monitor as mon
 from wotbench.analysis import sut_resources as sutm
 from wotbench.analysis import observe as obsm
 from wotbench.analysis import push as pushm
+from wotbench.analysis import push_merge as pushmerge
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
 from wotbench.analysis import slo as sloa
@@ -112,7 +113,8 @@ def _loss_reason(loss: LossBlock) -> str:
     c = loss.by_cause
     legs = ", ".join(f"{n} {what}" for n, what in (
         (c.to_device, "on the way to the devices"), (c.from_device, "on the way back"),
-        (c.local_send, "in the GE's own sends")) if n)
+        (c.local_send, "in the GE's own sends"),
+        (c.push_late_send, "sent late by starved pushing devices")) if n)
     return (f"the testbed lost {loss.testbed} of {loss.sent} requests "
             f"({loss.testbed_share:.2%}): {legs}; on {loss.testbed_devices} device(s), "
             f"the first at {loss.first_testbed_loss_s:.1f} s. WoTbench itself lost them, not the "
@@ -127,7 +129,7 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     for f in run.run.failures:
         invalid.append(f"component {f.component} failed: {f.what}")
     if overall.requests == 0:
-        invalid.append("no requests in the GE logs")
+        invalid.append("no requests in the GE logs nor in the devices' push logs")
     elif overall.sent == 0:
         invalid.append("no request was sent")
     elif overall.outcomes.ok == 0:
@@ -179,11 +181,15 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
 def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFrame]]:
     req = resp.combine_ge(run.ges, run.test_start_ns)
     codes, names = resp.device_codes(req, run)
-    overall, per_device = resp.compute_responses(req, codes, names, run.duration_s)
+    # the run's figures count the devices' own test requests beside the GEs' (issue 23)
+    push_req, push_codes = pushmerge.test_rows(run, names)
+    all_req, all_codes = pushmerge.merge(req, codes, push_req, push_codes)
+    overall, per_device = resp.compute_responses(all_req, all_codes, names, run.duration_s)
     series: dict[str, pd.DataFrame] = {}
-    series["response_times"] = resp.response_series(req, codes, names)
-    series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(req, codes, names)
-    series["rt_cdf"] = resp.rt_cdf_series(req)
+    series["response_times"] = resp.response_series(all_req, all_codes, names)
+    series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(all_req, all_codes,
+                                                                           names)
+    series["rt_cdf"] = resp.rt_cdf_series(all_req)
 
     # GE integrity, per GE
     id_to_name = {int(d.id): n for n, d in run.devices.items() if d.id is not None}
@@ -231,12 +237,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dec = rdm.decomposition(req, matched)
     has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
-    cause = lossm.attribute_failures(cause, req, codes, names, {
+    if len(push_req):   # the push rows follow the GE rows in all_req
+        cause = np.concatenate([cause, lossm.classify_push(push_req, pushm.LATE_US)])
+    cause = lossm.attribute_failures(cause, all_req, all_codes, names, {
         f.component: f.at_mono_ns - run.test_start_ns for f in run.run.failures
-        if f.at_mono_ns is not None}, timeout_ms)
-    loss, series["loss_over_time"] = lossm.loss_block(req, cause, codes, names,
+        if f.at_mono_ns is not None}, max(timeout_ms, pushm.timeout_ms(run)))
+    loss, series["loss_over_time"] = lossm.loss_block(all_req, cause, all_codes, names,
                                                       run.run.network, run.duration_s)
-    counters["ok_requests"] = overall.outcomes.ok
+    # the join is the GEs' requests to device logs: the devices' own requests have none
+    counters["ok_requests"] = int((req["outcome"].astype(str) == "ok").sum())
     counters["ok_requests_matched"] = int(len(dec))
     rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
     split_frame = decomp.split(req, matched, s_ms)
@@ -263,7 +272,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
     evidence, series["evidence"] = evid.assess(
-        RunDir(run.run_dir), run.run, *_device_tables(run), _ge_sends(req, cd_req, ge_block, run),
+        RunDir(run.run_dir), run.run, *_device_tables(run),
+        {**_ge_sends(req, cd_req, ge_block, run),
+         **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
         run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
     contention = cont.combine(contention, evidence)
 
@@ -295,7 +306,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         verdict.reasons.append(dtls_note)
     slo_block = None
     if slo_spec is not None:
-        frame = sloa.RequestFrame.from_requests(req, codes, names, groups)
+        frame = sloa.RequestFrame.from_requests(all_req, all_codes, names, groups)
         slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
                                       verdict.status)
         verdict.exit_code = sloa.exit_code(verdict.status, slo_block)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -41,7 +41,9 @@ import pandas as pd
 
 from wotbench.csvcheck import read_optional_csv
 from wotbench.deploy.plan import parse_cpuset
-from wotbench.rundir import RunDir, RunRecord
+from scipy.stats import binom
+
+from wotbench.rundir import GeIntegrityParams, RunDir, RunRecord
 from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
                                       Flag, PlaceWindow, WindowEvidence)
 
@@ -49,10 +51,16 @@ from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams,
 @dataclass(frozen=True)
 class GeSends:
     """A GE's sent requests: scheduled instants (absolute CLOCK_MONOTONIC ns), lag behind them
-    (ms) and the tolerance its GE-integrity check used (ms; None: not checked)."""
+    (ms) and the tolerance its GE-integrity check used (ms, one or one per send; None: not
+    checked). ``devices``:
+    set for the pushing devices of one place (devices[].push sends their own requests): their
+    late sends are flagged (rule ``send_lag``), since no GE-integrity check covers them."""
     sched_ns: np.ndarray
     lag_ms: np.ndarray
-    tolerance_ms: Optional[float]
+    tolerance_ms: Optional[float | np.ndarray]
+    devices: tuple[str, ...] = ()
+    # pushing devices: the GE rule that judges them (max_late_share at alpha, per window)
+    rule: GeIntegrityParams = field(default_factory=GeIntegrityParams)
 
 
 OWNER_WORDS = {"injected": "the injected hog", "wotbench": "another WoTbench run",
@@ -223,8 +231,29 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
 
-def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places") -> list[Flag]:
-    device_places = set(places.device_places())
+def _send_lag_flag(pw: PlaceWindow, s: GeSends, p: EvidenceParams) -> Optional[Flag]:
+    """Pushing devices that sent late in this window (a one-sided binomial test of the share
+    later than their tolerance against the GE rule's ``max_late_share``, 1 %, at its
+    ``alpha``): the testbed's, as a late GE send is."""
+    devices = s.devices
+    n = pw.requests
+    late = int(round(pw.late_share * n))   # late_share is rounded to 4 digits: about right
+    if n < p.min_requests or not late or \
+            binom.sf(late - 1, n, s.rule.max_late_share) >= s.rule.alpha:
+        return None
+    where = pw.place.removeprefix("push ")
+    where = "unpinned" if where == "devices" else "on " + where
+    more = f" and {len(devices) - 5} more" if len(devices) > 5 else ""
+    return Flag(rule="send_lag", place=pw.place, text=(
+        f"pushing device(s) {', '.join(devices[:5])}{more} {where} sent {late} of their {n} "
+        f"own requests later than their tolerance ({_pct(late / n)}; p99 lag "
+        f"{pw.lag_p99_ms:.2f} ms): their core did not run them on time"))
+
+
+def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
+           push_devices: Optional[dict[str, GeSends]] = None) -> list[Flag]:
+    push_devices = push_devices or {}
+    device_places = set(places.device_places()) | set(push_devices)
     out = []
     for pw in w.places:
         devices = pw.place in device_places
@@ -244,6 +273,10 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places") -> list[Flag]
                 f"busy service on {where.removeprefix('devices on ')} stretched "
                 f"x{pw.stretch_p50:.2f} (median; "
                 f"p90 x{pw.stretch_p90:.2f})")))
+        if pw.place in push_devices and pw.late_share is not None:
+            flag = _send_lag_flag(pw, push_devices[pw.place], p)
+            if flag is not None:
+                out.append(flag)
     by_run: dict[tuple[int, str], float] = defaultdict(float)
     for a in w.antagonists:
         if a.owner_kind == "wotbench":
@@ -294,6 +327,9 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     cal = run.calibration
     cal_edges = np.array([cal.start_mono_ns, cal.end_mono_ns], np.float64) if cal else None
 
+    push_devices = {k: s for k, s in sends.items() if s.devices}
+    for k, s in push_devices.items():   # a pushing place is on its devices' cores
+        places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
     windows = _windows(files, logs, services, sends, places, edges, p)
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
@@ -302,7 +338,7 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         calibration.end_s = float((cal_edges[1] - test_start_ns) / 1e9)
         calibration.window = -1
     for w in windows:
-        w.flags = _flags(w, p, places)
+        w.flags = _flags(w, p, places, push_devices)
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
                           other_runs=run.other_runs)
@@ -320,7 +356,8 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
         inside = (idx >= 0) & (idx < n)
         logm[ge]["requests"] = np.bincount(idx[inside], minlength=n).tolist()
         logm[ge]["lag"] = [s.lag_ms[inside & (idx == i)] for i in range(n)]
-        logm[ge]["tolerance_ms"] = s.tolerance_ms
+        logm[ge]["late"] = (None if s.tolerance_ms is None else
+                            [(s.lag_ms > s.tolerance_ms)[inside & (idx == i)] for i in range(n)])
     foreign = _foreign(files.foreign, edges)
     steal = _core_counter(files.cores, edges, "steal_ns")
     pressure = _pressure(files.pressure, edges)
@@ -374,8 +411,8 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
             lag = m.get("lag") if m else None
             if lag is not None and len(lag[i]):
                 pw.lag_p99_ms = round(float(np.quantile(lag[i], 0.99)), 4)
-                if m["tolerance_ms"] is not None:
-                    pw.late_share = round(float(np.mean(lag[i] > m["tolerance_ms"])), 4)
+                if m["late"] is not None:
+                    pw.late_share = round(float(np.mean(m["late"][i])), 4)
             pw.wakeup_p95_ms = _q(wk, 0.95)
             if foreign is not None and cores:
                 pw.foreign_share = round(sum(fshare.get(c, 0.0) for c in cores) / len(cores), 4)

@@ -177,6 +177,10 @@ LOSS_CAUSES = {   # cause -> (whose, what it means)
     "interrupted": ("run", "in flight when the run was interrupted"),
     "component_failed": ("testbed", "sent to a device that had failed (or was waiting on it when "
                                     "it failed): see the run's failures"),
+    "push_timeout": ("system", "a device's own request, sent on time, got no answer in time"),
+    "push_late_send": ("testbed", "a device's own request got no answer; the device sent it late "
+                                  "(its core starved it, which may also have kept it from "
+                                  "reading the answer)"),
 }
 
 

@@ -28,7 +28,8 @@ class _Measured(Record):
     @classmethod
     def _no_nan(cls, v):
         return None if isinstance(v, float) and not math.isfinite(v) else v
-FlagRule = Literal["cpu_wait", "stretch", "other_run", "cd"]
+# send_lag: pushing devices (devices[].push) sent their own requests late
+FlagRule = Literal["cpu_wait", "stretch", "other_run", "cd", "send_lag"]
 OwnerKind = Literal["injected", "wotbench", "container", "runtime", "host"]
 
 
@@ -79,8 +80,8 @@ class PlaceWindow(_Measured):
     stretch_p50: F = None
     stretch_p90: F = None
     wakeup_p95_ms: F = None
-    lag_p99_ms: F = None                     # a GE: its sends' lag behind the schedule
-    late_share: F = None                     # ... the share later than its GE-rule tolerance
+    lag_p99_ms: F = None                     # a GE (pushing devices): its sends' lag behind the schedule
+    late_share: F = None                     # ... the share later than its GE-rule tolerance (1 ms)
     foreign_share: F = None                  # other processes on this core
     steal_share: F = None
 

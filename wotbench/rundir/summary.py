@@ -373,6 +373,8 @@ class LossCauses(Record):
     no_device_log: int = 0
     interrupted: int = 0
     component_failed: int = 0
+    push_timeout: int = 0          # a device's own request: no answer, sent on time (SUT)
+    push_late_send: int = 0        # ... sent late by a starved device (testbed)
 
 
 class LossBlock(Record):
