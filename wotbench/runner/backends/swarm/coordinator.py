@@ -22,13 +22,12 @@ from wotbench.config.load import load_config
 from wotbench.deploy.plan import make_plan
 from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.runner.backends.swarm import agents as ag
-from wotbench.runner.backends.swarm import service
+from wotbench.runner.backends.swarm import choose, service
 from wotbench.runner.inputs import make_run_dir
 
 ACCEPT_S = 180.0          # agents' tasks start, the cell containers start and call
 DEPLOY_S = 600.0
 START_MARGIN_S = 2.0      # T0's lead beyond the slowest cell's: the Start messages' way
-DEFAULT_BOUND_MS = 1.0
 CLEANUP_S = 150.0         # a stopped cell's runner removes what it created
 SPLIT_JSON = "split.json"
 REPORT_MD = "report.md"
@@ -39,10 +38,11 @@ def log(msg: str) -> None:
 
 
 class Coordinator:
-    def __init__(self, config_path, out_root, bound_ms: float):
+    def __init__(self, config_path, out_root, bound_ms: Optional[float] = None):
         self.config_path = Path(config_path)
         self.out_root = Path(out_root)
-        self.bound_ns = int(bound_ms * 1e6)
+        self.bound_ms = bound_ms              # None: the config's cluster.clock_bound_ms
+        self.bound_ns = 0
         self.agents: dict[str, ag.Agent] = {}
         self.names: dict[str, str] = {}       # node id -> hostname
         self.client = None
@@ -57,6 +57,7 @@ class Coordinator:
     def run(self) -> int:
         import docker
         cfg = load_config(self.config_path)
+        self.bound_ns = int(choose.clock_bound_ms(cfg, self.bound_ms) * 1e6)
         self.client = docker.from_env(timeout=120)
         addr = service.manager(self.client)
         nodes = service.cell_nodes(self.client)
@@ -274,5 +275,5 @@ def _f(x) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def run(config_path, out_root="reports", bound_ms: float = DEFAULT_BOUND_MS) -> int:
+def run(config_path, out_root="reports", bound_ms: Optional[float] = None) -> int:
     return Coordinator(config_path, out_root, bound_ms).run()
