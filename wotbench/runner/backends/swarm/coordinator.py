@@ -221,12 +221,31 @@ class Coordinator:
         m.notes += self.notes
         (self.dir / merge.CLUSTER_JSON).write_text(m.model_dump_json(indent=2) + "\n")
         (self.dir / REPORT_MD).write_text(report(m, self.run_id))
+        if load_config(self.config_path).report.enabled:
+            self._render([merge.cell_dir(self.dir, c.node) for c in m.cells
+                          if c.requests is not None])
         log(f"verdict: {m.verdict.status}" + (f" (worst: {m.verdict.worst_node})"
                                               if m.verdict.worst_node else ""))
         print(verdict.table(m.verdict))
         log(f"merged: {m.overall.requests} requests of {m.devices} devices; "
             f"{self.dir / REPORT_MD}")
         return m.verdict.exit_code
+
+
+    def _render(self, cells: list[Path]) -> None:
+        """Each finished cell's own report (the agent image has no matplotlib, so here), then
+        the merged report.html; a report that cannot be drawn is logged, the run stands."""
+        from wotbench.report import render
+        from wotbench.report.cluster import render_cluster
+        for d in cells:
+            try:
+                render(d)
+            except (WotbenchError, ValueError, OSError) as e:
+                log(f"{d.name}: its report could not be rendered ({e})")
+        try:
+            log(f"report: {render_cluster(self.dir)}")
+        except (WotbenchError, ValueError, OSError) as e:
+            log(f"the merged report could not be rendered ({e}); report.md holds the figures")
 
 
 def _analyse(cell: Path) -> Optional[str]:
