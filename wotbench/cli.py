@@ -82,9 +82,12 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    if args.backend == "swarm":   # a run across hosts: its own coordinator (docs/CLUSTER.md)
+    from wotbench.config.load import load_config
+    from wotbench.runner.backends.swarm import choose
+    cfg = load_config(args.config)
+    if choose.runs_on_swarm(cfg, args.backend):   # across hosts: its own coordinator (docs/CLUSTER.md)
         from wotbench.runner.backends.swarm.coordinator import run as run_cells
-        return run_cells(args.config, args.out_root, args.clock_bound_ms)
+        return run_cells(args.config, args.out_root, choose.clock_bound_ms(cfg, args.clock_bound_ms))
     from wotbench.run_command import run
     return run(args.config, args.out_root, args.backend)
 
@@ -126,7 +129,9 @@ def _gate(args):
 
 
 def _cmd_sweep(args) -> int:
+    from wotbench.runner.backends.swarm.choose import single_host_only
     from wotbench.sweep import run_sweep, sweep_exit_code
+    single_host_only(None if args.resume else args.config, args.backend, "sweep")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
@@ -138,7 +143,9 @@ def _cmd_sweep(args) -> int:
 def _cmd_capacity(args) -> int:
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
+    from wotbench.runner.backends.swarm.choose import single_host_only
     from wotbench.sweep.paths import parse_set
+    single_host_only(None if args.resume else args.config, args.backend, "capacity")
     result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
@@ -241,9 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the config's backend; swarm: one cell per labelled Swarm "
                         "node, from a manager (docs/CLUSTER.md)")
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
-    s.add_argument("--clock-bound-ms", type=float, default=1.0, metavar="MS",
+    s.add_argument("--clock-bound-ms", type=float, default=None, metavar="MS",
                    help="swarm: refuse the run when a node's clock offset (± its measurement "
-                        "error) exceeds this; flag it when it drifts beyond (default 1)")
+                        "error) exceeds this; flag it when it drifts beyond (default: the "
+                        "config's cluster.clock_bound_ms, 1)")
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("sweep", help="run a series of tests varying config keys; writes a sweep report")

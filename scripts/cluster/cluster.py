@@ -80,7 +80,10 @@ def up(root: Path, block: str, n: int) -> Cluster:
             node.pid = daemon.start(node, cluster.cluster_id, cluster.storage_driver)
             cluster.save()
         for node in cluster.nodes:
-            version = daemon.wait_ready(node)
+            def restart(node=node) -> None:
+                node.pid = daemon.start(node, cluster.cluster_id, cluster.storage_driver)
+                cluster.save()
+            version = daemon.start_ready(node, restart, log)
             log(f"{node.name}: dockerd {version} (pid {node.pid}) at {node.address}, "
                 f"socket {node.socket}")
         swarm.form(cluster)

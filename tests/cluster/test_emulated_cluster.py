@@ -173,10 +173,11 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 
 
 def _run(*args: str, timeout: float = 900, during=None) -> tuple[int, str, Path | None]:
-    """``wotbench run ... --backend swarm`` as the coordinator on the manager; ``during(p)``
-    is called once a second while it runs. (exit code, output, merged run directory)."""
+    """``wotbench run ...`` as the coordinator on the manager (``--backend swarm`` among
+    ``args``, or ``backend: swarm`` in the config); ``during(p)`` is called once a second
+    while it runs. (exit code, output, merged run directory)."""
     out_root = ROOT / "test" / "reports"
-    p = swarmrun.wotbench(ROOT, "run", *args, "--backend", "swarm", "--out-root", str(out_root))
+    p = swarmrun.wotbench(ROOT, "run", *args, "--out-root", str(out_root))
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
     reader.start()
@@ -206,7 +207,8 @@ def _nothing_left(state, nodes=None) -> None:
 
 def test_swarm_refuses_before_t0_a_clock_beyond_the_bound_naming_each_node(state):
     """1 µs is less than any exchange can vouch for: refused before T0, every node named,
-    the fix given, nothing left on any node."""
+    the fix given, nothing left on any node. (cells-90.yaml says backend: swarm; the option
+    overrides its cluster.clock_bound_ms.)"""
     code, out, merged = _run(str(CONFIGS / "cells-90.yaml"), "--clock-bound-ms", "0.001")
     assert code == 1, out
     assert "refused before T0" in out and "T0 in" not in out
@@ -225,7 +227,8 @@ def test_swarm_runs_three_cells_of_300_devices_merged_with_a_verdict_per_cell(st
                 now = swarmrun.cpusets(n)
                 if len(now) > len(seen.get(n.name, {})):
                     seen[n.name] = now
-    code, out, merged = _run(str(CONFIGS / "cells-900.yaml"), during=sample)
+    code, out, merged = _run(str(CONFIGS / "cells-900.yaml"), "--backend", "swarm",
+                             during=sample)
     assert code in (0, 3, 4), out
     cluster = json.loads((merged / "cluster.json").read_text())
     assert [c["node"] for c in cluster["cells"]] == [n.name for n in state.nodes]
@@ -262,6 +265,11 @@ def test_swarm_runs_three_cells_of_300_devices_merged_with_a_verdict_per_cell(st
     clock = cluster["clock"]
     assert clock["refused"] == [] and all(c["after"] for c in clock["cells"])
     assert "| **run** |" in (merged / "report.md").read_text()
+    html = (merged / "report.html").read_text()   # the merged report links every cell's own
+    assert f"Verdict: {worst['status']}" in html
+    for c in cluster["cells"]:
+        assert (merged / c["run_dir"] / "report.html").is_file()
+        assert f'href="{c["run_dir"]}/report.html"' in html
     _nothing_left(state)
 
 

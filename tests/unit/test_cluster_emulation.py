@@ -105,3 +105,59 @@ def test_node_cgroups_found_in_every_hierarchy_and_removed_deepest_first(tmp_pat
     tree = hostscan.cgroup_tree(tmp_path / "pids" / "wbc-n1")
     assert tree[0].name == "c0ffee" and tree[-1].name == "wbc-n1"
     assert hostscan.cgroup_pids(tmp_path / "pids" / "wbc-n1") == {12, 34, 56}
+
+
+class _Node:
+    """Stands in for layout.Node where daemon.py reads it: a name and a directory."""
+    def __init__(self, d: Path):
+        self.name, self.dir, self.pid = "wbc-n9", d, None
+        self.config_file, self.log_file, self.socket = d / "daemon.json", d / "dockerd.log", d / "s"
+
+
+def _retrying(tmp_path, monkeypatch, scripts: list[str]):
+    """start_ready over real processes: each start runs the next script (its argv names the
+    node's config file, as dockerd's does); only a script that sleeps answers."""
+    import subprocess
+
+    import daemon
+    node, todo, logged = _Node(tmp_path), list(scripts), []
+
+    def answers(*args, **kw):
+        try:
+            up = b"sleep" in Path(f"/proc/{node.pid}/cmdline").read_bytes()
+        except OSError:
+            up = False
+        return subprocess.CompletedProcess(args, 0 if up else 1, stdout="27.0\n", stderr="")
+    monkeypatch.setattr(daemon, "RETRY_PAUSE_S", 0.01)
+    monkeypatch.setattr(daemon, "docker", answers)
+
+    def restart():
+        node.pid = daemon.spawn(["sh", "-c", todo.pop(0), str(node.config_file)], node)
+    restart()
+    return daemon, node, restart, todo, logged
+
+
+def test_a_dockerd_that_exits_before_answering_is_started_again(tmp_path, monkeypatch):
+    import os
+    import signal
+    daemon, node, restart, todo, logged = _retrying(
+        tmp_path, monkeypatch, ["exit 3", "kill -9 $$", "sleep 30; true"])
+    try:
+        assert daemon.start_ready(node, restart, logged.append, timeout=5) == "27.0"
+        assert todo == [] and len(logged) == 2
+        assert "exited (exit code 3)" in logged[0] and "(the log is empty)" in logged[0]
+        assert "(killed by SIGKILL)" in logged[1] and "(3/3)" in logged[1]
+    finally:
+        os.killpg(node.pid, signal.SIGKILL)
+
+
+def test_a_dockerd_that_never_answers_is_named_with_every_status_and_its_log(tmp_path,
+                                                                              monkeypatch):
+    daemon, node, restart, todo, logged = _retrying(
+        tmp_path, monkeypatch, ["exit 1", "exit 2", "echo 'failed to start containerd'; exit 4"])
+    with pytest.raises(daemon.ClusterError) as e:
+        daemon.start_ready(node, restart, logged.append, timeout=5)
+    text = str(e.value)
+    assert "dockerd of wbc-n9 exited before answering, 3 times" in text
+    assert "attempt 1: exit code 1; attempt 2: exit code 2; attempt 3: exit code 4" in text
+    assert "failed to start containerd" in text and "make cluster-down" in text

@@ -2,31 +2,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis_fixtures import make_run
-from wotbench.analysis import analyze
+from cluster_fixtures import make_cell
 from wotbench.cluster.merge import (CLUSTER_JSON, REQUESTS_CSV, CellOutcome, MergedRun,
                                     cell_dir, merge)
 from wotbench.errors import WotbenchError
-
-
-def make_cell(merged: Path, node: str, first_id: int, **kw) -> Path:
-    """A cell's analysed run directory whose devices have global ids from ``first_id``."""
-    d = make_run(cell_dir(merged, node), **kw)
-    run = json.loads((d / "run.json").read_text())
-    for dev in run["devices"]:
-        dev["id"] += first_id
-    (d / "run.json").write_text(json.dumps(run))
-    req = pd.read_csv(d / "ge" / "ge-0" / "requests.csv", keep_default_na=False, dtype=str)
-    req["device"] = (req["device"].astype(int) + first_id).astype(str)
-    req.to_csv(d / "ge" / "ge-0" / "requests.csv", index=False)
-    analyze(d)
-    return d
 
 
 @pytest.fixture(scope="module")

@@ -115,6 +115,9 @@ SECTIONS: list[Section] = [
             "The run's own networks (not the impairments: those are `devices[].network`)."),
     Section("monitor", schema.Monitor),
     Section("report", schema.Report),
+    Section("cluster", schema.Cluster,
+            "A run across hosts, one cell per labelled Docker Swarm node (`backend: swarm`, "
+            "[CLUSTER.md](CLUSTER.md)); ignored by the other backends."),
     Section("contention[]", hog_episodes.ContentionEpisode,
             "Deliberate host contention episodes, to check that the contention detector sees "
             "them (validation) or to study their effect. Each is relative to the test start "

@@ -358,6 +358,21 @@ class Report(_Model):
     enabled: bool = Field(True, description="write report.html")
 
 
+# The clock bound of a run across hosts (docs/CLUSTER.md#clocks). Below 1 µs no exchange over
+# a network can vouch for an offset; above 1 s the cells' start skew would be a sizeable part
+# of a short test, so the bound would no longer mean "the cells start together".
+CLOCK_BOUND_MIN_MS = 0.001
+CLOCK_BOUND_MAX_MS = 1000.0
+
+
+class Cluster(_Model):
+    clock_bound_ms: float = Field(
+        1.0, ge=CLOCK_BOUND_MIN_MS, le=CLOCK_BOUND_MAX_MS,
+        description="`backend: swarm`: the run is refused before T0 when a node's clock offset "
+                    "(± its measurement error) exceeds this, and flagged when it drifts beyond "
+                    "it during the run; `wotbench run --clock-bound-ms` overrides it")
+
+
 class TraceSource(_Model):
     """A recorded trace used instead of a generated one."""
     file: str = Field(description="the recorded `trace.csv` (relative to the config file)")
@@ -376,9 +391,11 @@ class Config(_Model):
                                            "`reports/<name>-<UTC time>/`")]
     duration_s: float = Field(60.0, gt=0, description="test length, after calibration")
     seed: int = Field(1, ge=0, description="random seed: same seed, same trace")
-    backend: Literal["docker", "process", "auto"] = Field(
+    backend: Literal["docker", "process", "auto", "swarm"] = Field(
         "docker", description="`docker`, `process` (the same binaries as local processes pinned "
-                              "to cores on 127.0.x.y) or `auto` (Docker when its daemon answers)")
+                              "to cores on 127.0.x.y), `auto` (Docker when its daemon answers) "
+                              "or `swarm` (one cell per labelled Docker Swarm node, "
+                              "docs/CLUSTER.md; `wotbench run` only)")
     trace: Optional[TraceSource] = Field(
         None, description="a recorded trace instead of a generated one: `PATH` or "
                           "`{file, resources}`")
@@ -390,6 +407,8 @@ class Config(_Model):
     network: Network = Field(default_factory=Network, description="the run's networks")
     monitor: Monitor = Field(default_factory=Monitor, description="the resource monitor")
     report: Report = Field(default_factory=Report, description="the HTML report")
+    cluster: Cluster = Field(default_factory=Cluster,
+                             description="a run across hosts (`backend: swarm`)")
     contention: Optional[list[ContentionEpisode]] = Field(
         None, description="deliberate contention episodes, to validate the detector "
                           "(wotbench.config.hog_episodes)")

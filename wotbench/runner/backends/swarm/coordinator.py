@@ -22,13 +22,12 @@ from wotbench.config.load import load_config
 from wotbench.deploy.plan import make_plan
 from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.runner.backends.swarm import agents as ag
-from wotbench.runner.backends.swarm import service
+from wotbench.runner.backends.swarm import choose, service
 from wotbench.runner.inputs import make_run_dir
 
 ACCEPT_S = 180.0          # agents' tasks start, the cell containers start and call
 DEPLOY_S = 600.0
 START_MARGIN_S = 2.0      # T0's lead beyond the slowest cell's: the Start messages' way
-DEFAULT_BOUND_MS = 1.0
 CLEANUP_S = 150.0         # a stopped cell's runner removes what it created
 SPLIT_JSON = "split.json"
 REPORT_MD = "report.md"
@@ -39,10 +38,11 @@ def log(msg: str) -> None:
 
 
 class Coordinator:
-    def __init__(self, config_path, out_root, bound_ms: float):
+    def __init__(self, config_path, out_root, bound_ms: Optional[float] = None):
         self.config_path = Path(config_path)
         self.out_root = Path(out_root)
-        self.bound_ns = int(bound_ms * 1e6)
+        self.bound_ms = bound_ms              # None: the config's cluster.clock_bound_ms
+        self.bound_ns = 0
         self.agents: dict[str, ag.Agent] = {}
         self.names: dict[str, str] = {}       # node id -> hostname
         self.client = None
@@ -57,6 +57,7 @@ class Coordinator:
     def run(self) -> int:
         import docker
         cfg = load_config(self.config_path)
+        self.bound_ns = int(choose.clock_bound_ms(cfg, self.bound_ms) * 1e6)
         self.client = docker.from_env(timeout=120)
         addr = service.manager(self.client)
         nodes = service.cell_nodes(self.client)
@@ -220,12 +221,31 @@ class Coordinator:
         m.notes += self.notes
         (self.dir / merge.CLUSTER_JSON).write_text(m.model_dump_json(indent=2) + "\n")
         (self.dir / REPORT_MD).write_text(report(m, self.run_id))
+        if load_config(self.config_path).report.enabled:
+            self._render([merge.cell_dir(self.dir, c.node) for c in m.cells
+                          if c.requests is not None])
         log(f"verdict: {m.verdict.status}" + (f" (worst: {m.verdict.worst_node})"
                                               if m.verdict.worst_node else ""))
         print(verdict.table(m.verdict))
         log(f"merged: {m.overall.requests} requests of {m.devices} devices; "
             f"{self.dir / REPORT_MD}")
         return m.verdict.exit_code
+
+
+    def _render(self, cells: list[Path]) -> None:
+        """Each finished cell's own report (the agent image has no matplotlib, so here), then
+        the merged report.html; a report that cannot be drawn is logged, the run stands."""
+        from wotbench.report import render
+        from wotbench.report.cluster import render_cluster
+        for d in cells:
+            try:
+                render(d)
+            except (WotbenchError, ValueError, OSError) as e:
+                log(f"{d.name}: its report could not be rendered ({e})")
+        try:
+            log(f"report: {render_cluster(self.dir)}")
+        except (WotbenchError, ValueError, OSError) as e:
+            log(f"the merged report could not be rendered ({e}); report.md holds the figures")
 
 
 def _analyse(cell: Path) -> Optional[str]:
@@ -274,5 +294,5 @@ def _f(x) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def run(config_path, out_root="reports", bound_ms: float = DEFAULT_BOUND_MS) -> int:
+def run(config_path, out_root="reports", bound_ms: Optional[float] = None) -> int:
     return Coordinator(config_path, out_root, bound_ms).run()
