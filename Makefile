@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test check bench bench-scale bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-scale check bench bench-scale bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -16,6 +16,7 @@ help:
 	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
 	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
 	@echo "make test                            build and run the tests (everything: tests/unit, tests/c, tests/e2e)"
+	@echo "make test-scale                      the 200-device e2e run (kept out of make test)"
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
@@ -54,7 +55,11 @@ run:
 	echo "make run: wotbench run exited with $$rc ($$what)"; exit $$rc
 
 test: build build-asan
-	@bash scripts/run-tests.sh $(PYTEST_ARGS)
+	@bash scripts/run-tests.sh -m "not scale" $(PYTEST_ARGS)
+
+# the 200-device e2e run (about a minute), kept out of `make test` to hold it near 10 minutes
+test-scale: build
+	@bash scripts/run-tests.sh tests/e2e -m scale $(PYTEST_ARGS)
 
 # the fast loop: no C build, no Docker; the benchmark-style tests marked slow run in make test
 check: bootstrap

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO, labelled, run_dir_of
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.scale]
 
 
 def _trace_lines(path) -> int:
