@@ -20,9 +20,7 @@ def main(force: bool = False) -> int:
         kill_processes([p for p, _ in procs])
         print(f"ended {len(procs)} leftover process(es) of run(s) "
               f"{', '.join(sorted({r for _, r in procs}))}")
-    for d in journal.abandoned():
-        print(f"removing the gateway emulators' journals of run {d.name} (its harness is gone): {d}")
-        journal.remove_dir(d)
+    journal.remove_abandoned(print)
     try:
         import docker
         client = docker.from_env(timeout=120)

@@ -46,6 +46,14 @@ def remove_dir(d: Optional[Path]) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def remove_abandoned(say, root: Path = ROOT) -> None:
+    """Remove the journals of runs whose harness is gone, saying which."""
+    for d in abandoned(root):
+        say(f"removing the gateway emulators' journals of run {d.name} (its harness is gone): "
+            f"{d}")
+        remove_dir(d)
+
+
 def abandoned(root: Path = ROOT) -> list[Path]:
     """Journal directories whose run's lease is not live (its harness is gone)."""
     out = []

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.config.load import load_config
-from wotbench.errors import EnvironmentProblem, WotbenchError
+from wotbench.errors import WotbenchError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
@@ -52,7 +52,7 @@ from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.runner import push, readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
-from wotbench.runner.watch import GE_STOP_WAIT_S, watch_test
+from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
 
 STOP_GRACE_S = 15.0       # devices: SIGTERM -> exit (they write their logs)
@@ -159,12 +159,7 @@ class Runner:
     def _runtime_lost(self, e: Exception) -> Exception:
         """The clear error for an exception that came from a runtime gone under the run."""
         lost = self.backend.runtime_lost(probe=True, error=e) if self.backend else None
-        if not lost:
-            return e
-        where = f" in {self.rd.path}" if self.rd else ""
-        return EnvironmentProblem(f"{lost}: the run stops; what was measured until then is "
-                                  f"kept{where}, and what is left of the run is removed once "
-                                  "the daemon answers again")
+        return runtime_gone(lost, self.run_dir) if lost else e
 
     def fail(self, component: str, what: str) -> None:
         what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
@@ -361,9 +356,7 @@ class Runner:
         self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
         for rid in self.backend.remove_abandoned():
             self.warnings.append(f"removed what run {rid} left behind (its harness was gone)")
-        for d in journal.abandoned():
-            log(f"removing the journals of run {d.name} (its harness is gone): {d}")
-            journal.remove_dir(d)
+        journal.remove_abandoned(log)
         self.other_runs = self.backend.other_runs()
         if self.other_runs:
             note = ("another WoTbench run is active on this host ("

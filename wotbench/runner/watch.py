@@ -5,6 +5,7 @@ the runner through two callbacks, so the runner keeps the failure bookkeeping.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 from wotbench.errors import EnvironmentProblem
@@ -26,6 +27,14 @@ class Backend(Inspector, Lifecycle, Protocol):
     """What the watch needs of the backend."""
 
 
+def runtime_gone(lost: str, run_dir: Optional[Path]) -> EnvironmentProblem:
+    """The error of a run whose container runtime went away (``lost``: the backend's why)."""
+    where = f" in {run_dir}" if run_dir else ""
+    return EnvironmentProblem(f"{lost}: the run stops; what was measured until then is kept"
+                              f"{where}, and what is left of the run is removed once the daemon "
+                              "answers again")
+
+
 def watch_test(backend: Backend, rd: RunDir, ges: list[GeRun], cd_ge: Optional[GeRun],
                device_names: set[str], timeline: Timeline, fail: Fail,
                ge_failed: GeFailed) -> dict[str, Optional[int]]:
@@ -43,10 +52,7 @@ def watch_test(backend: Backend, rd: RunDir, ges: list[GeRun], cd_ge: Optional[G
                 next_check = time.monotonic() + CHECK_S
                 lost = backend.runtime_lost()
                 if lost:
-                    raise EnvironmentProblem(
-                        f"{lost}: the run stops; what was measured until then is kept in "
-                        f"{rd.path}, and what is left of the run is removed once the daemon "
-                        "answers again")
+                    raise runtime_gone(lost, rd.path)
                 for name, code in sorted(backend.exited(device_names - dead).items()):
                     dead.add(name)
                     fail(name, f"{backend.describe_exit(name)} during the test (exit code {code})")
