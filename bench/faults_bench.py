@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from testkit import faults  # noqa: E402
 from testkit import hostlock  # noqa: E402
+from testkit.tmpfs import NoTmpfs, small_tmpfs  # noqa: E402
 
 CONFIG = REPO / "tests" / "e2e" / "configs" / "faults.yaml"
 WOTBENCH = [sys.executable, "-m", "wotbench.cli"]
@@ -138,25 +139,26 @@ def harness_killed() -> Row:
 
 
 def disk_full() -> Row:
-    if os.geteuid() != 0:
-        return Row("disk full", "skipped", "a small tmpfs needs root", "-", "-", "-")
-    mnt = Path(tempfile.mkdtemp(prefix="wb-fault-disk-"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
     try:
-        run = Run(CONFIG, mnt)
-        rid = run.reach_test(1.0)
-        with open(mnt / "filler", "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
-        code = run.finish()
-        return Row("disk full", "the run directory's tmpfs filled 1 s into the test",
-                   run.said(), code, leftovers(rid), kept(run))
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        with small_tmpfs(Path(tempfile.mkdtemp(prefix="wb-fault-disk-")), "4m") as mnt:
+            return _fill_during_a_run(mnt)
+    except NoTmpfs as e:
+        return Row("disk full", "skipped", str(e), "-", "-", "-")
+
+
+def _fill_during_a_run(mnt: Path) -> Row:
+    run = Run(CONFIG, mnt)
+    rid = run.reach_test(1.0)
+    with open(mnt / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    code = run.finish()
+    return Row("disk full", "the run directory's tmpfs filled 1 s into the test",
+               run.said(), code, leftovers(rid), kept(run))
 
 
 def config_edited() -> Row:

@@ -3,15 +3,14 @@ the test, and the config file is edited while the run is in progress."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import CONFIGS, Harness, run_dir_of
+from testkit.tmpfs import NoTmpfs, small_tmpfs
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
@@ -32,17 +31,11 @@ def _whole_or_absent(path: Path, check) -> None:
 @pytest.fixture
 def small_disk(tmp_path):
     """tmp_path/reports on a 2 MiB tmpfs (root only), unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("a small tmpfs for the run directory needs root (mount)")
-    mnt = tmp_path / "reports"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    yield mnt
-    if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    try:
+        with small_tmpfs(tmp_path / "reports", "2m") as mnt:
+            yield mnt
+    except NoTmpfs as e:
+        pytest.skip(str(e))
 
 
 def test_disk_full_during_the_test(harness, small_disk, tmp_path):

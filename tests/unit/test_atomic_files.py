@@ -6,12 +6,12 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from testkit.tmpfs import NoTmpfs, small_tmpfs
 from wotbench import run_command
 from wotbench.analysis import summary as analysis_summary
 from wotbench.errors import EnvironmentProblem
@@ -78,23 +78,16 @@ def test_other_write_errors_are_named_too(tmp_path):
 
 def test_a_real_full_tmpfs(tmp_path):
     """The kernel's own ENOSPC on a 64 KiB tmpfs (root only: mount)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
-        atomic.write_text(mnt / "report.html", "small")
-        with pytest.raises(EnvironmentProblem) as e:
-            atomic.write_bytes(mnt / "report.html", b"x" * (256 << 10))
-        assert "(tmpfs)" in str(e.value) and "needs 256.0 KiB" in str(e.value)
-        assert (mnt / "report.html").read_text() == "small"
-        assert _leftovers(mnt) == []
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+        with small_tmpfs(tmp_path / "small", "64k") as mnt:
+            atomic.write_text(mnt / "report.html", "small")
+            with pytest.raises(EnvironmentProblem) as e:
+                atomic.write_bytes(mnt / "report.html", b"x" * (256 << 10))
+            assert "(tmpfs)" in str(e.value) and "needs 256.0 KiB" in str(e.value)
+            assert (mnt / "report.html").read_text() == "small"
+            assert _leftovers(mnt) == []
+    except NoTmpfs as e:
+        pytest.skip(str(e))
 
 
 def test_full_note_only_when_the_disk_is_nearly_full(tmp_path, monkeypatch):
