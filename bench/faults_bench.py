@@ -13,13 +13,13 @@ it kept. Figures, not pass/fail: a reader judges the rows.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from testkit import faults  # noqa: E402
 from testkit import hostlock  # noqa: E402
+from testkit.harness import WOTBENCH, Harness  # noqa: E402
 from testkit.tmpfs import NoTmpfs, small_tmpfs  # noqa: E402
 
 CONFIG = REPO / "tests" / "e2e" / "configs" / "faults.yaml"
-WOTBENCH = [sys.executable, "-m", "wotbench.cli"]
 
 
 @dataclass
@@ -46,32 +46,19 @@ class Row:
     kept: str
 
 
-class Run:
+class Run(Harness):
     """``wotbench run`` in the background, its output collected."""
 
-    def __init__(self, config: Path, out_root: Path, *extra: str):
+    def __init__(self, config: Path, out_root: Path):
         self.out_root = out_root
-        self.proc = subprocess.Popen(WOTBENCH + ["run", str(config), "--out-root", str(out_root),
-                                                 *extra], cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if any(text in line for line in self.lines):
-                return True
-            time.sleep(0.1)
-        return any(text in line for line in self.lines)
+        super().__init__(["run", str(config), "--out-root", str(out_root)],
+                         {**os.environ, "PYTHONUNBUFFERED": "1"}, REPO)
 
     def reach_test(self, seconds_in: float = 3.0) -> str:
-        if not (self.wait_for("T0 in", 300) and self.wait_for("] test:", 120)):
+        try:
+            self.wait_for("T0 in", 300)
+            self.wait_for("] test:", 120)
+        except AssertionError:
             raise RuntimeError("the run never reached its test:\n" + "\n".join(self.lines[-20:]))
         time.sleep(seconds_in)
         return faults.run_id_from(self.lines)
@@ -112,9 +99,9 @@ def kept(run: Run) -> str:
     return k.words() + (f"; verdict {k.verdict}" if k.verdict else "")
 
 
-def fault_row(name: str, done: str, act, config: Path = CONFIG, *extra: str) -> Row:
+def fault_row(name: str, done: str, act, config: Path = CONFIG) -> Row:
     out = Path(tempfile.mkdtemp(prefix=f"wb-fault-{name}-"))
-    run = Run(config, out, *extra)
+    run = Run(config, out)
     rid = run.reach_test()
     act(rid, run)
     code = run.finish()
@@ -166,17 +153,13 @@ def config_edited() -> Row:
     cfg = tmp / "faults.yaml"
     shutil.copy(CONFIG, cfg)
 
-    def edit(rid, run):
-        data = yaml.safe_load(cfg.read_text())
-        data["name"], data["duration_s"] = "edited", 5
-        cfg.write_text(yaml.safe_dump(data))
-    out = Path(tempfile.mkdtemp(prefix="wb-fault-cfg-out-"))
-    run = Run(cfg, out)
+    run = Run(cfg, Path(tempfile.mkdtemp(prefix="wb-fault-cfg-out-")))
     rid = run.reach_test()
-    edit(rid, run)
+    data = yaml.safe_load(cfg.read_text())           # the edit, while the test runs
+    data["name"], data["duration_s"] = "edited", 5
+    cfg.write_text(yaml.safe_dump(data))
     code = run.finish()
     rd = run.run_dir()
-    import json
     rec = json.loads((rd / "run.json").read_text()) if rd else {}
     said = (f"ran as resolved: name {rec.get('name')!r}, test "
             f"{(rec.get('test') or {}).get('duration_s')} s; "
