@@ -114,9 +114,17 @@ class FakeLauncher(Launcher):
         self.stopped += 1
 
 
-def _progress(path: Path, sent: int) -> None:
+def _write_whole(path: Path, data: bytes) -> None:
+    """Written under another name, then renamed, as the runner writes its files: the watcher
+    polls every 10 ms and must never read a half-written plan.json or progress.bin."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(struct.pack("<8Q", MAGIC, 100, sent, 0, 0, 0, 0, 2))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def _progress(path: Path, sent: int) -> None:
+    _write_whole(path, struct.pack("<8Q", MAGIC, 100, sent, 0, 0, 0, 0, 2))
 
 
 def _watcher(tmp_path, spec, wait_test_s=5.0):
@@ -133,7 +141,7 @@ def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp
     w, fake = _watcher(tmp_path, spec, wait_test_s=0.5)
     rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"    # the run's dir, after the watcher
     rd.mkdir()
-    (rd / "plan.json").write_text(json.dumps(PLAN))
+    _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
     w.start()
     w.thread.join(5)
     rec = w.stop()
@@ -159,7 +167,7 @@ def test_the_antagonist_starts_start_s_after_the_test_start_on_the_resolved_core
     w.start()
     rd = out / "v-20261124T000000Z"
     rd.mkdir()
-    (rd / "plan.json").write_text(json.dumps(PLAN))
+    _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
     time.sleep(0.1)
     _progress(rd / "ge" / "ge-0" / "progress.bin", 0)     # loading: not yet
     time.sleep(0.1)
@@ -192,7 +200,7 @@ def test_the_wrapper_ends_the_antagonist_when_the_run_raises(tmp_path):
     def run_fn(config, out_root, backend=None):
         rd = Path(out_root) / "v-20261124T000000Z"
         rd.mkdir(parents=True)
-        (rd / "plan.json").write_text(json.dumps(PLAN))
+        _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
         _progress(rd / "ge" / "ge-0" / "progress.bin", 1)
         for _ in range(300):
             if fakes and fakes[0].launcher.started_at:
