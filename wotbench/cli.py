@@ -105,6 +105,11 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from wotbench.cluster.merge import CLUSTER_JSON
+    if (Path(args.run_dir) / CLUSTER_JSON).is_file():   # a run across hosts: its merged report
+        from wotbench.report.cluster import render_cluster
+        print(render_cluster(args.run_dir))
+        return 0
     from wotbench.report import main as report
     return report(args.run_dir)
 

@@ -285,6 +285,7 @@ def test_swarm_stops_before_t0_naming_the_node_that_cannot_reach_an_external_tar
                       r"127\.0\.0\.1:9 did not answer a CoAP ping from \1", out)
     assert found, out
     assert f"fix: make it reachable from {found.group(1)}" in out
+    print(f"refused before T0: {found.group(0)}")
     split = json.loads((merged / "split.json").read_text())
     holder = next(c["node"] for c in split["cells"] if "board-0" in c["devices"])
     assert holder == found.group(1)
@@ -318,7 +319,9 @@ def test_swarm_sweep_of_two_points_each_a_merged_run_of_a_recorded_trace(state):
     out_root = ROOT / "test" / "sweeps"
     p = swarmrun.wotbench(ROOT, "sweep", str(config), "--vary", "devices[0].threads=1,2",
                           "--out-root", str(out_root), "--no-progress")
+    began = time.monotonic()
     out, _ = p.communicate(timeout=900)
+    print(f"sweep of 2 points on swarm: exit {p.returncode} in {time.monotonic() - began:.0f} s")
     assert p.returncode in (0, 3, 4), out
     [sweep_dir] = [d for d in out_root.iterdir() if d.name.startswith("sweep-cells-rec-")]
     sweep = json.loads((sweep_dir / "sweep.json").read_text())
@@ -338,6 +341,10 @@ def test_swarm_sweep_of_two_points_each_a_merged_run_of_a_recorded_trace(state):
             assert ids and not ids & seen   # whole devices, each in one cell
             seen |= ids
         assert seen == whole_ids
+        print(f"  {pt['id']} threads={pt['overrides']['devices[0].threads']}: {pt['verdict']}, "
+              f"{summary['overall']['requests']} requests (trace: {len(lines)} lines), cells "
+              + ", ".join(f"{c['node']} {c['devices']} dev {c['verdict']['status']}"
+                          for c in cluster["cells"]) + f"; host: {pt['host']}")
         bad = cluster["verdict"]["worst_node"]
         assert (pt["host"] or {}).get("node") == bad       # named exactly when unfaithful
         if bad:

@@ -113,3 +113,11 @@ def test_an_slo_search_on_swarm_names_the_host_that_stopped_being_faithful(tmp_p
     assert o["kind"] == "host"
     assert o["sentence"].endswith("On this cluster, the host that stopped being faithful: n2 "
                                   "(contention: CD-node R_d rose 3x over its calibration).")
+
+
+def test_wotbench_report_of_a_merged_run_draws_the_merged_report(merged, capsys):
+    from wotbench import cli
+    d, _, _ = merged
+    assert cli.main(["report", str(d)]) == 0   # summary.json is there: still the cluster's
+    assert capsys.readouterr().out.strip() == str(d / "report.html")
+    assert "3 cells" in (d / "report.html").read_text()

@@ -20,8 +20,8 @@ from typing import Optional
 from wotbench.cluster import (agentimage, clock, merge, mergedsummary, split, tracesplit,
                               verdict, wire)
 from wotbench.config.load import load_config
-from wotbench.deploy.plan import make_plan
-from wotbench.errors import EnvironmentProblem, WotbenchError
+from wotbench.deploy.plan import cpuset_str, make_plan
+from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.runner.backends.swarm import agents as ag
 from wotbench.runner.backends.swarm import choose, service
 from wotbench.runner.inputs import make_run_dir
@@ -127,7 +127,14 @@ class Coordinator:
                   "it on the emulated cluster)")
         cells = []
         for n, a in sorted(self.agents.items()):
-            plan = make_plan(cfg, cores=a.hello.cores)
+            try:
+                plan = make_plan(cfg, cores=a.hello.cores)
+            except ConfigError as e:   # e.g. placement.cpus names cores this node lacks
+                raise EnvironmentProblem(
+                    f"{n} cannot plan its cell on its cores {cpuset_str(a.hello.cores)}: "
+                    f"{'; '.join(e.problems)}. Fix: placement.cpus: all (each node plans on its "
+                    f"own cores), or take the label off {n} (docker node update --label-rm "
+                    f"wotbench.cell {n})") from None
             cells.append(split.Cell(node=n, device_cores=len(plan.device_cores),
                                     max_devices=a.hello.max_devices))
         recorded = None
@@ -140,6 +147,14 @@ class Coordinator:
         log("split: " + ", ".join(f"{s.node} {len(s.devices)} device(s) "
                                   f"({s.load_per_core:.2f} erlang/core)" for s in sp.cells)
             + f", spread {sp.spread:.1%}")
+        for s in sp.cells:
+            if not s.devices:   # more nodes than pods: this one has nothing to run
+                log(f"{s.node}: no devices in its share (fewer pods than nodes); its agent "
+                    "stands down")
+                a = self.agents.pop(s.node)
+                a.conn.send(wire.Abort(why="no devices in this cell's share"))
+                ag.bye(a)
+        sp = sp.model_copy(update={"cells": [s for s in sp.cells if s.devices]})
         text = self.config_path.read_text()
         trace_text = Path(cfg.trace.file).read_text() if cfg.trace is not None else None
         resources = tracesplit.resource_files(cfg) if cfg.trace is not None else {}
