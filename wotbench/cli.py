@@ -82,14 +82,8 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from wotbench.config.load import load_config
-    from wotbench.runner.backends.swarm import choose
-    cfg = load_config(args.config)
-    if choose.runs_on_swarm(cfg, args.backend):   # across hosts: its own coordinator (docs/CLUSTER.md)
-        from wotbench.runner.backends.swarm.coordinator import run as run_cells
-        return run_cells(args.config, args.out_root, choose.clock_bound_ms(cfg, args.clock_bound_ms))
-    from wotbench.run_command import run
-    return run(args.config, args.out_root, args.backend)
+    from wotbench.runner.backends.swarm.entry import run_config   # swarm: docs/CLUSTER.md
+    return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms)
 
 
 def _cmd_doctor(args) -> int:
@@ -111,6 +105,11 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
+    from wotbench.cluster.merge import CLUSTER_JSON
+    if (Path(args.run_dir) / CLUSTER_JSON).is_file():   # a run across hosts: its merged report
+        from wotbench.report.cluster import render_cluster
+        print(render_cluster(args.run_dir))
+        return 0
     from wotbench.report import main as report
     return report(args.run_dir)
 
@@ -129,9 +128,7 @@ def _gate(args):
 
 
 def _cmd_sweep(args) -> int:
-    from wotbench.runner.backends.swarm.choose import single_host_only
     from wotbench.sweep import run_sweep, sweep_exit_code
-    single_host_only(None if args.resume else args.config, args.backend, "sweep")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
@@ -143,9 +140,7 @@ def _cmd_sweep(args) -> int:
 def _cmd_capacity(args) -> int:
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
-    from wotbench.runner.backends.swarm.choose import single_host_only
     from wotbench.sweep.paths import parse_set
-    single_host_only(None if args.resume else args.config, args.backend, "capacity")
     result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
@@ -263,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeats", type=int, metavar="N", default=None,
                    help="runs per point (default 1), in interleaved rounds; the report gives mean ± 95 %% CI "
                         "per point; with --resume: more than the sweep has adds rounds")
-    s.add_argument("--backend", choices=["docker", "process"], default=None)
+    s.add_argument("--backend", choices=["docker", "process", "swarm"], default=None,
+                   help="default: the config's; swarm: each point a run across the labelled Swarm nodes (docs/CLUSTER.md)")
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _set_arg(s)
@@ -287,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "'success>=98%%', 'throughput>=100/s', 'GROUP:p95<=30ms' (repeatable; over the config's slo:)")
     _set_arg(s)
     s.add_argument("--resume", metavar="DIR", help="continue a capacity search")
-    s.add_argument("--backend", choices=["docker", "process"], default=None)
+    s.add_argument("--backend", choices=["docker", "process", "swarm"], default=None,
+                   help="default: the config's; swarm: each point a run across the labelled Swarm nodes (docs/CLUSTER.md)")
     s.add_argument("--out-root", metavar="DIR", default="reports", help="default: reports")
     _quiet_args(s)
     s.set_defaults(func=_cmd_capacity)

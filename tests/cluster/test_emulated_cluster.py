@@ -273,6 +273,87 @@ def test_swarm_runs_three_cells_of_300_devices_merged_with_a_verdict_per_cell(st
     _nothing_left(state)
 
 
+def test_swarm_stops_before_t0_naming_the_node_that_cannot_reach_an_external_target(state):
+    """An external endpoint no node reaches (its own 127.0.0.1:9): the cell whose share holds
+    it checks it before deploying, and the run stops before T0 naming that node, the key, the
+    target and the fix; nothing is left on any node."""
+    code, out, merged = _run(str(CONFIGS / "cells-unreachable.yaml"))
+    assert code == 1, out
+    assert "T0 in" not in out
+    found = re.search(r"the cell on (wbc-n\d) could not deploy: \1 cannot serve its share "
+                      r"before T0 \(1 problem\(s\)\): devices\[1\]\.external\[0\]: board-0 at "
+                      r"127\.0\.0\.1:9 did not answer a CoAP ping from \1", out)
+    assert found, out
+    assert f"fix: make it reachable from {found.group(1)}" in out
+    print(f"refused before T0: {found.group(0)}")
+    split = json.loads((merged / "split.json").read_text())
+    holder = next(c["node"] for c in split["cells"] if "board-0" in c["devices"])
+    assert holder == found.group(1)
+    _nothing_left(state)
+
+
+def _record(tmp: Path) -> Path:
+    """cells-recorded.yaml with its own generated workload recorded beside it (trace:)."""
+    import yaml
+    sys.path.insert(0, str(REPO))
+    from wotbench.config.load import load_config
+    from wotbench.workload.generate import write_trace
+    base = CONFIGS / "cells-recorded.yaml"
+    tmp.mkdir(parents=True, exist_ok=True)
+    write_trace(load_config(base), tmp / "recorded")
+    raw = yaml.safe_load(base.read_text())
+    raw["trace"] = {"file": "recorded/trace.csv"}
+    (tmp / "cells-recorded.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return tmp / "cells-recorded.yaml"
+
+
+def test_swarm_sweep_of_two_points_each_a_merged_run_of_a_recorded_trace(state):
+    """wotbench sweep on backend: swarm: each point one merged run across the 3 nodes, whose
+    recorded trace was split by whole pods (each cell replayed the lines of its devices,
+    global ids kept); every point's summary is the merged run's, and a point whose verdict is
+    not trustworthy names the node whose cell stopped being faithful."""
+    config = _record(ROOT / "test" / "recorded")
+    lines = [ln for ln in (config.parent / "recorded" / "trace.csv").read_text().splitlines()[1:]
+             if ln]
+    whole_ids = {int(ln.split(",")[0]) for ln in lines}
+    out_root = ROOT / "test" / "sweeps"
+    p = swarmrun.wotbench(ROOT, "sweep", str(config), "--vary", "devices[0].threads=1,2",
+                          "--out-root", str(out_root), "--no-progress")
+    began = time.monotonic()
+    out, _ = p.communicate(timeout=900)
+    print(f"sweep of 2 points on swarm: exit {p.returncode} in {time.monotonic() - began:.0f} s")
+    assert p.returncode in (0, 3, 4), out
+    [sweep_dir] = [d for d in out_root.iterdir() if d.name.startswith("sweep-cells-rec-")]
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    html = (sweep_dir / "report.html").read_text()
+    assert [pt["status"] for pt in sweep["points"]] == ["done", "done"], out
+    for pt in sweep["points"]:
+        run = sweep_dir / pt["run_dir"]
+        cluster = json.loads((run / "cluster.json").read_text())
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["verdict"]["status"] == cluster["verdict"]["status"] == pt["verdict"]
+        assert summary["run"]["backend"] == "swarm" and summary["overall"]["devices"] == 30
+        assert summary["overall"]["requests"] == len(lines)   # every line, once, in one cell
+        seen: set[int] = set()
+        for c in cluster["cells"]:
+            sliced = (run / c["run_dir"] / "trace" / "trace.csv").read_text().splitlines()[1:]
+            ids = {int(ln.split(",")[0]) for ln in sliced if ln}
+            assert ids and not ids & seen   # whole devices, each in one cell
+            seen |= ids
+        assert seen == whole_ids
+        print(f"  {pt['id']} threads={pt['overrides']['devices[0].threads']}: {pt['verdict']}, "
+              f"{summary['overall']['requests']} requests (trace: {len(lines)} lines), cells "
+              + ", ".join(f"{c['node']} {c['devices']} dev {c['verdict']['status']}"
+                          for c in cluster["cells"]) + f"; host: {pt['host']}")
+        bad = cluster["verdict"]["worst_node"]
+        assert (pt["host"] or {}).get("node") == bad       # named exactly when unfaithful
+        if bad:
+            cell = next(c for c in cluster["cells"] if c["node"] == bad)
+            assert pt["host"]["status"] == cell["verdict"]["status"] != "trustworthy"
+            assert f"stopped being faithful: {bad} ({cell['verdict']['status']}" in html
+    _nothing_left(state)
+
+
 def test_swarm_a_node_lost_mid_run_is_named_and_the_other_cells_kept(state):
     victim = state.nodes[2]
     killed = {}

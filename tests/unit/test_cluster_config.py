@@ -1,5 +1,7 @@
 """``backend: swarm`` and ``cluster.clock_bound_ms`` in the config, the command line over
 them, and the refusals naming the key (wotbench.runner.backends.swarm.choose)."""
+from pathlib import Path
+
 import pytest
 
 from wotbench import cli
@@ -68,11 +70,15 @@ def test_run_refuses_a_bad_option_before_any_docker(tmp_path, capsys):
     assert "--clock-bound-ms: must be 0.001..1000 ms" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["sweep", "--vary", "devices[0].count=1,2"],
-                                     ["capacity"]])
-def test_sweep_and_capacity_refuse_a_swarm_config_naming_the_fix(tmp_path, capsys, command):
-    f = _write(tmp_path, "backend: swarm\n")
-    assert cli.main([command[0], str(f), *command[1:], "--out-root", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "backend: swarm" in err and f"wotbench {command[0]} ... --backend docker" in err
-    assert not [p for p in tmp_path.iterdir() if p.is_dir()], "nothing made before the refusal"
+@pytest.mark.parametrize("command,first", [(["sweep", "--vary", "devices[0].count=1,2"], "p00"),
+                                           (["capacity", "--start", "1", "--max", "2"], "p000")])
+def test_sweep_and_capacity_run_each_point_of_a_swarm_config_across_hosts(tmp_path, monkeypatch,
+                                                                          command, first):
+    calls = []   # the coordinator fails each run (exit 1, no summary): the point fails
+    monkeypatch.setattr(coordinator, "run",
+                        lambda c, o, b: calls.append((Path(c).stem, b)) or 1)
+    f = _write(tmp_path, "backend: swarm\ncluster: {clock_bound_ms: 2.5}\n")
+    assert cli.main([command[0], str(f), *command[1:], "--out-root", str(tmp_path),
+                     *(["--no-progress"] if command[0] == "sweep" else [])]) == 1
+    assert calls[0] == (first, 2.5)   # each point through the coordinator, with the bound
+    assert len(calls) == (2 if command[0] == "sweep" else 1)   # a search stops at a failed run

@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
+from wotbench.cluster.answer import hosts_text
 from wotbench.monitor.quiet import QuietGate
 from wotbench.sweep.core import RunFn, Sweep, SweepInterrupted
 from wotbench.sweep.paths import expand_pseudo, get_path
@@ -74,6 +75,7 @@ class CapacitySearch:
         return {"phase": phase, "value": value, "points": [p.id for p in pts], "flagged": flagged,
                 "verdicts": [p.verdict for p in pts], "reasons": [r for p in pts for r in p.reasons],
                 "run_dirs": [p.run_dir for p in pts],
+                "hosts": [p.host for p in pts],     # swarm: the unfaithful node per run
                 "rd_devices": _median([s.rd.overall.rd.p50 for s in summaries]),
                 "rd_cd": _median([s.rd.cd.test.p50 for s in summaries if s.rd.cd])}
 
@@ -118,7 +120,15 @@ class CapacitySearch:
         return {"schema": SCHEMA, "key": p["key"], "params": p, "status": status, "answer": answer,
                 "first_flagged": first_flagged, "runs": sum(len(s["points"]) for s in self.steps),
                 "steps": self.steps, "error": error, "policy": _policy(p["repeats"]),
-                "conclusion": _conclusion(status, p, answer, first_flagged, error)}
+                "conclusion": _conclusion(status, p, answer, first_flagged, error)
+                + _host_note(self.steps, p["key"], first_flagged)}
+
+
+def _host_note(steps: list[dict], key: str, flagged: Any) -> str:
+    """On swarm: which node's cell stopped being faithful at the first flagged setting."""
+    step = next((s for s in reversed(steps) if s["value"] == flagged and s.get("hosts")), None)
+    text = hosts_text(step["hosts"]) if step else None
+    return f" At {key} = {flagged}, {text}." if text else ""
 
 
 def _median(vals: list[Optional[float]]) -> Optional[float]:

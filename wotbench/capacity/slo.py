@@ -30,6 +30,7 @@ from typing import Any, Optional
 
 from wotbench.capacity.search import CapacitySearch
 from wotbench.rundir import Summary
+from wotbench.cluster.answer import hosts_text
 from wotbench.config.slo import Objective
 
 KINDS = ("system", "host", "inconclusive", "incomplete")
@@ -143,9 +144,11 @@ def outcome(result: dict) -> dict:
         reasons = list(dict.fromkeys(sy["reasons"]))[:3]
         before = (f" (up to {key} = {x} the SLOs were met on a faithful host)" if x is not None
                   else " (already at the first setting)")
+        named = hosts_text(sy.get("hosts") or [])   # swarm: which node's cell, and why
         return {"kind": "host",
                 "sentence": (f"The host stopped being faithful at {key} = {y} before the SLO was "
-                             f"missed{before}: use more cores, fewer devices per core, or more hosts."),
+                             f"missed{before}: use more cores, fewer devices per core, or more hosts."
+                             + (f" On this cluster, {named}." if named else "")),
                 "confidence": confidence,
                 "evidence": [f"verdicts at {key} = {y}: {', '.join(str(v) for v in sy['verdicts'])}"] +
                             [f"{r}" for r in reasons] +

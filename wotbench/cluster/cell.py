@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from wotbench.cluster import wire
+from wotbench.cluster import targets, tracesplit, wire
 from wotbench.cluster.clock import t0_mono_ns
 from wotbench.errors import EnvironmentProblem, WotbenchError
 
@@ -106,6 +106,26 @@ class Cell:
             elif isinstance(m, wire.Abort):
                 raise EnvironmentProblem(f"the coordinator stopped the run before T0: {m.why}")
 
+    def preflight(self, config: Path, devices: list[str]) -> Optional[str]:
+        """Whether this node reaches its share's external endpoints and holds its server
+        images (``targets.preflight``); None, or why not (node, key, target, fix)."""
+        import docker.errors
+        from wotbench.config.load import load_config
+        from wotbench.runner.backends.docker.backend import docker_client
+        client = docker_client()
+
+        def has_image(tag: str) -> bool:
+            try:
+                client.images.get(tag)
+                return True
+            except docker.errors.ImageNotFound:
+                return False
+        try:
+            cfg = load_config(config)
+        except WotbenchError as e:
+            return f"{self.node}: the cell's config does not load there ({e})"
+        return targets.preflight(cfg, devices, self.node, has_image)
+
     def pong(self, m: wire.Ping) -> None:
         t2 = time.time_ns()
         self.conn.send(wire.Pong(t1_ns=m.t1_ns, t2_ns=t2, t3_ns=time.time_ns()))
@@ -115,15 +135,23 @@ class Cell:
         out = self.work / share.run_id / self.node
         out.mkdir(parents=True, exist_ok=True)
         config = out / share.config_name
-        config.write_text(share.config_yaml)
-        _host_visible_warden(out)
-        runner = Runner(config, out_root=out, backend="docker")
-        runner.share = frozenset(share.devices)
-        runner.cell = self.node   # run ids unique across nodes (labels, journals, clean)
-        runner.t0_source = lambda lead: self.t0(runner.run_dir, lead)
+        text = share.config_yaml
+        if share.trace_csv is not None:   # a recorded trace: this cell's lines, on this node
+            text = tracesplit.localise(text, out / "recorded", share.trace_csv, share.resources)
+        config.write_text(text)
         beats = threading.Thread(target=self._beat, name="cell-beat", daemon=True)
-        beats.start()
+        beats.start()   # from here on: the checks below take seconds
         try:
+            problem = self.preflight(config, share.devices)
+            if problem:   # before the deploy: the coordinator stops every cell before T0
+                log(problem)
+                self.conn.send(wire.Done(ok=False, why=problem, exit_hint=1))
+                return
+            _host_visible_warden(out)
+            runner = Runner(config, out_root=out, backend="docker")
+            runner.share = frozenset(share.devices)
+            runner.cell = self.node   # run ids unique across nodes (labels, journals, clean)
+            runner.t0_source = lambda lead: self.t0(runner.run_dir, lead)
             outcome = runner.execute()
         finally:
             self._stop.set()

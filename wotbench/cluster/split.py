@@ -58,18 +58,24 @@ class Split(BaseModel):
         return next(c for c in self.cells if c.node == node)
 
 
-def units_from_config(cfg: Config) -> list[Unit]:
+def units_from_config(cfg: Config, recorded: Optional[dict[int, int]] = None) -> list[Unit]:
     """The config's devices grouped by container (``wotbench.deploy.pods``), config order;
-    a group without request workload (``requests: false``) offers no load."""
+    a group without request workload (``requests: false``) offers no load. ``recorded``:
+    requests per device id of a recorded trace, whose rates replace the config's."""
     rates = {g.group: (r if g.requests else 0.0)
              for g, r in zip(cfg.devices, group_request_rates(cfg))}
     service_s = {g.group: make_distribution(g.service_time).mean / 1000.0 for g in cfg.devices}
+
+    def rate(d) -> float:
+        if recorded is None:
+            return rates[d.group]
+        return recorded.get(d.id, 0) / cfg.duration_s
     by_container: dict[str, list] = {}
     for d in device_addresses(cfg):
         by_container.setdefault(d.container or d.name, []).append(d)
     return [Unit(container=c, devices=tuple(d.name for d in ds),
                  device_ids=tuple(d.id for d in ds),
-                 load=sum(rates[d.group] * service_s[d.group] for d in ds))
+                 load=sum(rate(d) * service_s[d.group] for d in ds))
             for c, ds in by_container.items()]
 
 

@@ -41,6 +41,10 @@ class Share(BaseModel):
     config_yaml: str
     config_name: str                  # file name, for messages
     devices: list[str]                # global device names of this cell
+    # trace: (a recorded trace) the lines of this cell's devices, global ids kept, and every
+    # resource file (name -> text); None for a generated workload (wotbench.cluster.tracesplit)
+    trace_csv: Optional[str] = None
+    resources: dict[str, str] = {}
 
 
 class Deployed(BaseModel):

@@ -395,7 +395,7 @@ class Config(_Model):
         "docker", description="`docker`, `process` (the same binaries as local processes pinned "
                               "to cores on 127.0.x.y), `auto` (Docker when its daemon answers) "
                               "or `swarm` (one cell per labelled Docker Swarm node, "
-                              "docs/CLUSTER.md; `wotbench run` only)")
+                              "docs/CLUSTER.md; sweeps and capacity searches: each point a run across hosts)")
     trace: Optional[TraceSource] = Field(
         None, description="a recorded trace instead of a generated one: `PATH` or "
                           "`{file, resources}`")

@@ -25,11 +25,11 @@ import yaml
 
 from pydantic import BaseModel
 
+from wotbench.cluster.answer import host_fault, hosts_text
 from wotbench.config.schema import Config
 from wotbench.config.load import config_from_dict, load_config
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.rundir import RunDir, Summary, atomic
-from wotbench.run_command import run as run_config
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
@@ -48,6 +48,8 @@ class SweepInterrupted(WotbenchError):
 
 
 def default_run_fn() -> RunFn:
+    """A point on ``backend: swarm`` is a merged run across hosts, any other a single-host run."""
+    from wotbench.runner.backends.swarm.entry import run_config
     return run_config
 
 
@@ -72,6 +74,9 @@ class Point:
     load: Optional[dict] = None           # 1-min load average before/after (with a quiet gate)
     setting: Optional[str] = None         # the grid point it repeats (its repeat 0's id)
     repeat: int = 0                       # 0 .. repeats - 1 (wotbench/sweep/repeats.py)
+    # backend: swarm: the host (node) whose cell made the verdict untrustworthy, and why
+    # (wotbench.cluster.answer.HostFault as a dict); None on one host or when all were faithful
+    host: Optional[dict] = None
 
     def __post_init__(self) -> None:
         self.setting = self.setting or self.id
@@ -327,6 +332,8 @@ class Sweep:
         summ = self.summary(p)
         p.verdict = summ.verdict.status if summ else None
         p.reasons = list(summ.verdict.reasons) if summ else []
+        fault = host_fault(rd)
+        p.host = fault.model_dump() if fault else None
         return True
 
     def run_point(self, p: Point, run_fn: RunFn, backend: Optional[str] = None,
@@ -399,6 +406,8 @@ class Sweep:
                 bar.advance(task)
                 if p.status in ("failed", "skipped"):
                     console.print(f"[red]{p.id} {p.status}:[/] {p.error}")
+                elif p.host:   # swarm: name the node whose cell stopped being faithful
+                    console.print(f"[yellow]{p.id} {p.verdict}:[/] {hosts_text([p.host])}")
             bar.update(task, point="")
         return self.points
 

@@ -17,6 +17,7 @@ from wotbench.rundir import Summary
 from wotbench.rundir import atomic
 from wotbench.rundir.sut import MIB
 from wotbench.sweep.aggregate import METRICS, Interval
+from wotbench.cluster.answer import hosts_text
 from wotbench.sweep.core import Point, Sweep
 from wotbench.sweep.repeats import ORDER
 
@@ -81,6 +82,8 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
                                "verdict": p.verdict, "reasons": p.reasons, "error": p.error,
                                "exit_code": p.exit_code, "run_dir": p.run_dir,
                                "has_summary": summ is not None}
+        if p.host:   # swarm: the node whose cell stopped being faithful
+            row["host"] = hosts_text([p.host])
         row.update(_facts(summ))
         row["affinity"] = _affinity(sweep, p, plan)
         n = row["devices"]

@@ -318,10 +318,7 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     (out_dir / "resources").mkdir(parents=True, exist_ok=True)
     addrs = device_addresses(cfg)
     if cfg.trace is not None:
-        if only is not None:
-            raise ConfigError("trace: a recorded trace cannot be split into cells yet; use a "
-                              "generated workload with backend: swarm")
-        return _import_recorded(cfg, out_dir, addrs)
+        return _import_recorded(cfg, out_dir, addrs, only)
     tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients)
@@ -402,12 +399,16 @@ def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
     return df, files
 
 
-def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress]) -> TraceSummary:
-    """Copy a recorded trace, re-addressing every request to its device's configured address."""
+def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
+                     only: Optional[set[int]] = None) -> TraceSummary:
+    """Copy a recorded trace, re-addressing every request to its device's configured address;
+    ``only``: the lines and resource files of these device ids (a cell's slice, ids kept)."""
     df, files = check_recorded(cfg)
+    if only is not None:
+        df = df[df.device_id.isin(only)].reset_index(drop=True)
     resources: dict[str, list] = {}
     for a in addrs:
-        if a.name in files:   # third-party devices have none
+        if a.name in files and (only is None or a.id in only):   # third-party devices have none
             with atomic.replacing_path(out_dir / "resources" / files[a.name].name) as tmp:
                 shutil.copyfile(files[a.name], tmp)
             resources[a.name] = _read_resources(files[a.name])

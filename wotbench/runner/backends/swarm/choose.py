@@ -1,14 +1,13 @@
 """Whether a command runs on swarm, and with which clock bound: the command line over the
 config (``backend:``, ``cluster.clock_bound_ms``), each refusal naming the key and the fix.
 
-Only ``wotbench run`` runs across hosts; sweeps and capacity searches run their points on one
-host, so a config that says ``backend: swarm`` needs ``--backend docker|process`` there.
+``entry.run_config`` uses it for ``wotbench run`` and for every point of a sweep or capacity
+search.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from wotbench.config.load import load_config
 from wotbench.config.schema import CLOCK_BOUND_MAX_MS, CLOCK_BOUND_MIN_MS, Config
 from wotbench.errors import ConfigError
 
@@ -29,13 +28,3 @@ def clock_bound_ms(cfg: Config, option_ms: Optional[float]) -> float:
         raise ConfigError(f"--clock-bound-ms: must be {CLOCK_BOUND_MIN_MS:g}..{CLOCK_BOUND_MAX_MS:g} "
                           f"ms (as cluster.clock_bound_ms), got {option_ms:g}")
     return option_ms
-
-
-def single_host_only(config_path: Optional[str], requested: Optional[str], command: str) -> None:
-    """Refuse ``backend: swarm`` for a command that runs its points on one host."""
-    if requested is not None or config_path is None:
-        return   # an explicit --backend wins; without a config (a resumed sweep) nothing to read
-    if load_config(config_path).backend == SWARM:
-        raise ConfigError(f"backend: swarm: `wotbench {command}` runs on one host (only "
-                          "`wotbench run` runs across hosts, docs/CLUSTER.md). Fix: "
-                          f"`wotbench {command} ... --backend docker` (or process)", config_path)

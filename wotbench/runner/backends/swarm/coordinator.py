@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from wotbench.cluster import agentimage, clock, merge, split, verdict, wire
+from wotbench.cluster import (agentimage, clock, merge, mergedsummary, split, tracesplit,
+                              verdict, wire)
 from wotbench.config.load import load_config
-from wotbench.deploy.plan import make_plan
-from wotbench.errors import EnvironmentProblem, WotbenchError
+from wotbench.deploy.plan import cpuset_str, make_plan
+from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.runner.backends.swarm import agents as ag
 from wotbench.runner.backends.swarm import choose, service
 from wotbench.runner.inputs import make_run_dir
@@ -126,19 +127,43 @@ class Coordinator:
                   "it on the emulated cluster)")
         cells = []
         for n, a in sorted(self.agents.items()):
-            plan = make_plan(cfg, cores=a.hello.cores)
+            try:
+                plan = make_plan(cfg, cores=a.hello.cores)
+            except ConfigError as e:   # e.g. placement.cpus names cores this node lacks
+                raise EnvironmentProblem(
+                    f"{n} cannot plan its cell on its cores {cpuset_str(a.hello.cores)}: "
+                    f"{'; '.join(e.problems)}. Fix: placement.cpus: all (each node plans on its "
+                    f"own cores), or take the label off {n} (docker node update --label-rm "
+                    f"wotbench.cell {n})") from None
             cells.append(split.Cell(node=n, device_cores=len(plan.device_cores),
                                     max_devices=a.hello.max_devices))
-        sp = split.split(split.units_from_config(cfg), cells)
+        recorded = None
+        if cfg.trace is not None:   # every line checked here, once, before any cell deploys
+            from wotbench.workload.generate import check_recorded
+            check_recorded(cfg)
+            recorded = tracesplit.requests_per_device(cfg)
+        sp = split.split(split.units_from_config(cfg, recorded), cells)
         (self.dir / SPLIT_JSON).write_text(sp.model_dump_json(indent=2) + "\n")
         log("split: " + ", ".join(f"{s.node} {len(s.devices)} device(s) "
                                   f"({s.load_per_core:.2f} erlang/core)" for s in sp.cells)
             + f", spread {sp.spread:.1%}")
+        for s in sp.cells:
+            if not s.devices:   # more nodes than pods: this one has nothing to run
+                log(f"{s.node}: no devices in its share (fewer pods than nodes); its agent "
+                    "stands down")
+                a = self.agents.pop(s.node)
+                a.conn.send(wire.Abort(why="no devices in this cell's share"))
+                ag.bye(a)
+        sp = sp.model_copy(update={"cells": [s for s in sp.cells if s.devices]})
         text = self.config_path.read_text()
+        trace_text = Path(cfg.trace.file).read_text() if cfg.trace is not None else None
+        resources = tracesplit.resource_files(cfg) if cfg.trace is not None else {}
         for s in sp.cells:
             self.agents[s.node].conn.send(wire.Share(
                 run_id=self.run_id, config_yaml=text, config_name=self.config_path.name,
-                devices=s.devices))
+                devices=s.devices, resources=resources,
+                trace_csv=(tracesplit.slice_lines(trace_text, s.device_ids)
+                           if trace_text is not None else None)))
         return sp
 
     def _deploy(self, sp: split.Split) -> None:
@@ -220,6 +245,11 @@ class Coordinator:
         m = merge.merge(self.dir, outcomes, self.check)
         m.notes += self.notes
         (self.dir / merge.CLUSTER_JSON).write_text(m.model_dump_json(indent=2) + "\n")
+        try:   # a sweep's or capacity search's point reads it
+            summary = mergedsummary.write(self.dir, m, self.run_id)
+        except (WotbenchError, ValueError, OSError, KeyError) as e:
+            summary = None
+            log(f"the merged summary.json could not be written ({e}); cluster.json holds the run")
         (self.dir / REPORT_MD).write_text(report(m, self.run_id))
         if load_config(self.config_path).report.enabled:
             self._render([merge.cell_dir(self.dir, c.node) for c in m.cells
@@ -229,7 +259,10 @@ class Coordinator:
         print(verdict.table(m.verdict))
         log(f"merged: {m.overall.requests} requests of {m.devices} devices; "
             f"{self.dir / REPORT_MD}")
-        return m.verdict.exit_code
+        if summary is not None and summary.slo is not None:
+            log(f"merged {summary.slo.text}")
+        # the merged SLO result decides 0/4 (a cell's own SLO judges its share only)
+        return summary.verdict.exit_code if summary is not None else m.verdict.exit_code
 
 
     def _render(self, cells: list[Path]) -> None:

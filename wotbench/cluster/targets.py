@@ -1,0 +1,104 @@
+"""Before a cell deploys: can *this node* reach what its share of the devices needs?
+
+A cell's GE talks to ``external`` endpoints (and an external ``gateways.proxy.endpoint``) from
+its own node, and a ``server:`` group's devices run that image on the node's own Engine. A
+node that cannot reach an endpoint, or lacks the image, would fail late (after its deploy) or,
+worse, report the endpoint's silence as timeouts. So the agent checks its share first, with
+the harness's own CoAP ping (``runner.coapprobe``: an empty CON, answered by RST), and the run
+stops before T0 naming the node, the config key, the target and the fix.
+
+Only CoAP endpoints exist in the config today (``HOST:PORT``); a target with another scheme
+gets its own prober in ``PROBES`` when the config grows one.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from pydantic import BaseModel
+
+from wotbench.config.byo import split_endpoint
+from wotbench.config.schema import Config
+from wotbench.deploy.resolve import device_addresses
+
+PROBE_S = 5.0
+
+Ping = Callable[[list[tuple[str, str, int]], float], list[str]]   # coapprobe.ping_all's shape
+
+
+class Target(BaseModel):
+    key: str          # the config key that names it
+    name: str         # the device (or "proxy")
+    host: str
+    port: int
+    scheme: str = "coap"
+
+    @property
+    def where(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def targets_of(cfg: Config, devices: Iterable[str]) -> list[Target]:
+    """The endpoints WoTbench does not start that a cell with ``devices`` talks to: its
+    external devices, and an external proxy (every cell's GE goes through it)."""
+    mine = set(devices)
+    out, index = [], {g.group: i for i, g in enumerate(cfg.devices)}
+    seen: dict[str, int] = {}
+    for a in device_addresses(cfg):
+        g = cfg.devices[index[a.group]]
+        k = seen[a.group] = seen.get(a.group, -1) + 1
+        if g.external is not None and a.name in mine:
+            host, port = split_endpoint(g.external[k])
+            out.append(Target(key=f"devices[{index[a.group]}].external[{k}]", name=a.name,
+                              host=host, port=port))
+    p = cfg.gateways.proxy
+    if p is not None and p.endpoint is not None:
+        host, port = split_endpoint(p.endpoint)
+        out.append(Target(key="gateways.proxy.endpoint", name="proxy", host=host, port=port))
+    return out
+
+
+def server_images(cfg: Config, devices: Iterable[str]) -> list[tuple[str, str]]:
+    """(config key, image) of the ``server:`` groups with a device in the share."""
+    groups = {a.group for a in device_addresses(cfg) if a.name in set(devices)}
+    return [(f"devices[{i}].server.image", g.server.image) for i, g in enumerate(cfg.devices)
+            if g.group in groups and g.server is not None and g.server.image]
+
+
+def _coap_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Target]:
+    silent = set(ping([(t.key, t.host, t.port) for t in targets], timeout_s))
+    return [t for t in targets if t.key in silent]
+
+
+PROBES: dict[str, Callable[[list[Target], Ping, float], list[Target]]] = {"coap": _coap_silent}
+
+
+def preflight(cfg: Config, devices: Iterable[str], node: str, has_image: Callable[[str], bool],
+              ping: Optional[Ping] = None, timeout_s: float = PROBE_S) -> Optional[str]:
+    """None when this node reaches every target of its share and holds every server image;
+    else why not, naming the node, each key and target, and the fix."""
+    if ping is None:
+        from wotbench.runner.coapprobe import ping_all
+        ping = ping_all
+    devices = list(devices)
+    problems = []
+    for key, image in server_images(cfg, devices):
+        if not has_image(image):
+            problems.append(f"{key}: the image {image} is not on {node}'s Docker Engine; fix: "
+                            f"docker save {image} | ssh {node} docker load (every node that gets "
+                            "a device of the group needs it)")
+    targets = targets_of(cfg, devices)
+    by_scheme: dict[str, list[Target]] = {}
+    for t in targets:
+        by_scheme.setdefault(t.scheme, []).append(t)
+    for scheme, ts in by_scheme.items():
+        for t in PROBES[scheme](ts, ping, timeout_s):
+            problems.append(
+                f"{t.key}: {t.name} at {t.where} did not answer a CoAP ping from {node} within "
+                f"{timeout_s:g} s; fix: make it reachable from {node} (is it running? its address, "
+                f"the route and firewall between them; check on {node}: coap-client-notls -m ping "
+                f"coap://{t.where}), or take the label off {node} (docker node update --label-rm "
+                f"wotbench.cell {node}) so no cell runs there")
+    if not problems:
+        return None
+    return (f"{node} cannot serve its share before T0 ({len(problems)} problem(s)): "
+            + "; ".join(problems))
