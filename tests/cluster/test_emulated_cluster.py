@@ -354,6 +354,130 @@ def test_swarm_sweep_of_two_points_each_a_merged_run_of_a_recorded_trace(state):
     _nothing_left(state)
 
 
+def _run_ids(lines: list[str]) -> list[str]:
+    """The merged runs a sweep's coordinator started so far, in order."""
+    return [m.group(1) for ln in list(lines)
+            for m in [re.search(r"wotbench: run (\S+) \(swarm backend\)", ln)] if m]
+
+
+def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
+    """A real fault nobody faked: during the second point of a 2-point sweep, once the victim
+    cell's GE has sent requests, one of its device pods is killed through the victim node's
+    own Docker API. That point is still a merged point, named with the victim and the cell's
+    own reason; the first names no host (unless the noisy host flagged it, when it names
+    the worst cell, not the victim's failure); nothing is left on any node. The capacity
+    search's conclusion, read from these two real merged runs, names the victim too."""
+    sys.path.insert(0, str(REPO))
+    from wotbench.cluster.answer import hosts_text
+    from wotbench.runner.progress import read_progress
+    victim = state.nodes[1]
+    out_root = ROOT / "test" / "naming"
+    p = swarmrun.wotbench(ROOT, "sweep", str(CONFIGS / "cells-recorded.yaml"), "--vary",
+                          "devices[0].threads=1,2", "--out-root", str(out_root), "--no-progress")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(p.stdout), daemon=True)
+    reader.start()
+    killed: dict[str, str] = {}
+    deadline = time.monotonic() + 900
+    while p.poll() is None and time.monotonic() < deadline:
+        ids = _run_ids(lines)
+        if not killed and len(ids) == 2:   # the second point: wait for its cell's progress
+            prog = list((ROOT / "cells" / ids[1] / victim.name).glob("*/ge/ge-0/progress.bin"))
+            sent = read_progress(prog[0]) if prog else None
+            if sent and sent["sent"] > 0:
+                pods = on(victim, "ps", "-q", "--filter", "label=wotbench.role=device",
+                          "--filter", "label=wotbench.run").split()
+                assert pods, f"{victim.name}: no device container running"
+                killed["pod"] = on(victim, "inspect", "--format",
+                                   '{{index .Config.Labels "wotbench.component"}}', pods[0])
+                killed["at_sent"] = str(sent["sent"])
+                on(victim, "kill", pods[0])   # through the node's own Engine
+        time.sleep(0.2)
+    if p.poll() is None:
+        p.kill()
+    reader.join(30)
+    out = "".join(lines)
+    assert killed, f"the second point's cell on {victim.name} never sent a request:\n{out}"
+    print(f"killed {victim.name}'s pod {killed['pod']} after its GE sent {killed['at_sent']}")
+    assert p.returncode == 3, out   # every point done, one (at least) flagged
+    [sweep_dir] = list(out_root.iterdir())
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [pt["status"] for pt in sweep["points"]] == ["done", "done"], out
+    first, second = sweep["points"]
+
+    # the faulted point: merged, invalid, naming exactly the victim with its cell's reason
+    run = sweep_dir / second["run_dir"]
+    cluster = json.loads((run / "cluster.json").read_text())
+    cells = {c["node"]: c for c in cluster["cells"]}
+    assert set(cells) == {n.name for n in state.nodes}, "every cell merged"
+    mine = cells[victim.name]["verdict"]
+    assert not mine["failed"] and mine["status"] == "invalid"   # it finished, unfaithful
+    assert cluster["verdict"]["worst_node"] == victim.name
+    host = second["host"]
+    assert host is not None and host["node"] == victim.name and host["status"] == "invalid", host
+    assert host["why"] == mine["reasons"][0]
+    found = re.fullmatch(r"component (\S+) failed: container exited with (\d+) during the test "
+                         r"\(exit code \d+\)", host["why"])
+    assert found, host["why"]
+    devices = json.loads((run / cells[victim.name]["run_dir"] / "run.json").read_text())
+    pod_of = {d["name"]: d["container"] for d in devices["devices"]}
+    assert pod_of[found.group(1)] == killed["pod"]   # a device of the pod killed on the victim
+    for n in state.nodes:
+        if n is not victim:   # the others ran to the end, their requests merged
+            assert not cells[n.name]["verdict"]["failed"] and cells[n.name]["requests"]["requests"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["verdict"]["status"] == "invalid" == second["verdict"]
+    named = f"the host that stopped being faithful: {victim.name} (invalid: {host['why']}"
+    assert named in " ".join(out.split())                        # printed by the sweep
+    assert named in (sweep_dir / "report.html").read_text()     # and in its report
+
+    # the other point names a host only when one of its cells was not trustworthy
+    other = json.loads((sweep_dir / first["run_dir"] / "cluster.json").read_text())
+    if other["verdict"]["worst_node"] is None:
+        assert first["host"] is None
+    else:   # the noisy host flagged a cell: named as such, never the victim's failure
+        assert first["host"]["node"] == other["verdict"]["worst_node"]
+        assert "failed" not in first["host"]["why"], first["host"]
+    print(f"  {first['id']}: {first['verdict']}, host {first['host']}; "
+          f"{second['id']}: {second['verdict']}, {hosts_text([second['host']])}")
+    _nothing_left(state)
+
+    # the capacity search's conclusion from the same two merged runs (threads 1 and 2): the
+    # first flagged setting is the faulted one unless the noisy host flagged the first
+    res = _capacity_over(sweep_dir, [first, second])
+    print(f"  capacity ({res['status']}): {res['conclusion']}")
+    flagged = first if first["verdict"] != "trustworthy" else second
+    threads = flagged["overrides"]["devices[0].threads"]
+    assert res["first_flagged"] == threads
+    assert res["conclusion"].endswith(
+        f"At devices[0].threads = {threads}, {hosts_text([flagged['host']])}.")
+    if flagged is second:
+        assert res["status"] == "found" and res["answer"] == 1
+        assert f"At devices[0].threads = 2, {named})" in res["conclusion"]
+
+
+def _capacity_over(sweep_dir: Path, points: list[dict]) -> dict:
+    """``wotbench capacity --key devices[0].threads --start 1 --max 2 --step 1`` whose runs
+    are the sweep's real merged runs (copied), not new ones: its capacity.json."""
+    import io
+    import shutil
+    import yaml
+    from rich.console import Console
+    from wotbench.capacity.command import run_capacity
+    by_threads = {pt["overrides"]["devices[0].threads"]: (sweep_dir / pt["run_dir"], pt)
+                  for pt in points}
+
+    def replay(config_path, out_root, backend=None) -> int:
+        threads = yaml.safe_load(Path(config_path).read_text())["devices"][0]["threads"]
+        src, pt = by_threads[threads]
+        shutil.copytree(src, Path(out_root) / src.name, symlinks=True)
+        return pt["exit_code"]
+    res = run_capacity(CONFIGS / "cells-recorded.yaml", key="devices[0].threads", start=1,
+                       maximum=2, step=1, out_root=ROOT / "test" / "naming-capacity",
+                       run_fn=replay, console=Console(file=io.StringIO()), report=False)
+    return res
+
+
 def test_swarm_a_node_lost_mid_run_is_named_and_the_other_cells_kept(state):
     victim = state.nodes[2]
     killed = {}
