@@ -66,17 +66,6 @@ def write_schedules(cfg: Config, rd: RunDir, base_dir=None) -> dict[str, int]:
     return counts
 
 
-def check_impairments(cfg: Config, impairment_backend: Optional[str]) -> None:
-    """App-level impairments act on the device's server socket only, not on its pushes."""
-    if impairment_backend != "app":
-        return
-    bad = [f"devices[{i}].network" for i, g in enumerate(cfg.devices) if g.push and g.network]
-    if bad:
-        raise ConfigError([f"{k}: with push, the `app` impairment backend would not impair the "
-                           "device's own requests; use network.backend netem or pumba (Docker), "
-                           "or drop the impairment" for k in bad])
-
-
 def _setup_key(cfg: Config, group: str, op: str) -> str:
     for i, g in enumerate(cfg.devices):
         if g.group == group:
@@ -167,5 +156,5 @@ def first_targets(cfg: Config) -> dict[str, tuple[str, str]]:
     return {d.name: (d.group, d.targets[0]) for d in push_devices(cfg)}
 
 
-__all__ = ["write_schedules", "wait_setup", "write_start", "check_impairments", "pushing",
+__all__ = ["write_schedules", "wait_setup", "write_start", "pushing",
            "first_targets", "setup_timeout_s"]
