@@ -164,5 +164,12 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
     return out
 
 
+def merge_test_rows(rows: list[Row], extra: list[Row]) -> list[Row]:
+    """``extra`` test rows joined with a schedule's test rows in time order (stable)."""
+    setup = [r for r in rows if r.phase == "setup"]
+    test = sorted([r for r in rows if r.phase == "test"] + extra, key=lambda r: r.at_us)
+    return setup + test + [r for r in rows if r.phase == "teardown"]
+
+
 def write_schedule(path: Path, rows: list[Row], writer: Callable[[Path, str], None]) -> None:
     writer(path, HEADER + "\n" + "".join(r.line() + "\n" for r in rows))
