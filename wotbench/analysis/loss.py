@@ -33,7 +33,8 @@ push_late_send      timeout of a device's own request that the device sent more 
 
 A device's own request is classified like a GE's otherwise (an error answer ``sut_error``,
 5.03 ``refused_503``, RST ``sut_reset``, a failed send ``local_send``); a push timeout of a
-device whose network impairment (netem/pumba act on pushes too) drops or holds datagrams on
+device whose network impairment (every backend acts on pushes: netem/pumba on the link, app in
+wot-device through the same channels as its endpoint) drops or holds datagrams on
 either leg is ``impairment``.
 
 ``testbed`` = to_device + from_device + local_send + push_late_send (what WoTbench itself lost);
