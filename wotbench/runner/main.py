@@ -537,6 +537,7 @@ class Runner:
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         third_party = {d.name for d in self.started_devices if d.program is not None}
+        self._drain_push()
         self._verify_push()
         t = time.monotonic()
         # pushing devices first: their teardown requests need the servers they registered with
@@ -562,6 +563,18 @@ class Runner:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
+
+    def _drain_push(self) -> None:
+        """The pushing devices' last test requests get their timeout to be answered (the GEs
+        may finish sooner): a SIGTERM earlier would end them as errors."""
+        tl = self.timeline
+        if not self.pushing or self.interrupted or self.error or tl is None:
+            return
+        end = tl.test_end_ns + self.resolved.gateways.timeout_ms * 1_000_000
+        wait_s = (end - time.monotonic_ns()) / 1e9
+        if wait_s > 0:
+            log(f"waiting {wait_s:.1f} s for the answers to the devices' last requests (timeout)")
+            time.sleep(wait_s)
 
     def _verify_push(self) -> None:
         """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
