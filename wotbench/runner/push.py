@@ -60,9 +60,7 @@ def _trace_rows(d: PushDevice, lines: list, by_group: dict[str, list]) -> list[R
     """The device's device-originated trace lines as test-phase rows."""
     rows = []
     for seq, t in enumerate(lines):
-        fields = {"device": d.name, "id": d.id, "group": d.group, "index": d.index,
-                  "address": d.address, "port": d.port, "seq": seq, "time_ms": t.at_us // 1000,
-                  "time_s": round(t.at_us / 1e6, 6)}
+        fields = dict(d.fields(), seq=seq, time_ms=t.at_us // 1000, time_s=round(t.at_us / 1e6, 6))
         target = _endpoint(t.host, t.port) if t.port else _resolve(t.host, d.index, by_group)
         rows.append(Row("test", t.op, t.at_us, t.method, "con", target,
                         render_text(t.path, fields), None, b"x" * t.payload_bytes))

@@ -62,9 +62,7 @@ def verify(cfg: Config) -> list[PushVerify]:
             uri = f"coap://{d.targets[j]}/{op.path}"
             code, body = answers[(op.method, uri)]
             codes[d.targets[j]] = code
-            fields = {"device": d.name, "id": d.id, "group": d.group, "index": d.index,
-                      "address": d.address, "port": d.port}
-            if body is not None and render_text(op.expect, fields).encode() in body:
+            if body is not None and render_text(op.expect, d.fields()).encode() in body:
                 found += 1
             elif len(missing) < MAX_MISSING:
                 missing.append(d.name)

@@ -46,6 +46,11 @@ class PushDevice:
     group_key: str                  # devices[i]
     targets: tuple[str, ...]        # per op: IP:PORT
 
+    def fields(self) -> dict[str, Any]:
+        """The template fields fixed per device (wotbench.config.push.VERIFY_FIELDS)."""
+        return {"device": self.name, "id": self.id, "group": self.group, "index": self.index,
+                "address": self.address, "port": self.port}
+
 
 @dataclass(frozen=True)
 class Row:
@@ -136,8 +141,7 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
         values = make_distribution(op.value, base_dir) if op.value is not None else None
         times = _times(op, duration_s, rng, base_dir) if op.phase == "test" else [0]
         vals = values.sample(rng, len(times)) if values is not None else None
-        base = {"device": d.name, "id": d.id, "group": d.group, "index": d.index,
-                "address": d.address, "port": d.port}
+        base = d.fields()
         for seq, at in enumerate(times):
             fields = dict(base, seq=seq, time_ms=at // 1000, time_s=round(at / 1e6, 6),
                           value=round(float(vals[seq]), op.value_decimals) if vals is not None
