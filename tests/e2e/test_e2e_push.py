@@ -56,7 +56,7 @@ def _config(tmp_path: Path) -> Path:
                {"group": "store", "server": {"command": [STORE_BIN, "-A", "{address}", "-p",
                                                          "{port}", "-d", "10"]},
                 "paths": ["time"], "requests": False}],
-           "network": {"backend": "app"}}
+           "network": {"backend": "app"}, "report": {"enabled": False}}
     p = tmp_path / "push.yaml"
     p.write_text(yaml.safe_dump(cfg))
     return p
