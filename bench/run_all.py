@@ -25,6 +25,8 @@ BENCHES = [
      ["dtls_bench.py"]),
     ("closed loop: GE clients vs a libcoap client closed loop at 1/100/1000 clients; 10,000 "
      "clients on one GE core", ["closed_loop_bench.py"]),
+    ("device push: send lag and largest sustained rate of 1 device, a pod of 64 and the GE",
+     ["push_bench.py"]),
 ]
 
 

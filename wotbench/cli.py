@@ -23,7 +23,9 @@ def _cmd_check(args) -> int:
     make_plan(cfg)  # placement.cpus must exist on this host
     if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
         from wotbench.workload.generate import check_recorded
+        from wotbench.workload.trace_push import device_lines
         check_recorded(cfg)
+        device_lines(cfg)         # the lines the devices send themselves (>METHOD)
     print("OK")
     return 0
 

@@ -223,3 +223,47 @@ def test_setup_con_is_retransmitted(device_asan_bin, tmp_path):
     assert p.wait(10) == 0
     r.stop = True
     assert len(r.seen) == 2 and r.seen[0][2] == r.seen[1][2] == "flaky"
+
+
+def _run_test_rows(bin_, tmp_path, port, n, *extra):
+    """n test readings 50 ms apart (no setup), then SIGTERM; the device's push rows and summary."""
+    import json
+    rows = [["test", "reading", str(50000 * k), "POST", "con", "%T%", "data", "", "31"]
+            for k in range(n)]
+    sched = tmp_path / "s.csv"
+    schedule(sched, f"127.0.0.1:{port}", rows)
+    p, logs = start_device(bin_, tmp_path, sched, *extra)
+    (logs / "push-go").touch()
+    wait_for(logs / "push-setup.csv")
+    (logs / "push-start.tmp").write_text(f"{time.monotonic_ns() + 50_000_000}\n")
+    os.rename(logs / "push-start.tmp", logs / "push-start")
+    time.sleep(0.05 * n + 0.7)                  # the last send + the 500 ms timeout
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0, p.stderr.read()
+    return rows_of(logs / "push-requests.csv"), json.loads((logs / "device-summary.json").read_text())
+
+
+def test_app_impairments_act_on_pushes(device_asan_bin, tmp_path):
+    """--impair acts on the device's own requests and their answers as on its endpoint's
+    datagrams (one link): egress loss drops every request before the server sees it; a delay
+    each way adds twice the delay to R, the answer's emulated arrival is its kernel stamp."""
+    r = Responder()
+    r.start()
+    out, summary = _run_test_rows(device_asan_bin, tmp_path, r.port, 6,
+                                  "--impair", "dir=egress,loss=100%")
+    assert [o["outcome"] for o in out] == ["timeout"] * 6 and r.seen == []
+    assert summary["impair"]["dropped_out"] == 6
+    r.stop = True
+
+    r2 = Responder()
+    r2.start()
+    (tmp_path / "logs").rename(tmp_path / "logs-loss")
+    out, summary = _run_test_rows(device_asan_bin, tmp_path, r2.port, 6,
+                                  "--impair", "dir=both,delay=40ms")
+    r2.stop = True
+    assert [o["outcome"] for o in out] == ["ok"] * 6 and len(r2.seen) == 6
+    for o in out:
+        rtt = int(o["received_kernel_ns"]) - int(o["sent_ns"])
+        assert 80e6 <= rtt < 300e6, rtt                  # 2 x 40 ms (+ a loaded host)
+        assert int(o["received_kernel_ns"]) <= int(o["received_ns"])
+    assert summary["impair"]["delayed_out"] == 6 and summary["impair"]["delayed_in"] == 6

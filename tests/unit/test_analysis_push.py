@@ -200,7 +200,8 @@ def test_an_impaired_devices_push_timeouts_are_the_impairments(tmp_path):
     from wotbench.rundir import RunDir
     d = make_run(tmp_path / "run", duration_s=10, seed=9, cd=False)
     lost = [Push("test", "reading", "timeout", 1000 + 500 * i, r_ms=None) for i in range(4)]
-    add_push(d, "cpu-0", 0, readings(10, 500.0) + lost)
+    late = [Push("test", "reading", "timeout", 3100, lag_ms=5.0, r_ms=None)]   # sent late
+    add_push(d, "cpu-0", 0, readings(10, 500.0) + lost + late)
     add_push(d, "cpu-1", 1, readings(10, 500.0) + lost[:1])
     rd = RunDir(d)
     run = json.loads(rd.run_json.read_text())
@@ -209,6 +210,6 @@ def test_an_impaired_devices_push_timeouts_are_the_impairments(tmp_path):
         "applied": []}}}
     rd.run_json.write_text(json.dumps(run))
     s = analyze(d)
-    assert s.loss.per_device["cpu-0"] == {"impairment": 4, "testbed": 0}
+    assert s.loss.per_device["cpu-0"] == {"impairment": 5, "testbed": 0}
     assert s.loss.per_device["cpu-1"] == {"push_timeout": 1, "testbed": 0}
-    assert s.loss.configured == 4 and s.loss.testbed == 0
+    assert s.loss.configured == 5 and s.loss.testbed == 0

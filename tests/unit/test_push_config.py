@@ -142,3 +142,13 @@ def test_schedule_header_matches_the_device():
     from pathlib import Path
     src = (Path(__file__).resolve().parents[2] / "wot-device/src/push_load.c").read_text()
     assert f'#define HEADER "{HEADER}"' in src
+
+
+def test_a_started_server_gets_a_core_of_its_own_when_one_can_be_spared(tmp_path):
+    from wotbench.deploy.plan import make_plan
+    cfg = load_config(cfg_file(tmp_path, [REGISTER]))
+    big = make_plan(cfg, list(range(6)))        # OS, GE, CD-GE, 3 device cores
+    assert big.devices["rd-0"] == "3" and {big.devices[f"s-{k}"] for k in range(3)} <= {"4", "5"}
+    small = make_plan(cfg, [0, 1])
+    assert small.devices["rd-0"] == small.devices["s-0"] == "1"
+    assert any("share the device core(s) 1" in w for w in small.warnings)

@@ -10,6 +10,8 @@
 #define WOT_IMPAIR_H
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 /* Parses --impair SPEC, --impair-ge GE and --impair-seed N (each may be NULL). Returns 0
  * (impairment configured or none requested) or -1 after printing
@@ -34,6 +36,17 @@ void impair_flush_egress(uint64_t now);
  * (coap_io_do_epoll with EPOLLIN) and calls impair_ingress_end(). */
 int impair_ingress_begin(uint64_t now);
 void impair_ingress_end(void);
+/* When the held datagram made current is not the endpoint's (the push client's): its bytes,
+ * length, emulated arrival and source; the caller hands it to push. NULL for the endpoint's. */
+const uint8_t *impair_ingress_other(size_t *len, uint64_t *arrival, const void **name,
+                                    socklen_t *namelen);
+/* The push client socket through the same channels (push_run.c): sendto that drops, delays,
+ * duplicates or corrupts as the endpoint's sendmsg; and the ingress decision for a datagram
+ * it received (1: deliver now, 0: dropped or held for impair_ingress_other). */
+ssize_t impair_sendto(int fd, const void *d, size_t len, const struct sockaddr *to,
+                      socklen_t tolen);
+int impair_admit_in(int fd, uint8_t *d, size_t len, const struct sockaddr *from,
+                    socklen_t fromlen, uint64_t arrived);
 /* Writes `"impair": {...}` (or `"impair": null`) for device-summary.json. */
 void impair_json(FILE *f);
 void impair_free(void);

@@ -104,6 +104,7 @@ static void hold(struct chan *c, const uint8_t *data, size_t len, const struct m
     struct pkt *p = &c->slots[idx];
     p->due = due;
     p->seq = c->seq++;
+    p->fd = m->fd;
     p->len = (uint16_t)len;
     p->namelen = (uint16_t)m->namelen;
     p->ctllen = (uint16_t)m->ctllen;

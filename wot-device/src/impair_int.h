@@ -38,6 +38,7 @@ struct crnd { double rho, last; };
 
 struct pkt {
     uint64_t due, seq;
+    int32_t fd;               /* the socket it came from / leaves by (endpoint or push client) */
     uint16_t len, namelen, ctllen;
     uint8_t name[NAME_MAX_], ctl[CTL_MAX], data[PKT_MAX];
 };
@@ -54,6 +55,7 @@ struct chan {
 };
 
 struct meta {
+    int fd;
     const void *name;
     socklen_t namelen;
     const void *ctl;

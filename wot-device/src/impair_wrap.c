@@ -46,7 +46,7 @@ void impair_flush_egress(uint64_t now) {
                            .msg_iov = &iov, .msg_iovlen = 1,
                            .msg_control = p->ctllen ? p->ctl : NULL,
                            .msg_controllen = p->ctllen};
-        if (__real_sendmsg(imp_ep_fd, &m, 0) < 0)
+        if (__real_sendmsg(p->fd, &m, 0) < 0)
             imp_eg.errors++;
         imp_eg.free_[imp_eg.nfree++] = idx;
     }
@@ -58,6 +58,43 @@ int impair_ingress_begin(uint64_t now) {
     replay = &imp_in.slots[chan_heap_pop(&imp_in)];
     replay_taken = 0;
     return 1;
+}
+
+const uint8_t *impair_ingress_other(size_t *len, uint64_t *arrival, const void **name,
+                                    socklen_t *namelen) {
+    if (!replay || replay->fd == imp_ep_fd)
+        return NULL;
+    replay_taken = 1;
+    *len = replay->len;
+    *arrival = replay->due;
+    *name = replay->name;
+    *namelen = replay->namelen;
+    return replay->data;
+}
+
+/* The push client's datagrams (push_run.c): the same channels as the endpoint's, as one
+ * netem qdisc on the device's link would see them. */
+ssize_t impair_sendto(int fd, const void *d, size_t len, const struct sockaddr *to,
+                      socklen_t tolen) {
+    if (!imp_eg.on || len > PKT_MAX)
+        return sendto(fd, d, len, 0, to, tolen);
+    static uint8_t buf[PKT_MAX];   /* the caller's copy stays intact for retransmissions */
+    memcpy(buf, d, len);
+    struct meta meta = {fd, to, tolen, NULL, 0};
+    if (!admit(&imp_eg, buf, len, &meta, tolen == sizeof(struct sockaddr_in6), 1, mono_ns()))
+        return (ssize_t)len;       /* dropped or held: to the device, it was sent */
+    ssize_t r = sendto(fd, buf, len, 0, to, tolen);
+    if (r < 0)
+        imp_eg.errors++;
+    return r;
+}
+
+int impair_admit_in(int fd, uint8_t *d, size_t len, const struct sockaddr *from,
+                    socklen_t fromlen, uint64_t arrived) {
+    if (!imp_in.on || len > PKT_MAX)
+        return 1;
+    struct meta meta = {fd, from, fromlen, NULL, 0};
+    return admit(&imp_in, d, len, &meta, fromlen == sizeof(struct sockaddr_in6), 1, arrived);
 }
 
 void impair_ingress_end(void) {
@@ -89,7 +126,7 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags) {
     }
     static uint8_t buf[PKT_MAX];   /* libcoap keeps its copy for retransmissions intact */
     memcpy(buf, d, len);
-    struct meta meta = {m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
+    struct meta meta = {fd, m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
     int v6 = m->msg_namelen == sizeof(struct sockaddr_in6);
     if (admit(&imp_eg, buf, len, &meta, v6, 1, mono_ns())) {
         struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -146,7 +183,7 @@ ssize_t __wrap_recvmsg(int fd, struct msghdr *m, int flags) {
         imp_in.pings++;
         return n;
     }
-    struct meta meta = {m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
+    struct meta meta = {fd, m->msg_name, m->msg_namelen, m->msg_control, m->msg_controllen};
     int v6 = m->msg_namelen == sizeof(struct sockaddr_in6);
     uint64_t arrived = netstamp_last_rx(); /* netem delays from the kernel's enqueue */
     if (admit(&imp_in, d, (size_t)n, &meta, v6, 1, arrived ? arrived : (uint64_t)mono_ns()))

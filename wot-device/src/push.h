@@ -13,7 +13,9 @@
 #ifndef WOT_PUSH_H
 #define WOT_PUSH_H
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 /* Parses --push FILE (with --push-id, --push-timeout-ms); 0, or -1 after printing
  * "FILE:LINE: what, expected what" (exit 2). file == NULL: push disabled, returns 0. */
@@ -29,6 +31,9 @@ int push_ctl_fd(void);
 /* Starts the setup phase (push_on_ctl calls it when DIR/push-go appears). */
 void push_begin(void);
 void push_on_sock(void);
+/* A datagram the impairments held (impair.h): handled as if it arrived at `arrival`. */
+void push_on_replay(const uint8_t *d, size_t len, uint64_t arrival, const void *from,
+                    socklen_t fromlen);
 void push_on_timer(void);
 /* The watched directory changed (or the loop starts): push-go, push-start. */
 void push_on_ctl(void);

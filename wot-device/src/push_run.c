@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "impair.h"
 #include "rxstamp.h"
 #include "push.h"
 #include "push_int.h"
@@ -155,7 +156,7 @@ static void send_row(size_t i) {
     mid_row[r->mid] = (uint32_t)i + 1;
     const struct push_target *t = &P.targets[r->target];
     r->sent_ns = (uint64_t)mono_ns();
-    if (sendto(sock, d, r->dg_len, 0, (const struct sockaddr *)&t->sa, t->len) < 0) {
+    if (impair_sendto(sock, d, r->dg_len, (const struct sockaddr *)&t->sa, t->len) < 0) {
         r->sent_ns = 0;          /* a local send failure: error without sent_ns */
         r->outcome = OUT_ERROR;
     } else if (r->con && r->phase != PH_TEST) {
@@ -172,7 +173,7 @@ static void retransmit(uint64_t now) {
     if (r->outcome || !r->retx_ns || r->acked || r->retx >= MAX_RETRANSMIT || now < r->retx_ns)
         return;
     const struct push_target *t = &P.targets[r->target];
-    if (sendto(sock, P.dg + r->dg_off, r->dg_len, 0, (const struct sockaddr *)&t->sa, t->len) >= 0)
+    if (impair_sendto(sock, P.dg + r->dg_off, r->dg_len, (const struct sockaddr *)&t->sa, t->len) >= 0)
         r->retx++;
     r->retx_ns = now + (ACK_TIMEOUT_NS << r->retx);
 }
@@ -365,7 +366,7 @@ void push_on_ctl(void) {
 static void answer_ack(const struct push_msg *m, const struct sockaddr_storage *from,
                        socklen_t fl) {
     uint8_t ack[4] = {0x60, 0, (uint8_t)(m->mid >> 8), (uint8_t)m->mid};
-    sendto(sock, ack, sizeof ack, 0, (const struct sockaddr *)from, fl);
+    impair_sendto(sock, ack, sizeof ack, (const struct sockaddr *)from, fl);
 }
 
 static void on_datagram(const uint8_t *d, size_t len, uint64_t now, uint64_t kern,
@@ -428,9 +429,24 @@ void push_on_sock(void) {
             break;
         uint64_t now = (uint64_t)mono_ns();
         int64_t rt = rxstamp_realtime_ns(&msg);
-        on_datagram(buf, (size_t)n, now, rt > 0 ? (uint64_t)clock_map_to_mono(&cmap, rt) : 0,
-                    &from, msg.msg_namelen);
+        uint64_t kern = rt > 0 ? (uint64_t)clock_map_to_mono(&cmap, rt) : 0;
+        if (!impair_admit_in(sock, buf, (size_t)n, (const struct sockaddr *)&from,
+                             msg.msg_namelen, kern ? kern : now))
+            continue;                   /* the device's link lost it, or holds it */
+        on_datagram(buf, (size_t)n, now, kern, &from, msg.msg_namelen);
     }
+    expire((uint64_t)mono_ns());
+    if (st == ST_SETUP || st == ST_TEARDOWN)
+        advance_seq();
+    arm();
+}
+
+void push_on_replay(const uint8_t *d, size_t len, uint64_t arrival, const void *from,
+                    socklen_t fromlen) {
+    struct sockaddr_storage src;
+    memset(&src, 0, sizeof src);
+    memcpy(&src, from, fromlen < sizeof src ? fromlen : sizeof src);
+    on_datagram(d, len, (uint64_t)mono_ns(), arrival, &src, fromlen);   /* emulated arrival */
     expire((uint64_t)mono_ns());
     if (st == ST_SETUP || st == ST_TEARDOWN)
         advance_seq();

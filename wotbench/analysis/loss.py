@@ -33,8 +33,9 @@ push_late_send      timeout of a device's own request that the device sent more 
 
 A device's own request is classified like a GE's otherwise (an error answer ``sut_error``,
 5.03 ``refused_503``, RST ``sut_reset``, a failed send ``local_send``); a push timeout of a
-device whose network impairment (netem/pumba act on pushes too) drops or holds datagrams on
-either leg is ``impairment``.
+device whose network impairment (every backend acts on pushes: netem/pumba on the link, app in
+wot-device through the same channels as its endpoint) drops or holds datagrams on
+either leg is ``impairment``, whether it was sent on time or late.
 
 ``testbed`` = to_device + from_device + local_send + push_late_send (what WoTbench itself lost);
 ``configured`` = impairment; ``sut`` = refused_503 + device_late + sut_error + sut_reset +
@@ -156,7 +157,10 @@ def attribute_impairments(cause: np.ndarray, codes: np.ndarray, names: list[str]
             continue
         legs = _impaired_legs(network, name)
         if any(v for leg in legs.values() for v in leg.values()):   # pushes cross both legs
-            out[(codes == i) & (out == CAUSES.index("push_timeout"))] = imp
+            # a late send too: the impairment drops or holds on the device's link, the late
+            # send is only a proxy for a starved loop (so the configured cause comes first)
+            push = np.isin(out, [CAUSES.index("push_timeout"), CAUSES.index("push_late_send")])
+            out[(codes == i) & push] = imp
         for leg, counter in (("to_device", "dropped_in"), ("from_device", "dropped_out")):
             rows = np.flatnonzero((codes == i) & (out == CAUSES.index(leg)))
             if not len(rows):

@@ -67,4 +67,4 @@ def analyse(run: RunData) -> Optional[PushBlock]:
                      send_lag=quantiles_of(PushLagTimes, lag),
                      late_share=round(float((lag > LATE_US).mean()), 6) if len(lag) else None,
                      late_us=LATE_US, setup_failed=_failed(t, "setup"),
-                     teardown_failed=_failed(t, "teardown"))
+                     teardown_failed=_failed(t, "teardown"), verify=list(run.run.push_verify))

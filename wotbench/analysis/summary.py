@@ -156,6 +156,8 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
     elif contention.evidence_missing:   # "none", on part of the evidence: say which
         notes.append("no contention seen; " + cont.missing_text(contention.evidence_missing))
     notes.extend(contention.notes)
+    notes.extend("push verify: " + v.describe() for v in run.run.push_verify
+                 if v.found < v.expected)     # the platform lost devices (devices[].push)
     for b in bottleneck:
         flags.append(("ge_bottleneck", b))
     if run.run.interrupted or ge_block.interrupted:

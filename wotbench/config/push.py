@@ -3,7 +3,9 @@
 Each entry is one operation (``op``): in ``phase: setup`` it is sent once per device, one after
 another, after the device listens and before T0 (e.g. an RFC 9176 registration); in
 ``phase: test`` on the device's own open-loop schedule (``interval``, ms); in
-``phase: teardown`` once after the test (and when a run stops after a setup). ``path`` and
+``phase: teardown`` once after the test (and when a run stops after a setup); ``phase: verify``
+is sent by the harness, not the devices: once per target after the test and before the
+teardown (e.g. an RFC 9176 endpoint lookup), the answer must name every device (``expect``). ``path`` and
 ``body`` are templates: ``{device}`` (its name), ``{id}``, ``{group}``, ``{index}`` (in its
 group), ``{address}``/``{port}`` (its CoAP endpoint), ``{seq}`` (this op's counter),
 ``{time_ms}``/``{time_s}`` (the scheduled instant from the test start) and ``{value}`` (drawn
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 FIELDS = ("device", "id", "group", "index", "address", "port", "seq", "time_ms", "time_s",
           "value")
+VERIFY_FIELDS = ("device", "id", "group", "index", "address", "port")   # per device, not per request
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([^{}]*))?\}")
 LOCATION = "@location"
 # Content-Format numbers (RFC 7252 §12.3, RFC 8428 for SenML)
@@ -47,10 +50,12 @@ def template_fields(t: Any) -> list[str]:
 class PushOp(_Model):
     op: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", max_length=40,
                     description="the operation's name (the report's per-operation figures)")
-    phase: Literal["setup", "test", "teardown"] = Field(
+    phase: Literal["setup", "test", "teardown", "verify"] = Field(
         "test", description="`setup`: once per device before T0, in order, each after the "
         "previous one succeeded (a failure stops the run); `test`: on `interval` during the "
-        "test; `teardown`: once after the test, in order (also when the run stops after a setup)")
+        "test; `teardown`: once after the test, in order (also when the run stops after a "
+        "setup); `verify`: sent by the harness once per target after the test, before the "
+        "teardown (e.g. an RD lookup); its answer must contain `expect` for every device")
     target: str = Field(
         description="where to: a device group of this run (a `server:` group such as an RD; "
         "device i of the group sends to its device i mod count) or `IP:PORT`")
@@ -76,6 +81,11 @@ class PushOp(_Model):
     value: Optional[Any] = Field(
         None, description="the distribution `{value}` is drawn from (as `rit`: dist, mean, cv)")
     value_decimals: int = Field(2, ge=0, le=9, description="decimals of `{value}`")
+    expect: Optional[str] = Field(
+        None, description="phase verify: what the answer's body must contain for each device, "
+        "a template without {seq}/{time_*}/{value} (e.g. `ep=\"{device}\"` in an RFC 9176 "
+        "endpoint lookup); the devices it does not find are counted and named in the report "
+        "and the verdict")
 
     @field_validator("target")
     @classmethod
@@ -116,6 +126,15 @@ class PushOp(_Model):
                              "{dist: deterministic, mean: 2000})")
         if self.phase != "test" and self.interval is not None:
             raise ValueError(f"phase {self.phase} is sent once: expected no `interval`")
+        if (self.phase == "verify") != (self.expect is not None):
+            raise ValueError("phase verify needs `expect` (e.g. 'ep=\"{device}\"'), other "
+                             "phases take none")
+        if self.expect is not None and set(template_fields(self.expect)) - set(VERIFY_FIELDS):
+            raise ValueError("expect: expected only the fields "
+                             + ", ".join("{" + f + "}" for f in VERIFY_FIELDS))
+        if self.phase == "verify" and (self.body is not None or self.path.startswith(LOCATION)):
+            raise ValueError("phase verify is the harness's request: expected no body and no "
+                             "@location path")
         if self.phase == "setup" and self.path.startswith(LOCATION):
             raise ValueError("@location in a setup op: the location comes from a setup answer, "
                              "use it in test or teardown ops")

@@ -26,6 +26,7 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel
 
 from wotbench.config.schema import Config
+from wotbench.deploy.addressing import device_name
 from wotbench.deploy.pods import slots
 from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
@@ -208,6 +209,16 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
                         f"shares its core")
 
     names = cfg.device_names()
+    # a started server (devices[].server: the system under test, e.g. an RD its devices push
+    # to) gets a device core of its own when one can be spared, else it shares them
+    servers = {device_name(g.group, i) for g in cfg.devices if g.server is not None
+               for i in range(g.count)}
+    server_cores: list[int] = []
+    if servers and len(device_cores) > 1:
+        server_cores, device_cores = device_cores[:1], device_cores[1:]
+    elif servers:
+        warnings.append(f"the started server(s) share the device core(s) {cpuset_str(device_cores)} "
+                        "with the devices (a core of their own needs 2 device cores)")
     # pinning to a single core is the same as sharing it (not a compromise)
     affinity = cfg.placement.affinity if len(device_cores) > 1 else "shared"
     if affinity == "pinned":   # round robin over containers: a pod's devices share its core
@@ -217,6 +228,7 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
     else:
         shared = cpuset_str(device_cores)
         devices = {name: shared for name in names}
+    devices.update({name: cpuset_str(server_cores) for name in servers if server_cores})
 
     return Plan(cores_total=total, usable_cores=list(usable), os_cores=list(os_cores), ge_cores=ge_cores,
                 cd_ge_core=cd_ge_core, device_cores=list(device_cores),

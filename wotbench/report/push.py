@@ -22,4 +22,5 @@ def push(s: Summary) -> dict:
     return {"available": True, "devices": b.devices, "rows": rows,
             "lag": {"n": lag.n, "p50": lag.p50_us, "p99": lag.p99_us, "max": lag.max_us},
             "late_share": b.late_share, "late_ms": b.late_us / 1e3,
-            "setup_failed": list(b.setup_failed), "teardown_failed": list(b.teardown_failed)}
+            "setup_failed": list(b.setup_failed), "teardown_failed": list(b.teardown_failed),
+            "verify": [{"text": v.describe(), "ok": v.found >= v.expected} for v in b.verify]}

@@ -173,6 +173,31 @@ class Failure(Record):
     at_mono_ns: Optional[int] = None
 
 
+class PushVerify(Record):
+    """One ``phase: verify`` op (devices[].push, runner/push_verify.py): the harness's request
+    after the test and before the teardown, and how many of its devices the answers named."""
+    key: str                         # devices[i].push[j]
+    op: str
+    group: str
+    request: str                     # "GET /endpoint-lookup/"
+    answers: dict[str, str] = Field(default_factory=dict)   # target -> code, or what failed
+    expected: int                    # devices of the group
+    found: int
+    missing: list[str] = Field(default_factory=list)        # the first 20 not named
+
+    def describe(self) -> str:
+        """One line for the log, the verdict and the report."""
+        text = (f"{self.op} ({self.request}) after the test named {self.found} of "
+                f"{self.expected} {self.group} device(s)")
+        if self.found < self.expected:
+            more = self.expected - self.found - len(self.missing)
+            text += "; not named: " + ", ".join(self.missing) + (f" (+{more} more)" if more > 0 else "")
+            bad = sorted((t, c) for t, c in self.answers.items() if not c.startswith("2."))
+            if bad:
+                text += "; " + ", ".join(f"{t} answered {c}" for t, c in bad[:3])
+        return text
+
+
 class RunRecord(Record):
     name: Optional[str] = None
     run_id: Optional[str] = None
@@ -198,6 +223,7 @@ class RunRecord(Record):
     phases: Phases = Field(default_factory=Phases)
     failures: list[Failure] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    push_verify: list[PushVerify] = Field(default_factory=list)   # devices[].push phase verify
     # other WoTbench runs alive on this host when this one deployed: run id -> objects found
     other_runs: dict[str, int] = Field(default_factory=dict)
     interrupted: bool = False

@@ -20,7 +20,7 @@ from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
-from wotbench.rundir.record import Failure
+from wotbench.rundir.record import Failure, PushVerify
 from wotbench.rundir.slo import SloBlock
 from wotbench.rundir.sut import SutResourcesBlock
 
@@ -529,6 +529,7 @@ class PushBlock(Record):
     late_us: float
     setup_failed: list[str] = Field(default_factory=list)       # "device: op outcome code"
     teardown_failed: list[str] = Field(default_factory=list)
+    verify: list[PushVerify] = Field(default_factory=list)      # phase verify (run.json)
 
 
 class Summary(Record):

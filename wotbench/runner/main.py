@@ -50,7 +50,7 @@ from wotbench.runner.lease import STOP_MARGIN_S, Lease
 from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
-from wotbench.runner import push, readiness, thirdparty
+from wotbench.runner import push, push_verify, readiness, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -136,6 +136,7 @@ class Runner:
         self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
         self.phases = Phases()
         self.pushing: set[str] = set()       # devices[].push: the devices that send
+        self.push_verify: list = []          # devices[].push phase verify: what it found
         # a cell of a run across hosts (wotbench.cluster.cell): only these devices run here,
         # and T0 comes from the coordinator (given the lead this cell needs; on CLOCK_MONOTONIC)
         self.share: Optional[frozenset[str]] = None
@@ -213,7 +214,6 @@ class Runner:
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
         thirdparty.check_impairments(cfg, self.impair.name)
         clientlimits.check(cfg, docker=self.kind.needs_docker)   # gateways.clients: fds, ports
-        push.check_impairments(cfg, self.impair.name)
         self.warnings += inputs.check_host(self.kind, self.connection, log)
         self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
         self.impair.check_device_binary(self.binaries["wot-device"])
@@ -537,6 +537,8 @@ class Runner:
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         third_party = {d.name for d in self.started_devices if d.program is not None}
+        self._drain_push()
+        self._verify_push()
         t = time.monotonic()
         # pushing devices first: their teardown requests need the servers they registered with
         first = [n for n in alive if n in self.pushing]
@@ -561,6 +563,32 @@ class Runner:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
+
+    def _drain_push(self) -> None:
+        """The pushing devices' last test requests get their timeout to be answered (the GEs
+        may finish sooner): a SIGTERM earlier would end them as errors."""
+        tl = self.timeline
+        if not self.pushing or self.interrupted or self.error or tl is None:
+            return
+        end = tl.test_end_ns + self.resolved.gateways.timeout_ms * 1_000_000
+        wait_s = (end - time.monotonic_ns()) / 1e9
+        if wait_s > 0:
+            log(f"waiting {wait_s:.1f} s for the answers to the devices' last requests (timeout)")
+            time.sleep(wait_s)
+
+    def _verify_push(self) -> None:
+        """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
+        devices deregister."""
+        if not self.pushing or self.interrupted or self.error or self.timeline is None \
+                or self.push_verify:
+            return
+        try:
+            self.push_verify = push_verify.verify(self.resolved)
+        except OSError as e:      # e.g. no socket for the client context: the run stays valid
+            self.warnings.append(f"devices[].push verify: could not ask the targets: {e}")
+            return
+        for v in self.push_verify:
+            log(v.describe())
 
     def _salvage_ges(self) -> None:
         """A GE that died without writing its files: write them from its journal."""
@@ -646,6 +674,7 @@ class Runner:
             network=self.impair.record(rd) if self.impair is not None else None,
             host_tuning=self.tuning.record(), phases=self.phases,
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
+            push_verify=self.push_verify,
             interrupted=self.interrupted is not None, aborted=self.aborted,
             error=str(err) if err else None, written_at_utc=iso_stamp())
 

@@ -17,8 +17,9 @@ from wotbench.config.schema import Config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import RunDir, atomic
-from wotbench.workload.push_schedule import (PushDevice, PushRenderError, device_rows,
-                                             write_schedule)
+from wotbench.workload import trace_push
+from wotbench.workload.push_schedule import (PushDevice, PushRenderError, Row, device_rows,
+                                             merge_test_rows, render_text, write_schedule)
 
 POLL_S = 0.1
 SETUP_SLACK_S = 10.0
@@ -29,52 +30,62 @@ def _endpoint(ip: str, port: int) -> str:
 
 
 def push_devices(cfg: Config) -> list[PushDevice]:
-    """Every device of a group with ``push``, with its targets resolved to IP:PORT."""
+    """Every device that sends (a group with ``push``, or device-originated lines in the
+    recorded trace: :mod:`wotbench.workload.trace_push`), its ops' targets resolved to IP:PORT."""
     addrs = device_addresses(cfg)
     by_group: dict[str, list] = {}
     for a in addrs:
         by_group.setdefault(a.group, []).append(a)
+    traced = trace_push.device_lines(cfg)
     out = []
     for i, g in enumerate(cfg.devices):
-        if not g.push:
-            continue
         for k, a in enumerate(by_group[g.group]):
-            targets = []
-            for op in g.push:
-                if op.target in by_group:
-                    t = by_group[op.target][k % len(by_group[op.target])]
-                    targets.append(_endpoint(t.ip, t.port))
-                else:
-                    targets.append(op.target)
+            if not g.push and a.id not in traced:
+                continue
+            targets = [_resolve(op.target, k, by_group) for op in g.push or []]
             out.append(PushDevice(name=a.name, id=a.id, group=g.group, index=k, address=a.ip,
                                   port=a.port, group_key=f"devices[{i}]", targets=tuple(targets)))
     return out
 
 
+def _resolve(target: str, k: int, by_group: dict[str, list]) -> str:
+    """A push target (a group: its device k mod count; IP:PORT as is) as IP:PORT."""
+    if target in by_group:
+        t = by_group[target][k % len(by_group[target])]
+        return _endpoint(t.ip, t.port)
+    return target
+
+
+def _trace_rows(d: PushDevice, lines: list, by_group: dict[str, list]) -> list[Row]:
+    """The device's device-originated trace lines as test-phase rows."""
+    rows = []
+    for seq, t in enumerate(lines):
+        fields = dict(d.fields(), seq=seq, time_ms=t.at_us // 1000, time_s=round(t.at_us / 1e6, 6))
+        target = _endpoint(t.host, t.port) if t.port else _resolve(t.host, d.index, by_group)
+        rows.append(Row("test", t.op, t.at_us, t.method, "con", target,
+                        render_text(t.path, fields), None, b"x" * t.payload_bytes))
+    return rows
+
+
 def write_schedules(cfg: Config, rd: RunDir, base_dir=None) -> dict[str, int]:
     """Renders and writes every schedule; {device: rows}. ConfigError when one does not render."""
     ops = {g.group: g.push for g in cfg.devices if g.push}
+    traced = trace_push.device_lines(cfg)
+    by_group: dict[str, list] = {}
+    for a in device_addresses(cfg):
+        by_group.setdefault(a.group, []).append(a)
     counts = {}
     for d in push_devices(cfg):
         try:
-            rows = device_rows(d, ops[d.group], cfg.duration_s, cfg.seed, base_dir)
+            rows = device_rows(d, ops.get(d.group, []), cfg.duration_s, cfg.seed, base_dir)
         except PushRenderError as e:
             raise ConfigError(str(e)) from None
+        if d.id in traced:     # recorded instants join the test phase, in time order
+            rows = merge_test_rows(rows, _trace_rows(d, traced[d.id], by_group))
         rd.device_dir(d.name).mkdir(parents=True, exist_ok=True)
         write_schedule(rd.push_schedule(d.name), rows, atomic.write_text)
         counts[d.name] = len(rows)
     return counts
-
-
-def check_impairments(cfg: Config, impairment_backend: Optional[str]) -> None:
-    """App-level impairments act on the device's server socket only, not on its pushes."""
-    if impairment_backend != "app":
-        return
-    bad = [f"devices[{i}].network" for i, g in enumerate(cfg.devices) if g.push and g.network]
-    if bad:
-        raise ConfigError([f"{k}: with push, the `app` impairment backend would not impair the "
-                           "device's own requests; use network.backend netem or pumba (Docker), "
-                           "or drop the impairment" for k in bad])
 
 
 def _setup_key(cfg: Config, group: str, op: str) -> str:
@@ -159,13 +170,12 @@ def write_start(rd: RunDir, names: list[str], start_ns: int) -> None:
 
 
 def pushing(cfg: Config) -> set[str]:
-    groups = {g.group for g in cfg.devices if g.push}
-    return {a.name for a in device_addresses(cfg) if a.group in groups}
+    return {d.name for d in push_devices(cfg)}
 
 
 def first_targets(cfg: Config) -> dict[str, tuple[str, str]]:
-    return {d.name: (d.group, d.targets[0]) for d in push_devices(cfg)}
+    return {d.name: (d.group, d.targets[0] if d.targets else "-") for d in push_devices(cfg)}
 
 
-__all__ = ["write_schedules", "wait_setup", "write_start", "check_impairments", "pushing",
+__all__ = ["write_schedules", "wait_setup", "write_start", "pushing",
            "first_targets", "setup_timeout_s"]

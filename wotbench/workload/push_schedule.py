@@ -46,6 +46,11 @@ class PushDevice:
     group_key: str                  # devices[i]
     targets: tuple[str, ...]        # per op: IP:PORT
 
+    def fields(self) -> dict[str, Any]:
+        """The template fields fixed per device (wotbench.config.push.VERIFY_FIELDS)."""
+        return {"device": self.name, "id": self.id, "group": self.group, "index": self.index,
+                "address": self.address, "port": self.port}
+
 
 @dataclass(frozen=True)
 class Row:
@@ -130,12 +135,13 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
     rng = np.random.default_rng([seed, d.id, 23])
     rows: dict[str, list[tuple[int, int, Row]]] = {p: [] for p in PHASES}
     for j, op in enumerate(ops):
+        if op.phase == "verify":       # the harness's request (runner/push_verify.py)
+            continue
         key = f"{d.group_key}.push[{j}]"
         values = make_distribution(op.value, base_dir) if op.value is not None else None
         times = _times(op, duration_s, rng, base_dir) if op.phase == "test" else [0]
         vals = values.sample(rng, len(times)) if values is not None else None
-        base = {"device": d.name, "id": d.id, "group": d.group, "index": d.index,
-                "address": d.address, "port": d.port}
+        base = d.fields()
         for seq, at in enumerate(times):
             fields = dict(base, seq=seq, time_ms=at // 1000, time_s=round(at / 1e6, 6),
                           value=round(float(vals[seq]), op.value_decimals) if vals is not None
@@ -160,6 +166,13 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
     for p in PHASES:
         out += [r for _, _, r in sorted(rows[p], key=lambda x: (x[0], x[1]))]
     return out
+
+
+def merge_test_rows(rows: list[Row], extra: list[Row]) -> list[Row]:
+    """``extra`` test rows joined with a schedule's test rows in time order (stable)."""
+    setup = [r for r in rows if r.phase == "setup"]
+    test = sorted([r for r in rows if r.phase == "test"] + extra, key=lambda r: r.at_us)
+    return setup + test + [r for r in rows if r.phase == "teardown"]
 
 
 def write_schedule(path: Path, rows: list[Row], writer: Callable[[Path, str], None]) -> None:

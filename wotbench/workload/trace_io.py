@@ -50,19 +50,19 @@ TRACE_METHODS = tuple(_METHODS) + ("OBSERVE", "CANCEL", "PATCH")   # PATCH: http
 _URI_RE = r"^(coaps?|http)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^\s,#]*$"
 
 
-def read_trace(path: str | Path) -> pd.DataFrame:
-    """Parse a trace CSV into a DataFrame (device_id, send_time_us, method, uri[, payload_bytes],
-    line). Malformed input -> ConfigError ``FILE:LINE: <what>, expected <what>``."""
-    path = Path(path)
+DEVICE_MARK = ">"      # before the method: the device sends this line itself (devices[].push)
+
+
+def trace_lines(path: Path) -> tuple[list[str], list[int]]:
+    """The data lines of a trace (no blank, comment or header line) and their line numbers."""
     try:
         text = path.read_text()
     except FileNotFoundError:
         raise ConfigError([f"{path}: file not found"]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError([f"{path}: cannot read: {getattr(e, 'strerror', None) or e}"]) from None
-    lines = text.splitlines()
     keep, numbers, header_seen = [], [], False
-    for no, line in enumerate(lines, 1):
+    for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -71,6 +71,24 @@ def read_trace(path: str | Path) -> pd.DataFrame:
             continue
         keep.append(s)
         numbers.append(no)
+    return keep, numbers
+
+
+def is_device_line(s: str) -> bool:
+    """A device-originated line: ``>`` before its method (docs/CONTRACTS.md §1)."""
+    f = s.split(",", 3)
+    return len(f) > 2 and f[2].startswith(DEVICE_MARK)
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """Parse a trace CSV into a DataFrame (device_id, send_time_us, method, uri[, payload_bytes],
+    line): the gateway emulators' requests; device-originated lines (``>METHOD``) are
+    :func:`wotbench.workload.trace_push.read_device_lines`'s. Malformed input -> ConfigError
+    ``FILE:LINE: <what>, expected <what>``."""
+    path = Path(path)
+    lines, numbers = trace_lines(path)
+    ge = [i for i, s in enumerate(lines) if not is_device_line(s)]
+    keep, numbers = [lines[i] for i in ge], [numbers[i] for i in ge]
     if not keep:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in _TRACE_COLUMNS[:4] + ["line"]})
     df, problems = _parse_trace(keep)
