@@ -4,6 +4,7 @@
 #define GE_HTTP_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ge.h"
 #include "transport.h"
@@ -54,6 +55,7 @@ typedef struct {
     uint8_t state;
     uint8_t want_out; /* EPOLLOUT interest is set */
     uint32_t cur;     /* the request it carries (CS_CONNECTING, CS_BUSY) */
+    uint32_t tmpl;    /* whose rendered bytes it writes: cur (open loop), the trace line (closed) */
     uint64_t woff;    /* bytes of cur's request written */
     uint32_t served;  /* responses on this connection since it opened */
     int64_t last_kt;  /* kernel stamp (mono) of the last bytes read: a close-delimited body's end */
@@ -77,7 +79,7 @@ typedef struct {
 struct http_s {
     ge_t *g;
     loop_t *L;
-    uint64_t *off; /* request i's bytes: g->arena + off[i], len[i] */
+    uint64_t *off; /* trace line i's bytes: g->arena + off[i], len[i] */
     uint32_t *len;
     hconn_t *c;
     size_t nconns;
@@ -90,11 +92,23 @@ struct http_s {
 typedef struct http_s http_t;
 
 /* http_prep.c (main thread): options, rendering, pools; prestart opens keep-alive pools */
+int http_render_requests(ge_t *g); /* g->http with every trace line rendered; 0 / 1 / 2 (said) */
 int http_prepare(ge_t *g);  /* 0 / 1 env / 2 bad input (said) */
 int http_prestart(ge_t *g); /* 0 / 1 */
 int http_open_socket(http_t *H, hconn_t *c); /* non-blocking connect started; 0 or -1 errno */
 
+/* http_transport.c: what the open and the closed loop share */
+void *http_attach(loop_t *L, ge_t *g);
+void http_detach(void *ts);
+void http_summary(const ge_t *g, FILE *f);
+int http_write_outputs(const ge_t *g);
+
 /* http_conn.c (loop thread) */
+/* request idx starts on connection c with trace line tmpl's bytes: 1 sent at *t (the caller
+ * marks it sent), 0 could not (local failure: error, not sent), 2 sent and already ended
+ * (refused at once) */
+int http_start_on(http_t *H, hconn_t *c, uint32_t idx, uint32_t tmpl, int64_t *t);
+void http_close_conn(hconn_t *c); /* closes its fd (it leaves the epoll set with it) */
 int http_send(void *ts, uint32_t idx, int64_t *t);
 void http_on_event(void *ts, uint32_t tag, uint32_t events);
 void http_timers(void *ts, int64_t now);

@@ -43,8 +43,7 @@ static hconn_t *idle_take(http_t *H, hep_t *E) {
     return c;
 }
 
-static void close_conn(http_t *H, hconn_t *c) {
-    (void)H;
+void http_close_conn(hconn_t *c) {
     if (c->fd >= 0)
         close(c->fd); /* leaves the epoll set with it */
     c->fd = -1;
@@ -56,6 +55,19 @@ static void want_out(http_t *H, hconn_t *c, int on) {
         return;
     c->want_out = (uint8_t)on;
     loop_rewatch(H->L, c->fd, on ? EPOLLIN | EPOLLOUT : EPOLLIN, conn_index(H, c));
+}
+
+/* a connection no request holds: back to its target's idle deque (open loop; a closed-loop
+ * client keeps its own) */
+static void release(http_t *H, hconn_t *c) {
+    if (!H->g->closed.clients)
+        idle_put(H, c);
+}
+
+/* a reset (refused, reset, closed before the answer) is known at t: its received_ns, as a CoAP
+ * RST's arrival */
+static void reset_at(http_t *H, req_t *r, int64_t t) {
+    r->recv_ns = t - H->g->start_mono;
 }
 
 /* the endpoint's queue is served on the next timers() pass (never from inside loop_finish) */
@@ -71,15 +83,17 @@ static void end_request(http_t *H, hconn_t *c, int outcome) {
     req_t *r = &H->g->reqs[c->cur];
     r->conn = 0;
     if (c->state != CS_FREE)
-        close_conn(H, c);
-    idle_put(H, c);
+        http_close_conn(c);
+    release(H, c);
+    if (outcome == O_RESET)
+        reset_at(H, r, mono_ns());
     loop_finish(H->L, r, outcome);
 }
 
 /* writes what is left of the request; 0 ok (maybe partly, EPOLLOUT then), -1 failed */
 static int write_more(http_t *H, hconn_t *c) {
-    const uint8_t *b = H->g->arena + H->off[c->cur];
-    uint64_t len = H->len[c->cur];
+    const uint8_t *b = H->g->arena + H->off[c->tmpl];
+    uint64_t len = H->len[c->tmpl];
     while (c->woff < len) {
         ssize_t k = send(c->fd, b + c->woff, len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0) {
@@ -93,11 +107,10 @@ static int write_more(http_t *H, hconn_t *c) {
     return 0;
 }
 
-/* request idx starts on connection c: 1 sent at *t (the caller marks it sent), 0 could not
- * (local failure: error, not sent), 2 sent and already ended (refused at once) */
-static int start_on(http_t *H, hconn_t *c, uint32_t idx, int64_t *t) {
+int http_start_on(http_t *H, hconn_t *c, uint32_t idx, uint32_t tmpl, int64_t *t) {
     req_t *r = &H->g->reqs[idx];
     c->cur = idx;
+    c->tmpl = tmpl;
     c->woff = 0;
     r->conn = conn_index(H, c) + 1;
     if (c->state == CS_FREE) {
@@ -119,11 +132,12 @@ static int start_on(http_t *H, hconn_t *c, uint32_t idx, int64_t *t) {
         int err = errno;
         H->n.connect_failures++;
         r->conn = 0;
-        idle_put(H, c);
+        release(H, c);
         if (err != ECONNREFUSED)
             return 0;
         H->n.refused++;
         loop_mark_sent(H->L, r, *t);
+        reset_at(H, r, mono_ns());
         loop_finish(H->L, r, O_RESET);
         return 2;
     }
@@ -132,9 +146,9 @@ static int start_on(http_t *H, hconn_t *c, uint32_t idx, int64_t *t) {
     c->last_kt = 0;
     http_parser_reset(&c->p);
     if (loop_watch(H->L, c->fd, EPOLLIN | EPOLLOUT, conn_index(H, c)) < 0) {
-        close_conn(H, c);
+        http_close_conn(c);
         r->conn = 0;
-        idle_put(H, c);
+        release(H, c);
         return 0;
     }
     return 1;
@@ -148,7 +162,7 @@ static void serve(http_t *H, hep_t *E) {
         if (g->reqs[idx].flags & RF_DONE) /* timed out while waiting */
             continue;
         int64_t t;
-        int rc = start_on(H, idle_take(H, E), idx, &t);
+        int rc = http_start_on(H, idle_take(H, E), idx, idx, &t);
         if (rc == 1)
             loop_mark_sent(H->L, &g->reqs[idx], t);
         else if (rc == 0)
@@ -161,7 +175,7 @@ int http_send(void *ts, uint32_t idx, int64_t *t) {
     req_t *r = &H->g->reqs[idx];
     hep_t *E = &H->eps[r->ep];
     if (E->qhead == E->qtail && E->icount)
-        return start_on(H, idle_take(H, E), idx, t);
+        return http_start_on(H, idle_take(H, E), idx, idx, t);
     r->flags |= RF_QUEUED; /* every connection of its target is busy: it waits, in order */
     r->queued_ns = mono_ns() - H->g->start_mono;
     E->q[E->qtail++] = idx;
@@ -185,7 +199,7 @@ static void complete(http_t *H, hconn_t *c, int64_t t, int64_t kt, int trailing)
     r->code = (uint8_t)(c->p.status / 100);
     H->n.by_class[r->code]++;
     c->served++;
-    int keep = !c->p.close && !trailing && !g->http_opt.per_request && c->woff == H->len[c->cur];
+    int keep = !c->p.close && !trailing && !g->http_opt.per_request && c->woff == H->len[c->tmpl];
     if (c->p.close)
         H->n.closed_by_server++;
     c->state = keep ? CS_FREE : CS_BUSY; /* end_request closes a connection that is not kept */
@@ -196,7 +210,7 @@ static void complete(http_t *H, hconn_t *c, int64_t t, int64_t kt, int trailing)
 static void broken(http_t *H, hconn_t *c, int err) {
     if (c->state == CS_FREE || c->state == CS_CLOSED) { /* idle: nothing was lost */
         H->n.closed_by_server += c->state == CS_FREE;
-        close_conn(H, c);
+        http_close_conn(c);
         return;
     }
     int outcome = O_RESET;
@@ -273,7 +287,7 @@ void http_on_event(void *ts, uint32_t tag, uint32_t events) {
             if (write_more(H, c) < 0)
                 broken(H, c, errno);
         }
-    } else if (c->state == CS_BUSY && (events & EPOLLOUT) && c->woff < H->len[c->cur]) {
+    } else if (c->state == CS_BUSY && (events & EPOLLOUT) && c->woff < H->len[c->tmpl]) {
         if (write_more(H, c) < 0)
             broken(H, c, errno);
     }
@@ -306,8 +320,8 @@ int http_on_finish(void *ts, uint32_t idx, int outcome, int64_t now) {
         return outcome; /* ended by this file (conn released first), or still queued */
     hconn_t *c = &H->c[r->conn - 1];
     r->conn = 0;
-    close_conn(H, c);
-    idle_put(H, c);
+    http_close_conn(c);
+    release(H, c);
     pump_later(H, c->ep);
     return outcome;
 }

@@ -213,32 +213,31 @@ static int pools(ge_t *g, http_t *H) {
     return 0;
 }
 
-int http_prepare(ge_t *g) {
-    if (g->closed.clients) {
-        fprintf(stderr, "gateway-emulator: --clients with an http:// trace is not supported yet, "
-                        "expected the open loop (no --clients)\n");
-        return 2;
+int http_render_requests(ge_t *g) {
+    http_t *H = calloc(1, sizeof *H);
+    int rc = 1;
+    if (H) {
+        H->g = g;
+        g->http = H;
+        rc = render_all(g, H);
     }
+    if (rc == 1)
+        fprintf(stderr, "gateway-emulator: out of memory preparing %zu HTTP requests\n", g->n);
+    g->rx_stamps = 1;
+    return rc;
+}
+
+int http_prepare(ge_t *g) {
     if (g->http_opt.conns > MAX_CONNS_PER_TARGET) {
         fprintf(stderr, "gateway-emulator: --http-connections %d, expected 1..%d\n",
                 g->http_opt.conns, MAX_CONNS_PER_TARGET);
         return 2;
     }
-    http_t *H = calloc(1, sizeof *H);
-    if (!H)
-        goto oom;
-    H->g = g;
-    g->http = H;
-    int rc = render_all(g, H);
-    if (!rc)
-        rc = pools(g, H);
-    if (rc == 1)
-        goto oom;
-    g->rx_stamps = 1;
+    int rc = http_render_requests(g);
+    if (!rc && (rc = pools(g, g->http)) == 1)
+        fprintf(stderr, "gateway-emulator: out of memory preparing %zu HTTP connections\n",
+                g->http->nconns);
     return rc;
-oom:
-    fprintf(stderr, "gateway-emulator: out of memory preparing %zu HTTP requests\n", g->n);
-    return 1;
 }
 
 int http_open_socket(http_t *H, hconn_t *c) {
@@ -264,7 +263,7 @@ int http_open_socket(http_t *H, hconn_t *c) {
     return 0;
 }
 
-/* keep-alive: every pool connection established before the start, for at most
+/* keep-alive: every pool connection (closed loop: every client's) established before the start, for at most
  * max(--warmup-ms, --timeout-ms) and never later than 20 ms before it; a target is ready when
  * all its connections are (warmup.json with --warmup-ms). Failed ones stay closed: the request
  * that gets one connects it (and is refused if the target still is not there). */
@@ -317,26 +316,27 @@ int http_prestart(ge_t *g) {
             }
         }
     }
-    for (size_t e = 0; e < g->neps; e++) {
-        hep_t *E = &H->eps[e];
-        ready[e] = 1;
-        uint32_t open = 0;
-        for (uint32_t k = 0; k < E->iconns; k++) {
-            hconn_t *c = &H->c[E->first_conn + k];
-            if (c->state == CS_CONNECTING) { /* not by the deadline: closed, reconnected later */
-                close(c->fd);
-                c->fd = -1;
-                c->state = CS_CLOSED;
-            }
-            ready[e] &= c->state == CS_FREE;
-            if (c->state == CS_FREE) /* open connections in front of the idle deque */
-                E->idle[open++] = E->first_conn + k;
+    memset(ready, 1, g->neps);
+    for (size_t i = 0; i < H->nconns; i++) {
+        hconn_t *c = &H->c[i];
+        if (c->state == CS_CONNECTING) { /* not by the deadline: closed, reconnected later */
+            close(c->fd);
+            c->fd = -1;
+            c->state = CS_CLOSED;
         }
+        ready[c->ep] &= c->state == CS_FREE;
+    }
+    for (size_t e = 0; e < g->neps; e++) { /* open connections in front of the idle deques */
+        hep_t *E = &H->eps[e];
+        uint32_t open = 0;
+        for (uint32_t k = 0; k < E->iconns; k++)
+            if (H->c[E->first_conn + k].state == CS_FREE)
+                E->idle[open++] = E->first_conn + k;
         for (uint32_t k = 0; k < E->iconns; k++)
             if (H->c[E->first_conn + k].state == CS_CLOSED)
                 E->idle[open++] = E->first_conn + k;
-        progress_set(g, PG_ANSWERED, 0);
     }
+    progress_set(g, PG_ANSWERED, 0);
     int rc = g->warmup_ns ? warmup_record(g, ready, 1, mono_ns() - t0) : 0;
     free(pf);
     free(ready);

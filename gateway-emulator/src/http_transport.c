@@ -8,7 +8,7 @@
 
 #include "http.h"
 
-static void *http_attach(loop_t *L, ge_t *g) {
+void *http_attach(loop_t *L, ge_t *g) {
     http_t *H = g->http;
     H->L = L;
     for (size_t i = 0; i < H->nconns; i++) /* the pool opened before the start */
@@ -17,7 +17,7 @@ static void *http_attach(loop_t *L, ge_t *g) {
     return H;
 }
 
-static void http_detach(void *ts) {
+void http_detach(void *ts) {
     http_t *H = ts;
     for (size_t i = 0; i < H->nconns; i++)
         if (H->c[i].fd >= 0)
@@ -28,7 +28,7 @@ static int64_t http_sent_ns(const ge_t *g, uint32_t idx) {
     return (g->reqs[idx].flags & RF_SENT) ? g->reqs[idx].sent_ns : INT64_MIN;
 }
 
-static void http_summary(const ge_t *g, FILE *f) {
+void http_summary(const ge_t *g, FILE *f) {
     const http_t *H = g->http;
     const http_counts_t *n = &H->n;
     uint64_t newconn = 0;
@@ -55,7 +55,7 @@ static void http_summary(const ge_t *g, FILE *f) {
 
 /* http.csv: index,queued_ns,new_connection (queued_ns relative to the start, empty when the
  * request found a connection at its instant) */
-static int http_write_outputs(const ge_t *g) {
+int http_write_outputs(const ge_t *g) {
     char path[OUT_PATH_MAX];
     FILE *f = outfile_open(g, "http.csv", path);
     if (!f)

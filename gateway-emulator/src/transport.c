@@ -17,7 +17,7 @@ int transport_select(ge_t *g) {
     if (rc)
         return rc;
     g->tp = BY_SCHEME[g->scheme]; /* trace.c sets SCHEME_NONE..SCHEME_HTTP */
-    if (g->closed.clients && g->scheme != SCHEME_HTTP) /* closed loop over plain CoAP (clients_check_options refused DTLS) */
-        g->tp = &transport_closed;
+    if (g->closed.clients) /* closed loop over plain CoAP (clients_check_options refused DTLS), or HTTP */
+        g->tp = g->scheme == SCHEME_HTTP ? &transport_http_closed : &transport_closed;
     return g->tp->prepare(g);
 }

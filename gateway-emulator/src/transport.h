@@ -87,6 +87,7 @@ extern const struct transport transport_udp;  /* udp.c */
 extern const struct transport transport_dtls; /* dtls_transport.c */
 extern const struct transport transport_closed; /* clients.c: closed-loop clients */
 extern const struct transport transport_http; /* http_transport.c: HTTP/1.1 over TCP */
+extern const struct transport transport_http_closed; /* http_clients.c: closed loop over HTTP */
 
 /* transport.c: the table lookup by the trace's scheme, then its prepare(); sets g->tp.
  * 0 ok, 1 environment failure, 2 bad input (message printed) */
