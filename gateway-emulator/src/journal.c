@@ -8,9 +8,12 @@
  * pages are never written back, so no store takes a write-protect fault in the loop. The
  * harness turns a dead GE's journal into requests.csv (wotbench/rundir/ge_journal.py).
  *
- * Layout (little-endian, contract §2): a 64-byte header, then `n` req_t records (ge.h). */
+ * Layout (little-endian, contract §2): a 64-byte header, then `n` req_t records (ge.h). An
+ * http:// record keeps its status code in `status` (the union with the CoAP MID) and its class
+ * in `code`; the header's `scheme` says which. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +33,16 @@ typedef struct {
     int64_t start_mono_ns; /* 0 until the start instant is fixed */
     uint64_t token_salt;
     int64_t timeout_ns;
-    uint64_t reserved[2];
+    uint32_t scheme; /* SCHEME_* (ge.h): 3 = http://, whose records hold the HTTP status */
+    uint32_t reserved32;
+    uint64_t reserved;
 } journal_hdr_t;
 
 _Static_assert(sizeof(journal_hdr_t) == 64, "journal header is 64 bytes");
 _Static_assert(sizeof(req_t) == 72, "req_t layout is part of the journal contract");
+_Static_assert(offsetof(req_t, status) == 50 && offsetof(req_t, code) == 57 &&
+                   offsetof(req_t, rx_wait_ns) == 64,
+               "the offsets wotbench/rundir/ge_journal.py reads (contract §2)");
 
 int journal_open(ge_t *g, const char *path) {
     size_t len = sizeof(journal_hdr_t) + g->n * sizeof(req_t);
@@ -56,7 +64,7 @@ int journal_open(ge_t *g, const char *path) {
     journal_hdr_t *h = m;
     *h = (journal_hdr_t){.magic = JOURNAL_MAGIC, .version = JOURNAL_VERSION,
                          .record_size = sizeof(req_t), .n = g->n, .token_salt = g->salt,
-                         .timeout_ns = g->timeout_ns};
+                         .timeout_ns = g->timeout_ns, .scheme = (uint32_t)g->scheme};
     req_t *moved = (req_t *)(h + 1);
     if (g->n)
         memcpy(moved, g->reqs, g->n * sizeof(req_t));

@@ -23,17 +23,18 @@ from wotbench.workload.trace_io import read_trace
 MAGIC = 0x314E524A45474257          # "WBGEJRN1"
 HEADER = np.dtype([("magic", "<u8"), ("version", "<u4"), ("record_size", "<u4"), ("n", "<u8"),
                    ("start_mono_ns", "<i8"), ("token_salt", "<u8"), ("timeout_ns", "<i8"),
-                   ("reserved", "<u8", (2,))])
+                   ("scheme", "<u4"), ("reserved32", "<u4"), ("reserved", "<u8")])
+SCHEME_HTTP = 3     # ge.h SCHEME_*: the records hold the HTTP status (code: its class)
 # req_t (gateway-emulator/src/ge.h), 72 bytes
-RECORD = np.dtype({"names": ["sched_ns", "sent_ns", "recv_ns", "device", "code", "outcome",
-                             "flags", "retrans", "rx_wait_ns"],
-                   "formats": ["<i8", "<i8", "<i8", "<u4", "u1", "u1", "u1", "u1", "<u4"],
-                   "offsets": [0, 8, 16, 32, 57, 58, 59, 60, 64], "itemsize": 72})
+RECORD = np.dtype({"names": ["sched_ns", "sent_ns", "recv_ns", "device", "status", "code",
+                             "outcome", "flags", "retrans", "rx_wait_ns"],
+                   "formats": ["<i8", "<i8", "<i8", "<u4", "<u2", "u1", "u1", "u1", "u1", "<u4"],
+                   "offsets": [0, 8, 16, 32, 50, 57, 58, 59, 60, 64], "itemsize": 72})
 RF_SENT, RF_DONE, RF_KSTAMP = 0x01, 0x02, 0x08
 OUTCOMES = ["none", "ok", "error", "timeout", "reset", "unsent"]
 O_ERROR, O_TIMEOUT, O_RESET, O_UNSENT = 2, 3, 4, 5
 METHODS = {"GET": "GET", "PUT": "PUT", "POST": "POST", "DELETE": "DELETE",
-           "OBSERVE": "OBSERVE", "CANCEL": "CANCEL"}
+           "OBSERVE": "OBSERVE", "CANCEL": "CANCEL", "PATCH": "PATCH"}
 
 
 class JournalError(Exception):
@@ -84,9 +85,7 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
     outcome[~sent & ~done] = O_UNSENT
     answered = (rec["code"] != 0) | (outcome == O_RESET)
     answered &= done
-    code = rec["code"].astype(np.int64)
-    code_s = np.where(done & (code != 0),
-                      [f"{c >> 5}.{c & 31:02d}" for c in code], "")
+    code_s = np.where(done & (rec["code"] != 0), _codes(rec, int(head["scheme"])), "")
     kstamp = answered & ((flags & RF_KSTAMP) != 0)
     df = pd.DataFrame({
         "index": np.arange(len(rec)), "device": rec["device"].astype(np.int64),
@@ -119,6 +118,14 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
         "interrupted": True, "salvaged": True}
     atomic.write_json(out_dir / "summary.json", summary)
     return counts
+
+
+def _codes(rec: np.ndarray, scheme: int) -> list[str]:
+    """Each record's code as the GE writes it: the HTTP status (``404``) of an http:// GE, else
+    the CoAP code (``4.04``)."""
+    if scheme == SCHEME_HTTP:
+        return [str(s) for s in rec["status"]]
+    return [f"{c >> 5}.{c & 31:02d}" for c in rec["code"].astype(np.int64)]
 
 
 def _where(values: np.ndarray, valid: np.ndarray) -> pd.Series:
