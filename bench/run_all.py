@@ -27,6 +27,8 @@ BENCHES = [
      "clients on one GE core", ["closed_loop_bench.py"]),
     ("device push: send lag and largest sustained rate of 1 device, a pod of 64 and the GE",
      ["push_bench.py"]),
+    ("HTTP: GE vs wrk against nginx at 1/10/100 connections (closed loop); open-loop latency at "
+     "50 % of the max rate vs wrk2", ["http_bench.py"]),
 ]
 
 

@@ -15,27 +15,42 @@ void http_parser_reset(http_parser_t *p) {
     p->body = 0;
 }
 
-/* value of header `name` (case-insensitive) in the head's lines, NUL-free span; 0 if absent */
-static size_t header(const char *h, size_t n, const char *name, const char **val) {
-    size_t nl = strlen(name);
-    const char *end = h + n, *line = memchr(h, '\n', n); /* skip the status line */
+typedef struct {
+    const char *v;
+    size_t n;
+} span_t;
+
+/* the values of the three headers that frame a response, in one pass over the head's lines
+ * (the status line skipped); an absent one has n == 0. Names compared only when the first
+ * letter and the length match: most lines cost two comparisons. */
+static void framing_headers(const char *h, size_t n, span_t *conn, span_t *te, span_t *cl) {
+    static const struct { const char *name; size_t len; } NAMES[3] = {
+        {"connection", 10}, {"transfer-encoding", 17}, {"content-length", 14}};
+    span_t *out[3] = {conn, te, cl};
+    *conn = *te = *cl = (span_t){NULL, 0};
+    const char *end = h + n, *line = memchr(h, '\n', n);
     while (line && line + 1 < end) {
         line++;
         const char *eol = memchr(line, '\n', (size_t)(end - line));
         if (!eol)
             break;
-        if ((size_t)(eol - line) > nl && strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
-            const char *v = line + nl + 1, *ve = eol;
+        const char *colon = memchr(line, ':', (size_t)(eol - line));
+        char first = (char)(*line | 0x20);
+        for (int k = 0; colon && k < 3; k++) {
+            if (first != NAMES[k].name[0] || (size_t)(colon - line) != NAMES[k].len ||
+                strncasecmp(line, NAMES[k].name, NAMES[k].len) != 0)
+                continue;
+            const char *v = colon + 1, *ve = eol;
             while (v < ve && (*v == ' ' || *v == '\t'))
                 v++;
             while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
-            *val = v;
-            return (size_t)(ve - v);
+            if (!out[k]->n) /* the first of a repeated header */
+                *out[k] = (span_t){v, (size_t)(ve - v)};
+            break;
         }
         line = eol;
     }
-    return 0;
 }
 
 static int has_token(const char *v, size_t n, const char *tok) {
@@ -55,9 +70,10 @@ static void head_done(http_parser_t *p, size_t n) {
         return;
     }
     p->status = (uint16_t)((h[9] - '0') * 100 + (h[10] - '0') * 10 + (h[11] - '0'));
-    const char *v;
-    size_t vl = header(h, n, "connection", &v);
-    p->close = h[7] == '0' ? !(vl && has_token(v, vl, "keep-alive")) : (vl && has_token(v, vl, "close"));
+    span_t conn, te, cl;
+    framing_headers(h, n, &conn, &te, &cl);
+    p->close = h[7] == '0' ? !(conn.n && has_token(conn.v, conn.n, "keep-alive"))
+                           : (conn.n && has_token(conn.v, conn.n, "close"));
     p->hlen = 0;
     if (p->status < 200) { /* interim (100 Continue): the real response follows */
         uint8_t close = p->close;
@@ -69,18 +85,19 @@ static void head_done(http_parser_t *p, size_t n) {
         p->state = HP_DONE;
         return;
     }
-    if ((vl = header(h, n, "transfer-encoding", &v)) && has_token(v, vl, "chunked")) {
+    if (te.n && has_token(te.v, te.n, "chunked")) {
         p->state = HP_CHUNK_SIZE;
         return;
     }
-    if ((vl = header(h, n, "content-length", &v))) {
+    if (cl.n) {
         uint64_t len = 0;
-        for (size_t i = 0; i < vl; i++) {
-            if (v[i] < '0' || v[i] > '9' || len > (UINT64_MAX - 9) / 10) {
+        for (size_t i = 0; i < cl.n; i++) {
+            char d = cl.v[i];
+            if (d < '0' || d > '9' || len > (UINT64_MAX - 9) / 10) {
                 p->state = HP_ERR;
                 return;
             }
-            len = len * 10 + (uint64_t)(v[i] - '0');
+            len = len * 10 + (uint64_t)(d - '0');
         }
         p->remaining = len;
         p->state = len ? HP_BODY : HP_DONE;
@@ -134,12 +151,10 @@ size_t http_parse_feed(http_parser_t *p, const uint8_t *d, size_t n) {
             size_t from = p->hlen >= 3 ? p->hlen - 3 : 0;
             memcpy(p->head + p->hlen, d + i, take);
             size_t tot = p->hlen + take;
-            const char *e = NULL;
-            for (size_t k = from; k + 4 <= tot; k++)
-                if (memcmp(p->head + k, "\r\n\r\n", 4) == 0) {
-                    e = p->head + k + 4;
-                    break;
-                }
+            const char *e =
+                tot >= from + 4 ? memmem(p->head + from, tot - from, "\r\n\r\n", 4) : NULL;
+            if (e)
+                e += 4;
             if (!e) {
                 if (tot >= HTTP_HEAD_MAX) {
                     p->state = HP_ERR;
