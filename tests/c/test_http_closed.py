@@ -114,26 +114,27 @@ def csv_rows(path):
         return list(csv.DictReader(f))
 
 
-def test_reset_and_silent_servers(ge_asan_bin, tmp_path):
-    with HttpServer("reset") as srv:
-        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", srv.uri())])
-        p = closed(ge_asan_bin, trace, tmp_path / "r", "--clients", "2", "--duration-ms", "200",
-                   "--think", "const:20000")
+def two_clients_against(binary, tmp_path, mode, name, *args):
+    """2 clients against the test server in `mode`; (rows, summary) of the run."""
+    with HttpServer(mode) as srv:
+        trace = write_trace(tmp_path / f"{name}.csv", [(0, 0, "GET", srv.uri())])
+        p = run_ge(binary, trace, tmp_path / name, "--clients", "2", *args)
     assert p.returncode == 0, p.stderr
-    rows, s = rows_of(tmp_path / "r")
+    return rows_of(tmp_path / name)
+
+
+def test_reset_and_silent_servers(ge_asan_bin, tmp_path):
+    rows, s = two_clients_against(ge_asan_bin, tmp_path, "reset", "r", "--duration-ms", "200",
+                                  "--think", "const:20000", "--timeout-ms", "1000")
     assert rows and all(x["outcome"] == "reset" and x["code"] == "" for x in rows)
     for x in rows:   # the reset has the instant it was seen
         assert int(x["received_ns"]) >= int(x["sent_ns"])
-    with HttpServer("silent") as srv:
-        trace = write_trace(tmp_path / "t.csv", [(0, 0, "GET", srv.uri())])
-        p = run_ge(ge_asan_bin, trace, tmp_path / "s", "--clients", "2", "--duration-ms", "450",
-                   "--timeout-ms", "100")
-    assert p.returncode == 0, p.stderr
-    rows, s = rows_of(tmp_path / "s")
+    rows, s = two_clients_against(ge_asan_bin, tmp_path, "silent", "s", "--duration-ms", "450",
+                                  "--timeout-ms", "100")
     assert s["outcomes"]["timeout"] == len(rows) and 2 * 4 <= len(rows) <= 2 * 5
+    new = {x["index"]: x["new_connection"] for x in csv_rows(tmp_path / "s" / "http.csv")}
     for c, rs in by_client(rows).items():   # each timeout closes the connection; the next connects
-        assert [x["new_connection"] for x in csv_rows(tmp_path / "s" / "http.csv")
-                if x["index"] in {r["index"] for r in rs[1:]}] == ["1"] * (len(rs) - 1)
+        assert [new[r["index"]] for r in rs[1:]] == ["1"] * (len(rs) - 1)
 
 
 def test_http_connections_with_clients_is_refused(ge_bin, tmp_path):
