@@ -191,8 +191,9 @@ def main() -> int:
                 if not k % 2:
                     gs.append(ge_closed(tmp, url, conns, a.seconds))
             # per round ratios (the same minute's noise), their median; the figures' medians
-            r = median([x["rps"] / y["rps"] for x, y in zip(gs, ws)])
-            c = median([x["cpu_us"] / y["cpu_us"] for x, y in zip(gs, ws)])
+            rs = sorted(x["rps"] / y["rps"] for x, y in zip(gs, ws))
+            cs = sorted(x["cpu_us"] / y["cpu_us"] for x, y in zip(gs, ws))
+            r, c = median(rs), median(cs)
             g = {k: median([x[k] for x in gs]) for k in ("rps", "cpu_us", "stall_share", "busy")}
             g |= {k: sum(x[k] for x in gs) for k in ("errors", "ok")}
             w = {"rps": median([x["rps"] for x in ws]),
@@ -203,6 +204,8 @@ def main() -> int:
                   f"{g['cpu_us']:>10.2f} {w['cpu_us']:>10.2f} {c:>10.3f} "
                   f"{g['stall_share']:>8.4f} {g['busy']:>7.2f}  throughput {met(r >= 0.95)}, "
                   f"CPU/req {met(c <= 1.0)}  {load()}", flush=True)
+            print(f"       rounds: GE/wrk {rs[0]:.3f}..{rs[-1]:.3f}, CPU GE/wrk "
+                  f"{cs[0]:.3f}..{cs[-1]:.3f}")
             if g["errors"] or w["errors"] != "none":
                 print(f"       not ok: GE {g['errors']} of {g['ok'] + g['errors']}, wrk "
                       f"{w['errors']}")
