@@ -24,7 +24,8 @@
  *    EPOLLIN (partial reads kept per connection) and, while a write is pending, EPOLLOUT;
  *    send() writes into a free connection (or queues the request, see below); it parses
  *    responses itself and calls loop_finish(); keep-alive/connect timers are its timers().
- *  - closed-loop virtual clients (done: clients.c), each with its own socket (>= 10,000 fds):
+ *  - closed-loop virtual clients (done: clients.c over UDP, http_clients.c over TCP, both paced
+ *    by pace.c), each with its own socket (>= 10,000 fds):
  *    prepare() opens them all, attach() watches them (epoll scales with ready fds, not with
  *    watched ones), per-client state preallocated, no allocation per request; a client issues
  *    its next request from on_event()/timers() through loop_new_request(), and running() keeps
