@@ -18,7 +18,7 @@
 #include "clock.h" /* common/clock.h */
 #include "pace.h"
 
-#define PACE_BURST 16 /* as the open loop's SENDS_BEFORE_DRAIN */
+#define PACE_BURST 64 /* an epoll batch (loop.c reads 64 events at a time) */
 #define SEND_FAIL_BACKOFF_NS NS_PER_MS /* a local send failure: retry after this, not at once */
 
 /* ---- idle clients: a min-heap on due ---- */
