@@ -104,7 +104,8 @@ def test_to_device_paths_merges_the_devices_paths_and_keeps_missing_ones():
 
 
 # ------------------------------------------------------------------ loss attribution
-def _losses(rows: list[tuple], matched_rows: list[tuple], timeout_ms: float = 100.0):
+def _losses(rows: list[tuple], matched_rows: list[tuple], timeout_ms: float = 100.0,
+            interrupted: bool = False):
     """rows: (outcome, code, sent_ns); matched_rows: (row, arrival_ns, end_ns)."""
     req = pd.DataFrame({"outcome": [r[0] for r in rows],
                         "code": pd.array([r[1] for r in rows], dtype=object),
@@ -115,7 +116,7 @@ def _losses(rows: list[tuple], matched_rows: list[tuple], timeout_ms: float = 10
     codes = np.zeros(len(rows), np.int64)
     has_log = np.array([True])
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
-    out = httpm.reclassify(cause, req, matched, has_log[codes], timeout_ms)
+    out = httpm.reclassify(cause, req, matched, has_log[codes], timeout_ms, interrupted)
     return [lossm.CAUSES[c] if c >= 0 else None for c in out]
 
 
@@ -133,11 +134,15 @@ def test_the_proxys_losses_go_to_the_proxy_and_the_devices_to_the_device():
         ("timeout", "", 0.0),               # 8 the device answered late
         ("error", "404", 0.0),              # 9 the device has no such resource
         ("error", "", np.nan),              # 10 the GE's own send failed: the testbed's
+        ("error", "", 0.0),                 # 11 sent, an answer that was no HTTP
+        ("reset", "", 0.0),                 # 12 the proxy reset the connection
     ], [(0, 1 * ms, 3 * ms), (2, 1 * ms, 150 * ms), (4, 1 * ms, np.nan),
         (7, 1 * ms, 3 * ms), (8, 1 * ms, 150 * ms), (9, 1 * ms, np.nan)])
     assert got == [None, "proxy", "device_late", "proxy", "refused_503", "proxy", "proxy",
-                   "proxy", "device_late", "sut_error", "local_send"]
+                   "proxy", "device_late", "sut_error", "local_send", "proxy", "sut_reset"]
     assert "proxy" in lossm.SUT and "proxy" not in lossm.TESTBED
+    # in an interrupted run a request in flight without an answer is the interruption's
+    assert _losses([("error", "", 0.0)], [], interrupted=True) == ["interrupted"]
 
 
 # ------------------------------------------------------------------ readiness

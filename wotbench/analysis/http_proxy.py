@@ -21,10 +21,12 @@ timeout, the device never logged it    ``proxy`` (was ``to_device``): TCP delive
                                        the proxy, which never got it to the device
 timeout, the device answered in time   ``proxy`` (was ``from_device``): the proxy did not
                                        pass the answer on in time
+error without a status, sent, in a     ``proxy`` (was ``interrupted``): an answer the GE could
+run that was not interrupted           not parse as HTTP (its ``protocol_errors``)
 =====================================  =====================================================
 
-Everything else keeps its cause (``device_late``, other statuses ``sut_error``, a GE send
-failure ``local_send``, ...). So the testbed's own losses (verdict ``testbed_loss``) are only
+Everything else keeps its cause (``device_late``, other statuses ``sut_error``, a connection
+the proxy refused or reset ``sut_reset``, a GE send failure ``local_send``, ...). So the testbed's own losses (verdict ``testbed_loss``) are only
 what the GE itself failed to send.
 """
 from __future__ import annotations
@@ -38,9 +40,9 @@ PROXY_ANSWERS = ("502", "504")   # RFC 9110 15.6.3/15.6.5: a gateway's own statu
 
 
 def reclassify(cause: np.ndarray, req: pd.DataFrame, matched: pd.DataFrame, logged: np.ndarray,
-               timeout_ms: float) -> np.ndarray:
+               timeout_ms: float, interrupted: bool) -> np.ndarray:
     """``cause`` (from ``loss.classify``) with the proxy's losses placed (module table);
-    ``logged``: per request row, whether its device keeps a log."""
+    ``logged``: per request row, whether its device keeps a log; ``interrupted``: the run was."""
     out = cause.copy()
     idx = lossm.CAUSES.index
     code = req["code"].astype(object).where(req["code"].notna(), "").astype(str).to_numpy()
@@ -52,4 +54,6 @@ def reclassify(cause: np.ndarray, req: pd.DataFrame, matched: pd.DataFrame, logg
     out[gateway & ~late] = idx("proxy")
     out[(out == idx("refused_503")) & logged & ~reached] = idx("proxy")
     out[np.isin(out, [idx("to_device"), idx("from_device")])] = idx("proxy")
+    if not interrupted:   # sent, no status: the proxy's answer was no HTTP the GE could parse
+        out[out == idx("interrupted")] = idx("proxy")
     return out

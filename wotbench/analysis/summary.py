@@ -244,7 +244,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
     if http_proxy:
         cause = httpm.reclassify(cause, req, matched, has_log[codes] if len(codes) else
-                                 np.zeros(0, bool), timeout_ms)
+                                 np.zeros(0, bool), timeout_ms, run.run.interrupted)
     if len(push_req):   # the push rows follow the GE rows in all_req
         cause = np.concatenate([cause, lossm.classify_push(push_req, pushm.LATE_US)])
     cause = lossm.attribute_failures(cause, all_req, all_codes, names, {
