@@ -217,5 +217,10 @@ def test_nothing_listening_names_the_key_and_what_the_program_did():
         pass   # closed: nothing listens on its port now
     with pytest.raises(EnvironmentProblem) as e:
         thirdparty.check_http_proxy(p, "/proxy/", TARGET, 0.3,
-                                    gone=lambda: "exited with 1: see its output")
+                                    gone=lambda: "exited with 1")
     assert "gateways.proxy" in str(e.value) and "exited with 1" in str(e.value)
+    assert "command line may be wrong" in str(e.value)
+    with pytest.raises(EnvironmentProblem) as e:   # alive, but listening elsewhere
+        thirdparty.check_http_proxy(p, "/proxy/", TARGET, 0.3, gone=lambda: None)
+    assert "accepted no TCP connection within 0.3 s" in str(e.value)
+    assert "gateways.proxy.ready_timeout_s" in str(e.value)

@@ -434,7 +434,7 @@ class Runner:
 
     def _exited(self, name: str) -> Optional[str]:
         code = self.backend.exited({name}).get(name)
-        return None if code is None else f"exited with {code}: see its output in the run directory"
+        return None if code is None else f"exited with {code}"
 
     def _dead(self) -> dict[str, str]:
         """Devices that exited (readiness fails at once instead of waiting for its timeout)."""

@@ -136,6 +136,11 @@ def check_http_proxy(proxy: "DeviceRun", prefix: str, target_uri: str, timeout_s
     where = f"{PROXY_KEY}: the HTTP->CoAP proxy at {proxy.address}:{proxy.port}"
     why = httpprobe.wait_accepting(proxy.address, proxy.port, timeout_s, gone)
     if why is not None:
+        dead = gone() if gone else None
+        if dead:
+            raise EnvironmentProblem(f"{where} {dead} before it accepted a TCP connection; "
+                                     "see its output in the run directory (devices/proxy/): its "
+                                     "command line may be wrong (a class path, an argument)")
         fix = ("it is not started by WoTbench: start it first" if proxy.role == "external" else
                "check that the program listens on {address}:{port} (its arguments), or raise "
                f"{PROXY_KEY}.ready_timeout_s")
