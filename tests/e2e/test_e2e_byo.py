@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import HERE, Harness, labelled, run_dir_of
+from byo_run import run as _run, run_id as _run_id
+from conftest import HERE, labelled, run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
@@ -22,19 +21,6 @@ AIOCOAP = [sys.executable, str(HERE / "servers" / "aiocoap_server.py"), "--bind"
 COAP_SERVER = ["coap-server-notls", "-A", "{address}", "-p", "{port}"]
 needs_libcoap = pytest.mark.skipif(not shutil.which("coap-server-notls"),
                                    reason="coap-server-notls not installed (apt-get install libcoap3-bin)")
-
-
-def _run(harness_env, tmp_path: Path, cfg: dict, timeout: float = 120) -> tuple[int, Harness]:
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump({"duration_s": 3, "seed": 3,
-                                    "contention_detector": {"calibration_s": 2, "interval_s": 0.25},
-                                    "monitor": {"enabled": False}, **cfg}))
-    h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], harness_env, tmp_path)
-    return h.wait(timeout), h
-
-
-def _run_id(tmp_path: Path) -> str:
-    return json.loads((run_dir_of(tmp_path) / "run.json").read_text())["run_id"]
 
 
 def test_aiocoap_server_as_process_device(harness_env, tmp_path):

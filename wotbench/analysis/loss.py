@@ -25,6 +25,10 @@ push_timeout        timeout of a device's own request (devices[].push): its targ
                     system under test, which logs nothing WoTbench reads, so the loss cannot be
                     placed on a leg; the device did send it (``sent_ns``) on time, so the server
                     (or its host's path to it) lost or delayed it: the SUT's
+proxy               through an HTTP->CoAP proxy (gateways.proxy.mode: http), what the proxy
+                    or its CoAP leg to the device lost: a 502/504 from the proxy, a 503 for a
+                    request the device never logged, or a timeout of a request the device
+                    never logged or answered in time (rules: analysis/http_proxy.py)
 push_late_send      timeout of a device's own request that the device sent more than
                     ``push.LATE_US`` after it was due: its thread was behind then, so the same
                     starvation may have kept it from reading the answer before its timeout
@@ -39,7 +43,7 @@ either leg is ``impairment``, whether it was sent on time or late.
 
 ``testbed`` = to_device + from_device + local_send + push_late_send (what WoTbench itself lost);
 ``configured`` = impairment; ``sut`` = refused_503 + device_late + sut_error + sut_reset +
-push_timeout.
+push_timeout + proxy.
 Unsent requests are not losses. Any testbed loss makes the run untrustworthy (verdict
 ``testbed_loss``): a user would otherwise blame the system under test for it.
 """
@@ -55,10 +59,10 @@ from wotbench.rundir.summary import LossBlock, LossCauses
 
 CAUSES = ("to_device", "from_device", "local_send", "impairment", "refused_503", "device_late",
           "sut_error", "sut_reset", "no_device_log", "interrupted", "component_failed",
-          "push_timeout", "push_late_send")
+          "push_timeout", "push_late_send", "proxy")
 FAILURE_SEEN_WITHIN_NS = 1_000_000_000   # the runner's watch checks for dead components each second
 TESTBED = ("to_device", "from_device", "local_send", "push_late_send")
-SUT = ("refused_503", "device_late", "sut_error", "sut_reset", "push_timeout")
+SUT = ("refused_503", "device_late", "sut_error", "sut_reset", "push_timeout", "proxy")
 NOT_A_CAUSE = -1
 
 
@@ -71,13 +75,7 @@ def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, code
     code = req["code"].astype(object).where(req["code"].notna(), "").astype(str).to_numpy()
     sent = req["sent"].to_numpy()
     idx = {c: i for i, c in enumerate(CAUSES)}
-    # the device's answer time for the requests it logged: the end of its service, or its
-    # arrival for those it refused at once (5.03, 4.04)
-    answered_at = np.full(n, np.nan)
-    if len(matched):
-        rows = matched["row"].to_numpy(np.int64)
-        answered_at[rows] = np.where(np.isnan(matched["end"].to_numpy()),
-                                     matched["arrival"].to_numpy(), matched["end"].to_numpy())
+    answered_at = answer_times(n, matched)
     timeout = outcome == "timeout"
     logged = has_log[codes] if len(codes) else np.zeros(n, bool)
     reached = ~np.isnan(answered_at)
@@ -94,6 +92,18 @@ def classify(req: pd.DataFrame, matched: pd.DataFrame, has_log: np.ndarray, code
     out[error & (code == "") & ~np.isnan(sent)] = idx["interrupted"]
     out[outcome == "reset"] = idx["sut_reset"]
     return out
+
+
+def answer_times(n: int, matched: pd.DataFrame) -> np.ndarray:
+    """Per request row: when its device answered it (ns from the test start; NaN where no log
+    row matched): the end of its service, or its arrival for those it refused at once (5.03,
+    4.04)."""
+    answered_at = np.full(n, np.nan)
+    if len(matched):
+        rows = matched["row"].to_numpy(np.int64)
+        answered_at[rows] = np.where(np.isnan(matched["end"].to_numpy()),
+                                     matched["arrival"].to_numpy(), matched["end"].to_numpy())
+    return answered_at
 
 
 def classify_push(push: pd.DataFrame, late_us: float) -> np.ndarray:

@@ -17,6 +17,7 @@ from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import ge_integrity as gei
+from wotbench.analysis import http_proxy as httpm
 from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
@@ -33,6 +34,7 @@ from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegri
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
+from wotbench.workload import httpproxy
 from wotbench.rundir.values import json_clean
 
 # 2: the kernel evidence (summary "evidence", contention "cd_status", "evidence_missing",
@@ -182,6 +184,9 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
 
 def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFrame]]:
     req = resp.combine_ge(run.ges, run.test_start_ns)
+    http_proxy = run.run.proxy_mode == "http"
+    if http_proxy:   # the GE recorded proxy/coap://HOST:PORT/r0: the device's path is r0
+        req = httpproxy.to_device_paths(req)
     codes, names = resp.device_codes(req, run)
     # the run's figures count the devices' own test requests beside the GEs' (issue 23)
     push_req, push_codes = pushmerge.test_rows(run, names)
@@ -239,6 +244,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dec = rdm.decomposition(req, matched)
     has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
+    if http_proxy:
+        cause = httpm.reclassify(cause, req, matched, has_log[codes] if len(codes) else
+                                 np.zeros(0, bool), timeout_ms, run.run.interrupted)
     if len(push_req):   # the push rows follow the GE rows in all_req
         cause = np.concatenate([cause, lossm.classify_push(push_req, pushm.LATE_US)])
     cause = lossm.attribute_failures(cause, all_req, all_codes, names, {

@@ -16,9 +16,11 @@ from __future__ import annotations
 import shlex
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PLACEHOLDERS = ("address", "port", "name")
+HTTP_PROXY_PORT = 8080          # gateways.proxy with mode: http, unless port is given
+HTTP_PROXY_PREFIX = "/proxy/"   # ... and the path before the CoAP URI (Californium proxy2's)
 
 
 class _Model(BaseModel):
@@ -92,9 +94,19 @@ class ProxySpec(Program):
     endpoint: Optional[str] = Field(
         None, description="`HOST:PORT` of a proxy WoTbench does not start (instead of "
                           "`image`/`command`)")
-    mode: Literal["proxy-uri", "proxy-scheme"] = Field(
-        "proxy-uri", description="`proxy-uri` (one Proxy-Uri option) or `proxy-scheme` "
-                                 "(Proxy-Scheme + Uri-Host/Port/Path/Query)")
+    mode: Literal["proxy-uri", "proxy-scheme", "http"] = Field(
+        "proxy-uri", description="how the GE addresses a device through it: `proxy-uri` (a "
+        "CoAP forward proxy; one Proxy-Uri option), `proxy-scheme` (Proxy-Scheme + "
+        "Uri-Host/Port/Path/Query), or `http`: an HTTP->CoAP proxy (the paper's Figure 1): the GE "
+        "speaks HTTP/1.1 to it, each request to `http://PROXY:PORT{http_prefix}coap://DEVICE:5683/"
+        "PATH` (RFC 8075 section 5); `port` defaults to 8080 (docs/HTTP-PROXY.md)")
+    http_prefix: Optional[str] = Field(
+        None, description="with `mode: http`: the path before the device's CoAP URI in the "
+        "HTTP request target (default `/proxy/`, Californium proxy2's)")
+    http_connections: int = Field(
+        8, ge=1, le=1024, description="with `mode: http`: the keep-alive connections the GE "
+        "keeps open to the proxy (the web users' connections); a request that finds none free "
+        "waits, and its R counts the wait from its scheduled time")
 
     @field_validator("endpoint")
     @classmethod
@@ -102,6 +114,29 @@ class ProxySpec(Program):
         if v is not None:
             split_endpoint(v)
         return v
+
+    @field_validator("http_prefix")
+    @classmethod
+    def _http_prefix(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v.startswith("/") or any(c in v for c in "?# \t\r\n")):
+            raise ValueError(f"expected a path that starts with '/' and has no '?', '#' or "
+                             f"spaces, such as /proxy/, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _http_defaults(self) -> "ProxySpec":
+        """An HTTP->CoAP proxy listens on HTTP's port unless told otherwise."""
+        if self.mode == "http":
+            if "port" not in self.model_fields_set:
+                self.port = HTTP_PROXY_PORT
+            if self.http_prefix is None:
+                self.http_prefix = HTTP_PROXY_PREFIX
+        return self
+
+    @property
+    def http(self) -> bool:
+        """An HTTP->CoAP proxy (the GE speaks HTTP to it), not a CoAP forward proxy."""
+        return self.mode == "http"
 
     @property
     def started(self) -> bool:
@@ -160,6 +195,10 @@ def proxy_problems(p: Optional[ProxySpec]) -> list[str]:
     if p.endpoint is not None and (p.image or p.command):
         return ["gateways.proxy: give either 'endpoint' (a proxy WoTbench does not start) or "
                 "'image'/'command' (one it starts), not both"]
+    extra = [k for k in ("http_prefix", "http_connections") if k in p.model_fields_set]
+    if extra and not p.http:
+        return [f"gateways.proxy.{extra[0]}: only with mode: http (an HTTP->CoAP proxy); "
+                f"mode is {p.mode}: remove {extra[0]} or set mode: http"]
     if p.endpoint is None and p.image is None and p.command is None:
         return ["gateways.proxy: give 'image' or 'command' (a forward proxy WoTbench starts, e.g. "
                 "command: [coap-server-notls, -A, '{address}', -P, ',wotbench-proxy']) or "

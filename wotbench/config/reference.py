@@ -100,8 +100,9 @@ SECTIONS: list[Section] = [
             "program of this host (`command`); give one. Placeholders in `args`/`command`: "
             "`{address}` (the address it must listen on), `{port}`, `{name}` (write `{{` and "
             "`}}` for literal braces). `devices[].server` takes every key but `endpoint` and "
-            "`mode`; `gateways.proxy` takes either `image`/`command` or `endpoint`. Neither "
-            "works with `dtls.enabled`. Semantics and examples: [BYO.md](BYO.md)."),
+            "`mode`/`http_prefix`; `gateways.proxy` takes either `image`/`command` or `endpoint`. "
+            "Neither works with `dtls.enabled`. Semantics and examples: [BYO.md](BYO.md); an "
+            "HTTP->CoAP proxy (`mode: http`): [HTTP-PROXY.md](HTTP-PROXY.md)."),
     Section("gateways", schema.Gateways,
             "The gateway emulators: open-loop load generators replaying the trace."),
     Section("contention_detector", schema.ContentionDetector,

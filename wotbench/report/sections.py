@@ -181,6 +181,9 @@ LOSS_CAUSES = {   # cause -> (whose, what it means)
     "push_late_send": ("testbed", "a device's own request got no answer; the device sent it late "
                                   "(its core starved it, which may also have kept it from "
                                   "reading the answer)"),
+    "proxy": ("system", "the HTTP->CoAP proxy (or its CoAP leg to the device) lost it: a 502/504 "
+                        "from the proxy, or no answer in time although the device never saw it "
+                        "or answered in time"),
 }
 
 

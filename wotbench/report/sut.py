@@ -74,7 +74,10 @@ def sut(run: RunRecord, s: Summary) -> dict:
     if run.proxy is not None:
         p = run.proxy
         where = p.server or f"{p.address}:{p.port}"
-        proxy = {"what": where, "address": f"{p.address}:{p.port}", "mode": run.proxy_mode,
+        http = run.proxy_mode == "http"   # an HTTP->CoAP proxy (the paper's Figure 1)
+        proxy = {"what": where, "address": f"{p.address}:{p.port}",
+                 "kind": "HTTP→CoAP proxy" if http else "forward proxy",
+                 "mode": "HTTP/1.1 from the GE, CoAP to the devices" if http else run.proxy_mode,
                  "cpuset": p.cpuset, "external": p.role == "external"}
     split = None
     dec = s.rd.overall.decomposition_ms

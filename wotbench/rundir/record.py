@@ -213,7 +213,7 @@ class RunRecord(Record):
     cd_ge: Optional[GeRecord] = None
     # the forward proxy of gateways.proxy (role proxy: started by WoTbench; external: not)
     proxy: Optional[DeviceRecord] = None
-    proxy_mode: Optional[str] = None      # proxy-uri | proxy-scheme
+    proxy_mode: Optional[str] = None      # proxy-uri | proxy-scheme | http (HTTP->CoAP)
     ge_exit_codes: dict[str, Optional[int]] = Field(default_factory=dict)
     networks: list[BridgeRecord] = Field(default_factory=list)
     plan: Optional[PlanNote] = None

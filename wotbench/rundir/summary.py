@@ -375,6 +375,7 @@ class LossCauses(Record):
     component_failed: int = 0
     push_timeout: int = 0          # a device's own request: no answer, sent on time (SUT)
     push_late_send: int = 0        # ... sent late by a starved device (testbed)
+    proxy: int = 0                 # lost by an HTTP->CoAP proxy or its leg to the device (SUT)
 
 
 class LossBlock(Record):

@@ -287,7 +287,9 @@ class Runner:
                                msg_type="con", timeout_ms=cfg.gateways.timeout_ms)
         n = cfg.gateways.count
         via = []
-        if self.proxy is not None:
+        if self.proxy is not None and cfg.gateways.proxy.http:   # the proxy is in the URIs
+            via = ["--http-connections", str(cfg.gateways.proxy.http_connections)]
+        elif self.proxy is not None:
             via = ["--proxy", self.proxy.endpoint, "--proxy-mode",
                    cfg.gateways.proxy.mode.removeprefix("proxy-")]
         for k in range(n):
@@ -395,7 +397,8 @@ class Runner:
 
     def _third_party_ready(self) -> float:
         """What WoTbench did not build answers a CoAP ping from this host (where the GE runs or
-        reaches it), and a proxy forwards; the seconds it took."""
+        reaches it; an HTTP->CoAP proxy: a TCP connection), and a proxy forwards; the seconds
+        it took."""
         others = [d for d in self.devices + ([self.proxy] if self.proxy else [])
                   if not d.emulated]
         if not others:
@@ -409,16 +412,29 @@ class Runner:
             return f"devices[{index[d.group]}]." + ("external" if d.role == "external" else "server")
         keys = {d.name: key(d) for d in others}
         timeout = max([d.program.ready_timeout_s for d in others if d.program] + [5.0])
-        thirdparty.wait_answering(others, keys, timeout, dead=self._dead)
+        spec = self.resolved.gateways.proxy
+        http_proxy = self.proxy if spec is not None and spec.http else None
+        pinged = [d for d in others if d is not http_proxy]
+        if pinged:
+            thirdparty.wait_answering(pinged, keys, timeout, dead=self._dead)
         if self.proxy is not None:
             first = next(d for d in self.devices)
             g = next(g for g in self.resolved.devices if g.group == first.group)
             path = g.paths[0] if g.third_party else "r0"
             host = f"[{first.address}]" if ":" in first.address else first.address
-            code = thirdparty.check_proxy(self.proxy, self.resolved.gateways.proxy.mode,
-                                          f"coap://{host}:{first.port}/{path}")
+            target = f"coap://{host}:{first.port}/{path}"
+            if http_proxy is not None:
+                gone = (lambda: self._exited(self.proxy.name)) if self.proxy.started else None
+                code = thirdparty.check_http_proxy(self.proxy, spec.http_prefix, target, timeout,
+                                                   gone)
+            else:
+                code = thirdparty.check_proxy(self.proxy, spec.mode, target)
             log(f"the proxy forwards: {code} for {first.name}/{path}")
         return time.monotonic() - t
+
+    def _exited(self, name: str) -> Optional[str]:
+        code = self.backend.exited({name}).get(name)
+        return None if code is None else f"exited with {code}"
 
     def _dead(self) -> dict[str, str]:
         """Devices that exited (readiness fails at once instead of waiting for its timeout)."""

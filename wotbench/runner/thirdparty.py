@@ -1,7 +1,8 @@
 """Third-party systems under test in a run (the config side is ``wotbench.config.byo``): which
 programs a run starts, the checks before anything starts (programs present, impairments
 possible), readiness of what WoTbench did not build (CoAP ping from this host) and the check
-that a proxy really forwards. The backends run the programs (``prepare_programs``).
+that a proxy really forwards (a CoAP forward proxy; an HTTP->CoAP proxy: ``check_http_proxy``).
+The backends run the programs (``prepare_programs``).
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.runner import coapprobe
+from wotbench.runner import coapprobe, httpprobe
+from wotbench.workload import httpproxy
 
 if TYPE_CHECKING:
     from wotbench.runner.components import DeviceRun
@@ -21,6 +23,7 @@ PROXY_KEY = "gateways.proxy"
 # what a forward proxy answers when it does not forward
 REFUSALS = {"5.05": "5.05 Proxying Not Supported", "4.02": "4.02 Bad Option",
             "reset": "a reset (RST)"}
+ABSENT_PATH = "wotbench-absent-resource"   # what no device serves: a proxy must answer 4xx
 
 
 def programs(cfg: Config) -> dict[str, Program]:
@@ -121,3 +124,54 @@ def check_proxy(proxy: "DeviceRun", mode: str, target_uri: str, timeout_s: float
                                  f"request for {target_uri} (answered its ping): it may not "
                                  "reach the devices; check its arguments and the device")
     return code
+
+
+def check_http_proxy(proxy: "DeviceRun", prefix: str, target_uri: str, timeout_s: float,
+                     gone: Optional[Callable[[], Optional[str]]] = None) -> int:
+    """An HTTP->CoAP proxy (``gateways.proxy.mode: http``) is ready when it accepts a TCP
+    connection, forwards a GET for ``target_uri`` (a device's CoAP URI) and answers 2xx, and
+    answers a resource the device does not have with 4xx (a server that answers everything 2xx
+    is no proxy); the first status. ConfigError when it is not such a proxy, EnvironmentProblem
+    when it does not answer or cannot reach the device."""
+    where = f"{PROXY_KEY}: the HTTP->CoAP proxy at {proxy.address}:{proxy.port}"
+    why = httpprobe.wait_accepting(proxy.address, proxy.port, timeout_s, gone)
+    if why is not None:
+        dead = gone() if gone else None
+        if dead:
+            raise EnvironmentProblem(f"{where} {dead} before it accepted a TCP connection; "
+                                     "see its output in the run directory (devices/proxy/): its "
+                                     "command line may be wrong (a class path, an argument)")
+        fix = ("it is not started by WoTbench: start it first" if proxy.role == "external" else
+               "check that the program listens on {address}:{port} (its arguments), or raise "
+               f"{PROXY_KEY}.ready_timeout_s")
+        raise EnvironmentProblem(f"{where} accepted no TCP connection within {timeout_s:g} s "
+                                 f"({why}); {fix}")
+    uri = httpproxy.target_uri(proxy.address, proxy.port, prefix, target_uri)
+    absent = httpproxy.target_uri(proxy.address, proxy.port, prefix,
+                                  target_uri.rsplit("/", 1)[0] + "/" + ABSENT_PATH)
+    answers = []
+    for u in (uri, absent):
+        try:
+            answers.append(httpprobe.get(u, max(timeout_s, 5.0)))
+        except OSError as e:
+            raise EnvironmentProblem(f"{where} gave no HTTP answer to GET {u} ({e}): it takes "
+                                     "TCP connections but may not speak HTTP/1.1, or may not "
+                                     "reach the device; check its arguments") from None
+    ok, miss = answers
+    form = f"{prefix}coap://HOST:PORT/PATH"
+    if ok.status in (502, 503, 504):
+        raise EnvironmentProblem(f"{where} answered {ok.status} {ok.reason} to GET {uri}: it "
+                                 "takes the request but got no answer from the device; check "
+                                 "that it reaches the devices' network")
+    if not 200 <= ok.status < 300:
+        raise ConfigError([f"{where} answered {ok.status} {ok.reason} to GET {uri}: it did not "
+                           "forward the request to the device. It is not an HTTP->CoAP proxy, or "
+                           f"it takes device URIs in another form than {form}: set "
+                           f"{PROXY_KEY}.http_prefix to its path (Californium proxy2: /proxy/), "
+                           f"or, for a CoAP forward proxy, {PROXY_KEY}.mode: proxy-uri"])
+    if 200 <= miss.status < 300:
+        raise ConfigError([f"{where} answered {miss.status} {miss.reason} to GET {absent}, a "
+                           "resource the device does not have: it answers without asking the "
+                           "device, so it is not an HTTP->CoAP proxy; give the command of one "
+                           f"(docs/HTTP-PROXY.md) or another {PROXY_KEY}.http_prefix"])
+    return ok.status

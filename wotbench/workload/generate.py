@@ -48,6 +48,7 @@ from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from wotbench.detector.trace import write_cd_files
 from wotbench.workload.formats import TRACE_HEADER, authority, write_resources
+from wotbench.workload import httpproxy
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
@@ -233,10 +234,11 @@ def _scheme(cfg: Config) -> str:
 
 
 def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None,
-                scheme: str = "coap", clients: Optional[int] = None) -> int:
+                scheme: str = "coap", clients: Optional[int] = None, via: str = "") -> int:
     """Write trace rows fast: one f-string per row over precomputed URI prefixes. ``clients``:
     an open loop from N client endpoints: row k (in send order) leaves from client k mod N
-    (the trace's client column, after payload_bytes)."""
+    (the trace's client column, after payload_bytes). ``via``: what goes before each device's
+    URI (an HTTP->CoAP proxy's, :mod:`wotbench.workload.httpproxy`)."""
     d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
     if mask is not None:
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
@@ -245,10 +247,11 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         return _write_rows_observe(path, d, t, m, r, p, k, addrs, scheme)
     with_payload = bool(p.any()) or clients is not None
     prefix = [f"{a.id},"for a in addrs]
-    base = [f"{scheme}://{authority(a)}/r" for a in addrs]
+    base = [f"{via}{scheme}://{authority(a)}/r" for a in addrs]
     if tr.paths:   # third-party devices: their own paths instead of r<j>
         names = [tr.paths.get(a.id) for a in addrs]
-        base = [f"{scheme}://{authority(a)}/" if names[a.id] else b for a, b in zip(addrs, base)]
+        base = [f"{via}{scheme}://{authority(a)}/" if names[a.id] else b
+                for a, b in zip(addrs, base)]
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
     with atomic.replacing(path, buffering=1 << 20) as f:
@@ -321,7 +324,8 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
         return _import_recorded(cfg, out_dir, addrs, only)
     tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
-    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients)
+    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients,
+                via=httpproxy.via(cfg))
     for name, rows in tr.resources.items():
         write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
@@ -349,7 +353,7 @@ def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> li
     files = []
     for k in range(G):
         _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k,
-                    scheme=_scheme(cfg))
+                    scheme=_scheme(cfg), via=httpproxy.via(cfg))
         files.append(f"ge-{k}.csv")
     return files
 
@@ -413,7 +417,8 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
                 shutil.copyfile(files[a.name], tmp)
             resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^coaps?://(\[[^\]]*\]|[^/]*)/", "", regex=True)
-    host = np.array([f"{_scheme(cfg)}://{authority(a)}/" for a in addrs], dtype=object)
+    host = np.array([f"{httpproxy.via(cfg)}{_scheme(cfg)}://{authority(a)}/" for a in addrs],
+                    dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
     cols = ["device_id", "send_time_us", "method"]
     out = df[cols].copy()
