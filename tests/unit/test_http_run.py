@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from testkit.groups import config_of, problems_of
 from testkit.http_server import HttpServer
 from wotbench.analysis import http as http_analysis
 from wotbench.config import http as http_spec
@@ -38,14 +39,7 @@ def web(**kw) -> dict:
     return g
 
 
-def cfg(*groups, **top):
-    return config_from_dict({"name": "t", "duration_s": 2, "devices": list(groups), **top})
-
-
-def problems(*groups, **top) -> list[str]:
-    with pytest.raises(ConfigError) as e:
-        cfg(*groups, **top)
-    return e.value.problems
+cfg, problems = config_of, problems_of
 
 
 def test_http_group_defaults_to_port_8080_and_generates_http_uris(tmp_path):

@@ -20,7 +20,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 PLACEHOLDERS = ("address", "port", "name", "config", "scratch")
 
@@ -76,20 +76,14 @@ class Program(_Model):
         "run (e.g. [nginx, -t, -q, -e, stderr, -c, '{config}', -p, '{scratch}']); when it "
         "fails the run stops with its output, the template's file:line in it")
 
-    @field_validator("command", mode="before")
+    @field_validator("command", "check", mode="before")
     @classmethod
-    def _command(cls, v: Any) -> Any:
+    def _command(cls, v: Any, info: ValidationInfo) -> Any:
         v = _argv(v)
         if isinstance(v, list) and not v:
-            raise ValueError("must name a program, e.g. [coap-server-notls, -A, '{address}']")
-        return v
-
-    @field_validator("check", mode="before")
-    @classmethod
-    def _check(cls, v: Any) -> Any:
-        v = _argv(v)
-        if isinstance(v, list) and not v:
-            raise ValueError("must name a program, e.g. [nginx, -t, -c, '{config}']")
+            raise ValueError("must name a program, e.g. " + (
+                "[nginx, -t, -c, '{config}']" if info.field_name == "check"
+                else "[coap-server-notls, -A, '{address}']"))
         return v
 
     @field_validator("command", "args", "check")

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-if TYPE_CHECKING:
-    from wotbench.config.schema import Config
+# ``cfg`` below is a ``wotbench.config.schema.Config`` (which imports this module's models)
+Config = Any
 
 PLACEHOLDERS = ("index", "device", "method", "path", "payload")
 # headers the GE writes itself (http_prep.c RESERVED)
@@ -106,16 +106,16 @@ def body_template_text(h: HttpClient) -> Optional[str]:
     return h.body_template
 
 
-def http_groups(cfg: "Config") -> list[int]:
+def http_groups(cfg: Config) -> list[int]:
     return [i for i, g in enumerate(cfg.devices) if g.protocol == "http"]
 
 
-def is_http(cfg: "Config") -> bool:
+def is_http(cfg: Config) -> bool:
     """Does the run's main trace speak HTTP (every group does, :func:`problems`)?"""
     return bool(http_groups(cfg))
 
 
-def problems(cfg: "Config") -> list[str]:
+def problems(cfg: Config) -> list[str]:
     """Every problem of an HTTP run's config (none for a CoAP run without ``gateways.http``)."""
     hg = http_groups(cfg)
     gw = cfg.gateways
@@ -182,7 +182,7 @@ def problems(cfg: "Config") -> list[str]:
     return out
 
 
-def ge_args(cfg: "Config") -> list[str]:
+def ge_args(cfg: Config) -> list[str]:
     """The main GEs' ``--http-*`` options but the body template's file ([] for a CoAP run; the
     runner adds ``--http-body-template`` with the file's path as the GE sees it)."""
     if not is_http(cfg):

@@ -15,7 +15,7 @@ from wotbench.rundir.layout import PUSH_SCHEDULE
 if TYPE_CHECKING:
     from wotbench.config.byo import Program
     from wotbench.runner.dtlskey import DtlsCreds
-    from wotbench.runner.serverconf import ServerFiles
+    from wotbench.runner.serverfiles import ServerFiles
 
 
 @dataclass

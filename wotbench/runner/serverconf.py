@@ -3,9 +3,9 @@ nginx.conf): rendered per device into its run directory before anything starts, 
 the server's own checker (``server.check``, e.g. ``nginx -t``) so a config error stops the run
 with the template's file:line, and the paths the program sees (``{config}``, ``{scratch}``).
 
-In a container the rendered file is mounted read-only at :data:`CONFIG_IN` and ``{scratch}`` is
-a small tmpfs (the root file system stays read-only); a local process (process backend) gets
-the host paths, its scratch directory writable by the unprivileged user.
+In a container the rendered file is mounted read-only and ``{scratch}`` is a small tmpfs (the
+root file system stays read-only; :mod:`wotbench.runner.serverfiles`); a local process (process
+backend) gets the host paths, its scratch directory writable by the unprivileged user.
 """
 from __future__ import annotations
 
@@ -13,37 +13,21 @@ import re
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wotbench.config.byo import Program
 from wotbench.errors import ConfigError
 from wotbench.runner import thirdparty
+from wotbench.runner.serverfiles import ServerFiles
 
 if TYPE_CHECKING:
     from wotbench.runner.components import DeviceRun
 
-CONFIG_IN = "/.wb/config"          # the rendered file's directory inside a container
-SCRATCH_IN = "/.wb/scratch"        # the container's writable tmpfs
-SCRATCH_TMPFS = "rw,nosuid,nodev,noexec,size=16m,mode=1777"
 CHECK_TIMEOUT_S = 30
 CHECK_ADDRESS = "127.0.0.1"
 # only these are replaced in a template: every other brace is the server's syntax
 _FIELD = re.compile(r"\{(address|port|name|scratch)\}")
-
-
-@dataclass(frozen=True)
-class ServerFiles:
-    """A device's rendered config (host path) and its scratch directory (host path)."""
-    config: Path
-    scratch: Path
-
-    def config_in(self, in_container: bool) -> str:
-        return f"{CONFIG_IN}/{self.config.name}" if in_container else str(self.config)
-
-    def scratch_in(self, in_container: bool) -> str:
-        return SCRATCH_IN if in_container else str(self.scratch)
 
 
 def render_text(template: str, address: str, port: int, name: str, scratch: str) -> str:

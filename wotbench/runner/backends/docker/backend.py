@@ -21,7 +21,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord, RunDir
-from wotbench.runner import cleanup, leftovers, serverconf, thirdparty
+from wotbench.runner import cleanup, leftovers, serverfiles, thirdparty
 from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL
 from wotbench.runner.backends.docker import containers
 from wotbench.runner.backends.docker import pods as docker_pods
@@ -313,7 +313,7 @@ class DockerBackend:
         binds, tmpfs = {}, {}
         if d.files is not None:   # its rendered config (read-only) and a tmpfs to write in
             binds[d.files.config] = (d.files.config_in(True), "ro")
-            tmpfs[serverconf.SCRATCH_IN] = serverconf.SCRATCH_TMPFS
+            tmpfs[serverfiles.SCRATCH_IN] = serverfiles.SCRATCH_TMPFS
         self._create(containers.Spec(
             name=d.name, role=d.role, image=image,
             command=argv if own_entrypoint else argv[1:], cpuset=d.cpuset,
