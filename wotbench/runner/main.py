@@ -407,7 +407,8 @@ class Runner:
             self.impair.apply([], self._impair_duration_s())
         self.phases.start_devices_s = round(time.monotonic() - t, 3)
         log(f"{len(self.started_devices)} component(s) started in {self.phases.start_devices_s:.1f} s; "
-            "waiting for CoAP pings")
+            + ("waiting for HTTP answers" if http_spec.is_http(self.resolved)
+               else "waiting for CoAP pings"))
         took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name))
                                          for d in self.devices if d.emulated],
                                         timeout_s=15 + 0.05 * len(self.devices), dead=self._dead)
@@ -525,7 +526,8 @@ class Runner:
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
             self.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
-            log("every device answers its gateway emulator's CoAP ping ("
+            log("every device answers its gateway emulator's "
+                + ("CoAP ping or HTTP connections (" if http_spec.is_http(cfg) else "CoAP ping (")
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
