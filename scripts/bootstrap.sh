@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what WoTbench needs on a fresh Debian machine, idempotently:
 #   - Debian packages (compiler, libcoap 4.3.1 static library and tools, collectl, iproute2,
-#     nftables) when running as root; a clear message with the command otherwise;
+#     nftables, nginx: the reference HTTP server under test) when running as root; a clear
+#     message with the command otherwise;
 #   - the Python virtual environment .venv with the package and its test dependencies.
 # Called by the Makefile before build, test, run and bench. Fast when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl iproute2 nftables)
+APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl iproute2 nftables nginx)
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES+=(wrk)   # the HTTP benchmark's peer (bench/http_bench.py)
 

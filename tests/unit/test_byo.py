@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.groups import config_of, problems_of
 from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import make_plan
@@ -19,14 +20,7 @@ from wotbench.workload.generate import write_trace
 SERVER = {"command": ["coap-server-notls", "-A", "{address}", "-p", "{port}"]}
 
 
-def cfg(*groups, **top):
-    return config_from_dict({"name": "t", "duration_s": 2, "devices": list(groups), **top})
-
-
-def problems(*groups, **top) -> list[str]:
-    with pytest.raises(ConfigError) as e:
-        cfg(*groups, **top)
-    return e.value.problems
+cfg, problems = config_of, problems_of
 
 
 def test_bad_keys_are_named_with_the_fix():

@@ -16,6 +16,7 @@ from wotbench.detector import evidence as evid
 from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
+from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import http_proxy as httpm
 from wotbench.analysis import load as loadm
@@ -340,7 +341,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    per_device=per_device, ge_integrity=ge_block, rd=rd_block,
                    contention=contention, verdict=verdict, monitor=monitor_block, loss=loss,
                    decomposition=split_block, slo=slo_block, observe=observe_block,
-                   blockwise=blockwise_block, dtls=dtls_block, push=pushm.analyse(run),
+                   blockwise=blockwise_block, dtls=dtls_block, http=httpm.analyse(run, req),
+                   push=pushm.analyse(run),
                    evidence=evidence, sut_resources=sut_block, load=load_block), series
 
 

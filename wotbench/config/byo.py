@@ -9,16 +9,20 @@ gets ``args``) or a program of this host (``command``: program and arguments). T
 backend runs ``command``; the Docker backend runs ``image``, or, without one, packs
 ``command``'s program with the shared libraries it loads into a FROM scratch image
 (``wotbench.runner.backends.docker.hostimage``). Placeholders in ``args``/``command``: ``{address}`` (the
-address it must listen on), ``{port}``, ``{name}``.
+address it must listen on), ``{port}``, ``{name}``, and with a ``config_template`` ``{config}``
+(the rendered file as the program sees it) and ``{scratch}`` (a writable directory: a tmpfs in
+a container, whose root stays read-only). ``check`` is a host command run on the rendered
+config before the run (``nginx -t``): its failure stops the run with the template's lines.
 """
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-PLACEHOLDERS = ("address", "port", "name")
+PLACEHOLDERS = ("address", "port", "name", "config", "scratch")
 HTTP_PROXY_PORT = 8080          # gateways.proxy with mode: http, unless port is given
 HTTP_PROXY_PREFIX = "/proxy/"   # ... and the path before the CoAP URI (Californium proxy2's)
 
@@ -61,26 +65,40 @@ class Program(_Model):
                             description="arguments to the image's entrypoint")
     port: int = Field(5683, ge=1, le=65535, description="the port it listens on")
     ready_timeout_s: float = Field(
-        10.0, gt=0, le=600, description="how long to wait for it to answer a CoAP ping from this "
-                                        "host (a proxy must also forward one real request)")
+        10.0, gt=0, le=600, description="how long to wait for it to answer a CoAP ping (an "
+                                        "HTTP request with protocol: http) from this host (a "
+                                        "proxy must also forward one real request)")
+    config_template: Optional[str] = Field(
+        None, description="a configuration file for it (relative to the config file), rendered "
+        "per device into the run directory: `{address}`, `{port}`, `{name}`, `{scratch}` are "
+        "replaced, every other brace is text (nginx); `{config}` in command/args/check is its "
+        "path as the program sees it (docs/HTTP.md)")
+    check: Optional[list[str]] = Field(
+        None, description="a command of this host that checks the rendered config before the "
+        "run (e.g. [nginx, -t, -q, -e, stderr, -c, '{config}', -p, '{scratch}']); when it "
+        "fails the run stops with its output, the template's file:line in it")
 
-    @field_validator("command", mode="before")
+    @field_validator("command", "check", mode="before")
     @classmethod
-    def _command(cls, v: Any) -> Any:
+    def _command(cls, v: Any, info: ValidationInfo) -> Any:
         v = _argv(v)
         if isinstance(v, list) and not v:
-            raise ValueError("must name a program, e.g. [coap-server-notls, -A, '{address}']")
+            raise ValueError("must name a program, e.g. " + (
+                "[nginx, -t, -c, '{config}']" if info.field_name == "check"
+                else "[coap-server-notls, -A, '{address}']"))
         return v
 
-    @field_validator("command", "args")
+    @field_validator("command", "args", "check")
     @classmethod
     def _placeholders(cls, v: Optional[list[str]]) -> Optional[list[str]]:
         return _check_placeholders(v) if v else v
 
-    def argv(self, *, use_image: bool, address: str, port: int, name: str) -> list[str]:
+    def argv(self, *, use_image: bool, address: str, port: int, name: str, config: str = "",
+             scratch: str = "") -> list[str]:
         """The arguments with placeholders filled: the image's (``args``) or the command's."""
         raw = self.args if use_image else (self.command or [])
-        return [a.format(address=address, port=port, name=name) for a in raw]
+        return [a.format(address=address, port=port, name=name, config=config, scratch=scratch)
+                for a in raw]
 
 
 class ServerSpec(Program):
@@ -180,6 +198,13 @@ def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
         if g.network is not None:
             out.append(f"{key}.network: an external endpoint cannot be impaired (WoTbench does "
                        "not run it); remove network from this group")
+    if g.server is not None and (g.server.check or _uses(g.server, "config")) \
+            and g.server.config_template is None:
+        out.append(f"{key}.server: {{config}} or 'check' without config_template: give "
+                   "config_template (the file rendered into the run directory)")
+    if g.server is not None and g.server.config_template is not None \
+            and not Path(g.server.config_template).is_file():
+        out.append(f"{key}.server.config_template: file not found: {g.server.config_template}")
     if g.paths is not None and g.server is None and g.external is None:
         out.append(f"{key}.paths: only for a third-party server or an external endpoint; "
                    "wot-device serves the synthetic resources r0..r{resources-1}")
@@ -187,6 +212,10 @@ def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
         out.append(f"{key}.paths: required with {'server' if g.server else 'external'}: the "
                    "resource paths the trace may request, e.g. [time] for coap-server")
     return out
+
+
+def _uses(p: Program, placeholder: str) -> bool:
+    return any("{" + placeholder + "}" in a for a in [*(p.command or []), *p.args])
 
 
 def proxy_problems(p: Optional[ProxySpec]) -> list[str]:

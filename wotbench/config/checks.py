@@ -11,6 +11,7 @@ from pathlib import Path
 
 from wotbench.config import byo
 from wotbench.config import dtls as dtls_spec
+from wotbench.config import http as http_spec
 from wotbench.config import loadloop
 from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
@@ -62,6 +63,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
                         f"{needed} needed (devices or pods + CD node); use a larger subnet such as /16")
     problems.extend(slo_group_problems(cfg.slo, [g.group for g in cfg.devices]))
     problems.extend(dtls_spec.problems(cfg))
+    problems.extend(http_spec.problems(cfg))
     problems.extend(loadloop.problems(cfg))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,

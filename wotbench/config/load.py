@@ -4,7 +4,8 @@ Every problem becomes one ``"key.path: message"`` string in
 :class:`~wotbench.errors.ConfigError` ``.problems`` (e.g. ``devices[1].service_time.mean: must be
 > 0, got -5``); unknown keys get a did-you-mean (:mod:`wotbench.schema_errors`).
 
-Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``) are relative
+Relative paths in the file (``trace``, empirical ``file``, ``dtls.psk_key_file``,
+``devices[].server.config_template``, ``gateways.http.body_template_file``) are relative
 to the config file's directory; loading makes them absolute so a dumped config is self-contained.
 """
 from __future__ import annotations
@@ -39,9 +40,16 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
     d = raw.get("dtls")
     if isinstance(d, dict) and isinstance(d.get("psk_key_file"), str):
         d["psk_key_file"] = fix(d["psk_key_file"])
+    gw = raw.get("gateways")
+    http = gw.get("http") if isinstance(gw, dict) else None
+    if isinstance(http, dict) and isinstance(http.get("body_template_file"), str):
+        http["body_template_file"] = fix(http["body_template_file"])
     groups = raw.get("devices")
     for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):
+            srv = g.get("server")
+            if isinstance(srv, dict) and isinstance(srv.get("config_template"), str):
+                srv["config_template"] = fix(srv["config_template"])
             for key in ("service_time", "rit"):
                 spec = g.get(key)
                 if isinstance(spec, dict) and "file" in spec:

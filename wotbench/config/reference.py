@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from wotbench.config import byo, dtls, hog_episodes, slo
+from wotbench.config import http as http_spec
 from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
@@ -98,13 +99,20 @@ SECTIONS: list[Section] = [
     Section("devices[].server and gateways.proxy", byo.ProxySpec,
             "A third-party CoAP program WoTbench starts: a local Docker image (`image`) or a "
             "program of this host (`command`); give one. Placeholders in `args`/`command`: "
-            "`{address}` (the address it must listen on), `{port}`, `{name}` (write `{{` and "
-            "`}}` for literal braces). `devices[].server` takes every key but `endpoint` and "
-            "`mode`/`http_prefix`; `gateways.proxy` takes either `image`/`command` or `endpoint`. "
-            "Neither works with `dtls.enabled`. Semantics and examples: [BYO.md](BYO.md); an "
-            "HTTP->CoAP proxy (`mode: http`): [HTTP-PROXY.md](HTTP-PROXY.md)."),
+            "`{address}` (the address it must listen on), `{port}`, `{name}`, and with a "
+            "`config_template` `{config}` and `{scratch}` (write `{{` and "
+            "`}}` for literal braces). An HTTP server (`devices[].protocol: http`, "
+            "[HTTP.md](HTTP.md)) listens on 8080 by default. `devices[].server` takes every key "
+            "but `endpoint` and `mode`/`http_prefix`; `gateways.proxy` takes either "
+            "`image`/`command` or `endpoint`. Neither works with `dtls.enabled`. Semantics and "
+            "examples: [BYO.md](BYO.md); an HTTP->CoAP proxy (`mode: http`): "
+            "[HTTP-PROXY.md](HTTP-PROXY.md)."),
     Section("gateways", schema.Gateways,
             "The gateway emulators: open-loop load generators replaying the trace."),
+    Section("gateways.http", http_spec.HttpClient,
+            "How the gateway emulators speak HTTP/1.1 to `protocol: http` device groups "
+            "([HTTP.md](HTTP.md)); only with such groups. Templates take `{{index}}`, "
+            "`{{device}}`, `{{method}}`, `{{path}}`, `{{payload}}`; single braces are text."),
     Section("contention_detector", schema.ContentionDetector,
             "The contention detector: a node with a fixed service time probed by its own GE "
             "([DETECTOR.md](DETECTOR.md); evidence for the defaults: "
@@ -140,7 +148,8 @@ SECTIONS: list[Section] = [
 
 # Constraints a validator enforces (not Field metadata), by (model, field).
 VALIDATED: dict[tuple[type[BaseModel], str], str] = {
-    (schema.DeviceGroup, "methods"): "keys GET, PUT, POST, DELETE; weights ≥ 0, not all 0",
+    (schema.DeviceGroup, "methods"): "keys GET, PUT, POST, DELETE (PATCH: protocol http); "
+                                     "weights ≥ 0, not all 0",
     (schema.DeviceGroup, "per_container"): "`auto` or 1..64",
     (schema.DeviceGroup, "external"): "HOST:PORT each (`[v6]:port`); one string is a list of one",
     (schema.DeviceGroup, "paths"): "no spaces, commas or quotes; a leading / is dropped",
@@ -156,8 +165,11 @@ VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (slo.Objectives, "success_min"): "0..1 or 'N%'",
     (dtls.Dtls, "psk_identity"): "1..128 bytes, no control characters",
     (dtls.Dtls, "psk_key"): "1..64 bytes",
-    (byo.Program, "command"): "placeholders {address}, {port}, {name}",
-    (byo.Program, "args"): "placeholders {address}, {port}, {name}",
+    (byo.Program, "command"): "placeholders {address}, {port}, {name}, {config}, {scratch}",
+    (byo.Program, "args"): "placeholders {address}, {port}, {name}, {config}, {scratch}",
+    (byo.Program, "check"): "placeholders as command",
+    (http_spec.HttpClient, "headers"): "`Name: value`, a token name; not Host, Content-Length, "
+                                       "Transfer-Encoding, Connection",
     (byo.ProxySpec, "endpoint"): "HOST:PORT",
 }
 VALIDATED[(netimpair.Delay, "time_ms")] = "> 0, 1 µs resolution"

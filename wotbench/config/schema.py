@@ -21,6 +21,7 @@ from wotbench.config import byo
 from wotbench.config.hog_episodes import ContentionEpisode
 from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
+from wotbench.config.http import HTTP_PORT, HttpClient
 from wotbench.config.push import PushOp
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
@@ -30,6 +31,7 @@ Mode = Literal["sleep", "busy"]
 Response = Literal["auto", "piggyback", "separate"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
+HTTP_METHODS = METHODS + ("PATCH",)   # PATCH: protocol http only (wotbench.config.http)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
@@ -118,7 +120,13 @@ class DeviceGroup(_Model):
                                        "chosen so the request-weighted distribution matches "
                                        "`service_time`")
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0},
-                                      description="method mix: weights of GET/PUT/POST/DELETE")
+                                      description="method mix: weights of GET/PUT/POST/DELETE "
+                                                  "(and PATCH with protocol: http)")
+    protocol: Literal["coap", "http"] = Field(
+        "coap", description="what the devices speak: `coap`, or `http` (HTTP/1.1: a `server` or "
+        "`external` endpoints only; the run's groups all speak one protocol; "
+        "`gateways.http`, docs/HTTP.md). A server of an http group listens on port 8080 unless "
+        "`server.port` says otherwise")
     payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES,
                                description="response payload, bytes; above 1024 the body moves "
                                            "block-wise (`gateways.block_size`, default 1024)")
@@ -181,6 +189,9 @@ class DeviceGroup(_Model):
     def _external_count(self) -> "DeviceGroup":
         if self.external and "count" not in self.model_fields_set:
             self.count = len(self.external)
+        if self.protocol == "http" and self.server is not None \
+                and "port" not in self.server.model_fields_set:
+            self.server.port = HTTP_PORT   # a non-root server cannot bind 80
         return self
 
     @property
@@ -202,9 +213,10 @@ class DeviceGroup(_Model):
     def _methods(cls, v: Any) -> Any:
         if not isinstance(v, dict):
             raise ValueError(f"must be a mapping of method to weight, e.g. {{GET: 0.8, PUT: 0.2}}, got {v!r}")
-        bad = [k for k in v if k not in METHODS]
+        bad = [k for k in v if k not in HTTP_METHODS]
         if bad:
-            raise ValueError(f"unknown method {bad[0]!r}, expected one of {', '.join(METHODS)}")
+            raise ValueError(f"unknown method {bad[0]!r}, expected one of {', '.join(METHODS)} "
+                             "(or PATCH with protocol: http)")
         for k, w in v.items():
             if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
                 raise ValueError(f"weight of {k} must be a number >= 0, got {w!r}")
@@ -224,6 +236,10 @@ class Gateways(_Model):
     proxy: Optional[byo.ProxySpec] = Field(
         None, description="every main-GE request goes through this CoAP forward proxy "
                           "(docs/BYO.md), or null; the CD's probes go to its node directly")
+    http: Optional[HttpClient] = Field(
+        None, description="HTTP/1.1 client settings for `protocol: http` device groups "
+        "(wotbench.config.http, docs/HTTP.md); null: keep-alive, one connection per target, "
+        "no extra headers")
     block_size: Optional[int] = Field(
         None, description="block-wise transfer (RFC 7959): block size in bytes, a power of two "
         "16..1024; null = 1024 when a body exceeds one datagram (1024 bytes), else no block-wise "
@@ -439,7 +455,8 @@ class Config(_Model):
         ``trace_max_payload`` of a recorded trace) exceeds one datagram; None: not block-wise."""
         if self.gateways.block_size is not None:
             return self.gateways.block_size
-        big = max([trace_max_payload] + [max(g.payload_bytes, g.request_payload_bytes) for g in self.devices])
+        big = max([trace_max_payload] + [max(g.payload_bytes, g.request_payload_bytes)
+                                         for g in self.devices if g.protocol == "coap"])
         return MAX_DATAGRAM_PAYLOAD if big > MAX_DATAGRAM_PAYLOAD else None
 
     def device_names(self) -> list[str]:

@@ -19,6 +19,7 @@ from wotbench.stamps import report_stamp
 
 from wotbench.report import sections
 from wotbench.report.evidence import evidence as evidence_section
+from wotbench.report.http import http as http_section
 from wotbench.report.push import push as push_section
 from wotbench.report.sut import sut
 from wotbench.report.data import figure_data
@@ -99,6 +100,7 @@ def build_context(run_dir: Path | str) -> dict:
         "blockwise": sections.blockwise(s),
         "dtls": sections.dtls(s),
         "push": push_section(s),
+        "http": http_section(s),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

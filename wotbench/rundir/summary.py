@@ -18,6 +18,7 @@ from pydantic import Field
 
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
+from wotbench.rundir.http import HttpBlock
 from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure, PushVerify
@@ -548,6 +549,7 @@ class Summary(Record):
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
+    http: Optional[HttpBlock] = None      # protocol: http runs (rundir/http.py, issue 22)
     push: Optional[PushBlock] = None      # devices[].push (issue 23)
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)

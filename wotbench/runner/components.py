@@ -7,6 +7,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Optional
 
+from wotbench.config.http import BODY_TEMPLATE_FILE
 from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 from wotbench.rundir.layout import PUSH_SCHEDULE
@@ -14,6 +15,7 @@ from wotbench.rundir.layout import PUSH_SCHEDULE
 if TYPE_CHECKING:
     from wotbench.config.byo import Program
     from wotbench.runner.dtlskey import DtlsCreds
+    from wotbench.runner.serverfiles import ServerFiles
 
 
 @dataclass
@@ -39,6 +41,9 @@ class DeviceRun:
     dtls: Optional["DtlsCreds"] = None   # coaps:// (never the CD node)
     container: str = ""         # its container (wotbench.deploy.pods): its pod's name, else its own
     push_timeout_ms: Optional[int] = None   # devices[].push: its schedule is in its log dir
+    protocol: str = "coap"      # devices[].protocol: how readiness is probed (coap | http)
+    probe_path: str = ""        # http: the path the readiness GET asks for
+    files: Optional["ServerFiles"] = None   # its rendered config_template (runner/serverconf.py)
 
     def __post_init__(self) -> None:
         self.container = self.container or self.name
@@ -58,10 +63,13 @@ class DeviceRun:
         """A wot-device (it writes a device log and a ready file)."""
         return self.program is None and self.started
 
-    def program_args(self, use_image: bool, listen: str) -> list[str]:
-        """The third-party program's arguments (``use_image``) or whole command line."""
+    def program_args(self, use_image: bool, listen: str, in_container: bool = False) -> list[str]:
+        """The third-party program's arguments (``use_image``) or whole command line;
+        ``in_container``: {config}/{scratch} as a container sees them."""
+        f = self.files
         return self.program.argv(use_image=use_image, address=listen, port=self.port,
-                                 name=self.name)
+                                 name=self.name, config=f.config_in(in_container) if f else "",
+                                 scratch=f.scratch_in(in_container) if f else "")
 
     def describe_program(self) -> Optional[str]:
         if self.role == "external":
@@ -112,6 +120,7 @@ class GeRun:
     extra: list[str] = field(default_factory=list)
     dtls: Optional["DtlsCreds"] = None   # main GEs with dtls.enabled (never the CD-GE)
     journal: Optional[Path] = None       # host path of its journal (runner/journal.py)
+    http_body_template: bool = False     # --http-body-template <out dir>/HTTP body template file
 
     def args(self, trace: str, out_dir: str, key_file: str = "",
              journal: Optional[str] = None) -> list[str]:
@@ -126,6 +135,8 @@ class GeRun:
             a.append("--retransmit")
         if self.warmup_ms:
             a += ["--warmup-ms", str(self.warmup_ms)]
+        if self.http_body_template:
+            a += ["--http-body-template", f"{out_dir}/{BODY_TEMPLATE_FILE}"]
         return a + self.extra + (self.dtls.ge_args(key_file) if self.dtls else [])
 
     def record(self, rd: RunDir) -> GeRecord:

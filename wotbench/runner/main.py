@@ -50,7 +50,8 @@ from wotbench.runner.lease import STOP_MARGIN_S, Lease
 from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
-from wotbench.runner import push, push_verify, readiness, thirdparty
+from wotbench.config import http as http_spec
+from wotbench.runner import push, push_verify, readiness, serverconf, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -270,8 +271,10 @@ class Runner:
                 impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
                 container=a.container,
-                push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None))
+                push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
+                protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
         self._build_proxy()
+        self._render_server_configs()
         if self.cd.enabled:
             a = cd_node_address(cfg)
             self.devices.append(DeviceRun(
@@ -301,9 +304,11 @@ class Runner:
                                   msg_type=cfg.gateways.message_type,
                                   timeout_ms=cfg.gateways.timeout_ms,
                                   retransmit=cfg.gateways.retransmit,
-                                  extra=list(via) + self._ge_block_args() + loadloop.ge_args(cfg),
+                                  extra=list(via) + self._ge_block_args() + loadloop.ge_args(cfg)
+                                  + http_spec.ge_args(cfg),
                                   host_network=thirdparty.ge_needs_host_network(cfg),
-                                  dtls=self.dtls))
+                                  dtls=self.dtls,
+                                  http_body_template=self._write_body_template(rd.ge_dir(name))))
 
     def my_addresses(self):
         """The devices this run deploys: all, or a cell's share (global names and ids kept)."""
@@ -333,6 +338,30 @@ class Runner:
             address=a.ip, port=a.port, cpuset=self.plan.proxy_cpuset or "", resources=None,
             log_dir=inputs.writable_dir(rd.device_dir(a.name)), stdout=rd.device_stdout(a.name),
             memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
+
+    def _render_server_configs(self) -> None:
+        """Third-party servers' config_template rendered per device; ``check`` (nginx -t) run
+        once per config key before anything starts (a template error is the same for all)."""
+        checked = set()
+        for d in self.devices + ([self.proxy] if self.proxy else []):
+            if d.program is None or d.program.config_template is None:
+                continue
+            serverconf.prepare(d, in_container=self.kind.needs_docker,
+                               scratch=inputs.writable_dir(d.log_dir / "scratch"))
+            if d.program_key not in checked:
+                serverconf.check(d)
+                checked.add(d.program_key)
+
+    def _write_body_template(self, ge_dir: Path) -> bool:
+        """gateways.http body template into the GE's directory (it reads it from there)."""
+        h = self.resolved.gateways.http
+        text = http_spec.body_template_text(h) if h is not None else None
+        if text is None or not http_spec.is_http(self.resolved):
+            return False
+        f = ge_dir / http_spec.BODY_TEMPLATE_FILE
+        f.write_text(text)
+        f.chmod(0o644)
+        return True
 
     def _ge_block_args(self) -> list[str]:
         """--block-size for the main GEs when bodies exceed one datagram (RFC 7959)."""
@@ -380,7 +409,8 @@ class Runner:
             self.impair.apply([], self._impair_duration_s())
         self.phases.start_devices_s = round(time.monotonic() - t, 3)
         log(f"{len(self.started_devices)} component(s) started in {self.phases.start_devices_s:.1f} s; "
-            "waiting for CoAP pings")
+            + ("waiting for HTTP answers" if http_spec.is_http(self.resolved)
+               else "waiting for CoAP pings"))
         took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name))
                                          for d in self.devices if d.emulated],
                                         timeout_s=15 + 0.05 * len(self.devices), dead=self._dead)
@@ -477,8 +507,12 @@ class Runner:
 
         all_ges = self.all_ges
         n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
+        per_request = http_spec.is_http(cfg) and cfg.gateways.http is not None \
+            and cfg.gateways.http.connection_per_request
         for g in all_ges:   # readiness from the GE's own address: pings before its start
             g.warmup_ms = readiness.warmup_ms(n_main if g.role == "ge" else 1)
+            if g.role == "ge" and per_request:
+                g.warmup_ms = 0   # nothing to open before the start: the harness probed them
         warm_s = max(g.warmup_ms for g in all_ges) / 1000
         self.timeline = tl = Timeline(
             self.choose_t0(lead_s(len(all_ges), self.kind.ge_start_lead_s,
@@ -502,13 +536,14 @@ class Runner:
         if late > 0:
             self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
         warm = readiness.wait_warm(
-            [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges],
+            [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges if g.warmup_ms],
             {f"{d.address}:{d.port}": d.name for d in self.devices + ([self.proxy] if self.proxy else [])},
             tl.t0_ns, dead=self._dead,
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
             self.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
-            log("every device answers its gateway emulator's CoAP ping ("
+            log("every device answers its gateway emulator's "
+                + ("CoAP ping or HTTP connections (" if http_spec.is_http(cfg) else "CoAP ping (")
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")

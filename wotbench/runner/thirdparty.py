@@ -1,8 +1,9 @@
 """Third-party systems under test in a run (the config side is ``wotbench.config.byo``): which
 programs a run starts, the checks before anything starts (programs present, impairments
-possible), readiness of what WoTbench did not build (CoAP ping from this host) and the check
-that a proxy really forwards (a CoAP forward proxy; an HTTP->CoAP proxy: ``check_http_proxy``).
-The backends run the programs (``prepare_programs``).
+possible), readiness of what WoTbench did not build (CoAP ping from this host, an HTTP GET for
+``protocol: http``: ``httpprobe``) and the check that a proxy really forwards (a CoAP forward
+proxy; an HTTP->CoAP proxy: ``check_http_proxy``). The backends run the programs
+(``prepare_programs``).
 """
 from __future__ import annotations
 
@@ -83,9 +84,15 @@ def ge_needs_host_network(cfg: Config) -> bool:
 
 def wait_answering(targets: Sequence["DeviceRun"], keys: dict[str, str], timeout_s: float,
                    dead: Optional[Callable[[], dict[str, str]]] = None) -> None:
-    """CoAP-ping every target from this host until it answers; EnvironmentProblem naming the
-    silent ones, their config keys and the fix."""
-    silent = coapprobe.ping_all([(d.name, d.address, d.port) for d in targets], timeout_s, dead)
+    """CoAP-ping (HTTP-GET for ``protocol: http``) every target from this host until it
+    answers; EnvironmentProblem naming the silent ones, their config keys and the fix."""
+    coap = [d for d in targets if d.protocol != "http"]
+    http = [d for d in targets if d.protocol == "http"]
+    silent = coapprobe.ping_all([(d.name, d.address, d.port) for d in coap], timeout_s, dead) \
+        if coap else []
+    if http:
+        silent += httpprobe.probe_all([(d.name, d.address, d.port, d.probe_path) for d in http],
+                                      timeout_s, dead)[0]
     if not silent:
         return
     gone = dead() if dead else {}
@@ -93,6 +100,9 @@ def wait_answering(targets: Sequence["DeviceRun"], keys: dict[str, str], timeout
     lines = []
     for n in silent[:10]:
         d = by_name[n]
+        if d.protocol == "http":
+            lines.append(_http_silent(d, keys.get(n, n), timeout_s, gone.get(n)))
+            continue
         if d.role == "external":
             fix = ("it is not started by WoTbench: start it first (e.g. coap-server-notls -A "
                    f"{d.address} -p {d.port}) and check that it answers a CoAP ping "
@@ -106,6 +116,20 @@ def wait_answering(targets: Sequence["DeviceRun"], keys: dict[str, str], timeout
                      f"ping within {timeout_s:g} s; {fix}")
     raise EnvironmentProblem(f"{len(silent)} endpoint(s) did not answer the readiness ping:\n"
                              + "\n".join(lines))
+
+
+def _http_silent(d: "DeviceRun", key: str, timeout_s: float, gone: Optional[str]) -> str:
+    url = f"http://{d.endpoint}/{d.probe_path}"
+    if d.role == "external":
+        fix = (f"it is not started by WoTbench: start it first and check that `curl {url}` "
+               "answers")
+    elif gone:
+        fix = (f"it {gone}: see its output in the run directory (devices/{d.name}/); a "
+               "config error is named there with its file:line")
+    else:
+        fix = ("check that the server listens on {address}:{port} (its config or arguments) "
+               "and answers HTTP, or raise ready_timeout_s")
+    return f"  {key}: {d.name} at {d.endpoint} did not answer GET {url} within {timeout_s:g} s; {fix}"
 
 
 def check_proxy(proxy: "DeviceRun", mode: str, target_uri: str, timeout_s: float = 5.0) -> str:

@@ -21,7 +21,8 @@ Workload model, per device of a group:
   per device); every request picks one uniformly. The *request-weighted* service time then has
   exactly the target mean and a CDF within 1/N of the target's everywhere (KS distance
   <= 1/N), for any distribution;
-- method: drawn from the ``methods`` weights; PUT/POST carry ``request_payload_bytes``;
+- method: drawn from the ``methods`` weights; PUT/POST (and PATCH, HTTP only) carry
+  ``request_payload_bytes``;
   ``requests: false`` gives the group no requests at all;
 - observations (``observe``, RFC 7641): the first ``observe.resources`` resources are
   observable (notification columns in the resource file, see :func:`notify_columns`); per device
@@ -43,7 +44,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, METHODS, Config
+from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from wotbench.detector.trace import write_cd_files
@@ -55,7 +56,9 @@ from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
 
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
-TRACE_METHODS = METHODS + ("OBSERVE", "CANCEL")   # trace method column; index = method code
+# the trace's method column; index = method code (PATCH: protocol http only)
+TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
+_WITH_BODY = tuple(HTTP_METHODS.index(m) for m in ("PUT", "POST", "PATCH"))
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 NOT_OBSERVABLE = ("none", 0, 0, 0, "con", 60)    # notification columns of a plain resource
 
@@ -94,7 +97,7 @@ class TraceSummary:
 class GeneratedTrace:
     device_id: np.ndarray       # int64
     send_time_us: np.ndarray    # int64, sorted
-    method: np.ndarray          # int8 index into METHODS
+    method: np.ndarray          # int8 index into TRACE_METHODS
     resource: np.ndarray        # int64 index into resource_paths of the device
     payload: np.ndarray         # int64 request payload bytes
     resources: dict[str, list[tuple]]   # device -> rows of its file (4 or 10 columns)
@@ -209,10 +212,10 @@ def generate(cfg: Config) -> GeneratedTrace:
                     else rng_c.integers(0, n_res, size=n, dtype=np.int64))
         names = list(g.methods)
         w = np.array([g.methods[m] for m in names], dtype=float)
-        midx = np.array([METHODS.index(m) for m in names], dtype=np.int8)
+        midx = np.array([HTTP_METHODS.index(m) for m in names], dtype=np.int8)
         m = midx[rng_c.choice(len(names), size=n, p=w / w.sum())] if len(names) > 1 else np.full(n, midx[0], np.int8)
         meths.append(m)
-        has_body = (m == METHODS.index("PUT")) | (m == METHODS.index("POST"))
+        has_body = np.isin(m, _WITH_BODY)
         pays.append(np.where(has_body, g.request_payload_bytes, 0).astype(np.int64))
         obs.append(np.full(n, -1, np.int64))
         if g.observe is not None:
@@ -228,13 +231,17 @@ def generate(cfg: Config) -> GeneratedTrace:
                           paths, observer if (observer >= 0).any() else None)
 
 
-def _scheme(cfg: Config) -> str:
-    """coaps with DTLS (the devices' requests; the CD node's probes stay coap)."""
-    return "coaps" if cfg.dtls.enabled else "coap"
+def _schemes(cfg: Config, addrs: list[DeviceAddress]) -> list[str]:
+    """Each device's URI scheme: http for a ``protocol: http`` group, else coaps with DTLS,
+    else coap (the CD node's probes stay coap)."""
+    http = {g.group for g in cfg.devices if g.protocol == "http"}
+    coap = "coaps" if cfg.dtls.enabled else "coap"
+    return ["http" if a.group in http else coap for a in addrs]
 
 
 def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask: Optional[np.ndarray] = None,
-                scheme: str = "coap", clients: Optional[int] = None, via: str = "") -> int:
+                schemes: Optional[list[str]] = None, clients: Optional[int] = None,
+                via: str = "") -> int:
     """Write trace rows fast: one f-string per row over precomputed URI prefixes. ``clients``:
     an open loop from N client endpoints: row k (in send order) leaves from client k mod N
     (the trace's client column, after payload_bytes). ``via``: what goes before each device's
@@ -244,14 +251,15 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
     if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
         k = tr.observer if mask is None else tr.observer[mask]
-        return _write_rows_observe(path, d, t, m, r, p, k, addrs, scheme)
+        return _write_rows_observe(path, d, t, m, r, p, k, addrs, schemes)
+    schemes = schemes or ["coap"] * len(addrs)
     with_payload = bool(p.any()) or clients is not None
     prefix = [f"{a.id},"for a in addrs]
-    base = [f"{via}{scheme}://{authority(a)}/r" for a in addrs]
+    base = [f"{via}{sc}://{authority(a)}/r" for a, sc in zip(addrs, schemes)]
     if tr.paths:   # third-party devices: their own paths instead of r<j>
         names = [tr.paths.get(a.id) for a in addrs]
-        base = [f"{via}{scheme}://{authority(a)}/" if names[a.id] else b
-                for a, b in zip(addrs, base)]
+        base = [f"{via}{sc}://{authority(a)}/" if names[a.id] else b
+                for a, b, sc in zip(addrs, base, schemes)]
         r = np.array([names[a][e] if names[a] else e for a, e in zip(d.tolist(), r.tolist())],
                      dtype=object)
     with atomic.replacing(path, buffering=1 << 20) as f:
@@ -263,22 +271,24 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
             if clients is not None:
                 pl = p[s:s + chunk].tolist()
                 cl = (np.arange(s, s + len(dl)) % clients).tolist()
-                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e},{g},{k}\n"
+                f.write("".join([f"{prefix[a]}{b},{TRACE_METHODS[c]},{base[a]}{e},{g},{k}\n"
                                  for a, b, c, e, g, k in zip(dl, tl, ml, rl, pl, cl)]))
             elif with_payload:
                 pl = p[s:s + chunk].tolist()
-                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e},{g}\n"
+                f.write("".join([f"{prefix[a]}{b},{TRACE_METHODS[c]},{base[a]}{e},{g}\n"
                                  for a, b, c, e, g in zip(dl, tl, ml, rl, pl)]))
             else:
-                f.write("".join([f"{prefix[a]}{b},{METHODS[c]},{base[a]}{e}\n"
+                f.write("".join([f"{prefix[a]}{b},{TRACE_METHODS[c]},{base[a]}{e}\n"
                                  for a, b, c, e in zip(dl, tl, ml, rl)]))
     return len(d)
 
 
-def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress], scheme: str) -> int:
+def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress],
+                        schemes: Optional[list[str]]) -> int:
     """The trace rows of a workload with observations (slower, but only those runs take it)."""
     with_payload = bool(p.any())
-    base = [f"{scheme}://{a.ip}:{a.port}/r" for a in addrs]
+    schemes = schemes or ["coap"] * len(addrs)
+    base = [f"{sc}://{a.ip}:{a.port}/r" for a, sc in zip(addrs, schemes)]
     with atomic.replacing(path, buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
         for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
@@ -324,13 +334,13 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
         return _import_recorded(cfg, out_dir, addrs, only)
     tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
-    _write_rows(out_dir / "trace.csv", tr, addrs, scheme=_scheme(cfg), clients=open_clients,
-                via=httpproxy.via(cfg))
+    _write_rows(out_dir / "trace.csv", tr, addrs, schemes=_schemes(cfg, addrs),
+                clients=open_clients, via=httpproxy.via(cfg))
     for name, rows in tr.resources.items():
         write_resources(out_dir / "resources" / f"{name}.csv", rows)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     cd_requests = write_cd_files(cfg, out_dir)
-    is_req = tr.method < len(METHODS)     # OBSERVE/CANCEL lines are not requests
+    is_req = tr.method < len(HTTP_METHODS)     # OBSERVE/CANCEL lines are not requests
     return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)
 
 
@@ -353,7 +363,7 @@ def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> li
     files = []
     for k in range(G):
         _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k,
-                    scheme=_scheme(cfg), via=httpproxy.via(cfg))
+                    schemes=_schemes(cfg, addrs), via=httpproxy.via(cfg))
         files.append(f"ge-{k}.csv")
     return files
 
@@ -416,8 +426,9 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
             with atomic.replacing_path(out_dir / "resources" / files[a.name].name) as tmp:
                 shutil.copyfile(files[a.name], tmp)
             resources[a.name] = _read_resources(files[a.name])
-    paths = df.uri.str.replace(r"^coaps?://(\[[^\]]*\]|[^/]*)/", "", regex=True)
-    host = np.array([f"{httpproxy.via(cfg)}{_scheme(cfg)}://{authority(a)}/" for a in addrs],
+    paths = df.uri.str.replace(r"^(coaps?|http)://(\[[^\]]*\]|[^/]*)/", "", regex=True)
+    host = np.array([f"{httpproxy.via(cfg)}{sc}://{authority(a)}/"
+                     for a, sc in zip(addrs, _schemes(cfg, addrs))],
                     dtype=object)
     uris = host[df.device_id.to_numpy()] + paths.to_numpy(dtype=object)
     cols = ["device_id", "send_time_us", "method"]
@@ -436,7 +447,7 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
                 out[out.device_id % G == k].to_csv(tmp, index=False)
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
-    is_req = df.method.isin(METHODS).to_numpy()
+    is_req = df.method.isin(HTTP_METHODS).to_numpy()
     return _summarise(cfg, df.device_id.to_numpy()[is_req], resources, out_dir, cd_requests, ge_files, True)
 
 

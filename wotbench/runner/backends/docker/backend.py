@@ -21,7 +21,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord, RunDir
-from wotbench.runner import cleanup, leftovers, thirdparty
+from wotbench.runner import cleanup, leftovers, serverfiles, thirdparty
 from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL
 from wotbench.runner.backends.docker import containers
 from wotbench.runner.backends.docker import pods as docker_pods
@@ -309,12 +309,16 @@ class DockerBackend:
         """A third-party server or proxy: same placement, limits and least privilege as ours;
         a packed host command's image has the program as its entrypoint."""
         image, own_entrypoint = self.programs[d.program_key]
-        argv = d.program_args(own_entrypoint, d.address)
+        argv = d.program_args(own_entrypoint, d.address, in_container=True)
+        binds, tmpfs = {}, {}
+        if d.files is not None:   # its rendered config (read-only) and a tmpfs to write in
+            binds[d.files.config] = (d.files.config_in(True), "ro")
+            tmpfs[serverfiles.SCRATCH_IN] = serverfiles.SCRATCH_TMPFS
         self._create(containers.Spec(
             name=d.name, role=d.role, image=image,
             command=argv if own_entrypoint else argv[1:], cpuset=d.cpuset,
-            networks=self.net_plan.endpoints(d.name), cpu_quota=d.cpu_quota,
-            memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
+            networks=self.net_plan.endpoints(d.name), binds=binds, tmpfs=tmpfs,
+            cpu_quota=d.cpu_quota, memory_mb=d.memory_mb, pids_limit=64 + d.threads)).start()
 
     def _start_pod(self, container: str, members: Sequence[DeviceRun]) -> None:
         self._create(docker_pods.pod_spec(container, members, self.images["wot-device"],

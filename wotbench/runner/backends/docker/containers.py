@@ -39,6 +39,7 @@ class Spec:
     pids_limit: int = 64
     cpu_shares: int | None = None   # CFS weight (default 1024)
     network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
+    tmpfs: dict[str, str] = field(default_factory=dict)   # path -> mount options (writable)
     warden: Optional[Warden] = None
 
 
@@ -86,6 +87,8 @@ def create(client, run_id: str, spec: Spec):
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
     if spec.cpu_shares:
         kwargs["cpu_shares"] = spec.cpu_shares
+    if spec.tmpfs:   # writable scratch space; the root stays read-only
+        kwargs["tmpfs"] = dict(spec.tmpfs)
 
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
