@@ -73,12 +73,16 @@ def test_coap_only_settings_are_refused_with_the_key():
     text = "\n".join(p)
     for key in ("devices[0].response: separate", "gateways.message_type: non",
                 "gateways.retransmit: true", "gateways.block_size: block-wise",
-                "gateways.clients: client endpoints", "dtls.enabled: true"):
+                "gateways.clients: an open loop's client endpoints", "dtls.enabled: true"):
         assert key in text, text
     assert ("gateways.message_type: non: CoAP message types mean nothing over HTTP (TCP); remove "
             "it (devices[0] has protocol: http)") in p
-    assert any("gateways.loop: closed: the closed loop over HTTP is not supported yet" in x
-               for x in problems(web(), gateways={"loop": "closed", "clients": 2}))
+    closed = config_of(web(), gateways={"loop": "closed", "clients": 2})  # one connection each
+    assert closed.gateways.loop == "closed" and http_spec.ge_args(closed) == []
+    assert problems(web(), gateways={"loop": "closed", "clients": 2,
+                                     "http": {"connections": 4}}) == [
+        "gateways.http.connections: with loop: closed every client owns one connection "
+        "(gateways.clients); remove it (devices[0] has protocol: http)"]
     assert any(x.startswith("gateways.proxy: a CoAP forward proxy cannot carry http://")
                for x in problems(web(), gateways={"proxy": {"endpoint": "127.0.0.1:5683"}}))
     assert any("devices[0].observe" in x for x in problems(web(observe={"period_ms": 100})))

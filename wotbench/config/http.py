@@ -153,10 +153,12 @@ def problems(cfg: Config) -> list[str]:
          "block-wise transfer (RFC 7959) is CoAP only; HTTP bodies go whole (Content-Length)"),
         (gw.proxy is not None, "gateways.proxy",
          "a CoAP forward proxy cannot carry http:// requests; remove it"),
-        (gw.clients is not None, "gateways.clients",
-         "client endpoints are CoAP's (UDP source ports); HTTP uses gateways.http.connections"),
-        (gw.loop == "closed", "gateways.loop",
-         "closed: the closed loop over HTTP is not supported yet, expected open"),
+        (gw.clients is not None and gw.loop != "closed", "gateways.clients",
+         "an open loop's client endpoints are CoAP's (UDP source ports); an open loop over HTTP "
+         "uses gateways.http.connections (or loop: closed, where each client owns a connection)"),
+        (gw.loop == "closed" and gw.http is not None and gw.http.connections is not None,
+         "gateways.http.connections",
+         "with loop: closed every client owns one connection (gateways.clients); remove it"),
         (cfg.dtls.enabled, "dtls.enabled",
          "true: DTLS is CoAP's (coaps://); https:// is not supported, expected false"),
     ]
