@@ -18,7 +18,7 @@ from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
-from wotbench.analysis import http_proxy as httpm
+from wotbench.analysis import http_proxy as proxy_http
 from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
@@ -246,7 +246,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
     if http_proxy:
-        cause = httpm.reclassify(cause, req, matched, has_log[codes] if len(codes) else
+        cause = proxy_http.reclassify(cause, req, matched, has_log[codes] if len(codes) else
                                  np.zeros(0, bool), timeout_ms, run.run.interrupted)
     if len(push_req):   # the push rows follow the GE rows in all_req
         cause = np.concatenate([cause, lossm.classify_push(push_req, pushm.LATE_US)])
