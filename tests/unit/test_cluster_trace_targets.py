@@ -125,3 +125,28 @@ def test_the_real_ping_names_an_endpoint_nobody_answers(tmp_path):
     cfg.devices[1].external[0] = "127.0.0.1:9"   # discard port: nothing answers CoAP there
     why = targets.preflight(cfg, ["board-0"], "n1", has_image=lambda i: True, timeout_s=0.3)
     assert "devices[1].external[0]: board-0 at 127.0.0.1:9 did not answer" in why
+
+
+def test_http_external_endpoints_get_an_http_get_and_the_silent_one_is_named(tmp_path):
+    from testkit.http_server import HttpServer
+    with HttpServer("status:404") as srv:   # any HTTP status is an answer: the server is up
+        p = tmp_path / "http.yaml"
+        p.write_text(f"""
+name: http-ext
+duration_s: 5
+devices:
+  - group: web
+    protocol: http
+    external: ["{srv.host}:{srv.port}", "127.0.0.1:9"]
+    paths: [sensors/t]
+""")
+        cfg = load_config(p)
+        t = targets.targets_of(cfg, ["web-0", "web-1"])
+        assert [(x.scheme, x.path) for x in t] == [("http", "sensors/t")] * 2
+        why = targets.preflight(cfg, ["web-0", "web-1"], "wbc-n3", has_image=lambda i: True,
+                                ping=lambda ts, s: [k for k, _, _ in ts], timeout_s=0.5)
+        assert why is not None and "devices[0].external[0]" not in why
+        assert ("devices[0].external[1]: web-1 at 127.0.0.1:9 did not answer an HTTP GET from "
+                "wbc-n3 within 0.5 s") in why
+        assert "curl -sv http://127.0.0.1:9/sensors/t" in why
+        assert [s.target for s in srv.seen][:1] == ["/sensors/t"]

@@ -4,11 +4,10 @@ A cell's GE talks to ``external`` endpoints (and an external ``gateways.proxy.en
 its own node, and a ``server:`` group's devices run that image on the node's own Engine. A
 node that cannot reach an endpoint, or lacks the image, would fail late (after its deploy) or,
 worse, report the endpoint's silence as timeouts. So the agent checks its share first, with
-the harness's own CoAP ping (``runner.coapprobe``: an empty CON, answered by RST), and the run
-stops before T0 naming the node, the config key, the target and the fix.
-
-Only CoAP endpoints exist in the config today (``HOST:PORT``); a target with another scheme
-gets its own prober in ``PROBES`` when the config grows one.
+the harness's own probes -- a CoAP ping (``runner.coapprobe``: an empty CON, answered by RST)
+for CoAP endpoints, a GET of the group's first path (``runner.httpprobe``: any HTTP status is an
+answer) for ``protocol: http`` endpoints and an HTTP->CoAP proxy -- and the run stops before T0
+naming the node, the config key, the target and the fix.
 """
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ class Target(BaseModel):
     host: str
     port: int
     scheme: str = "coap"
+    path: str = ""    # http: what the readiness GET asks for
 
     @property
     def where(self) -> str:
@@ -49,11 +49,13 @@ def targets_of(cfg: Config, devices: Iterable[str]) -> list[Target]:
         if g.external is not None and a.name in mine:
             host, port = split_endpoint(g.external[k])
             out.append(Target(key=f"devices[{index[a.group]}].external[{k}]", name=a.name,
-                              host=host, port=port))
+                              host=host, port=port, scheme=g.protocol,
+                              path=g.paths[0] if g.paths else ""))
     p = cfg.gateways.proxy
     if p is not None and p.endpoint is not None:
         host, port = split_endpoint(p.endpoint)
-        out.append(Target(key="gateways.proxy.endpoint", name="proxy", host=host, port=port))
+        out.append(Target(key="gateways.proxy.endpoint", name="proxy", host=host, port=port,
+                          scheme="http" if p.mode == "http" else "coap"))
     return out
 
 
@@ -69,7 +71,17 @@ def _coap_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Ta
     return [t for t in targets if t.key in silent]
 
 
-PROBES: dict[str, Callable[[list[Target], Ping, float], list[Target]]] = {"coap": _coap_silent}
+def _http_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Target]:
+    from wotbench.runner.httpprobe import probe_all
+    silent, _ = probe_all([(t.key, t.host, t.port, t.path) for t in targets], timeout_s)
+    return [t for t in targets if t.key in set(silent)]
+
+
+PROBES: dict[str, Callable[[list[Target], Ping, float], list[Target]]] = {
+    "coap": _coap_silent, "http": _http_silent}
+# what each probe is, and the check a user runs on the node by hand
+ASKED = {"coap": ("a CoAP ping", "coap-client-notls -m ping coap://{where}"),
+         "http": ("an HTTP GET", "curl -sv http://{where}/{path}")}
 
 
 def preflight(cfg: Config, devices: Iterable[str], node: str, has_image: Callable[[str], bool],
@@ -91,13 +103,14 @@ def preflight(cfg: Config, devices: Iterable[str], node: str, has_image: Callabl
     for t in targets:
         by_scheme.setdefault(t.scheme, []).append(t)
     for scheme, ts in by_scheme.items():
+        asked, by_hand = ASKED[scheme]
         for t in PROBES[scheme](ts, ping, timeout_s):
             problems.append(
-                f"{t.key}: {t.name} at {t.where} did not answer a CoAP ping from {node} within "
+                f"{t.key}: {t.name} at {t.where} did not answer {asked} from {node} within "
                 f"{timeout_s:g} s; fix: make it reachable from {node} (is it running? its address, "
-                f"the route and firewall between them; check on {node}: coap-client-notls -m ping "
-                f"coap://{t.where}), or take the label off {node} (docker node update --label-rm "
-                f"wotbench.cell {node}) so no cell runs there")
+                f"the route and firewall between them; check on {node}: "
+                f"{by_hand.format(where=t.where, path=t.path)}), or take the label off {node} "
+                f"(docker node update --label-rm wotbench.cell {node}) so no cell runs there")
     if not problems:
         return None
     return (f"{node} cannot serve its share before T0 ({len(problems)} problem(s)): "
