@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import Harness, run_dir_of
+from e2e_support import Harness, run_dir_of
 
 
 def run(harness_env, tmp_path: Path, cfg: dict, timeout: float = 120) -> tuple[int, Harness]:

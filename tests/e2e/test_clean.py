@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, labelled
+from e2e_support import REPO, labelled
 
 pytestmark = pytest.mark.docker
 
@@ -22,7 +22,7 @@ def image():
     import docker
     from wotbench.runner import binaries
     from wotbench.runner.backends.docker import images
-    from conftest import _build_standins
+    from e2e_support import build_standins as _build_standins
     client = docker.from_env()
     binary = binaries.DEVICE.binary()
     if not binary.exists():

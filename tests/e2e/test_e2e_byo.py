@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from byo_run import run as _run, run_id as _run_id
-from conftest import HERE, labelled, run_dir_of
+from e2e_support import HERE, labelled, run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow

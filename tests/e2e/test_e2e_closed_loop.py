@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import HERE, Harness, run_dir_of
+from e2e_support import HERE, Harness, run_dir_of
 
 pytestmark = pytest.mark.slow
 COAP_SERVER = ["coap-server-notls", "-A", "{address}", "-p", "{port}"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import labelled, run_dir_of
+from e2e_support import labelled, run_dir_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import REPO, WOTBENCH, labelled, run_dir_of
+from e2e_support import REPO, WOTBENCH, labelled, run_dir_of
 from testkit import faults
 
 pytestmark = pytest.mark.docker

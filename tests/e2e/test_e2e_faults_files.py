@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CONFIGS, Harness, run_dir_of
+from e2e_support import CONFIGS, Harness, run_dir_of
 from testkit.tmpfs import NoTmpfs, small_tmpfs
 from wotbench.runner.cleanup import leftover_processes
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, Harness, labelled, run_dir_of
+from e2e_support import REPO, Harness, labelled, run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = [

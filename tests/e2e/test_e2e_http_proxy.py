@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from byo_run import run as _run, run_id as _run_id
-from conftest import REPO, run_dir_of
+from e2e_support import REPO, run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import labelled, run_dir_of
+from e2e_support import labelled, run_dir_of
 from wotbench import netimpair
 from wotbench.runner.cleanup import leftover_processes
 

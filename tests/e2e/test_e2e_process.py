@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import run_dir_of
+from e2e_support import run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_dir_of
+from e2e_support import run_dir_of
 
 pytestmark = pytest.mark.slow
 RD_BIN = Path(sys.executable).parent / "aiocoap-rd"

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conftest import REPO, labelled, run_dir_of
+from e2e_support import REPO, labelled, run_dir_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.scale]
 

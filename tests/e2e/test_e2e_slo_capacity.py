@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import CONFIGS, REPO, WOTBENCH, labelled
+from e2e_support import CONFIGS, REPO, WOTBENCH, labelled
 from wotbench.rundir import RunDir
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -1,0 +1,54 @@
+"""What the e2e tests share, in a module of its own name: paths, Docker availability, the C
+stand-ins, the harness runner (testkit.harness) and the run-directory/label lookups. (Test
+modules import it as ``e2e_support``; ``from conftest import`` resolved to whichever conftest
+pytest had imported first, so ``pytest tests/e2e tests/c`` failed to collect.)"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from testkit.harness import WOTBENCH, Harness  # noqa: F401 - the e2e tests import both from here
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CONFIGS = HERE / "configs"
+
+
+def docker_problem() -> str | None:
+    if not shutil.which("docker"):
+        return "docker CLI not installed"
+    try:
+        r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                           capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "docker info timed out"
+    if r.returncode != 0:
+        return f"docker info failed: {(r.stderr or r.stdout).strip()[:200]}"
+    return None
+
+
+def build_standins(dest: Path) -> dict[str, str]:
+    out = {}
+    for src, env in (("fake_device.c", "WOTBENCH_DEVICE_BIN"), ("fake_ge.c", "WOTBENCH_GE_BIN")):
+        binary = dest / src.replace(".c", "")
+        subprocess.run(["gcc", "-O2", "-static", "-o", str(binary), str(HERE / "standins" / src)],
+                       check=True, capture_output=True)
+        out[env] = str(binary)
+    return out
+
+
+def run_dir_of(tmp_path: Path) -> Path:
+    dirs = [d for d in (tmp_path / "reports").iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def labelled(run_id: str) -> tuple[list[str], list[str]]:
+    """Names of containers and networks still carrying ``wotbench.run=<run_id>``."""
+    def ls(*cmd):
+        r = subprocess.run(["docker", *cmd, "--filter", f"label=wotbench.run={run_id}",
+                            "--format", "{{.Names}}" if cmd[0] == "ps" else "{{.Name}}"],
+                           capture_output=True, text=True, check=True)
+        return r.stdout.split()
+    return ls("ps", "-a"), ls("network", "ls")
