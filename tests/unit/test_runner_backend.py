@@ -19,6 +19,7 @@ from wotbench.runner.backends.docker.backend import DockerBackend, DockerKind
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.backends.process.backend import ProcessBackend, ProcessKind
 from wotbench.runner.timeline import END_MARGIN_S, NS, Timeline, lead_s
+from wotbench.runner.backends.process import loopslot
 
 PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Stressor, b.ImpairTargets, b.Describer)
 # the names backend.py imports only for type checking
@@ -160,12 +161,36 @@ class _Networks:
         return [N(n, s) for n, s in self.nets.items()]
 
 
+
 def test_process_kind_moves_devices_to_loopback():
     from wotbench.config.load import config_from_dict
     cfg = config_from_dict({"name": "t", "devices": [{"group": "a"}]})
     adapted, notes = ProcessKind().adapt(cfg, None)
-    assert adapted.network.subnet == "127.0.0.0/8" and cfg.network.subnet == "172.28.0.0/16"
+    try:
+        block = loopslot.held()
+        assert adapted.network.subnet == f"127.{block}.0.0/16"
+        assert cfg.network.subnet == "172.28.0.0/16"
+    finally:
+        loopslot.release()
     assert notes and DockerKind().adapt(cfg, _Networks({"bridge": "172.17.0.0/16"})) == (cfg, [])
+
+
+def test_concurrent_process_runs_get_loopback_blocks_of_their_own(tmp_path):
+    """Another run's claim (an flock held by another open file: as another harness holds it)
+    moves this run to the next block; a block is free again once its holder lets go."""
+    import fcntl
+    import os
+    other = os.open(tmp_path / "block-0", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    try:
+        assert loopslot.claim(tmp_path) == 1 and loopslot.subnet(1) == "127.1.0.0/16"
+        assert loopslot.claim(tmp_path) == 1     # this process's previous block given back first
+    finally:
+        loopslot.release()
+        os.close(other)
+    assert loopslot.claim(tmp_path) == 0 and loopslot.held() == 0
+    loopslot.release()
+    assert loopslot.held() is None
 
 
 def test_docker_kind_moves_a_default_subnet_that_is_taken_and_stops_on_a_chosen_one():

@@ -1,8 +1,9 @@
 """Process backend: the same run with local processes instead of containers.
 
 For hosts without Docker (or ``backend: process``). Devices listen on loopback addresses
-127.a.b.c (the host part of their configured address, so 172.28.0.10 -> 127.0.0.10; all of
-127/8 is loopback on Linux) and every process is pinned with ``sched_setaffinity`` to its plan
+127.S.b.c (the host part of their configured address in the run's own 127.S.0.0/16 block, so
+172.28.0.10 -> 127.0.0.10 for a run alone on the host; all of 127/8 is loopback on Linux; the
+block is claimed per run, ``loopslot``) and every process is pinned with ``sched_setaffinity`` to its plan
 cpuset. When run as root, the programs drop to uid/gid 65534. Children get the parent-death
 signal SIGTERM (a SIGKILLed harness leaves nothing running) and the environment variable
 ``WOTBENCH_RUN=<run id>`` (``wotbench clean`` finds them by it). Not enforced here:
@@ -32,6 +33,7 @@ from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child
 from wotbench.rundir import RunDir
+from wotbench.runner.backends.process import loopslot
 from wotbench.runner.binaries import WARDEN
 from wotbench.runner.lease import LEASE_FILE, warden_argv
 
@@ -115,10 +117,16 @@ class ProcessKind:
         return None     # nothing to reach: this host runs the programs itself
 
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
-        """Devices on loopback addresses: 172.28.0.10 -> 127.0.0.10."""
+        """Devices on loopback addresses of a block no other run on this host uses:
+        172.28.0.10 -> 127.S.0.10."""
         cfg = cfg.model_copy(deep=True)
-        cfg.network.subnet = "127.0.0.0/8"
-        return cfg, ["process backend: cpu_quota and memory_mb are not enforced"]
+        block = loopslot.claim()
+        cfg.network.subnet = loopslot.subnet(block)
+        notes = ["process backend: cpu_quota and memory_mb are not enforced"]
+        if block:
+            notes.append(f"process backend: another process-backend run holds 127.0.0.0/16; this "
+                         f"run's devices listen in {cfg.network.subnet}")
+        return cfg, notes
 
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         return {}       # app-level impairments only: they need nothing of a runtime
@@ -139,6 +147,7 @@ class ProcessBackend:
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self._pids: dict[str, int] = {}         # component -> its program (the warden's child)
         self.lease = str(RunDir(run_dir).lease_dir / LEASE_FILE)
+        self.subnet = "127.0.0.0/16"            # the run's loopback block (setup_network)
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
         if os.geteuid() == 0 and not self.drop:
             log(f"process backend: {run_dir} is not reachable for uid {NOBODY} (a parent "
@@ -156,13 +165,14 @@ class ProcessBackend:
                          "file or a parent directory is closed to others); it runs as root")
 
     def setup_network(self, subnet: str, devices: dict[str, str], gateways: list[str]) -> None:
+        self.subnet = subnet
         for name, ip in devices.items():
             if not ipaddress.ip_address(ip).is_loopback:
                 raise ConfigError(f"devices: {name} has non-loopback address {ip} in the "
                                   "process backend")
 
     def network_record(self) -> list[BridgeRecord]:
-        return [BridgeRecord(name="loopback", subnet="127.0.0.0/8")]
+        return [BridgeRecord(name="loopback", subnet=self.subnet)]
 
     def other_runs(self) -> dict[str, int]:
         """Other process-backend runs (their processes carry WOTBENCH_RUN); without a Docker
@@ -306,4 +316,5 @@ class ProcessBackend:
                 pass
         n = len(alive)
         self.procs.clear()
+        loopslot.release()      # its devices are gone: the block is free for the next run
         return {"processes": n}
