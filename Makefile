@@ -18,7 +18,7 @@ help:
 	@echo "make test                            build and run the tests (everything: tests/unit, tests/c, tests/e2e)"
 	@echo "make test-scale                      the 200-device e2e run (kept out of make test)"
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
-	@echo "make bench                           measure the emulators and print the figures"
+	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
@@ -30,7 +30,7 @@ help:
 	@echo "make cluster-status                  the emulated cluster, per node"
 	@echo "make cluster-images                  carry the images (the cell agent: the code) to every node again"
 	@echo "make cluster-down                    remove everything cluster-up created (idempotent)"
-	@echo "make test-cluster                    (root) the emulated cluster: forms, pinned devices, overlay; backend: swarm 3 cells x 300 devices, a node killed, clean; down leaves nothing"
+	@echo "make test-cluster                    (root) the emulated cluster: forms, pinned devices, overlay; backend: swarm 3 cells x 300 devices, a node killed, clean, a swarm sweep naming the node whose pod was killed; down leaves nothing (~6.5 min)"
 
 bootstrap:
 	@bash scripts/bootstrap.sh
