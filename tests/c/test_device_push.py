@@ -192,22 +192,28 @@ def test_failed_setup_skips_the_rest_and_the_teardown(device_asan_bin, tmp_path)
     assert len(r.seen) == 1                      # nothing registered: nothing to undo
 
 
-@pytest.mark.parametrize("line,why", [
-    ("test,x,0,GET,con,127.0.0.1:5683,r,,zz", "bad payload_hex"),
-    ("test,x,0,FETCH,con,127.0.0.1:5683,r,,", "bad method"),
-    ("test,x,0,GET,con,localhost:5683,r,,", "bad target"),
-    ("setup,x,0,GET,con,127.0.0.1:5683,@location,,", "@location in a setup row"),
-    ("test,x,5,GET,con,127.0.0.1:5683,r,,\ntest,x,4,GET,con,127.0.0.1:5683,r,,", "at_us decreases"),
+@pytest.mark.parametrize("head,line,why", [
+    (HEADER, "test,x,0,GET,con,127.0.0.1:5683,r,,zz", "bad payload_hex"),
+    (HEADER, "test,x,0,FETCH,con,127.0.0.1:5683,r,,", "bad method"),
+    (HEADER, "test,x,0,GET,con,localhost:5683,r,,", "bad target"),
+    (HEADER, "setup,x,0,GET,con,127.0.0.1:5683,@location,,", "@location in a setup row"),
+    (HEADER, "test,x,5,GET,con,127.0.0.1:5683,r,,\ntest,x,4,GET,con,127.0.0.1:5683,r,,",
+     "at_us decreases"),
+    # the optional 10th column: test CON rows only
+    (HEADER_RTX, "test,x,0,GET,non,127.0.0.1:5683,r,,,1", "retransmit 1 on a NON"),
+    (HEADER_RTX, "setup,x,0,GET,con,127.0.0.1:5683,r,,,1", "retransmit 1 on a NON or a setup"),
+    (HEADER_RTX, "test,x,0,GET,con,127.0.0.1:5683,r,,,yes", "bad retransmit, expected 0|1"),
+    (HEADER_RTX, "test,x,0,GET,con,127.0.0.1:5683,r,,", "expected 10 comma-separated fields"),
 ])
-def test_bad_schedule_is_exit_2_with_file_and_line(device_bin, tmp_path, line, why):
+def test_bad_schedule_is_exit_2_with_file_and_line(device_bin, tmp_path, head, line, why):
     sched = tmp_path / "s.csv"
-    sched.write_text(HEADER + "\n" + line + "\n")
+    sched.write_text(head + "\n" + line + "\n")
     res = tmp_path / "res.csv"
     res.write_text("path,service_time_us,mode,payload_bytes\nr0,0,sleep,4\n")
     p = subprocess.run([str(device_bin), "--resources", str(res), "--log-dir", str(tmp_path),
                         "--push", str(sched)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2
-    assert f"{sched}:" in p.stderr and why in p.stderr
+    assert f"{sched}:" in p.stderr and why in p.stderr, p.stderr
 
 
 def test_setup_con_is_retransmitted(device_asan_bin, tmp_path):

@@ -217,8 +217,10 @@ static void arm(void) {
         when = due > PUSH_SPIN_NS ? due - PUSH_SPIN_NS : 1;
     }
     uint32_t top;
+    while (push_rtx_top(&top) && !rtx_pending(&P.rows[top]))
+        push_rtx_pop();               /* answered or ended: no wake-up for it */
     if (st == ST_TEST && push_rtx_top(&top) && (!when || P.rows[top].retx_ns < when))
-        when = P.rows[top].retx_ns;   /* (an entry that ended only wakes the loop to drop it) */
+        when = P.rows[top].retx_ns;
     if ((st == ST_SETUP || st == ST_TEARDOWN) && next > 0) {
         const struct push_row *r = &P.rows[next - 1];
         if (rtx_pending(r) && (!when || r->retx_ns < when))
