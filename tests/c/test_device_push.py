@@ -15,6 +15,7 @@ import time
 import pytest
 
 HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex"
+HEADER_RTX = HEADER + ",retransmit"     # the optional 10th column: test CON retransmitted
 
 
 class Responder(threading.Thread):
@@ -27,6 +28,7 @@ class Responder(threading.Thread):
         self.sock.settimeout(0.1)
         self.port = self.sock.getsockname()[1]
         self.seen, self.acks, self.stop, self.separate = [], 0, False, separate
+        self.mids = []              # the message ID of every request seen
         self.flaky_first = True     # `flaky`: the first datagram is lost
 
     @staticmethod
@@ -56,6 +58,7 @@ class Responder(threading.Thread):
             query = "&".join(v.decode() for n, v in opts if n == 15)
             cf = [int.from_bytes(v, "big") for n, v in opts if n == 12]
             self.seen.append((src, code, path, query, payload, cf))
+            self.mids.append(bytes(mid))
             token = data[4:4 + tkl]
             if path == "drop" or (path == "flaky" and self.flaky_first):
                 self.flaky_first = path != "flaky"
@@ -76,7 +79,8 @@ class Responder(threading.Thread):
 
 
 def schedule(path, target, rows):
-    path.write_text(HEADER + "\n" + "".join(",".join(r).replace("%T%", target) + "\n" for r in rows))
+    head = HEADER_RTX if rows and len(rows[0]) == 10 else HEADER
+    path.write_text(head + "\n" + "".join(",".join(r).replace("%T%", target) + "\n" for r in rows))
 
 
 def free_port() -> int:
@@ -188,22 +192,28 @@ def test_failed_setup_skips_the_rest_and_the_teardown(device_asan_bin, tmp_path)
     assert len(r.seen) == 1                      # nothing registered: nothing to undo
 
 
-@pytest.mark.parametrize("line,why", [
-    ("test,x,0,GET,con,127.0.0.1:5683,r,,zz", "bad payload_hex"),
-    ("test,x,0,FETCH,con,127.0.0.1:5683,r,,", "bad method"),
-    ("test,x,0,GET,con,localhost:5683,r,,", "bad target"),
-    ("setup,x,0,GET,con,127.0.0.1:5683,@location,,", "@location in a setup row"),
-    ("test,x,5,GET,con,127.0.0.1:5683,r,,\ntest,x,4,GET,con,127.0.0.1:5683,r,,", "at_us decreases"),
+@pytest.mark.parametrize("head,line,why", [
+    (HEADER, "test,x,0,GET,con,127.0.0.1:5683,r,,zz", "bad payload_hex"),
+    (HEADER, "test,x,0,FETCH,con,127.0.0.1:5683,r,,", "bad method"),
+    (HEADER, "test,x,0,GET,con,localhost:5683,r,,", "bad target"),
+    (HEADER, "setup,x,0,GET,con,127.0.0.1:5683,@location,,", "@location in a setup row"),
+    (HEADER, "test,x,5,GET,con,127.0.0.1:5683,r,,\ntest,x,4,GET,con,127.0.0.1:5683,r,,",
+     "at_us decreases"),
+    # the optional 10th column: test CON rows only
+    (HEADER_RTX, "test,x,0,GET,non,127.0.0.1:5683,r,,,1", "retransmit 1 on a NON"),
+    (HEADER_RTX, "setup,x,0,GET,con,127.0.0.1:5683,r,,,1", "retransmit 1 on a NON or a setup"),
+    (HEADER_RTX, "test,x,0,GET,con,127.0.0.1:5683,r,,,yes", "bad retransmit, expected 0|1"),
+    (HEADER_RTX, "test,x,0,GET,con,127.0.0.1:5683,r,,", "expected 10 comma-separated fields"),
 ])
-def test_bad_schedule_is_exit_2_with_file_and_line(device_bin, tmp_path, line, why):
+def test_bad_schedule_is_exit_2_with_file_and_line(device_bin, tmp_path, head, line, why):
     sched = tmp_path / "s.csv"
-    sched.write_text(HEADER + "\n" + line + "\n")
+    sched.write_text(head + "\n" + line + "\n")
     res = tmp_path / "res.csv"
     res.write_text("path,service_time_us,mode,payload_bytes\nr0,0,sleep,4\n")
     p = subprocess.run([str(device_bin), "--resources", str(res), "--log-dir", str(tmp_path),
                         "--push", str(sched)], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2
-    assert f"{sched}:" in p.stderr and why in p.stderr
+    assert f"{sched}:" in p.stderr and why in p.stderr, p.stderr
 
 
 def test_setup_con_is_retransmitted(device_asan_bin, tmp_path):
@@ -225,11 +235,12 @@ def test_setup_con_is_retransmitted(device_asan_bin, tmp_path):
     assert len(r.seen) == 2 and r.seen[0][2] == r.seen[1][2] == "flaky"
 
 
-def _run_test_rows(bin_, tmp_path, port, n, *extra):
-    """n test readings 50 ms apart (no setup), then SIGTERM; the device's push rows and summary."""
+def _run_test_rows(bin_, tmp_path, port, n, *extra, retransmit=None, settle_s=0.7):
+    """n test readings 50 ms apart (no setup), then SIGTERM after settle_s more (the timeout
+    and a margin); the device's push rows and summary. retransmit 0|1: the 10th column."""
     import json
     rows = [["test", "reading", str(50000 * k), "POST", "con", "%T%", "data", "", "31"]
-            for k in range(n)]
+            + ([str(retransmit)] if retransmit is not None else []) for k in range(n)]
     sched = tmp_path / "s.csv"
     schedule(sched, f"127.0.0.1:{port}", rows)
     p, logs = start_device(bin_, tmp_path, sched, *extra)
@@ -237,7 +248,7 @@ def _run_test_rows(bin_, tmp_path, port, n, *extra):
     wait_for(logs / "push-setup.csv")
     (logs / "push-start.tmp").write_text(f"{time.monotonic_ns() + 50_000_000}\n")
     os.rename(logs / "push-start.tmp", logs / "push-start")
-    time.sleep(0.05 * n + 0.7)                  # the last send + the 500 ms timeout
+    time.sleep(0.05 * n + settle_s)             # the last send + the timeout
     p.send_signal(signal.SIGTERM)
     assert p.wait(10) == 0, p.stderr.read()
     return rows_of(logs / "push-requests.csv"), json.loads((logs / "device-summary.json").read_text())
@@ -267,3 +278,33 @@ def test_app_impairments_act_on_pushes(device_asan_bin, tmp_path):
         assert 80e6 <= rtt < 300e6, rtt                  # 2 x 40 ms (+ a loaded host)
         assert int(o["received_kernel_ns"]) <= int(o["received_ns"])
     assert summary["impair"]["delayed_out"] == 6 and summary["impair"]["delayed_in"] == 6
+
+
+@pytest.mark.parametrize("retransmit", [1, 0])
+def test_test_con_retransmitted_only_with_the_column(device_asan_bin, tmp_path, retransmit):
+    """Test-phase CONs with `retransmit` 1 lost on the device's link (app-level egress loss, a
+    fixed seed) are sent again per RFC 7252 (after 2..3 s: one within a 3.5 s timeout) and answered; R counts from the first send. With 0 none is retransmitted
+    and the lost ones time out. Every datagram is accounted for: sent − dropped = seen."""
+    r = Responder()
+    r.start()
+    timeout_s = 3.5 if retransmit else 0.5      # without it, waiting longer shows nothing
+    out, summary = _run_test_rows(device_asan_bin, tmp_path, r.port, 8, "--push-timeout-ms",
+                                  str(int(timeout_s * 1000)), "--impair", "dir=egress,loss=50%",
+                                  "--impair-seed", "3", retransmit=retransmit,
+                                  settle_s=timeout_s + 0.3)
+    r.stop = True
+    retx = [int(o["retransmissions"]) for o in out]
+    assert {o["outcome"] for o in out} <= {"ok", "timeout"} and len(out) == 8
+    assert sum(retx) + 8 - summary["impair"]["dropped_out"] == len(r.seen)
+    assert summary["impair"]["dropped_out"] > 0
+    # no answer is lost: the server saw each answered request once, nothing else
+    assert len(r.seen) == sum(o["outcome"] == "ok" for o in out) == len(set(r.mids))
+    if not retransmit:
+        assert retx == [0] * 8
+        assert sum(o["outcome"] == "timeout" for o in out) == summary["impair"]["dropped_out"]
+        return
+    saved = [o for o, k in zip(out, retx) if k and o["outcome"] == "ok"]
+    assert saved, out                                   # lost once, answered after a retry
+    assert max(retx) == 1                               # the 2nd would be after 6 s > 3.5 s
+    for o in saved:
+        assert 2.0e9 <= int(o["received_kernel_ns"]) - int(o["sent_ns"]) < 3.5e9

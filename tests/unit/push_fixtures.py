@@ -24,6 +24,7 @@ class Push:
     code: str = "2.04"
     method: str = "PUT"
     path: str = "example_data"
+    retx: int = 0                      # RFC 7252 retransmissions
 
 
 def readings(n: int, every_ms: float, start_ms: float = 100.0, r_ms: float = 2.0,
@@ -43,7 +44,7 @@ def add_push(root: Path, device: str, dev_id: int, rows: list[Push]) -> pd.DataF
                     "scheduled_ns": int(p.at_ms * 1e6), "sent_ns": sent,
                     "received_ns": None if rx is None else rx + 30_000,
                     "code": p.code if rx is not None else "", "outcome": p.outcome,
-                    "retransmissions": 0, "received_kernel_ns": rx, "phase": p.phase,
+                    "retransmissions": p.retx, "received_kernel_ns": rx, "phase": p.phase,
                     "op": p.op})
     df = pd.DataFrame(out)
     for c in ("sent_ns", "received_ns", "received_kernel_ns"):

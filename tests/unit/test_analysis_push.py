@@ -13,9 +13,9 @@ from wotbench.analysis import analyze
 from wotbench.analysis import loss as L
 
 SLO = "slo: {p99_ms: 20}\n"
-CPU0 = ([Push("setup", "register", "ok", 0, code="2.01", method="POST", path="rd")]
+CPU0 = ([Push("setup", "register", "ok", 0, code="2.01", method="POST", path="rd", retx=1)]
         + readings(40, 100.0)
-        + [Push("test", "reading", "timeout", 5050, lag_ms=0.01, r_ms=None),   # sent on time
+        + [Push("test", "reading", "timeout", 5050, lag_ms=0.01, r_ms=None, retx=2),  # on time
            Push("test", "reading", "timeout", 6050, lag_ms=5.0, r_ms=None),    # sent 5 ms late
            Push("test", "reading", "error", 7050, code="4.04"),
            Push("test", "reading", "unsent", 19990, lag_ms=None, r_ms=None)]
@@ -67,6 +67,13 @@ def test_the_push_block_keeps_every_phase(pair):
     assert (ops["reading"].phase, ops["reading"].requests) == ("test", 164)
     assert ops["deregister"].outcomes.timeout == 1
     assert s.push.teardown_failed == ["cpu-1: deregister timeout"]
+    # RFC 7252 retransmissions per op, as the GE's block-wise table has them
+    assert (ops["register"].retransmissions, ops["register"].with_retransmissions) == (1, 1)
+    assert (ops["reading"].retransmissions, ops["reading"].with_retransmissions) == (2, 1)
+    assert ops["deregister"].retransmissions == 0
+    from wotbench.report.push import push as report_push
+    rows = {r["op"]: r for r in report_push(s)["rows"]}
+    assert (rows["reading"]["retransmissions"], rows["reading"]["with_retransmissions"]) == (2, 1)
 
 
 def test_push_timeouts_are_attributed(pair):

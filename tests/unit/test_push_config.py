@@ -89,6 +89,10 @@ def test_template_that_does_not_render_names_key_and_device(tmp_path):
     ([READING], "devices[1].push[0].path", "@location needs a setup op"),
     ([dict(READING, value=None)], "devices[1].push[0]", "`value` (its distribution) is not given"),
     ([dict(REGISTER, path="@location")], "devices[1].push[0]", "@location in a setup op"),
+    ([dict(READING, path="r", retransmit=True)], "devices[1].push[0]",
+     "retransmit: true with type non: RFC 7252 retransmits CON requests only"),
+    ([dict(REGISTER, retransmit=True)], "devices[1].push[0]",
+     "retransmit: true in phase setup: expected it in phase test only"),
 ])
 def test_bad_push_config_names_the_key(tmp_path, push, key, text):
     p = problems(tmp_path, push)
@@ -141,7 +145,9 @@ def test_setup_all_ok_and_start_file(tmp_path):
 def test_schedule_header_matches_the_device():
     from pathlib import Path
     src = (Path(__file__).resolve().parents[2] / "wot-device/src/push_load.c").read_text()
-    assert f'#define HEADER "{HEADER}"' in src
+    base, _, last = HEADER.rpartition(",")
+    assert f'#define HEADER "{base}"' in src and last == "retransmit"
+    assert '#define HEADER_RTX HEADER ",retransmit"' in src
 
 
 def test_a_started_server_gets_a_core_of_its_own_when_one_can_be_spared(tmp_path):
@@ -152,3 +158,14 @@ def test_a_started_server_gets_a_core_of_its_own_when_one_can_be_spared(tmp_path
     small = make_plan(cfg, [0, 1])
     assert small.devices["rd-0"] == small.devices["s-0"] == "1"
     assert any("share the device core(s) 1" in w for w in small.warnings)
+
+
+def test_retransmit_reaches_the_schedule_of_test_con_rows_only(tmp_path):
+    """`retransmit: true` on a test CON op sets the schedule's 10th column of its rows; the
+    setup rows (always retransmitted by the device) and the other ops' rows keep 0."""
+    retx = dict(READING, op="refresh", type="con", path="r", retransmit=True)
+    cfg = load_config(cfg_file(tmp_path, [REGISTER, retx, dict(READING, path="r")]))
+    rows = device_rows(runner_push.push_devices(cfg)[0], cfg.devices[1].push, 2, 1)
+    flags = {(r.op, r.line().rsplit(",", 1)[1]) for r in rows}
+    assert flags == {("register", "0"), ("refresh", "1"), ("reading", "0")}
+    assert HEADER.endswith(",retransmit")

@@ -38,7 +38,7 @@ def test_schedules_replay_the_recorded_instants(tmp_path):
     assert rows[1].startswith("test,trace-post,500137,POST,con,")
     store = [a for a in runner_push.device_addresses(cfg) if a.group == "store"][0]
     assert f",{store.ip}:{store.port},readings/meter-1,," in rows[1]
-    assert rows[1].endswith("," + (b"x" * 48).hex())
+    assert rows[1].endswith("," + (b"x" * 48).hex() + ",0")     # never retransmitted
     assert rows[-1].startswith("test,trace-get,19899999,GET,con,")
 
 

@@ -25,7 +25,7 @@ struct push_row {
     uint64_t at_ns;        /* test: offset from the start; setup/teardown: 0 */
     uint64_t due_ns;       /* absolute due instant, set when the row is armed */
     uint64_t sent_ns, recv_ns, recv_k_ns;  /* absolute, 0 = none */
-    uint64_t retx_ns;      /* setup/teardown CON: the next retransmission (RFC 7252 §4.2) */
+    uint64_t retx_ns;      /* a retransmitted CON: the next retransmission (RFC 7252 §4.2) */
     char *path;            /* as in the schedule (may start with @location) */
     uint8_t *payload;
     uint32_t payload_len;
@@ -33,6 +33,7 @@ struct push_row {
     int32_t content_format;    /* -1 = none */
     uint16_t mid;
     uint8_t code, outcome, phase, method, con, acked, target, op, retx;
+    uint8_t retransmit;    /* test CON: retransmitted too (schedule column `retransmit` 1) */
 };
 
 struct push_state {
@@ -50,9 +51,18 @@ struct push_state {
     /* Location of the first setup answer that carried one: raw Location-Path/-Query values */
     char location[520];    /* "path?query", each part at most 255 bytes */
     int have_location;
+    /* test rows with `retransmit`: a min-heap of row indices on retx_ns, sized at load (one
+     * entry per such row at most), so a send or retransmission never allocates */
+    uint32_t *rtx_heap;
+    size_t rtx_n, rtx_cap;
 };
 
 extern struct push_state P;
+
+/* push_rtx.c: the heap of test rows awaiting a retransmission, earliest retx_ns first */
+void push_rtx_push(uint32_t row);
+int push_rtx_top(uint32_t *row);   /* 0 when empty */
+void push_rtx_pop(void);
 
 /* push_coap.c: encodes row r into P.dg (uses P.location for @location paths); 0 / -1 */
 int push_encode(struct push_row *r);

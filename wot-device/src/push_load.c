@@ -13,7 +13,8 @@ struct push_state P;
 static int enabled;
 
 #define HEADER "phase,op,at_us,method,type,target,path,content_format,payload_hex"
-#define NFIELDS 9
+#define HEADER_RTX HEADER ",retransmit"   /* the same with a 10th column: 0|1 per row */
+#define NFIELDS 10
 
 static int bad(const char *file, long line, const char *what) {
     fprintf(stderr, "%s:%ld: %s\n", file, line, what);
@@ -109,7 +110,7 @@ static int hexval(char c) {
 }
 
 /* One data line into P.rows[P.n]; returns NULL or what is wrong. */
-static const char *parse_row(char *f[NFIELDS], int *last_phase, uint64_t *last_at) {
+static const char *parse_row(char *f[NFIELDS], int nf, int *last_phase, uint64_t *last_at) {
     struct push_row *r = &P.rows[P.n];
     memset(r, 0, sizeof *r);
     static const char *const PH[] = {"setup", "test", "teardown"};
@@ -147,6 +148,14 @@ static const char *parse_row(char *f[NFIELDS], int *last_phase, uint64_t *last_a
     if (strcmp(f[4], "con") && strcmp(f[4], "non"))
         return "bad type, expected con|non";
     r->con = f[4][0] == 'c';
+    if (nf == NFIELDS) {
+        if (strcmp(f[9], "0") && strcmp(f[9], "1"))
+            return "bad retransmit, expected 0|1";
+        r->retransmit = f[9][0] == '1';
+        if (r->retransmit && (!r->con || ph != PH_TEST))
+            return "retransmit 1 on a NON or a setup/teardown row, expected it only on test CON "
+                   "rows (setup and teardown CON rows are always retransmitted)";
+    }
     int t = target_index(f[5]);
     if (t == -2)
         return "too many distinct targets, expected at most 64";
@@ -215,7 +224,7 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
     char *line = NULL;
     size_t cap = 0, rows_cap = 0;
     long ln = 0;
-    int header = 0, rc = 0, last_phase = 0;
+    int header = 0, want = 0, rc = 0, last_phase = 0;
     uint64_t last_at = 0;
     ssize_t len;
     while ((len = getline(&line, &cap, f)) >= 0) {
@@ -225,8 +234,9 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
         if (len == 0 || line[0] == '#')
             continue;
         if (!header) {
-            if (strcmp(line, HEADER)) {
-                rc = bad(file, ln, "bad header, expected '" HEADER "'");
+            want = !strcmp(line, HEADER) ? NFIELDS - 1 : !strcmp(line, HEADER_RTX) ? NFIELDS : 0;
+            if (!want) {
+                rc = bad(file, ln, "bad header, expected '" HEADER "[,retransmit]'");
                 break;
             }
             header = 1;
@@ -234,14 +244,15 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
         }
         char *fl[NFIELDS];
         int nf = 0;
-        for (char *p = line, *c; nf < NFIELDS; p = c + 1) {
+        for (char *p = line, *c; nf < want; p = c + 1) {
             fl[nf++] = p;
             if (!(c = strchr(p, ',')))
                 break;
             *c = '\0';
         }
-        if (nf != NFIELDS || strchr(fl[NFIELDS - 1], ',')) {
-            rc = bad(file, ln, "expected 9 comma-separated fields (" HEADER ")");
+        if (nf != want || strchr(fl[want - 1], ',')) {
+            rc = bad(file, ln, want == NFIELDS ? "expected 10 comma-separated fields ("
+                     HEADER_RTX ")" : "expected 9 comma-separated fields (" HEADER ")");
             break;
         }
         if (P.n == rows_cap) {
@@ -253,7 +264,7 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
             }
             P.rows = nr;
         }
-        const char *why = parse_row(fl, &last_phase, &last_at);
+        const char *why = parse_row(fl, nf, &last_phase, &last_at);
         if (why) {
             P.n++;   /* freed with the others */
             rc = bad(file, ln, why);
@@ -261,6 +272,7 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
         }
         P.n_setup += P.rows[P.n].phase == PH_SETUP;
         P.n_test += P.rows[P.n].phase == PH_TEST;
+        P.rtx_cap += P.rows[P.n].retransmit;
         P.n++;
     }
     free(line);
@@ -272,7 +284,8 @@ int push_load(const char *file, const char *id, const char *timeout_ms) {
         for (size_t i = 0; i < P.n; i++)
             P.dg_cap += P.rows[i].payload_len + strlen(P.rows[i].path) + 16;
         P.dg = malloc(P.dg_cap);
-        if (!P.dg)
+        P.rtx_heap = P.rtx_cap ? malloc(P.rtx_cap * sizeof *P.rtx_heap) : NULL;
+        if (!P.dg || (P.rtx_cap && !P.rtx_heap))
             rc = bad(file, ln, "out of memory for the datagrams");
     }
     for (size_t i = 0; rc == 0 && i < P.n; i++)
@@ -293,6 +306,7 @@ void push_free(void) {
         free(P.ops[i]);
     free(P.rows);
     free(P.dg);
+    free(P.rtx_heap);
     memset(&P, 0, sizeof P);
     enabled = 0;
 }

@@ -25,7 +25,8 @@
 #define RX_BATCH 64
 /* RFC 7252 §4.8: a setup/teardown CON (a device booting against a busy platform) is
  * retransmitted after ACK_TIMEOUT x [1, 1.5), doubling, at most MAX_RETRANSMIT times, within
- * --push-timeout-ms; test requests are open loop and never retransmitted (as the GE) */
+ * --push-timeout-ms; a test CON only with `retransmit` (as the GE's --retransmit), the same
+ * way, between the scheduled sends: never within PUSH_SPIN_NS of the next one */
 #define ACK_TIMEOUT_NS (2 * NS_PER_S)
 #define MAX_RETRANSMIT 4
 #define CTL_POLL_NS (50 * NS_PER_MS)         /* without inotify: until the start is read */
@@ -159,9 +160,44 @@ static void send_row(size_t i) {
     if (impair_sendto(sock, d, r->dg_len, (const struct sockaddr *)&t->sa, t->len) < 0) {
         r->sent_ns = 0;          /* a local send failure: error without sent_ns */
         r->outcome = OUT_ERROR;
-    } else if (r->con && r->phase != PH_TEST) {
+    } else if (r->con && (r->phase != PH_TEST || r->retransmit)) {
         uint64_t jitter = (uint64_t)((salt_lo ^ r->mid) * 2654435761u % 1000u);  /* per device */
         r->retx_ns = r->sent_ns + ACK_TIMEOUT_NS + ACK_TIMEOUT_NS / 2 * jitter / 1000;
+        if (r->phase == PH_TEST)
+            push_rtx_push((uint32_t)i);
+    }
+}
+
+/* Sends row r's datagram again (same message ID and token) and schedules the next one. */
+static void resend(struct push_row *r, uint64_t now) {
+    const struct push_target *t = &P.targets[r->target];
+    if (impair_sendto(sock, P.dg + r->dg_off, r->dg_len, (const struct sockaddr *)&t->sa, t->len) >= 0)
+        r->retx++;
+    r->retx_ns = now + (ACK_TIMEOUT_NS << r->retx);
+}
+
+static int rtx_pending(const struct push_row *r) {
+    return !r->outcome && r->retx_ns && !r->acked && r->retx < MAX_RETRANSMIT;
+}
+
+/* Test CONs with `retransmit` whose time has come, while the next scheduled send is more than
+ * PUSH_SPIN_NS away: the open-loop schedule goes first, a retransmission waits for it. */
+static void retransmit_test(uint64_t now) {
+    size_t end = P.n_setup + P.n_test;
+    uint32_t i;
+    while (push_rtx_top(&i)) {
+        struct push_row *r = &P.rows[i];
+        if (!rtx_pending(r)) {             /* answered, ACKed, timed out or done: drop it */
+            push_rtx_pop();
+            continue;
+        }
+        if (r->retx_ns > now || (next < end && base_ns + P.rows[next].at_ns < now + PUSH_SPIN_NS))
+            return;
+        push_rtx_pop();
+        resend(r, now);
+        if (r->retx < MAX_RETRANSMIT)
+            push_rtx_push(i);
+        now = (uint64_t)mono_ns();
     }
 }
 
@@ -170,12 +206,8 @@ static void retransmit(uint64_t now) {
     if ((st != ST_SETUP && st != ST_TEARDOWN) || next == 0)
         return;
     struct push_row *r = &P.rows[next - 1];
-    if (r->outcome || !r->retx_ns || r->acked || r->retx >= MAX_RETRANSMIT || now < r->retx_ns)
-        return;
-    const struct push_target *t = &P.targets[r->target];
-    if (impair_sendto(sock, P.dg + r->dg_off, r->dg_len, (const struct sockaddr *)&t->sa, t->len) >= 0)
-        r->retx++;
-    r->retx_ns = now + (ACK_TIMEOUT_NS << r->retx);
+    if (rtx_pending(r) && now >= r->retx_ns)
+        resend(r, now);
 }
 
 static void arm(void) {
@@ -184,10 +216,14 @@ static void arm(void) {
         uint64_t due = base_ns + P.rows[next].at_ns;
         when = due > PUSH_SPIN_NS ? due - PUSH_SPIN_NS : 1;
     }
+    uint32_t top;
+    while (push_rtx_top(&top) && !rtx_pending(&P.rows[top]))
+        push_rtx_pop();               /* answered or ended: no wake-up for it */
+    if (st == ST_TEST && push_rtx_top(&top) && (!when || P.rows[top].retx_ns < when))
+        when = P.rows[top].retx_ns;
     if ((st == ST_SETUP || st == ST_TEARDOWN) && next > 0) {
         const struct push_row *r = &P.rows[next - 1];
-        if (!r->outcome && r->retx_ns && !r->acked && r->retx < MAX_RETRANSMIT &&
-            (!when || r->retx_ns < when))
+        if (rtx_pending(r) && (!when || r->retx_ns < when))
             when = r->retx_ns;
     }
     for (size_t i = oldest; i < next; i++) {   /* the first unfinished row's deadline */
@@ -471,6 +507,7 @@ void push_on_timer(void) {
             send_row(next++);
             now = (uint64_t)mono_ns();
         }
+        retransmit_test(now);
     } else if (st == ST_SETUP || st == ST_TEARDOWN) {
         retransmit(now);
         if (st == ST_TEARDOWN && now >= teardown_end)

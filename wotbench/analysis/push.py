@@ -1,7 +1,7 @@
 """The ``push`` block of summary.json: what the devices sent themselves (devices[].push,
 push-requests.csv of each, docs/CONTRACTS.md §3 "Push"). Per operation: outcomes, the
-response time R (the kernel receive stamp − the send, user-space receive when there is no
-stamp) of ok answers and the test-phase throughput; the devices' send lag (sent − due), which
+response time R (the kernel receive stamp − the first send, user-space receive when there is
+no stamp) of ok answers, the RFC 7252 retransmissions and the test-phase throughput; the devices' send lag (sent − due), which
 like a GE's is the testbed's, not the system under test's."""
 from __future__ import annotations
 
@@ -56,7 +56,10 @@ def analyse(run: RunData) -> Optional[PushBlock]:
     by_op = {}
     for (op, phase), m in t.groupby([t["op"].astype(str), t["phase"].astype(str)], sort=True):
         oc = _outcomes(m)
+        retx = m["retransmissions"].fillna(0).to_numpy(np.int64)
         by_op[op] = PushOp(phase=phase, requests=len(m), outcomes=oc,
+                           retransmissions=int(retx.sum()),
+                           with_retransmissions=int((retx > 0).sum()),
                            throughput_per_s=round(oc.ok / run.duration_s, 3)
                            if phase == "test" and run.duration_s else None,
                            response_ms=quantiles_of(PushTimes, _r_ms(m)))

@@ -75,6 +75,11 @@ class PushOp(_Model):
         None, ge=0, le=65535, description="an explicit Content-Format number instead of "
                                           "`format`'s")
     type: Literal["con", "non"] = Field("con", description="CON or NON")
+    retransmit: bool = Field(
+        False, description="phase test, type con: retransmit an unanswered request per RFC 7252 "
+        "§4.2 as setup and teardown requests always are (ACK_TIMEOUT 2 s × [1, 1.5), doubling, "
+        "at most 4 times, within `gateways.timeout_ms`), as the GE's `gateways.retransmit`; "
+        "between the device's scheduled sends, never delaying one. R counts from the first send")
     interval: Optional[Any] = Field(
         None, description="test phase: the time between two requests of one device, a "
         "distribution in ms (as `rit`); the first at a uniform instant in [0, mean)")
@@ -126,6 +131,13 @@ class PushOp(_Model):
                              "{dist: deterministic, mean: 2000})")
         if self.phase != "test" and self.interval is not None:
             raise ValueError(f"phase {self.phase} is sent once: expected no `interval`")
+        if self.retransmit and self.type != "con":
+            raise ValueError("retransmit: true with type non: RFC 7252 retransmits CON requests "
+                             "only; set type: con or remove retransmit")
+        if self.retransmit and self.phase != "test":
+            raise ValueError(f"retransmit: true in phase {self.phase}: expected it in phase test "
+                             "only (setup and teardown CON requests are always retransmitted; "
+                             "verify is the harness's request)")
         if (self.phase == "verify") != (self.expect is not None):
             raise ValueError("phase verify needs `expect` (e.g. 'ep=\"{device}\"'), other "
                              "phases take none")

@@ -1,5 +1,5 @@
 """The report's "Push" section: the requests the devices sent themselves (devices[].push), per
-operation (outcomes, R percentiles, throughput), the devices' send lag and the setups and
+operation (outcomes, R percentiles, throughput, retransmissions), the devices' send lag and the setups and
 teardowns that failed. Mapped from ``summary.json`` ``push`` (:class:`PushBlock`); nothing is
 recomputed here."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ def push(s: Summary) -> dict:
     rows = [{"op": name, "phase": o.phase, "requests": o.requests, **o.outcomes.model_dump(),
              "p50": o.response_ms.p50_ms, "p95": o.response_ms.p95_ms,
              "p99": o.response_ms.p99_ms, "max": o.response_ms.max_ms,
-             "throughput": o.throughput_per_s} for name, o in ops]
+             "throughput": o.throughput_per_s, "retransmissions": o.retransmissions,
+             "with_retransmissions": o.with_retransmissions} for name, o in ops]
     lag = b.send_lag
     return {"available": True, "devices": b.devices, "rows": rows,
             "lag": {"n": lag.n, "p50": lag.p50_us, "p99": lag.p99_us, "max": lag.max_us},

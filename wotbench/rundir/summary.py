@@ -518,7 +518,9 @@ class PushOp(Record):
     requests: int
     outcomes: Outcomes
     throughput_per_s: Optional[float]   # test phase: answered ok per second of the test
-    response_ms: PushTimes              # ok answers: kernel receive stamp − send
+    response_ms: PushTimes              # ok answers: kernel receive stamp − (first) send
+    retransmissions: int = 0            # RFC 7252 retransmissions of its requests (as blockwise)
+    with_retransmissions: int = 0       # its requests retransmitted at least once
 
 
 class PushBlock(Record):

@@ -2,7 +2,7 @@
 device will send, with its path and body rendered, in the file wot-device replays
 (``wot-device --push``, docs/CONTRACTS.md §3 "Push"):
 
-    phase,op,at_us,method,type,target,path,content_format,payload_hex
+    phase,op,at_us,method,type,target,path,content_format,payload_hex,retransmit
 
 Rendering happens here, before the run, so the device's hot path only patches a message ID
 and a token; a template that does not render for some device stops the run before anything
@@ -20,7 +20,7 @@ from wotbench.config.distributions import make_distribution
 from wotbench.config.push import LOCATION, PLACEHOLDER, PushOp
 from wotbench.workload import cbor
 
-HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex"
+HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex,retransmit"
 MAX_PAYLOAD = 1024      # one datagram (wot-device: no block-wise transfer for pushes)
 MAX_PATH = 255
 PHASES = ("setup", "test", "teardown")
@@ -63,11 +63,12 @@ class Row:
     path: str
     content_format: Optional[int]
     payload: bytes
+    retransmit: bool = False        # a test CON retransmitted per RFC 7252 (PushOp.retransmit)
 
     def line(self) -> str:
         cf = "" if self.content_format is None else str(self.content_format)
         return (f"{self.phase},{self.op},{self.at_us},{self.method},{self.type},{self.target},"
-                f"{self.path},{cf},{self.payload.hex()}")
+                f"{self.path},{cf},{self.payload.hex()},{int(self.retransmit)}")
 
 
 def _fmt(value: Any, spec: Optional[str]) -> str:
@@ -161,7 +162,7 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
                                       f"{d.name}, expected at most {MAX_PAYLOAD} (one datagram)")
             rows[op.phase].append((at, j, Row(op.phase, op.op, at, op.method, op.type,
                                               d.targets[j], path, op.content_format_number,
-                                              body)))
+                                              body, op.retransmit)))
     out: list[Row] = []
     for p in PHASES:
         out += [r for _, _, r in sorted(rows[p], key=lambda x: (x[0], x[1]))]
