@@ -59,6 +59,14 @@ def test_wrong_type():
     assert problems({**MIN, "gateways": [1]}) == ["gateways: must be a mapping, got a list [1]"]
 
 
+def test_retransmission_of_non_requests_is_refused_with_the_fix():
+    assert problems({**MIN, "gateways": {"message_type": "non", "retransmit": True}}) == [
+        "gateways.retransmit: true with message_type non: RFC 7252 retransmits CON requests "
+        "only; set message_type: con or remove retransmit"]
+    ok = config_from_dict({**MIN, "gateways": {"message_type": "con", "retransmit": True}})
+    assert ok.gateways.retransmit
+
+
 def test_unknown_key_did_you_mean():
     raw = with_group(serivce_time={"dist": "exponential", "mean": 5})
     assert problems(raw) == ["devices[0].serivce_time: unknown key, did you mean 'service_time'?"]

@@ -48,6 +48,9 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
     problems.extend(push_problems(cfg, base_dir))
+    if cfg.gateways.retransmit and cfg.gateways.message_type == "non":
+        problems.append("gateways.retransmit: true with message_type non: RFC 7252 retransmits "
+                        "CON requests only; set message_type: con or remove retransmit")
     problems.extend(byo.proxy_problems(cfg.gateways.proxy))
     if cfg.gateways.proxy is not None and any(g.observe is not None for g in cfg.devices):
         problems.append("gateways.proxy: with devices[].observe, expected no proxy (Observe "
