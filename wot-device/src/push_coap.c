@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <coap3/coap.h>
+
 #include "push_int.h"
 
 #define OPT_LOCATION_PATH 8
@@ -12,40 +14,15 @@
 #define OPT_URI_QUERY 15
 #define OPT_LOCATION_QUERY 20
 
-/* Appends option num (after option *last) with value v[0..n); -1 when it does not fit. */
+/* Appends option num (after option *last) with value v[0..n), header by libcoap's encoder;
+ * -1 when it does not fit. */
 static int put_opt(uint8_t *b, size_t cap, size_t *pos, unsigned *last, unsigned num,
                    const void *v, size_t n) {
-    unsigned delta = num - *last;
-    uint8_t ext[4];
-    size_t ne = 0;
-    unsigned dn, ln;
-    if (delta < 13) {
-        dn = delta;
-    } else if (delta < 269) {
-        dn = 13;
-        ext[ne++] = (uint8_t)(delta - 13);
-    } else {
-        dn = 14;
-        ext[ne++] = (uint8_t)((delta - 269) >> 8);
-        ext[ne++] = (uint8_t)(delta - 269);
-    }
-    if (n < 13) {
-        ln = (unsigned)n;
-    } else if (n < 269) {
-        ln = 13;
-        ext[ne++] = (uint8_t)(n - 13);
-    } else {
-        ln = 14;
-        ext[ne++] = (uint8_t)((n - 269) >> 8);
-        ext[ne++] = (uint8_t)(n - 269);
-    }
-    if (*pos + 1 + ne + n > cap)
+    size_t w = coap_opt_encode((coap_opt_t *)(b + *pos), cap - *pos, (uint16_t)(num - *last),
+                               v, n);
+    if (w == 0)
         return -1;
-    b[(*pos)++] = (uint8_t)(dn << 4 | ln);
-    memcpy(b + *pos, ext, ne);
-    *pos += ne;
-    memcpy(b + *pos, v, n);
-    *pos += n;
+    *pos += w;
     *last = num;
     return 0;
 }
