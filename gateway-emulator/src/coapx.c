@@ -120,12 +120,7 @@ static uint32_t heap_pop(coapx_t *X) {
     return top;
 }
 
-static uint64_t rng_next(coapx_t *X) {
-    X->rng ^= X->rng << 13;
-    X->rng ^= X->rng >> 7;
-    X->rng ^= X->rng << 17;
-    return X->rng;
-}
+static uint64_t rng_next(coapx_t *X) { return xorshift64(&X->rng); }
 
 /* RFC 7252 4.2: initial timeout uniform in [ACK_TIMEOUT, 1.5 ACK_TIMEOUT] (ms resolution) */
 static uint16_t initial_timeout_ms(coapx_t *X) {

@@ -272,6 +272,15 @@ int outfile_close(FILE *f, const char *path);
 /* json.c: a JSON string ("..." with escapes) */
 void json_str(FILE *f, const char *s);
 
+/* xorshift64 (Marsaglia): the GE's cheap PRNG for retransmission jitter and closed-loop think
+ * times / target choice; *state must not be 0. */
+static inline uint64_t xorshift64(uint64_t *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
 static inline void progress_set(ge_t *g, int word, uint64_t v) {
     if (g->progress)
         g->progress[word] = v;

@@ -53,12 +53,7 @@ static uint32_t heap_pop(pace_t *P) {
     return top;
 }
 
-static uint64_t rng_next(pace_t *P) {
-    P->rng ^= P->rng << 13;
-    P->rng ^= P->rng >> 7;
-    P->rng ^= P->rng << 17;
-    return P->rng;
-}
+static uint64_t rng_next(pace_t *P) { return xorshift64(&P->rng); }
 
 static double rng_unit(pace_t *P) { /* (0, 1] */
     return ((double)(rng_next(P) >> 11) + 1.0) / 9007199254740992.0;
