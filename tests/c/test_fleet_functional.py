@@ -279,3 +279,23 @@ def test_release_build_two_thousand_devices(fleet_bin, tmp_path):
         assert sorted(int(r["device"]) for r in rows) == list(range(2000))
         assert all(r["code"] == "2.05" for r in rows)
         assert f.summary()["loop"][0]["devices"] == 1000
+
+
+def test_requests_cut_short_by_the_signal_are_counted(fleet_asan_bin, tmp_path):
+    """Requests waiting or in service at SIGTERM have no log row; the summary counts them
+    (pending_at_exit), and a separate response still unacknowledged (unacked_at_exit)."""
+    specs = [Spec(0, SLOW, slots=1, queue=4, response="separate"), Spec(1, FAST, response="separate")]
+    with Fleet(fleet_asan_bin, tmp_path, specs) as f:
+        s = raw_socket()
+        for k in range(3):
+            s.sendto(encode(NON, GET, 100 + k, bytes([k]), "slow"), specs[0].listen)
+        s.sendto(encode(CON, GET, 200, b"u", "r0"), specs[1].listen)
+        assert recv(s)["type"] == ACK                        # the empty ACK
+        assert recv(s)["type"] == CON                        # the separate response, not ACKed
+        time.sleep(0.05)
+        s.close()
+        clean_exit(f)
+        lp = f.summary()["loop"][0]
+        assert (lp["pending_at_exit"], lp["unacked_at_exit"]) == (3, 1)
+        assert [r["device"] for r in f.log()] == ["1"]
+        assert f.devices()[0]["requests"] == "3" and f.devices()[0]["responses"] == "0"
