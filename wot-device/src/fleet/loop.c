@@ -505,6 +505,9 @@ static void on_done(struct fl_loop *l) {
 
 void *fl_loop_run(void *arg) {
     struct fl_loop *l = arg;
+    char name[16];
+    snprintf(name, sizeof name, "fleet-loop%d", l->id);
+    pthread_setname_np(pthread_self(), name);  /* names the thread in top -H and /proc/PID/task */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  /* timers end sleep services within µs */
     if (l->cpu >= 0) {
         cpu_set_t set;
