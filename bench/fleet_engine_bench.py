@@ -92,7 +92,8 @@ class Engines:
     """N devices in ceil(N / per_process) wot-fleet processes."""
 
     def __init__(self, tmp: Path, n: int, per_process: int, service_us: int, response: str,
-                 loops: int):
+                 loops: int, spin_us: int = 0):
+        self.spin_us = spin_us
         self.dirs, self.procs = [], []
         per_process = -(-n // -(-n // per_process))     # equal shares
         res = tmp / "res.csv"
@@ -111,7 +112,7 @@ class Engines:
         for d in self.dirs:
             self.procs.append(subprocess.Popen(
                 [str(FLEET_BIN), "--devices", str(d / "devices.csv"), "--log-dir", str(d / "out"),
-                 "--loops", str(self.loops), "--name", d.name],
+                 "--loops", str(self.loops), "--name", d.name, "--spin-us", str(self.spin_us)],
                 stderr=open(d / "stderr.txt", "w")))
         pending = list(self.dirs)
         while pending:
@@ -171,7 +172,7 @@ def startup(tmp: Path, n: int, per_process: int, args) -> None:
 
 
 def load_run(tmp: Path, n: int, per_process: int, args) -> None:
-    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops)
+    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops, args.spin_us)
     count = int(args.rate * args.duration_s)
     order = list(range(n))
     random.Random(1).shuffle(order)
@@ -210,7 +211,7 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     sums = e.summaries()
     print(f"load: {n} devices ({len(e.dirs)} process(es) x {args.loops} loops, ready "
           f"{ready_s:.1f} s), GE {args.rate} req/s x {args.duration_s} s {args.type.upper()}, "
-          f"sleep {args.service_us} µs, response {args.response}; GE exit {ge.returncode} after "
+          f"sleep {args.service_us} µs, response {args.response}, spin {args.spin_us} µs; GE exit {ge.returncode} after "
           f"{ge_s:.1f} s; engines exit {sorted(set(rcs))}; load average at the end "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     if s.get("warmup"):
@@ -223,7 +224,8 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
           f"{sum(lp['rtx_sent'] for x in sums for lp in x['loop'])}, duplicates "
           f"{sum(lp['duplicates'] for x in sums for lp in x['loop'])}")
     busy = [lp["busy_ns"] / 1e9 for x in sums for lp in x["loop"]]
-    print(f"  loop busy time (s, outside epoll_wait) {[round(b, 2) for b in busy]}, wakeups "
+    print(f"  loops: busy (outside epoll_wait) {[round(b, 2) for b in busy]} s, CPU "
+          f"{[round(lp['cpu_ns'] / 1e9, 2) for x in sums for lp in x['loop']]} s, wake-ups "
           f"{[lp['wakeups'] for x in sums for lp in x['loop']]}")
     print(f"  timer lateness end-due : {pcts(late)}")
     print(f"  read lag arrival-kernel: {pcts(lag)}")
@@ -244,6 +246,7 @@ def main() -> None:
     ap.add_argument("--type", default="con", choices=("con", "non"))
     ap.add_argument("--loops", type=int, default=2)
     ap.add_argument("--warmup-ms", type=int, default=0)
+    ap.add_argument("--spin-us", type=int, default=0, help="wot-fleet --spin-us")
     ap.add_argument("--no-load", action="store_true", help="only the start-up/memory part")
     ap.add_argument("--no-lock", action="store_true",
                     help="smoke run without the host lock (figures not fit for the docs)")
