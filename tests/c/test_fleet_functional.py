@@ -299,3 +299,18 @@ def test_requests_cut_short_by_the_signal_are_counted(fleet_asan_bin, tmp_path):
         assert (lp["pending_at_exit"], lp["unacked_at_exit"]) == (3, 1)
         assert [r["device"] for r in f.log()] == ["1"]
         assert f.devices()[0]["requests"] == "3" and f.devices()[0]["responses"] == "0"
+
+
+def test_spin_before_timers(fleet_asan_bin, tmp_path):
+    """--spin-us: the loop wakes that much before a sleep service's end and polls up to it; the
+    service still ends at or after its due time."""
+    spec = Spec(0, OTHER, slots=4)
+    with Fleet(fleet_asan_bin, tmp_path, [spec], "--spin-us", "200") as f:
+        c = Client(spec.listen)
+        for _ in range(5):
+            assert code_str(c.request(GET, "a/b/c", NON)["code"]) == "2.05"
+        c.close()
+        clean_exit(f)
+        rows = f.log()
+        assert len(rows) == 5 and all(int(r["end_ns"]) >= int(r["due_ns"]) for r in rows)
+        assert f.summary()["loop"][0]["spins"] > 0
