@@ -314,3 +314,47 @@ def test_spin_before_timers(fleet_asan_bin, tmp_path):
         rows = f.log()
         assert len(rows) == 5 and all(int(r["end_ns"]) >= int(r["due_ns"]) for r in rows)
         assert f.summary()["loop"][0]["spins"] > 0
+
+
+def test_many_timers_all_end_on_or_after_due(fleet_asan_bin, tmp_path):
+    """400 sleep services of 1, 3 and 7 ms over 20 devices at once: every one answered, none
+    ended before its due time (the timer heap keeps its order under many inserts/removals)."""
+    res = "a,1000,sleep,1\nb,3000,sleep,1\nc,7000,sleep,1\n"
+    specs = [Spec(i, res, slots=4, queue=64, response="separate") for i in range(20)]
+    with Fleet(fleet_asan_bin, tmp_path, specs, "--loops", "2") as f:
+        clients = [Client(s.listen) for s in specs]
+        for k in range(20):
+            for c in clients:
+                c.send(GET, "abc"[(k + len(c.sent_tokens)) % 3], NON)
+        for c in clients:
+            c.poll(10)
+            assert len(c.results) == 20 and not c.pending
+            assert all(code_str(r["code"]) == "2.05" for r in c.results.values())
+            c.close()
+        clean_exit(f)
+        rows = f.log()
+        assert len(rows) == 400
+        S = {"a": 1_000_000, "b": 3_000_000, "c": 7_000_000}
+        for r in rows:
+            assert int(r["due_ns"]) == int(r["start_ns"]) + S[r["path"]]
+            assert int(r["end_ns"]) >= int(r["due_ns"])
+
+
+def test_job_pool_exhausted_is_the_engines_503(fleet_asan_bin, tmp_path):
+    """The loop's job pool is 2 x (slots + queue) per device: separate CON responses nobody
+    ACKs keep their jobs, and then a request the device could queue gets 5.03 counted as
+    pool_503 (the engine's limit, not the device's queue)."""
+    spec = Spec(0, FAST, slots=1, queue=1, response="separate")
+    with Fleet(fleet_asan_bin, tmp_path, [spec]) as f:
+        s = raw_socket()
+        codes = []
+        for k in range(5):
+            s.sendto(encode(CON, GET, 300 + k, bytes([k]), "r0"), spec.listen)
+            got = [recv(s), recv(s)]                         # empty ACK and the response
+            codes.append(next(code_str(m["code"]) for m in got if m and m["code"]))
+        s.close()
+        assert codes == ["2.05"] * 4 + ["5.03"], codes
+        clean_exit(f)
+        lp = f.summary()["loop"][0]
+        assert lp["pool_503"] == 1 and lp["unacked_at_exit"] == 4
+        assert f.devices()[0]["overload_503"] == "1"
