@@ -246,7 +246,7 @@ def main() -> None:
     ap.add_argument("--type", default="con", choices=("con", "non"))
     ap.add_argument("--loops", type=int, default=2)
     ap.add_argument("--warmup-ms", type=int, default=0)
-    ap.add_argument("--spin-us", type=int, default=0, help="wot-fleet --spin-us")
+    ap.add_argument("--spin-us", default="0", help="wot-fleet --spin-us, a list: one load run each")
     ap.add_argument("--no-load", action="store_true", help="only the start-up/memory part")
     ap.add_argument("--no-lock", action="store_true",
                     help="smoke run without the host lock (figures not fit for the docs)")
@@ -267,10 +267,13 @@ def main() -> None:
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
             startup(Path(tmp), n, per_process, args)
+    spins = [int(x) for x in args.spin_us.split(",")]
     for n in ([] if args.no_load else
               [int(x) for x in args.load_sizes.split(",")] if args.load_sizes else [max(sizes)]):
-        with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-            load_run(Path(tmp), n, per_process, args)
+        for spin in spins:
+            args.spin_us = spin
+            with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+                load_run(Path(tmp), n, per_process, args)
     print(host_line("done"))
 
 
