@@ -43,6 +43,7 @@ from testkit.fleet import DEVICES_HEADER  # noqa: E402
 
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet"
 SLABS = ("UDP", "sock_inode_cache", "filp", "dentry", "eventpoll_epi", "eventpoll_pwq")
+GE_MAX_ENDPOINTS = 60000   # one gateway emulator takes at most 65535 distinct endpoints
 FD_MARGIN = 64          # beside the device sockets: epoll, timerfd, eventfd, signalfd, stdio
 
 
@@ -177,30 +178,43 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     order = list(range(n))
     random.Random(1).shuffle(order)
     gap = 1e6 / args.rate
-    trace = tmp / "trace.csv"
-    with open(trace, "w") as f:
+    # one GE takes at most 65535 endpoints: the devices are split over ceil(n / 60000) GEs,
+    # each sending its share of the schedule from the same start instant
+    n_ge = -(-n // GE_MAX_ENDPOINTS)
+    traces = [open(tmp / f"trace{g}.csv", "w") for g in range(n_ge)]
+    for f in traces:
         f.write("device_id,send_time_us,method,uri\n")
-        for k in range(count):
-            i = order[k % n]
-            f.write(f"{i},{int(k * gap)},GET,coap://{addr(i)}:5683/r0\n")
-    out = tmp / "ge"
-    out.mkdir()
+    for k in range(count):
+        i = order[k % n]
+        traces[i % n_ge].write(f"{i},{int(k * gap)},GET,coap://{addr(i)}:5683/r0\n")
+    for f in traces:
+        f.close()
     try:
         ready_s = e.start()
-        ge_args = [str(GE_BIN), "--trace", str(trace), "--out", str(out), "--type", args.type,
-                   "--timeout-ms", "5000"]
-        if args.warmup_ms:
-            ge_args += ["--warmup-ms", str(args.warmup_ms),
-                        "--start-at", str(time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-                                          + (args.warmup_ms + 2000) * 1_000_000)]
+        start_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + (args.warmup_ms + 1000) * 1_000_000
+        ges = []
+        for g in range(n_ge):
+            (tmp / f"ge{g}").mkdir()
+            cmd = [str(GE_BIN), "--trace", str(tmp / f"trace{g}.csv"), "--out",
+                   str(tmp / f"ge{g}"), "--type", args.type, "--timeout-ms", "5000",
+                   "--start-at", str(start_at)]
+            if args.warmup_ms:
+                cmd += ["--warmup-ms", str(args.warmup_ms)]
+            ges.append(subprocess.Popen(cmd, stderr=open(tmp / f"ge{g}.err", "w")))
         t0 = time.monotonic()
-        ge = subprocess.run(ge_args, capture_output=True, text=True,
-                            timeout=args.duration_s + args.warmup_ms / 1e3 + 120)
+        for p in ges:
+            p.wait(timeout=args.duration_s + args.warmup_ms / 1e3 + 120)
         ge_s = time.monotonic() - t0
         load = os.getloadavg()
     finally:
         rcs = e.stop()
-    s = json.loads((out / "summary.json").read_text())
+    ge_rcs = [p.returncode for p in ges]
+    sge = []
+    for g in range(n_ge):
+        try:
+            sge.append(json.loads((tmp / f"ge{g}" / "summary.json").read_text()))
+        except FileNotFoundError:
+            print(f"  GE {g} wrote no summary: {(tmp / f'ge{g}.err').read_text().strip()[-400:]}")
     late, lag, queue = [], [], []
     for r in e.logs():
         if r["start_ns"]:
@@ -211,13 +225,14 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     sums = e.summaries()
     print(f"load: {n} devices ({len(e.dirs)} process(es) x {args.loops} loops, ready "
           f"{ready_s:.1f} s), GE {args.rate} req/s x {args.duration_s} s {args.type.upper()}, "
-          f"sleep {args.service_us} µs, response {args.response}, spin {args.spin_us} µs; GE exit {ge.returncode} after "
+          f"sleep {args.service_us} µs, response {args.response}, spin {args.spin_us} µs; {n_ge} GE(s) exit {ge_rcs} after "
           f"{ge_s:.1f} s; engines exit {sorted(set(rcs))}; load average at the end "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if s.get("warmup"):
-        print(f"  GE warm-up: {s['warmup']}")
-    print(f"  GE outcomes {s['outcomes']}, achieved {s['achieved_rate']:.0f} req/s, send lag "
-          f"(µs) {s['send_lag_us']}")
+    for g, s in enumerate(sge):
+        if s.get("warmup"):
+            print(f"  GE {g} warm-up: {s['warmup']}")
+        print(f"  GE {g} outcomes {s['outcomes']}, achieved {s['achieved_rate']:.0f} req/s, send "
+              f"lag (µs) {s['send_lag_us']}")
     print(f"  engine rows {len(late)} served of "
           f"{sum(x['requests'] for x in sums)} requests; 5.03 {sum(x['overload_503'] for x in sums)}"
           f", pool_503 {sum(lp['pool_503'] for x in sums for lp in x['loop'])}, rtx_sent "
@@ -230,8 +245,6 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     print(f"  timer lateness end-due : {pcts(late)}")
     print(f"  read lag arrival-kernel: {pcts(lag)}")
     print(f"  device queueing start-arrival: {pcts(queue)}", flush=True)
-    if ge.returncode:
-        print("  GE stderr: " + ge.stderr.strip()[-600:])
 
 
 def main() -> None:
