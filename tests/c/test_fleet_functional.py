@@ -358,3 +358,23 @@ def test_job_pool_exhausted_is_the_engines_503(fleet_asan_bin, tmp_path):
         lp = f.summary()["loop"][0]
         assert lp["pool_503"] == 1 and lp["unacked_at_exit"] == 4
         assert f.devices()[0]["overload_503"] == "1"
+
+
+def test_idle_engine_uses_no_cpu(fleet_bin, tmp_path):
+    """No polling: after its requests are done, an idle engine of 500 devices burns no CPU
+    (epoll_wait blocks, the timerfd is disarmed)."""
+    specs = [Spec(i, OTHER) for i in range(500)]
+    with Fleet(fleet_bin, tmp_path, specs, "--loops", "2", nofile=1024) as f:
+        c = Client(specs[7].listen)
+        assert code_str(c.request(GET, "a/b/c")["code"]) == "2.05"
+        c.close()
+        time.sleep(0.2)
+
+        def cpu_ns():
+            tasks = f"/proc/{f.proc.pid}/task"
+            return sum(int(open(f"{tasks}/{t}/schedstat").read().split()[0])
+                       for t in os.listdir(tasks))
+        before = cpu_ns()
+        time.sleep(1.0)
+        assert cpu_ns() - before < 2_000_000      # < 0.2 % of a core
+        assert f.stop() == 0

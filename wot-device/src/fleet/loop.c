@@ -28,10 +28,13 @@
 /* RFC 7252 §4.8 transmission parameters for the separate CON responses */
 #define ACK_TIMEOUT_NS 2000000000ULL
 #define MAX_RETRANSMIT 4
-#define READ_BUDGET 32      /* datagrams per socket per wake-up, then the other ready fds */
+/* One datagram per readiness event: a device's socket rarely holds a second one, and
+ * level-triggered epoll reports it again if it does, so draining to EAGAIN would cost one
+ * more recvmsg per datagram for nothing. */
 #define EP_EVENTS 256
 #define DONE_BATCH 256
 #define LINK_FORMAT 40      /* application/link-format */
+#define TIMER_FIRED UINT64_MAX  /* l->armed after the timerfd fired: timerfd_settime is due */
 
 /* ---- memory reserved once: untouched pages of these arrays cost nothing ---- */
 
@@ -462,26 +465,24 @@ static void on_datagram(struct fl_loop *l, struct fl_device *d, size_t n,
 }
 
 static void on_readable(struct fl_loop *l, struct fl_device *d) {
-    for (int b = 0; b < READ_BUDGET; b++) {
-        struct sockaddr_in peer;
-        struct iovec iov = {.iov_base = l->rx, .iov_len = sizeof l->rx};
-        rxstamp_ctl_t ctl;
-        struct msghdr mh = rxstamp_msg(&iov, &ctl);
-        mh.msg_name = &peer;
-        mh.msg_namelen = sizeof peer;
-        ssize_t n = recvmsg(d->fd, &mh, MSG_DONTWAIT);
-        if (n < 0)
-            return;                                 /* EAGAIN: drained */
-        uint64_t arrival = (uint64_t)mono_ns();
-        int64_t rt = rxstamp_realtime_ns(&mh);
-        uint64_t arrival_k = rt > 0 ? (uint64_t)clock_map_to_mono(&l->cmap, rt) : 0;
-        if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > FL_MAX_DATAGRAM ||
-            mh.msg_namelen != sizeof peer || peer.sin_family != AF_INET) {
-            d->c.malformed++;                        /* larger than one CoAP datagram here */
-            continue;
-        }
-        on_datagram(l, d, (size_t)n, &peer, arrival, arrival_k);
+    struct sockaddr_in peer;
+    struct iovec iov = {.iov_base = l->rx, .iov_len = sizeof l->rx};
+    rxstamp_ctl_t ctl;
+    struct msghdr mh = rxstamp_msg(&iov, &ctl);
+    mh.msg_name = &peer;
+    mh.msg_namelen = sizeof peer;
+    ssize_t n = recvmsg(d->fd, &mh, MSG_DONTWAIT);
+    if (n < 0)
+        return;                                     /* EAGAIN */
+    uint64_t arrival = (uint64_t)mono_ns();
+    int64_t rt = rxstamp_realtime_ns(&mh);
+    uint64_t arrival_k = rt > 0 ? (uint64_t)clock_map_to_mono(&l->cmap, rt) : 0;
+    if ((mh.msg_flags & MSG_TRUNC) || (size_t)n > FL_MAX_DATAGRAM ||
+        mh.msg_namelen != sizeof peer || peer.sin_family != AF_INET) {
+        d->c.malformed++;                            /* larger than one CoAP datagram here */
+        return;
     }
+    on_datagram(l, d, (size_t)n, &peer, arrival, arrival_k);
 }
 
 /* Finished busy-mode jobs from the workers. */
@@ -540,11 +541,9 @@ void *fl_loop_run(void *arg) {
         for (int i = 0; i < n; i++) {
             void *p = ev[i].data.ptr;
             if (p == &l->tfd) {
-                uint64_t exp;
-                if (read(l->tfd, &exp, sizeof exp) < 0) {
-                    /* EAGAIN: re-armed since; the heap decides */
-                }
-                l->armed = 0;
+                /* expired: timer_arm() below must set it again or disarm it, which also clears
+                 * its expiration count (no read() needed) */
+                l->armed = TIMER_FIRED;
             } else if (p == &l->wfd) {
                 on_done(l);
             } else {
