@@ -96,7 +96,9 @@ class Engines:
                  loops: int, spin_us: int = 0):
         self.spin_us = spin_us
         self.dirs, self.procs = [], []
-        per_process = -(-n // -(-n // per_process))     # equal shares
+        nproc = -(-n // per_process)
+        per_process = -(-n // nproc)                    # equal shares
+        loops = max(1, loops // nproc)                  # --loops threads in all, not per process
         res = tmp / "res.csv"
         res.write_text(f"path,service_time_us,mode,payload_bytes\nr0,{service_us},sleep,16\n")
         for k, first in enumerate(range(0, n, per_process)):
@@ -239,6 +241,8 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
           f"{sum(lp['rtx_sent'] for x in sums for lp in x['loop'])}, duplicates "
           f"{sum(lp['duplicates'] for x in sums for lp in x['loop'])}")
     busy = [lp["busy_ns"] / 1e9 for x in sums for lp in x["loop"]]
+    cpu = sum(lp["cpu_ns"] for x in sums for lp in x["loop"])
+    print(f"  loop CPU per request {cpu / max(1, sum(x['requests'] for x in sums)) / 1e3:.1f} µs")
     print(f"  loops: busy (outside epoll_wait) {[round(b, 2) for b in busy]} s, CPU "
           f"{[round(lp['cpu_ns'] / 1e9, 2) for x in sums for lp in x['loop']]} s, wake-ups "
           f"{[lp['wakeups'] for x in sums for lp in x['loop']]}")
