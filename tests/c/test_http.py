@@ -115,8 +115,10 @@ def test_busy_pool_queues_and_latency_counts_from_the_schedule(ge_asan_bin, tmp_
     assert len(queued) >= 15 and s["http"]["queued"] == len(queued)
     for i in queued:
         g, q = got[i], int(hc[i]["queued_ns"])
-        # queued at its instant (the GE was on time), sent when the connection came free
-        assert 0 <= q - int(g["scheduled_ns"]) < 2 * MS
+        # queued at its instant, not when a connection came free: within the server's 20 ms
+        # (the loop's own lateness on a loaded host is the send lag's business, not this test's),
+        # then sent when the connection came free
+        assert 0 <= q - int(g["scheduled_ns"]) < 20 * MS and q < int(g["sent_ns"])
         assert int(g["sent_ns"]) >= int(got[i - 1]["received_kernel_ns"] or got[i - 1]["received_ns"])
     # from the schedule the last request waited for ~15 others at 20 ms each
     last = got[-1]
