@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testkit import hostlock  # noqa: E402
-from testkit.bench import GE_BIN, stop  # noqa: E402
+from testkit.bench import GE_BIN, SMOKE_BANNER, SMOKE_HELP, stop  # noqa: E402
 from testkit.fleet import DEVICES_HEADER  # noqa: E402
 
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet"
@@ -265,9 +265,11 @@ def main() -> None:
     ap.add_argument("--warmup-ms", type=int, default=0)
     ap.add_argument("--spin-us", default="0", help="wot-fleet --spin-us, a list: one load run each")
     ap.add_argument("--no-load", action="store_true", help="only the start-up/memory part")
-    ap.add_argument("--no-lock", action="store_true",
-                    help="smoke run without the host lock (figures not fit for the docs)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER, flush=True)
+        args.sizes, args.load_sizes, args.rate, args.duration_s = "300", "300", 300, 1.0
     for d in ("wot-device", "gateway-emulator"):
         subprocess.run(["make", "-s", "-C", str(ROOT / d)], check=True,
                        stderr=subprocess.DEVNULL)
@@ -276,9 +278,7 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"RLIMIT_NOFILE soft {soft} hard {hard}: at most {per_process} devices per wot-fleet "
           f"process here (one UDP socket per device)")
-    if args.no_lock:
-        print("NOT under the host lock: a smoke run, not figures for the docs")
-    else:
+    if not args.smoke:
         hostlock.hold()
     print(host_line("fleet_engine_bench"), flush=True)
     for n in sizes:
