@@ -538,6 +538,7 @@ void *fl_loop_run(void *arg) {
             break;
         }
         l->st.wakeups++;
+        on_timers(l);   /* services due now end before a batch of new requests is read */
         for (int i = 0; i < n; i++) {
             void *p = ev[i].data.ptr;
             if (p == &l->tfd) {
