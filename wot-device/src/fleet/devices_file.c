@@ -17,23 +17,6 @@
 #define MAX_ONE_DATAGRAM 1024   /* payload without block-wise transfer */
 #define WKC_MAX 1024            /* /.well-known/core body without block-wise transfer */
 
-static int fail(const char *file, long line, const char *what, const char *expected) {
-    fprintf(stderr, "%s:%ld: %s, expected %s\n", file, line, what, expected);
-    return -1;
-}
-
-static int parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* IPv4:PORT, port 1..65535 */
 static int parse_listen(const char *s, struct sockaddr_in *a) {
     const char *c = strrchr(s, ':');
@@ -44,7 +27,7 @@ static int parse_listen(const char *s, struct sockaddr_in *a) {
     host[c - s] = '\0';
     unsigned long long port;
     memset(a, 0, sizeof *a);
-    if (inet_pton(AF_INET, host, &a->sin_addr) != 1 || parse_uint(c + 1, 65535, &port) ||
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1 || csv_parse_uint(c + 1, 65535, &port) ||
         port == 0)
         return -1;
     a->sin_family = AF_INET;
@@ -91,18 +74,18 @@ static int check_supported(const char *file, long ln, const struct fl_res_file *
         if (r->notify_dist != NOTIFY_NONE) {
             snprintf(what, sizeof what, "resource '%s' of %s is observable (notify_dist), "
                      "which wot-fleet does not emulate yet", r->path, rf->path);
-            return fail(file, ln, what, "notify_dist none, or run this device as wot-device");
+            return csv_fail(file, ln, what, "notify_dist none, or run this device as wot-device");
         }
         if (r->payload_bytes > MAX_ONE_DATAGRAM) {
             snprintf(what, sizeof what, "resource '%s' of %s has payload_bytes %u (block-wise), "
                      "which wot-fleet does not emulate yet", r->path, rf->path, r->payload_bytes);
-            return fail(file, ln, what, "payload_bytes <= 1024, or run this device as wot-device");
+            return csv_fail(file, ln, what, "payload_bytes <= 1024, or run this device as wot-device");
         }
     }
     if (rf->wkc_len > WKC_MAX) {
         snprintf(what, sizeof what, "the /.well-known/core listing of %s is %zu bytes "
                  "(block-wise)", rf->path, rf->wkc_len);
-        return fail(file, ln, what, "at most 1024 bytes of resource paths");
+        return csv_fail(file, ln, what, "at most 1024 bytes of resource paths");
     }
     return 0;
 }
@@ -119,10 +102,10 @@ static int file_get(struct file_table *t, const char *path, const char *devfile,
     }
     struct fl_res_file rf = {.path = strdup(path)};
     if (!rf.path)
-        return fail(devfile, ln, "out of memory", "a smaller devices file");
+        return csv_fail(devfile, ln, "out of memory", "a smaller devices file");
     if (resources_load(path, &rf.rs)) {  /* printed FILE:LINE of the resource file */
         free(rf.path);
-        return fail(devfile, ln, "bad resource file (above)", "a valid resource file (CONTRACTS §1)");
+        return csv_fail(devfile, ln, "bad resource file (above)", "a valid resource file (CONTRACTS §1)");
     }
     if (make_wkc(&rf) || check_supported(devfile, ln, &rf)) {
         resources_free(&rf.rs);
@@ -157,7 +140,7 @@ static int check_unique(const char *file, struct keyline *k, uint32_t n, const c
         if (k[i].key == k[i - 1].key) {
             char w[128];
             snprintf(w, sizeof w, "%s already used on line %u", what, k[i - 1].line);
-            return fail(file, k[i].line, w, expected);
+            return csv_fail(file, k[i].line, w, expected);
         }
     return 0;
 }
@@ -192,9 +175,9 @@ static int header_problem(const char *file, const char *line) {
         char what[256];
         snprintf(what, sizeof what, "columns after piggyback_max_us (%.160s): wot-fleet has no "
                  "Observe, impairments, DTLS or push yet", line + strlen(HEADER) + 1);
-        return fail(file, 1, what, "exactly '" HEADER "'");
+        return csv_fail(file, 1, what, "exactly '" HEADER "'");
     }
-    return fail(file, 1, "missing or wrong header", "'" HEADER "'");
+    return csv_fail(file, 1, "missing or wrong header", "'" HEADER "'");
 }
 
 int fl_devices_load(const char *file, struct fleet *f) {
@@ -227,14 +210,14 @@ int fl_devices_load(const char *file, struct fleet *f) {
     long ln = 0;
     int rc = 0, seen_header = 0;
     if (!t.slot || !t.v || !f->dev || !kidx || !kaddr || !f->strings || !dir) {
-        rc = fail(file, 0, "out of memory or path too long", "a smaller devices file");
+        rc = csv_fail(file, 0, "out of memory or path too long", "a smaller devices file");
         goto out;
     }
     ssize_t len;
     while (rc == 0 && (len = getline(&line, &lcap, fp)) >= 0) {
         ln++;
         if ((size_t)len != strlen(line)) {
-            rc = fail(file, ln, "NUL byte in line", "text");
+            rc = csv_fail(file, ln, "NUL byte in line", "text");
             break;
         }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -250,47 +233,37 @@ int fl_devices_load(const char *file, struct fleet *f) {
             continue;
         }
         char *fld[NFIELDS];
-        int nf = 0;
-        for (char *s = line;;) {
-            char *comma = strchr(s, ',');
-            if (nf < NFIELDS)
-                fld[nf] = s;
-            nf++;
-            if (!comma)
-                break;
-            *comma = '\0';
-            s = comma + 1;
-        }
+        int nf = csv_split(line, fld, NFIELDS);
         if (nf != NFIELDS) {
             char what[64];
             snprintf(what, sizeof what, "%d fields", nf);
-            rc = fail(file, ln, what, "8 fields " HEADER);
+            rc = csv_fail(file, ln, what, "8 fields " HEADER);
             break;
         }
         struct fl_device *d = &f->dev[f->ndev];
         unsigned long long idx, slots, queue, pb;
-        if (parse_uint(fld[0], 0xFFFFFFFEULL, &idx)) {
-            rc = fail(file, ln, "bad index", "an integer 0..4294967294");
+        if (csv_parse_uint(fld[0], 0xFFFFFFFEULL, &idx)) {
+            rc = csv_fail(file, ln, "bad index", "an integer 0..4294967294");
             break;
         }
         if (fld[1][0] == '\0') {
-            rc = fail(file, ln, "empty name", "a device name");
+            rc = csv_fail(file, ln, "empty name", "a device name");
             break;
         }
         if (parse_listen(fld[2], &d->addr)) {
-            rc = fail(file, ln, "bad listen", "IPv4:PORT, e.g. 127.0.3.7:5683");
+            rc = csv_fail(file, ln, "bad listen", "IPv4:PORT, e.g. 127.0.3.7:5683");
             break;
         }
         if (fld[3][0] == '\0') {
-            rc = fail(file, ln, "empty resources", "the path of a resource file");
+            rc = csv_fail(file, ln, "empty resources", "the path of a resource file");
             break;
         }
-        if (parse_uint(fld[4], 1024, &slots) || slots == 0) {
-            rc = fail(file, ln, "bad slots", "an integer 1..1024");
+        if (csv_parse_uint(fld[4], 1024, &slots) || slots == 0) {
+            rc = csv_fail(file, ln, "bad slots", "an integer 1..1024");
             break;
         }
-        if (parse_uint(fld[5], 1 << 20, &queue) || queue == 0) {
-            rc = fail(file, ln, "bad queue", "an integer 1..1048576");
+        if (csv_parse_uint(fld[5], 1 << 20, &queue) || queue == 0) {
+            rc = csv_fail(file, ln, "bad queue", "an integer 1..1048576");
             break;
         }
         if (!strcmp(fld[6], "auto"))
@@ -300,21 +273,21 @@ int fl_devices_load(const char *file, struct fleet *f) {
         else if (!strcmp(fld[6], "separate"))
             d->response = FL_RESP_SEPARATE;
         else {
-            rc = fail(file, ln, "bad response", "auto, piggyback or separate");
+            rc = csv_fail(file, ln, "bad response", "auto, piggyback or separate");
             break;
         }
-        if (parse_uint(fld[7], 3600000000ULL, &pb)) {
-            rc = fail(file, ln, "bad piggyback_max_us", "an integer 0..3600000000");
+        if (csv_parse_uint(fld[7], 3600000000ULL, &pb)) {
+            rc = csv_fail(file, ln, "bad piggyback_max_us", "an integer 0..3600000000");
             break;
         }
         char rpath[4096];
         if ((fld[3][0] == '/' ? snprintf(rpath, sizeof rpath, "%s", fld[3])
                               : snprintf(rpath, sizeof rpath, "%s/%s", dir, fld[3])) >=
             (int)sizeof rpath) {
-            rc = fail(file, ln, "resources path too long", "a path under 4096 bytes");
+            rc = csv_fail(file, ln, "resources path too long", "a path under 4096 bytes");
             break;
         }
-        uint32_t fi;
+        uint32_t fi = 0;
         if ((rc = file_get(&t, rpath, file, ln, &fi)))
             break;
         d->index = (uint32_t)idx;
@@ -334,9 +307,9 @@ int fl_devices_load(const char *file, struct fleet *f) {
         f->ndev++;
     }
     if (rc == 0 && !seen_header)
-        rc = fail(file, ln, "empty file", "the header '" HEADER "'");
+        rc = csv_fail(file, ln, "empty file", "the header '" HEADER "'");
     else if (rc == 0 && f->ndev == 0)
-        rc = fail(file, ln, "no devices", "at least one device line");
+        rc = csv_fail(file, ln, "no devices", "at least one device line");
     if (rc == 0)
         rc = check_unique(file, kidx, f->ndev, "index", "a distinct index per device");
     if (rc == 0)
