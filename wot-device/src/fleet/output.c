@@ -7,40 +7,12 @@
 #include <string.h>
 
 #include "fleet.h"
-
-static const char *method_name(uint8_t m) {
-    static const char *names[] = {"?", "GET", "POST", "PUT", "DELETE"};
-    return m < 5 ? names[m] : "?";
-}
-
-static FILE *open_in(const char *dir, const char *file) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "wot-fleet: cannot write %s: %s\n", path, strerror(errno));
-    return f;
-}
-
-static int close_checked(FILE *f, const char *what) {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "wot-fleet: error writing %s\n", what);
-        return -1;
-    }
-    return 0;
-}
-
-static void put_opt(FILE *f, uint64_t v) {
-    fputc(',', f);
-    if (v)
-        fprintf(f, "%llu", (unsigned long long)v);
-}
+#include "../textout.h"
 
 static int write_log(const char *dir, const struct fl_loop *l) {
     char name[64];
     snprintf(name, sizeof name, "fleet-log-%d.csv", l->id);
-    FILE *f = open_in(dir, name);
+    FILE *f = textout_open("wot-fleet", dir, name);
     if (!f)
         return -1;
     static char buf[1 << 16];
@@ -55,20 +27,20 @@ static int write_log(const char *dir, const struct fl_loop *l) {
                     (unsigned long long)r->end_ns);
         else
             fputs(",,", f);
-        fprintf(f, "%s,%s,%u.%02u,", r->res ? r->res->path : "", method_name(r->method),
+        fprintf(f, "%s,%s,%u.%02u,", r->res ? r->res->path : "", textout_method(r->method),
                 r->code >> 5, r->code & 31);
         for (int k = 0; k < r->tkl; k++)
             fprintf(f, "%02x", r->token[k]);
-        put_opt(f, r->arrival_k_ns);
-        put_opt(f, r->sent_ns);
-        put_opt(f, r->start_ns ? r->due_ns : 0);
+        textout_opt_u64(f, r->arrival_k_ns);
+        textout_opt_u64(f, r->sent_ns);
+        textout_opt_u64(f, r->start_ns ? r->due_ns : 0);
         fputc('\n', f);
     }
-    return close_checked(f, name);
+    return textout_close("wot-fleet", f, name);
 }
 
 static int write_devices(const char *dir, const struct fleet *fl) {
-    FILE *f = open_in(dir, "fleet-devices.csv");
+    FILE *f = textout_open("wot-fleet", dir, "fleet-devices.csv");
     if (!f)
         return -1;
     static char buf[1 << 16];
@@ -83,7 +55,7 @@ static int write_devices(const char *dir, const struct fleet *fl) {
                 (unsigned long long)d->c.malformed, (unsigned long long)d->c.piggybacked,
                 (unsigned long long)d->c.log_dropped);
     }
-    return close_checked(f, "fleet-devices.csv");
+    return textout_close("wot-fleet", f, "fleet-devices.csv");
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -102,19 +74,6 @@ static void put_pcts(FILE *f, uint64_t *v, size_t n) {
     fprintf(f, "{\"p50\": %llu, \"p99\": %llu, \"max\": %llu}",
             (unsigned long long)v[i50 ? i50 - 1 : 0], (unsigned long long)v[i99 ? i99 - 1 : 0],
             (unsigned long long)v[n - 1]);
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
-    }
-    fputc('"', f);
 }
 
 static uint64_t rss_bytes(void) {
@@ -190,11 +149,11 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
         log_n += fl->loops[i].log_n;
         log_dropped += fl->loops[i].log_dropped;
     }
-    FILE *f = open_in(dir, "fleet-summary.json");
+    FILE *f = textout_open("wot-fleet", dir, "fleet-summary.json");
     if (!f)
         return -1;
     fputs("{\"name\": ", f);
-    json_str(f, fl->name);
+    textout_json_str(f, fl->name);
     fprintf(f, ", \"devices\": %u, \"loops\": %d, \"workers\": %d, \"requests\": %llu, "
             "\"responses\": %llu, \"overload_503\": %llu, \"not_found\": %llu, "
             "\"malformed\": %llu, \"log_entries\": %llu, \"log_dropped\": %llu, \"loop\": [",
@@ -212,7 +171,7 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
         }
     }
     fprintf(f, "], \"rss_bytes\": %llu}\n", (unsigned long long)rss);
-    return close_checked(f, "fleet-summary.json");
+    return textout_close("wot-fleet", f, "fleet-summary.json");
 }
 
 int fl_write_outputs(const struct fleet *f) {
