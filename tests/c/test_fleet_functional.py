@@ -88,6 +88,22 @@ def test_devices_ports_files_and_loops(fleet_asan_bin, tmp_path):
         assert summary["rss_bytes"] > 0
 
 
+def test_devices_go_to_loops_by_the_contracts_formula(fleet_asan_bin, tmp_path):
+    """Device at file position k runs in loop floor(k * loops / count) (CONTRACTS §3b)."""
+    specs = [Spec(100 + k, FAST) for k in range(7)]
+    with Fleet(fleet_asan_bin, tmp_path, specs, "--loops", "3") as f:
+        for s in specs:
+            c = Client(s.listen)
+            assert code_str(c.request(GET, "r0")["code"]) == "2.05"
+            c.close()
+        clean_exit(f)
+        assert [lp["devices"] for lp in f.summary()["loop"]] == [3, 2, 2]
+        for loop in range(3):
+            with open(f.logdir / f"fleet-log-{loop}.csv") as fh:
+                got = sorted(int(r["device"]) - 100 for r in csv.DictReader(fh))
+            assert got == [k for k in range(7) if k * 3 // 7 == loop]
+
+
 def test_log_rows_stamps_and_due(fleet_asan_bin, tmp_path):
     """Every request is one row; stamps are ordered; due = start + S; a sleep service does not
     end before it is due, a busy one takes at least S."""

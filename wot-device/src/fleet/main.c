@@ -132,9 +132,11 @@ static int run(struct fleet *f) {
         f->loops[i].ep = f->loops[i].tfd = f->loops[i].wfd = -1;
     int rc = 0, started = 0;
     for (int i = 0; i < f->nloops && rc == 0; i++) {
-        /* device k goes to loop k * loops / count: contiguous blocks */
-        uint32_t first = (uint32_t)((uint64_t)f->ndev * (uint64_t)i / (uint64_t)f->nloops);
-        uint32_t end = (uint32_t)((uint64_t)f->ndev * (uint64_t)(i + 1) / (uint64_t)f->nloops);
+        /* device k goes to loop floor(k * loops / count): loop i holds the contiguous block
+         * k = ceil(count * i / loops) .. ceil(count * (i + 1) / loops) - 1 */
+        uint64_t n = f->ndev, L = (uint64_t)f->nloops;
+        uint32_t first = (uint32_t)((n * (uint64_t)i + L - 1) / L);
+        uint32_t end = (uint32_t)((n * (uint64_t)(i + 1) + L - 1) / L);
         if (fl_loop_init(f, &f->loops[i], i, first, end - first))
             rc = 1;
     }
