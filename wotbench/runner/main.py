@@ -30,17 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from wotbench.deploy.addressing import DEVICES_PER_BLOCK
-from wotbench.config.load import load_config
 from wotbench.errors import WotbenchError
-from wotbench.deploy.plan import make_plan
+from wotbench.preflight import preflight
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
-from wotbench.runner import clientlimits, dtlskey, hostlimits, inputs
+from wotbench.runner import dtlskey, hostlimits, inputs
 from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
-from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
@@ -204,34 +201,19 @@ class Runner:
 
     # -------------------------------------------------------------- 1-3: inputs
     def prepare(self) -> None:
-        cfg = load_config(self.config_path)
-        self.kind, explicit, self.connection = inputs.select_kind(
-            self.requested_backend or cfg.backend, log)
-        # network impairments: choose the backend before anything is created (fail early)
-        self.impair = Impairments.select(cfg, self.kind, explicit,
-                                         options=self.kind.impairment_options(self.connection))
+        # every refusal before anything exists: the same function `wotbench check` runs
+        pf = preflight(self.config_path, self.requested_backend, log=log, build=True)
+        self.kind, self.connection, self.impair = pf.kind, pf.connection, pf.impair
         if self.impair.backend is not None:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
-        thirdparty.check_impairments(cfg, self.impair.name)
-        clientlimits.check(cfg, docker=self.kind.needs_docker)   # gateways.clients: fds, ports
-        self.warnings += inputs.check_host(self.kind, self.connection, log)
-        self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
-        self.impair.check_device_binary(self.binaries["wot-device"])
-
-        cfg, notes = self.kind.adapt(cfg, self.connection)
-        for n in notes:
-            log(n)
-        self.warnings += notes
-        self.cfg = cfg
-        self.plan = make_plan(cfg)
+        self.binaries = pf.binaries
+        self.warnings += pf.warnings
+        self.cfg = cfg = pf.cfg
+        self.plan = pf.plan
         self.resolved = resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
-        if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
-            ports = min(cfg.total_devices + 1, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
-            self.tuning.apply(hostlimits.neighbour_plan(cfg.total_devices + 1,
-                                                        cfg.gateways.count + 1)
-                              + hostlimits.backlog_plan(ports))
+        self.tuning.apply(pf.tuning)
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
                                                                   else ""))
@@ -340,17 +322,13 @@ class Runner:
             memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
 
     def _render_server_configs(self) -> None:
-        """Third-party servers' config_template rendered per device; ``check`` (nginx -t) run
-        once per config key before anything starts (a template error is the same for all)."""
-        checked = set()
+        """Third-party servers' config_template rendered per device (the pre-flight ran their
+        ``check``, nginx -t, once per config key: a template error is the same for all)."""
         for d in self.devices + ([self.proxy] if self.proxy else []):
             if d.program is None or d.program.config_template is None:
                 continue
             serverconf.prepare(d, in_container=self.kind.needs_docker,
                                scratch=inputs.writable_dir(d.log_dir / "scratch"))
-            if d.program_key not in checked:
-                serverconf.check(d)
-                checked.add(d.program_key)
 
     def _write_body_template(self, ge_dir: Path) -> bool:
         """gateways.http body template into the GE's directory (it reads it from there)."""
