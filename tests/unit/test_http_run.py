@@ -206,7 +206,7 @@ def test_nginx_config_error_names_the_template_line(tmp_path):
     with pytest.raises(ConfigError) as e:
         serverconf.check_program(d.program_key, d.program, d.name)
     msg = e.value.problems[0]
-    assert msg.startswith(f"devices[0].server.config_template: {bad} was refused by `nginx -t")
+    assert msg.startswith(f"devices[0].server.config_template: {bad} was refused by `nginx -t -q -e stderr -c {{config}}")
     assert f'unknown directive "no_such_directive" in {bad}:{line}' in msg
     assert list((d.log_dir / "scratch").iterdir()) == []   # the check wrote elsewhere
 

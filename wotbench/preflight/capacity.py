@@ -25,11 +25,16 @@ HOST_RESERVE_BYTES = 512 * MIB
 
 @dataclass(frozen=True)
 class HostLimit:
-    setting: str      # what to name: kernel.pid_max, MemAvailable, ...
+    setting: str      # what to name: kernel.pid_max, MemTotal, ...
     kind: str         # tasks | fds | memory_bytes
     free: int         # what is left for the run
     total: int
     fix: str
+    room: str = ""    # how the refusal names it (no figure that changes from call to call)
+
+    @property
+    def names(self) -> str:
+        return self.room or f"{self.setting} = {self.total:,} leaves beside what the host runs"
 
 
 def _cgroup_pids(proc_cgroup: Path = Path("/proc/self/cgroup"),
@@ -62,10 +67,10 @@ def _running_tasks(loadavg: Path = Path("/proc/loadavg")) -> int:
         return 0
 
 
-def _mem_available() -> Optional[int]:
+def _meminfo(key: str) -> Optional[int]:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -99,10 +104,12 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int) -> list[HostLim
     if fmax is not None:
         out.append(HostLimit("fs.file-max", "fds", fmax - (fnow or 0) - HOST_RESERVE_TASKS, fmax,
                              "sysctl -w fs.file-max=9223372036854775807"))
-    mem = _mem_available()
-    if mem is not None:
-        out.append(HostLimit("MemAvailable", "memory_bytes", mem - HOST_RESERVE_BYTES, mem,
-                             "free memory on this host"))
+    mem, total = _meminfo("MemAvailable"), _meminfo("MemTotal")
+    if mem is not None and total is not None:   # named by its total: what is free varies
+        out.append(HostLimit("MemAvailable", "memory_bytes", mem - HOST_RESERVE_BYTES, total,
+                             "free memory on this host",
+                             f"this host has free (MemAvailable; MemTotal {total / 1024 / MIB:,.0f} "
+                             "GiB)"))
     return out
 
 
@@ -120,7 +127,7 @@ def demand(cfg: Config) -> dict[str, tuple[int, Need]]:
 
 
 def _amount(kind: str, v: int) -> str:
-    return f"{v / MIB:,.0f} MiB" if kind == "memory_bytes" else f"{v:,}"
+    return f"{v / 1024 / MIB:,.0f} GiB" if kind == "memory_bytes" else f"{v:,}"
 
 
 def _fix(cfg: Config, form: str) -> str:
@@ -156,12 +163,12 @@ def problems(cfg: Config, plan: Plan, limits: list[HostLimit]) -> list[str]:
                    "fds": f"{form.fds_per_device:g} per device",
                    "memory_bytes": f"{form.memory_bytes_per_device / MIB:.1f} MiB per device"
                    }[lim.kind]
+            # the limit, not what is free of it now: check and run say the same
             out.append(f"{count_key(cfg, heaviest)}: {devices:,} devices ({heaviest} form: "
                        f"{per}) need about {_amount(lim.kind, need)} "
-                       f"{'of memory' if lim.kind == 'memory_bytes' else lim.kind}, but "
-                       f"{lim.setting} leaves {_amount(lim.kind, max(lim.free, 0))} for the run "
-                       f"(of {_amount(lim.kind, lim.total)}); fix: {_fix(cfg, heaviest)}; or "
-                       f"raise the limit ({lim.fix})")
+                       f"{'of memory' if lim.kind == 'memory_bytes' else lim.kind}, more than "
+                       f"{lim.names}; fix: {_fix(cfg, heaviest)}; or raise the limit "
+                       f"({lim.fix})")
     out.extend(_core_problems(cfg, plan))
     return out
 

@@ -14,6 +14,8 @@ Steps, in order (``host``: needs this host, skipped by ``--offline``, which says
   layout         host: the backend's limits (Docker: tasks, dockerd files, conntrack), subnet
   plan           host: the cores (placement.cpus)
   capacity       host: tasks, descriptors, memory, device cores for the request rate
+  contention     host: the contention episodes' cores are the plan's
+  push           host: every pushing device's schedule renders (its targets' addresses)
   kernel tables  host: neighbour table and backlog (raised as root, else a refusal)
   programs       host: third-party programs, their files, images, `check:` of their configs
 """
@@ -28,11 +30,13 @@ from wotbench.config.load import load_config
 from wotbench.config.schema import Config
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.deploy.plan import Plan, make_plan
+from wotbench.deploy.resolve import resolve
 from wotbench.errors import EnvironmentProblem
 from wotbench.preflight import capacity, programs
-from wotbench.runner import binaries, clientlimits, hostlimits, inputs, thirdparty
+from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push, thirdparty
 from wotbench.runner.backend import BackendKind
 from wotbench.runner.backends.swarm.choose import runs_on_swarm
+from wotbench.runner.hogspec import episodes_for_run
 from wotbench.runner.impair import Impairments
 
 Log = Callable[[str], None]
@@ -56,6 +60,8 @@ class Preflight:
     connection: Optional[Any] = None
     impair: Optional[Impairments] = None
     plan: Optional[Plan] = None
+    resolved: Optional[Config] = None    # with the plan's addresses and cores
+    push_schedules: dict[str, list] = field(default_factory=dict)   # devices[].push rows
     tuning: list[hostlimits.Sysctl] = field(default_factory=list)   # to raise for the run
     binaries: dict[str, Path] = field(default_factory=dict)   # built (``build``): name -> path
     warnings: list[str] = field(default_factory=list)   # recorded with the run
@@ -129,6 +135,13 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
     add(Step("capacity", True, "tasks, file descriptors, memory and the device cores' request "
                                "rate (docs/SCALE.md)"))
+    pf.resolved = resolve(pf.cfg, pf.plan)
+    if pf.cfg.contention:     # the episodes' cores against the plan's
+        episodes_for_run(pf.resolved, pf.plan, 0)
+        add(Step("contention", True, f"{len(pf.cfg.contention)} episode(s) on the plan's cores"))
+    pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
+    if pf.push_schedules:
+        add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"))
     pf.tuning = _tuning(pf.cfg, pf.kind)
     add(Step("kernel tables", True, ", ".join(f"{s.name} {s.before} -> {s.wanted} (as root, "
                                               "for the run)" for s in pf.tuning) or "large enough"))

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from wotbench.errors import WotbenchError
 from wotbench.preflight import preflight
-from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
+from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
 from wotbench.runner import dtlskey, hostlimits, inputs
@@ -211,7 +211,7 @@ class Runner:
         self.warnings += pf.warnings
         self.cfg = cfg = pf.cfg
         self.plan = pf.plan
-        self.resolved = resolve(cfg, self.plan)
+        self.resolved = pf.resolved
         self.cd = cd_module.settings(self.resolved)
         self.tuning.apply(pf.tuning)
 
@@ -223,9 +223,9 @@ class Runner:
         self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log,
                                                         only=self.share_ids())
         self.warnings += notes
-        self.pushing = push.pushing(self.resolved)     # devices[].push: schedules rendered now
+        self.pushing = set(pf.push_schedules)     # devices[].push: rendered by the pre-flight
         if self.pushing:
-            rows = push.write_schedules(self.resolved, self.rd, self.config_path.parent)
+            rows = push.write_schedules(self.rd, pf.push_schedules)
             log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
         self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores

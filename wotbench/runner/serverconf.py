@@ -80,12 +80,12 @@ def check_program(key: str, p: Program, name: str) -> None:
             r = subprocess.run([str(exe)] + argv[1:], capture_output=True, text=True,
                                timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise ConfigError([f"{key}.check: {' '.join(argv)} did not finish within "
+            raise ConfigError([f"{key}.check: {' '.join(p.check)} did not finish within "
                                f"{CHECK_TIMEOUT_S} s"]) from None
     if r.returncode != 0:
         # the rendered file has the template's lines: name the template, not our copy
         out = (r.stdout + r.stderr).replace(str(host_config), str(template)).strip()
         lines = "\n    ".join(out.splitlines()[-12:]) or "(no output)"
         raise ConfigError([f"{key}.config_template: {template} was refused by "
-                           f"`{' '.join(argv)}` (exit {r.returncode}):\n    "
+                           f"`{' '.join(p.check)}` (exit {r.returncode}):\n    "
                            f"{lines}\n  fix the template (its file:line above) and run again"])
