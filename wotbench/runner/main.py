@@ -228,6 +228,7 @@ class Runner:
             rows = push.write_schedules(self.rd, pf.push_schedules)
             log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
         self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
+        self.rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, self.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
@@ -504,6 +505,8 @@ class Runner:
         for g in self.ges:
             g.start_at = tl.test_start_ns
         push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns)
+        # the timeline and what runs: what the analysis of a killed run needs
+        self.rd.write_run(self.record(in_progress=True))
         self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
         for g in all_ges:
             self.backend.create_ge(g)
@@ -676,8 +679,9 @@ class Runner:
                           harness_cpus=sorted(os.sched_getaffinity(0)), cpu_model=cpu_model(),
                           **(self.backend.describe() if self.backend else {}))
 
-    def record(self) -> RunRecord:
-        """run.json: what was deployed and what happened, so far (every path writes it)."""
+    def record(self, in_progress: bool = False) -> RunRecord:
+        """run.json: what was deployed and what happened, so far (every path writes it at the
+        end; ``in_progress`` at the start)."""
         rd, tl, err = self.rd, self.timeline, self.error
         cd_on = bool(self.cd and self.cd_ge)
         return RunRecord(
@@ -705,7 +709,8 @@ class Runner:
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             push_verify=self.push_verify,
             interrupted=self.interrupted is not None, aborted=self.aborted,
-            error=str(err) if err else None, written_at_utc=iso_stamp())
+            error=str(err) if err else None, written_at_utc=iso_stamp(),
+            in_progress=in_progress)
 
     def outcome(self) -> "RunOutcome":
         """How the run ended, for the ``run`` verb (:mod:`wotbench.run_command`)."""
