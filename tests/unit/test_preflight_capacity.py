@@ -73,3 +73,12 @@ def test_cgroup_pids_limit_v1_and_v2(tmp_path):
     (root / "app" / "pids.current").write_text("7\n")
     proc.write_text("0::/app\n")
     assert capacity._cgroup_pids(proc, root) is None        # no limit
+
+
+def test_a_cell_counts_only_its_share_of_the_devices():
+    big = cfg(100_000, rit_ms=10_000)
+    plan = make_plan(big, cores=[0, 1, 2, 3])
+    share = frozenset(f"s-{i}" for i in range(1000))
+    assert capacity.demand(big, share)["process"][0] == 1000
+    assert capacity.problems(big, plan, LIMITS, share) == []
+    assert capacity.problems(big, plan, LIMITS) != []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from wotbench.config.schema import Config
+from wotbench.deploy.addressing import device_name
 from wotbench.deploy.plan import Plan
 from wotbench.preflight.costs import FORMS, PROCESS, MIB, Need, cost_of, form_of
 from wotbench.runner.hostlimits import read_int
@@ -113,7 +114,17 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int) -> list[HostLim
     return out
 
 
-def demand(cfg: Config) -> dict[str, tuple[int, Need]]:
+Share = Optional[frozenset[str]]    # a cell's devices (a run across hosts); None: all
+
+
+def _count(g, share: Share) -> int:
+    """The group's devices this host runs."""
+    if share is None:
+        return g.count
+    return sum(1 for i in range(g.count) if device_name(g.group, i) in share)
+
+
+def demand(cfg: Config, share: Share = None) -> dict[str, tuple[int, Need]]:
     """Per form: (devices, what they need). Endpoints WoTbench does not start cost nothing;
     a third-party server counts as one process."""
     out: dict[str, tuple[int, Need]] = {}
@@ -121,8 +132,9 @@ def demand(cfg: Config) -> dict[str, tuple[int, Need]]:
         if g.external is not None:
             continue
         form = PROCESS if g.server is not None else cost_of(g)
+        count = _count(g, share)
         n, need = out.get(form.form, (0, Need()))
-        out[form.form] = (n + g.count, need + form.need(g.count, g.threads))
+        out[form.form] = (n + count, need + form.need(count, g.threads))
     return out
 
 
@@ -144,11 +156,11 @@ def count_key(cfg: Config, form: str) -> str:
     return f"devices[{i}].count" if len(idx) <= 1 else f"devices[*].count (largest devices[{i}])"
 
 
-def problems(cfg: Config, plan: Plan, limits: list[HostLimit]) -> list[str]:
-    """One line per limit the run's devices would pass, and per form whose request rate needs
-    more device cores than the plan gives."""
+def problems(cfg: Config, plan: Plan, limits: list[HostLimit], share: Share = None) -> list[str]:
+    """One line per limit the run's devices (``share``: a cell's) would pass, and per form whose
+    request rate needs more device cores than the plan gives."""
     out = []
-    per_form = demand(cfg)
+    per_form = demand(cfg, share)
     total = Need()
     for _, need in per_form.values():
         total = total + need
@@ -169,11 +181,11 @@ def problems(cfg: Config, plan: Plan, limits: list[HostLimit]) -> list[str]:
                        f"{'of memory' if lim.kind == 'memory_bytes' else lim.kind}, more than "
                        f"{lim.names}; fix: {_fix(cfg, heaviest)}; or raise the limit "
                        f"({lim.fix})")
-    out.extend(_core_problems(cfg, plan))
+    out.extend(_core_problems(cfg, plan, share))
     return out
 
 
-def request_rate(cfg: Config) -> dict[str, float]:
+def request_rate(cfg: Config, share: Share = None) -> dict[str, float]:
     """Per form: requests per second the trace sends its devices (from each group's rit mean;
     a recorded trace is read when the run writes it, so it is not counted here)."""
     out: dict[str, float] = {}
@@ -184,14 +196,14 @@ def request_rate(cfg: Config) -> dict[str, float]:
         if g.third_party or not mean:
             continue
         f = form_of(g)
-        out[f] = out.get(f, 0.0) + g.count * 1000.0 / mean
+        out[f] = out.get(f, 0.0) + _count(g, share) * 1000.0 / mean
     return out
 
 
-def _core_problems(cfg: Config, plan: Plan) -> list[str]:
+def _core_problems(cfg: Config, plan: Plan, share: Share) -> list[str]:
     cores = len(plan.device_cores)
     out = []
-    for form, rate in request_rate(cfg).items():
+    for form, rate in request_rate(cfg, share).items():
         cap = FORMS.get(form, PROCESS).requests_per_core_s
         if rate > cap * cores:
             need = -(-rate // cap)

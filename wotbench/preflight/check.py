@@ -60,7 +60,7 @@ class Preflight:
     connection: Optional[Any] = None
     impair: Optional[Impairments] = None
     plan: Optional[Plan] = None
-    resolved: Optional[Config] = None    # with the plan's addresses and cores
+    resolved: Optional[Config] = None    # with the plan's addresses and cores (if needed)
     push_schedules: dict[str, list] = field(default_factory=dict)   # devices[].push rows
     tuning: list[hostlimits.Sysctl] = field(default_factory=list)   # to raise for the run
     binaries: dict[str, Path] = field(default_factory=dict)   # built (``build``): name -> path
@@ -69,10 +69,12 @@ class Preflight:
 
 
 def preflight(config_path, backend: Optional[str] = None, *, offline: bool = False,
-              log: Log = lambda _m: None, build: bool = False) -> Preflight:
+              log: Log = lambda _m: None, build: bool = False,
+              share: capacity.Share = None) -> Preflight:
     """Check ``config_path`` for a run on this host (``backend``: the command line's); raise
     the refusal (ConfigError, EnvironmentProblem) ``run`` would make. ``build``: build stale
-    binaries first (``run``; ``check`` checks the ones there and says what a run would build)."""
+    binaries first (``run``; ``check`` checks the ones there and says what a run would build);
+    ``share``: the devices a cell of a run across hosts runs here (capacity counts those)."""
     cfg = load_config(config_path)
     pf = Preflight(loaded=cfg)
     pf.steps.append(Step("config", False, "schema and cross-block rules"))
@@ -92,11 +94,12 @@ def preflight(config_path, backend: Optional[str] = None, *, offline: bool = Fal
         pf.steps.append(Step("host", True, "skipped (backend: swarm): each node checks its cell "
                              "when the run starts (docs/CLUSTER.md)", skipped=True))
         return pf
-    _host(pf, config_path, backend, log, build)
+    _host(pf, config_path, backend, log, build, share)
     return pf
 
 
-def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: bool) -> None:
+def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: bool,
+          share: capacity.Share) -> None:
     cfg = pf.loaded
     add = pf.steps.append
     pf.kind, pf.explicit, pf.connection = inputs.select_kind(backend or cfg.backend, log)
@@ -130,16 +133,18 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     pf.plan = make_plan(pf.cfg)
     add(Step("plan", True, f"{len(pf.plan.usable_cores)} usable core(s), "
                            f"{len(pf.plan.device_cores)} for the devices"))
-    found = capacity.problems(pf.cfg, pf.plan, capacity.host_limits())
+    found = capacity.problems(pf.cfg, pf.plan, capacity.host_limits(), share)
     if found:
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
     add(Step("capacity", True, "tasks, file descriptors, memory and the device cores' request "
                                "rate (docs/SCALE.md)"))
-    pf.resolved = resolve(pf.cfg, pf.plan)
+    if pf.cfg.contention or push.push_devices(pf.cfg):   # (resolving sizes the CD: scipy)
+        pf.resolved = resolve(pf.cfg, pf.plan)
     if pf.cfg.contention:     # the episodes' cores against the plan's
         episodes_for_run(pf.resolved, pf.plan, 0)
         add(Step("contention", True, f"{len(pf.cfg.contention)} episode(s) on the plan's cores"))
-    pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
+    if pf.resolved is not None:
+        pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
     if pf.push_schedules:
         add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"))
     pf.tuning = _tuning(pf.cfg, pf.kind)

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from wotbench.errors import WotbenchError
 from wotbench.preflight import preflight
-from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address
+from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
 from wotbench.runner import dtlskey, hostlimits, inputs
@@ -202,7 +202,8 @@ class Runner:
     # -------------------------------------------------------------- 1-3: inputs
     def prepare(self) -> None:
         # every refusal before anything exists: the same function `wotbench check` runs
-        pf = preflight(self.config_path, self.requested_backend, log=log, build=True)
+        pf = preflight(self.config_path, self.requested_backend, log=log, build=True,
+                       share=self.share)
         self.kind, self.connection, self.impair = pf.kind, pf.connection, pf.impair
         if self.impair.backend is not None:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
@@ -211,7 +212,7 @@ class Runner:
         self.warnings += pf.warnings
         self.cfg = cfg = pf.cfg
         self.plan = pf.plan
-        self.resolved = pf.resolved
+        self.resolved = pf.resolved or resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
         self.tuning.apply(pf.tuning)
 
