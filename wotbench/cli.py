@@ -23,8 +23,8 @@ def _cmd_check(args) -> int:
     pf = preflight(args.config, args.backend, offline=args.offline)
     for s in pf.steps:
         print(f"{'host' if s.host else 'config':6} {s.name}: {s.detail}")
-    print("OK" + (" (the config only: host checks skipped)" if any(s.skipped for s in pf.steps)
-                  else ""))
+    skipped = [s.name for s in pf.steps if s.skipped]
+    print("OK" + (f" (skipped, see above: {', '.join(skipped)})" if skipped else ""))
     return 0
 
 

@@ -111,19 +111,23 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     add(Step("impairments", True, f"{pf.impair.name} backend ({pf.impair.reasons[-1]})"
              if pf.impair.backend is not None else "none configured"))
     clientlimits.check(cfg, docker=pf.kind.needs_docker)
-    if cfg.gateways.clients is not None:
-        add(Step("clients", True, f"{cfg.gateways.clients} GE client sockets fit its "
-                                  "descriptors and ephemeral ports"))
+    add(Step("clients", True, f"{cfg.gateways.clients} GE client sockets fit its descriptors and "
+                              "ephemeral ports" if cfg.gateways.clients is not None
+             else "no gateways.clients: nothing to check"))
     pf.warnings += inputs.check_host(pf.kind, pf.connection, log)
     add(Step("prerequisites", True, "binaries, cgroups, kernel tables, leftovers (the quick "
                                     "checks of `wotbench doctor`)"))
     if build:
         pf.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
     device = pf.binaries.get("wot-device") or _device_binary()
-    if device is not None:
+    if pf.impair.name != "app":
+        add(Step("device binary", True, "no app-level impairments: nothing to check"))
+    elif device is None:
+        add(Step("device binary", True, "skipped: wot-device is missing or older than its "
+                 "sources; a run builds it, then checks that it knows --impair", skipped=True))
+    else:
         pf.impair.check_device_binary(device)
-        if pf.impair.name == "app":
-            add(Step("device binary", True, f"{device} knows --impair"))
+        add(Step("device binary", True, f"{device} knows --impair"))
     pf.cfg, notes = pf.kind.adapt(cfg, pf.connection)
     for n in notes:
         log(n)
@@ -137,23 +141,25 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     if found:
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
     add(Step("capacity", True, "tasks, file descriptors, memory and the device cores' request "
-                               "rate (docs/SCALE.md)"))
+                               "rate (docs/PREFLIGHT.md)" + (
+                                   "; a recorded trace's rate is not counted"
+                                   if cfg.trace is not None else "")))
     if pf.cfg.contention or push.push_devices(pf.cfg):   # (resolving sizes the CD: scipy)
         pf.resolved = resolve(pf.cfg, pf.plan)
     if pf.cfg.contention:     # the episodes' cores against the plan's
         episodes_for_run(pf.resolved, pf.plan, 0)
-        add(Step("contention", True, f"{len(pf.cfg.contention)} episode(s) on the plan's cores"))
+    add(Step("contention", True, f"{len(pf.cfg.contention)} episode(s) on the plan's cores"
+             if pf.cfg.contention else "no contention episodes: nothing to check"))
     if pf.resolved is not None:
         pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
-    if pf.push_schedules:
-        add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"))
+    add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"
+             if pf.push_schedules else "no pushing devices: nothing to render"))
     pf.tuning = _tuning(pf.cfg, pf.kind)
     add(Step("kernel tables", True, ", ".join(f"{s.name} {s.before} -> {s.wanted} (as root, "
                                               "for the run)" for s in pf.tuning) or "large enough"))
     keys = programs.check(pf.cfg, pf.kind, pf.connection)
-    if keys:
-        add(Step("programs", True, ", ".join(keys) + ": present, their files and configs "
-                                                     "checked"))
+    add(Step("programs", True, ", ".join(keys) + ": present, their files and configs checked"
+             if keys else "no third-party programs: nothing to check"))
 
 
 def _device_binary() -> Optional[Path]:

@@ -1,9 +1,11 @@
 """``wotbench run``: one emulation run from config to verdict (paper §4.2 test harness).
 
-Phases (``Runner.execute``): prepare the inputs (``inputs.py``: backend kind, network-impairment
-backend (fails early), host checks, stale binaries, run directory with the resolved config,
-plan.json and trace/) -> deploy (backend images, network, devices + CD node, readiness by CoAP
-ping, netem/pumba impairments) -> run the test (monitor, hogs, GEs with absolute start times
+Phases (``Runner.execute``): the pre-flight (``wotbench.preflight``, what ``wotbench check``
+runs: every refusal before anything exists -- backend, impairments, host checks, stale binaries
+built, plan, capacity, third-party programs), then the inputs (``inputs.py``: run directory
+with the resolved config, plan.json and trace/; run.json ``in_progress``) -> deploy (backend
+images, network, devices + CD node, readiness by CoAP ping, netem/pumba impairments) -> run
+the test (monitor, hogs, GEs with absolute start times
 from ``timeline.py``, the poll loop of ``watch.py``) -> stop (impairments removed, GEs and
 devices SIGTERMed so they write their logs) -> cleanup -> run.json -> analysis + report.
 
