@@ -82,3 +82,19 @@ def test_a_cell_counts_only_its_share_of_the_devices():
     assert capacity.demand(big, share)["process"][0] == 1000
     assert capacity.problems(big, plan, LIMITS, share) == []
     assert capacity.problems(big, plan, LIMITS) != []
+
+
+def test_a_form_with_many_devices_per_process_needs_their_descriptors_in_one(monkeypatch):
+    many = costs.FormCost(form="many", tasks_per_device=0, tasks_per_thread=0, fds_per_device=1,
+                          memory_bytes_per_device=1, ports_per_device=1, addresses_per_device=1,
+                          requests_per_core_s=1e6, devices_per_process=50_000, fds_per_process=20)
+    assert many.fds_of_one_process(100_000) == 50_020 and many.fds_of_one_process(10) == 30
+    nofile = HostLimit("RLIMIT_NOFILE (hard, ulimit -Hn)", "fds_per_process", 20_000 - 64, 20_000,
+                       "ulimit -Hn")
+    per_form = {"many": (100_000, many.need(100_000))}
+    c = cfg(100_000, rit_ms=10_000)
+    monkeypatch.setitem(costs.FORMS, "many", many)
+    found = capacity._process_fd_problems(c, per_form, nofile)
+    assert len(found) == 1 and "one many-form process of 50,000 devices holds about 50,020" in found[0]
+    assert capacity._process_fd_problems(c, {"process": (100_000, costs.Need())}, nofile) == []
+

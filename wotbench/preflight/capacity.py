@@ -27,7 +27,7 @@ HOST_RESERVE_BYTES = 512 * MIB
 @dataclass(frozen=True)
 class HostLimit:
     setting: str      # what to name: kernel.pid_max, MemTotal, ...
-    kind: str         # tasks | fds | memory_bytes
+    kind: str         # tasks | fds | memory_bytes (sums), fds_per_process (one process's)
     free: int         # what is left for the run
     total: int
     fix: str
@@ -100,6 +100,11 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int) -> list[HostLim
             out.append(HostLimit("RLIMIT_NPROC (ulimit -u)", "tasks", soft - HOST_RESERVE_TASKS,
                                  soft, "ulimit -u unlimited (or raise nproc in "
                                        "/etc/security/limits.conf)"))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY:   # what each device process may raise its own limit to
+        out.append(HostLimit("RLIMIT_NOFILE (hard, ulimit -Hn)", "fds_per_process", hard - 64,
+                             hard, "ulimit -Hn as root before the run; Docker: LimitNOFILE= of "
+                                   "the daemon"))
     fmax = read("/proc/sys/fs/file-max")
     fnow = read("/proc/sys/fs/file-nr")
     if fmax is not None:
@@ -142,7 +147,7 @@ def _amount(kind: str, v: int) -> str:
     return f"{v / 1024 / MIB:,.0f} GiB" if kind == "memory_bytes" else f"{v:,}"
 
 
-def _fix(cfg: Config, form: str) -> str:
+def _fix(form: str) -> str:
     lighter = [f for f in FORMS.values() if f.form != form
                and f.memory_bytes_per_device < FORMS.get(form, PROCESS).memory_bytes_per_device]
     return ("fewer devices, or more hosts (backend: swarm, docs/CLUSTER.md: each host runs a "
@@ -167,6 +172,9 @@ def problems(cfg: Config, plan: Plan, limits: list[HostLimit], share: Share = No
     heaviest = max(per_form, key=lambda f: per_form[f][1].tasks) if per_form else PROCESS.form
     devices = sum(n for n, _ in per_form.values())
     for lim in limits:
+        if lim.kind == "fds_per_process":
+            out.extend(_process_fd_problems(cfg, per_form, lim))
+            continue
         need = getattr(total, lim.kind)
         if need > lim.free:
             form = FORMS.get(heaviest, PROCESS)
@@ -179,9 +187,25 @@ def problems(cfg: Config, plan: Plan, limits: list[HostLimit], share: Share = No
             out.append(f"{count_key(cfg, heaviest)}: {devices:,} devices ({heaviest} form: "
                        f"{per}) need about {_amount(lim.kind, need)} "
                        f"{'of memory' if lim.kind == 'memory_bytes' else lim.kind}, more than "
-                       f"{lim.names}; fix: {_fix(cfg, heaviest)}; or raise the limit "
+                       f"{lim.names}; fix: {_fix(heaviest)}; or raise the limit "
                        f"({lim.fix})")
     out.extend(_core_problems(cfg, plan, share))
+    return out
+
+
+def _process_fd_problems(cfg: Config, per_form: dict[str, tuple[int, Need]],
+                         lim: HostLimit) -> list[str]:
+    """A form that carries many devices per process holds their sockets in one process."""
+    out = []
+    for name, (n, _) in per_form.items():
+        form = FORMS.get(name, PROCESS)
+        need = form.fds_of_one_process(n)
+        if need > lim.free:
+            one = min(n, form.devices_per_process)
+            out.append(f"{count_key(cfg, name)}: one {name}-form process of {one:,} "
+                       f"devices holds about {need:,} file descriptors, more than {lim.setting} "
+                       f"= {lim.total:,} allows; fix: {_fix(name)}; or raise the limit "
+                       f"({lim.fix})")
     return out
 
 
@@ -211,5 +235,5 @@ def _core_problems(cfg: Config, plan: Plan, share: Share) -> list[str]:
                        f"(count x 1000 / rit.mean), more than the {cores} device core(s) of this "
                        f"host's plan serve ({cap:,.0f} requests/s per core at most, {form} form: "
                        f"{FORMS.get(form, PROCESS).source}); {need:.0f} device cores are needed; "
-                       f"fix: {_fix(cfg, form)}, or a longer devices[].rit.mean")
+                       f"fix: {_fix(form)}, or a longer devices[].rit.mean")
     return out

@@ -49,6 +49,11 @@ class FormCost:
     memory_bytes_per_process: float = 0.0
     source: str = ""                 # where the figures come from
 
+    def fds_of_one_process(self, devices: int) -> int:
+        """Descriptors the busiest process of ``devices`` devices holds (its RLIMIT_NOFILE)."""
+        return math.ceil(min(devices, self.devices_per_process) * self.fds_per_device
+                         + self.fds_per_process)
+
     def need(self, devices: int, threads: int = 1) -> Need:
         procs = math.ceil(devices / self.devices_per_process)
         return Need(
