@@ -32,7 +32,7 @@ def check(cfg: Config, kind: BackendKind, connection: Optional[Any],
     keys = []
     for key, p in thirdparty.programs(cfg).items():
         if kind.needs_docker and p.image:
-            _image_present(connection, key, p.image)
+            thirdparty.check_image(connection, key, p.image)
         else:
             path = thirdparty.find_command(key, p)
             if kind.needs_docker:
@@ -49,10 +49,3 @@ def check(cfg: Config, kind: BackendKind, connection: Optional[Any],
         keys.append(key)
     return keys
 
-
-def _image_present(client: Any, key: str, image: str) -> None:
-    import docker.errors
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise thirdparty.missing_image(key, image) from None

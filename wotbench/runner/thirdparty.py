@@ -79,6 +79,15 @@ def missing_files(key: str, program: Program, cwd: Path) -> list[str]:
     return out
 
 
+def check_image(client, key: str, image: str) -> None:
+    """ConfigError naming the key when this Docker engine has no image ``image``."""
+    import docker.errors
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise missing_image(key, image) from None
+
+
 def missing_image(key: str, image: str) -> ConfigError:
     return ConfigError([f"{key}.image: no local Docker image {image!r} (no registry is used: "
                         "nothing is pulled); build it here (docker build -t NAME DIR) or load "
