@@ -64,6 +64,7 @@ class Preflight:
     push_schedules: dict[str, list] = field(default_factory=dict)   # devices[].push rows
     tuning: list[hostlimits.Sysctl] = field(default_factory=list)   # to raise for the run
     binaries: dict[str, Path] = field(default_factory=dict)   # built (``build``): name -> path
+    recorded: Optional[tuple[Any, Any]] = None   # a recorded trace, read and checked
     warnings: list[str] = field(default_factory=list)   # recorded with the run
     steps: list[Step] = field(default_factory=list)
 
@@ -81,7 +82,7 @@ def preflight(config_path, backend: Optional[str] = None, *, offline: bool = Fal
     if cfg.trace is not None:
         from wotbench.workload.generate import check_recorded
         from wotbench.workload.trace_push import device_lines
-        check_recorded(cfg)
+        pf.recorded = check_recorded(cfg)     # the run imports what was read here
         device_lines(cfg)         # the lines the devices send themselves (>METHOD)
         pf.steps.append(Step("trace", False, f"every line of {cfg.trace.file} and its "
                                              "resource files"))

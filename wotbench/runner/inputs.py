@@ -100,14 +100,17 @@ def make_run_dir(out_root: Path, name: str) -> RunDir:
 
 
 def write_inputs(rd: RunDir, resolved: Config, plan: Plan, log: Log,
-                 only: Optional[set[int]] = None) -> tuple[tracegen.TraceSummary, list[str]]:
+                 only: Optional[set[int]] = None,
+                 recorded: Optional[tuple[Any, Any]] = None
+                 ) -> tuple[tracegen.TraceSummary, list[str]]:
     """config.resolved.yaml, plan.json and trace/ into the run directory; (trace summary,
-    warnings to record). ``only``: a cell's device ids (its slice of the whole trace)."""
+    warnings to record). ``only``: a cell's device ids (its slice of the whole trace);
+    ``recorded``: the recorded trace as the pre-flight read and checked it."""
     dump_resolved(resolved, rd.config_resolved)
     plan.write(rd.plan_json)
     for w in plan.warnings:
         log(f"plan: {w}")
-    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only)
+    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only, recorded=recorded)
     warnings = []
     for w in summary.warnings:
         log(f"trace: {w}")

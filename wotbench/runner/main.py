@@ -224,7 +224,8 @@ class Runner:
         log(f"run {self.run_id} ({self.kind.name} backend) -> {self.rd.path}")
         self.impair.set_log_dir(self.rd.network_dir)
         self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log,
-                                                        only=self.share_ids())
+                                                        only=self.share_ids(),
+                                                        recorded=pf.recorded)
         self.warnings += notes
         self.pushing = set(pf.push_schedules)     # devices[].push: rendered by the pre-flight
         if self.pushing:
