@@ -11,12 +11,21 @@ from pathlib import Path
 import pytest
 
 from wotbench import cli
+from wotbench.runner.backends.process import loopslot
 
 CATALOGUE = Path(__file__).parent / "bad_configs"
 FILES = sorted(CATALOGUE.glob("*.yaml"))
 # a checker's own log prefix (nginx: "2026/11/26 21:34:36 [emerg] 19077#19077: ") differs
 # between two calls: the time and its pid, not the message
 CHECKER_STAMP = re.compile(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d (\[\w+\]) \d+#\d+: ")
+
+
+@pytest.fixture(autouse=True)
+def _give_back_the_loopback_block():
+    """The process backend claims a loopback block for the run it prepares; give it back so
+    that a run elsewhere on the host is not moved to another block by this test's worker."""
+    yield
+    loopslot.release()
 
 
 def header(path: Path, key: str) -> list[str]:
