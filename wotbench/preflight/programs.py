@@ -44,7 +44,8 @@ def check(cfg: Config, kind: BackendKind, connection: Optional[Any],
                         "a third-party program's files are missing on this host:\n  "
                         + "\n  ".join(missing) + "\n  the program would stop at its start; "
                         "put the files there (the config's comments or docs/HTTP-PROXY.md say "
-                        "where they come from) or fix the paths")
+                        "where they come from) or fix the paths (the config itself is valid "
+                        "if `wotbench check --offline` passes)")
         serverconf.check_program(key, p, _device_of(cfg, key))
         keys.append(key)
     return keys
