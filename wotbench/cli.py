@@ -17,16 +17,14 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
 def _cmd_check(args) -> int:
-    from wotbench.config.load import load_config
-    from wotbench.deploy.plan import make_plan
-    cfg = load_config(args.config)
-    make_plan(cfg)  # placement.cpus must exist on this host
-    if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
-        from wotbench.workload.generate import check_recorded
-        from wotbench.workload.trace_push import device_lines
-        check_recorded(cfg)
-        device_lines(cfg)         # the lines the devices send themselves (>METHOD)
-    print("OK")
+    """The run's pre-flight (wotbench.preflight): every refusal `run` makes before T0, with the
+    same message; one line per step, those that needed this host marked, skipped ones said."""
+    from wotbench.preflight import preflight
+    pf = preflight(args.config, args.backend, offline=args.offline)
+    for s in pf.steps:
+        print(f"{'host' if s.host else 'config':6} {s.name}: {s.detail}")
+    skipped = [s.name for s in pf.steps if s.skipped]
+    print("OK" + (f" (skipped, see above: {', '.join(skipped)})" if skipped else ""))
     return 0
 
 
@@ -220,9 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    s = sub.add_parser("check", help="check a config file (and a recorded trace it names); "
-                                     "prints OK or the problems")
+    s = sub.add_parser("check", help="the run's pre-flight: the config (and a recorded trace "
+                                     "it names) and this host, every refusal `run` makes before "
+                                     "T0; prints what it checked and OK, or the problem")
     s.add_argument("config", metavar="CONFIG")
+    s.add_argument("--backend", choices=["docker", "process", "swarm"], default=None,
+                   help="check for this backend (default: the config's)")
+    s.add_argument("--offline", action="store_true",
+                   help="the config alone: skip the checks that need this host (says so)")
     s.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("trace", help="generate a synthetic trace, or summarise one (--stats)")

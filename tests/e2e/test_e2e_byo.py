@@ -44,7 +44,7 @@ def test_command_not_found(harness_env, tmp_path):
          "paths": ["x"]}]})
     assert rc == 2, h.output
     assert "devices[0].server.command: program 'no-such-coap-server' not found" in h.output
-    assert leftover_processes(_run_id(tmp_path)) == []
+    assert not (tmp_path / "reports").exists()    # refused by the pre-flight: nothing created
 
 
 def test_external_target_that_does_not_answer(harness_env, tmp_path):
@@ -95,4 +95,4 @@ def test_image_that_does_not_exist(harness_env, tmp_path):
     assert rc == 2, h.output
     assert "devices[0].server.image: no local Docker image 'wotbench-test/no-such-image:0'" in h.output
     assert "docker load" in h.output
-    assert labelled(_run_id(tmp_path)) == ([], [])
+    assert not (tmp_path / "reports").exists()    # refused by the pre-flight: nothing created

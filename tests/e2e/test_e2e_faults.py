@@ -77,3 +77,17 @@ def test_a_killed_harness_leaves_nothing_burning_and_clean_removes_the_rest(harn
     assert f"found run {rid}" in r.stdout and "its harness last renewed its lease" in r.stdout, \
         r.stdout
     assert labelled(rid) == ([], []), r.stdout
+    # what it measured is kept and analysable: run.json was written when the run started
+    rd = run_dir_of(tmp_path)
+    assert f"wotbench analyze {rd} && wotbench report {rd}" in r.stdout, r.stdout
+    a = subprocess.run(WOTBENCH + ["analyze", str(rd)], cwd=REPO, capture_output=True,
+                       text=True, timeout=180)
+    assert a.returncode == 3, a.stdout + a.stderr
+    summary = json.loads((rd / "summary.json").read_text())
+    assert summary["verdict"]["status"] == "invalid"
+    killed = summary["verdict"]["reasons"][0]
+    assert killed.startswith("the harness was killed during the run"), killed
+    assert "the last moment measured is" in killed and summary["overall"]["outcomes"]["ok"] > 0
+    rep = subprocess.run(WOTBENCH + ["report", str(rd)], cwd=REPO, capture_output=True,
+                         text=True, timeout=180)
+    assert rep.returncode == 0 and "the harness was killed" in (rd / "report.html").read_text()

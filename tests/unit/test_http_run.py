@@ -196,7 +196,7 @@ def test_nginx_config_error_names_the_template_line(tmp_path):
     check = ["nginx", "-t", "-q", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
     d = _device(tmp_path, tpl, check)
     serverconf.prepare(d, in_container=True, scratch=d.log_dir / "scratch")
-    serverconf.check(d)    # the example's template passes nginx -t
+    serverconf.check_program(d.program_key, d.program, d.name)   # the example passes nginx -t
     bad = tmp_path / "bad.conf"
     bad.write_text(tpl.read_text().replace("keepalive_timeout 300s;", "keepalive_timeout 300s;\n  no_such_directive on;"))
     line = bad.read_text().splitlines().index("  no_such_directive on;") + 1
@@ -204,9 +204,9 @@ def test_nginx_config_error_names_the_template_line(tmp_path):
     d = _device(tmp_path / "b", bad, check)
     serverconf.prepare(d, in_container=True, scratch=d.log_dir / "scratch")
     with pytest.raises(ConfigError) as e:
-        serverconf.check(d)
+        serverconf.check_program(d.program_key, d.program, d.name)
     msg = e.value.problems[0]
-    assert msg.startswith(f"devices[0].server.config_template: {bad} was refused by `nginx -t")
+    assert msg.startswith(f"devices[0].server.config_template: {bad} was refused by `nginx -t -q -e stderr -c {{config}}")
     assert f'unknown directive "no_such_directive" in {bad}:{line}' in msg
     assert list((d.log_dir / "scratch").iterdir()) == []   # the check wrote elsewhere
 

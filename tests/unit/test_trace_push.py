@@ -32,7 +32,7 @@ def test_schedules_replay_the_recorded_instants(tmp_path):
     cfg = load_config(EXAMPLE)
     assert runner_push.pushing(cfg) == {"meter-0", "meter-1", "meter-2"}
     rd = RunDir(tmp_path / "run")
-    counts = runner_push.write_schedules(cfg, rd)
+    counts = runner_push.write_schedules(rd, runner_push.render_schedules(cfg))
     assert counts == {"meter-0": 21, "meter-1": 21, "meter-2": 21}
     rows = rd.push_schedule("meter-1").read_text().splitlines()
     assert rows[1].startswith("test,trace-post,500137,POST,con,")

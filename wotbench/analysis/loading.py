@@ -28,6 +28,7 @@ from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.workload.trace_io import read_resources as _read_resources_checked
 
+from wotbench.analysis import killed
 from wotbench.analysis.errors import AnalysisError
 
 OUTCOMES = ("ok", "error", "timeout", "reset", "unsent")
@@ -296,6 +297,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not run_dir.is_dir():
         raise AnalysisError(f"{run_dir}: run directory does not exist")
     run = read_run_record(rd)
+    killed.check(rd, run)     # an unfinished run.json: a harness still running, or killed
     warnings: list[str] = []
 
     ges_spec = run.ges

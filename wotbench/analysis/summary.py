@@ -19,6 +19,7 @@ from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import http_proxy as proxy_http
+from wotbench.analysis import killed
 from wotbench.analysis import load as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
@@ -312,6 +313,9 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     load_block = loadm.load_block(run, req)
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    if run.run.in_progress:   # its harness was killed (loading refuses one still running)
+        verdict.reasons.insert(0, killed.reason(run.run, req, run.duration_s))
+        verdict.status, verdict.exit_code, verdict.checks.data = "invalid", 3, "invalid"
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
         verdict.reasons.append(dtls_note)

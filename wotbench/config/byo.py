@@ -208,6 +208,12 @@ def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
     if g.paths is not None and g.server is None and g.external is None:
         out.append(f"{key}.paths: only for a third-party server or an external endpoint; "
                    "wot-device serves the synthetic resources r0..r{resources-1}")
+    for j, path in enumerate(g.paths or []):
+        if "{{" in path or "}}" in path:
+            out.append(f"{key}.paths[{j}]: {path!r} has a template field, but paths are not "
+                       "templated (the literal text would be requested); give the literal "
+                       "paths, e.g. [sensors/0, sensors/1] (the trace picks one uniformly per "
+                       "request)")
     if (g.server is not None or g.external is not None) and g.paths is None:
         out.append(f"{key}.paths: required with {'server' if g.server else 'external'}: the "
                    "resource paths the trace may request, e.g. [time] for coap-server")

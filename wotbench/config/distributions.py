@@ -26,6 +26,7 @@ API: :func:`validate_spec` (problems, no exception), :func:`make_distribution`
 """
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -54,6 +55,7 @@ def _weibull_cv(k: float) -> float:
     return math.sqrt(math.gamma(1 + 2 / k) / g1 ** 2 - 1)
 
 
+@functools.lru_cache(maxsize=64)    # a pure function of cv: every device of a group asks
 def weibull_shape_for_cv(cv: float) -> float:
     """Weibull shape k whose coefficient of variation is ``cv`` (cv decreases with k)."""
     from scipy import optimize
@@ -61,6 +63,7 @@ def weibull_shape_for_cv(cv: float) -> float:
     return optimize.brentq(lambda k: _weibull_cv(k) - cv, lo, hi, xtol=1e-12)
 
 
+@functools.lru_cache(maxsize=64)    # a root search (~8 ms): once per cv, not per device
 def _truncnorm_alpha_for_cv(cv: float) -> float:
     """alpha = -mu/sigma of a normal truncated at 0 whose cv is ``cv`` (0 < cv < 1)."""
     from scipy import optimize, stats

@@ -199,9 +199,11 @@ HEADER = f"""# Configuration reference
 
 A config is one YAML file; everything but `name` and `devices` has a default. Invalid files are
 rejected with one message per problem naming the key (`devices[1].service_time.mean: must be > 0,
-got -5`), unknown keys with a did-you-mean. `wotbench check CONFIG` checks a file, and for a
-recorded `trace:` every line of the trace and of its resource files as the emulators read them
-(each bad line named `FILE:LINE`, exit 2). From Python: `wotbench.config.load_config(path) ->
+got -5`), unknown keys with a did-you-mean. `wotbench check CONFIG` is the run's pre-flight: the
+file, for a recorded `trace:` every line of the trace and of its resource files as the emulators
+read them (each bad line named `FILE:LINE`, exit 2), and what this host must have for the run
+(every refusal `run` makes before T0, with the same message: [PREFLIGHT.md](PREFLIGHT.md);
+`--offline`: the file alone). From Python: `wotbench.config.load_config(path) ->
 Config` raises `ConfigError`, whose `.problems` lists those `"key.path: message"` strings.
 
 Example configs: `configs/20dev.yaml` (the paper's contention scenario: 20 CPU-bound devices),

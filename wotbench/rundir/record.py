@@ -1,7 +1,8 @@
 """``run.json``: what the harness deployed and what happened (docs/CONTRACTS.md §4).
 
-The runner builds a :class:`RunRecord` and writes it with ``RunDir.write_run`` on every path
-(also after Ctrl-C or a failed step), before the analysis runs; the analysis, report, sweep and
+The runner builds a :class:`RunRecord` and writes it with ``RunDir.write_run`` when the run
+starts (``in_progress``) and again on every path at its end (also after Ctrl-C or a failed
+step), before the analysis runs; the analysis, report, sweep and
 validation read it with ``RunDir.read_run``. Every field but the identity has a default, so a
 record of a run that failed early (or a hand-made one) still loads.
 """
@@ -230,3 +231,7 @@ class RunRecord(Record):
     aborted: bool = False
     error: Optional[str] = None
     written_at_utc: Optional[str] = None
+    # written true when the run starts (its directory exists; again once T0 is fixed) and false
+    # when it ends: still true, the harness is running (its lease is renewed) or was killed
+    # (SIGKILL, OOM, a lost machine) and the analysis takes what was measured as invalid
+    in_progress: bool = False

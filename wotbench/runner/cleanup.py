@@ -123,6 +123,20 @@ def _labelled(labels: dict, run_id: str | None) -> bool:
     return value is not None and (run_id is None or value == run_id)
 
 
+def _environ(pid: int) -> dict[bytes, bytes] | None:
+    try:
+        return dict(item.split(b"=", 1) for item in Path(f"/proc/{pid}/environ").read_bytes()
+                    .split(b"\0") if b"=" in item)
+    except OSError:
+        return None
+
+
+def process_lease(pid: int) -> str | None:
+    """The lease file a process-backend run's process watches (None: not one, or gone)."""
+    lease = (_environ(pid) or {}).get(PROCESS_LEASE_ENV.encode())
+    return lease.decode(errors="replace") if lease else None
+
+
 def leftover_processes(run_id: str | None = None,
                        abandoned_only: bool = False) -> list[tuple[int, str]]:
     """(pid, run id) of this user's processes started by a process-backend run;
@@ -133,10 +147,8 @@ def leftover_processes(run_id: str | None = None,
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == me:
             continue
-        try:
-            env = dict(item.split(b"=", 1) for item in (d / "environ").read_bytes().split(b"\0")
-                       if b"=" in item)
-        except OSError:
+        env = _environ(int(d.name))
+        if env is None:
             continue
         rid = env.get(PROCESS_ENV.encode())
         if rid is None:

@@ -92,6 +92,16 @@ def supported_devices(root: Path = NEIGH_DIR) -> Optional[int]:
     return None if t3 is None else max(0, (t3 // HEADROOM["gc_thresh3"] - HOST_MARGIN - 8) // 2)
 
 
+def refusal(plan: list[Sysctl]) -> EnvironmentProblem:
+    """What stops a run that needs ``plan`` raised without the privilege to raise it."""
+    return EnvironmentProblem(
+        "the kernel's neighbour table or packet backlog is too small for this run: "
+        + ", ".join(f"{s.name} = {s.before} (needs {s.wanted})" for s in plan)
+        + "; past it the kernel drops packets inside the testbed. Fix (as root): "
+        + "; ".join(f"sysctl -w {s.name}={s.wanted}" for s in plan)
+        + " -- or run WoTbench as root, which raises them for the run only")
+
+
 class HostTuning:
     """Raise what a run needs for its duration, put it back afterwards (idempotent)."""
 
@@ -104,12 +114,7 @@ class HostTuning:
         if not plan:
             return
         if os.geteuid() != 0:
-            raise EnvironmentProblem(
-                "the kernel's neighbour table or packet backlog is too small for this run: "
-                + ", ".join(f"{s.name} = {s.before} (needs {s.wanted})" for s in plan)
-                + "; past it the kernel drops packets inside the testbed. Fix (as root): "
-                + "; ".join(f"sysctl -w {s.name}={s.wanted}" for s in plan)
-                + " -- or run WoTbench as root, which raises them for the run only")
+            raise refusal(plan)
         for s in sorted(plan, key=lambda s: s.key, reverse=True):  # 3 before 2: thresh2 <= 3
             s.path.write_text(str(s.wanted))
             self.changed.append(s)

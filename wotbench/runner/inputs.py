@@ -1,8 +1,9 @@
 """Everything a run needs before anything is deployed: the backend kind, the host checks,
 the binaries, the run directory and its input files (resolved config, plan.json, trace/).
 
-``Runner.prepare`` calls these in order, so that a failure after the run directory exists
-still leaves a run.json there.
+The pre-flight (``wotbench.preflight``) chooses the backend and runs the host checks before
+anything exists; ``Runner.prepare`` then makes the run directory and writes the inputs, so that
+a failure after the run directory exists still leaves a run.json there.
 """
 from __future__ import annotations
 
@@ -99,14 +100,17 @@ def make_run_dir(out_root: Path, name: str) -> RunDir:
 
 
 def write_inputs(rd: RunDir, resolved: Config, plan: Plan, log: Log,
-                 only: Optional[set[int]] = None) -> tuple[tracegen.TraceSummary, list[str]]:
+                 only: Optional[set[int]] = None,
+                 recorded: Optional[tuple[Any, Any]] = None
+                 ) -> tuple[tracegen.TraceSummary, list[str]]:
     """config.resolved.yaml, plan.json and trace/ into the run directory; (trace summary,
-    warnings to record). ``only``: a cell's device ids (its slice of the whole trace)."""
+    warnings to record). ``only``: a cell's device ids (its slice of the whole trace);
+    ``recorded``: the recorded trace as the pre-flight read and checked it."""
     dump_resolved(resolved, rd.config_resolved)
     plan.write(rd.plan_json)
     for w in plan.warnings:
         log(f"plan: {w}")
-    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only)
+    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only, recorded=recorded)
     warnings = []
     for w in summary.warnings:
         log(f"trace: {w}")

@@ -1,9 +1,11 @@
 """``wotbench run``: one emulation run from config to verdict (paper §4.2 test harness).
 
-Phases (``Runner.execute``): prepare the inputs (``inputs.py``: backend kind, network-impairment
-backend (fails early), host checks, stale binaries, run directory with the resolved config,
-plan.json and trace/) -> deploy (backend images, network, devices + CD node, readiness by CoAP
-ping, netem/pumba impairments) -> run the test (monitor, hogs, GEs with absolute start times
+Phases (``Runner.execute``): the pre-flight (``wotbench.preflight``, what ``wotbench check``
+runs: every refusal before anything exists -- backend, impairments, host checks, stale binaries
+built, plan, capacity, third-party programs), then the inputs (``inputs.py``: run directory
+with the resolved config, plan.json and trace/; run.json ``in_progress``) -> deploy (backend
+images, network, devices + CD node, readiness by CoAP ping, netem/pumba impairments) -> run
+the test (monitor, hogs, GEs with absolute start times
 from ``timeline.py``, the poll loop of ``watch.py``) -> stop (impairments removed, GEs and
 devices SIGTERMed so they write their logs) -> cleanup -> run.json -> analysis + report.
 
@@ -30,17 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from wotbench.deploy.addressing import DEVICES_PER_BLOCK
-from wotbench.config.load import load_config
 from wotbench.errors import WotbenchError
-from wotbench.deploy.plan import make_plan
+from wotbench.preflight import preflight
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
-from wotbench.runner import clientlimits, dtlskey, hostlimits, inputs
+from wotbench.runner import dtlskey, hostlimits, inputs
 from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
-from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.hogs import Hogs
@@ -204,34 +203,20 @@ class Runner:
 
     # -------------------------------------------------------------- 1-3: inputs
     def prepare(self) -> None:
-        cfg = load_config(self.config_path)
-        self.kind, explicit, self.connection = inputs.select_kind(
-            self.requested_backend or cfg.backend, log)
-        # network impairments: choose the backend before anything is created (fail early)
-        self.impair = Impairments.select(cfg, self.kind, explicit,
-                                         options=self.kind.impairment_options(self.connection))
+        # every refusal before anything exists: the same function `wotbench check` runs
+        pf = preflight(self.config_path, self.requested_backend, log=log, build=True,
+                       share=self.share)
+        self.kind, self.connection, self.impair = pf.kind, pf.connection, pf.impair
         if self.impair.backend is not None:
             log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
                 f"{self.impair.name} backend ({self.impair.reasons[-1]})")
-        thirdparty.check_impairments(cfg, self.impair.name)
-        clientlimits.check(cfg, docker=self.kind.needs_docker)   # gateways.clients: fds, ports
-        self.warnings += inputs.check_host(self.kind, self.connection, log)
-        self.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
-        self.impair.check_device_binary(self.binaries["wot-device"])
-
-        cfg, notes = self.kind.adapt(cfg, self.connection)
-        for n in notes:
-            log(n)
-        self.warnings += notes
-        self.cfg = cfg
-        self.plan = make_plan(cfg)
-        self.resolved = resolve(cfg, self.plan)
+        self.binaries = pf.binaries
+        self.warnings += pf.warnings
+        self.cfg = cfg = pf.cfg
+        self.plan = pf.plan
+        self.resolved = pf.resolved or resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
-        if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
-            ports = min(cfg.total_devices + 1, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
-            self.tuning.apply(hostlimits.neighbour_plan(cfg.total_devices + 1,
-                                                        cfg.gateways.count + 1)
-                              + hostlimits.backlog_plan(ports))
+        self.tuning.apply(pf.tuning)
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
                                                                   else ""))
@@ -239,13 +224,15 @@ class Runner:
         log(f"run {self.run_id} ({self.kind.name} backend) -> {self.rd.path}")
         self.impair.set_log_dir(self.rd.network_dir)
         self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log,
-                                                        only=self.share_ids())
+                                                        only=self.share_ids(),
+                                                        recorded=pf.recorded)
         self.warnings += notes
-        self.pushing = push.pushing(self.resolved)     # devices[].push: schedules rendered now
+        self.pushing = set(pf.push_schedules)     # devices[].push: rendered by the pre-flight
         if self.pushing:
-            rows = push.write_schedules(self.resolved, self.rd, self.config_path.parent)
+            rows = push.write_schedules(self.rd, pf.push_schedules)
             log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
         self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
+        self.rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, self.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
@@ -340,17 +327,13 @@ class Runner:
             memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
 
     def _render_server_configs(self) -> None:
-        """Third-party servers' config_template rendered per device; ``check`` (nginx -t) run
-        once per config key before anything starts (a template error is the same for all)."""
-        checked = set()
+        """Third-party servers' config_template rendered per device (the pre-flight ran their
+        ``check``, nginx -t, once per config key: a template error is the same for all)."""
         for d in self.devices + ([self.proxy] if self.proxy else []):
             if d.program is None or d.program.config_template is None:
                 continue
             serverconf.prepare(d, in_container=self.kind.needs_docker,
                                scratch=inputs.writable_dir(d.log_dir / "scratch"))
-            if d.program_key not in checked:
-                serverconf.check(d)
-                checked.add(d.program_key)
 
     def _write_body_template(self, ge_dir: Path) -> bool:
         """gateways.http body template into the GE's directory (it reads it from there)."""
@@ -526,6 +509,8 @@ class Runner:
         for g in self.ges:
             g.start_at = tl.test_start_ns
         push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns)
+        # the timeline and what runs: what the analysis of a killed run needs
+        self.rd.write_run(self.record(in_progress=True))
         self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
         for g in all_ges:
             self.backend.create_ge(g)
@@ -698,8 +683,9 @@ class Runner:
                           harness_cpus=sorted(os.sched_getaffinity(0)), cpu_model=cpu_model(),
                           **(self.backend.describe() if self.backend else {}))
 
-    def record(self) -> RunRecord:
-        """run.json: what was deployed and what happened, so far (every path writes it)."""
+    def record(self, in_progress: bool = False) -> RunRecord:
+        """run.json: what was deployed and what happened, so far (every path writes it at the
+        end; ``in_progress`` at the start)."""
         rd, tl, err = self.rd, self.timeline, self.error
         cd_on = bool(self.cd and self.cd_ge)
         return RunRecord(
@@ -727,7 +713,8 @@ class Runner:
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             push_verify=self.push_verify,
             interrupted=self.interrupted is not None, aborted=self.aborted,
-            error=str(err) if err else None, written_at_utc=iso_stamp())
+            error=str(err) if err else None, written_at_utc=iso_stamp(),
+            in_progress=in_progress)
 
     def outcome(self) -> "RunOutcome":
         """How the run ended, for the ``run`` verb (:mod:`wotbench.run_command`)."""

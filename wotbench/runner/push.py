@@ -1,7 +1,8 @@
 """The harness's side of client devices (``devices[].push``, issue 23):
 
-1. :func:`write_schedules` renders every pushing device's schedule into its log directory
-   before anything starts (a template that does not render is bad input: exit 2);
+1. :func:`render_schedules` renders every pushing device's schedule before anything starts
+   (the pre-flight: a template that does not render is bad input, exit 2) and
+   :func:`write_schedules` writes them into the devices' log directories;
 2. :func:`wait_setup` waits, once the devices listen, for each one's ``push-setup.csv`` and
    stops the run before T0 when a setup request did not succeed, naming the device, the op,
    the answer and the fix; devices then undo what succeeded on SIGTERM (their teardown);
@@ -32,11 +33,12 @@ def _endpoint(ip: str, port: int) -> str:
 def push_devices(cfg: Config) -> list[PushDevice]:
     """Every device that sends (a group with ``push``, or device-originated lines in the
     recorded trace: :mod:`wotbench.workload.trace_push`), its ops' targets resolved to IP:PORT."""
-    addrs = device_addresses(cfg)
-    by_group: dict[str, list] = {}
-    for a in addrs:
-        by_group.setdefault(a.group, []).append(a)
     traced = trace_push.device_lines(cfg)
+    if not traced and not any(g.push for g in cfg.devices):
+        return []     # (no device address worked out: a million devices take half a minute)
+    by_group: dict[str, list] = {}
+    for a in device_addresses(cfg):
+        by_group.setdefault(a.group, []).append(a)
     out = []
     for i, g in enumerate(cfg.devices):
         for k, a in enumerate(by_group[g.group]):
@@ -67,25 +69,35 @@ def _trace_rows(d: PushDevice, lines: list, by_group: dict[str, list]) -> list[R
     return rows
 
 
-def write_schedules(cfg: Config, rd: RunDir, base_dir=None) -> dict[str, int]:
-    """Renders and writes every schedule; {device: rows}. ConfigError when one does not render."""
+def render_schedules(cfg: Config, base_dir=None) -> dict[str, list[Row]]:
+    """Every pushing device's schedule rows; ConfigError when one does not render (the
+    pre-flight renders them, the run writes what it rendered)."""
+    devices = push_devices(cfg)
+    if not devices:
+        return {}
     ops = {g.group: g.push for g in cfg.devices if g.push}
     traced = trace_push.device_lines(cfg)
     by_group: dict[str, list] = {}
     for a in device_addresses(cfg):
         by_group.setdefault(a.group, []).append(a)
-    counts = {}
-    for d in push_devices(cfg):
+    out = {}
+    for d in devices:
         try:
             rows = device_rows(d, ops.get(d.group, []), cfg.duration_s, cfg.seed, base_dir)
         except PushRenderError as e:
             raise ConfigError(str(e)) from None
         if d.id in traced:     # recorded instants join the test phase, in time order
             rows = merge_test_rows(rows, _trace_rows(d, traced[d.id], by_group))
-        rd.device_dir(d.name).mkdir(parents=True, exist_ok=True)
-        write_schedule(rd.push_schedule(d.name), rows, atomic.write_text)
-        counts[d.name] = len(rows)
-    return counts
+        out[d.name] = rows
+    return out
+
+
+def write_schedules(rd: RunDir, schedules: dict[str, list[Row]]) -> dict[str, int]:
+    """Writes every rendered schedule into its device's directory; {device: rows}."""
+    for name, rows in schedules.items():
+        rd.device_dir(name).mkdir(parents=True, exist_ok=True)
+        write_schedule(rd.push_schedule(name), rows, atomic.write_text)
+    return {name: len(rows) for name, rows in schedules.items()}
 
 
 def _setup_key(cfg: Config, group: str, op: str) -> str:
@@ -177,5 +189,5 @@ def first_targets(cfg: Config) -> dict[str, tuple[str, str]]:
     return {d.name: (d.group, d.targets[0] if d.targets else "-") for d in push_devices(cfg)}
 
 
-__all__ = ["write_schedules", "wait_setup", "write_start", "pushing",
+__all__ = ["render_schedules", "write_schedules", "wait_setup", "write_start", "pushing",
            "first_targets", "setup_timeout_s"]

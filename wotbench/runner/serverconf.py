@@ -57,36 +57,35 @@ def _free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
-def check(d: "DeviceRun") -> None:
-    """Run ``server.check`` on ``d``'s config as rendered for this host (a scratch directory
-    and a loopback address of the host's); ConfigError with the checker's output, the
-    template's path in it."""
-    p = d.program
-    if p is None or not p.check or d.files is None:
+def check_program(key: str, p: Program, name: str) -> None:
+    """Run ``p.check`` (the server's own checker, ``nginx -t``) on ``p.config_template`` as
+    rendered for this host: a scratch directory and a loopback address of the host's (the
+    device's address exists only inside the run's network, and a checker may bind what the
+    config listens on: nginx -t does). ConfigError with the checker's output, the template's
+    path in it; ``key``: the program's config key (``devices[0].server``), ``name``: a device
+    of it."""
+    if not p.check or p.config_template is None:
         return
     template = Path(p.config_template)
+    port = _free_loopback_port()
     # its own scratch directory: what the checker leaves (nginx -t: an empty pid file, as root)
     # must not be in the server's way
-    # ... and its own address: a checker may bind what the config listens on (nginx -t does),
-    # and the device's address exists only inside the run's network
-    port = _free_loopback_port()
     with tempfile.TemporaryDirectory(prefix="wb-check-") as tmp:
-        host_config = Path(tmp) / d.files.config.name
-        host_config.write_text(render_text(template.read_text(), CHECK_ADDRESS, port, d.name, tmp))
-        argv = [a.format(address=CHECK_ADDRESS, port=port, name=d.name, config=str(host_config),
+        host_config = Path(tmp) / template.name
+        host_config.write_text(render_text(template.read_text(), CHECK_ADDRESS, port, name, tmp))
+        argv = [a.format(address=CHECK_ADDRESS, port=port, name=name, config=str(host_config),
                          scratch=tmp) for a in p.check]
-        exe = thirdparty.find_command(f"{d.program_key}.check", Program(command=argv[:1]))
+        exe = thirdparty.find_command(f"{key}.check", Program(command=argv[:1]))
         try:
             r = subprocess.run([str(exe)] + argv[1:], capture_output=True, text=True,
                                timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise ConfigError([f"{d.program_key}.check: {' '.join(argv)} did not finish within "
+            raise ConfigError([f"{key}.check: {' '.join(p.check)} did not finish within "
                                f"{CHECK_TIMEOUT_S} s"]) from None
     if r.returncode != 0:
         # the rendered file has the template's lines: name the template, not our copy
         out = (r.stdout + r.stderr).replace(str(host_config), str(template)).strip()
         lines = "\n    ".join(out.splitlines()[-12:]) or "(no output)"
-        raise ConfigError([f"{d.program_key}.config_template: {template} was refused by "
-                           f"`{' '.join(argv)}` (exit {r.returncode}):\n    "
+        raise ConfigError([f"{key}.config_template: {template} was refused by "
+                           f"`{' '.join(p.check)}` (exit {r.returncode}):\n    "
                            f"{lines}\n  fix the template (its file:line above) and run again"])
-

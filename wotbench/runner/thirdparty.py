@@ -52,6 +52,42 @@ def find_command(key: str, program: Program) -> Path:
     return Path(found).absolute()   # not resolved: a venv's python must keep its own path
 
 
+# what a program reads at start: an argument (or a class-path element of one) ending so names
+# a file that must be there, e.g. the proxy's jar; other arguments may name what it creates
+INPUT_SUFFIXES = (".jar", ".java", ".class", ".py", ".js", ".lua", ".conf", ".cfg", ".ini",
+                  ".json", ".yaml", ".yml", ".xml", ".properties", ".pem", ".crt", ".key", ".so")
+
+
+def missing_files(key: str, program: Program, cwd: Path) -> list[str]:
+    """The input files ``program.command`` names that this host lacks, one line each with its
+    argument's key; relative paths count from ``cwd`` (the program's working directory: the
+    process backend starts it where wotbench runs). Arguments with placeholders or URLs are
+    left alone."""
+    out = []
+    for i, arg in enumerate(program.command or []):
+        if "{" in arg or "://" in arg:
+            continue
+        for piece in arg.split("=", 1)[-1].split(":"):   # --opt=FILE, a class path A:B
+            if not piece.endswith(INPUT_SUFFIXES) or "/" not in piece:
+                continue
+            path = Path(piece) if Path(piece).is_absolute() else cwd / piece
+            if not path.exists():
+                out.append(f"{key}.command[{i}]: file not found on this host: {piece}"
+                           + ("" if Path(piece).is_absolute() else
+                              f" ({path.resolve()}: relative to the directory wotbench runs "
+                              "in, the program's working directory)"))
+    return out
+
+
+def check_image(client, key: str, image: str) -> None:
+    """ConfigError naming the key when this Docker engine has no image ``image``."""
+    import docker.errors
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise missing_image(key, image) from None
+
+
 def missing_image(key: str, image: str) -> ConfigError:
     return ConfigError([f"{key}.image: no local Docker image {image!r} (no registry is used: "
                         "nothing is pulled); build it here (docker build -t NAME DIR) or load "

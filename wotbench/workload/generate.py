@@ -324,14 +324,16 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
                         recorded, warnings)
 
 
-def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = None) -> TraceSummary:
+def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = None,
+                recorded: Optional[tuple[pd.DataFrame, dict[str, Path]]] = None) -> TraceSummary:
     """Generate (or, with ``trace:``, import a recorded) workload into ``out_dir``; ``only``:
-    the rows of these device ids (a cell's slice of the whole trace, ids kept)."""
+    the rows of these device ids (a cell's slice of the whole trace, ids kept); ``recorded``:
+    what :func:`check_recorded` returned for it already (the pre-flight read every line)."""
     out_dir = Path(out_dir)
     (out_dir / "resources").mkdir(parents=True, exist_ok=True)
     addrs = device_addresses(cfg)
     if cfg.trace is not None:
-        return _import_recorded(cfg, out_dir, addrs, only)
+        return _import_recorded(cfg, out_dir, addrs, only, recorded)
     tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     _write_rows(out_dir / "trace.csv", tr, addrs, schemes=_schemes(cfg, addrs),
@@ -414,10 +416,12 @@ def check_recorded(cfg: Config) -> tuple[pd.DataFrame, dict[str, Path]]:
 
 
 def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
-                     only: Optional[set[int]] = None) -> TraceSummary:
+                     only: Optional[set[int]] = None,
+                     recorded: Optional[tuple[pd.DataFrame, dict[str, Path]]] = None
+                     ) -> TraceSummary:
     """Copy a recorded trace, re-addressing every request to its device's configured address;
     ``only``: the lines and resource files of these device ids (a cell's slice, ids kept)."""
-    df, files = check_recorded(cfg)
+    df, files = recorded or check_recorded(cfg)
     if only is not None:
         df = df[df.device_id.isin(only)].reset_index(drop=True)
     resources: dict[str, list] = {}

@@ -9,6 +9,7 @@ and a token; a template that does not render for some device stops the run befor
 starts, naming the key, the device and the fix (:class:`PushRenderError`)."""
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,7 +116,7 @@ def render_body(op: PushOp, fields: dict[str, Any]) -> bytes:
 
 def _times(op: PushOp, duration_s: float, rng: np.random.Generator, base_dir) -> list[int]:
     """Send instants (µs from the test start): the first at a uniform phase in [0, mean)."""
-    dist = make_distribution(op.interval, base_dir)
+    dist = _distribution(op.interval, base_dir)
     end_us = duration_s * 1e6
     t = rng.uniform(0, dist.mean) * 1000
     out: list[int] = []
@@ -130,6 +131,19 @@ def _times(op: PushOp, duration_s: float, rng: np.random.Generator, base_dir) ->
     return out
 
 
+def _distribution(spec, base_dir):
+    """The op's distribution, built once for every device of its group (scipy's frozen
+    distributions take milliseconds to build; sampling takes each device's own generator)."""
+    if isinstance(spec, dict) and "file" in spec:   # an empirical file may change between runs
+        return make_distribution(spec, base_dir)
+    return _built(json.dumps(spec, sort_keys=True, default=str), str(base_dir))
+
+
+@functools.lru_cache(maxsize=256)
+def _built(spec_json: str, base_dir: str):
+    return make_distribution(json.loads(spec_json), None if base_dir == "None" else base_dir)
+
+
 def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
                 base_dir=None) -> list[Row]:
     """Every row of one device's schedule, setup first, test by time, teardown last."""
@@ -139,7 +153,7 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
         if op.phase == "verify":       # the harness's request (runner/push_verify.py)
             continue
         key = f"{d.group_key}.push[{j}]"
-        values = make_distribution(op.value, base_dir) if op.value is not None else None
+        values = _distribution(op.value, base_dir) if op.value is not None else None
         times = _times(op, duration_s, rng, base_dir) if op.phase == "test" else [0]
         vals = values.sample(rng, len(times)) if values is not None else None
         base = d.fields()

@@ -260,13 +260,9 @@ class DockerBackend:
 
     def prepare_programs(self, programs: dict[str, Program]) -> None:
         """A local image as it is, or a host command packed into a FROM scratch image."""
-        import docker.errors
         for key, p in programs.items():
             if p.image:
-                try:
-                    self.client.images.get(p.image)
-                except docker.errors.ImageNotFound:
-                    raise thirdparty.missing_image(key, p.image) from None
+                thirdparty.check_image(self.client, key, p.image)
                 self.programs[key] = (p.image, True)
             else:
                 path = thirdparty.find_command(key, p)
