@@ -83,6 +83,9 @@ SMOKES = [
     Smoke("http_bench.py", (rf"^\s+1\s+{NUM}\s+{NUM}\s+{NUM}", rf"^\s+GE\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}",
                             r"^\s+wrk2 not run in a smoke run"),
           needs=("nginx", "wrk")),
+    Smoke("fleet_engine_bench.py", (rf"^\s+300 devices in 1 process\(es\) x 2 loops: ready after\s+{NUM} s; RSS",
+                                    r"^  GE 0 outcomes \{'ok': 300, 'error': 0, 'timeout': 0",
+                                    rf"^  timer lateness end-due : p50\s+{NUM}")),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),

@@ -1,5 +1,6 @@
 /* devlog.c - device log storage and the files written at shutdown. */
 #include "devlog.h"
+#include "textout.h"
 #include "dtls.h"
 #include "impair.h"
 #include "block.h"
@@ -35,57 +36,14 @@ struct log_entry *devlog_add(struct devlog *l, const struct log_entry *e) {
     return NULL;
 }
 
-static void put_opt(FILE *f, uint64_t v) {
-    fputc(',', f);
-    if (v)
-        fprintf(f, "%llu", (unsigned long long)v);
-}
-
 void devlog_token(struct log_entry *e, const uint8_t *token, size_t len) {
     e->tkl = (uint8_t)(len < sizeof e->token ? len : sizeof e->token);
     memcpy(e->token, token, e->tkl);
 }
 
-static const char *method_name(uint8_t m) {
-    static const char *names[] = {"?", "GET", "POST", "PUT", "DELETE"};
-    return m < 5 ? names[m] : "?";
-}
-
-/* Writes s as a JSON string body (escaping quotes, backslashes and control characters). */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
-    }
-    fputc('"', f);
-}
-
-static FILE *open_in(const char *dir, const char *file) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "wot-device: cannot write %s: %s\n", path, strerror(errno));
-    return f;
-}
-
-static int close_checked(FILE *f, const char *what) {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        fprintf(stderr, "wot-device: error writing %s\n", what);
-        return -1;
-    }
-    return 0;
-}
-
 int devlog_write(const struct devlog *l, const struct resource_set *rs, const struct counters *c,
                  const char *dir, const char *name, int threads, const char *response) {
-    FILE *f = open_in(dir, "device-log.csv");
+    FILE *f = textout_open("wot-device", dir, "device-log.csv");
     if (!f)
         return -1;
     static char buf[1 << 16];
@@ -100,21 +58,21 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
                     (unsigned long long)e->end_ns);
         else
             fputs(",,", f);
-        fprintf(f, "%s,%s,%u.%02u,", path, method_name(e->method), e->code >> 5, e->code & 31);
+        fprintf(f, "%s,%s,%u.%02u,", path, textout_method(e->method), e->code >> 5, e->code & 31);
         for (int k = 0; k < e->tkl; k++)
             fprintf(f, "%02x", e->token[k]);
-        put_opt(f, e->arrival_k_ns);
-        put_opt(f, e->sent_ns);
+        textout_opt_u64(f, e->arrival_k_ns);
+        textout_opt_u64(f, e->sent_ns);
         fputc('\n', f);
     }
-    if (close_checked(f, "device-log.csv") || observe_write_log(dir, rs))
+    if (textout_close("wot-device", f, "device-log.csv") || observe_write_log(dir, rs))
         return -1;
 
-    f = open_in(dir, "device-summary.json");
+    f = textout_open("wot-device", dir, "device-summary.json");
     if (!f)
         return -1;
     fputs("{\"name\": ", f);
-    json_str(f, name);
+    textout_json_str(f, name);
     fprintf(f,
             ", \"requests\": %llu, \"responses\": %llu, \"overload_503\": %llu, "
             "\"not_found\": %llu, \"malformed\": %llu, \"log_entries\": %llu, "
@@ -131,7 +89,7 @@ int devlog_write(const struct devlog *l, const struct resource_set *rs, const st
     dtls_json(f);
     push_json(f);
     fputs("}\n", f);
-    return close_checked(f, "device-summary.json");
+    return textout_close("wot-device", f, "device-summary.json");
 }
 
 void devlog_free(struct devlog *l) {

@@ -14,13 +14,13 @@
 #define HEADER_OBS HEADER "," OBS_COLS
 #define MAX_FIELDS 10
 
-static int fail(const char *file, long line, const char *what, const char *expected) {
+int csv_fail(const char *file, long line, const char *what, const char *expected) {
     fprintf(stderr, "%s:%ld: %s, expected %s\n", file, line, what, expected);
     return -1;
 }
 
 /* Parses a decimal integer field; returns 0 on success. */
-static int parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
+int csv_parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
     if (*s < '0' || *s > '9')
         return -1;
     errno = 0;
@@ -33,6 +33,20 @@ static int parse_uint(const char *s, unsigned long long max, unsigned long long 
 }
 
 /* Checks a resource path; returns NULL if fine, else a description of the problem. */
+int csv_split(char *line, char **f, int max) {
+    int nf = 0;
+    for (char *s = line;;) {
+        char *comma = strchr(s, ',');
+        if (nf < max)
+            f[nf] = s;
+        nf++;
+        if (!comma)
+            return nf;
+        *comma = '\0';
+        s = comma + 1;
+    }
+}
+
 static const char *bad_path(const char *p) {
     if (*p == '\0')
         return "empty path";
@@ -73,25 +87,25 @@ static int parse_observe(const char *file, long ln, char **f, struct resource *r
         if (strcmp(f[4], dists[i]) == 0)
             d = i;
     if (d < 0)
-        return fail(file, ln, "bad notify_dist",
+        return csv_fail(file, ln, "bad notify_dist",
                     "none, deterministic, uniform, exponential or normal");
     unsigned long long mean, jit, svc, age;
-    if (parse_uint(f[5], RES_MAX_SERVICE_US, &mean) || (d != 0 && mean == 0))
-        return fail(file, ln, "bad notify_mean_us", "an integer 1..3600000000 (0 only with notify_dist none)");
-    if (parse_uint(f[6], RES_MAX_SERVICE_US, &jit))
-        return fail(file, ln, "bad notify_jitter_us", "an integer 0..3600000000");
+    if (csv_parse_uint(f[5], RES_MAX_SERVICE_US, &mean) || (d != 0 && mean == 0))
+        return csv_fail(file, ln, "bad notify_mean_us", "an integer 1..3600000000 (0 only with notify_dist none)");
+    if (csv_parse_uint(f[6], RES_MAX_SERVICE_US, &jit))
+        return csv_fail(file, ln, "bad notify_jitter_us", "an integer 0..3600000000");
     if ((d == NOTIFY_DET || d == NOTIFY_EXP) && jit != 0)
-        return fail(file, ln, "notify_jitter_us with a deterministic or exponential notify_dist",
+        return csv_fail(file, ln, "notify_jitter_us with a deterministic or exponential notify_dist",
                     "0 (jitter is the uniform half-width or the normal standard deviation)");
     if (d == NOTIFY_UNIFORM && jit > mean)
-        return fail(file, ln, "notify_jitter_us above notify_mean_us",
+        return csv_fail(file, ln, "notify_jitter_us above notify_mean_us",
                     "a uniform half-width <= the mean (intervals must stay >= 0)");
-    if (parse_uint(f[7], RES_MAX_SERVICE_US, &svc))
-        return fail(file, ln, "bad notify_service_us", "an integer 0..3600000000");
+    if (csv_parse_uint(f[7], RES_MAX_SERVICE_US, &svc))
+        return csv_fail(file, ln, "bad notify_service_us", "an integer 0..3600000000");
     if (strcmp(f[8], "con") != 0 && strcmp(f[8], "non") != 0)
-        return fail(file, ln, "bad notify_type", "con or non");
-    if (parse_uint(f[9], 0xFFFFFFFFULL, &age))
-        return fail(file, ln, "bad max_age_s", "an integer 0..4294967295");
+        return csv_fail(file, ln, "bad notify_type", "con or non");
+    if (csv_parse_uint(f[9], 0xFFFFFFFFULL, &age))
+        return csv_fail(file, ln, "bad max_age_s", "an integer 0..4294967295");
     r->notify_dist = (enum notify_dist)d;
     r->notify_mean_ns = mean * 1000ULL;
     r->notify_jitter_ns = jit * 1000ULL;
@@ -104,51 +118,40 @@ static int parse_observe(const char *file, long ln, char **f, struct resource *r
 static int parse_line(const char *file, long ln, char *line, struct resource_set *rs, size_t *cap,
                       int want) {
     char *f[MAX_FIELDS];
-    int nf = 0;
-    char *s = line;
-    for (;;) {
-        char *comma = strchr(s, ',');
-        if (nf < MAX_FIELDS)
-            f[nf] = s;
-        nf++;
-        if (!comma)
-            break;
-        *comma = '\0';
-        s = comma + 1;
-    }
+    int nf = csv_split(line, f, MAX_FIELDS);
     if (nf != want) {
         char what[64];
         snprintf(what, sizeof what, "%d fields", nf);
-        return fail(file, ln, what, want == 4 ? "4 fields " HEADER : "10 fields " HEADER_OBS);
+        return csv_fail(file, ln, what, want == 4 ? "4 fields " HEADER : "10 fields " HEADER_OBS);
     }
     const char *why = bad_path(f[0]);
     if (why)
-        return fail(file, ln, why, "a path without leading '/' made of printable characters, e.g. r0 or a/b");
+        return csv_fail(file, ln, why, "a path without leading '/' made of printable characters, e.g. r0 or a/b");
     for (size_t i = 0; i < rs->n; i++)
         if (strcmp(rs->v[i].path, f[0]) == 0)
-            return fail(file, ln, "duplicate path", "each path once");
+            return csv_fail(file, ln, "duplicate path", "each path once");
     unsigned long long st, pb;
-    if (parse_uint(f[1], RES_MAX_SERVICE_US, &st))
-        return fail(file, ln, "bad service_time_us", "an integer 0..3600000000");
+    if (csv_parse_uint(f[1], RES_MAX_SERVICE_US, &st))
+        return csv_fail(file, ln, "bad service_time_us", "an integer 0..3600000000");
     struct resource r = {.service_ns = st * 1000ULL, .payload_bytes = 0};
     if (strcmp(f[2], "sleep") == 0)
         r.mode = MODE_SLEEP;
     else if (strcmp(f[2], "busy") == 0)
         r.mode = MODE_BUSY;
     else
-        return fail(file, ln, "bad mode", "sleep or busy");
-    if (parse_uint(f[3], RES_MAX_PAYLOAD, &pb))
-        return fail(file, ln, "bad payload_bytes", "an integer 0..1048576");
+        return csv_fail(file, ln, "bad mode", "sleep or busy");
+    if (csv_parse_uint(f[3], RES_MAX_PAYLOAD, &pb))
+        return csv_fail(file, ln, "bad payload_bytes", "an integer 0..1048576");
     r.payload_bytes = (uint32_t)pb;
     if (want == MAX_FIELDS && parse_observe(file, ln, f, &r))
         return -1;
     if (r.notify_dist != NOTIFY_NONE && r.payload_bytes > RES_MAX_NOTIFY_PAYLOAD)
-        return fail(file, ln, "payload_bytes above 1024 on an observable resource",
+        return csv_fail(file, ln, "payload_bytes above 1024 on an observable resource",
                     "at most 1024 (notifications are not sent block-wise)");
     r.path = strdup(f[0]);
     if (!r.path || add(rs, cap, r)) {
         free(r.path);
-        return fail(file, ln, "out of memory", "a smaller file");
+        return csv_fail(file, ln, "out of memory", "a smaller file");
     }
     return 0;
 }
@@ -170,7 +173,7 @@ int resources_load(const char *file, struct resource_set *out) {
     while ((len = getline(&line, &lcap, fp)) >= 0) {
         ln++;
         if ((size_t)len != strlen(line)) {
-            rc = fail(file, ln, "NUL byte in line", "text");
+            rc = csv_fail(file, ln, "NUL byte in line", "text");
             break;
         }
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -181,7 +184,7 @@ int resources_load(const char *file, struct resource_set *out) {
             if (strcmp(line, HEADER_OBS) == 0)
                 want = MAX_FIELDS;
             else if (strcmp(line, HEADER) != 0) {
-                rc = fail(file, ln, "missing or wrong header", "'" HEADER "' or '" HEADER_OBS "'");
+                rc = csv_fail(file, ln, "missing or wrong header", "'" HEADER "' or '" HEADER_OBS "'");
                 break;
             }
             seen_header = 1;
@@ -191,9 +194,9 @@ int resources_load(const char *file, struct resource_set *out) {
             break;
     }
     if (rc == 0 && !seen_header)
-        rc = fail(file, ln, "empty file", "the header '" HEADER "'");
+        rc = csv_fail(file, ln, "empty file", "the header '" HEADER "'");
     else if (rc == 0 && out->n == 0)
-        rc = fail(file, ln, "no resources", "at least one resource line");
+        rc = csv_fail(file, ln, "no resources", "at least one resource line");
     free(line);
     fclose(fp);
     if (rc)

@@ -34,4 +34,12 @@ struct resource_set {
 int resources_load(const char *file, struct resource_set *out);
 void resources_free(struct resource_set *rs);
 
+/* Shared by the CSV readers (this file and fleet/devices_file.c). */
+/* prints "FILE:LINE: what, expected what" to stderr; returns -1 */
+int csv_fail(const char *file, long line, const char *what, const char *expected);
+/* a decimal integer 0..max, nothing else; 0 ok, -1 bad */
+int csv_parse_uint(const char *s, unsigned long long max, unsigned long long *out);
+/* splits line at commas in place into f[0..max); returns the number of fields (may be > max) */
+int csv_split(char *line, char **f, int max);
+
 #endif
