@@ -1,0 +1,36 @@
+/* resources_target.c - libFuzzer target: the resource file reader shared by wot-device and
+ * wot-fleet (resources.c) on any text. 0 with at least one resource, each path valid and
+ * unique, or -1 with nothing left allocated. Run with -close_fd_mask=2. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/resources.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0)
+        return 0;
+    FILE *fp = fmemopen((void *)data, size, "r");
+    if (!fp)
+        return 0;
+    struct resource_set rs;
+    int rc = resources_read(fp, "fuzz.csv", &rs);
+    fclose(fp);
+    if (rc == 0) {
+        if (rs.n == 0)
+            abort();
+        for (size_t i = 0; i < rs.n; i++) {
+            const char *p = rs.v[i].path;
+            if (!*p || *p == '/' || strstr(p, "//") || rs.v[i].payload_bytes > RES_MAX_PAYLOAD)
+                abort();
+            for (size_t j = 0; j < i; j++)
+                if (!strcmp(rs.v[j].path, p))
+                    abort();
+        }
+        resources_free(&rs);
+    } else if (rc != -1 || rs.v || rs.n) {
+        abort();
+    }
+    return 0;
+}
