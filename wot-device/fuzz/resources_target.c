@@ -1,12 +1,14 @@
 /* resources_target.c - libFuzzer target: the resource file reader shared by wot-device and
  * wot-fleet (resources.c) on any text. 0 with at least one resource, each path valid and
- * unique, or -1 with nothing left allocated. Run with -close_fd_mask=2. */
+ * unique, and no message; or -1, one "fuzz.csv:LINE: ..., expected ..." message and nothing
+ * left allocated. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../src/resources.h"
+#include "fuzz_stderr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0)
@@ -15,8 +17,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!fp)
         return 0;
     struct resource_set rs;
+    fz_capture_begin();
     int rc = resources_read(fp, "fuzz.csv", &rs);
+    const char *msg = fz_capture_end();
     fclose(fp);
+    if ((rc == 0 && *msg) || (rc == -1 && !fz_is_file_line_message(msg, "fuzz.csv")))
+        abort();
+    fz_capture_free();
     if (rc == 0) {
         if (rs.n == 0)
             abort();

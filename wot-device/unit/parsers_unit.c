@@ -208,7 +208,6 @@ static void request_tests(void) {
          FL_NON, FL_CONTENT, 2, 0, 0},
         {"CON GET obs with Observe 0: registered, 2.05 with Observe",
          {0x41, 0x01, 0, 7, 13, 0x60, 0x53, 'o', 'b', 's'}, 10, FL_ACK, FL_CONTENT, 4, 1, 0},
-        {"CON ping: RST", {0x40, 0x00, 0, 8}, 4, FL_RST, 0, 0, 0, 0},
         /* message format errors in a CON: rejected with RST (RFC 7252 4.2), counted malformed */
         {"token length 9: RST", {0x49, 0x01, 0, 9}, 4, FL_RST, 0, 0, 0, 0},
         {"option delta 15: RST", {0x40, 0x01, 0, 10, 0xF1, 'a'}, 6, FL_RST, 0, 0, 0, 0},
