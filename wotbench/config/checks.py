@@ -17,7 +17,7 @@ from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
 from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, NOTIFY_DISTS, Config, DeviceGroup
 from wotbench.config.slo import group_problems as slo_group_problems
-from wotbench.deploy import pods
+from wotbench.deploy import fleet, pods
 from wotbench.deploy.addressing import capacity as address_capacity
 from wotbench.deploy.addressing import describe_capacity
 
@@ -47,6 +47,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
         if g.observe is not None and g.third_party:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
+    problems.extend(fleet.problems(cfg))
     problems.extend(push_problems(cfg, base_dir))
     if cfg.gateways.retransmit and cfg.gateways.message_type == "non":
         problems.append("gateways.retransmit: true with message_type non: RFC 7252 retransmits "

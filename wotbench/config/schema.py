@@ -36,6 +36,7 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads
+MAX_FLEET_PER_CONTAINER = 55000  # engine devices on one container address: one port each from 5683
 MAX_CLIENTS = 60000             # GE client endpoints: its socket index is 16 bits (wotbench.config.loadloop)
 THINK_DISTS = ("deterministic", "exponential", "uniform")   # think times the GE samples itself
 
@@ -151,6 +152,13 @@ class DeviceGroup(_Model):
         "`server`/`external` groups and for groups whose `network` impairments tc applies "
         "(`pumba`/`netem`: a pod's devices would share one link); an explicit N > 1 there is "
         "refused")
+
+    engine: Literal["auto", "process", "fleet"] = Field(
+        "auto", description="how the group's devices run: `process` (one wot-device process "
+        "each, alone or in pods), `fleet` (thousands of devices per wot-fleet event-driven "
+        "engine process, each its own UDP endpoint: docs/FLEET.md), `auto` = fleet when the run "
+        "has more devices than the process form carries on one host and the group uses only "
+        "what the engine supports (wotbench.deploy.fleet), else process")
 
     # bring your own system under test (wotbench.config.byo)
     server: Optional[byo.ServerSpec] = Field(
