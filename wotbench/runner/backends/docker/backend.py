@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from wotbench.deploy import pods
+from wotbench.deploy import fleet, pods
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
@@ -167,10 +167,11 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
-        devices, ctrs = cfg.total_devices + 1, pods.containers(cfg) + 1   # + the CD node
-        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits())
+        in_fleets = sum(g.count for i, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, i))
+        devices, ctrs = cfg.total_devices - in_fleets + 1, pods.containers(cfg) + 1   # + CD node
+        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits(), in_fleets)
         if short:
-            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short))
+            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short, in_fleets))
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:
