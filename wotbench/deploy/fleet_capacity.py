@@ -17,7 +17,9 @@ core. Both sit in the constants below so the measured values replace them in one
 from __future__ import annotations
 
 import math
+import resource
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config
@@ -25,6 +27,7 @@ from wotbench.deploy import fleet
 from wotbench.deploy.addressing import COAP_PORT, capacity as address_capacity
 from wotbench.deploy.plan import Plan, parse_cpuset
 from wotbench.deploy.pods import slots
+from wotbench.errors import ConfigError, EnvironmentProblem
 
 BYTES_PER_DEVICE = 16 * 1024        # engine RSS + kernel UDP socket per device (contract target)
 BASE_BYTES = 32 * 1024 * 1024       # the engine's code, resource tables, stacks
@@ -163,6 +166,41 @@ def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[
             out.append(f"devices: the fleets need {fds} file descriptors, fs.file-max is "
                        f"{host.file_max}; raise it: sysctl -w fs.file-max={2 * fds}")
     return out
+
+
+def host_facts(meminfo: Path = Path("/proc/meminfo"),
+               file_max: Path = Path("/proc/sys/fs/file-max")) -> HostFacts:
+    """This host's facts (values it does not expose are left out of the checks)."""
+    avail = 0
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        fmax: Optional[int] = int(file_max.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        fmax = None
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return HostFacts(mem_available_bytes=avail or 2**62,
+                     nofile_hard=None if hard == resource.RLIM_INFINITY else hard, file_max=fmax)
+
+
+def check(cfg: Config, plan: Plan, own_limits: bool) -> None:
+    """Refuse a run whose fleets do not fit: ConfigError for what the config asks (the fix is
+    in the config), EnvironmentProblem for what the host lacks. ``own_limits``: the fleets get
+    their RLIMIT_NOFILE from a container runtime (Docker), not from the harness's hard limit."""
+    asked = problems(cfg, plan)
+    if asked:
+        raise ConfigError(asked)
+    facts = host_facts()
+    if own_limits:
+        facts = HostFacts(facts.mem_available_bytes, None, facts.file_max)
+    lacking = problems(cfg, plan, facts)
+    if lacking:
+        raise EnvironmentProblem("the host cannot carry the run's wot-fleet engines: "
+                                 + "; ".join(lacking))
 
 
 def describe(reqs: list[FleetRequirement]) -> list[str]:

@@ -32,7 +32,9 @@ GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
 DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN")
 HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
 WARDEN = Component("wb-warden", "WOTBENCH_WARDEN_BIN", source="warden")   # runner/lease.py
-COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention episodes
+FLEET = Component("wot-fleet", "WOTBENCH_FLEET_BIN", source="wot-device")  # CONTRACTS §3b
+COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention
+# episodes, wot-fleet only when a group runs in the engine (wotbench.deploy.fleet)
 
 
 def _newest_source_mtime(src: Path) -> float:
@@ -73,10 +75,11 @@ def ensure_binary(comp: Component, log=print) -> Path:
     return comp.binary()
 
 
-def ensure_binaries(log=print, hog: bool = False) -> dict[str, Path]:
+def ensure_binaries(log=print, hog: bool = False, fleet: bool = False) -> dict[str, Path]:
     """The binaries a run needs (built when stale): program name -> path; ``hog``: the run has
-    contention episodes."""
-    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + ((HOG,) if hog else ())}
+    contention episodes; ``fleet``: device groups run in the wot-fleet engine."""
+    extra = ((HOG,) if hog else ()) + ((FLEET,) if fleet else ())
+    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + extra}
 
 
 

@@ -18,11 +18,13 @@ from wotbench.config.schema import Config
 from wotbench.deploy.fleet_capacity import FleetRequirement
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.deploy.resolve import DeviceAddress
-from wotbench.rundir import RunDir
+from wotbench.rundir import FleetRecord, RunDir
 from wotbench.rundir.fleet_files import FleetDevice, write_devices
 from wotbench.rundir.layout import FLEET_DEVICES_IN
 
 RES_DIR_IN, FLEET_DIR_IN = "/res", "/logs"     # what a fleet container sees
+STOP_BASE_S = 15.0                # as a device's grace (runner/main.py STOP_GRACE_S) ...
+STOP_PER_ROW_US = 2.0             # ... plus writing its preallocated log rows (~500 000 rows/s)
 
 
 @dataclass
@@ -41,6 +43,15 @@ class FleetRun:
     def cpuset(self) -> str:
         return self.req.cpuset
 
+    def record(self, rd: RunDir) -> FleetRecord:
+        """run.json ``fleets[]``."""
+        r = self.req
+        return FleetRecord(name=r.name, group=r.group, first_id=r.first_id, devices=r.devices,
+                           address=self.address, first_port=r.first_port, last_port=r.last_port,
+                           cpuset=r.cpuset, loops=r.loops, workers=r.workers,
+                           log_capacity=r.log_capacity, nofile=r.nofile,
+                           memory_bytes=r.memory_bytes, dir=rd.rel(self.dir))
+
     def args(self, devices_file: str, log_dir: str) -> list[str]:
         """wot-fleet's arguments (its own view of the paths)."""
         cpus = parse_cpuset(self.req.cpuset)
@@ -50,6 +61,12 @@ class FleetRun:
         if len(cpus) >= self.req.loops:   # loop i on the i-th core of its cpuset
             a += ["--cpus", ",".join(str(c) for c in cpus[:self.req.loops])]
         return a
+
+
+def stop_grace_s(fleets: Sequence[FleetRun]) -> float:
+    """SIGTERM -> exit for the slowest engine: it writes every fleet-log row it holds."""
+    rows = max((f.req.loops * f.req.log_capacity for f in fleets), default=0)
+    return STOP_BASE_S + rows * STOP_PER_ROW_US / 1e6
 
 
 def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_container: bool

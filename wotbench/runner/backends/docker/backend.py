@@ -32,6 +32,8 @@ from wotbench.runner.backends.docker import scalelimits
 from wotbench.runner.backend import Log
 from wotbench.runner.binaries import WARDEN
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner import fleets as fleet_runs
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
@@ -338,6 +340,26 @@ class DockerBackend:
             else:
                 self._start_device(members[0])
         in_parallel(start, units)
+
+    def start_fleets(self, fleets: Sequence[FleetRun]) -> None:
+        """One container per engine on the run's network at the fleet's address, its devices
+        on ports of that address; the run's resource files mounted once, read-only."""
+        if not fleets:
+            return
+        image = self.images["wot-fleet"]
+        res_dir = RunDir(self.run_dir).resources_dir if self.run_dir else None
+
+        def start(f: FleetRun) -> None:
+            binds = {f.dir: (fleet_runs.FLEET_DIR_IN, "rw")}
+            if res_dir is not None:
+                binds[res_dir] = (fleet_runs.RES_DIR_IN, "ro")
+            self._create(containers.Spec(
+                name=f.name, role="fleet", image=image,
+                command=fleet_runs.command(f, in_container=True), cpuset=f.cpuset,
+                networks=self.net_plan.endpoints(f.name), binds=binds,
+                memory_mb=-(-f.req.memory_bytes // 2**20), pids_limit=f.req.pids,
+                nofile=f.req.nofile)).start()
+        in_parallel(start, list(fleets))
 
     def _unit(self, name: str) -> str:
         """The container a component runs in: its pod's, else its own."""

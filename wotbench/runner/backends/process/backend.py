@@ -29,6 +29,8 @@ from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner import fleets as fleet_runs
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child
@@ -194,13 +196,13 @@ class ProcessBackend:
         return {}
 
     def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path,
-               drop: bool = True, cwd: str = "/") -> None:
+               drop: bool = True, cwd: str = "/", nofile: Optional[int] = None) -> None:
         env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id, PROCESS_LEASE_ENV: self.lease}
         kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
                 self._kept(argv), stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
-                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus), **kw)
+                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus, nofile), **kw)
 
     def _kept(self, argv: list[str]) -> list[str]:
         """Under the run's warden (runner/lease.py), which outlives no harness: it also gets the
@@ -223,6 +225,14 @@ class ProcessBackend:
             self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout,
                         drop=d.program_key not in self.as_root,
                         cwd=os.getcwd() if d.program is not None else "/")
+
+    def start_fleets(self, fleets: Sequence[FleetRun]) -> None:
+        """Each engine a local process pinned to its cpuset, its devices on their own loopback
+        addresses, RLIMIT_NOFILE raised to what it needs (fleet_capacity checked the hard
+        limit before the run)."""
+        for f in fleets:
+            argv = fleet_runs.command(f, in_container=False, binary=str(self.bins["wot-fleet"]))
+            self._spawn(f.name, argv, set(parse_cpuset(f.cpuset)), f.stdout, nofile=f.req.nofile)
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(
