@@ -534,7 +534,11 @@ class Runner:
         main = [d.endpoint for d in self.devices if d.role != "cd-node"] \
             + [e for f in self.fleets for e in f.endpoints]
         n_main = 1 if self.proxy else len(main)
-        hosts = 1 if self.proxy else len({e.rsplit(":", 1)[0] for e in main})
+        # the budget's quadratic (ARP) term: one address per process device as before; an
+        # engine's devices share their container's address (none on loopback)
+        fleet_hosts = len(self.fleets) if self.kind.container_namespaces else 0
+        hosts = 1 if self.proxy else len(main) - sum(len(f.endpoints) for f in self.fleets) \
+            + fleet_hosts
         per_request = http_spec.is_http(cfg) and cfg.gateways.http is not None \
             and cfg.gateways.http.connection_per_request
         for g in all_ges:   # readiness from the GE's own address: pings before its start
