@@ -19,8 +19,10 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 def _cmd_check(args) -> int:
     from wotbench.config.load import load_config
     from wotbench.deploy.plan import make_plan
+    from wotbench.deploy import fleet_capacity
     cfg = load_config(args.config)
-    make_plan(cfg)  # placement.cpus must exist on this host
+    plan = make_plan(cfg)  # placement.cpus must exist on this host
+    fleet_capacity.check_config(cfg, plan)   # the wot-fleet engines fit the config and host
     if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
         from wotbench.workload.generate import check_recorded
         from wotbench.workload.trace_push import device_lines
@@ -78,6 +80,9 @@ def _cmd_plan(args) -> int:
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
+    from wotbench.deploy import fleet_capacity
+    for line in fleet_capacity.describe(fleet_capacity.requirements(cfg, plan)):
+        print(f"  wot-fleet {line}")
     out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")
     return 0

@@ -40,6 +40,7 @@ TASKS_BASE = 4                      # main thread and margin
 REQS_PER_LOOP_S = 20_000            # what one loop core is planned to serve (not yet measured)
 LOOPS_PER_CORE = 1
 GE_MAX_ENDPOINTS = 65535            # gateway-emulator: distinct endpoints per GE (trace.c)
+PROCESS_SUBNET = "127.0.0.0/16"     # a process-backend run's loopback block (loopslot.subnet)
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,15 @@ def check(cfg: Config, plan: Plan, own_limits: bool) -> None:
     if lacking:
         raise EnvironmentProblem("the host cannot carry the run's wot-fleet engines: "
                                  + "; ".join(lacking))
+
+
+def check_config(cfg: Config, plan: Plan) -> None:
+    """:func:`check` for ``wotbench check`` (before any backend adapts the config): the
+    process backend's loopback layout (an address per device) when the config asks for it."""
+    if cfg.backend == "process":
+        cfg = cfg.model_copy(deep=True)
+        cfg.network.subnet = PROCESS_SUBNET
+    check(cfg, plan, own_limits=cfg.backend != "process")
 
 
 def describe(reqs: list[FleetRequirement]) -> list[str]:
