@@ -22,7 +22,8 @@ def _cmd_check(args) -> int:
     from wotbench.deploy import fleet_capacity
     cfg = load_config(args.config)
     plan = make_plan(cfg)  # placement.cpus must exist on this host
-    fleet_capacity.check_config(cfg, plan)   # the wot-fleet engines fit the config and host
+    from wotbench.runner.backends.docker.scalelimits import dockerd_nofile
+    fleet_capacity.check_config(cfg, plan, dockerd_nofile(hard=True))   # wot-fleet engines fit
     if cfg.trace is not None:   # a recorded trace: every line of it and of its resource files
         from wotbench.workload.generate import check_recorded
         from wotbench.workload.trace_push import device_lines
@@ -81,7 +82,9 @@ def _cmd_plan(args) -> int:
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
     from wotbench.deploy import fleet_capacity
-    for line in fleet_capacity.describe(fleet_capacity.requirements(cfg, plan)):
+    from wotbench.runner.backends.docker.scalelimits import dockerd_nofile
+    sized, _ = fleet_capacity.for_host(cfg, dockerd_nofile(hard=True))
+    for line in fleet_capacity.describe(fleet_capacity.requirements(sized, plan)):
         print(f"  wot-fleet {line}")
     out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")

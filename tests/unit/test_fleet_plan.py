@@ -42,7 +42,6 @@ def test_auto_keeps_a_group_the_engine_cannot_carry_in_processes():
     ({"request_payload_bytes": 2048, "methods": {"PUT": 1}}, "devices[0].request_payload_bytes"),
     ({"network": {"delay": {"time_ms": 5}}}, "devices[0].network"),
     ({"cpu_quota": 0.5}, "devices[0].cpu_quota"),
-    ({"per_container": 8}, "devices[0].per_container"),
     ({"server": {"image": "x/y:1", "port": 5683}}, "devices[0].server"),
 ])
 def test_engine_fleet_is_refused_naming_the_key_and_the_reason(extra, key):
@@ -165,8 +164,36 @@ def test_host_limits_name_the_limit_and_the_fix():
                                     file_max=10_000)
     probs = fleet_capacity.problems(c, plan, host)
     assert any("GiB available" in p for p in probs)
-    assert any("ulimit -Hn) is 4096" in p for p in probs)
+    assert any("needs 20020 file descriptors, the hard limit its runtime gives is 4096; set "
+               "per_container of its group to at most 4012" in p for p in probs)
     assert any("fs.file-max is 10000" in p for p in probs)
     roomy = fleet_capacity.HostFacts(mem_available_bytes=64 * 2**30, nofile_hard=2**20,
                                      file_max=2**24)
     assert fleet_capacity.problems(c, plan, roomy) == []
+
+
+def test_auto_keeps_a_group_with_a_pod_size_in_processes():
+    c = cfg({"group": "a", "count": 3000, "per_container": 8, **SLEEP})
+    assert fleet.engine_of(c, 0) == "process"
+
+
+def test_engines_are_sized_by_the_hard_file_descriptor_limit():
+    c = cfg({"group": "s", "count": 100_000, **SLEEP}, gateways={"count": 2})
+    sized, notes = fleet_capacity.size_fleets(c, 20_000)
+    g = sized.devices[0]
+    most = fleet_capacity.most_devices(20_000, __import__("os").cpu_count())
+    assert (g.engine, g.per_container) == ("fleet", most) and most < 20_000 - 16
+    assert notes and f"at most {most} devices per wot-fleet engine" in notes[0]
+    reqs = fleet_capacity.requirements(sized, make_plan(sized, cores=[0, 1]))
+    assert len(reqs) == -(-100_000 // most) and sum(r.devices for r in reqs) == 100_000
+    assert all(r.nofile <= 20_000 for r in reqs)
+    assert fleet_capacity.problems(sized, make_plan(sized, cores=[0, 1]),
+                                   fleet_capacity.HostFacts(2**40, 20_000, 2**30)) == []
+    assert fleet_capacity.size_fleets(c, None)[0].devices[0].per_container == "auto"
+
+
+def test_an_explicit_engine_size_is_kept_and_checked():
+    c = cfg({"group": "s", "count": 10_000, "engine": "fleet", "per_container": 2500, **SLEEP})
+    reqs = fleet_capacity.requirements(c, make_plan(c, cores=[0, 1]))
+    assert [r.devices for r in reqs] == [2500] * 4
+    assert fleet_capacity.size_fleets(c, 1000)[0].devices[0].per_container == 2500

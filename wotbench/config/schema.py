@@ -151,7 +151,9 @@ class DeviceGroup(_Model):
         "costs the runtime ≈ 0.27 CPU-s to start, docs/SCALE.md); or 1..64. Always 1 for "
         "`server`/`external` groups and for groups whose `network` impairments tc applies "
         "(`pumba`/`netem`: a pod's devices would share one link); an explicit N > 1 there is "
-        "refused")
+        "refused. With `engine: fleet`: devices per engine, 1..55 000 (one port each on "
+        "Docker); `auto` = as many as one process may open sockets on this host "
+        "(RLIMIT_NOFILE hard limit; dockerd's on Docker), at most 55 000")
 
     engine: Literal["auto", "process", "fleet"] = Field(
         "auto", description="how the group's devices run: `process` (one wot-device process "
@@ -212,8 +214,9 @@ class DeviceGroup(_Model):
     def _per_container(cls, v: Any) -> Any:
         if v == "auto":
             return v
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PER_CONTAINER:
-            raise ValueError(f"must be 'auto' or an integer 1..{MAX_PER_CONTAINER}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_FLEET_PER_CONTAINER:
+            raise ValueError(f"must be 'auto' or an integer 1..{MAX_PER_CONTAINER} (with engine: "
+                             f"fleet 1..{MAX_FLEET_PER_CONTAINER}), got {v!r}")
         return v
 
     @field_validator("methods", mode="before")

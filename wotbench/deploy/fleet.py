@@ -5,15 +5,17 @@ per device core, each device its own UDP endpoint. It does not have every featur
 wot-device yet; a group that needs one is refused with ``engine: fleet`` (naming the key and
 the reason) and stays in processes with ``engine: auto``.
 
-``auto`` threshold: the engine is chosen only for a run with more than
+``auto`` keeps a group with an explicit ``per_container`` (a pod size) in processes, and
+chooses the engine only for a run with more than
 ``AUTO_MIN_DEVICES`` devices. That is above the largest run the process form has carried on
 this 2-core host (1 100 devices with 0 testbed loss, docs/SCALE.md), so ``auto`` never moves a
 config that runs today as processes into the engine; until the process-vs-engine comparison
 (docs/FLEET.md "Fidelity") says where the two agree, the engine is only the default where
 processes cannot go at all. Lower it when that comparison shows agreement at smaller sizes.
 
-Layout of a fleet group (:mod:`wotbench.deploy.pods` asks :func:`fleets_of`): its devices are
-split evenly over ``ceil(count / MAX_FLEET_PER_CONTAINER)`` fleets, named
+Layout of a fleet group (:mod:`wotbench.deploy.pods` asks :func:`fleet_size`): its devices are
+split evenly over ``ceil(count / per_container)`` fleets (``auto``: as many devices as one
+process may open sockets on the host, at most MAX_FLEET_PER_CONTAINER), named
 ``<group>-fleet<j>`` (never a device name: those end in ``-<digits>``). On Docker each fleet is
 one container with one address on the run's network, its devices on ports 5683, 5684, ...;
 on the process backend (a loopback subnet) each device has its own 127.S.x.y address on port
@@ -60,9 +62,6 @@ def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
     if g.cpu_quota is not None:
         out.append(f"{k}.cpu_quota: a fleet's devices share one process; a per-device CPU quota "
                    "cannot be applied")
-    if g.per_container != "auto":
-        out.append(f"{k}.per_container: {g.per_container}: the engine packs up to "
-                   f"{MAX_FLEET_PER_CONTAINER} devices per container itself; leave it 'auto'")
     if cfg.dtls.enabled:
         out.append("dtls.enabled: the engine has no DTLS yet")
     return out
@@ -73,7 +72,7 @@ def engine_of(cfg: Config, i: int) -> Engine:
     g = cfg.devices[i]
     if g.engine != "auto":
         return g.engine
-    if unsupported(cfg, i, g):
+    if unsupported(cfg, i, g) or g.per_container != "auto":   # a pod size: the process form
         return "process"
     return "fleet" if cfg.total_devices > AUTO_MIN_DEVICES else "process"
 
@@ -88,14 +87,20 @@ def problems(cfg: Config) -> list[str]:
             if g.engine == "fleet" for why in unsupported(cfg, i, g)]
 
 
-def fleets_of(count: int) -> int:
-    """How many fleets carry a group of ``count`` devices."""
-    return max(1, math.ceil(count / MAX_FLEET_PER_CONTAINER))
+def most_per_fleet(g: DeviceGroup) -> int:
+    """At most this many devices in one of the group's engines: ``per_container`` (set by the
+    backend from the host's file-descriptor limit when ``auto``: fleet_capacity.size_fleets)."""
+    return MAX_FLEET_PER_CONTAINER if g.per_container == "auto" else int(g.per_container)
 
 
-def fleet_size(count: int) -> int:
+def fleets_of(count: int, most: int = MAX_FLEET_PER_CONTAINER) -> int:
+    """How many fleets carry a group of ``count`` devices, at most ``most`` each."""
+    return max(1, math.ceil(count / most))
+
+
+def fleet_size(count: int, most: int = MAX_FLEET_PER_CONTAINER) -> int:
     """Devices per fleet (the last one may hold fewer): an even split."""
-    return math.ceil(count / fleets_of(count))
+    return math.ceil(count / fleets_of(count, most))
 
 
 def own_addresses(subnet: str) -> bool:

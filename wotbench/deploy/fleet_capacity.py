@@ -17,6 +17,7 @@ core. Both sit in the constants below so the measured values replace them in one
 from __future__ import annotations
 
 import math
+import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ TASKS_BASE = 4                      # main thread and margin
 REQS_PER_LOOP_S = 20_000            # what one loop core is planned to serve (not yet measured)
 LOOPS_PER_CORE = 1
 GE_MAX_ENDPOINTS = 65535            # gateway-emulator: distinct endpoints per GE (trace.c)
+NOFILE_MARGIN = 64                  # descriptors kept free below the hard limit
 PROCESS_SUBNET = "127.0.0.0/16"     # a process-backend run's loopback block (loopslot.subnet)
 
 
@@ -157,11 +159,12 @@ def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[
                        f"{host.mem_available_bytes / 2**30:.1f} GiB available; fewer devices, a "
                        "shorter duration_s (smaller logs) or a larger host")
         worst = max(reqs, key=lambda r: r.nofile)
-        if host.nofile_hard is not None and fleet.own_addresses(cfg.network.subnet) \
-                and worst.nofile > host.nofile_hard:
+        if host.nofile_hard is not None and worst.nofile > host.nofile_hard:
             out.append(f"devices: {worst.name} needs {worst.nofile} file descriptors, the hard "
-                       f"limit (ulimit -Hn) is {host.nofile_hard}; raise it (limits.conf, "
-                       "systemd LimitNOFILE) or use backend: docker")
+                       f"limit its runtime gives is {host.nofile_hard}; set per_container of "
+                       f"its group to at most {most_devices(host.nofile_hard, worst.loops)} "
+                       "(more engines) or raise the limit (ulimit -Hn; dockerd's LimitNOFILE "
+                       "on Docker)")
         fds = sum(r.nofile for r in reqs)
         if host.file_max is not None and fds > host.file_max:
             out.append(f"devices: the fleets need {fds} file descriptors, fs.file-max is "
@@ -183,34 +186,72 @@ def host_facts(meminfo: Path = Path("/proc/meminfo"),
         fmax: Optional[int] = int(file_max.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         fmax = None
+    return HostFacts(mem_available_bytes=avail or 2**62, nofile_hard=own_nofile_hard(),
+                     file_max=fmax)
+
+
+def own_nofile_hard() -> Optional[int]:
+    """This process's hard RLIMIT_NOFILE (what its children may raise theirs to)."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    return HostFacts(mem_available_bytes=avail or 2**62,
-                     nofile_hard=None if hard == resource.RLIM_INFINITY else hard, file_max=fmax)
+    return None if hard == resource.RLIM_INFINITY else hard
 
 
-def check(cfg: Config, plan: Plan, own_limits: bool) -> None:
+def most_devices(nofile_hard: int, loops: int) -> int:
+    """Devices one engine with ``loops`` loops can bind under a hard RLIMIT_NOFILE."""
+    return max(1, min(MAX_FLEET_PER_CONTAINER,
+                      nofile_hard - FDS_BASE - FDS_PER_LOOP * loops - NOFILE_MARGIN))
+
+
+def size_fleets(cfg: Config, nofile_hard: Optional[int]) -> tuple[Config, list[str]]:
+    """``per_container: auto`` of every fleet group set to what one engine can bind under the
+    hard file-descriptor limit its runtime gives (``nofile_hard``; None: unknown or unlimited,
+    nothing changes). A copy, and the notes worth recording."""
+    out = cfg.model_copy(deep=True)
+    out._source = cfg._source
+    notes = []
+    if nofile_hard is None:
+        return out, notes
+    most = most_devices(nofile_hard, os.cpu_count() or 1)
+    for i, g in enumerate(out.devices):
+        if g.per_container == "auto" and fleet.is_fleet(cfg, i) and most < g.count:
+            g.engine, g.per_container = "fleet", most   # (auto with a pod size: processes)
+            if most < MAX_FLEET_PER_CONTAINER:
+                notes.append(f"devices[{i}]: at most {most} devices per wot-fleet engine: one "
+                             f"socket each under the hard file-descriptor limit {nofile_hard}")
+    return out, notes
+
+
+def check(cfg: Config, plan: Plan, nofile_hard: Optional[int]) -> None:
     """Refuse a run whose fleets do not fit: ConfigError for what the config asks (the fix is
-    in the config), EnvironmentProblem for what the host lacks. ``own_limits``: the fleets get
-    their RLIMIT_NOFILE from a container runtime (Docker), not from the harness's hard limit."""
+    in the config), EnvironmentProblem for what the host lacks. ``nofile_hard``: the hard
+    RLIMIT_NOFILE the engines get from their runtime (None: unknown)."""
     asked = problems(cfg, plan)
     if asked:
         raise ConfigError(asked)
     facts = host_facts()
-    if own_limits:
-        facts = HostFacts(facts.mem_available_bytes, None, facts.file_max)
+    facts = HostFacts(facts.mem_available_bytes, nofile_hard, facts.file_max)
     lacking = problems(cfg, plan, facts)
     if lacking:
         raise EnvironmentProblem("the host cannot carry the run's wot-fleet engines: "
                                  + "; ".join(lacking))
 
 
-def check_config(cfg: Config, plan: Plan) -> None:
+def check_config(cfg: Config, plan: Plan, docker_nofile_hard: Optional[int]) -> None:
     """:func:`check` for ``wotbench check`` (before any backend adapts the config): the
-    process backend's loopback layout (an address per device) when the config asks for it."""
+    process backend's loopback layout (an address per device) and file-descriptor limit
+    when the config asks for it, else Docker's (``docker_nofile_hard``)."""
+    cfg, hard = for_host(cfg, docker_nofile_hard)
+    check(cfg, plan, hard)
+
+
+def for_host(cfg: Config, docker_nofile_hard: Optional[int]) -> tuple[Config, Optional[int]]:
+    """The config as its backend will run it (fleets sized, loopback addresses on the process
+    backend) and the hard file-descriptor limit its engines get, for check and plan."""
+    hard = own_nofile_hard() if cfg.backend == "process" else docker_nofile_hard
+    cfg, _ = size_fleets(cfg, hard)
     if cfg.backend == "process":
-        cfg = cfg.model_copy(deep=True)
         cfg.network.subnet = PROCESS_SUBNET
-    check(cfg, plan, own_limits=cfg.backend != "process")
+    return cfg, hard
 
 
 def describe(reqs: list[FleetRequirement]) -> list[str]:

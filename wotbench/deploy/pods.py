@@ -68,7 +68,7 @@ def group_sizes(cfg: Config) -> list[int]:
     for g, in_fleet in zip(cfg.devices, in_fleets):
         k = g.per_container
         if in_fleet:
-            out.append(fleet.fleet_size(g.count))
+            out.append(fleet.fleet_size(g.count, fleet.most_per_fleet(g)))
         else:
             out.append(int(k) if k != "auto" else (auto if eligible(cfg, g) else 1))
     return out

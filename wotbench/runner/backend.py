@@ -230,5 +230,9 @@ class BackendKind(Protocol):
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         """Per netimpair backend, the keyword arguments it needs of this runtime."""
 
+    def fleet_nofile_hard(self) -> Optional[int]:
+        """The hard RLIMIT_NOFILE a wot-fleet engine can get from this runtime (None: unknown
+        or unlimited); ``adapt`` sizes the engines by it (fleet_capacity.size_fleets)."""
+
     def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> RunBackend:
         """The backend for one run; ``connection`` is what ``connect`` returned."""

@@ -233,7 +233,7 @@ class Runner:
         self.plan = make_plan(cfg)
         self.resolved = resolve(cfg, self.plan)
         self.cd = cd_module.settings(self.resolved)
-        fleet_capacity.check(self.resolved, self.plan, self.kind.container_namespaces)
+        fleet_capacity.check(self.resolved, self.plan, self.kind.fleet_nofile_hard())
         if self.kind.container_namespaces:   # the kernel's neighbour table serves every netns
             # an engine's devices share its container's address: one neighbour entry a fleet
             fleets = fleet_capacity.requirements(self.resolved, self.plan)

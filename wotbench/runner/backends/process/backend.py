@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
+from wotbench.deploy import fleet_capacity
 from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
 from wotbench.deploy.plan import parse_cpuset
@@ -121,10 +122,10 @@ class ProcessKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """Devices on loopback addresses of a block no other run on this host uses:
         172.28.0.10 -> 127.S.0.10."""
-        cfg = cfg.model_copy(deep=True)
+        cfg, sized = fleet_capacity.size_fleets(cfg, self.fleet_nofile_hard())
         block = loopslot.claim()
         cfg.network.subnet = loopslot.subnet(block)
-        notes = ["process backend: cpu_quota and memory_mb are not enforced"]
+        notes = ["process backend: cpu_quota and memory_mb are not enforced"] + sized
         if block:
             notes.append(f"process backend: another process-backend run holds 127.0.0.0/16; this "
                          f"run's devices listen in {cfg.network.subnet}")
@@ -132,6 +133,10 @@ class ProcessKind:
 
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         return {}       # app-level impairments only: they need nothing of a runtime
+
+    def fleet_nofile_hard(self) -> Optional[int]:
+        """The harness's own hard limit: its children may raise their soft limit to it."""
+        return fleet_capacity.own_nofile_hard()
 
     def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> "ProcessBackend":
         return ProcessBackend(run_id, run_dir, log)
