@@ -51,14 +51,22 @@ class EngineMemory(threading.Thread):
             except Exception:  # noqa: BLE001 - the daemon is busy; the next sample counts
                 continue
             for c in found:
-                dirs = container_cgroup_dirs(c.id)
-                f = (dirs.get("v2") or dirs.get("memory"))
-                name = "memory.current" if "v2" in dirs else "memory.usage_in_bytes"
-                try:
-                    v = int((f / name).read_text()) if f else 0
-                except (OSError, ValueError):
-                    continue
-                self.peak[c.name] = max(self.peak.get(c.name, 0), v)
+                v = _cgroup_memory(container_cgroup_dirs(c.id))
+                if v is not None:
+                    self.peak[c.name] = max(self.peak.get(c.name, 0), v)
+
+
+def _cgroup_memory(dirs: dict[str, Path]) -> int | None:
+    """A container's memory (its peak where the kernel keeps one): the v1 memory controller's
+    max_usage_in_bytes, else v2's memory.peak or memory.current."""
+    for ctl, names in (("memory", ("memory.max_usage_in_bytes", "memory.usage_in_bytes")),
+                       ("v2", ("memory.peak", "memory.current"))):
+        for name in names:
+            try:
+                return int((dirs[ctl] / name).read_text())
+            except (KeyError, OSError, ValueError):
+                continue
+    return None
 
 
 def _quantile_us(loops: list[dict], key: str, q: str) -> float | None:
