@@ -44,6 +44,8 @@ from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
 from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
+from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
+                                                         CONNTRACK_PER_FLEET_DEVICE)
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner import fleets as fleet_runs
 from wotbench.runner.fleets import FleetRun
@@ -239,8 +241,12 @@ class Runner:
             fleets = fleet_capacity.requirements(self.resolved, self.plan)
             hosts = cfg.total_devices + 1 - sum(f.devices for f in fleets) + len(fleets)
             ports = min(hosts, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
+            in_fleets = sum(f.devices for f in fleets)
+            flows = (CONNTRACK_PER_FLEET_DEVICE * in_fleets
+                     + CONNTRACK_PER_DEVICE * (cfg.total_devices - in_fleets))
             self.tuning.apply(hostlimits.neighbour_plan(hosts, cfg.gateways.count + 1)
-                              + hostlimits.backlog_plan(ports))
+                              + hostlimits.backlog_plan(ports)
+                              + (hostlimits.conntrack_plan(flows) if fleets else []))
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
                                                                   else ""))
