@@ -113,3 +113,53 @@ def test_a_cells_share_of_an_engine_is_sized_for_its_devices(tmp_path):
     assert r.rate_per_s == pytest.approx(500.0)       # 1 req/s each
     assert [d.index for d in read_devices(rd.fleet_devices_file(r.name))] == \
         list(range(1000, 1500))
+
+
+def test_docker_starts_an_engine_least_privileged_with_the_planned_limits(tmp_path, monkeypatch):
+    """The container spec of an engine (what containers.create turns into the Docker call,
+    with its LEAST_PRIVILEGE keywords): its address, the resource files read-only, the
+    fleet's directory, cpuset, memory, pids and nofile from the plan."""
+    from wotbench.runner.backends.docker import backend as dbackend
+    from wotbench.runner.backends.docker import containers, network
+    c = cfg({"group": "a", "count": 40, "engine": "fleet", **SLEEP})
+    rd, (run,) = built(tmp_path, c, in_container=True)
+    made = []
+
+    class Started:
+        def start(self):
+            made[-1]["started"] = True
+    monkeypatch.setattr(containers, "create",
+                        lambda client, run_id, spec: made.append({"spec": spec}) or Started())
+    b = dbackend.DockerBackend(client=None, run_id="r1", log=lambda m: None, run_dir=tmp_path)
+    b.images = {"wot-fleet": "wotbench/wot-fleet:x"}
+    b.net_plan = network.plan_networks("r1", c.network.subnet, {run.name: run.address}, ["ge-0"])
+    b.start_fleets([run])
+    (m,) = made
+    s = m["spec"]
+    assert m["started"] and (s.name, s.role, s.image) == ("a-fleet0", "fleet", "wotbench/wot-fleet:x")
+    assert s.networks == {"wb-r1-net0": "172.28.0.10"} and s.cpuset == run.cpuset
+    assert s.binds[rd.resources_dir] == ("/res", "ro") and s.binds[run.dir] == ("/logs", "rw")
+    assert (s.nofile, s.pids_limit) == (run.req.nofile, run.req.pids)
+    assert s.memory_mb * 2**20 >= run.req.memory_bytes
+    assert s.command[:4] == ["--devices", "/logs/devices.csv", "--log-dir", "/logs"]
+    lp = containers.LEAST_PRIVILEGE
+    assert lp["read_only"] and lp["cap_drop"] == ["ALL"] and lp["user"] == "65534:65534"
+    assert lp["security_opt"] == ["no-new-privileges"] and not lp["privileged"]
+
+
+def test_a_container_spec_with_nofile_asks_docker_for_that_ulimit():
+    from types import SimpleNamespace
+    from wotbench.runner.backends.docker import containers
+    got = {}
+    client = SimpleNamespace(
+        api=SimpleNamespace(create_endpoint_config=lambda **kw: kw),
+        containers=SimpleNamespace(create=lambda image, **kw: got.update(kw) or "c"),
+        networks=None)
+    spec = containers.Spec(name="a-fleet0", role="fleet", image="i", command=["--x"],
+                           cpuset="1", networks={"n0": "172.28.0.10"}, memory_mb=300,
+                           pids_limit=8, nofile=16687)
+    containers.create(client, "r1", spec)
+    (u,) = got["ulimits"]
+    assert (u["Name"], u["Soft"], u["Hard"]) == ("nofile", 16687, 16687)
+    assert got["read_only"] and got["cap_drop"] == ["ALL"] and got["mem_limit"] == "300m"
+    assert got["pids_limit"] == 8
