@@ -38,11 +38,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testkit import hostlock  # noqa: E402
-from testkit.bench import GE_BIN, stop  # noqa: E402
+from testkit.bench import GE_BIN, SMOKE_BANNER, SMOKE_HELP, stop  # noqa: E402
 from testkit.fleet import DEVICES_HEADER  # noqa: E402
 
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet"
 SLABS = ("UDP", "sock_inode_cache", "filp", "dentry", "eventpoll_epi", "eventpoll_pwq")
+GE_MAX_ENDPOINTS = 60000   # one gateway emulator takes at most 65535 distinct endpoints
 FD_MARGIN = 64          # beside the device sockets: epoll, timerfd, eventfd, signalfd, stdio
 
 
@@ -92,9 +93,12 @@ class Engines:
     """N devices in ceil(N / per_process) wot-fleet processes."""
 
     def __init__(self, tmp: Path, n: int, per_process: int, service_us: int, response: str,
-                 loops: int):
+                 loops: int, spin_us: int = 0):
+        self.spin_us = spin_us
         self.dirs, self.procs = [], []
-        per_process = -(-n // -(-n // per_process))     # equal shares
+        nproc = -(-n // per_process)
+        per_process = -(-n // nproc)                    # equal shares
+        loops = max(1, loops // nproc)                  # --loops threads in all, not per process
         res = tmp / "res.csv"
         res.write_text(f"path,service_time_us,mode,payload_bytes\nr0,{service_us},sleep,16\n")
         for k, first in enumerate(range(0, n, per_process)):
@@ -111,7 +115,7 @@ class Engines:
         for d in self.dirs:
             self.procs.append(subprocess.Popen(
                 [str(FLEET_BIN), "--devices", str(d / "devices.csv"), "--log-dir", str(d / "out"),
-                 "--loops", str(self.loops), "--name", d.name],
+                 "--loops", str(self.loops), "--name", d.name, "--spin-us", str(self.spin_us)],
                 stderr=open(d / "stderr.txt", "w")))
         pending = list(self.dirs)
         while pending:
@@ -171,35 +175,48 @@ def startup(tmp: Path, n: int, per_process: int, args) -> None:
 
 
 def load_run(tmp: Path, n: int, per_process: int, args) -> None:
-    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops)
+    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops, args.spin_us)
     count = int(args.rate * args.duration_s)
     order = list(range(n))
     random.Random(1).shuffle(order)
     gap = 1e6 / args.rate
-    trace = tmp / "trace.csv"
-    with open(trace, "w") as f:
+    # one GE takes at most 65535 endpoints: the devices are split over ceil(n / 60000) GEs,
+    # each sending its share of the schedule from the same start instant
+    n_ge = -(-n // GE_MAX_ENDPOINTS)
+    traces = [open(tmp / f"trace{g}.csv", "w") for g in range(n_ge)]
+    for f in traces:
         f.write("device_id,send_time_us,method,uri\n")
-        for k in range(count):
-            i = order[k % n]
-            f.write(f"{i},{int(k * gap)},GET,coap://{addr(i)}:5683/r0\n")
-    out = tmp / "ge"
-    out.mkdir()
+    for k in range(count):
+        i = order[k % n]
+        traces[i % n_ge].write(f"{i},{int(k * gap)},GET,coap://{addr(i)}:5683/r0\n")
+    for f in traces:
+        f.close()
     try:
         ready_s = e.start()
-        ge_args = [str(GE_BIN), "--trace", str(trace), "--out", str(out), "--type", args.type,
-                   "--timeout-ms", "5000"]
-        if args.warmup_ms:
-            ge_args += ["--warmup-ms", str(args.warmup_ms),
-                        "--start-at", str(time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-                                          + (args.warmup_ms + 2000) * 1_000_000)]
+        start_at = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + (args.warmup_ms + 1000) * 1_000_000
+        ges = []
+        for g in range(n_ge):
+            (tmp / f"ge{g}").mkdir()
+            cmd = [str(GE_BIN), "--trace", str(tmp / f"trace{g}.csv"), "--out",
+                   str(tmp / f"ge{g}"), "--type", args.type, "--timeout-ms", "5000",
+                   "--start-at", str(start_at)]
+            if args.warmup_ms:
+                cmd += ["--warmup-ms", str(args.warmup_ms)]
+            ges.append(subprocess.Popen(cmd, stderr=open(tmp / f"ge{g}.err", "w")))
         t0 = time.monotonic()
-        ge = subprocess.run(ge_args, capture_output=True, text=True,
-                            timeout=args.duration_s + args.warmup_ms / 1e3 + 120)
+        for p in ges:
+            p.wait(timeout=args.duration_s + args.warmup_ms / 1e3 + 120)
         ge_s = time.monotonic() - t0
         load = os.getloadavg()
     finally:
         rcs = e.stop()
-    s = json.loads((out / "summary.json").read_text())
+    ge_rcs = [p.returncode for p in ges]
+    sge = []
+    for g in range(n_ge):
+        try:
+            sge.append(json.loads((tmp / f"ge{g}" / "summary.json").read_text()))
+        except FileNotFoundError:
+            print(f"  GE {g} wrote no summary: {(tmp / f'ge{g}.err').read_text().strip()[-400:]}")
     late, lag, queue = [], [], []
     for r in e.logs():
         if r["start_ns"]:
@@ -210,26 +227,28 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     sums = e.summaries()
     print(f"load: {n} devices ({len(e.dirs)} process(es) x {args.loops} loops, ready "
           f"{ready_s:.1f} s), GE {args.rate} req/s x {args.duration_s} s {args.type.upper()}, "
-          f"sleep {args.service_us} µs, response {args.response}; GE exit {ge.returncode} after "
+          f"sleep {args.service_us} µs, response {args.response}, spin {args.spin_us} µs; {n_ge} GE(s) exit {ge_rcs} after "
           f"{ge_s:.1f} s; engines exit {sorted(set(rcs))}; load average at the end "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    if s.get("warmup"):
-        print(f"  GE warm-up: {s['warmup']}")
-    print(f"  GE outcomes {s['outcomes']}, achieved {s['achieved_rate']:.0f} req/s, send lag "
-          f"(µs) {s['send_lag_us']}")
+    for g, s in enumerate(sge):
+        if s.get("warmup"):
+            print(f"  GE {g} warm-up: {s['warmup']}")
+        print(f"  GE {g} outcomes {s['outcomes']}, achieved {s['achieved_rate']:.0f} req/s, send "
+              f"lag (µs) {s['send_lag_us']}")
     print(f"  engine rows {len(late)} served of "
           f"{sum(x['requests'] for x in sums)} requests; 5.03 {sum(x['overload_503'] for x in sums)}"
           f", pool_503 {sum(lp['pool_503'] for x in sums for lp in x['loop'])}, rtx_sent "
           f"{sum(lp['rtx_sent'] for x in sums for lp in x['loop'])}, duplicates "
           f"{sum(lp['duplicates'] for x in sums for lp in x['loop'])}")
     busy = [lp["busy_ns"] / 1e9 for x in sums for lp in x["loop"]]
-    print(f"  loop busy time (s, outside epoll_wait) {[round(b, 2) for b in busy]}, wakeups "
+    cpu = sum(lp["cpu_ns"] for x in sums for lp in x["loop"])
+    print(f"  loop CPU per request {cpu / max(1, sum(x['requests'] for x in sums)) / 1e3:.1f} µs")
+    print(f"  loops: busy (outside epoll_wait) {[round(b, 2) for b in busy]} s, CPU "
+          f"{[round(lp['cpu_ns'] / 1e9, 2) for x in sums for lp in x['loop']]} s, wake-ups "
           f"{[lp['wakeups'] for x in sums for lp in x['loop']]}")
     print(f"  timer lateness end-due : {pcts(late)}")
     print(f"  read lag arrival-kernel: {pcts(lag)}")
     print(f"  device queueing start-arrival: {pcts(queue)}", flush=True)
-    if ge.returncode:
-        print("  GE stderr: " + ge.stderr.strip()[-600:])
 
 
 def main() -> None:
@@ -244,10 +263,13 @@ def main() -> None:
     ap.add_argument("--type", default="con", choices=("con", "non"))
     ap.add_argument("--loops", type=int, default=2)
     ap.add_argument("--warmup-ms", type=int, default=0)
+    ap.add_argument("--spin-us", default="0", help="wot-fleet --spin-us, a list: one load run each")
     ap.add_argument("--no-load", action="store_true", help="only the start-up/memory part")
-    ap.add_argument("--no-lock", action="store_true",
-                    help="smoke run without the host lock (figures not fit for the docs)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
+    if args.smoke:
+        print(SMOKE_BANNER, flush=True)
+        args.sizes, args.load_sizes, args.rate, args.duration_s = "300", "300", 300, 1.0
     for d in ("wot-device", "gateway-emulator"):
         subprocess.run(["make", "-s", "-C", str(ROOT / d)], check=True,
                        stderr=subprocess.DEVNULL)
@@ -256,18 +278,19 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     print(f"RLIMIT_NOFILE soft {soft} hard {hard}: at most {per_process} devices per wot-fleet "
           f"process here (one UDP socket per device)")
-    if args.no_lock:
-        print("NOT under the host lock: a smoke run, not figures for the docs")
-    else:
+    if not args.smoke:
         hostlock.hold()
     print(host_line("fleet_engine_bench"), flush=True)
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
             startup(Path(tmp), n, per_process, args)
+    spins = [int(x) for x in args.spin_us.split(",")]
     for n in ([] if args.no_load else
               [int(x) for x in args.load_sizes.split(",")] if args.load_sizes else [max(sizes)]):
-        with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-            load_run(Path(tmp), n, per_process, args)
+        for spin in spins:
+            args.spin_us = spin
+            with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+                load_run(Path(tmp), n, per_process, args)
     print(host_line("done"))
 
 

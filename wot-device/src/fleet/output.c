@@ -161,13 +161,15 @@ static int put_loop(FILE *f, const struct fl_loop *l) {
     fprintf(f, ", \"busy_ns\": %llu, \"wakeups\": %llu, \"pool_503\": %llu, "
             "\"duplicates\": %llu, \"rtx_sent\": %llu, \"rtx_gave_up\": %llu, \"rst_in\": %llu, "
             "\"send_errors\": %llu, \"log_entries\": %llu, \"log_dropped\": %llu, "
-            "\"pending_at_exit\": %llu, \"unacked_at_exit\": %llu}",
+            "\"pending_at_exit\": %llu, \"unacked_at_exit\": %llu, \"cpu_ns\": %llu, "
+            "\"spins\": %llu}",
             (unsigned long long)l->st.busy_ns, (unsigned long long)l->st.wakeups,
             (unsigned long long)l->st.pool_503, (unsigned long long)l->st.duplicates,
             (unsigned long long)l->st.rtx_sent, (unsigned long long)l->st.rtx_gave_up,
             (unsigned long long)l->st.rst_in, (unsigned long long)l->st.send_errors,
             (unsigned long long)l->log_n, (unsigned long long)l->log_dropped,
-            (unsigned long long)pending, (unsigned long long)unacked);
+            (unsigned long long)pending, (unsigned long long)unacked,
+            (unsigned long long)l->st.cpu_ns, (unsigned long long)l->st.spins);
     free(lag);
     free(late);
     return 0;
