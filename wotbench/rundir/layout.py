@@ -25,6 +25,7 @@ STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process b
 
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
+FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --devices file
 
 
 class RunDir:
@@ -127,6 +128,28 @@ class RunDir:
     def device_ready(self, device: str) -> Path:
         """Created by wot-device once its CoAP endpoint listens."""
         return self.device_dir(device) / "ready"
+
+    def fleet_dir(self, fleet: str) -> Path:
+        """A wot-fleet engine's directory (CONTRACTS §3b): its devices file (input), ``ready``,
+        ``fleet-log-<loop>.csv``, ``fleet-devices.csv``, ``fleet-summary.json``."""
+        return self.path / "fleets" / fleet
+
+    def fleet_devices_file(self, fleet: str) -> Path:
+        """What the engine hosts, written by the runner (wotbench.rundir.fleet_files)."""
+        return self.fleet_dir(fleet) / FLEET_DEVICES_IN
+
+    def fleet_ready(self, fleet: str) -> Path:
+        """Created by the engine once every endpoint is bound."""
+        return self.fleet_dir(fleet) / "ready"
+
+    def fleet_summary(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / "fleet-summary.json"
+
+    def fleet_stdout(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / STDOUT_LOG
+
+    def fleet_container_log(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / CONTAINER_LOG
 
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
