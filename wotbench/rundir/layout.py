@@ -26,6 +26,11 @@ STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process b
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
 
+# a wot-fleet engine (docs/CONTRACTS.md §3b) is one component hosting many devices; its name is
+# wotbench.deploy.fleet.fleet_name (``<group>-fleet<j>``, never a device name) and its --log-dir
+# is devices/<fleet>/, beside the process devices' directories
+FLEET_LOG_GLOB = "fleet-log-*.csv"
+
 
 class RunDir:
     """The layout of one run directory. Paths only; :meth:`read_run` / :meth:`read_summary`
@@ -127,6 +132,44 @@ class RunDir:
     def device_ready(self, device: str) -> Path:
         """Created by wot-device once its CoAP endpoint listens."""
         return self.device_dir(device) / "ready"
+
+    # -- a wot-fleet engine: devices/<fleet>/ is its --log-dir ------------------------------
+    def fleet_dir(self, fleet: str) -> Path:
+        """The engine's ``--log-dir``: its ready file, its logs, container.log / stdout.log."""
+        return self.path / "devices" / fleet
+
+    def fleet_devices_input(self, fleet: str) -> Path:
+        """The engine's ``--devices`` file (index,name,listen,resources,...), written by the
+        harness before the start (an input, like the resource files)."""
+        return self.trace_dir / "fleets" / f"{fleet}.csv"
+
+    def fleet_ready(self, fleet: str) -> Path:
+        """Created by wot-fleet once every device's endpoint is bound."""
+        return self.fleet_dir(fleet) / "ready"
+
+    def fleet_log(self, fleet: str, loop: int) -> Path:
+        """Event loop ``loop``'s device log (every request its devices received)."""
+        return self.fleet_dir(fleet) / f"fleet-log-{loop}.csv"
+
+    def fleet_logs(self, fleet: str) -> list[Path]:
+        """Every loop's log the engine wrote, in loop order."""
+        logs = self.fleet_dir(fleet).glob(FLEET_LOG_GLOB)
+        return sorted(logs, key=lambda p: int(p.stem.rpartition("-")[2])
+                      if p.stem.rpartition("-")[2].isdigit() else -1)
+
+    def fleet_device_table(self, fleet: str) -> Path:
+        """One row per hosted device: its counters (model ``wotbench.rundir.fleet_files``)."""
+        return self.fleet_dir(fleet) / "fleet-devices.csv"
+
+    def fleet_summary(self, fleet: str) -> Path:
+        """The engine's totals and per-loop lag (model ``wotbench.rundir.fleet_files``)."""
+        return self.fleet_dir(fleet) / "fleet-summary.json"
+
+    def fleet_container_log(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / CONTAINER_LOG
+
+    def fleet_stdout(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / STDOUT_LOG
 
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
