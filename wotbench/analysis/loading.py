@@ -28,6 +28,7 @@ from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.workload.trace_io import read_resources as _read_resources_checked
 
+from wotbench.analysis import fleet_load
 from wotbench.analysis.errors import AnalysisError
 
 OUTCOMES = ("ok", "error", "timeout", "reset", "unsent")
@@ -174,6 +175,7 @@ class DeviceInfo:
     log_summary: DeviceSummary | None = None     # device-summary.json
     notify_log: pd.DataFrame | None = None   # notify-log.csv (observable resources only)
     push: pd.DataFrame | None = None         # push-requests.csv (devices[].push only)
+    fleet: str | None = None                 # the wot-fleet engine hosting it (its log is there)
 
 
 @dataclass
@@ -187,6 +189,8 @@ class RunData:
     test_start_ns: int
     duration_s: float
     warnings: list[str] = field(default_factory=list)
+    # the wot-fleet engines by name (fleet_load.py): their devices' logs in one frame each
+    fleets: dict[str, fleet_load.FleetData] = field(default_factory=dict)
 
 
 def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
@@ -231,11 +235,25 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
                   marked_requests=marked)
 
 
+def _shared_resources(path: Path, cache: dict[Path, pd.DataFrame]) -> pd.DataFrame:
+    """A resource file many devices name (a fleet's devices share a few) is read once; the
+    devices share the frame (``rd.service_times_ms`` looks each distinct frame up once)."""
+    if path not in cache:
+        cache[path] = read_resources(path)
+    return cache[path]
+
+
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
-                       warnings: list[str], fallback_service_us: int | None = None) -> None:
+                       warnings: list[str], fallback_service_us: int | None = None,
+                       cache: dict[Path, pd.DataFrame] | None = None) -> None:
     res_path = rd.path / res_rel if res_rel else rd.resource_file(dev.name)
     if res_path.is_file():
-        dev.resources = read_resources(res_path)
+        dev.resources = _shared_resources(res_path, {} if cache is None else cache)
+        if dev.fleet is not None:   # its log, summary: the engine's files (fleet_load.py)
+            return
+    elif dev.fleet is not None:
+        warnings.append(f"{res_path}: resource file missing; R_d not computed for {dev.name}")
+        return
     elif fallback_service_us is not None:
         # one pseudo-resource matching every path (see rd.service_times)
         dev.resources = pd.DataFrame({"path": ["*"], "service_time_us": [int(fallback_service_us)],
@@ -316,13 +334,18 @@ def load_run(run_dir: str | Path) -> RunData:
 
     devices: dict[str, DeviceInfo] = {}
     third_party: dict[str, list[str]] = {}
+    fleet_of = {c: fleet_load.is_fleet(rd, c) for c in {d.container for d in run.devices}}
+    res_cache: dict[Path, pd.DataFrame] = {}
     for d in run.devices:
-        dev = DeviceInfo(name=d.name, id=d.id, group=d.group)
+        dev = DeviceInfo(name=d.name, id=d.id, group=d.group,
+                         fleet=d.container if fleet_of.get(d.container) else None)
         if d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
             third_party.setdefault(d.server, []).append(d.name)
         else:
-            _load_device_files(rd, dev, d.resources, warnings)
+            _load_device_files(rd, dev, d.resources, warnings, cache=res_cache)
         devices[d.name] = dev
+    fleets = {c: fleet_load.load_fleet(rd, c, read_model, warnings)
+              for c, yes in sorted(fleet_of.items(), key=lambda kv: str(kv[0])) if yes}
     warnings.extend(third_party_notes(third_party))
 
     cd = None
@@ -340,4 +363,5 @@ def load_run(run_dir: str | Path) -> RunData:
         spans = [g.requests["scheduled_ns"].max() / 1e9 for g in ges if len(g.requests)]
         duration = float(max(spans, default=0.0)) or 1.0
     return RunData(run_dir=run_dir, run=run, ges=ges, cd_ge=cd_ge, devices=devices, cd=cd,
-                   test_start_ns=int(test_start), duration_s=float(duration), warnings=warnings)
+                   test_start_ns=int(test_start), duration_s=float(duration), warnings=warnings,
+                   fleets=fleets)

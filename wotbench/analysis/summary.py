@@ -16,6 +16,8 @@ from wotbench.detector import evidence as evid
 from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
+from wotbench.analysis import fleet as fleetm
+from wotbench.analysis import fleet_load
 from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import http_proxy as proxy_http
@@ -240,10 +242,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # a forward proxy sends its own tokens to the devices: join its runs by path and time
     salts = {g.ge_id: g.summary.salt for g in run.ges
              if g.summary.salt is not None and run.run.proxy is None}
+    code_of = {n: i for i, n in enumerate(names)}
+    fleet_logs = [(fleet_load.device_codes(f, code_of), f.log) for f in run.fleets.values()
+                  if f.log is not None]
     matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
-                                             timeout_ms, p.rd, salts)
+                                             timeout_ms, p.rd, salts, fleet_logs)
     dec = rdm.decomposition(req, matched)
-    has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
+    logged_fleets = {f.name for f in run.fleets.values() if f.log is not None}
+    has_log = np.array([d is not None and (d.log is not None or d.fleet in logged_fleets)
+                        for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
     if http_proxy:
         cause = proxy_http.reclassify(cause, req, matched, has_log[codes] if len(codes) else
@@ -282,11 +289,17 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
+    fleet_block, fleet_series, loop_lags = fleetm.analyse(
+        run, names, p.contention.window_s or p.rd.window_s, p.evidence.loop_lag_ms)
+    if fleet_series is not None:
+        series["fleet_lag"] = fleet_series
     evidence, series["evidence"] = evid.assess(
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
-        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
+        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence,
+        loop_lags)
+    fleet_block = fleetm.with_flags(fleet_block, evidence)
     contention = cont.combine(contention, evidence)
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
@@ -343,7 +356,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, http=httpm.analyse(run, req),
                    push=pushm.analyse(run),
-                   evidence=evidence, sut_resources=sut_block, load=load_block), series
+                   evidence=evidence, sut_resources=sut_block, load=load_block,
+                   fleet=fleet_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

@@ -19,6 +19,7 @@ from pydantic import Field
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.http import HttpBlock
+from wotbench.rundir.fleet import FleetBlock
 from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure, PushVerify
@@ -556,6 +557,7 @@ class Summary(Record):
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
     load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)
+    fleet: Optional[FleetBlock] = None   # the wot-fleet engines' own lag (rundir/fleet.py, issue 29)
 
     @property
     def contended_share(self) -> Optional[float]:
