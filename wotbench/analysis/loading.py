@@ -247,7 +247,7 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
                        warnings: list[str], fallback_service_us: int | None = None,
                        cache: dict[Path, pd.DataFrame] | None = None) -> None:
     res_path = rd.path / res_rel if res_rel else rd.resource_file(dev.name)
-    if res_path.is_file():
+    if (cache is not None and res_path in cache) or res_path.is_file():
         dev.resources = _shared_resources(res_path, {} if cache is None else cache)
         if dev.fleet is not None:   # its log, summary: the engine's files (fleet_load.py)
             return
@@ -339,7 +339,10 @@ def load_run(run_dir: str | Path) -> RunData:
     for d in run.devices:
         dev = DeviceInfo(name=d.name, id=d.id, group=d.group,
                          fleet=d.container if fleet_of.get(d.container) else None)
-        if d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
+        shared = res_cache.get(rd.path / d.resources) if dev.fleet and d.resources else None
+        if shared is not None:   # 10^5 fleet devices name a few files: no stat per device
+            dev.resources = shared
+        elif d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
             third_party.setdefault(d.server, []).append(d.name)
         else:
             _load_device_files(rd, dev, d.resources, warnings, cache=res_cache)

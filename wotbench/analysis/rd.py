@@ -113,12 +113,13 @@ _HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
 def token_words(token: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """The high and low 32-bit words of 8-byte hex tokens, vectorised (high -1: not a GE
     token: empty, another length, not hex)."""
-    tok = token.astype(object).where(token.notna(), "").astype(str).to_numpy().astype("U")
-    ok = np.char.str_len(tok) == 16
-    digits = _HEX[np.frombuffer(tok[ok].astype("S16").tobytes(), np.uint8)].reshape(-1, 16)
+    tok = token.astype(object).where(token.notna(), "")
+    ok = (tok.str.len() == 16).to_numpy()
+    digits = _HEX[np.frombuffer(tok.to_numpy()[ok].astype("S16").tobytes(), np.uint8)
+                  ].reshape(-1, 16)
     good = (digits >= 0).all(axis=1)
     weights = np.int64(16) ** np.arange(7, -1, -1, dtype=np.int64)
-    hi, lo = np.full(len(tok), -1, np.int64), np.zeros(len(tok), np.int64)
+    hi, lo = np.full(len(token), -1, np.int64), np.zeros(len(token), np.int64)
     rows = np.flatnonzero(ok)[good]
     hi[rows] = digits[good, :8] @ weights
     lo[rows] = digits[good, 8:] @ weights
@@ -279,12 +280,14 @@ def decomposition(req: pd.DataFrame, matched: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str
+def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str, detail: bool = True
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     m = ~np.isnan(v)
     qs = list(RD_QS.values())
-    g = grouped_stats(codes[m], v[m], n, qs)
     a = grouped_stats(np.zeros(int(m.sum()), np.int64), v[m], 1, qs)
+    if not detail:
+        return [], row_stats(a, 0, RD_QS, unit)
+    g = grouped_stats(codes[m], v[m], n, qs)
     return [row_stats(g, i, RD_QS, unit) for i in range(n)], row_stats(a, 0, RD_QS, unit)
 
 
@@ -304,14 +307,16 @@ def cd_rd(cd: pd.DataFrame, name: str) -> CdRd:
 
 
 def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFrame,
-             counters: dict[str, int], has_s: np.ndarray, cd: Optional[CdRd] = None) -> RdBlock:
-    """The ``rd`` block of summary.json for the main devices (and the CD node's, when given)."""
+             counters: dict[str, int], has_s: np.ndarray, cd: Optional[CdRd] = None,
+             detail: bool = True) -> RdBlock:
+    """The ``rd`` block of summary.json for the main devices (and the CD node's, when given;
+    ``detail`` False: no per-device block)."""
     n = len(names)
-    per_rd, all_rd = _stats_rows(codes, rd, n, "")
+    per_rd, all_rd = _stats_rows(codes, rd, n, "", detail)
     dec_codes = dec["code"].to_numpy(np.int64)
-    per_dec = {k: _stats_rows(dec_codes, dec[k].to_numpy(), n, "_ms") for k in DECOMP}
+    per_dec = {k: _stats_rows(dec_codes, dec[k].to_numpy(), n, "_ms", detail) for k in DECOMP}
     per_device = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if detail else []):
         per_device[name] = {
             "rd": per_rd[i],
             "decomposition_ms": {k: per_dec[k][0][i] for k in DECOMP},
@@ -326,8 +331,9 @@ def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFr
 
 
 def rd_series(req: pd.DataFrame, rd: np.ndarray, codes: np.ndarray, names: list[str],
-              window_s: float, label_all: str = "all") -> pd.DataFrame:
-    """R_d per window (of the scheduled send, relative to the test start) per device + 'all'."""
+              window_s: float, label_all: str = "all", detail: bool = True) -> pd.DataFrame:
+    """R_d per window (of the scheduled send, relative to the test start) per device + 'all'
+    (``detail`` False: 'all' only)."""
     m = ~np.isnan(rd)
     cols = ["window_start_s", "window_end_s", "device", "count", "p50_rd", "p95_rd", "mean_rd"]
     if not m.any():
@@ -339,7 +345,8 @@ def rd_series(req: pd.DataFrame, rd: np.ndarray, codes: np.ndarray, names: list[
     v = rd[m]
     c = codes[m]
     frames = []
-    for grp, ng, is_dev in ((c * nw + wi, len(names) * nw, True), (wi, nw, False)):
+    for grp, ng, is_dev in ((c * nw + wi, len(names) * nw, True), (wi, nw, False))[
+            0 if detail else 1:]:
         g = grouped_stats(grp, v, ng, [0.5, 0.95])
         keep = np.nonzero(g["count"] > 0)[0]
         widx = keep % nw if is_dev else keep

@@ -17,6 +17,7 @@ from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import fleet as fleetm
+from wotbench.analysis.per_device import per_device_table
 from wotbench.analysis import fleet_load
 from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
@@ -194,9 +195,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # the run's figures count the devices' own test requests beside the GEs' (issue 23)
     push_req, push_codes = pushmerge.test_rows(run, names)
     all_req, all_codes = pushmerge.merge(req, codes, push_req, push_codes)
-    overall, per_device = resp.compute_responses(all_req, all_codes, names, run.duration_s)
+    # a fleet's 10^4-10^5 devices: per-device figures in series/per_device.csv only
+    detail = len(names) <= p.per_device_max
+    if not detail:
+        run.warnings.append(f"{len(names)} devices > per_device_max {p.per_device_max}: the "
+                            "per-device figures are in series/per_device.csv, not summary.json")
+    overall, per_device = resp.compute_responses(all_req, all_codes, names, run.duration_s,
+                                                 detail)
     series: dict[str, pd.DataFrame] = {}
-    series["response_times"] = resp.response_series(all_req, all_codes, names)
+    series["response_times"] = resp.response_series(all_req, all_codes, names, detail)
     series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(all_req, all_codes,
                                                                            names)
     series["rt_cdf"] = resp.rt_cdf_series(all_req)
@@ -207,7 +214,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     ge_col = req["ge"].astype(str).to_numpy() if len(req) else np.zeros(0, object)
     for g in run.ges:
         sub = dtlsm.integrity_view(req[ge_col == g.ge_id], g, run.test_start_ns)
-        b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary)
+        b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary, detail)
         per_ge[g.ge_id] = b
         rit_cdfs.append(rc)
         lag_cdfs.append(lc)
@@ -265,7 +272,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # the join is the GEs' requests to device logs: the devices' own requests have none
     counters["ok_requests"] = int((req["outcome"].astype(str) == "ok").sum())
     counters["ok_requests_matched"] = int(len(dec))
-    rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
+    rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s, detail=detail)]
     split_frame = decomp.split(req, matched, s_ms)
 
     # CD node
@@ -282,8 +289,11 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         rd_frames.append(cd_series[cd_series["device"] == cd_name])
         series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
         cd_split = _cd_split(run, cd_req, cd, timeout_ms, p)
-    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms), cd_rd_block)
-    split_block = decomp.split_block(split_frame, names, cd_split)
+    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms), cd_rd_block,
+                            detail)
+    split_block = decomp.split_block(split_frame, names, cd_split, detail)
+    series["per_device"] = per_device_table(names, all_req, all_codes, rd, codes, split_frame,
+                                            loss)
     series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
         if any(len(f) for f in rd_frames) else rd_frames[0]
 

@@ -70,6 +70,11 @@ class AnalysisParams(Record):
     rd: RdParams = Field(default_factory=RdParams)
     contention: ContentionParams = Field(default_factory=ContentionParams)
     evidence: EvidenceParams = Field(default_factory=EvidenceParams)
+    # above this many devices (a fleet run: 10^4-10^5) the per-device blocks of summary.json
+    # (per_device, ge_integrity per_device, rd and decomposition per_device) and the per-device
+    # rows of the response_times / rd_over_time series are left out: 100 000 of them would make
+    # summary.json ~300 MB. Every device keeps one row in series/per_device.csv instead.
+    per_device_max: int = 2000
 
 
 # --------------------------------------------------------------------------- run
