@@ -1,10 +1,11 @@
 """A synthetic run whose devices are hosted by wot-fleet engines (docs/CONTRACTS.md §3b), with
 known read lag, queueing, timer lateness and losses, for the fleet analysis tests and benchmark.
 
-``make_fleet_run(dir, n_devices=..., loops=...)`` writes run.json (every device's ``container``
-is its fleet), one shared resource file, the main GE's requests.csv (with the GE's token salt),
-and per fleet: ``trace/fleets/<fleet>.csv`` (the engine's --devices input) and, in
-``devices/<fleet>/``, ``fleet-log-<loop>.csv``, ``fleet-devices.csv`` and ``fleet-summary.json``.
+``make_fleet_run(dir, n_devices=..., loops=...)`` writes run.json (``fleets[]``: the engines'
+devices are not in ``devices``), one resource file per device as the runner does (alike), the
+main GE's requests.csv (with the GE's token salt), and per fleet in ``fleets/<fleet>/`` the
+devices file the runner writes and what the engine writes: ``fleet-log-<loop>.csv``,
+``fleet-devices.csv`` and ``fleet-summary.json``.
 ``truth.csv`` holds per-request ground truth (not part of the contract).
 """
 from __future__ import annotations
@@ -18,9 +19,7 @@ import pandas as pd
 
 from analysis_fixtures import SALT, TEST_START_NS, ge_summary
 from wotbench.rundir import RunDir, RunRecord
-from wotbench.rundir.fleet_files import FleetDeviceRow, FleetLogRow
-
-RESOURCES = "trace/resources/sensor.csv"
+from wotbench.rundir.fleet_files import FleetDevice, FleetDeviceRow, FleetLogRow, write_devices
 
 
 @dataclass
@@ -70,9 +69,9 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
     rd = RunDir(root)
     n_dev = spec.n_devices
     paths = np.array([f"r{j}" for j in range(len(spec.service_us))])
-    (root / "trace" / "resources").mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"path": paths, "service_time_us": spec.service_us, "mode": "sleep",
-                  "payload_bytes": 16}).to_csv(root / RESOURCES, index=False)
+    rd.resources_dir.mkdir(parents=True, exist_ok=True)
+    resource_text = pd.DataFrame({"path": paths, "service_time_us": spec.service_us,
+                                  "mode": "sleep", "payload_bytes": 16}).to_csv(index=False)
 
     # --- the main GE: a Poisson stream over all devices
     n = int(spec.rate_total * spec.duration_s)
@@ -122,16 +121,17 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
     token = np.char.add(f"{SALT >> 32:08x}",
                         np.char.zfill(np.char.mod("%x", (SALT & 0xFFFFFFFF) ^ np.arange(n)), 8))
     dev_fleet = fleet_of(spec, np.arange(n_dev))
-    devices = []
+    for name in names:
+        rd.resource_file(name).write_text(resource_text)
+    fleets = []
     for f in range(spec.fleets):
         fname = f"sensor-fleet{f}"
         members = np.flatnonzero(dev_fleet == f)
-        rd.fleet_devices_input(fname).parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame({"index": members, "name": names[members],
-                      "listen": [f"127.1.{i // 250}.{i % 250 + 1}:5683" for i in members],
-                      "resources": RESOURCES, "slots": 1, "queue": 64, "response": "auto",
-                      "piggyback_max_us": 2000}).to_csv(rd.fleet_devices_input(fname), index=False)
         rd.fleet_dir(fname).mkdir(parents=True, exist_ok=True)
+        write_devices(rd.fleet_devices_file(fname), (
+            FleetDevice(index=int(i), name=names[i], listen=f"127.1.{i // 250}.{i % 250 + 1}:5683",
+                        resources=str(rd.resource_file(names[i])), slots=1)
+            for i in members))
         mine = reached & (fleet == f)
         loops = []
         for lp in range(spec.loops):
@@ -163,14 +163,16 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
             "workers": spec.loops, "requests": total, "responses": total, "overload_503": 0,
             "not_found": 0, "malformed": 0, "log_entries": total, "log_dropped": 0,
             "loop": loops, "rss_bytes": 4096 * len(members)}))
-        devices += [{"name": names[i], "id": int(i), "address": f"127.1.{i // 250}.{i % 250 + 1}",
-                     "port": 5683, "group": "sensor", "resources": RESOURCES, "cpuset": "1",
-                     "container": fname} for i in members]
+        fleets.append({"name": fname, "group": "sensor", "first_id": int(members[0]),
+                       "devices": int(len(members)), "address": "127.1.0.1", "first_port": 5683,
+                       "last_port": 5683, "cpuset": "0,1", "loops": spec.loops,
+                       "workers": spec.loops, "log_capacity": 1_000_000, "nofile": 200_000,
+                       "memory_bytes": 1 << 30, "dir": f"fleets/{fname}"})
 
     run = {"name": "fleet-synthetic", "run_id": f"fleet-synthetic-{spec.seed}",
            "backend": "process", "host": {},
            "test": {"start_mono_ns": TEST_START_NS, "duration_s": spec.duration_s},
-           "devices": devices, "ges": [{"id": "ge-0", "dir": "ge/ge-0", "cpu": 0}],
+           "devices": [], "fleets": fleets, "ges": [{"id": "ge-0", "dir": "ge/ge-0", "cpu": 0}],
            "failures": [], "interrupted": False}
     rd.write_run(RunRecord.model_validate(run))
     return root

@@ -75,6 +75,14 @@ def _family(g: dict[str, np.ndarray], i: int) -> EngineLag:
                      p99_us=fnum(q[1]), p999_us=fnum(q[2]), max_us=fnum(g["max"][i]))
 
 
+def _loop_cores(cores: list[int], loop: int, rec) -> tuple[int, ...]:
+    """The core a loop ran on: the runner pins loop i to the i-th core of the engine's cpuset
+    when it has one per loop (runner/fleets.py), else the loops share the whole set."""
+    if rec is not None and len(cores) >= rec.loops and loop < len(cores):
+        return (cores[loop],)
+    return tuple(cores)
+
+
 def _grouped(group: np.ndarray, v: np.ndarray, n: int) -> dict[str, np.ndarray]:
     ok = ~np.isnan(v)
     return grouped_stats(group[ok], v[ok], n, [0.5, 0.99, 0.999])
@@ -88,7 +96,7 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
         return None, None, {}
     code_of = {n: i for i, n in enumerate(names)}
     devices = [run.devices.get(n) for n in names]
-    cpuset = {d.container: d.cpuset for d in run.run.devices if d.container}
+    records = {r.name: r for r in run.run.fleets}
     nwin = max(1, int(np.ceil(run.duration_s / window_s - 1e-9)))
     engines, rows, loops = [], [], {}
     for f in run.fleets.values():
@@ -118,7 +126,8 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
         n_late = np.bincount(g, weights=late[inside], minlength=len(loop_ids) * nwin)
         n_all = np.bincount(g, minlength=len(loop_ids) * nwin)
         reported = {lp.loop: lp for lp in f.summary.loop} if f.summary is not None else {}
-        core = parse_cpuset(cpuset[f.name]) if cpuset.get(f.name) else []
+        rec = records.get(f.name)
+        cores = parse_cpuset(rec.cpuset) if rec is not None and rec.cpuset else []
         for j, lp in enumerate(loop_ids):
             mine = inside & (li == j)
             n = int(np.count_nonzero(mine))
@@ -129,7 +138,7 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
             loops[place(f.name, int(lp))] = LoopLags(
                 arrival_ns=f.log["arrival_ns"].to_numpy(np.float64)[mine],
                 read_lag_ms=lags["read_lag"][mine] / 1e3,
-                timer_late_ms=lags["timer_late"][mine] / 1e3, cores=tuple(core),
+                timer_late_ms=lags["timer_late"][mine] / 1e3, cores=_loop_cores(cores, lp, rec),
                 engine=f.name)
             for w in range(nwin):
                 k = j * nwin + w

@@ -1,27 +1,30 @@
 """Reading what the wot-fleet engines of a run wrote (docs/CONTRACTS.md §3b), vectorised.
 
-A fleet is a component hosting many devices (run.json ``devices[].container`` names it); its
-files are in ``devices/<fleet>/`` (``RunDir.fleet_dir``). Every loop's ``fleet-log-<loop>.csv``
-is read with pandas' C parser into one frame (``loop`` column added), never split into one
-frame per device: 100 000 devices and 600 000 rows are read in about a second. The analysis
-joins that frame to the GE's requests as it joins the process devices' logs (``rd.py``).
+A fleet is one engine hosting many devices: run.json ``fleets[]`` (:class:`FleetRecord`) names
+it, its devices (the trace's ids ``first_id`` ..) are listed in its directory
+(``RunDir.fleet_dir``: the devices file the runner wrote, and ``fleet-devices.csv`` the engine
+wrote), not in run.json ``devices``. Every loop's ``fleet-log-<loop>.csv`` is read with pandas'
+C parser into one frame (``loop`` column added), never split into one frame per device: 100 000
+devices and 600 000 rows are read in about a second. The analysis joins that frame to the GE's
+requests as it joins the process devices' logs (``rd.py``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import pandas as pd
 
 from wotbench.analysis.errors import AnalysisError
 from wotbench.csvcheck import read_csv_checked
-from wotbench.rundir import RunDir
-from wotbench.rundir.fleet_files import (FLEET_DEVICE_COLUMNS, FLEET_LOG_COLUMNS, FleetDeviceRow,
-                                         FleetLogRow, FleetSummary, header_problem)
+from wotbench.rundir import FleetRecord, RunDir
+from wotbench.rundir.fleet_files import (DEVICES_HEADER, FLEET_DEVICE_COLUMNS, FLEET_LOG_COLUMNS,
+                                         FleetDeviceRow, FleetLogRow, FleetSummary,
+                                         header_problem)
 
-# the engine's --devices input (written by the harness): only what maps its index to a name
+# the devices file the runner wrote: what maps an engine's index to a device name
 DEVICES_INPUT_COLUMNS = {"index": "int", "name": "str"}
 
 
@@ -30,7 +33,7 @@ class FleetData:
     """One engine's files. ``log``: every loop's rows (the contract's columns + ``loop``),
     None when the engine wrote no log; ``index``/``names``: its devices' global indices (what
     the log's ``device`` column carries) and names, from fleet-devices.csv or, when the engine
-    wrote none (it died), from its --devices input."""
+    wrote none (it died), from the runner's devices file."""
     name: str
     dir: Path
     index: np.ndarray
@@ -38,15 +41,6 @@ class FleetData:
     summary: Optional[FleetSummary] = None
     table: Optional[pd.DataFrame] = None        # fleet-devices.csv
     log: Optional[pd.DataFrame] = None
-
-
-def is_fleet(rd: RunDir, container: Optional[str]) -> bool:
-    """Whether ``container`` is a wot-fleet engine: the harness wrote its --devices input, or
-    the engine wrote its files (a run directory copied without trace/)."""
-    if not container:
-        return False
-    return rd.fleet_devices_input(container).is_file() or rd.fleet_summary(container).is_file() \
-        or bool(rd.fleet_logs(container))
 
 
 def _header(path: Path) -> list[str]:
@@ -95,9 +89,10 @@ def _loop_number(path: Path) -> int:
     return int(tail)
 
 
-def load_fleet(rd: RunDir, name: str, read_model, warnings: list[str]) -> FleetData:
+def load_fleet(rd: RunDir, rec: FleetRecord, read_model, warnings: list[str]) -> FleetData:
     """``read_model``: loading.read_model (the JSON file through its model, exit 2 naming the
     file and every bad key)."""
+    name = rec.name
     d = rd.fleet_dir(name)
     summary = table = None
     if rd.fleet_summary(name).is_file():
@@ -109,12 +104,15 @@ def load_fleet(rd: RunDir, name: str, read_model, warnings: list[str]) -> FleetD
         table = read_strict_csv(rd.fleet_device_table(name), FleetDeviceRow,
                                 FLEET_DEVICE_COLUMNS, "fleet-devices.csv")
         index, names = table["device"].to_numpy(np.int64), table["name"].astype(str).to_numpy()
-    elif rd.fleet_devices_input(name).is_file():
-        inp = read_csv_checked(rd.fleet_devices_input(name), DEVICES_INPUT_COLUMNS,
-                               "fleet --devices file", AnalysisError)
+    elif rd.fleet_devices_file(name).is_file():
+        inp = read_csv_checked(rd.fleet_devices_file(name), DEVICES_INPUT_COLUMNS,
+                               "fleet devices file", AnalysisError)
         index, names = inp["index"].to_numpy(np.int64), inp["name"].astype(str).to_numpy()
-    else:
-        index, names = np.zeros(0, np.int64), np.zeros(0, object)
+    else:   # neither: the run.json record's ids, named as the analysis names unknown ids
+        index = np.arange(rec.first_id, rec.first_id + rec.devices, dtype=np.int64)
+        names = np.array([f"dev-{i}" for i in index], dtype=object)
+        warnings.append(f"{d}: neither fleet-devices.csv nor {DEVICES_HEADER[0]},name... "
+                        f"devices file; {name}'s devices are named by their ids")
     frames = [read_fleet_log(p, _loop_number(p)) for p in rd.fleet_logs(name)]
     log = None
     if frames:
@@ -125,7 +123,7 @@ def load_fleet(rd: RunDir, name: str, read_model, warnings: list[str]) -> FleetD
         if unknown.any():
             bad = int(log["device"].to_numpy()[unknown][0])
             raise AnalysisError(f"{d}: fleet-log rows name device {bad}, which is not in "
-                                f"fleet-devices.csv (nor the engine's --devices input)")
+                                f"fleet-devices.csv (nor the engine's devices file)")
     else:
         warnings.append(f"{d}: no fleet-log-<loop>.csv; no response-time decomposition for "
                         f"the {len(index)} devices of {name}")
@@ -136,9 +134,41 @@ def load_fleet(rd: RunDir, name: str, read_model, warnings: list[str]) -> FleetD
                      log=log)
 
 
+class ResourceReader:
+    """Resource files by content: the runner writes one per device (trace/resources/<name>.csv),
+    100 000 for a big fleet, mostly alike. Each distinct content is parsed (and checked) once
+    and its devices share the frame, which ``rd.service_times_ms`` then looks up once."""
+
+    def __init__(self, read: Callable[[Path], pd.DataFrame]):
+        self.read = read
+        self.by_content: dict[bytes, pd.DataFrame] = {}
+
+    def __call__(self, path: Path) -> Optional[pd.DataFrame]:
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if content not in self.by_content:
+            self.by_content[content] = self.read(path)
+        return self.by_content[content]
+
+
+def members(rd: RunDir, rec: FleetRecord, fleet: FleetData, resources: ResourceReader,
+            warnings: list[str]) -> Iterator[tuple[str, int, Optional[pd.DataFrame]]]:
+    """(name, trace id, resource table) of every device the engine hosted."""
+    missing = 0
+    for idx, name in zip(fleet.index.tolist(), fleet.names.tolist()):
+        res = resources(rd.resource_file(name))
+        missing += res is None
+        yield str(name), int(idx), res
+    if missing:
+        warnings.append(f"{rd.resources_dir}: {missing} resource file(s) of {rec.name}'s devices "
+                        "missing; R_d not computed for them")
+
+
 def device_codes(fleet: FleetData, code_of_name: dict[str, int]) -> np.ndarray:
     """The device code (position in the analysis' device list) of every log row; -1 for a
-    device run.json does not list."""
+    device the analysis does not list."""
     lut_code = np.array([code_of_name.get(str(n), -1) for n in fleet.names], np.int64)
     order = np.argsort(fleet.index, kind="stable")
     keys = fleet.index[order]

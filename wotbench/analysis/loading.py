@@ -235,25 +235,11 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
                   marked_requests=marked)
 
 
-def _shared_resources(path: Path, cache: dict[Path, pd.DataFrame]) -> pd.DataFrame:
-    """A resource file many devices name (a fleet's devices share a few) is read once; the
-    devices share the frame (``rd.service_times_ms`` looks each distinct frame up once)."""
-    if path not in cache:
-        cache[path] = read_resources(path)
-    return cache[path]
-
-
 def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
-                       warnings: list[str], fallback_service_us: int | None = None,
-                       cache: dict[Path, pd.DataFrame] | None = None) -> None:
+                       warnings: list[str], fallback_service_us: int | None = None) -> None:
     res_path = rd.path / res_rel if res_rel else rd.resource_file(dev.name)
-    if (cache is not None and res_path in cache) or res_path.is_file():
-        dev.resources = _shared_resources(res_path, {} if cache is None else cache)
-        if dev.fleet is not None:   # its log, summary: the engine's files (fleet_load.py)
-            return
-    elif dev.fleet is not None:
-        warnings.append(f"{res_path}: resource file missing; R_d not computed for {dev.name}")
-        return
+    if res_path.is_file():
+        dev.resources = read_resources(res_path)
     elif fallback_service_us is not None:
         # one pseudo-resource matching every path (see rd.service_times)
         dev.resources = pd.DataFrame({"path": ["*"], "service_time_us": [int(fallback_service_us)],
@@ -334,21 +320,20 @@ def load_run(run_dir: str | Path) -> RunData:
 
     devices: dict[str, DeviceInfo] = {}
     third_party: dict[str, list[str]] = {}
-    fleet_of = {c: fleet_load.is_fleet(rd, c) for c in {d.container for d in run.devices}}
-    res_cache: dict[Path, pd.DataFrame] = {}
     for d in run.devices:
-        dev = DeviceInfo(name=d.name, id=d.id, group=d.group,
-                         fleet=d.container if fleet_of.get(d.container) else None)
-        shared = res_cache.get(rd.path / d.resources) if dev.fleet and d.resources else None
-        if shared is not None:   # 10^5 fleet devices name a few files: no stat per device
-            dev.resources = shared
-        elif d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
+        dev = DeviceInfo(name=d.name, id=d.id, group=d.group)
+        if d.server:   # not a wot-device: no resource file, no device log (wotbench.config.byo)
             third_party.setdefault(d.server, []).append(d.name)
         else:
-            _load_device_files(rd, dev, d.resources, warnings, cache=res_cache)
+            _load_device_files(rd, dev, d.resources, warnings)
         devices[d.name] = dev
-    fleets = {c: fleet_load.load_fleet(rd, c, read_model, warnings)
-              for c, yes in sorted(fleet_of.items(), key=lambda kv: str(kv[0])) if yes}
+    # run.json fleets[]: the devices of the wot-fleet engines, listed in each one's files
+    fleets = {f.name: fleet_load.load_fleet(rd, f, read_model, warnings) for f in run.fleets}
+    resources = fleet_load.ResourceReader(read_resources)
+    for f in run.fleets:
+        for name, dev_id, res in fleet_load.members(rd, f, fleets[f.name], resources, warnings):
+            devices[name] = DeviceInfo(name=name, id=dev_id, group=f.group, fleet=f.name,
+                                       resources=res)
     warnings.extend(third_party_notes(third_party))
 
     cd = None

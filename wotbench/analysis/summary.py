@@ -313,6 +313,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     contention = cont.combine(contention, evidence)
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
+    groups.update({n: d.group for n, d in run.devices.items() if d.fleet and d.group})
     slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
     answered: dict[str, int] = {}
     for name, d in per_device.items():

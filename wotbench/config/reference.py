@@ -150,7 +150,7 @@ SECTIONS: list[Section] = [
 VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (schema.DeviceGroup, "methods"): "keys GET, PUT, POST, DELETE (PATCH: protocol http); "
                                      "weights ≥ 0, not all 0",
-    (schema.DeviceGroup, "per_container"): "`auto` or 1..64",
+    (schema.DeviceGroup, "per_container"): "`auto` or 1..64 (engine fleet: 1..55 000)",
     (schema.DeviceGroup, "external"): "HOST:PORT each (`[v6]:port`); one string is a list of one",
     (schema.DeviceGroup, "paths"): "no spaces, commas or quotes; a leading / is dropped",
     (schema.Gateways, "block_size"): "16, 32, 64, 128, 256, 512 or 1024",

@@ -25,11 +25,9 @@ STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process b
 
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
+FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --devices file
 
-# a wot-fleet engine (docs/CONTRACTS.md §3b) is one component hosting many devices; its name is
-# wotbench.deploy.fleet.fleet_name (``<group>-fleet<j>``, never a device name) and its --log-dir
-# is devices/<fleet>/, beside the process devices' directories
-FLEET_LOG_GLOB = "fleet-log-*.csv"
+FLEET_LOG_GLOB = "fleet-log-*.csv"     # in a fleet's directory: one log per event loop
 
 
 class RunDir:
@@ -133,18 +131,17 @@ class RunDir:
         """Created by wot-device once its CoAP endpoint listens."""
         return self.device_dir(device) / "ready"
 
-    # -- a wot-fleet engine: devices/<fleet>/ is its --log-dir ------------------------------
     def fleet_dir(self, fleet: str) -> Path:
-        """The engine's ``--log-dir``: its ready file, its logs, container.log / stdout.log."""
-        return self.path / "devices" / fleet
+        """A wot-fleet engine's directory (CONTRACTS §3b): its devices file (input), ``ready``,
+        ``fleet-log-<loop>.csv``, ``fleet-devices.csv``, ``fleet-summary.json``."""
+        return self.path / "fleets" / fleet
 
-    def fleet_devices_input(self, fleet: str) -> Path:
-        """The engine's ``--devices`` file (index,name,listen,resources,...), written by the
-        harness before the start (an input, like the resource files)."""
-        return self.trace_dir / "fleets" / f"{fleet}.csv"
+    def fleet_devices_file(self, fleet: str) -> Path:
+        """What the engine hosts, written by the runner (wotbench.rundir.fleet_files)."""
+        return self.fleet_dir(fleet) / FLEET_DEVICES_IN
 
     def fleet_ready(self, fleet: str) -> Path:
-        """Created by wot-fleet once every device's endpoint is bound."""
+        """Created by the engine once every endpoint is bound."""
         return self.fleet_dir(fleet) / "ready"
 
     def fleet_log(self, fleet: str, loop: int) -> Path:
@@ -165,11 +162,11 @@ class RunDir:
         """The engine's totals and per-loop lag (model ``wotbench.rundir.fleet_files``)."""
         return self.fleet_dir(fleet) / "fleet-summary.json"
 
-    def fleet_container_log(self, fleet: str) -> Path:
-        return self.fleet_dir(fleet) / CONTAINER_LOG
-
     def fleet_stdout(self, fleet: str) -> Path:
         return self.fleet_dir(fleet) / STDOUT_LOG
+
+    def fleet_container_log(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / CONTAINER_LOG
 
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""

@@ -1,0 +1,47 @@
+/* coap_wire.h - the CoAP messages of wot-fleet (RFC 7252 §3), parsed and built in place.
+ *
+ * Why not libcoap's PDU API: libcoap 4.3.1's public headers offer no parser for a datagram
+ * (coap_pdu_parse is internal) and no way to get a PDU's bytes without a session, and
+ * coap_pdu_init allocates. The options, the only non-trivial part of the format, are read and
+ * written with libcoap's public coap_opt_parse / coap_opt_encode; the 4-byte header and the
+ * token are done here. No allocation: the caller's buffers only. */
+#ifndef WOT_FLEET_COAP_WIRE_H
+#define WOT_FLEET_COAP_WIRE_H
+#include <stddef.h>
+#include <stdint.h>
+
+enum { FL_CON = 0, FL_NON = 1, FL_ACK = 2, FL_RST = 3 };
+#define FL_CODE(c, d) ((uint8_t)(((c) << 5) | (d)))
+#define FL_GET 1
+#define FL_DELETE 4
+#define FL_CONTENT FL_CODE(2, 5)
+#define FL_CHANGED FL_CODE(2, 4)
+#define FL_DELETED FL_CODE(2, 2)
+#define FL_BAD_OPTION FL_CODE(4, 2)
+#define FL_NOT_FOUND FL_CODE(4, 4)
+#define FL_METHOD_NOT_ALLOWED FL_CODE(4, 5)
+#define FL_UNAVAILABLE FL_CODE(5, 3)
+#define FL_PATH_MAX 255
+
+struct fl_msg {
+    uint8_t type, code, tkl;
+    uint16_t mid;
+    const uint8_t *token;
+    char path[FL_PATH_MAX + 1];   /* Uri-Path segments joined by '/' (no leading slash) */
+    uint8_t path_too_long;
+    uint16_t bad_option;          /* a critical option the engine does not handle, 0 = none */
+    uint8_t observe;              /* an Observe option was present (elective: ignored) */
+};
+
+/* Parses a datagram. 0 = a well-formed message; -1 = a message format error (the caller
+ * drops it and counts it as malformed, as wot-device/libcoap do). */
+int fl_coap_parse(const uint8_t *d, size_t n, struct fl_msg *m);
+
+/* Builds a message into out (capacity cap); the payload is `nx` bytes of 'x' (the emulated
+ * representation) or, when body != NULL, body[0..nx). content_format < 0: none.
+ * Returns its length, 0 when it does not fit. */
+size_t fl_coap_build(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
+                     const uint8_t *token, uint8_t tkl, int content_format, const char *body,
+                     size_t nx);
+
+#endif
