@@ -20,6 +20,27 @@ def free_addr() -> tuple[str, int]:
             random.randint(20000, 60000))
 
 
+def stop_process(proc: subprocess.Popen, err, timeout: float) -> int:
+    """SIGTERM, wait (killed after timeout, which raises); closes err; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_process(proc, err)
+        raise
+    err.close()
+    return rc
+
+
+def kill_process(proc: subprocess.Popen | None, err) -> None:
+    if proc and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if err is not None and not err.closed:
+        err.close()
+
+
 class Device:
     def __init__(self, binary: Path, tmp: Path, resources: str, *args: str, name: str = "dev",
                  cpu: int | None = None):
@@ -56,22 +77,10 @@ class Device:
 
     def stop(self, timeout: float = 10) -> int:
         """SIGTERM, wait; returns the exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        self._err.close()
-        return rc
+        return stop_process(self.proc, self._err, timeout)
 
     def kill(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if not self._err.closed:
-            self._err.close()
+        kill_process(self.proc, self._err)
 
     def __exit__(self, *exc):
         self.kill()

@@ -209,11 +209,14 @@ int main(int argc, char **argv) {
                 "loop's busy-mode jobs need a worker\n", workers, loops);
         return 2;
     }
-    if (cpus && parse_cpus(cpus, &f))
+    if (cpus && parse_cpus(cpus, &f)) {
+        free(f.cpus);
         return 2;
+    }
     struct stat st;
     if (stat(log_dir, &st) || !S_ISDIR(st.st_mode) || access(log_dir, W_OK)) {
         fprintf(stderr, "wot-fleet: --log-dir '%s' is not a writable directory\n", log_dir);
+        free(f.cpus);
         return 2;
     }
     f.devices_file = devices;
