@@ -40,9 +40,9 @@ class FleetSpec:
     seed: int = 3
 
 
-def _quantiles(v: np.ndarray) -> dict[str, int]:
+def _quantiles(v: np.ndarray) -> dict[str, int | None]:
     if not len(v):
-        return {"p50": 0, "p99": 0, "max": 0}
+        return {"p50": None, "p99": None, "max": None}
     s = np.sort(v)
     rank = lambda q: int(s[min(len(s) - 1, int(np.ceil(q * len(s))) - 1)])   # noqa: E731
     return {"p50": rank(0.5), "p99": rank(0.99), "max": int(s[-1])}
@@ -129,7 +129,8 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
         members = np.flatnonzero(dev_fleet == f)
         rd.fleet_dir(fname).mkdir(parents=True, exist_ok=True)
         write_devices(rd.fleet_devices_file(fname), (
-            FleetDevice(index=int(i), name=names[i], listen=f"127.1.{i // 250}.{i % 250 + 1}:5683",
+            FleetDevice(index=int(i), name=names[i],
+                        listen=f"127.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}:5683",
                         resources=str(rd.resource_file(names[i])), slots=1)
             for i in members))
         mine = reached & (fleet == f)
@@ -150,7 +151,9 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
                 loop_of(spec, members) == lp)), "requests": int(len(m)),
                 "read_lag_ns": _quantiles(read_lag[m]),
                 "timer_late_ns": _quantiles((end - due)[m][slept]),
-                "busy_ns": int(len(m) * 4000), "wakeups": int(len(m))})
+                "busy_ns": int(len(m) * 4000), "wakeups": int(len(m)), "pool_503": 0,
+                "duplicates": 0, "rtx_sent": 0, "rtx_gave_up": 0, "rst_in": 0, "send_errors": 0,
+                "log_entries": int(len(m)), "log_dropped": 0})
         per_dev = np.bincount(dev[mine], minlength=n_dev)[members]
         pd.DataFrame({"device": members, "name": names[members], "requests": per_dev,
                       "responses": per_dev, "overload_503": 0, "not_found": 0, "malformed": 0,

@@ -107,6 +107,11 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
             e.log_dropped, e.rss_bytes = f.summary.log_dropped, f.summary.rss_bytes
             e.rss_per_device_bytes = f.summary.rss_bytes / f.summary.devices \
                 if f.summary.devices else None
+            e.pool_503 = sum(lp.pool_503 for lp in f.summary.loop)
+            if e.pool_503:
+                run.warnings.append(
+                    f"{f.name}: {e.pool_503} 5.03 answers came from the engine's exhausted job "
+                    "pool (its limit, not the devices' queues); loss counts them as refused_503")
         engines.append(e)
         if f.log is None or not len(f.log):
             continue

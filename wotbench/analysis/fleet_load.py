@@ -143,13 +143,14 @@ class ResourceReader:
         self.read = read
         self.by_content: dict[bytes, pd.DataFrame] = {}
 
-    def __call__(self, path: Path) -> Optional[pd.DataFrame]:
+    def __call__(self, path: str) -> Optional[pd.DataFrame]:
         try:
-            content = path.read_bytes()
+            with open(path, "rb") as f:
+                content = f.read()
         except FileNotFoundError:
             return None
         if content not in self.by_content:
-            self.by_content[content] = self.read(path)
+            self.by_content[content] = self.read(Path(path))
         return self.by_content[content]
 
 
@@ -157,8 +158,9 @@ def members(rd: RunDir, rec: FleetRecord, fleet: FleetData, resources: ResourceR
             warnings: list[str]) -> Iterator[tuple[str, int, Optional[pd.DataFrame]]]:
     """(name, trace id, resource table) of every device the engine hosted."""
     missing = 0
-    for idx, name in zip(fleet.index.tolist(), fleet.names.tolist()):
-        res = resources(rd.resource_file(name))
+    names = [str(n) for n in fleet.names.tolist()]
+    for idx, name, path in zip(fleet.index.tolist(), names, rd.resource_files(names)):
+        res = resources(path)
         missing += res is None
         yield str(name), int(idx), res
     if missing:

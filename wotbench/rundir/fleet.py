@@ -53,6 +53,9 @@ class EngineFidelity(Record):
     log_dropped: Optional[int] = None
     rss_bytes: Optional[int] = None
     rss_per_device_bytes: Optional[float] = None
+    # 5.03 answers because a loop's job pool was empty: the engine's limit, not the device's
+    # queue (the loss block still counts them as refused_503; the warnings say how many)
+    pool_503: Optional[int] = None
     per_loop: list[LoopFidelity] = Field(default_factory=list)
 
 

@@ -111,21 +111,29 @@ def read_devices(path: Path) -> list[FleetDevice]:
 
 
 class LagQuantiles(Record):
-    """The engine's own nearest-rank quantiles of one lag, ns."""
-    p50: int
-    p99: int
-    max: int
+    """The engine's own nearest-rank quantiles of one lag, ns (null: no sample)."""
+    p50: Optional[int]
+    p99: Optional[int]
+    max: Optional[int]
 
 
 class FleetLoop(Record):
-    """One event loop: its devices, the requests it read and how late it was."""
+    """One event loop: its devices, the requests it read, how late it was and what it gave up."""
     loop: int = Field(ge=0)
     devices: int = Field(ge=0)
     requests: int = Field(ge=0)
     read_lag_ns: LagQuantiles        # arrival_ns - arrival_kernel_ns: the loop's read lag
-    timer_late_ns: LagQuantiles      # end_ns - due_ns of sleep service: timer lateness
-    busy_ns: int = Field(ge=0)       # time the loop spent handling events (not in epoll_wait)
+    timer_late_ns: LagQuantiles      # end_ns - due_ns of served sleep rows with S > 0
+    busy_ns: int = Field(ge=0)       # time the loop spent outside epoll_wait
     wakeups: int = Field(ge=0)       # epoll_wait returns
+    pool_503: int = Field(ge=0)      # 5.03 because the loop's job pool was empty: the engine's
+    duplicates: int = Field(ge=0)    # retransmitted CON requests not served again
+    rtx_sent: int = Field(ge=0)      # retransmissions of separate CON responses
+    rtx_gave_up: int = Field(ge=0)   # ... exchanges given up after MAX_RETRANSMIT
+    rst_in: int = Field(ge=0)        # separate responses the client rejected with RST
+    send_errors: int = Field(ge=0)   # sendto() failures
+    log_entries: int = Field(ge=0)
+    log_dropped: int = Field(ge=0)
 
 
 class FleetSummary(Record):
