@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis_fixtures import SALT, TEST_START_NS, ge_summary
 from wotbench.rundir import RunDir, RunRecord
-from wotbench.rundir.fleet_files import FleetDevice, FleetDeviceRow, FleetLogRow, write_devices
+from wotbench.rundir.fleet_files import DEVICES_HEADER, FleetDeviceRow, FleetLogRow
 
 
 @dataclass
@@ -121,18 +121,22 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
     token = np.char.add(f"{SALT >> 32:08x}",
                         np.char.zfill(np.char.mod("%x", (SALT & 0xFFFFFFFF) ^ np.arange(n)), 8))
     dev_fleet = fleet_of(spec, np.arange(n_dev))
-    for name in names:
-        rd.resource_file(name).write_text(resource_text)
+    for path in rd.resource_files(list(names)):
+        with open(path, "w") as fh:
+            fh.write(resource_text)
     fleets = []
     for f in range(spec.fleets):
         fname = f"sensor-fleet{f}"
         members = np.flatnonzero(dev_fleet == f)
         rd.fleet_dir(fname).mkdir(parents=True, exist_ok=True)
-        write_devices(rd.fleet_devices_file(fname), (
-            FleetDevice(index=int(i), name=names[i],
-                        listen=f"127.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}:5683",
-                        resources=str(rd.resource_file(names[i])), slots=1)
-            for i in members))
+        # the runner's devices file (its columns, DEVICES_HEADER; pandas: 10^5 rows in a blink)
+        pd.DataFrame({"index": members, "name": names[members],
+                      "listen": [f"127.{1 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}:5683"
+                                 for i in members],
+                      "resources": rd.resource_files(list(names[members])), "slots": 1,
+                      "queue": 1024, "response": "auto", "piggyback_max_us": 1000},
+                     columns=list(DEVICES_HEADER)).to_csv(rd.fleet_devices_file(fname),
+                                                          index=False)
         mine = reached & (fleet == f)
         loops = []
         for lp in range(spec.loops):

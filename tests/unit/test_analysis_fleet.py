@@ -167,3 +167,10 @@ def test_an_engine_that_died_leaves_its_losses_placed(tmp_path):
     assert s.rd.join.log_rows == 0 and s.fleet.engines[0].devices == 20
     assert any("no fleet-log" in w for w in s.run.warnings)
     assert any("did not stop cleanly" in w for w in s.run.warnings)
+
+
+def test_the_fixtures_devices_file_is_what_the_runner_writes(tmp_path):
+    from wotbench.rundir.fleet_files import read_devices
+    root = make_fleet_run(tmp_path, n_devices=12, duration_s=1)
+    rows = read_devices(RunDir(root).fleet_devices_file("sensor-fleet0"))
+    assert [r.index for r in rows] == list(range(12)) and rows[3].name == "sensor-3"
