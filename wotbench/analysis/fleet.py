@@ -14,7 +14,7 @@ import pandas as pd
 from wotbench.analysis import fleet_load
 from wotbench.analysis.loading import DeviceInfo, RunData
 from wotbench.analysis.stats import grouped_stats
-from wotbench.detector.evidence import LoopLags
+from wotbench.detector.loop_lag import LoopLags
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir.evidence import EvidenceBlock
 from wotbench.rundir.fleet import EngineFidelity, EngineLag, FleetBlock, LoopFidelity

@@ -13,6 +13,7 @@ import pandas as pd
 
 from wotbench.analysis import blockwise as blkm
 from wotbench.detector import evidence as evid
+from wotbench.detector import loop_lag
 from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
@@ -307,8 +308,10 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
-        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence,
-        loop_lags)
+        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
+    if loop_lags:   # the engines' loops: evidence of their own (detector/loop_lag.py)
+        evidence = loop_lag.apply(evidence, loop_lags, run.test_start_ns)
+        series["evidence"] = evid.series(evidence)
     fleet_block = fleetm.with_flags(fleet_block, evidence)
     contention = cont.combine(contention, evidence)
 

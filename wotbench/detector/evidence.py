@@ -63,19 +63,6 @@ class GeSends:
     rule: GeIntegrityParams = field(default_factory=GeIntegrityParams)
 
 
-@dataclass(frozen=True)
-class LoopLags:
-    """One wot-fleet engine loop's requests (``wotbench.analysis.fleet``): when each arrived
-    (absolute CLOCK_MONOTONIC ns), its read lag and its sleep service's timer lateness (ms, NaN:
-    not a sleep service or no kernel stamp). Its late requests are the testbed's (rule
-    ``loop_lag``), as a GE's late sends are."""
-    arrival_ns: np.ndarray
-    read_lag_ms: np.ndarray
-    timer_late_ms: np.ndarray
-    cores: tuple[int, ...] = ()
-    engine: str = ""
-
-
 OWNER_WORDS = {"injected": "the injected hog", "wotbench": "another WoTbench run",
                "container": "a container WoTbench did not start",
                "runtime": "the container runtime", "host": "outside the testbed"}
@@ -240,11 +227,6 @@ def _q(v: list[float], q: float) -> Optional[float]:
     return float(np.quantile(v, q)) if v else None
 
 
-def _nan_p99(v: np.ndarray) -> Optional[float]:
-    v = v[np.isfinite(v)]
-    return round(float(np.quantile(v, 0.99)), 4) if len(v) else None
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
@@ -268,27 +250,10 @@ def _send_lag_flag(pw: PlaceWindow, s: GeSends, p: EvidenceParams) -> Optional[F
         f"{pw.lag_p99_ms:.2f} ms): their core did not run them on time"))
 
 
-def _loop_lag_flag(pw: PlaceWindow, p: EvidenceParams) -> Optional[Flag]:
-    """An engine loop that read or ended more of its requests late than the GE rule allows."""
-    n = pw.requests
-    late = int(round((pw.late_share or 0.0) * n))
-    if n < p.min_requests or not late or binom.sf(late - 1, n, p.loop_max_late_share) >= p.loop_alpha:
-        return None
-    return Flag(rule="loop_lag", place=pw.place, text=(
-        f"{pw.place} handled {late} of its {n} requests more than {p.loop_lag_ms:g} ms late "
-        f"({_pct(late / n)}; p99 read lag {_ms(pw.read_lag_p99_ms)}, p99 timer lateness "
-        f"{_ms(pw.timer_late_p99_ms)}): the engine fell behind its devices"))
-
-
-def _ms(v: Optional[float]) -> str:
-    return "n/a" if v is None else f"{v:.2f} ms"
-
-
 def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
-           push_devices: Optional[dict[str, GeSends]] = None,
-           loops: frozenset[str] = frozenset()) -> list[Flag]:
+           push_devices: Optional[dict[str, GeSends]] = None) -> list[Flag]:
     push_devices = push_devices or {}
-    device_places = set(places.device_places()) | set(push_devices) | set(loops)
+    device_places = set(places.device_places()) | set(push_devices)
     out = []
     for pw in w.places:
         devices = pw.place in device_places
@@ -308,10 +273,6 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
                 f"busy service on {where.removeprefix('devices on ')} stretched "
                 f"x{pw.stretch_p50:.2f} (median; "
                 f"p90 x{pw.stretch_p90:.2f})")))
-        if pw.place in loops:
-            flag = _loop_lag_flag(pw, p)
-            if flag is not None:
-                out.append(flag)
         if pw.place in push_devices and pw.late_share is not None:
             flag = _send_lag_flag(pw, push_devices[pw.place], p)
             if flag is not None:
@@ -349,18 +310,16 @@ def describe(a: Antagonist) -> str:
 
 def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
            services: dict[str, pd.DataFrame], sends: dict[str, GeSends], test_start_ns: int,
-           duration_s: float, window_s: float, p: Optional[EvidenceParams] = None,
-           loops: Optional[dict[str, LoopLags]] = None) -> tuple[EvidenceBlock, pd.DataFrame]:
+           duration_s: float, window_s: float, p: Optional[EvidenceParams] = None
+           ) -> tuple[EvidenceBlock, pd.DataFrame]:
     """The evidence block and its per-window, per-place series (``series/evidence.csv``).
 
     ``logs``/``services``: each device's log and resource table (the CD node's too), by name;
-    ``sends``: each GE's send lags with its GE-integrity tolerance; ``loops``: each wot-fleet
-    engine loop's read lag and timer lateness (place ``fleet <engine> loop <k>``)."""
+    ``sends``: each GE's send lags with its GE-integrity tolerance."""
     p = p or EvidenceParams()
-    loops = loops or {}
     files = MonitorFiles.read(rd)
     sources = _sources(rd, files.cgroups)
-    if not logs and not loops:
+    if not logs:
         sources.device_logs = "no device logs"
     places = Places(run)
     nwin = max(1, int(np.ceil(duration_s / window_s - 1e-9)))
@@ -371,17 +330,15 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     push_devices = {k: s for k, s in sends.items() if s.devices}
     for k, s in push_devices.items():   # a pushing place is on its devices' cores
         places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
-    for k, lg in loops.items():   # a loop is on its engine's cores; its CPU is its engine's
-        places.core_of[k] = list(lg.cores)
-    windows = _windows(files, logs, services, sends, places, edges, p, loops)
-    calibration = (_windows(files, logs, services, sends, places, cal_edges, p, loops)[0]
+    windows = _windows(files, logs, services, sends, places, edges, p)
+    calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
     if calibration is not None:
         calibration.start_s = float((cal_edges[0] - test_start_ns) / 1e9)
         calibration.end_s = float((cal_edges[1] - test_start_ns) / 1e9)
         calibration.window = -1
     for w in windows:
-        w.flags = _flags(w, p, places, push_devices, frozenset(loops))
+        w.flags = _flags(w, p, places, push_devices)
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
                           other_runs=run.other_runs)
@@ -389,8 +346,7 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
 
 
 def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
-             edges: np.ndarray, p: EvidenceParams,
-             loops: Optional[dict[str, LoopLags]] = None) -> list[WindowEvidence]:
+             edges: np.ndarray, p: EvidenceParams) -> list[WindowEvidence]:
     n = len(edges) - 1
     lengths = np.diff(edges)
     comp = _component_deltas(files.cgroups, edges)
@@ -402,13 +358,6 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
         logm[ge]["lag"] = [s.lag_ms[inside & (idx == i)] for i in range(n)]
         logm[ge]["late"] = (None if s.tolerance_ms is None else
                             [(s.lag_ms > s.tolerance_ms)[inside & (idx == i)] for i in range(n)])
-    for k, lg in (loops or {}).items():   # a loop's "requests" are those it read
-        idx = np.searchsorted(edges, lg.arrival_ns, side="right") - 1
-        inside = (idx >= 0) & (idx < n)
-        late = (lg.read_lag_ms > p.loop_lag_ms) | (lg.timer_late_ms > p.loop_lag_ms)
-        logm[k]["requests"] = np.bincount(idx[inside], minlength=n).tolist()
-        logm[k]["loop"] = [(lg.read_lag_ms[sel], lg.timer_late_ms[sel], late[sel])
-                           for sel in (inside & (idx == i) for i in range(n))]
     foreign = _foreign(files.foreign, edges)
     steal = _core_counter(files.cores, edges, "steal_ns")
     pressure = _pressure(files.pressure, edges)
@@ -465,11 +414,6 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
                 if m["late"] is not None:
                     pw.late_share = round(float(np.mean(m["late"][i])), 4)
             pw.wakeup_p95_ms = _q(wk, 0.95)
-            if m and "loop" in m and len(m["loop"][i][2]):
-                read, timer, late = m["loop"][i]
-                pw.read_lag_p99_ms = _nan_p99(read)
-                pw.timer_late_p99_ms = _nan_p99(timer)
-                pw.late_share = round(float(late.mean()), 4)
             if foreign is not None and cores:
                 pw.foreign_share = round(sum(fshare.get(c, 0.0) for c in cores) / len(cores), 4)
             if steal and cores and all(c in steal for c in cores):
@@ -499,7 +443,6 @@ def _one_row_per_other_run(agg: pd.DataFrame) -> pd.DataFrame:
 SERIES_COLUMNS = ["window", "start_s", "end_s", "place", "requests", "cpu_s", "wait_s",
                   "wait_share", "wait_ms_per_request", "service_ms_per_request",
                   "wait_of_service", "stretch_p50", "stretch_p90", "lag_p99_ms", "late_share",
-                  "read_lag_p99_ms", "timer_late_p99_ms",
                   "wakeup_p95_ms", "foreign_share", "steal_share", "pressure_share", "flags"]
 
 

@@ -41,17 +41,17 @@ class EvidenceParams(Record):
     # 1.2-1.8, sleep devices <= 0.07 (docs/VALIDATION.md "Choosing the thresholds")
     wait_of_service: float = 0.5
     min_requests: int = 10                   # fewer requests in a window: the rules abstain
-    # busy service: wall time / CPU time (1.0: never preempted while serving); steal time and
-    # preemption show here, a memory or cache antagonist cannot (the service burns CPU time)
-    stretch_p50: float = 1.25
-    other_run_share: float = 0.05            # another WoTbench run's components on a run core
-    name_min_share: float = 0.02             # antagonists listed from this share of a core
     # a wot-fleet loop's request is late when the loop read it (read lag) or ended its sleep
     # service (timer lateness) later than this: the GE rule's late threshold (1 ms), since a
     # request the engine handles that late is distorted as much as a request the GE sent late
     loop_lag_ms: float = 1.0
     loop_max_late_share: float = 0.01        # ... more late than this share (the GE rule's) ...
     loop_alpha: float = 0.01                 # ... at this one-sided binomial significance
+    # busy service: wall time / CPU time (1.0: never preempted while serving); steal time and
+    # preemption show here, a memory or cache antagonist cannot (the service burns CPU time)
+    stretch_p50: float = 1.25
+    other_run_share: float = 0.05            # another WoTbench run's components on a run core
+    name_min_share: float = 0.02             # antagonists listed from this share of a core
 
 
 class EvidenceSources(Record):
