@@ -279,3 +279,102 @@ def test_release_build_two_thousand_devices(fleet_bin, tmp_path):
         assert sorted(int(r["device"]) for r in rows) == list(range(2000))
         assert all(r["code"] == "2.05" for r in rows)
         assert f.summary()["loop"][0]["devices"] == 1000
+
+
+def test_requests_cut_short_by_the_signal_are_counted(fleet_asan_bin, tmp_path):
+    """Requests waiting or in service at SIGTERM have no log row; the summary counts them
+    (pending_at_exit), and a separate response still unacknowledged (unacked_at_exit)."""
+    specs = [Spec(0, SLOW, slots=1, queue=4, response="separate"), Spec(1, FAST, response="separate")]
+    with Fleet(fleet_asan_bin, tmp_path, specs) as f:
+        s = raw_socket()
+        for k in range(3):
+            s.sendto(encode(NON, GET, 100 + k, bytes([k]), "slow"), specs[0].listen)
+        s.sendto(encode(CON, GET, 200, b"u", "r0"), specs[1].listen)
+        assert recv(s)["type"] == ACK                        # the empty ACK
+        assert recv(s)["type"] == CON                        # the separate response, not ACKed
+        time.sleep(0.05)
+        s.close()
+        clean_exit(f)
+        lp = f.summary()["loop"][0]
+        assert (lp["pending_at_exit"], lp["unacked_at_exit"]) == (3, 1)
+        assert [r["device"] for r in f.log()] == ["1"]
+        assert f.devices()[0]["requests"] == "3" and f.devices()[0]["responses"] == "0"
+
+
+def test_spin_before_timers(fleet_asan_bin, tmp_path):
+    """--spin-us: the loop wakes that much before a sleep service's end and polls up to it; the
+    service still ends at or after its due time."""
+    spec = Spec(0, OTHER, slots=4)
+    with Fleet(fleet_asan_bin, tmp_path, [spec], "--spin-us", "200") as f:
+        c = Client(spec.listen)
+        for _ in range(5):
+            assert code_str(c.request(GET, "a/b/c", NON)["code"]) == "2.05"
+        c.close()
+        clean_exit(f)
+        rows = f.log()
+        assert len(rows) == 5 and all(int(r["end_ns"]) >= int(r["due_ns"]) for r in rows)
+        assert f.summary()["loop"][0]["spins"] > 0
+
+
+def test_many_timers_all_end_on_or_after_due(fleet_asan_bin, tmp_path):
+    """400 sleep services of 1, 3 and 7 ms over 20 devices at once: every one answered, none
+    ended before its due time (the timer heap keeps its order under many inserts/removals)."""
+    res = "a,1000,sleep,1\nb,3000,sleep,1\nc,7000,sleep,1\n"
+    specs = [Spec(i, res, slots=4, queue=64, response="separate") for i in range(20)]
+    with Fleet(fleet_asan_bin, tmp_path, specs, "--loops", "2") as f:
+        clients = [Client(s.listen) for s in specs]
+        for k in range(20):
+            for c in clients:
+                c.send(GET, "abc"[(k + len(c.sent_tokens)) % 3], NON)
+        for c in clients:
+            c.poll(10)
+            assert len(c.results) == 20 and not c.pending
+            assert all(code_str(r["code"]) == "2.05" for r in c.results.values())
+            c.close()
+        clean_exit(f)
+        rows = f.log()
+        assert len(rows) == 400
+        S = {"a": 1_000_000, "b": 3_000_000, "c": 7_000_000}
+        for r in rows:
+            assert int(r["due_ns"]) == int(r["start_ns"]) + S[r["path"]]
+            assert int(r["end_ns"]) >= int(r["due_ns"])
+
+
+def test_job_pool_exhausted_is_the_engines_503(fleet_asan_bin, tmp_path):
+    """The loop's job pool is 2 x (slots + queue) per device: separate CON responses nobody
+    ACKs keep their jobs, and then a request the device could queue gets 5.03 counted as
+    pool_503 (the engine's limit, not the device's queue)."""
+    spec = Spec(0, FAST, slots=1, queue=1, response="separate")
+    with Fleet(fleet_asan_bin, tmp_path, [spec]) as f:
+        s = raw_socket()
+        codes = []
+        for k in range(5):
+            s.sendto(encode(CON, GET, 300 + k, bytes([k]), "r0"), spec.listen)
+            got = [recv(s), recv(s)]                         # empty ACK and the response
+            codes.append(next(code_str(m["code"]) for m in got if m and m["code"]))
+        s.close()
+        assert codes == ["2.05"] * 4 + ["5.03"], codes
+        clean_exit(f)
+        lp = f.summary()["loop"][0]
+        assert lp["pool_503"] == 1 and lp["unacked_at_exit"] == 4
+        assert f.devices()[0]["overload_503"] == "1"
+
+
+def test_idle_engine_uses_no_cpu(fleet_bin, tmp_path):
+    """No polling: after its requests are done, an idle engine of 500 devices burns no CPU
+    (epoll_wait blocks, the timerfd is disarmed)."""
+    specs = [Spec(i, OTHER) for i in range(500)]
+    with Fleet(fleet_bin, tmp_path, specs, "--loops", "2", nofile=1024) as f:
+        c = Client(specs[7].listen)
+        assert code_str(c.request(GET, "a/b/c")["code"]) == "2.05"
+        c.close()
+        time.sleep(0.2)
+
+        def cpu_ns():
+            tasks = f"/proc/{f.proc.pid}/task"
+            return sum(int(open(f"{tasks}/{t}/schedstat").read().split()[0])
+                       for t in os.listdir(tasks))
+        before = cpu_ns()
+        time.sleep(1.0)
+        assert cpu_ns() - before < 2_000_000      # < 0.2 % of a core
+        assert f.stop() == 0

@@ -91,7 +91,7 @@ struct fl_heap_ent {
 /* per-loop counters that are not a device's (fleet-summary.json "loop") */
 struct fl_loop_stats {
     uint64_t requests, wakeups, busy_ns, pool_503, rtx_sent, rtx_gave_up, duplicates, rst_in;
-    uint64_t send_errors, no_kernel_stamps;
+    uint64_t send_errors, no_kernel_stamps, cpu_ns, spins;
 };
 
 struct fl_loop {
@@ -107,6 +107,7 @@ struct fl_loop {
     struct fl_heap_ent *heap;
     uint32_t hn;
     uint64_t armed;               /* deadline the timerfd is armed for, 0 = disarmed */
+    uint64_t spin_ns;             /* wake this long before a timer and poll up to it */
     /* busy-mode work: jobs for the workers and finished jobs back (mutex-protected rings) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -144,6 +145,7 @@ struct fleet {
     const char *name, *log_dir, *devices_file;
     size_t log_capacity;
     int rcvbuf;
+    uint64_t spin_ns;             /* --spin-us: poll the last part of a timer's wait */
     int *cpus, ncpus;
 };
 

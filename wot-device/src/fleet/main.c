@@ -23,7 +23,7 @@
 
 static void usage(void) {
     fputs("usage: wot-fleet --devices FILE --log-dir DIR [--loops N] [--workers N] [--name NAME]\n"
-          "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES]\n", stderr);
+          "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n", stderr);
 }
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
@@ -170,12 +170,14 @@ static int run(struct fleet *f) {
 int main(int argc, char **argv) {
     struct fleet f = {.name = "", .log_capacity = DEFAULT_LOG_CAPACITY, .rcvbuf = DEFAULT_RCVBUF};
     long loops = 1, workers = -1, log_cap = DEFAULT_LOG_CAPACITY, rcvbuf = DEFAULT_RCVBUF;
+    long spin_us = 0;
     const char *devices = NULL, *log_dir = NULL, *cpus = NULL;
     static const struct option opts[] = {
         {"devices", required_argument, 0, 'D'}, {"log-dir", required_argument, 0, 'd'},
         {"loops", required_argument, 0, 'L'},   {"workers", required_argument, 0, 'W'},
         {"name", required_argument, 0, 'n'},    {"log-capacity", required_argument, 0, 'c'},
         {"cpus", required_argument, 0, 'C'},    {"rcvbuf", required_argument, 0, 'R'},
+        {"spin-us", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -189,6 +191,7 @@ int main(int argc, char **argv) {
         case 'W': bad = parse_count("--workers", optarg, 1, 1024, &workers); break;
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
         case 'R': bad = parse_count("--rcvbuf", optarg, 0, 1L << 26, &rcvbuf); break;
+        case 'S': bad = parse_count("--spin-us", optarg, 0, 1000, &spin_us); break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
         }
@@ -225,6 +228,7 @@ int main(int argc, char **argv) {
     f.nworkers = (int)workers;
     f.log_capacity = (size_t)log_cap;
     f.rcvbuf = (int)rcvbuf;
+    f.spin_ns = (uint64_t)spin_us * 1000ULL;
     if (fl_devices_load(devices, &f)) {
         free(f.cpus);
         return 2;

@@ -146,6 +146,13 @@ static int put_loop(FILE *f, const struct fl_loop *l) {
         if (r->start_ns && r->res && r->res->mode == MODE_SLEEP && r->res->service_ns)
             late[nlate++] = r->end_ns > r->due_ns ? r->end_ns - r->due_ns : 0;
     }
+    /* requests the signal cut short: waiting or in service (not logged), and separate
+     * responses sent but not acknowledged yet (logged) */
+    uint64_t pending = 0, unacked = 0;
+    for (uint32_t i = 0; i < l->ndev; i++)
+        pending += (uint64_t)l->dev[i].busy + l->dev[i].queued;
+    for (uint32_t j = 0; j < l->jbump; j++)
+        unacked += l->jobs[j].state == JS_AWAIT_ACK;
     fprintf(f, "{\"loop\": %d, \"devices\": %u, \"requests\": %llu, \"read_lag_ns\": ", l->id,
             l->ndev, (unsigned long long)l->st.requests);
     put_pcts(f, lag, nlag);
@@ -153,12 +160,16 @@ static int put_loop(FILE *f, const struct fl_loop *l) {
     put_pcts(f, late, nlate);
     fprintf(f, ", \"busy_ns\": %llu, \"wakeups\": %llu, \"pool_503\": %llu, "
             "\"duplicates\": %llu, \"rtx_sent\": %llu, \"rtx_gave_up\": %llu, \"rst_in\": %llu, "
-            "\"send_errors\": %llu, \"log_entries\": %llu, \"log_dropped\": %llu}",
+            "\"send_errors\": %llu, \"log_entries\": %llu, \"log_dropped\": %llu, "
+            "\"pending_at_exit\": %llu, \"unacked_at_exit\": %llu, \"cpu_ns\": %llu, "
+            "\"spins\": %llu}",
             (unsigned long long)l->st.busy_ns, (unsigned long long)l->st.wakeups,
             (unsigned long long)l->st.pool_503, (unsigned long long)l->st.duplicates,
             (unsigned long long)l->st.rtx_sent, (unsigned long long)l->st.rtx_gave_up,
             (unsigned long long)l->st.rst_in, (unsigned long long)l->st.send_errors,
-            (unsigned long long)l->log_n, (unsigned long long)l->log_dropped);
+            (unsigned long long)l->log_n, (unsigned long long)l->log_dropped,
+            (unsigned long long)pending, (unsigned long long)unacked,
+            (unsigned long long)l->st.cpu_ns, (unsigned long long)l->st.spins);
     free(lag);
     free(late);
     return 0;

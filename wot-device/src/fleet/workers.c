@@ -14,6 +14,9 @@
 
 static void *worker(void *arg) {
     struct fl_loop *l = arg;
+    char name[16];
+    snprintf(name, sizeof name, "fleet-work%d", l->id);
+    pthread_setname_np(pthread_self(), name);
     service_thread_init();
     pthread_mutex_lock(&l->mu);
     for (;;) {
