@@ -25,58 +25,6 @@
 #define WARMUP_BURST 256
 #define WARMUP_RCVBUF (4 << 20) /* asked for; the kernel caps it at net.core.rmem_max */
 
-/* endpoint index by address: the answers of 100 000 endpoints (wot-fleet) found in O(1), not
- * by a scan of every endpoint each (net_find_ep) */
-typedef struct {
-    uint32_t *slot; /* endpoint + 1, 0 = empty; open addressing, linear probing */
-    size_t mask;
-} ep_index_t;
-
-static uint64_t addr_hash(const struct sockaddr_storage *a) {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a over family, port and address */
-    const uint8_t *p;
-    size_t n;
-    if (a->ss_family == AF_INET) {
-        const struct sockaddr_in *s = (const void *)a;
-        p = (const uint8_t *)&s->sin_addr;
-        n = sizeof s->sin_addr;
-        h = (h ^ s->sin_port) * 1099511628211ULL;
-    } else {
-        const struct sockaddr_in6 *s = (const void *)a;
-        p = (const uint8_t *)&s->sin6_addr;
-        n = sizeof s->sin6_addr;
-        h = (h ^ s->sin6_port) * 1099511628211ULL;
-    }
-    h = (h ^ a->ss_family) * 1099511628211ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
-static int ep_index_build(const ge_t *g, ep_index_t *ix) {
-    size_t cap = 16;
-    while (cap < 2 * g->neps)
-        cap <<= 1;
-    ix->slot = calloc(cap, sizeof *ix->slot);
-    if (!ix->slot)
-        return -1;
-    ix->mask = cap - 1;
-    for (size_t e = 0; e < g->neps; e++) {
-        size_t i = (size_t)addr_hash(&g->eps[e].addr) & ix->mask;
-        while (ix->slot[i])
-            i = (i + 1) & ix->mask;
-        ix->slot[i] = (uint32_t)e + 1;
-    }
-    return 0;
-}
-
-static int ep_index_find(const ge_t *g, const ep_index_t *ix, const struct sockaddr_storage *a) {
-    for (size_t i = (size_t)addr_hash(a) & ix->mask; ix->slot[i]; i = (i + 1) & ix->mask)
-        if (addr_eq(&g->eps[ix->slot[i] - 1].addr, a))
-            return (int)ix->slot[i] - 1;
-    return -1;
-}
-
 static int open_any(int family) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)

@@ -98,3 +98,18 @@ def test_a_repeated_index_or_endpoint_is_refused(tmp_path):
     write_devices(f, [d, d.model_copy(update={"index": 1, "name": "a-1"})])
     with pytest.raises(DevicesFileError, match="devices.csv:3: 127.0.0.1:5683 repeats line 2"):
         read_devices(f)
+
+
+def test_a_cells_share_of_an_engine_is_sized_for_its_devices(tmp_path):
+    c = cfg({"group": "a", "count": 3000, "engine": "fleet", **SLEEP})
+    rd = RunDir(tmp_path)
+    reqs = fleet_capacity.requirements(c, make_plan(c, cores=[0, 1]))
+    share = [a for a in device_addresses(c) if 1000 <= a.id < 1500]
+    (run,) = fleets.build(c, rd, reqs, share, in_container=True,
+                          make_dir=lambda p: (p.mkdir(parents=True, exist_ok=True), p)[1])
+    r = run.req
+    assert (r.first_id, r.devices) == (1000, 500)
+    assert r.nofile == 500 + fleet_capacity.FDS_BASE + fleet_capacity.FDS_PER_LOOP
+    assert r.rate_per_s == pytest.approx(500.0)       # 1 req/s each
+    assert [d.index for d in read_devices(rd.fleet_devices_file(r.name))] == \
+        list(range(1000, 1500))

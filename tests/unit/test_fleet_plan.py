@@ -197,3 +197,14 @@ def test_an_explicit_engine_size_is_kept_and_checked():
     reqs = fleet_capacity.requirements(c, make_plan(c, cores=[0, 1]))
     assert [r.devices for r in reqs] == [2500] * 4
     assert fleet_capacity.size_fleets(c, 1000)[0].devices[0].per_container == 2500
+
+
+def test_the_warm_up_budget_of_engine_devices_has_no_arp_term_per_device():
+    from wotbench.runner import readiness
+    # 50 000 engine devices of one GE on 6 engine addresses: seconds, not the hours the
+    # per-address ARP term would give them as 50 000 addresses
+    budget = readiness.warmup_ms(0, 6, 50_000)
+    assert budget == readiness.WARMUP_BASE_MS + 50_000 * readiness.WARMUP_PER_FLEET_ENDPOINT_US \
+        // 1000
+    assert budget < 15_000 < readiness.warmup_ms(50_000, 50_000)
+    assert readiness.warmup_ms(1000) == readiness.warmup_ms(1000, 1000, 0)   # as before

@@ -105,21 +105,36 @@ def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
     for name, ids in members.items():
         group = where[name][0]
         gi = fleet_groups[group]
-        n = len(ids)
         cpuset = plan.devices[names[ids[0]]]
-        loops = max(1, len(parse_cpuset(cpuset)) * LOOPS_PER_CORE)
-        rate = n * _rate_per_device(cfg, gi)
-        expected = rate * cfg.duration_s / loops
-        log_rows = max(MIN_LOG_ROWS, math.ceil(expected * LOG_HEADROOM))
-        nofile = n + FDS_BASE + FDS_PER_LOOP * loops
-        memory = BASE_BYTES + n * BYTES_PER_DEVICE + loops * log_rows * LOG_ROW_BYTES
-        out.append(FleetRequirement(
-            name=name, group=group, first_id=ids[0], devices=n, cpuset=cpuset, loops=loops,
-            workers=loops, rate_per_s=rate, log_capacity=log_rows, nofile=nofile,
-            memory_bytes=memory, pids=TASKS_BASE + 2 * loops,
-            addresses=n if own else 1, first_port=COAP_PORT,
-            last_port=COAP_PORT if own else COAP_PORT + n - 1))
+        out.append(_requirement(name, group, ids[0], len(ids), cpuset,
+                                _rate_per_device(cfg, gi), cfg.duration_s, own))
     return out
+
+
+def _requirement(name: str, group: str, first_id: int, n: int, cpuset: str,
+                 rate_per_device: float, duration_s: float, own: bool) -> FleetRequirement:
+    loops = max(1, len(parse_cpuset(cpuset)) * LOOPS_PER_CORE)
+    rate = n * rate_per_device
+    log_rows = max(MIN_LOG_ROWS, math.ceil(rate * duration_s / loops * LOG_HEADROOM))
+    return FleetRequirement(
+        name=name, group=group, first_id=first_id, devices=n, cpuset=cpuset, loops=loops,
+        workers=loops, rate_per_s=rate, log_capacity=log_rows,
+        nofile=n + FDS_BASE + FDS_PER_LOOP * loops,
+        memory_bytes=BASE_BYTES + n * BYTES_PER_DEVICE + loops * log_rows * LOG_ROW_BYTES,
+        pids=TASKS_BASE + 2 * loops, addresses=n if own else 1, first_port=COAP_PORT,
+        last_port=COAP_PORT if own else COAP_PORT + n - 1)
+
+
+def restrict(r: FleetRequirement, first_id: int, n: int, duration_s: float) -> FleetRequirement:
+    """``r`` for ``n`` of its devices from ``first_id`` (a cluster cell's share of an engine)."""
+    if n == r.devices:
+        return r
+    per_device = r.rate_per_s / r.devices if r.devices else 0.0
+    out = _requirement(r.name, r.group, first_id, n, r.cpuset, per_device, duration_s,
+                       r.addresses > 1)
+    return out if r.addresses > 1 else \
+        FleetRequirement(**{**out.__dict__, "first_port": r.first_port,
+                            "last_port": r.first_port + n - 1})
 
 
 def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from wotbench.config.schema import Config
-from wotbench.deploy.fleet_capacity import FleetRequirement
+from wotbench.deploy.fleet_capacity import FleetRequirement, restrict
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.rundir import FleetRecord, RunDir
@@ -97,6 +97,7 @@ def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
         mine = by_fleet.get(r.name, [])
         if not mine:
             continue   # a cluster cell's share may hold none of this fleet's devices
+        r = restrict(r, mine[0].id, len(mine), cfg.duration_s)
         d = make_dir(rd.fleet_dir(r.name))
         write_devices(rd.fleet_devices_file(r.name), device_rows(cfg, rd, mine, in_container))
         out.append(FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,

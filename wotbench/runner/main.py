@@ -44,6 +44,8 @@ from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
 from wotbench.runner import binaries
 from wotbench.runner.backend import BackendKind, RunBackend
+from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
+                                                         CONNTRACK_PER_FLEET_DEVICE)
 from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner import fleets as fleet_runs
 from wotbench.runner.fleets import FleetRun
@@ -239,8 +241,12 @@ class Runner:
             fleets = fleet_capacity.requirements(self.resolved, self.plan)
             hosts = cfg.total_devices + 1 - sum(f.devices for f in fleets) + len(fleets)
             ports = min(hosts, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
+            in_fleets = sum(f.devices for f in fleets)
+            flows = (CONNTRACK_PER_FLEET_DEVICE * in_fleets
+                     + CONNTRACK_PER_DEVICE * (cfg.total_devices - in_fleets))
             self.tuning.apply(hostlimits.neighbour_plan(hosts, cfg.gateways.count + 1)
-                              + hostlimits.backlog_plan(ports))
+                              + hostlimits.backlog_plan(ports)
+                              + (hostlimits.conntrack_plan(flows) if fleets else []))
 
         self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
                                                                   else ""))
@@ -531,18 +537,18 @@ class Runner:
             self._watch(f.name, "fleet", f.req.group)
 
         all_ges = self.all_ges
-        main = [d.endpoint for d in self.devices if d.role != "cd-node"] \
-            + [e for f in self.fleets for e in f.endpoints]
-        n_main = 1 if self.proxy else len(main)
-        # the budget's quadratic (ARP) term: one address per process device as before; an
-        # engine's devices share their container's address (none on loopback)
-        fleet_hosts = len(self.fleets) if self.kind.container_namespaces else 0
-        hosts = 1 if self.proxy else len(main) - sum(len(f.endpoints) for f in self.fleets) \
-            + fleet_hosts
+        n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
+        # a GE pings the engine devices of its own share of the trace (device id mod count);
+        # the budget's quadratic (ARP) term: one address per process device as before, one
+        # per engine (none on loopback)
+        n_fleet = 0 if self.proxy else -(-sum(len(f.endpoints) for f in self.fleets)
+                                         // len(self.ges))
+        hosts = n_main + (len(self.fleets) if self.kind.container_namespaces and not self.proxy
+                          else 0)
         per_request = http_spec.is_http(cfg) and cfg.gateways.http is not None \
             and cfg.gateways.http.connection_per_request
         for g in all_ges:   # readiness from the GE's own address: pings before its start
-            g.warmup_ms = readiness.warmup_ms(n_main, hosts) if g.role == "ge" \
+            g.warmup_ms = readiness.warmup_ms(n_main, hosts, n_fleet) if g.role == "ge" \
                 else readiness.warmup_ms(1)
             if g.role == "ge" and per_request:
                 g.warmup_ms = 0   # nothing to open before the start: the harness probed them
