@@ -157,7 +157,8 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
                 "timer_late_ns": _quantiles((end - due)[m][slept]),
                 "busy_ns": int(len(m) * 4000), "wakeups": int(len(m)), "pool_503": 0,
                 "duplicates": 0, "rtx_sent": 0, "rtx_gave_up": 0, "rst_in": 0, "send_errors": 0,
-                "log_entries": int(len(m)), "log_dropped": 0})
+                "log_entries": int(len(m)), "log_dropped": 0, "pending_at_exit": 0,
+                "unacked_at_exit": 0, "cpu_ns": int(len(m) * 3000), "spins": 0})
         per_dev = np.bincount(dev[mine], minlength=n_dev)[members]
         pd.DataFrame({"device": members, "name": names[members], "requests": per_dev,
                       "responses": per_dev, "overload_503": 0, "not_found": 0, "malformed": 0,

@@ -112,6 +112,11 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
                 run.warnings.append(
                     f"{f.name}: {e.pool_503} 5.03 answers came from the engine's exhausted job "
                     "pool (its limit, not the devices' queues); loss counts them as refused_503")
+            pending = sum(lp.pending_at_exit for lp in f.summary.loop)
+            if pending:   # received, never logged: a GE timeout for one is placed to_device
+                run.warnings.append(
+                    f"{f.name}: {pending} requests were waiting or in service when the engine "
+                    "stopped (no log row): a GE timeout for one of them counts as to_device")
         engines.append(e)
         if f.log is None or not len(f.log):
             continue

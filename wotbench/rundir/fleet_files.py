@@ -134,6 +134,10 @@ class FleetLoop(Record):
     send_errors: int = Field(ge=0)   # sendto() failures
     log_entries: int = Field(ge=0)
     log_dropped: int = Field(ge=0)
+    pending_at_exit: int = Field(ge=0)   # waiting or in service at SIGTERM: no row, no response
+    unacked_at_exit: int = Field(ge=0)   # separate CON responses sent whose ACK had not come
+    cpu_ns: int = Field(ge=0)            # the loop thread's CPU time
+    spins: int = Field(ge=0)             # non-blocking polls spinning towards a timer (--spin-us)
 
 
 class FleetSummary(Record):
