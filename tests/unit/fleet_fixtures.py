@@ -29,7 +29,8 @@ class FleetSpec:
     loops: int = 2
     duration_s: float = 10.0
     rate_total: float = 400.0        # requests / s over all devices (Poisson)
-    service_us: tuple[int, ...] = (1000, 0)   # sleep service per path r0, r1, ...
+    service_us: tuple[int, ...] = (1000, 0)   # service per path r0, r1, ...
+    mode: str = "sleep"              # the resources' service mode (sleep: a timer; busy: CPU)
     read_lag_us: float = 20.0        # mean exponential loop read lag
     queue_us: float = 30.0           # mean exponential per-device queueing
     timer_late_us: float = 10.0      # mean exponential timer lateness
@@ -71,7 +72,7 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
     paths = np.array([f"r{j}" for j in range(len(spec.service_us))])
     rd.resources_dir.mkdir(parents=True, exist_ok=True)
     resource_text = pd.DataFrame({"path": paths, "service_time_us": spec.service_us,
-                                  "mode": "sleep", "payload_bytes": 16}).to_csv(index=False)
+                                  "mode": spec.mode, "payload_bytes": 16}).to_csv(index=False)
 
     # --- the main GE: a Poisson stream over all devices
     n = int(spec.rate_total * spec.duration_s)
@@ -150,7 +151,7 @@ def make_fleet_run(root: Path, spec: FleetSpec | None = None, **kw) -> Path:
                           "due_ns": due[m] + TEST_START_NS},
                          columns=list(FleetLogRow.model_fields)
                          ).to_csv(rd.fleet_log(fname, lp), index=False)
-            slept = s_ns[m] > 0
+            slept = (s_ns[m] > 0) & (spec.mode == "sleep")
             loops.append({"loop": lp, "devices": int(np.count_nonzero(
                 loop_of(spec, members) == lp)), "requests": int(len(m)),
                 "read_lag_ns": _quantiles(read_lag[m]),

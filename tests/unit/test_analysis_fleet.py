@@ -174,3 +174,14 @@ def test_the_fixtures_devices_file_is_what_the_runner_writes(tmp_path):
     root = make_fleet_run(tmp_path, n_devices=12, duration_s=1)
     rows = read_devices(RunDir(root).fleet_devices_file("sensor-fleet0"))
     assert [r.index for r in rows] == list(range(12)) and rows[3].name == "sensor-3"
+
+
+def test_busy_service_is_an_overrun_not_timer_lateness(tmp_path):
+    root = make_fleet_run(tmp_path, FleetSpec(n_devices=20, duration_s=5, mode="busy"))
+    s = analyze(root)
+    lp = s.fleet.engines[0].per_loop[0]
+    t = truth(root)
+    rows = t[t["reached"] & (t["loop"] == 0)]
+    assert lp.timer_late.count == 0 and lp.busy_over.count == len(rows)
+    assert lp.busy_over.mean_us == pytest.approx(rows["timer_late_ns"].mean() / 1e3)
+    assert lp.engine.timer_late_ns.p50 is None      # the engine reports no sleep sample either
