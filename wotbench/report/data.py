@@ -65,6 +65,13 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
         missing["evidence"] = ("series/evidence.csv is missing (a summary written before the "
                                f"kernel evidence: run `wotbench analyze {rd.path}`)")
 
+    if s.fleet is not None:
+        df = _read(rd, "fleet_lag")
+        if df is not None and len(df):
+            data["fleet"] = df
+        else:
+            missing["fleet"] = "series/fleet_lag.csv is missing or empty (no engine log)"
+
     if s.observe is not None:
         over, cdf = _read(rd, "notify_latency_over_time"), _read(rd, "notify_latency_cdf")
         if over is not None and cdf is not None and len(cdf):

@@ -10,7 +10,8 @@ from wotbench.detector.evidence import owner_words
 from wotbench.rundir import Summary
 
 RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stretch",
-              "other_run": "another WoTbench run", "send_lag": "device send lag"}
+              "other_run": "another WoTbench run", "send_lag": "device send lag",
+              "loop_lag": "engine loop lag"}
 
 
 def evidence(s: Summary) -> dict:

@@ -91,6 +91,43 @@ def fig_rt_over_time(ctx: dict) -> str:
     return svg(fig)
 
 
+def fig_fleet_lag(ctx: dict) -> str:
+    """Each engine loop's p99 read lag and timer lateness per window (series/fleet_lag.csv)
+    above the devices' response times per second: does R move with the engine's own lag?"""
+    df: pd.DataFrame = ctx["data"]["fleet"]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True)
+    for i, ((engine, loop), g) in enumerate(df.groupby(["engine", "loop"], sort=True)):
+        color = CYCLE[i % len(CYCLE)]
+        edges = np.append(g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:])
+        for col, style, what in (("read_lag_p99_us", "-", "read lag"),
+                                 ("timer_late_p99_us", "--", "timer lateness")):
+            y = g[col].to_numpy(float) / 1e3
+            if np.isfinite(y).any():
+                a1.stairs(np.nan_to_num(y), edges, color=color, ls=style, lw=1.4,
+                          label=f"{engine} loop {loop} {what}")
+    a1.axhline(ctx["fleet"]["limit_ms"], color=RED, ls=":", lw=1, label="loop_lag limit")
+    a1.set_ylabel("p99 per window (ms)")
+    a1.set_title("Engine loops: read lag and timer lateness")
+    a1.set_ylim(bottom=0)
+    rt = ctx["data"].get("rt_time")
+    if rt is not None:
+        x = rt["t_s"] + 0.5
+        for col, color, lab in (("p50_ms", BLUE, "p50"), ("p99_ms", RED, "p99")):
+            if col in rt:
+                a2.plot(x, rt[col], color=color, lw=1.2, label=f"devices' response time {lab}")
+    a2.set_ylabel("response time (ms)")
+    a2.set_xlabel("time since test start (s)")
+    a2.set_title("Devices' response times per second")
+    a2.set_ylim(bottom=0)
+    for ax in (a1, a2):
+        _shade(ax, ctx, label=ax is a2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.25 if ax is a2 else 1.0),
+                      fontsize=7)
+    fig.tight_layout()
+    return svg(fig)
+
+
 def _cdf_finish(fig, ax, x: np.ndarray, xlabel: str, title: str) -> str:
     """Axes of a CDF figure (log x when the values span more than 50x) and its SVG."""
     if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
@@ -287,6 +324,11 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "dashed line is the rule's threshold). Dotted: the share of the place's core that processes "
      "outside this run used. "
      "Shaded: flagged windows.", fig_evidence),
+    ("fig-fleet-lag", "fleet", "Engine lag beside the devices' response times",
+     "Top: per window, how late each engine loop read its devices' requests (solid) and ended "
+     "their sleep service (dashed), p99; above the dotted limit the loop_lag rule may flag the "
+     "window. Bottom: the devices' response times. When R rises with the engine's lag, the "
+     "testbed, not the system under test, added it.", fig_fleet_lag),
     ("fig-notify-time", "notify", "Observe: notification latency over time",
      "One-way latency of every notification, GE receive time minus the device's emission time (both "
      "on the host's CLOCK_MONOTONIC, so exact), with per-second p50 and p99.", fig_notify_time),

@@ -29,7 +29,8 @@ class _Measured(Record):
     def _no_nan(cls, v):
         return None if isinstance(v, float) and not math.isfinite(v) else v
 # send_lag: pushing devices (devices[].push) sent their own requests late
-FlagRule = Literal["cpu_wait", "stretch", "other_run", "cd", "send_lag"]
+# loop_lag: a wot-fleet engine's loop read or ended its devices' requests late (rundir/fleet.py)
+FlagRule = Literal["cpu_wait", "stretch", "other_run", "cd", "send_lag", "loop_lag"]
 OwnerKind = Literal["injected", "wotbench", "container", "runtime", "host"]
 
 
@@ -40,6 +41,12 @@ class EvidenceParams(Record):
     # 1.2-1.8, sleep devices <= 0.07 (docs/VALIDATION.md "Choosing the thresholds")
     wait_of_service: float = 0.5
     min_requests: int = 10                   # fewer requests in a window: the rules abstain
+    # a wot-fleet loop's request is late when the loop read it (read lag) or ended its sleep
+    # service (timer lateness) later than this: the GE rule's late threshold (1 ms), since a
+    # request the engine handles that late is distorted as much as a request the GE sent late
+    loop_lag_ms: float = 1.0
+    loop_max_late_share: float = 0.01        # ... more late than this share (the GE rule's) ...
+    loop_alpha: float = 0.01                 # ... at this one-sided binomial significance
     # busy service: wall time / CPU time (1.0: never preempted while serving); steal time and
     # preemption show here, a memory or cache antagonist cannot (the service burns CPU time)
     stretch_p50: float = 1.25
@@ -82,6 +89,8 @@ class PlaceWindow(_Measured):
     wakeup_p95_ms: F = None
     lag_p99_ms: F = None                     # a GE (pushing devices): its sends' lag behind the schedule
     late_share: F = None                     # ... the share later than its GE-rule tolerance (1 ms)
+    read_lag_p99_ms: F = None                # a wot-fleet loop: arrival - kernel arrival
+    timer_late_p99_ms: F = None              # ... end - due of its sleep service
     foreign_share: F = None                  # other processes on this core
     steal_share: F = None
 
