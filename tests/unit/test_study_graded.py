@@ -99,3 +99,17 @@ def test_the_shipped_graded_manifest_reads():
     root = graded.Path(__file__).resolve().parents[2]
     scs = read_manifest(root / "configs/validation/graded.scenarios.yaml")
     assert sum(1 for s in scs if s.get("twin")) >= 15
+
+
+def test_resolution_merges_flagged_windows_and_measures_the_errors():
+    from wotbench.validation.resolution import compare, spans
+    flags = [(0, 2, False), (2, 4, False), (4, 6, True), (6, 8, True), (8, 10, False),
+             (10, 12, True)]
+    assert spans(flags) == [(4, 6 + 2), (10, 12)]
+    r = compare(spans(flags), (5.0, 9.0))
+    # flagged 4-8 and 10-12 against the episode 5-9: onset 1 s early, end 3 s late
+    assert r["onset_err_s"] == -1.0 and r["end_err_s"] == 3.0
+    assert r["covered"] == 0.75 and r["outside_s"] == 3.0
+    assert compare([], (5.0, 9.0))["covered"] == 0.0
+    assert compare([(0, 2)], None) == {"onset_err_s": None, "end_err_s": None, "covered": None,
+                                       "outside_s": 2}

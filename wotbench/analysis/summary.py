@@ -134,7 +134,10 @@ def _answered(req: pd.DataFrame, codes: np.ndarray, names: list[str],
 def _evidence_params(p: AnalysisParams, run: RunData):
     """The evidence parameters with the config's ``verdict:`` (tolerance) in them."""
     v = verdict_params(RunDir(run.run_dir).config_resolved, run.warnings)
-    return p.evidence if v is None else p.evidence.model_copy(update={"verdict": v})
+    if v is None:
+        return p.evidence
+    mine = v.model_dump(include={"tolerance_share", "tolerance_ms", "confidence"})
+    return p.evidence.model_copy(update={"verdict": p.evidence.verdict.model_copy(update=mine)})
 
 
 def _loss_reason(loss: LossBlock) -> str:
