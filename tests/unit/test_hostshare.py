@@ -70,6 +70,7 @@ def test_the_amount_is_the_wait_beyond_the_runs_own_level_with_a_bound():
         assert q.added_ms < 0.05 and q.beyond_tolerance is False and q.grade == "none"
     assert block.windows_beyond == 1 and block.worst_window == 2 and block.grade == "severe"
     assert block.per_device["d0"].added_ms == pytest.approx(pw.added_ms / 4, rel=0.1)
+    assert block.per_place["core 1"].own_from == "cpu_wait: median of 3 quiet window(s)"
 
 
 def test_a_point_estimate_beyond_the_tolerance_with_a_wide_bound_is_not_flagged():
@@ -101,9 +102,10 @@ def test_grades_and_a_tolerance_in_ms():
 def test_without_a_quiet_window_the_own_level_is_the_quietest_capped():
     inp = _inputs([0.5, 0.9, 0.5], noise=0.01)
     ws = _windows(3, foreign={0: 0.3, 1: 0.6, 2: 0.3})
-    _assess(inp, ws)
+    block = _assess(inp, ws)
     # the quietest window's 0.5 is above the cap 0.3 of S: the cap is the own level
     assert ws[0].places[0].own_ms == pytest.approx(0.3 * S_MS, rel=0.02)
+    assert block.per_place["core 1"].own_from == "cpu_wait: no quiet window: the cap 0.3 of S"
     assert ws[1].places[0].added_ms == pytest.approx(0.6 * S_MS, rel=0.05)
 
 
@@ -131,3 +133,28 @@ def test_verdict_tolerance_forms(raw, share, ms):
 def test_verdict_tolerance_refuses_bad_values(raw, msg):
     with pytest.raises(ValueError, match=msg):
         parse_tolerance(raw)
+
+
+def test_the_queue_replay_serves_each_request_in_exactly_its_service_time():
+    arr = np.array([0.0, 1.0, 2.0, 10.0])
+    s = np.array([3.0, 3.0, 3.0, 1.0])
+    # one worker: 0-3, 3-6, 6-9, 10-11; two workers: 0-3, 1-4, 3-6, 10-11
+    assert list(hostshare.replay_ends(arr, s, 1)) == [3.0, 6.0, 9.0, 11.0]
+    assert list(hostshare.replay_ends(arr, s, 2)) == [3.0, 4.0, 6.0, 11.0]
+
+
+def test_the_knock_on_of_a_stretched_request_is_the_queueings_amount():
+    """A request stretched by 4 ms delays the two queued behind it: the queueing source sees
+    4 ms on each of the three, the per-request stretch only on the first."""
+    inp = _inputs([0.12, 0.12, 0.12])
+    q = [[0.1, 0.1] for _ in range(3 * K)]
+    for i in range(K, 2 * K):
+        q[i] = [4.1, 4.1]
+    inp.queue_ms["core 1"] = q
+    inp.stretch_ms["core 1"] = [[0.1, 0.1] if not K <= i < 2 * K else [4.1, 0.1]
+                                for i in range(3 * K)]
+    ws = _windows(3, foreign={1: 0.3})
+    _assess(inp, ws)
+    pw = ws[1].places[0]
+    assert pw.added_by == "queueing" and pw.added_ms == pytest.approx(4.0, abs=0.01)
+    assert pw.own_ms == pytest.approx(0.1)

@@ -87,12 +87,14 @@ class Places:
     def __init__(self, run: RunRecord):
         self.of: dict[str, str] = {}
         self.core_of: dict[str, list[int]] = {}
+        self.workers: dict[str, int] = {d.name: int(d.threads or 1) for d in run.devices}
         for d in run.devices:
             cores = parse_cpuset(d.cpuset) if d.cpuset else []
             place = f"core {d.cpuset}" if cores else "devices"
             self.of[d.name] = place
             self.core_of[place] = cores
         if run.cd_node is not None:
+            self.workers[run.cd_node.name] = int(run.cd_node.threads or 1)
             self.of[run.cd_node.name] = "cd-node"
             self.core_of["cd-node"] = parse_cpuset(run.cd_node.cpuset) if run.cd_node.cpuset else []
         for g in run.ges + ([run.cd_ge] if run.cd_ge else []):
@@ -135,6 +137,21 @@ def _component_deltas(cg: Optional[pd.DataFrame], edges_ns: np.ndarray
     return out
 
 
+def _queue_excess_ms(lg: pd.DataFrame, s_us: np.ndarray, workers: int) -> np.ndarray:
+    """Per log row: its end minus its end on a device of its own (hostshare.replay_ends), ms;
+    NaN where S or a stamp is unknown."""
+    out = np.full(len(lg), np.nan)
+    arr = pd.to_numeric(lg.get("arrival_kernel_ns", lg["arrival_ns"]), errors="coerce")
+    arr = arr.where(arr > 0, lg["arrival_ns"]).to_numpy(np.float64)
+    end = lg["end_ns"].to_numpy(np.float64)
+    ok = np.isfinite(arr) & np.isfinite(end) & np.isfinite(s_us)
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(arr[idx], kind="stable")]
+    ends = hostshare.replay_ends(arr[order], s_us[order] * 1e3, workers)
+    out[order] = (end[order] - ends) / 1e6
+    return out
+
+
 def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFrame],
                   places: Places, edges_ns: np.ndarray) -> dict[str, dict[str, list]]:
     """place -> measure -> per interval arrays: requests, stretch values, wake-up delays."""
@@ -142,7 +159,7 @@ def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFram
     out: dict[str, dict[str, list]] = defaultdict(
         lambda: {"requests": [0] * n, "service_us": [0.0] * n, "served": [0] * n,
                  "stretch": [[] for _ in range(n)], "stretch_ms": [[] for _ in range(n)],
-                 "wakeup": [[] for _ in range(n)]})
+                 "wakeup": [[] for _ in range(n)], "queue_ms": [[] for _ in range(n)]})
     for name, lg in logs.items():
         place = places.of.get(name)
         if place is None or lg is None or not len(lg):
@@ -162,6 +179,15 @@ def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFram
             for i, v in zip(idx[known], s_all[known]):
                 m["service_us"][int(i)] += float(v)
                 m["served"][int(i)] += 1
+            modes = set(res["mode"].astype(str)) if "mode" in res.columns else {"busy"}
+            workers = places.workers.get(name, 1)
+            # a busy device of several workers shares one CPU in the real deployment too:
+            # its queue cannot be replayed with parallel servers
+            if "end_ns" in lg.columns and (workers == 1 or modes == {"sleep"}):
+                q = _queue_excess_ms(lg, s_all, workers)
+                ok = inside & np.isfinite(q)
+                for i, v in zip(idx[ok], q[ok]):
+                    m["queue_ms"][int(i)].append(float(v))
         if res is not None and len(res) and "start_ns" in lg.columns:
             busy = res[res["mode"].astype(str) == "busy"]
             s_us = dict(zip(busy["path"].astype(str), busy["service_time_us"].astype(float)))
@@ -280,7 +306,8 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
         if pw.requests < p.min_requests:
             continue
         if pw.beyond_tolerance:
-            rule = pw.added_by if pw.added_by in ("cpu_wait", "stretch", "wakeup") else "cpu_wait"
+            rule = pw.added_by if pw.added_by in ("cpu_wait", "stretch", "wakeup", "queueing") \
+                else "cpu_wait"
             out.append(Flag(rule=rule, place=pw.place, text=hostshare.describe_window(
                 pw, where, p.verdict) + _measures_text(pw, their)))
         if pw.place in push_devices and pw.late_share is not None:
@@ -384,6 +411,7 @@ def _fine_inputs(files: MonitorFiles, logs, services, sends: dict[str, GeSends],
         inp.served[place] = np.asarray(m["served"], np.float64)
         inp.stretch_ms[place] = m["stretch_ms"]
         inp.wakeup_ms[place] = m["wakeup"]
+        inp.queue_ms[place] = m["queue_ms"]
     for ge, s in sends.items():
         if s.devices:        # pushing devices: the send_lag rule judges them
             continue

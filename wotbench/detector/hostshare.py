@@ -12,6 +12,12 @@ level of that measure, with a confidence interval from the window's sample:
 - ``stretch``: a busy service's wall time beyond S (steal and preemption while serving), per
   request, minus its own level; the sample is the busy requests (t on their mean);
 - ``wakeup``: the device's read of a request after its kernel arrival stamp, minus its level;
+- ``queueing``: how much later each request ended than it would have on a device of its own —
+  the same arrivals replayed through a FIFO queue of the device's workers, each request served
+  in exactly its S (:func:`replay_ends`) — minus its level. This carries the knock-on: a
+  request stretched by the host delays every request queued behind it, which no per-thread wait
+  shows. Only for devices whose workers do not share a CPU in the real deployment (one worker,
+  or sleep service); a busy device of several workers is left to the other measures;
 - ``send_lag`` (GEs only): how much later than scheduled each request left, minus its level.
 
 These measures overlap (a preempted busy service is run-queue wait *and* stretch; a late
@@ -53,6 +59,7 @@ class Estimate:
     low: float
     high: float
     own_ms: float
+    own_from: str = ""            # how the run's own level was found
 
 
 @dataclass
@@ -71,6 +78,9 @@ class Inputs:
     stretch_ms: dict[str, list[list[float]]] = field(default_factory=dict)
     wakeup_ms: dict[str, list[list[float]]] = field(default_factory=dict)
     lag_ms: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    # end − the end on a device of its own (replay_ends): stretch, wake-up and the queueing they
+    # caused behind them, per request
+    queue_ms: dict[str, list[list[float]]] = field(default_factory=dict)
 
     def sub(self, w: int) -> slice:
         return slice(w * self.k, (w + 1) * self.k)
@@ -119,7 +129,7 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str) -> 
                     n = len(x)
                 per_win.append((x, n))
             vals = [(w, float(x.mean())) for w, (x, n) in enumerate(per_win) if len(x) >= 10]
-            own, _ = _level(vals, quiet, place)
+            own, how = _level(vals, quiet, place)
             if own is None:
                 continue
             for w, (x, n) in enumerate(per_win):
@@ -128,9 +138,22 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str) -> 
                 est = (x.sum() - own * len(x)) / n
                 se = x.std(ddof=1) * np.sqrt(len(x)) / n
                 h = _tq(v.confidence, len(x) - 1) * se
-                out[(place, w)] = Estimate(name, est, est - h, est + h, own * len(x) / n)
+                out[(place, w)] = Estimate(name, est, est - h, est + h, own * len(x) / n, how)
         return out
     return source
+
+
+def replay_ends(arrival_ns: np.ndarray, service_ns: np.ndarray, workers: int) -> np.ndarray:
+    """When each request would have ended on a device of its own: a FIFO queue of ``workers``
+    servers fed the same arrivals, each request served in exactly its S (Lindley's recursion;
+    arrays in arrival order)."""
+    free = np.zeros(max(1, workers), np.float64)      # each worker's next free instant
+    out = np.empty(len(arrival_ns), np.float64)
+    for i, (a, s) in enumerate(zip(arrival_ns, service_ns)):
+        k = int(np.argmin(free))
+        start = max(a, free[k])
+        free[k] = out[i] = start + s
+    return out
 
 
 def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
@@ -150,11 +173,11 @@ def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
             nn, sv = n[s][ok].sum(), served[s][ok].sum()
             if nn >= 10 and sv and svc[s][ok].sum() > 0:
                 vals.append((w, float(wait[s][ok].sum() / 1e6 / nn / (svc[s][ok].sum() / sv))))
-        level, _ = _level(vals, quiet, place)
+        level, how = _level(vals, quiet, place)
         if level is None:
             continue
-        if not any(quiet.get((place, w), True) for w, _ in vals):
-            level = min(level, v.own_level_cap)
+        if not any(quiet.get((place, w), True) for w, _ in vals) and level > v.own_level_cap:
+            level, how = v.own_level_cap, f"no quiet window: the cap {v.own_level_cap:g} of S"
         for w in range(inp.nwin):
             s = inp.sub(w)
             ok = np.isfinite(wait[s])
@@ -169,7 +192,7 @@ def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
             e = wj - own - est * nn
             se = float(np.sqrt(k / (k - 1) * (e ** 2).sum()) / nn.sum())
             h = _tq(v.confidence, k - 1) * se
-            out[(place, w)] = Estimate("cpu_wait", est, est - h, est + h, level * s_bar)
+            out[(place, w)] = Estimate("cpu_wait", est, est - h, est + h, level * s_bar, how)
     return out
 
 
@@ -177,6 +200,7 @@ SOURCES: list[Source] = [
     cpu_wait_source,
     _sample_source("stretch", lambda i: i.stretch_ms, "all"),
     _sample_source("wakeup", lambda i: i.wakeup_ms, "all"),
+    _sample_source("queueing", lambda i: i.queue_ms, "all"),
     _sample_source("send_lag", lambda i: {k: list(v) for k, v in i.lag_ms.items()}, "own"),
 ]
 
@@ -239,11 +263,16 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
                 estimates[key] = e
     r_place, r_dev = _r_per_window(responses, of, edges_ns)
     block = HostShare(tolerance=tolerance_text(v))
+    own_from: dict[str, set[str]] = {}
+    for (place, _), e in estimates.items():
+        own_from.setdefault(place, set()).add(f"{e.measure}: {e.own_from}")
     for w in windows:
         for pw in w.places:
             _fill(pw, estimates.get((pw.place, w.window)), r_place.get((pw.place, w.window)),
                   pw.place in judged and pw.requests >= p.min_requests, v)
     _summarise(block, windows, set(devices), of, r_dev, v)
+    for place, ps in block.per_place.items():
+        ps.own_from = "; ".join(sorted(own_from.get(place, ())))
     return block
 
 
@@ -254,9 +283,12 @@ def _fill(pw: PlaceWindow, e: Optional[Estimate], r_ms: Optional[float], judge: 
         return
     pw.added_by = e.measure
     pw.own_ms = round(max(e.own_ms, 0.0), 4)
-    pw.added_ms = round(max(e.ms, 0.0), 4)
-    pw.added_low_ms = round(max(e.low, 0.0), 4)
-    pw.added_high_ms = round(max(e.high, 0.0), 4)
+    # never more than the response time measured (the samples' windows and the answered
+    # requests' differ slightly: a request that timed out has a replayed end, no R)
+    top = r_ms if r_ms else float("inf")
+    pw.added_ms = round(min(max(e.ms, 0.0), top), 4)
+    pw.added_low_ms = round(min(max(e.low, 0.0), top), 4)
+    pw.added_high_ms = round(min(max(e.high, 0.0), top), 4)
     if r_ms:
         pw.added_share = round(pw.added_ms / r_ms, 4)
         pw.grade = grade_of(pw.added_share, v)
@@ -348,4 +380,5 @@ def describe_window(pw: PlaceWindow, where: str, v: VerdictParams) -> str:
 
 
 MEASURE_WORDS = {"cpu_wait": "run-queue wait (the CPU)", "stretch": "busy-service stretch",
-                 "wakeup": "wake-up delay", "send_lag": "send lag"}
+                 "wakeup": "wake-up delay", "queueing": "the queueing they caused (replayed on a "
+                 "device of its own)", "send_lag": "send lag"}

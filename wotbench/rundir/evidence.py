@@ -29,8 +29,9 @@ class _Measured(Record):
     def _no_nan(cls, v):
         return None if isinstance(v, float) and not math.isfinite(v) else v
 # send_lag: pushing devices (devices[].push) sent their own requests late; cpu_wait, stretch,
-# wakeup: the measure that showed the host's added latency beyond the tolerance (hostshare)
-FlagRule = Literal["cpu_wait", "stretch", "wakeup", "other_run", "cd", "send_lag"]
+# wakeup, queueing: the measure that showed the host's added latency beyond the tolerance
+# (hostshare)
+FlagRule = Literal["cpu_wait", "stretch", "wakeup", "queueing", "other_run", "cd", "send_lag"]
 # how much of the response time the host added (docs/DETECTOR.md "Grades")
 Grade = Literal["none", "mild", "moderate", "severe"]
 OwnerKind = Literal["injected", "wotbench", "container", "runtime", "host"]
