@@ -352,3 +352,6 @@ def test_the_harness_descendants_in_its_session_are_the_runs_and_a_wotbench_is_n
         ("wotbench", "")
     assert scan.classify(999999, "python3", 1, "python3 -m wotbench.cli run c.yaml") == ("wotbench", "")
     assert scan.classify(999999, "python3", 1, "python3 -m other") == ("host", "")
+    # a program of the package that is not the harness (the study's antagonist) is outside
+    assert scan.classify(999999, "python3", 1, "/v/bin/python3 -m wotbench.validation.dutyhog "
+                         "--duty 0.45") == ("host", "")

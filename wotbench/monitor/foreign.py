@@ -91,12 +91,16 @@ def read_cmdline(pid: int) -> str:
     return " ".join(a for a in raw.split("\0") if a)[:CMDLINE_MAX]
 
 
+HARNESS_MODULES = {"wotbench", "wotbench.cli"}
+
+
 def is_wotbench(comm: str, cmdline: str) -> bool:
-    """A WoTbench harness: the ``wotbench`` program or ``python -m wotbench...``."""
+    """A WoTbench harness: the ``wotbench`` program or ``python -m wotbench[.cli]`` — not any
+    program of the package (the study's ``-m wotbench.validation.dutyhog`` is an antagonist)."""
     args = cmdline.split()
-    head = [os.path.basename(a) for a in args[:3]]
+    head = [os.path.basename(a) for a in args[:2]]
     return comm == "wotbench" or "wotbench" in head or any(
-        a == "-m" and i + 1 < len(args) and args[i + 1].startswith("wotbench")
+        a == "-m" and i + 1 < len(args) and args[i + 1] in HARNESS_MODULES
         for i, a in enumerate(args[:3]))
 
 
