@@ -19,6 +19,13 @@ def _w(intensity: str, inflation: float, flagged: bool, added: float | None = No
                        inflated=inflation > tol, flagged=flagged, added_ms=added, named=named)
 
 
+def test_windows_without_ground_truth_are_counted_apart():
+    w = _w("a", 2.0, True, 2.0, True)
+    w.inflated, w.not_scored = None, "the twin's own verdict flagged this window"
+    c = graded.confusion([w, _w("a", 0.0, False, 0.0)])
+    assert c["windows"] == 1 and c["not_scored"] == 1 and c["tp"] == 0 and c["tn"] == 1
+
+
 def test_confusion_counts_rates_amount_error_and_naming():
     ws = [_w("a", 2.0, True, 1.8, True), _w("a", 1.0, True, 1.3, False),   # tp, tp (+30 %)
           _w("a", 0.5, False, 0.2),                                         # fn
@@ -43,7 +50,7 @@ def test_score_per_intensity_and_targets_met_only_when_measured():
     assert r["met"] == {"detected": True, "false_rate": True, "clean_false_windows": True,
                         "added_within": True, "named": True, "clean_runs": True}
     text = graded.render(r)
-    assert "| duty 0.45 | 2 | 1 | 0 | 0 | 1 | 100 % | 0 % |" in text
+    assert "| duty 0.45 | 2 (0) | 1 | 0 | 0 | 1 | 100 % | 0 % |" in text
     assert "| false windows in clean runs | 0 of 60 in 20 runs (4 shapes) | 0 | yes |" in text
     # no clean runs and nothing inflated: "not measured", never "met"
     r2 = graded.score([_w("x", 0.0, False, 0.0)], [])

@@ -8,6 +8,7 @@ the mean, over the window's answered requests, of R(antagonist run) − R(twin) 
 request (GE, request index), which removes the service-time variance that makes two windows' mean
 R differ by ~7 % by chance. A window is *inflated beyond the tolerance* when that inflation
 exceeds the tolerance of the run's verdict (``tolerance_ms``, or its share of the twin's mean R).
+A window the twin's own verdict flagged is not scored (a contended twin is no ground truth).
 
 Per intensity (the antagonist's duty, workers, nice, pinning, user/kernel time) the confusion
 matrix counts the windows: flagged (beyond the tolerance in the verdict) vs inflated beyond it.
@@ -47,10 +48,13 @@ class WindowScore:
     twin_r_ms: Optional[float]    # the twin's mean R over them
     inflation_ms: Optional[float]  # mean paired R(run) - R(twin)
     tolerance_ms: Optional[float]
-    inflated: Optional[bool]      # inflation beyond the tolerance (None: no paired request)
+    inflated: Optional[bool]      # inflation beyond the tolerance (None: not scored)
     flagged: bool                 # the verdict: beyond the tolerance in this window
     added_ms: Optional[float]     # the verdict's amount (the devices' places, request-weighted)
     named: Optional[bool]         # flagged in the episode: the antagonist named (None: n/a)
+    # why the window is not scored: no paired request, or the twin's own verdict flagged it
+    # (a contended twin is no ground truth: its R is inflated too)
+    not_scored: Optional[str] = None
 
 
 def intensity_label(antagonist: Optional[dict]) -> str:
@@ -129,6 +133,9 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
     devices = set(ev.host_share.per_device) | {p for p in ev.host_share.per_place
                                                if p.startswith("core") or p == "devices"}
     flagged_text = {fw.start_s: " ".join(fw.evidence) for fw in s.contention.flagged_windows}
+    twin_ev = RunDir(twin_dir).read_summary().evidence
+    twin_flagged = {w.start_s for w in (twin_ev.windows if twin_ev else [])
+                    if any(pw.beyond_tolerance for pw in w.places)}
     out = []
     for w in ev.windows:
         sel = pairs[(pairs["sent_s"] >= w.start_s) & (pairs["sent_s"] < w.end_s)]
@@ -148,12 +155,15 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
             text = flagged_text.get(w.start_s, "")
             named = any(_matches(a.model_dump(), rec) and f"pid {a.pid}" in text
                         for a in w.antagonists)
+        why = ("no paired request" if infl is None or tol is None else
+               "the twin's own verdict flagged this window" if w.start_s in twin_flagged
+               else None)
         out.append(WindowScore(
             scenario=scenario, intensity=intensity, seed=seed, window=w.window,
             start_s=w.start_s, end_s=w.end_s, in_episode=in_ep, requests=n, twin_r_ms=twin_r,
             inflation_ms=infl, tolerance_ms=tol,
-            inflated=None if infl is None or tol is None else bool(infl > tol),
-            flagged=beyond, added_ms=added, named=named))
+            inflated=None if why else bool(infl > tol),
+            flagged=beyond, added_ms=added, named=named, not_scored=why))
     return out
 
 
@@ -166,6 +176,7 @@ def _rate(num: int, den: int) -> Optional[float]:
 def confusion(scores: Iterable[WindowScore]) -> dict[str, Any]:
     """Flagged vs inflated beyond the tolerance, over the windows with paired requests; the
     amount's error where inflated; the naming rate of flagged episode windows."""
+    scores = list(scores)
     sc = [s for s in scores if s.inflated is not None]
     tp = sum(s.flagged and s.inflated for s in sc)
     fn = sum((not s.flagged) and s.inflated for s in sc)
@@ -173,8 +184,9 @@ def confusion(scores: Iterable[WindowScore]) -> dict[str, Any]:
     tn = sum((not s.flagged) and not s.inflated for s in sc)
     errs = [(s.added_ms - s.inflation_ms) / s.inflation_ms for s in sc
             if s.inflated and s.added_ms is not None and s.inflation_ms]
-    named = [s.named for s in sc if s.named is not None]
-    return {"windows": len(sc), "tp": tp, "fn": fn, "fp": fp, "tn": tn,
+    named = [s.named for s in scores if s.named is not None]
+    return {"windows": len(sc), "not_scored": len(scores) - len(sc),
+            "tp": tp, "fn": fn, "fp": fp, "tn": tn,
             "detected": _rate(tp, tp + fn), "false_rate": _rate(fp, fp + tn),
             "added_rel_err_median": float(np.median(errs)) if errs else None,
             "added_within_25": _rate(sum(abs(e) <= TARGETS["added_within"] for e in errs),
@@ -218,12 +230,12 @@ def _pct(x: Optional[float]) -> str:
 
 def render(result: dict[str, Any]) -> str:
     """The graded study's tables (markdown): per intensity, then the targets."""
-    lines = ["| intensity | windows | flagged & inflated | missed | false | clear | detected "
-             "| false rate | added within ±25 % | median error | named |",
+    lines = ["| intensity | windows (not scored) | flagged & inflated | missed | false | clear "
+             "| detected | false rate | added within ±25 % | median error | named |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, c in result["per_intensity"].items():
         err = "—" if c["added_rel_err_median"] is None else f"{100 * c['added_rel_err_median']:+.0f} %"
-        lines.append(f"| {k} | {c['windows']} | {c['tp']} | {c['fn']} | {c['fp']} | {c['tn']} | "
+        lines.append(f"| {k} | {c['windows']} ({c['not_scored']}) | {c['tp']} | {c['fn']} | {c['fp']} | {c['tn']} | "
                      f"{_pct(c['detected'])} | {_pct(c['false_rate'])} | "
                      f"{_pct(c['added_within_25'])} | {err} | {_pct(c['named'])} "
                      f"({c['named_of']}) |")
