@@ -202,8 +202,9 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
         w = by_start.get(fw["start_s"])
         if fw["start_s"] not in windows and measured and w is not None and _cd_measured(w):
             notes.append(f"{fw['start_s']:g}-{fw['end_s']:g} s: the {text}, but the kernel saw "
-                         f"neither the CD node nor the devices lose CPU time there "
-                         f"({_cd_wait(w, evidence.params.wait_of_service)}): not counted as host distortion")
+                         f"neither the CD node nor the devices lose more CPU time there than "
+                         f"the tolerance ({_cd_wait(w, evidence.params.wait_of_service)}): "
+                         f"not counted as host distortion")
             continue
         entry = windows.setdefault(fw["start_s"], {"shown_by": [], "evidence": []})
         entry.update({k: fw[k] for k in ("start_s", "end_s", "shift", "ratio", "p_value")})
@@ -278,7 +279,14 @@ def _cd_waited(evidence: EvidenceBlock) -> bool:
 
 
 def _cd_wait(w: WindowEvidence, limit: float) -> str:
+    """What the kernel measured for the CD node: the host's added latency when the run has it
+    (the amount, never "none" where one was measured), else its CPU wait against ``limit``."""
     cd = _cd_place(w)
+    if cd is not None and cd.added_ms is not None:
+        share = f", {100 * cd.added_share:.1f} % of its R" if cd.added_share is not None else ""
+        return (f"the host added {cd.added_ms:.2f} ms per CD probe{share}, at most "
+                f"{cd.added_high_ms:.2f} ms; CPU wait {cd.wait_of_service or 0:.2f} of its "
+                f"service time")
     return (f"CD node CPU wait {cd.wait_of_service:.2f} of its service time, limit {limit:g}"
             if cd and cd.wait_of_service is not None else "no CPU wait data")
 
