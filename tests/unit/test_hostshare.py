@@ -158,3 +158,14 @@ def test_the_knock_on_of_a_stretched_request_is_the_queueings_amount():
     pw = ws[1].places[0]
     assert pw.added_by == "queueing" and pw.added_ms == pytest.approx(4.0, abs=0.01)
     assert pw.own_ms == pytest.approx(0.1)
+
+
+def test_devices_fold_into_their_groups_request_weighted():
+    from wotbench.rundir.evidence import PlaceShare
+    per = {"a-0": PlaceShare(requests=100, r_ms=6.0, added_ms=1.0),
+           "a-1": PlaceShare(requests=300, r_ms=10.0, added_ms=2.0),
+           "b-0": PlaceShare(requests=50, r_ms=4.0)}
+    g = hostshare.by_group(per, {"a-0": "a", "a-1": "a", "b-0": "b"})
+    assert g["a"].requests == 400 and g["a"].r_ms == 9.0 and g["a"].added_ms == 1.75
+    assert g["a"].added_share == pytest.approx(1.75 / 9.0, abs=1e-4)
+    assert g["b"].added_ms is None and g["b"].r_ms == 4.0

@@ -377,6 +377,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
           if place in places.device_places() or place == "cd-node"}
     share = hostshare.assess(_fine_inputs(files, logs, services, sends, places, edges, nwin, p),
                              windows, set(places.device_places()), of, responses, edges, p)
+    share.per_group = hostshare.by_group(share.per_device, {
+        d.name: d.group or d.name.rpartition("-")[0] for d in run.devices})
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
     if calibration is not None:

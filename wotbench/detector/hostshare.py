@@ -365,6 +365,24 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         block.added_share = round(block.added_ms / r, 4) if r else None
 
 
+def by_group(per_device: dict[str, PlaceShare], group_of: dict[str, str]) -> dict[str, PlaceShare]:
+    """The devices' amounts folded per group (request-weighted)."""
+    out: dict[str, PlaceShare] = {}
+    for group in sorted(set(group_of.get(d, d) for d in per_device)):
+        ds = [ps for d, ps in per_device.items() if group_of.get(d, d) == group]
+        n = sum(ps.requests for ps in ds)
+        g = PlaceShare(requests=n)
+        if n:
+            g.r_ms = round(sum(ps.requests * (ps.r_ms or 0) for ps in ds) / n, 4)
+            known = [ps for ps in ds if ps.added_ms is not None]
+            m = sum(ps.requests for ps in known)
+            if m:
+                g.added_ms = round(sum(ps.requests * ps.added_ms for ps in known) / m, 4)
+                g.added_share = round(g.added_ms / g.r_ms, 4) if g.r_ms else None
+        out[group] = g
+    return out
+
+
 def describe_window(pw: PlaceWindow, where: str, v: VerdictParams) -> str:
     """"devices on core 1: the host added 1.95 ms per request (95 % bounds 1.52-2.38 ms), 27 %
     of their 7.2 ms mean response time (severe; tolerance 5 % of R): run-queue wait ..."""

@@ -176,6 +176,7 @@ class HostShare(_Measured):
     added_share: F = None
     per_place: dict[str, PlaceShare] = Field(default_factory=dict)
     per_device: dict[str, PlaceShare] = Field(default_factory=dict)
+    per_group: dict[str, PlaceShare] = Field(default_factory=dict)   # devices[].group
 
 
 class EvidenceBlock(Record):
