@@ -316,7 +316,9 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
                 out.append(flag)
     by_run: dict[tuple[int, str], float] = defaultdict(float)
     for a in w.antagonists:
-        if a.owner_kind == "wotbench":
+        # another run's components (its run id known); a harness of unknown run is named with
+        # the other processes, and its effect is in the host's share like theirs
+        if a.owner_kind == "wotbench" and a.owner:
             by_run[(a.core, a.owner)] += a.share
     for (core, run), share in sorted(by_run.items()):
         if share >= p.other_run_share:
@@ -327,7 +329,8 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
     if out:   # name what else ran on the cores where the run lost time
         cores = {c for f in out for c in places.core_of.get(f.place, [])}
         named = [f"core {a.core}: {describe(a)} used {a.share:.2f} of the core"
-                 for a in w.antagonists if a.owner_kind != "wotbench" and a.core in cores]
+                 for a in w.antagonists if not (a.owner_kind == "wotbench" and a.owner)
+                 and a.core in cores]
         if named:
             out[0].text += "; " + "; ".join(named)
     return out
