@@ -169,3 +169,17 @@ def test_devices_fold_into_their_groups_request_weighted():
     assert g["a"].requests == 400 and g["a"].r_ms == 9.0 and g["a"].added_ms == 1.75
     assert g["a"].added_share == pytest.approx(1.75 / 9.0, abs=1e-4)
     assert g["b"].added_ms is None and g["b"].r_ms == 4.0
+
+
+def test_short_windows_are_quiet_only_when_their_span_is():
+    """2 s windows, the process scan once in 5 s: a window without a scan sample inside a span
+    with an outside process is not one of the run's own."""
+    ws = _windows(10, foreign={2: 1.2, 7: 0.3})
+    for w in ws:
+        w.end_s = w.start_s = 2.0 * w.window
+        w.end_s += 2.0
+    q = hostshare._quiet(ws, VerdictParams())
+    # spans 0-10 s (windows 0-4) and 10-20 s (5-9) both had an outside process
+    assert not any(q[("core 1", w)] for w in range(10))
+    q2 = hostshare._quiet(_windows(4, foreign={2: 0.5}), VerdictParams())
+    assert [q2[("core 1", w)] for w in range(4)] == [True, True, False, True]

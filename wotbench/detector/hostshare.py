@@ -206,13 +206,25 @@ SOURCES: list[Source] = [
 
 
 def _quiet(windows: list[WindowEvidence], v: VerdictParams) -> dict[tuple[str, int], bool]:
-    """(place, window) -> True when nothing from outside the run used the place's cores."""
+    """(place, window) -> True when nothing from outside the run used the place's cores, judged
+    over spans of at least ``quiet_span_s``: the process scan may sample less often than a
+    short window (every few seconds on a busy host), so a 2 s window without a scan sample is
+    not quiet because of that."""
+    def span(w: WindowEvidence) -> int:
+        return int(w.start_s // max(w.end_s - w.start_s, v.quiet_span_s))
+    foreign: dict[tuple[str, int], list[float]] = {}
+    other: dict[int, list[float]] = {}
+    for w in windows:
+        other.setdefault(span(w), []).append(
+            sum(a.share for a in w.antagonists if a.owner_kind == "wotbench"))
+        for pw in w.places:
+            foreign.setdefault((pw.place, span(w)), []).append(pw.foreign_share or 0.0)
     out = {}
     for w in windows:
-        other = sum(a.share for a in w.antagonists if a.owner_kind == "wotbench")
+        k = span(w)
         for pw in w.places:
-            out[(pw.place, w.window)] = (pw.foreign_share or 0.0) < v.quiet_share and \
-                other < v.quiet_share
+            out[(pw.place, w.window)] = float(np.mean(foreign[(pw.place, k)])) < v.quiet_share \
+                and float(np.mean(other[k])) < v.quiet_share
     return out
 
 

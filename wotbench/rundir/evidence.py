@@ -51,6 +51,7 @@ class VerdictParams(Record):
     # a window is one of the run's own (its calibration level) when outside processes used
     # less than this share of the place's cores and no other run was there
     quiet_share: float = 0.02
+    quiet_span_s: float = 10.0               # ... over spans this long (the scan's resolution)
     # the run-queue wait a place may have of its own (share of S), at most: clean busy runs
     # 0.12-0.3 (docs/VALIDATION.md); used when the run has no quiet window
     own_level_cap: float = 0.3
