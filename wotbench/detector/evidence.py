@@ -376,6 +376,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     for k, s in push_devices.items():   # a pushing place is on its devices' cores
         places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
     windows = _windows(files, logs, services, sends, places, edges, p)
+    for w in windows:       # the host share's quiet spans need the windows' times
+        w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     of = {name: place for name, place in places.of.items()
           if place in places.device_places() or place == "cd-node"}
     share = hostshare.assess(_fine_inputs(files, logs, services, sends, places, edges, nwin, p),
@@ -390,7 +392,6 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         calibration.window = -1
     for w in windows:
         w.flags = _flags(w, p, places, push_devices)
-        w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
                           other_runs=run.other_runs, host_share=share)
     return block, series(block)
