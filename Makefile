@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-scale check bench bench-scale bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long test-bench-smoke test-scale check bench bench-scale bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -15,7 +15,9 @@ all: build
 help:
 	@echo "make run CONFIG=configs/20dev.yaml   run a test and write reports/<name>-<time>/report.html"
 	@echo "                                     (prints the verdict and wotbench's exit code; make itself exits 2 on any failure)"
-	@echo "make test                            build and run the tests (everything: tests/unit, tests/c, tests/e2e)"
+	@echo "make test                            build and run the tests: tests/unit (2 in parallel), tests/c, tests/e2e, tests/bench (< 10 min)"
+	@echo "make test-long                       the long end-to-end tests (marked long: sweeps with repeats, capacity search, faults; CI runs them too)"
+	@echo "make test-bench-smoke                every benchmark's smoke run alone (tests/bench; part of make test)"
 	@echo "make test-scale                      the 200-device e2e run (kept out of make test)"
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
@@ -54,8 +56,19 @@ run:
 	  2) what="bad input";; 1) what="environment problem";; 130|143) what="interrupted";; *) what="see above";; esac; \
 	echo "make run: wotbench run exited with $$rc ($$what)"; exit $$rc
 
+# the unit tests two at a time (as make check), then the C, end-to-end and benchmark smoke tests
+# one at a time (they measure time); the tests marked long are make test-long's (CI runs both)
 test: build build-asan
-	@bash scripts/run-tests.sh -m "not scale" $(PYTEST_ARGS)
+	@bash scripts/run-tests.sh --suite $(PYTEST_ARGS)
+
+# the long end-to-end tests (minutes of real runs: sweeps with repeats, the capacity search,
+# faults during runs), kept out of make test to hold it under 10 minutes; .ci/run runs them too
+test-long: build build-asan
+	@bash scripts/run-tests.sh -m "long and not scale" $(PYTEST_ARGS)
+
+# every benchmark's --smoke run (part of make test): proves each bench still runs to the end
+test-bench-smoke: build
+	@bash scripts/run-tests.sh tests/bench $(PYTEST_ARGS)
 
 # the 200-device e2e run (about a minute), kept out of `make test` to hold it near 10 minutes
 test-scale: build

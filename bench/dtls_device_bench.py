@@ -7,9 +7,11 @@ request) on --client-cpu, bounded in count and time. The server's CPU seconds co
 /proc/PID/stat (utime + stime, all threads) around the load; CPU per request = that / the
 responses. The same load runs against libcoap's own coap-server-openssl in the same run, for
 comparison. Each figure is the median of --reps runs, with the 1-minute load average beside
-it (a busy host inflates everything). Holds the host lock (testkit/hostlock.py).
+it (a busy host inflates everything). Holds the host lock (testkit/hostlock.py). A run whose
+server or load generator fails or times out is counted in the row's "n/a" note; a row with no
+run left prints n/a with the reason, and the bench goes on.
 
-usage: .venv/bin/python bench/dtls_device_bench.py [--reps 3] [--count 60000]
+usage: .venv/bin/python bench/dtls_device_bench.py [--reps 3] [--count 60000] [--smoke]
 """
 import argparse
 import os
@@ -25,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 from testkit import hostlock
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, PeerFailed, na, run_peer
 
 ID, KEY = "wotbench", b"bench-psk-0123456789"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -81,7 +84,7 @@ class Server:
         while not self._listening():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"{kind} did not start")
+                raise PeerFailed(f"{kind} did not start")
             time.sleep(0.02)
 
     def _listening(self) -> bool:
@@ -101,19 +104,20 @@ class Server:
                 self.proc.wait()
 
 
-def one(load: Path, kind: str, mode: str, device: Path, count: int, cpu: tuple[int, int]):
+def one(load: Path, kind: str, mode: str, device: Path, count: int, cpu: tuple[int, int],
+        min_new: int = 200):
     """(responses, seconds, server CPU s) of one bounded load run against a fresh server."""
     with tempfile.TemporaryDirectory(prefix="dtls-bench-") as t:
         tmp = Path(t)
         srv = Server(kind, mode, device, tmp, cpu[0])
         try:
-            n = count if mode != "dtls-new" else max(200, count // 30)
+            n = count if mode != "dtls-new" else max(min_new, count // 30)
             argv = [str(load), "127.0.0.1", str(srv.port), srv.path, mode, str(n), "8", "10"]
             if mode != "plain":
                 argv += [ID, str(tmp / "psk.key")]
             c0 = cpu_s(srv.proc.pid)
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True,
-                                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu[1]}))
+            out = run_peer(argv, f"dtls_load ({mode}) against {kind}", timeout=30,
+                           preexec_fn=lambda: os.sched_setaffinity(0, {cpu[1]}))
             time.sleep(0.05)   # the last response's CPU is booked
             c1 = cpu_s(srv.proc.pid)
         finally:
@@ -129,13 +133,18 @@ def main() -> int:
                     "runs: count/30, at least 200)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     if shutil.which("coap-server-openssl") is None:
         print("coap-server-openssl missing (apt-get install libcoap3-bin)", file=sys.stderr)
         return 1
     device, load = build()
-    held = hostlock.hold()
-    print("host lock: " + ("held by the caller" if held is None else "taken"))
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.reps, a.count = 1, 3000
+    else:
+        held = hostlock.hold()
+        print("host lock: " + ("held by the caller" if held is None else "taken"))
     cpus = (a.server_cpu, a.client_cpu)
     print(f"server CPU per request (µs, /proc/PID/stat utime+stime), CON GETs, window 8, "
           f"server on cpu {a.server_cpu}, client on cpu {a.client_cpu}, median of {a.reps}")
@@ -144,21 +153,29 @@ def main() -> int:
     base = {}
     for kind in ("wot-device", "coap-server-openssl"):
         for mode, label in MODES:
-            per, rates, fails = [], [], 0
+            per, rates, fails, why = [], [], 0, []
             for _ in range(a.reps):
-                done, secs, cpu, failed = one(load, kind, mode, device, a.count, cpus)
+                try:
+                    done, secs, cpu, failed = one(load, kind, mode, device, a.count, cpus,
+                                                  10 if a.smoke else 200)
+                except PeerFailed as e:
+                    why.append(e.why)
+                    continue
                 fails += failed
                 if done:
                     per.append(cpu / done * 1e6)
                     rates.append(done / secs)
             if not per:
-                print(f"{kind:20} {label:31} no responses")
+                print(f"{kind:20} {label:31} " + na("; ".join(why) or "no responses"))
                 continue
             med = statistics.median(per)
             base.setdefault(kind, med)
             print(f"{kind:20} {label:31} {statistics.median(rates):9.0f} {med:11.1f} "
                   f"{f'({min(per):.1f}..{max(per):.1f})':>15} {fails:6d} "
-                  f"{os.getloadavg()[0]:6.2f}   x{med / base[kind]:.2f} of plain", flush=True)
+                  f"{os.getloadavg()[0]:6.2f}   "
+                  + (f"x{med / base[kind]:.2f} of plain" if base[kind] > 0 else
+                     "x n/a of plain (under one CPU tick)")
+                  + (f"; {len(why)} run(s) n/a: {why[0]}" if why else ""), flush=True)
     print("CPU µs/req resolution: 1 tick = 10 ms over the run; 'new session' includes one "
           "PSK handshake per request (ClientHello, cookie, key exchange, Finished).")
     return 0

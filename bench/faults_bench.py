@@ -9,6 +9,7 @@ it kept. Figures, not pass/fail: a reader judges the rows.
   --restart-daemon         also restart the Docker daemon mid-run: every container on this host
                            stops. Opt-in only, and said so before it happens. With a second
                            daemon for the purpose: DOCKER_HOST=unix://SOCK WOTBENCH_DOCKERD_PID=PID
+  --smoke                  one fault (the GE killed) on a 6 s run: proves the bench runs
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from testkit import faults  # noqa: E402
 from testkit import hostlock  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
 from testkit.harness import WOTBENCH, Harness  # noqa: E402
 from testkit.tmpfs import NoTmpfs, small_tmpfs  # noqa: E402
 
@@ -99,10 +101,10 @@ def kept(run: Run) -> str:
     return k.words() + (f"; verdict {k.verdict}" if k.verdict else "")
 
 
-def fault_row(name: str, done: str, act, config: Path = CONFIG) -> Row:
+def fault_row(name: str, done: str, act, config: Path = CONFIG, seconds_in: float = 3.0) -> Row:
     out = Path(tempfile.mkdtemp(prefix=f"wb-fault-{name}-"))
     run = Run(config, out)
-    rid = run.reach_test()
+    rid = run.reach_test(seconds_in)
     act(rid, run)
     code = run.finish()
     return Row(name, done, run.said(), code, leftovers(rid), kept(run))
@@ -246,8 +248,13 @@ def main() -> int:
     ap.add_argument("--restart-daemon", action="store_true")
     ap.add_argument("--skip-short", action="store_true",
                     help="only the --scale and --restart-daemon rows")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
     rows: list[Row] = []
+    if args.smoke:
+        print(SMOKE_BANNER, flush=True)
+        print_rows([smoke_fault()])
+        return 0
     if not args.skip_short:
         rows += short_faults()
     if args.scale:   # a thousand busy devices: not beside anyone's timing measurement
@@ -273,6 +280,17 @@ def short_faults() -> list[Row]:
             guarded("disk full", disk_full),
             guarded("config edited", config_edited)]
     return rows
+
+
+def smoke_fault() -> Row:
+    """The GE killed 1 s into a 6 s test (a 1 s calibration): the short faults' code path."""
+    cfg = yaml.safe_load(CONFIG.read_text())
+    cfg["duration_s"], cfg["contention_detector"]["calibration_s"] = 6, 1
+    path = Path(tempfile.mkdtemp(prefix="wb-fault-smoke-")) / "faults.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return guarded("GE killed", lambda: fault_row(
+        "GE killed", "`docker kill` of ge-0 1 s into the test",
+        lambda rid, run: faults.kill_container(rid, "ge-0"), path, seconds_in=1.0))
 
 
 def guarded(fault: str, make) -> Row:

@@ -16,8 +16,10 @@ The GE is pinned to core 0 and the device / echo server to core 1: run on a quie
 average is printed before and after). Targets (printed, not asserted): R − S p50 <= 2 x the same
 path's ping-pong p50, R − S p99 <= 100 µs, CD R_d median <= 0.01.
 
+A row whose GE or device fails prints n/a with the reason; the bench goes on.
+
 usage: .venv/bin/python bench/floor_bench.py [--n 300] [--gap-ms 10] [--modes auto,separate]
-                                             [--no-docker]
+                                             [--no-docker] [--smoke]
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 from wotbench.analysis import decomposition as decomp  # noqa: E402
 
-from testkit.bench import q, stop as _stop  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, na, q, stop as _stop  # noqa: E402
 
 GE_BIN = ROOT / "gateway-emulator" / "build" / "gateway-emulator"
 DEV_BIN = ROOT / "wot-device" / "build" / "wot-device"
@@ -57,6 +59,14 @@ def build() -> None:
         subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE",
                         f"-I{ROOT / 'common'}", "-static", "-o", str(PP_BIN), str(src)],
                        check=True, stderr=subprocess.DEVNULL)
+
+
+def measured(f, *args) -> pd.DataFrame | str:
+    """f's frame, or why it could not be measured (the row says n/a and the bench goes on)"""
+    try:
+        return f(*args)
+    except (RuntimeError, OSError, subprocess.SubprocessError, pd.errors.ParserError) as e:
+        return f"{e.__class__.__name__}: {str(e).strip()[:200]}"
 
 
 # ----------------------------------------------------------------------------- ping-pong
@@ -225,6 +235,9 @@ def table(rows: list[dict]) -> str:
             "net out / device in / service / device out / net back) |")
     lines = [head, "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
+        if "na" in r:
+            lines.append(f"| {r['path']} | {r['what']} | {na(r['na'])} | | | | |")
+            continue
         ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}"
         lines.append(f"| {r['path']} | {r['what']} | {r['n']} | {r['p50']:.1f} | {r['p99']:.1f} |"
                      f" {ratio} | {r.get('parts', '')} |")
@@ -237,7 +250,7 @@ def parts(f: pd.DataFrame) -> str:
 
 
 def measure_path(label: str, pp: tuple[np.ndarray, np.ndarray],
-                 frames: dict[str, pd.DataFrame]) -> list[dict]:
+                 frames: dict[str, pd.DataFrame | str]) -> list[dict]:
     """pp: ping-pong round trips at the requests' gap (the reference) and back to back."""
     base = q(pp[0], 0.5)
     rows = [{"path": label, "what": "UDP ping-pong, same gap as the requests", "n": len(pp[0]),
@@ -246,6 +259,9 @@ def measure_path(label: str, pp: tuple[np.ndarray, np.ndarray],
              "n": len(pp[1]), "p50": q(pp[1], 0.5), "p99": q(pp[1], 0.99),
              "ratio": q(pp[1], 0.5) / base}]
     for mode, f in frames.items():
+        if isinstance(f, str):
+            rows.append({"path": label, "what": f"R − S, --response {mode}", "na": f})
+            continue
         for p, us, _ in RESOURCES:
             sub = f[f["path"] == p]
             v = sub["r_minus_s"].to_numpy()
@@ -261,7 +277,11 @@ def main() -> int:
     ap.add_argument("--gap-ms", type=float, default=10.0)
     ap.add_argument("--modes", default="auto,piggyback,separate")
     ap.add_argument("--no-docker", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.n, a.gap_ms, a.modes = 20, 6.0, "auto"   # the gap over the 5 ms resource: no queue
     if (os.cpu_count() or 1) < 2:
         print("floor bench: needs 2 cores (GE and peer pinned apart); skipped")
         return 0
@@ -277,7 +297,7 @@ def main() -> int:
         frames = {}
         for m in modes:
             (t / f"lo-{m}").mkdir()
-            frames[m] = loopback_device(t / f"lo-{m}", RESOURCES, m, a.n, a.gap_ms)
+            frames[m] = measured(loopback_device, t / f"lo-{m}", RESOURCES, m, a.n, a.gap_ms)
         rows += measure_path("loopback", loopback_pingpong(a.n, int(a.gap_ms * 1000)), frames)
         why = "--no-docker" if a.no_docker else docker_reason()
         if why:
@@ -288,16 +308,19 @@ def main() -> int:
                 frames = {}
                 for m in modes:
                     (t / f"dk-{m}").mkdir()
-                    frames[m] = dp.device(t / f"dk-{m}", RESOURCES, m, a.n, a.gap_ms)
+                    frames[m] = measured(dp.device, t / f"dk-{m}", RESOURCES, m, a.n, a.gap_ms)
                 rows += measure_path("docker bridge", dp.pingpong(a.n, int(a.gap_ms * 1000)),
                                      frames)
             finally:
                 dp.close()
         (t / "cd").mkdir()
-        cd = loopback_device(t / "cd", CD_RESOURCES, "piggyback", a.n, a.gap_ms)
+        cd = measured(loopback_device, t / "cd", CD_RESOURCES, "piggyback", a.n, a.gap_ms)
     print(table(rows))
     print("\nCD calibration (loopback, 5 ms resource, the CD node's --response piggyback): R_d median")
     for p, us, mode in CD_RESOURCES:
+        if isinstance(cd, str):
+            print(f"  {mode:5s}: {na(cd)}")
+            continue
         rd = cd[cd["path"] == p]["r_minus_s"].to_numpy() / us
         print(f"  {mode:5s}: R_d median {q(rd, 0.5):.4f} (p99 {q(rd, 0.99):.4f}, n {len(rd)})"
               f"  target <= {TARGET_RD}")
@@ -305,7 +328,7 @@ def main() -> int:
     print(f"\ntargets: R − S p50 <= {TARGET_RATIO} x the path's ping-pong p50, R − S p99 <= "
           f"{TARGET_P99_US:.0f} µs, CD R_d median <= {TARGET_RD}")
     for r in rows:
-        if r["what"].startswith("R − S"):
+        if r["what"].startswith("R − S") and "na" not in r:
             a = "meets" if r["ratio"] <= TARGET_RATIO else "misses"
             b = "meets" if r["p99"] <= TARGET_P99_US else "misses"
             print(f"  {r['path']}, {r['what']}: p50 ratio {r['ratio']:.2f} {a}, "

@@ -5,7 +5,8 @@ Measures: raw floors (bare UDP sendto loop; bare libcoap client, 32 in flight, N
 the GE's max sustained rate (every response received, achieved rate >= 97 % of offered, and
 kept up by the analysis's GE-integrity rule) for NON and CON in busy wait, and the
 GE's send lag p50/p99/max at 10k/50k/100k req/s in busy mode. Prints a table.
-Usage: bench/ge_bench.py [--seconds S] [--quick]
+A step whose GE or responder fails prints n/a with the reason and the bench goes on.
+Usage: bench/ge_bench.py [--seconds S] [--quick] [--smoke]
 """
 import argparse
 import json
@@ -16,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, PeerFailed, na, run_peer
+
 ROOT = Path(__file__).resolve().parents[1]
 GE_DIR = ROOT / "gateway-emulator"
 BUILD = GE_DIR / "build"
@@ -23,8 +26,14 @@ HOST, PORT = "127.0.77.1", 16000
 GE_CPU, RESP_CPU = "1", "0"
 
 
-def sh(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, check=True, **kw).stdout
+def floor(what: str, cmd: list[str]) -> float | str:
+    """req/s of a floor tool (its second word), or why it could not be measured"""
+    try:
+        return float(run_peer(cmd, what, timeout=60).stdout.split()[1])
+    except PeerFailed as e:
+        return e.why
+    except (IndexError, ValueError):
+        return f"{what} printed no rate"
 
 
 def write_trace(path: Path, rate: int, seconds: float) -> int:
@@ -41,9 +50,9 @@ def run_ge(tmp: Path, rate: int, seconds: float, mtype: str) -> dict:
     if not trace.exists():
         write_trace(trace, rate, seconds)
     out = tmp / f"o-{rate}-{mtype}"
-    subprocess.run([str(BUILD / "gateway-emulator"), "--trace", str(trace), "--out", str(out),
-                    "--type", mtype, "--wait", "busy", "--cpu", GE_CPU, "--timeout-ms", "1000"],
-                   check=True, capture_output=True, timeout=seconds + 30)
+    run_peer([str(BUILD / "gateway-emulator"), "--trace", str(trace), "--out", str(out),
+              "--type", mtype, "--wait", "busy", "--cpu", GE_CPU, "--timeout-ms", "1000"],
+             "gateway-emulator", timeout=seconds + 30)
     return json.loads((out / "summary.json").read_text()) | {"_out": out}
 
 
@@ -60,12 +69,14 @@ def kept_up(out: Path) -> tuple[bool, str]:
     df = req.rename(columns={"scheduled_ns": "sched", "sent_ns": "sent"}).astype(
         {"sched": "float64", "sent": "float64"})
     block, _, _ = ge_integrity(df, "ge", {}, GeIntegrityParams())
-    return bool(block["kept_up"]), "; ".join(block["problems"])
+    return bool(block.kept_up), "; ".join(block.problems)
 
 
-def _ratio(value: float, floor: float) -> str:
-    """value / floor, or n/a when the floor measured nothing (never a ZeroDivisionError)."""
-    return f"{value / floor:.2f}" if floor > 0 else "n/a"
+def _ratio(value: float, base: float | str) -> str:
+    """value / base, or n/a when the base was not measured or measured nothing."""
+    if isinstance(base, str):
+        return "n/a"
+    return f"{value / base:.2f}" if base > 0 else "n/a"
 
 
 def sustained(s: dict, out: Path) -> bool:
@@ -78,12 +89,17 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=1.0, help="length of each GE run")
     ap.add_argument("--quick", action="store_true", help="fewer rate steps")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     if (os.cpu_count() or 1) < 2:
         print("needs 2 cores", file=sys.stderr)
         return 1
     subprocess.run(["make", "--no-print-directory", "-C", str(GE_DIR), "all", "bench-tools"],
                    check=True, capture_output=True)
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.seconds = 0.2
+    udp_n, coap_n = ("20000", "5000") if a.smoke else ("500000", "200000")
     load = os.getloadavg()[0]
     resp = subprocess.Popen(["taskset", "-c", RESP_CPU, str(BUILD / "ge_responder"), HOST,
                              str(PORT), "600"], stderr=subprocess.DEVNULL)
@@ -92,46 +108,59 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as td:
             tmp = Path(td)
-            udp = float(sh(["taskset", "-c", GE_CPU, str(BUILD / "ge_udp_floor"), HOST,
-                            str(PORT), "500000"]).split()[1])
-            lc = {}
-            for t in ("non", "con"):
-                out = sh(["taskset", "-c", GE_CPU, str(BUILD / "ge_coap_floor"), HOST, str(PORT),
-                          t, "200000", "32"], timeout=60)
-                lc[t] = float(out.split()[1])
-            steps = [50_000, 100_000, 150_000, 200_000] if a.quick else \
-                [50_000, 100_000, 125_000, 150_000, 175_000, 200_000, 250_000]
+            udp = floor("ge_udp_floor", ["taskset", "-c", GE_CPU, str(BUILD / "ge_udp_floor"),
+                                         HOST, str(PORT), udp_n])
+            lc = {t: floor(f"ge_coap_floor {t.upper()}",
+                           ["taskset", "-c", GE_CPU, str(BUILD / "ge_coap_floor"), HOST,
+                            str(PORT), t, coap_n, "32"]) for t in ("non", "con")}
+            steps = [50_000] if a.smoke else [50_000, 100_000, 150_000, 200_000] if a.quick \
+                else [50_000, 100_000, 125_000, 150_000, 175_000, 200_000, 250_000]
             best = {}
             for t in ("non", "con"):
                 best[t] = 0
                 for rate in steps:
-                    s = run_ge(tmp, rate, a.seconds, t)
+                    name = f"GE {t.upper()} {rate // 1000}k/s"
+                    try:
+                        s = run_ge(tmp, rate, a.seconds, t)
+                    except PeerFailed as e:
+                        rows.append((name, e.why))
+                        break
                     ok = sustained(s, s["_out"])
-                    rows.append((f"GE {t.upper()} {rate // 1000}k/s", s["achieved_rate"],
-                                 s["outcomes"]["ok"] / s["requests"], s["send_lag_us"]["p99"],
-                                 "sustained" if ok else "NOT sustained"))
+                    rows.append((name, (s["achieved_rate"], s["outcomes"]["ok"] / s["requests"],
+                                        s["send_lag_us"]["p99"],
+                                        "sustained" if ok else "NOT sustained")))
                     if not ok:
                         break
                     best[t] = rate
             lag = {}
-            for rate in (10_000, 50_000, 100_000):
-                lag[rate] = run_ge(tmp, rate, a.seconds, "con")["send_lag_us"]
+            for rate in (10_000,) if a.smoke else (10_000, 50_000, 100_000):
+                try:
+                    lag[rate] = run_ge(tmp, rate, a.seconds, "con")["send_lag_us"]
+                except PeerFailed as e:
+                    lag[rate] = e.why
     finally:
         resp.terminate()
         resp.wait(10)
 
+    def fl(v) -> str:
+        return f"{v:10.0f}" if not isinstance(v, str) else na(v)
+
     print(f"\nGE benchmark  (load average before start: {load:.2f}; GE core {GE_CPU}, "
           f"responder core {RESP_CPU}, {a.seconds:g} s per run)\n")
     print(f"{'floor':34s} {'req/s':>10s}")
-    print(f"{'bare UDP sendto loop':34s} {udp:10.0f}")
-    print(f"{'bare libcoap client NON, 32 inflt':34s} {lc['non']:10.0f}")
-    print(f"{'bare libcoap client CON, 32 inflt':34s} {lc['con']:10.0f}\n")
+    print(f"{'bare UDP sendto loop':34s} {fl(udp)}")
+    print(f"{'bare libcoap client NON, 32 inflt':34s} {fl(lc['non'])}")
+    print(f"{'bare libcoap client CON, 32 inflt':34s} {fl(lc['con'])}\n")
     print(f"{'GE run':22s} {'achieved':>10s} {'answered':>9s} {'lag p99 us':>11s}  verdict")
-    for name, ach, frac, p99, v in rows:
+    for name, r in rows:
+        if isinstance(r, str):
+            print(f"{name:22s} {na(r)}")
+            continue
+        ach, frac, p99, v = r
         print(f"{name:22s} {ach:10.0f} {frac:9.4f} {p99:11.1f}  {v}")
-    for name, floor in (("bare UDP sendto loop", udp), ("libcoap NON", lc["non"]),
-                        ("libcoap CON", lc["con"])):
-        if floor <= 0:
+    for name, base in (("bare UDP sendto loop", udp), ("libcoap NON", lc["non"]),
+                       ("libcoap CON", lc["con"])):
+        if not isinstance(base, str) and base <= 0:
             print(f"note: the {name} floor measured 0 req/s (the responder on core {RESP_CPU} "
                   "did not answer?): ratios against it are shown as n/a")
     print(f"\n{'GE max sustained':22s} {'req/s':>10s} {'x libcoap':>10s} {'x UDP':>8s}  target")
@@ -140,8 +169,11 @@ def main() -> int:
               f"{_ratio(best[t], udp):>8s}  >= {tgt // 1000}k and >= 0.8 x libcoap")
     print(f"\n{'send lag (busy, CON)':22s} {'p50 us':>8s} {'p99 us':>8s} {'max us':>9s}"
           f" {'p99 / floor send':>17s}")
-    per_send_us = 1e6 / udp if udp > 0 else 0.0
+    per_send_us = 1e6 / udp if not isinstance(udp, str) and udp > 0 else "no floor"
     for rate, l in lag.items():
+        if isinstance(l, str):
+            print(f"{rate // 1000:>3d}k req/s{'':12s} {na(l)}")
+            continue
         print(f"{rate // 1000:>3d}k req/s{'':12s} {l['p50']:8.2f} {l['p99']:8.2f} {l['max']:9.1f}"
               f" {_ratio(l['p99'], per_send_us):>17s}")
     print("target: p99 <= 10 us at 50k req/s")

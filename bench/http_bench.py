@@ -18,9 +18,10 @@ thread) on core 0, the same URL (GET /index.html, 12 bytes) and the same number 
 
 Targets (GE >= 0.95 x wrk's throughput at each connection count, GE CPU per request <= wrk's)
 are printed as met / not met with the load average beside every figure, never asserted. Holds
-the host lock (testkit/hostlock.py).
+the host lock (testkit/hostlock.py). A point whose GE, wrk or wrk2 fails or times out prints n/a
+with the reason, and the bench goes on.
 
-usage: http_bench.py [--seconds S] [--rounds R] [--connections 1,10,100] [--wrk2 PATH]
+usage: http_bench.py [--seconds S] [--rounds R] [--connections 1,10,100] [--wrk2 PATH] [--smoke]
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from closed_loop_bench import cpu_s, load, stall_share  # noqa: E402  (bench/ is the script dir)
 from testkit import hostlock  # noqa: E402
-from testkit.bench import CLIENT_CPU, GE_BIN, SERVER_CPU, q  # noqa: E402
+from testkit.bench import (CLIENT_CPU, GE_BIN, SERVER_CPU, SMOKE_BANNER, SMOKE_HELP,  # noqa: E402
+                           PeerFailed, na, q, run_peer, stop)
 from testkit.nginx import Nginx, nginx_path  # noqa: E402
 
 WRK2 = Path("/work/thirdparty/wrk2/wrk")
@@ -67,9 +69,13 @@ def ge_closed(tmp: Path, url: str, conns: int, seconds: float) -> dict:
     c0, t0 = cpu_s(ge.pid), time.monotonic_ns()
     time.sleep(seconds - 2 * EDGE_S)
     c1, t1 = cpu_s(ge.pid), time.monotonic_ns()
-    _, err = ge.communicate(timeout=120)
+    try:
+        _, err = ge.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        stop(ge)
+        raise PeerFailed(f"gateway-emulator did not finish within {seconds + 120:g} s") from None
     if ge.returncode != 0:
-        raise SystemExit(f"gateway-emulator exited {ge.returncode}: {err.strip()}")
+        raise PeerFailed(f"gateway-emulator exited {ge.returncode}: {err.strip()[-200:]}")
     lo, hi = t0 - start, t1 - start          # the CPU window, relative to the GE's start
     ok = errors = in_window = 0
     with open(out / "requests.csv", newline="") as f:
@@ -98,10 +104,14 @@ def wrk_closed(url: str, conns: int, seconds: float) -> dict:
     c0, t0 = cpu_s(p.pid), time.monotonic()
     time.sleep(seconds - 2 * EDGE_S)
     c1, t1 = cpu_s(p.pid), time.monotonic()
-    text, _ = p.communicate(timeout=seconds + 60)
+    try:
+        text, _ = p.communicate(timeout=seconds + 60)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        raise PeerFailed(f"wrk did not finish within {seconds + 60:g} s") from None
     m = WRK_RPS.search(text)
     if p.returncode != 0 or not m:
-        raise SystemExit(f"wrk exited {p.returncode}: {text.strip()[-400:]}")
+        raise PeerFailed(f"wrk exited {p.returncode}: {text.strip()[-200:]}")
     rps = float(m.group(1))   # over its whole run: the window's count is rps x window
     return {"rps": rps, "cpu_us": (c1 - c0) / (rps * (t1 - t0)) * 1e6,
             "busy": (c1 - c0) / (t1 - t0), "errors": "; ".join(
@@ -119,12 +129,9 @@ def ge_open(tmp: Path, url: str, rate: float, seconds: float) -> dict:
         for i in range(n):
             f.write(f"0,{round(i * step)},GET,{url}\n")
     out = tmp / "ge-open"
-    p = subprocess.run([str(GE_BIN), "--trace", str(trace), "--out", str(out), "--cpu",
-                        CLIENT_CPU, "--http-connections", "100", "--warmup-ms", "400",
-                        "--timeout-ms", "2000"], capture_output=True, text=True,
-                       timeout=seconds + 120)
-    if p.returncode != 0:
-        raise SystemExit(f"gateway-emulator exited {p.returncode}: {p.stderr.strip()}")
+    run_peer([str(GE_BIN), "--trace", str(trace), "--out", str(out), "--cpu", CLIENT_CPU,
+              "--http-connections", "100", "--warmup-ms", "400", "--timeout-ms", "2000"],
+             "gateway-emulator", timeout=seconds + 120)
     lat, bad = [], 0
     with open(out / "requests.csv", newline="") as f:
         for i, r in enumerate(csv.DictReader(f)):
@@ -146,13 +153,13 @@ WRK2_CALIBRATION_S = 10   # wrk2 records only after its ~10 s calibration: run i
 def wrk2_open(wrk2: Path, url: str, rate: float, seconds: float) -> dict:
     """wrk2 -R rate over 100 connections: its corrected latency (from the intended send), as
     recorded after its calibration; the achieved rate is over its whole run."""
-    p = subprocess.run(["taskset", "-c", CLIENT_CPU, str(wrk2), "-t1", "-c100",
-                        f"-d{round(seconds) + WRK2_CALIBRATION_S}s", f"-R{rate:.0f}", "--latency",
-                        url], capture_output=True, text=True, timeout=seconds + 90)
+    p = run_peer(["taskset", "-c", CLIENT_CPU, str(wrk2), "-t1", "-c100",
+                  f"-d{round(seconds) + WRK2_CALIBRATION_S}s", f"-R{rate:.0f}", "--latency", url],
+                 "wrk2", timeout=seconds + 90)
     got = {m.group(1): float(m.group(2)) * UNIT_US[m.group(3)]
            for m in WRK2_LINE.finditer(p.stdout)}
-    if p.returncode != 0 or len(got) < 4:
-        raise SystemExit(f"wrk2 exited {p.returncode}: {(p.stdout + p.stderr).strip()[-400:]}")
+    if len(got) < 4:
+        raise PeerFailed(f"wrk2 printed no latency distribution: {p.stdout.strip()[-200:]}")
     return {"p": [got["50.0"], got["90.0"], got["99.0"], got["99.9"]],
             "rps": float(WRK_RPS.search(p.stdout).group(1))}
 
@@ -163,6 +170,7 @@ def main() -> int:
     ap.add_argument("--connections", default="1,10,100")
     ap.add_argument("--wrk2", type=Path, default=WRK2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     missing = [x for x, ok in (("nginx (apt-get install nginx)", nginx_path()),
                                ("wrk (apt-get install wrk)", shutil.which("wrk")),
@@ -170,8 +178,12 @@ def main() -> int:
     if missing:
         print("skipped: " + ", ".join(missing) + " not installed")
         return 0
-    held = hostlock.hold()   # an fd released at exit; None when the caller holds the lock
-    del held
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.seconds, a.rounds, a.connections = 1, 1, "1"
+    else:
+        held = hostlock.hold()   # an fd released at exit; None when the caller holds the lock
+        del held
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: nginx (1 worker) on core "
           f"{SERVER_CPU}, GE / wrk -t1 on core {CLIENT_CPU}, GET /index.html (12 B), "
           f"{a.seconds:g} s per point, {a.rounds} rounds per row (medians; ratios: median of "
@@ -183,49 +195,75 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as td, Nginx(cpu=int(SERVER_CPU)) as ng:
         tmp, url = Path(td), ng.uri()
         for conns in (int(x) for x in a.connections.split(",")):
-            gs, ws = [], []
-            for k in range(a.rounds):   # alternating who goes first: drift hits both alike
-                if k % 2:
-                    gs.append(ge_closed(tmp, url, conns, a.seconds))
-                ws.append(wrk_closed(url, conns, a.seconds))
-                if not k % 2:
-                    gs.append(ge_closed(tmp, url, conns, a.seconds))
-            # per round ratios (the same minute's noise), their median; the figures' medians
-            rs = sorted(x["rps"] / y["rps"] for x, y in zip(gs, ws))
-            cs = sorted(x["cpu_us"] / y["cpu_us"] for x, y in zip(gs, ws))
-            r, c = median(rs), median(cs)
-            g = {k: median([x[k] for x in gs]) for k in ("rps", "cpu_us", "stall_share", "busy")}
-            g |= {k: sum(x[k] for x in gs) for k in ("errors", "ok")}
-            w = {"rps": median([x["rps"] for x in ws]),
-                 "cpu_us": median([x["cpu_us"] for x in ws]),
-                 "errors": "; ".join(sorted({x["errors"] for x in ws}))}
-            best = max(best, g["rps"], w["rps"])
-            print(f"{conns:>6} {g['rps']:>10.0f} {w['rps']:>10.0f} {r:>7.3f} "
-                  f"{g['cpu_us']:>10.2f} {w['cpu_us']:>10.2f} {c:>10.3f} "
-                  f"{g['stall_share']:>8.4f} {g['busy']:>7.2f}  throughput {met(r >= 0.95)}, "
-                  f"CPU/req {met(c <= 1.0)}  {load()}", flush=True)
-            print(f"       rounds: GE/wrk {rs[0]:.3f}..{rs[-1]:.3f}, CPU GE/wrk "
-                  f"{cs[0]:.3f}..{cs[-1]:.3f}")
-            if g["errors"] or w["errors"] != "none":
-                print(f"       not ok: GE {g['errors']} of {g['ok'] + g['errors']}, wrk "
-                      f"{w['errors']}")
+            try:
+                best = max(best, closed_row(tmp, url, conns, a.seconds, a.rounds))
+            except PeerFailed as e:
+                print(f"{conns:>6} {na(e.why)}  {load()}", flush=True)
         rate = best / 2
         print(f"\nopen loop at 50 % of the highest closed-loop rate ({best:.0f} req/s): "
               f"{rate:.0f} req/s, 100 connections, latency from the intended send (µs)")
         print(f"{'':>14} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9}  load avg")
-        g = ge_open(tmp, url, rate, a.seconds)
-        print(f"{'GE':>14} " + " ".join(f"{x:>9.1f}" for x in g["p"]) + f"  {load()}"
-              f"   (not ok {g['not_ok']}, queued {g['queued']}, send lag p99 "
-              f"{g['lag_p99_us']:.1f} µs)", flush=True)
+        g = None
+        if rate <= 0:
+            print(f"{'GE':>14} {na('no closed-loop rate was measured')}")
+        else:
+            try:
+                g = ge_open(tmp, url, rate, a.seconds)
+                print(f"{'GE':>14} " + " ".join(f"{x:>9.1f}" for x in g["p"]) + f"  {load()}"
+                      f"   (not ok {g['not_ok']}, queued {g['queued']}, send lag p99 "
+                      f"{g['lag_p99_us']:.1f} µs)", flush=True)
+            except PeerFailed as e:
+                print(f"{'GE':>14} {na(e.why)}  {load()}", flush=True)
+        if a.smoke:
+            print(f"{'wrk2':>14} not run in a smoke run (its {WRK2_CALIBRATION_S} s calibration)")
+            return 0
         if not a.wrk2.exists():
             print(f"{'wrk2':>14} absent: {a.wrk2} not built (wrk2 is not in Debian; fetch "
                   "github.com/giltene/wrk2 into /work/thirdparty/wrk2 and run make there)")
             return 0
-        w = wrk2_open(a.wrk2, url, rate, a.seconds)
+        if rate <= 0:
+            print(f"{'wrk2 -R':>14} {na('no closed-loop rate was measured')}")
+            return 0
+        try:
+            w = wrk2_open(a.wrk2, url, rate, a.seconds)
+        except PeerFailed as e:
+            print(f"{'wrk2 -R':>14} {na(e.why)}  {load()}")
+            return 0
         print(f"{'wrk2 -R':>14} " + " ".join(f"{x:>9.1f}" for x in w["p"]) + f"  {load()}"
               f"   (achieved {w['rps']:.0f} req/s)")
-        print(f"{'GE / wrk2':>14} " + " ".join(f"{x / y:>9.3f}" for x, y in zip(g["p"], w["p"])))
+        if g is not None:
+            print(f"{'GE / wrk2':>14} " + " ".join(f"{x / y:>9.3f}" for x, y in zip(g["p"], w["p"])))
     return 0
+
+
+def closed_row(tmp: Path, url: str, conns: int, seconds: float, rounds: int) -> float:
+    """One closed-loop row (GE and wrk alternating over `rounds`); returns its best rate."""
+    gs, ws = [], []
+    for k in range(rounds):   # alternating who goes first: drift hits both alike
+        if k % 2:
+            gs.append(ge_closed(tmp, url, conns, seconds))
+        ws.append(wrk_closed(url, conns, seconds))
+        if not k % 2:
+            gs.append(ge_closed(tmp, url, conns, seconds))
+    # per round ratios (the same minute's noise), their median; the figures' medians
+    rs = sorted(x["rps"] / y["rps"] for x, y in zip(gs, ws))
+    cs = sorted(x["cpu_us"] / y["cpu_us"] for x, y in zip(gs, ws))
+    r, c = median(rs), median(cs)
+    g = {k: median([x[k] for x in gs]) for k in ("rps", "cpu_us", "stall_share", "busy")}
+    g |= {k: sum(x[k] for x in gs) for k in ("errors", "ok")}
+    w = {"rps": median([x["rps"] for x in ws]),
+         "cpu_us": median([x["cpu_us"] for x in ws]),
+         "errors": "; ".join(sorted({x["errors"] for x in ws}))}
+    print(f"{conns:>6} {g['rps']:>10.0f} {w['rps']:>10.0f} {r:>7.3f} "
+          f"{g['cpu_us']:>10.2f} {w['cpu_us']:>10.2f} {c:>10.3f} "
+          f"{g['stall_share']:>8.4f} {g['busy']:>7.2f}  throughput {met(r >= 0.95)}, "
+          f"CPU/req {met(c <= 1.0)}  {load()}", flush=True)
+    print(f"       rounds: GE/wrk {rs[0]:.3f}..{rs[-1]:.3f}, CPU GE/wrk "
+          f"{cs[0]:.3f}..{cs[-1]:.3f}")
+    if g["errors"] or w["errors"] != "none":
+        print(f"       not ok: GE {g['errors']} of {g['ok'] + g['errors']}, wrk "
+              f"{w['errors']}")
+    return max(g["rps"], w["rps"])
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@
  * "registered puts put_responses notifications late_drain_ms". Loopback only; bounded: at most
  * 30 s of triggers, 1024 observers, 2 M records, 1 s drain.
  * usage: obs_probe HOST PORT PATH OBSERVERS RATE SECONDS OUT */
+#ifndef _GNU_SOURCE /* testkit/bench.py compile_tool passes -D_GNU_SOURCE */
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>

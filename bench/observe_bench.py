@@ -25,7 +25,11 @@ The floor printed beside them: a raw UDP ping-pong round trip (bench/udp_pingpon
 run. Cross-checks by observers nobody here wrote (counts, not timing): coap-client-notls -s and
 aiocoap against wot-device.
 
+A step whose server, probe or GE fails prints n/a with the reason and ends its series; the bench
+goes on.
+
 usage: .venv/bin/python bench/observe_bench.py [--seconds 1.5] [--quick] [--types non,con]
+                                               [--no-cross-checks] [--smoke]
 """
 from __future__ import annotations
 
@@ -43,7 +47,8 @@ from pathlib import Path
 import pandas as pd
 
 from testkit.bench import (CLIENT_CPU as LOAD_CPU, DEV_BIN, GE_BIN, HOST, SERVER_CPU,  # noqa: E402
-                          build, host_line, pingpong, q, stop)
+                          SMOKE_BANNER, SMOKE_HELP, PeerFailed, build, host_line, na,
+                          pingpong, q, run_peer, stop)
 from testkit.notify_stats import Step, device_step, judge, probe_step  # noqa: E402
 
 PROBE_BIN = Path(__file__).resolve().parent / "build" / "obs_probe"
@@ -81,12 +86,9 @@ def device_run(d: Path, n_obs: int, period_us: int, mtype: str, secs: float) -> 
         rows += [f"0,{k * 10},OBSERVE,{u}?o={k}" for k in range(n_obs)]
         rows += [f"0,{int(secs * 1e6) + k * 10},CANCEL,{u}?o={k}" for k in range(n_obs)]
         (d / "trace.csv").write_text("\n".join(rows) + "\n")
-        r = subprocess.run(["taskset", "-c", LOAD_CPU, str(GE_BIN), "--trace", str(d / "trace.csv"),
-                            "--out", str(d / "ge"), "--type", mtype, "--wait", "hybrid",
-                            "--timeout-ms", "2000"], capture_output=True, text=True,
-                           timeout=secs + 60)
-        if r.returncode != 0:
-            raise RuntimeError(f"gateway-emulator exited {r.returncode}: {r.stderr.strip()}")
+        run_peer(["taskset", "-c", LOAD_CPU, str(GE_BIN), "--trace", str(d / "trace.csv"),
+                  "--out", str(d / "ge"), "--type", mtype, "--wait", "hybrid",
+                  "--timeout-ms", "2000"], "gateway-emulator", timeout=secs + 60)
     finally:
         stop(dev)
     ge = d / "ge"
@@ -106,29 +108,39 @@ def libcoap_run(d: Path, n_obs: int, rate: int, mtype: str, secs: float) -> Step
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.2)
-        out = subprocess.run(["taskset", "-c", LOAD_CPU, str(PROBE_BIN), HOST, str(LC_PORT),
-                              "example_data", str(n_obs), str(rate), str(secs), str(d / "p.csv")],
-                             capture_output=True, text=True, timeout=secs + 30, check=True)
+        out = run_peer(["taskset", "-c", LOAD_CPU, str(PROBE_BIN), HOST, str(LC_PORT),
+                        "example_data", str(n_obs), str(rate), str(secs), str(d / "p.csv")],
+                       "obs_probe against coap-server-notls", timeout=secs + 30)
     finally:
         stop(srv)
     registered, puts, _, _ = (int(x) for x in out.stdout.split())
     if registered < n_obs:
-        raise RuntimeError(f"libcoap server: {registered} of {n_obs} observers registered")
+        raise PeerFailed(f"libcoap server: {registered} of {n_obs} observers registered")
     return probe_step(pd.read_csv(d / "p.csv"), n_obs, rate, puts)
 
 
-def series(tmp: Path, impl: str, mtype: str, kind: str, secs: float, quick: bool) -> list[dict]:
+def series(tmp: Path, impl: str, mtype: str, kind: str, secs: float, quick: bool,
+           smoke: bool = False) -> list[dict]:
     steps = [(1, r) for r in RATE_STEPS] if kind == "rate" else [(n, FANOUT_RATE) for n in FANOUT_STEPS]
     if quick:
         steps = steps[::2]
+    if smoke:
+        steps = steps[:1]
     rows = []
     for n_obs, trig in steps:
         d = tmp / f"{impl}-{mtype}-{kind}-{n_obs}-{trig}"
-        if impl == "wot-device":
-            s = device_run(d, n_obs, round(1e6 * n_obs / trig) if kind == "rate" else 10_000,
-                           mtype, secs)
-        else:
-            s = libcoap_run(d, n_obs, trig, mtype, secs)
+        try:
+            if impl == "wot-device":
+                s = device_run(d, n_obs, round(1e6 * n_obs / trig) if kind == "rate" else 10_000,
+                               mtype, secs)
+            else:
+                s = libcoap_run(d, n_obs, trig, mtype, secs)
+        except (PeerFailed, RuntimeError, OSError, ValueError) as e:
+            rows.append({"impl": impl, "type": mtype, "series": kind, "observers": n_obs,
+                         "configured": n_obs * trig, "na": getattr(e, "why", str(e)),
+                         "load": os.getloadavg()[0]})
+            shutil.rmtree(d, ignore_errors=True)
+            break
         v = judge(s)
         rows.append({"impl": impl, "type": mtype, "series": kind, "observers": n_obs, "step": s,
                      "verdict": v, "load": os.getloadavg()[0]})
@@ -200,9 +212,21 @@ def aiocoap_check(tmp: Path, period_us: int, count: int) -> str:
             f"p99 {q(lat, 0.99):.0f} µs")
 
 
+def cross_check(f, tmp: Path, *args) -> str:
+    name = f.__name__.replace("_check", "").replace("_", "-")
+    try:
+        return f(tmp, *args)
+    except (PeerFailed, RuntimeError, OSError, ValueError, KeyError,
+            subprocess.SubprocessError) as e:
+        return f"{name}: {na(getattr(e, 'why', str(e)))}"
+
+
 # ----------------------------------------------------------------------------- report
 
 def fmt(r: dict) -> str:
+    if "na" in r:
+        return (f"{r['impl']:12s} {r['type']:4s} {r['series']:8s} {r['observers']:5d} "
+                f"{r['configured']:9.0f} {na(r['na'])}")
     s: Step = r["step"]
     ow = (f"{q(s.one_way_us, 0.5):7.1f} {q(s.one_way_us, 0.99):8.1f}" if len(s.one_way_us)
           else f"{'-':>7s} {'-':>8s}")
@@ -221,7 +245,7 @@ def best(rows: list[dict], impl: str, mtype: str, kind: str, what: str) -> float
     for r in rows:
         if (r["impl"], r["type"], r["series"]) != (impl, mtype, kind):
             continue
-        if not getattr(r["verdict"], what):
+        if "na" in r or not getattr(r["verdict"], what):
             break
         top = r["step"].configured_per_s
     return top
@@ -233,7 +257,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="every other step")
     ap.add_argument("--types", default="non,con")
     ap.add_argument("--no-cross-checks", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.seconds, a.types = 0.3, "non"
     if (os.cpu_count() or 1) < 2:
         print("observe bench: needs 2 cores (load and server pinned apart); skipped")
         return 0
@@ -251,9 +279,10 @@ def main() -> int:
         for mtype in types:
             for kind in ("rate", "fan-out"):
                 for impl in ("wot-device", "libcoap"):
-                    rows += series(tmp, impl, mtype, kind, a.seconds, a.quick)
-        checks = [] if a.no_cross_checks else [coap_client_check(tmp, 1000, 2),
-                                               aiocoap_check(tmp, 1000, 1000)]
+                    rows += series(tmp, impl, mtype, kind, a.seconds, a.quick, a.smoke)
+        checks = [] if a.no_cross_checks else [
+            cross_check(coap_client_check, tmp, 1000, 1 if a.smoke else 2),
+            cross_check(aiocoap_check, tmp, 1000, 50 if a.smoke else 1000)]
     pp50 = q(pp, 0.5)
     print(f"\nfloor: raw UDP ping-pong round trip, 1 ms gap: p50 {pp50:.1f} µs, p99 "
           f"{q(pp, 0.99):.1f} µs (load {pp_load:.2f})\n")
@@ -274,7 +303,7 @@ def main() -> int:
             print(f"{mtype.upper() + ' ' + kind:14s} " + " | ".join(cells))
     print(f"\nlatency at 1 k notifications/s (1 observer), p50 as a multiple of the ping-pong p50:")
     for r in rows:
-        if r["series"] == "rate" and r["step"].configured_per_s == 1000:
+        if r["series"] == "rate" and "na" not in r and r["step"].configured_per_s == 1000:
             s = r["step"]
             ow = f"one way {q(s.one_way_us, 0.5) / pp50:.2f}, " if len(s.one_way_us) else ""
             print(f"  {r['impl']:12s} {r['type']}: {ow}trigger -> receive "

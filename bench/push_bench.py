@@ -12,8 +12,9 @@ CON GETs, evenly spaced; at each rate the senders take turns (the same host nois
 sender stops after two rates in a row it did not sustain. Per sender and rate: the send lag (sent - due) p50/p99 and whether
 the rate was sustained: every request answered, achieved >= 97 % of offered, and at most 1 %
 of the sends later than the verdict's tolerance (max(5 % of one sender's interval, 20 µs),
-the send_lag / GE-integrity rule). The load average is printed beside every row.
-Usage: bench/push_bench.py [--seconds S] [--quick]
+the send_lag / GE-integrity rule). The load average is printed beside every row. A sender whose
+run fails prints n/a with the reason at that rate and counts as not sustained; the bench goes on.
+Usage: bench/push_bench.py [--seconds S] [--quick] [--pod N] [--smoke]
 """
 import argparse
 import csv
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, PeerFailed, na, run_peer
 
 ROOT = Path(__file__).resolve().parents[1]
 GE = ROOT / "gateway-emulator" / "build"
@@ -79,11 +82,13 @@ def run_devices(tmp: Path, count: int, rate: float, seconds: float) -> dict:
         deadline = time.monotonic() + 20
         while not all((d / "ready").exists() for d in dirs):
             if p.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("devices did not start: " + (p.stderr.read() if p.poll() is not None else "timeout"))
+                raise PeerFailed("devices did not start: " + (p.stderr.read().strip()[-200:] if p.poll() is not None else "timeout"))
             time.sleep(0.01)
         for d in dirs:
             (d / "push-go").touch()
         while not all((d / "push-setup.csv").exists() for d in dirs):
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise PeerFailed("devices did not finish their setup phase")
             time.sleep(0.01)
         start = time.monotonic_ns() + LEAD_NS
         for d in dirs:
@@ -91,7 +96,10 @@ def run_devices(tmp: Path, count: int, rate: float, seconds: float) -> dict:
             os.rename(d / "push-start.tmp", d / "push-start")
         time.sleep(LEAD_NS / 1e9 + seconds + 1.2)     # the last send + the 1 s timeout
         p.send_signal(signal.SIGTERM)
-        p.wait(30)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            raise PeerFailed("devices did not stop within 30 s of SIGTERM") from None
     finally:
         if p.poll() is None:
             p.kill()
@@ -116,9 +124,9 @@ def run_ge(tmp: Path, rate: float, seconds: float, wait: str) -> dict:
         f.writelines(f"0,{1000 + int(i * 1e6 / rate)},GET,coap://{SINK}:{SINK_PORT}/r\n"
                      for i in range(n))
     out = tmp / "ge"
-    subprocess.run([str(GE / "gateway-emulator"), "--trace", str(trace), "--out", str(out),
-                    "--type", "con", "--wait", wait, "--cpu", SEND_CPU, "--timeout-ms", "1000"],
-                   check=True, capture_output=True, timeout=seconds + 30)
+    run_peer([str(GE / "gateway-emulator"), "--trace", str(trace), "--out", str(out),
+              "--type", "con", "--wait", wait, "--cpu", SEND_CPU, "--timeout-ms", "1000"],
+             "gateway-emulator", timeout=seconds + 30)
     s = json.loads((out / "summary.json").read_text())
     with open(out / "requests.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["sent_ns"]]
@@ -131,17 +139,22 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=2.0, help="length of each run")
     ap.add_argument("--quick", action="store_true", help="fewer rate steps")
+    ap.add_argument("--pod", type=int, default=64, help="devices in the pod sender")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.seconds, a.pod = 0.2, 4
     if (os.cpu_count() or 1) < 2:
         print("needs 2 cores", file=sys.stderr)
         return 1
     for d, t in ((ROOT / "gateway-emulator", ["all", "bench-tools"]), (ROOT / "wot-device", ["all"])):
         subprocess.run(["make", "--no-print-directory", "-C", str(d), *t], check=True,
                        capture_output=True)
-    steps = [1_000, 5_000, 20_000, 50_000] if a.quick else \
+    steps = [1_000] if a.smoke else [1_000, 5_000, 20_000, 50_000] if a.quick else \
         [1_000, 2_000, 5_000, 10_000, 20_000, 30_000, 50_000, 75_000, 100_000]
     senders = [("1 device", lambda tmp, r: run_devices(tmp, 1, r, a.seconds)),
-               ("pod of 64", lambda tmp, r: run_devices(tmp, 64, r, a.seconds)),
+               (f"pod of {a.pod}", lambda tmp, r: run_devices(tmp, a.pod, r, a.seconds)),
                ("GE hybrid", lambda tmp, r: run_ge(tmp, r, a.seconds, "hybrid")),
                ("GE busy", lambda tmp, r: run_ge(tmp, r, a.seconds, "busy"))]
     sink = subprocess.Popen(["taskset", "-c", SINK_CPU, str(GE / "ge_responder"), SINK,
@@ -160,7 +173,13 @@ def main() -> int:
                 if misses[name] >= 2:       # two steps in a row not sustained: done
                     continue
                 with tempfile.TemporaryDirectory() as td:
-                    r = run(Path(td), rate)
+                    try:
+                        r = run(Path(td), rate)
+                    except (PeerFailed, OSError, KeyError, ValueError) as e:
+                        print(f"{name:10s} {rate:7d} {na(getattr(e, 'why', str(e)))}  {load()}",
+                              flush=True)
+                        misses[name] += 1
+                        continue
                 print(f"{name:10s} {rate:7d} {r['achieved']:9.0f} {r['answered']:8.4f} "
                       f"{r['p50']:10.1f} {r['p99']:10.1f} {r['late']:7.2%} {r['tol_us']:7.0f}  "
                       f"{'sustained' if r['sustained'] else 'NOT sustained':13s} {load()}",

@@ -7,7 +7,9 @@ request was lost inside the testbed, whether the GE kept to the trace, how long 
 took, what was left behind, and the host resources a device costs (memory, neighbour entries,
 conntrack entries, tasks, dockerd file descriptors) sampled every second during the run.
 
-    .venv/bin/python bench/scale_bench.py --sizes 100,300,1000,1100 [--duration 30]
+    .venv/bin/python bench/scale_bench.py --sizes 100,300,1000,1100 [--duration 30] [--smoke]
+
+A size whose run fails or does not finish prints its row with the reason; the bench goes on.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ import yaml
 
 from wotbench.runner.hostlimits import read_int
 from wotbench.runner.backends.docker.scalelimits import dockerd_pid
+
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "configs" / "scale-200.yaml"
@@ -93,8 +97,11 @@ def _leftovers(run_id: str) -> str:
     return "none" if not (c or n) else f"{len(c)} containers, {len(n)} networks"
 
 
-def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "auto") -> dict:
+def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "auto",
+             calibration_s: float | None = None) -> dict:
     cfg = yaml.safe_load(BASE.read_text())
+    if calibration_s is not None:
+        cfg["contention_detector"]["calibration_s"] = calibration_s
     cfg["name"] = f"scale-{n}"
     cfg["duration_s"] = duration_s
     cfg["devices"][0]["count"] = n
@@ -108,9 +115,17 @@ def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "au
     sampler.start()
     t0 = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=f"n{n}-", dir=out_root))   # one per repetition
-    proc = subprocess.run([sys.executable, "-m", "wotbench.cli", "run", str(path), "--out-root",
-                           str(root)], cwd=REPO, capture_output=True, text=True,
-                          timeout=duration_s + 60 + n * 1.0)
+    limit = duration_s + 60 + n * 1.0
+    try:
+        proc = subprocess.run([sys.executable, "-m", "wotbench.cli", "run", str(path),
+                               "--out-root", str(root)], cwd=REPO, capture_output=True, text=True,
+                              timeout=limit)
+    except subprocess.TimeoutExpired as e:   # killed: its leftovers are `wotbench clean`'s
+        proc = subprocess.CompletedProcess(e.cmd, f"timeout after {limit:g} s",
+                                           e.stdout or "", e.stderr or "")
+        proc.stdout = proc.stdout.decode() if isinstance(proc.stdout, bytes) else proc.stdout
+        proc.stderr = (proc.stderr.decode() if isinstance(proc.stderr, bytes) else proc.stderr) \
+            + f"\nwotbench run did not finish within {limit:g} s"
     wall = time.monotonic() - t0
     sampler.stop_flag.set()
     sampler.join()
@@ -166,16 +181,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--per-container", default="auto",
                     help="devices[].per_container for every size: auto (default) or a number")
+    ap.add_argument("--calibration-s", type=float, default=None,
+                    help="contention_detector.calibration_s (default: the config's)")
+    ap.add_argument("--out", type=Path, default=None, help="run directories go here (default: a "
+                    "new directory under /tmp)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args(argv)
+    if a.smoke:
+        print(SMOKE_BANNER)
+        a.sizes, a.duration, a.calibration_s = "4", 3.0, 1.0
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         print("scale bench skipped: `docker info` fails (no reachable Docker daemon)")
         return 0
     sizes = [int(x) for x in a.sizes.split(",") if x.strip()]
-    out = Path(tempfile.mkdtemp(prefix="wotbench-scale-"))
+    out = a.out or Path(tempfile.mkdtemp(prefix="wotbench-scale-"))
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     for n in sizes:
         print(f"scale bench: {n} devices ...", flush=True)
-        rows.append(run_size(n, a.duration, out, a.per_container))
+        rows.append(run_size(n, a.duration, out, a.per_container, a.calibration_s))
         r = rows[-1]
         if "error" in r:
             print(f"  run failed (exit {r['rc']}):\n{r['error']}")

@@ -78,3 +78,48 @@ def host_line(what: str) -> str:
     return (f"{what} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
             f"{l0[0]:.2f} {l0[1]:.2f} {l0[2]:.2f}, {os.cpu_count()} cores; client/load core "
             f"{CLIENT_CPU}, server core {SERVER_CPU}")
+
+
+# ---- every bench runs to the end; every bench has a smoke shape (tests/bench) ----------------
+
+SMOKE_HELP = ("one short step of a tiny shape, without the host lock: proves the bench runs end "
+              "to end (make test runs it); its figures are not measurements")
+SMOKE_BANNER = "SMOKE RUN (--smoke): a tiny shape to prove the bench runs; figures are not measurements"
+
+
+class PeerFailed(RuntimeError):
+    """A program a bench row needs (a third-party peer or one of ours) timed out or failed; the
+    row prints n/a with ``why`` and the bench goes on."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+def na(why: object) -> str:
+    """How a row that could not be measured is printed."""
+    return f"n/a ({why})"
+
+
+def _last_line(text: str | bytes | None) -> str:
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def run_peer(argv: list[str], what: str, timeout: float, **kw) -> subprocess.CompletedProcess:
+    """subprocess.run(argv) capturing text output; PeerFailed naming `what` when it does not end
+    within `timeout` s or exits non-zero (with the last line it wrote to stderr)."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    try:
+        p = subprocess.run(argv, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        raise PeerFailed(f"{what} did not finish within {timeout:g} s") from None
+    except OSError as e:
+        raise PeerFailed(f"{what} could not start: {e.strerror or e}") from None
+    if p.returncode != 0:
+        tail = _last_line(p.stderr) or _last_line(p.stdout)
+        raise PeerFailed(f"{what} exited {p.returncode}" + (f": {tail}" if tail else ""))
+    return p

@@ -87,6 +87,7 @@ struct http_s {
     uint32_t *pump; /* endpoints whose queue waits for the timers() pass */
     size_t npump;
     http_counts_t n;
+    int stamp_pin; /* holds the kernel's receive stamps on between connections (rxstamp_pin.h) */
     uint8_t rbuf[HTTP_RBUF];
 };
 typedef struct http_s http_t;

@@ -1,7 +1,8 @@
 /* http_prep.c - the http:// transport before the start (main thread, may allocate): checks the
  * --http-* options, renders every request's bytes (request line, Host, the header templates,
  * Content-Length, the body) into g->arena, sizes the per-target pools and request queues, and
- * opens the keep-alive pools before the start instant (the GE's readiness for HTTP). */
+ * opens the keep-alive pools before the start instant (the GE's readiness for HTTP) and holds the
+ * kernel's receive stamps on for the run (hold_stamps_on). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +15,7 @@
 
 #include "clock.h"   /* common/clock.h */
 #include "rxstamp.h" /* common/rxstamp.h */
+#include "rxstamp_pin.h" /* common/rxstamp_pin.h */
 #include "http.h"
 
 #define MAX_CONNS_PER_TARGET 60000
@@ -218,6 +220,7 @@ int http_render_requests(ge_t *g) {
     int rc = 1;
     if (H) {
         H->g = g;
+        H->stamp_pin = -1;
         g->http = H;
         rc = render_all(g, H);
     }
@@ -263,12 +266,35 @@ int http_open_socket(http_t *H, hconn_t *c) {
     return 0;
 }
 
+/* A connection's socket asks for kernel receive stamps only while it is open; with a connection
+ * per request (or a server that closes) there are moments with none open, and when nothing else
+ * on the host asks for stamps the kernel stops stamping then and starts again only some time
+ * after the next connect: that connection's response went unstamped (rxstamp_pin.h). One socket
+ * held for the whole run keeps stamping on; we wait for it to take effect (at most 200 ms, and
+ * never past 20 ms before the start). */
+static void hold_stamps_on(ge_t *g, http_t *H) {
+    if (!g->rx_stamps || H->stamp_pin >= 0)
+        return;
+    int64_t wait = g->start_mono - 20 * NS_PER_MS - mono_ns();
+    wait = wait > 200 * NS_PER_MS ? 200 * NS_PER_MS : wait < 0 ? 0 : wait;
+    int on;
+    H->stamp_pin = rxstamp_pin(wait, &on);
+    if (H->stamp_pin < 0)
+        fprintf(stderr, "gateway-emulator: note: cannot hold kernel receive stamps on (%s): "
+                        "responses on new connections may lack them\n", strerror(errno));
+    else if (!on)
+        fprintf(stderr, "gateway-emulator: note: the kernel was not stamping arriving packets "
+                        "%.0f ms after we asked: the first responses may lack kernel stamps\n",
+                (double)wait / 1e6);
+}
+
 /* keep-alive: every pool connection (closed loop: every client's) established before the start, for at most
  * max(--warmup-ms, --timeout-ms) and never later than 20 ms before it; a target is ready when
  * all its connections are (warmup.json with --warmup-ms). Failed ones stay closed: the request
  * that gets one connects it (and is refused if the target still is not there). */
 int http_prestart(ge_t *g) {
     http_t *H = g->http;
+    hold_stamps_on(g, H);
     if (g->http_opt.per_request || !H->nconns)
         return 0;
     int64_t t0 = mono_ns(), budget = g->warmup_ns > g->timeout_ns ? g->warmup_ns : g->timeout_ns;

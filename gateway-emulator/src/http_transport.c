@@ -22,6 +22,9 @@ void http_detach(void *ts) {
     for (size_t i = 0; i < H->nconns; i++)
         if (H->c[i].fd >= 0)
             close(H->c[i].fd);
+    if (H->stamp_pin >= 0) /* after the last connection: no read needs stamps any more */
+        close(H->stamp_pin);
+    H->stamp_pin = -1;
 }
 
 static int64_t http_sent_ns(const ge_t *g, uint32_t idx) {

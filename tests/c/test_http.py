@@ -55,18 +55,12 @@ def test_nginx_methods_codes_and_kernel_stamps(ge_asan_bin, tmp_path):
     assert h["queued"] == sum(x["queued_ns"] != "" for x in hc)
 
 
-# eof, close: an open GE bug, not a test margin: now and then (about 1 run in 4 of make test)
-# one response on a connection the server closes after it (a new connection per request) ends
-# without the kernel stamp of its last data segment (received_kernel_ns empty while
-# summary.json says rx_stamps kernel); an expected failure until http_conn.c's last_kt path is
-# fixed, so both cases still run and are reported.
-NEW_CONN_STAMP = pytest.mark.xfail(reason="a response on a connection the server closes "
-                                   "sometimes lacks its kernel receive stamp (http_conn.c "
-                                   "last_kt): open bug", strict=False)
-
-
-@pytest.mark.parametrize("mode", ["length", "chunked", pytest.param("eof", marks=NEW_CONN_STAMP),
-                                  pytest.param("close", marks=NEW_CONN_STAMP)])
+# eof, close: the server closes after every response, so the GE connects for each request; a
+# response on a fresh connection keeps its kernel stamp because the GE holds stamping on for the
+# whole run (common/rxstamp_pin.h: without that, whenever nothing else on the host held it, the
+# kernel stopped stamping between two connections and check_consistent failed on the first row
+# without received_kernel_ns; tests/c/test_stamp_pin.py checks the pin itself).
+@pytest.mark.parametrize("mode", ["length", "chunked", "eof", "close"])
 def test_response_framings_split_across_reads(ge_asan_bin, tmp_path, mode):
     with HttpServer(mode) as srv:
         trace = write_trace(tmp_path / "t.csv", http_rows(srv, 30, step_us=5000))
@@ -121,8 +115,10 @@ def test_busy_pool_queues_and_latency_counts_from_the_schedule(ge_asan_bin, tmp_
     assert len(queued) >= 15 and s["http"]["queued"] == len(queued)
     for i in queued:
         g, q = got[i], int(hc[i]["queued_ns"])
-        # queued at its instant (the GE was on time), sent when the connection came free
-        assert 0 <= q - int(g["scheduled_ns"]) < 2 * MS
+        # queued at its instant, not when a connection came free: within the server's 20 ms
+        # (the loop's own lateness on a loaded host is the send lag's business, not this test's),
+        # then sent when the connection came free
+        assert 0 <= q - int(g["scheduled_ns"]) < 20 * MS and q < int(g["sent_ns"])
         assert int(g["sent_ns"]) >= int(got[i - 1]["received_kernel_ns"] or got[i - 1]["received_ns"])
     # from the schedule the last request waited for ~15 others at 20 ms each
     last = got[-1]

@@ -69,6 +69,7 @@ def test_sigint_cleans_up_and_keeps_raw_logs(harness, tmp_path):
         assert (rd / "devices" / d / "device-log.csv").exists(), d
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): ~35 s of a real run
 def test_contention_episode_runs_and_is_removed(harness, tmp_path):
     h = harness("hog.yaml")
     rc = h.wait(180)

@@ -14,7 +14,8 @@ import pytest
 from e2e_support import REPO, WOTBENCH, labelled, run_dir_of
 from testkit import faults
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker,
+              pytest.mark.long]   # ~30 s each of real runs: make test-long (CI runs it)
 
 
 def _start_and_reach_the_test(harness):

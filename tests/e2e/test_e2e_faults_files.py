@@ -13,7 +13,8 @@ from e2e_support import CONFIGS, Harness, run_dir_of
 from testkit.tmpfs import NoTmpfs, small_tmpfs
 from wotbench.runner.cleanup import leftover_processes
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,
+              pytest.mark.long]   # ~25 s each of real runs: make test-long (CI runs it)
 
 
 def _run_id(output: str) -> str:

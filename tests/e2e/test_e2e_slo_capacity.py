@@ -11,7 +11,8 @@ import pytest
 from e2e_support import CONFIGS, REPO, WOTBENCH, labelled
 from wotbench.rundir import RunDir
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow,
+              pytest.mark.long]   # two real runs, ~45 s: make test-long (CI runs it)
 
 
 def test_slo_capacity_search_end_to_end(harness_env, tmp_path):

@@ -56,6 +56,7 @@ def test_process_backend_server_resources(harness_env, tmp_path):
 
 
 @pytest.mark.docker
+@pytest.mark.long   # make test-long (CI runs it after make test): ~30 s of a real run
 @needs_libcoap
 def test_docker_server_resources(harness_env, tmp_path):
     h = Harness(["run", str(_config(tmp_path, "sut-docker")), "--out-root",
@@ -65,6 +66,7 @@ def test_docker_server_resources(harness_env, tmp_path):
     _check(run_dir_of(tmp_path), "cgroup")
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): four real runs
 @needs_libcoap
 def test_sweep_with_repeats_over_a_server(harness_env, tmp_path):
     cfg = _config(tmp_path, "sut-sweep", backend="process", duration_s=4)

@@ -10,6 +10,7 @@ from wotbench.analysis import analyze
 
 
 @pytest.mark.slow
+@pytest.mark.long   # a timed 10^6-request analysis: alone, in make test-long (CI runs it)
 def test_million_request_run_timing(tmp_path):
     t0 = time.perf_counter()
     d = make_run(tmp_path, n_devices=20, duration_s=60, rate_per_device=834,
