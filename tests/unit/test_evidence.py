@@ -101,7 +101,10 @@ def _scan_twice(scan: ForeignScan, p: subprocess.Popen, first_s: float, then_s: 
         time.sleep(first_s)
         scan.sample(time.monotonic_ns())
         time.sleep(then_s)
-        return scan.sample(time.monotonic_ns()), _session(p.pid)
+        # the session before and after the scan: on a loaded host a scan can take long enough
+        # for the bounded loop to end
+        before = _session(p.pid)
+        return scan.sample(time.monotonic_ns()), before | _session(p.pid)
     finally:
         _stop(p)
         scan.close()
