@@ -183,3 +183,21 @@ def test_short_windows_are_quiet_only_when_their_span_is():
     assert not any(q[("core 1", w)] for w in range(10))
     q2 = hostshare._quiet(_windows(4, foreign={2: 0.5}), VerdictParams())
     assert [q2[("core 1", w)] for w in range(4)] == [True, True, False, True]
+
+
+def test_an_amount_beyond_the_tolerance_that_the_bound_does_not_confirm_is_said():
+    from wotbench.detector.verdict import _unconfirmed
+    from wotbench.rundir.evidence import EvidenceBlock
+    pw = PlaceWindow(place="core 1", requests=200, r_ms=7.4, added_ms=1.46, added_low_ms=0.03,
+                     added_high_ms=2.9, added_share=0.197, grade="severe",
+                     beyond_tolerance=False)
+    within = PlaceWindow(place="core 1", requests=200, r_ms=7.4, added_ms=0.2,
+                         added_low_ms=0.0, added_high_ms=0.5, added_share=0.027,
+                         grade="mild", beyond_tolerance=False)
+    block = EvidenceBlock(windows=[
+        WindowEvidence(window=0, start_s=0, end_s=10, places=[within]),
+        WindowEvidence(window=1, start_s=10, end_s=20, places=[pw])])
+    notes = _unconfirmed(block)
+    assert notes == ["10-20 s, core 1: the host added 1.46 ms per request (19.7 % of R, severe), "
+                     "beyond the tolerance, but its 95 % bounds 0.03-2.90 ms do not confirm it "
+                     "(the window's sample scatters): not flagged"]

@@ -39,6 +39,7 @@ from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
 from wotbench.rundir.summary import ContentionBlock
+from wotbench.detector import hostshare
 from wotbench.detector.evidence import describe
 from wotbench.rundir.evidence import EvidenceBlock, WindowEvidence
 
@@ -248,7 +249,7 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
         amount = amount_text(evidence)
         if amount and out.get("reason"):
             out["reason"] = f"{out['reason']}; {amount}" if flagged else f"{amount}; {out['reason']}"
-    out["notes"] = notes + _unflagged_antagonists(evidence)
+    out["notes"] = notes + _unconfirmed(evidence) + _unflagged_antagonists(evidence)
     if evidence.missing:
         out["reason"] = (out["reason"] or "") + "; " + missing_text(evidence.missing)
     return ContentionBlock.model_validate(json_clean(out))
@@ -310,6 +311,27 @@ def amount_text(evidence: EvidenceBlock) -> Optional[str]:
                  f"{hs.worst_added_ms:.2f} ms ({100 * hs.worst_share:.1f} % of R, {hs.grade})")
     return text + (f"; tolerance {hs.tolerance}, exceeded in {hs.windows_beyond} of "
                    f"{hs.windows_judged} windows")
+
+
+def _unconfirmed(evidence: EvidenceBlock) -> list[str]:
+    """Unflagged windows whose point estimate is beyond the tolerance but whose lower bound is
+    not: the amount is said, with its bounds, never passed over."""
+    notes = []
+    for w in evidence.windows:
+        if w.flagged:
+            continue
+        for pw in w.places:
+            if pw.beyond_tolerance is False and pw.added_ms is not None and pw.r_ms and \
+                    pw.added_high_ms is not None and pw.added_ms > hostshare.tolerance_ms(
+                        evidence.params.verdict, pw.r_ms):
+                notes.append(
+                    f"{w.start_s:g}-{w.end_s:g} s, {pw.place}: the host added {pw.added_ms:.2f} "
+                    f"ms per request ({100 * (pw.added_share or 0):.1f} % of R, {pw.grade}), "
+                    f"beyond the tolerance, but its "
+                    f"{100 * evidence.params.verdict.confidence:g} % bounds "
+                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it (the "
+                    f"window's sample scatters): not flagged")
+    return notes
 
 
 def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
