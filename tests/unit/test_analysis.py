@@ -28,7 +28,8 @@ TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", 
             "evidence", "sut_resources", "load", "fleet"}
 SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf", "rt_cdf",
           "loss_over_time",
-          "rd_over_time", "cd_samples", "contention_windows", "evidence", "per_device"}
+          "rd_over_time", "cd_samples", "contention_windows", "evidence", "per_device",
+          "host_share"}
 
 
 def _no_nan(x) -> bool:

@@ -40,6 +40,7 @@ from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegri
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
+from wotbench.detector.tolerance import verdict_params
 from wotbench.workload import httpproxy
 from wotbench.rundir.values import json_clean
 
@@ -117,6 +118,33 @@ def _ge_sends(req: pd.DataFrame, cd_req: Optional[pd.DataFrame], ge_block: GeInt
     return out
 
 
+def _answered(req: pd.DataFrame, codes: np.ndarray, names: list[str],
+              cd_req: Optional[pd.DataFrame], run: RunData) -> pd.DataFrame:
+    """The answered requests (device, sent_ns absolute, rt_ms): the R the host's share is of."""
+    frames = []
+    for df, dev in ((req, np.asarray(names, object)[codes] if len(codes) else np.zeros(0, object)),
+                    (cd_req, None)):
+        if df is None or not len(df):
+            continue
+        ok = (df["outcome"].astype(str) == "ok").to_numpy() & np.isfinite(
+            df["sent"].to_numpy(np.float64))
+        name = dev[ok] if dev is not None else (run.cd.name if run.cd else "cd-node")
+        frames.append(pd.DataFrame({"device": name,
+                                    "sent_ns": df["sent"].to_numpy(np.float64)[ok] + run.test_start_ns,
+                                    "rt_ms": df["rt_sent_ms"].to_numpy(np.float64)[ok]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["device", "sent_ns", "rt_ms"])
+
+
+def _evidence_params(p: AnalysisParams, run: RunData):
+    """The evidence parameters with the config's ``verdict:`` (tolerance) in them."""
+    v = verdict_params(RunDir(run.run_dir).config_resolved, run.warnings)
+    if v is None:
+        return p.evidence
+    mine = v.model_dump(include={"tolerance_share", "tolerance_ms", "confidence"})
+    return p.evidence.model_copy(update={"verdict": p.evidence.verdict.model_copy(update=mine)})
+
+
 def _loss_reason(loss: LossBlock) -> str:
     c = loss.by_cause
     legs = ", ".join(f"{n} {what}" for n, what in (
@@ -163,6 +191,8 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
         notes.append(f"contention {contention.status.replace('_', ' ')}: {contention.reason}")
     elif contention.evidence_missing:   # "none", on part of the evidence: say which
         notes.append("no contention seen; " + cont.missing_text(contention.evidence_missing))
+    elif contention.grade is not None:  # "none": say how much the host added, within tolerance
+        notes.append("the host's share within the tolerance: " + (contention.reason or ""))
     notes.extend(contention.notes)
     notes.extend("push verify: " + v.describe() for v in run.run.push_verify
                  if v.found < v.expected)     # the platform lost devices (devices[].push)
@@ -309,10 +339,12 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
-        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
+        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s,
+        _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run))
     if loop_lags:   # the engines' loops: evidence of their own (detector/loop_lag.py)
         evidence = loop_lag.apply(evidence, loop_lags, run.test_start_ns)
         series["evidence"] = evid.series(evidence)
+    series["host_share"] = evid.host_share_series(evidence)
     fleet_block = fleetm.with_flags(fleet_block, evidence)
     contention = cont.combine(contention, evidence)
 

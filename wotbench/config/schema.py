@@ -335,6 +335,23 @@ class ContentionDetector(_Model):
         return float(v)
 
 
+class VerdictSpec(_Model):
+    tolerance: Any = Field(
+        0.05, description="how much the testbed may add to a response time, per request: a "
+        "share of the window's mean R (`0.05`, `5 %`) or milliseconds (`0.5 ms`); a window is "
+        "beyond it when the lower confidence bound of the added latency is "
+        "(docs/DETECTOR.md \"The host's share\")")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0,
+                              description="one-sided confidence of that bound")
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, v: Any) -> Any:
+        from wotbench.detector.tolerance import parse_tolerance
+        parse_tolerance(v)
+        return v
+
+
 class Placement(_Model):
     cpus: Any = Field("all", description="cores to use: `all` or a list of core ids")
     reserved_os_cores: int = Field(
@@ -430,6 +447,8 @@ class Config(_Model):
     gateways: Gateways = Field(default_factory=Gateways, description="the gateway emulators")
     contention_detector: ContentionDetector = Field(default_factory=ContentionDetector,
                                                     description="the contention detector")
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec,
+                                 description="how much the testbed may add (the graded verdict)")
     placement: Placement = Field(default_factory=Placement, description="the cores")
     network: Network = Field(default_factory=Network, description="the run's networks")
     monitor: Monitor = Field(default_factory=Monitor, description="the resource monitor")

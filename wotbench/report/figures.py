@@ -204,13 +204,40 @@ def fig_evidence(ctx: dict) -> str:
         if place != "cd-node" and np.isfinite(foreign).any() and np.nanmax(foreign) > 0:
             ax.step(xs, np.r_[foreign, foreign[-1:]], where="post", color=color, lw=1.2, ls=":",
                     label=f"{place}: other processes (share of the core)")
-    limit = ctx["evidence"]["params"]["wait_of_service"] if ctx["evidence"].get("available") else None
-    if limit is not None:
-        ax.axhline(limit, color=RED, ls="--", lw=1, label=f"CPU-wait threshold {limit:g}")
     top = np.nanmax(np.r_[df["wait_of_service"].to_numpy(float), df["foreign_share"].to_numpy(float),
-                          [limit or 0.0, 0.1]])
+                          [0.1]])
     return _finish_time_plot(fig, ax, ctx, "share", "What the kernel saw, per window", 2,
                              ylim=(0, max(float(top) * 1.15, 0.1)))
+
+
+def fig_host_share(ctx: dict) -> str:
+    """Per window and device place: the measured mean R split into the system's part (below)
+    and the testbed's (the host's added latency beyond the run's own level, on top), with the
+    tolerance drawn above the system's part."""
+    df: pd.DataFrame = ctx["data"]["host_share"]
+    places = [p for p in sorted(df["place"].astype(str).unique())
+              if p.startswith("core") or p == "devices"]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    tol = ctx["evidence"].get("host_share") or {}
+    for i, place in enumerate(places):
+        g = df[df["place"].astype(str) == place].sort_values("start_s")
+        xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
+        system = g["system_ms"].to_numpy(float)
+        total = g["r_ms"].to_numpy(float)
+        color = CYCLE[i % len(CYCLE)]
+        ax.fill_between(xs, np.r_[system, system[-1:]], step="post", color=color, alpha=0.25,
+                        label=f"{place}: the system's part of mean R")
+        ax.fill_between(xs, np.r_[system, system[-1:]], np.r_[total, total[-1:]], step="post",
+                        color=RED, alpha=0.55 if i == 0 else 0.35,
+                        label=f"{place}: the testbed's part (host added)")
+        if tol.get("share") is not None or tol.get("ms") is not None:
+            lim = system + (tol["ms"] if tol.get("ms") is not None else tol["share"] * total)
+            ax.step(xs, np.r_[lim, lim[-1:]], where="post", color=color, ls="--", lw=1,
+                    label=f"{place}: tolerance ({tol['text']})")
+    top = np.nanmax(np.r_[df["r_ms"].to_numpy(float), [1.0]])
+    return _finish_time_plot(fig, ax, ctx, "mean R per window (ms)",
+                             "Response time: the system's part and the testbed's", 2,
+                             ylim=(0, float(top) * 1.2))
 
 
 def fig_cpu_cores(ctx: dict) -> str:
@@ -318,11 +345,17 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "CD node was measured alone during calibration (grey, t < 0); during the test its R_d should stay "
      "near that median. Windows where it rose above the threshold are shaded: there the host was "
      "contended.", fig_rd),
+    ("fig-host-share", "host_share", "How much of the response time the host added, per window",
+     "Each window's mean response time of the devices split in two: the system's part (light) "
+     "and the testbed's (red): the latency the host added per request beyond the run's own level "
+     "(run-queue wait, busy stretch or wake-up delay, whichever is largest). The dashed line is "
+     "the tolerance: a window whose added latency is beyond it with 95 % confidence is flagged "
+     "(shaded).", fig_host_share),
     ("fig-evidence", "evidence", "Host evidence: CPU wait and other processes, per window",
      "Solid: how long each place's threads waited for a CPU per request, as a share of the "
-     "requests' service time (devices pinned to one core share it, so some wait is normal; the "
-     "dashed line is the rule's threshold). Dotted: the share of the place's core that processes "
-     "outside this run used. "
+     "requests' service time (devices pinned to one core share it, so some wait is the run's "
+     "own: the amount above the run's own level is the host's, in the figure above). Dotted: "
+     "the share of the place's core that processes outside this run used. "
      "Shaded: flagged windows.", fig_evidence),
     ("fig-fleet-lag", "fleet", "Engine lag beside the devices' response times",
      "Top: per window, how late each engine loop read its devices' requests (solid) and ended "

@@ -358,6 +358,14 @@ class ContentionBlock(Record):
     median_shift: F = None
     max_ratio: F = None
     flagged_windows: list[FlaggedWindow] = Field(default_factory=list)
+    # how much the host added to the devices' response times (evidence.host_share; None in
+    # summaries written before it): the worst window's grade, the tolerance, the amounts
+    grade: Optional[Literal["none", "mild", "moderate", "severe"]] = None
+    tolerance: Optional[str] = None
+    added_ms: F = None                 # over the test, per request
+    added_share: F = None              # ... of the devices' mean response time
+    worst_added_ms: F = None           # the worst window's
+    worst_share: F = None
 
     @property
     def contended_s(self) -> float:
