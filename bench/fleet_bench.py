@@ -10,6 +10,7 @@ RSS beside it), with the engines' loop lag and timer lateness and the load avera
 host lock (testkit/hostlock.py) while it measures.
 
     .venv/bin/python bench/fleet_bench.py [--set duration_s=30] [--backend docker|process]
+    .venv/bin/python bench/fleet_bench.py --smoke   # 300 devices, 3 s, no host lock
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from scale_bench import Sampler, _leftovers  # noqa: E402  (bench/ is the script's directory)
 from testkit import hostlock  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
 from wotbench.labels import ROLE_LABEL  # noqa: E402
 from wotbench.monitor.recorder import container_cgroup_dirs  # noqa: E402
 
@@ -144,12 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="passed to wotbench run, e.g. duration_s=30")
     ap.add_argument("--backend", choices=["docker", "process"], default="docker")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args(argv)
+    if a.smoke:    # the same path through wotbench run, at a size that takes seconds
+        print(SMOKE_BANNER)
+        a.set = ["devices[0].count=300", "devices[0].rit.mean=1000", "gateways.count=1",
+                 "duration_s=3", "contention_detector.calibration_s=1"] + a.set
     if a.backend == "docker" and subprocess.run(["docker", "info"],
                                                 capture_output=True).returncode != 0:
         print("fleet bench skipped: `docker info` fails (no reachable Docker daemon)")
         return 0
-    hostlock.hold()
+    if not a.smoke:
+        hostlock.hold()
     print(f"fleet bench: {CONFIG.name} {' '.join(a.set)} on {a.backend} ...", flush=True)
     r = measure(a)
     la = lambda t: "/".join(f"{x:.1f}" for x in t)  # noqa: E731
