@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -23,6 +23,7 @@ help:
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
+	@echo "make bench-fleet                     configs/fleet-100k.yaml on Docker: warm-up, ready time, testbed loss, GE kept up, teardown, memory per device (FLEET_ARGS=\"--set duration_s=30\")"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
@@ -92,6 +93,11 @@ SIZES ?= 100,300,1000,1100
 PER_CONTAINER ?= auto
 bench-scale: build
 	@$(PY) bench/scale_bench.py --sizes $(SIZES) --per-container $(PER_CONTAINER)
+
+# 100 000 devices in wot-fleet engines (issue 29): prints the issue's figures, holds the host lock
+FLEET_ARGS ?=
+bench-fleet: build
+	@$(PY) bench/fleet_bench.py $(FLEET_ARGS)
 
 # faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
 # killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)

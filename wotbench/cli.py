@@ -76,6 +76,11 @@ def _cmd_plan(args) -> int:
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
     print_plan(plan)
+    from wotbench.deploy import fleet_capacity
+    from wotbench.runner.backends.docker.scalelimits import dockerd_nofile
+    sized, _ = fleet_capacity.for_host(cfg, dockerd_nofile(hard=True))
+    for line in fleet_capacity.describe(fleet_capacity.requirements(sized, plan)):
+        print(f"  wot-fleet {line}")
     out = plan.write(Path(args.out))   # a failed write: EnvironmentProblem naming the disk
     print(f"wrote {out}")
     return 0
@@ -83,7 +88,11 @@ def _cmd_plan(args) -> int:
 
 def _cmd_run(args) -> int:
     from wotbench.runner.backends.swarm.entry import run_config   # swarm: docs/CLUSTER.md
-    return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms)
+    if not args.set:
+        return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms)
+    from wotbench.sweep.overridden import overridden_config
+    with overridden_config(Path(args.config), args.set) as path:
+        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
 
 
 def _cmd_doctor(args) -> int:
@@ -193,7 +202,7 @@ CAPACITY_EXIT_CODES = """exit codes:
 
 def _set_arg(s) -> None:
     s.add_argument("--set", metavar="KEY=VALUE", action="append",
-                   help="a config key every run gets (the what-if), e.g. devices[*].network.loss.percent=2, "
+                   help="a config key every run gets (the what-if), e.g. duration_s=30, devices[*].network.loss.percent=2, "
                         "devices[0].service_time.mean=20 ([*]: every device group; repeatable)")
 
 
@@ -252,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="swarm: refuse the run when a node's clock offset (± its measurement "
                         "error) exceeds this; flag it when it drifts beyond (default: the "
                         "config's cluster.clock_bound_ms, 1)")
+    _set_arg(s)
     s.set_defaults(func=_cmd_run)
 
     s = sub.add_parser("sweep", help="run a series of tests varying config keys; writes a sweep report")

@@ -5,16 +5,25 @@ import ctypes
 from pathlib import Path
 from typing import Optional
 import os
+import resource
 import signal as _signal
 
 PR_SET_PDEATHSIG = 1
 
 
-def child_setup(cpus: set[int]):
-    """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed)."""
+def child_setup(cpus: set[int], nofile: Optional[int] = None):
+    """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed);
+    ``nofile``: raise RLIMIT_NOFILE to it (soft and hard; never lowered)."""
     def setup():
         if cpus:
             os.sched_setaffinity(0, cpus)
+        if nofile:
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft < nofile:   # a failure shows as the engine's own "raise ulimit -n" message
+                try:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, max(hard, nofile)))
+                except (ValueError, OSError):
+                    pass
         try:  # undo the harness's own nice (needs root or CAP_SYS_NICE; else all stay equal)
             os.setpriority(os.PRIO_PROCESS, 0, 0)
         except OSError:

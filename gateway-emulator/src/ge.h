@@ -202,6 +202,14 @@ size_t net_encode_request(uint8_t *buf, size_t cap, int non, int method, uint16_
                           const uint8_t token[8], const uint8_t *opts, size_t optlen,
                           size_t payload);
 int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+/* endpoint index by address (net.c): open addressing, at most half full; slot = endpoint + 1 */
+typedef struct {
+    uint32_t *slot;
+    size_t mask;
+} ep_index_t;
+int ep_index_add(ep_index_t *ix, const ge_t *g, size_t e); /* g->eps[e] is new; -1 OOM */
+int ep_index_build(const ge_t *g, ep_index_t *ix);          /* every endpoint; -1 OOM */
+int ep_index_find(const ge_t *g, const ep_index_t *ix, const struct sockaddr_storage *a);
 int net_find_ep(const ge_t *g, const struct sockaddr_storage *a); /* linear, pre-start only; -1 */
 void token_for(const ge_t *g, uint32_t idx, uint8_t out[8]);
 

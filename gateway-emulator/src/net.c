@@ -37,6 +37,70 @@ int addr_eq(const struct sockaddr_storage *a, const struct sockaddr_storage *b) 
            memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
 }
 
+/* endpoint index by address: 100 000 endpoints (wot-fleet devices) interned and found in O(1)
+ * instead of a scan of every endpoint each */
+static uint64_t addr_hash(const struct sockaddr_storage *a) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over family, port and address */
+    const uint8_t *p;
+    size_t n;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const void *)a;
+        p = (const uint8_t *)&s->sin_addr;
+        n = sizeof s->sin_addr;
+        h = (h ^ s->sin_port) * 1099511628211ULL;
+    } else {
+        const struct sockaddr_in6 *s = (const void *)a;
+        p = (const uint8_t *)&s->sin6_addr;
+        n = sizeof s->sin6_addr;
+        h = (h ^ s->sin6_port) * 1099511628211ULL;
+    }
+    h = (h ^ a->ss_family) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void ep_index_put(ep_index_t *ix, const ge_t *g, size_t e) {
+    size_t i = (size_t)addr_hash(&g->eps[e].addr) & ix->mask;
+    while (ix->slot[i])
+        i = (i + 1) & ix->mask;
+    ix->slot[i] = (uint32_t)e + 1;
+}
+
+int ep_index_add(ep_index_t *ix, const ge_t *g, size_t e) {
+    if (2 * (e + 1) > ix->mask) { /* keep it at most half full: rebuild twice as large */
+        ep_index_t big = {0};
+        size_t cap = ix->slot ? 2 * (ix->mask + 1) : 64;
+        while (cap < 4 * (e + 1))
+            cap <<= 1;
+        if (!(big.slot = calloc(cap, sizeof *big.slot)))
+            return -1;
+        big.mask = cap - 1;
+        for (size_t k = 0; k < e; k++)
+            ep_index_put(&big, g, k);
+        free(ix->slot);
+        *ix = big;
+    }
+    ep_index_put(ix, g, e);
+    return 0;
+}
+
+int ep_index_build(const ge_t *g, ep_index_t *ix) {
+    for (size_t e = 0; e < g->neps; e++)
+        if (ep_index_add(ix, g, e) < 0)
+            return -1;
+    return 0;
+}
+
+int ep_index_find(const ge_t *g, const ep_index_t *ix, const struct sockaddr_storage *a) {
+    if (!ix->slot)
+        return -1;
+    for (size_t i = (size_t)addr_hash(a) & ix->mask; ix->slot[i]; i = (i + 1) & ix->mask)
+        if (addr_eq(&g->eps[ix->slot[i] - 1].addr, a))
+            return (int)ix->slot[i] - 1;
+    return -1;
+}
+
 int net_find_ep(const ge_t *g, const struct sockaddr_storage *a) {
     for (size_t e = 0; e < g->neps; e++)
         if (addr_eq(&g->eps[e].addr, a))

@@ -89,6 +89,7 @@ typedef struct {
     long line;
     strmap_t uri_map;  /* full uri string -> uri index */
     size_t reqs_cap, uris_cap, eps_cap;
+    ep_index_t ep_ix; /* endpoint by address: each new URI finds its endpoint in O(1) */
     int clients_col; /* -1 not known yet, 0 no client column, 1 every line has one */
 } loader_t;
 
@@ -172,9 +173,9 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
             s6->sin6_port = htons(port);
         freeaddrinfo(res);
     }
-    for (size_t i = 0; i < g->neps; i++)
-        if (addr_eq(&g->eps[i].addr, &ss))
-            return (int)i;
+    int known = ep_index_find(g, &L->ep_ix, &ss);
+    if (known >= 0)
+        return known;
     if (g->neps >= 65535) {
         bad(L, "more than 65535 distinct endpoints, expected fewer");
         return -1;
@@ -189,6 +190,8 @@ static int endpoint_for(loader_t *L, const char *host, uint16_t port, int *is_li
     endpoint_t *e = &g->eps[g->neps];
     e->addr = ss;
     e->addrlen = sl;
+    if (ep_index_add(&L->ep_ix, g, g->neps) < 0)
+        return -1;
     return (int)g->neps++;
 }
 
@@ -598,6 +601,7 @@ int trace_read(ge_t *g, FILE *fp, const char *name) {
         rc = bad(&L, "too many requests, expected fewer than 2^32");
     free(buf);
     strmap_free(&L.uri_map);
+    free(L.ep_ix.slot);
     return rc;
 }
 

@@ -20,6 +20,10 @@
 #include "ge.h"
 
 #define WARMUP_ROUND_NS (100LL * NS_PER_MS)
+/* pings sent before the answers are read: keeps the RSTs of a burst within the socket's receive
+ * buffer (tens of thousands of endpoints answer a round faster than one poll() reads them) */
+#define WARMUP_BURST 256
+#define WARMUP_RCVBUF (4 << 20) /* asked for; the kernel caps it at net.core.rmem_max */
 
 static int open_any(int family) {
     int fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -37,7 +41,7 @@ static int open_any(int family) {
 }
 
 /* read every queued datagram; an empty RST (or ACK) from an endpoint marks it answered */
-static void collect(ge_t *g, int fd, uint8_t *answered, size_t *n_answered) {
+static void collect(ge_t *g, const ep_index_t *ix, int fd, uint8_t *answered, size_t *n_answered) {
     for (;;) {
         uint8_t buf[64];
         struct sockaddr_storage src;
@@ -47,7 +51,7 @@ static void collect(ge_t *g, int fd, uint8_t *answered, size_t *n_answered) {
             return;
         if (n < 4 || (buf[0] >> 6) != 1 || buf[1] != 0)
             continue;
-        int e = net_find_ep(g, &src);
+        int e = ep_index_find(g, ix, &src);
         if (e >= 0 && !answered[e]) {
             answered[e] = 1;
             (*n_answered)++;
@@ -108,19 +112,26 @@ int warmup_run(ge_t *g) {
     if (g->start_mono && deadline > g->start_mono - 20 * NS_PER_MS)
         deadline = g->start_mono - 20 * NS_PER_MS; /* never into the test */
     uint8_t *answered = calloc(g->neps ? g->neps : 1, 1);
+    ep_index_t ix = {0};
     int fd4 = open_any(AF_INET), fd6 = open_any(AF_INET6);
-    if (!answered || (fd4 < 0 && fd6 < 0)) {
+    if (!answered || ep_index_build(g, &ix) < 0 || (fd4 < 0 && fd6 < 0)) {
         fprintf(stderr, "gateway-emulator: warm-up: cannot open a socket: %s\n", strerror(errno));
         free(answered);
+        free(ix.slot);
         return 1;
     }
+    int rcvbuf = WARMUP_RCVBUF;
+    for (int k = 0; k < 2; k++)
+        if ((k ? fd6 : fd4) >= 0)
+            (void)setsockopt(k ? fd6 : fd4, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     progress_set(g, PG_ENDPOINTS, g->neps);
     size_t done = 0;
     int rounds = 0;
     uint16_t mid = 0;
     while (done < g->neps && !ge_stop_signal && mono_ns() < deadline) {
         rounds++;
-        for (size_t e = 0; e < g->neps; e++) {
+        size_t burst = 0;
+        for (size_t e = 0; e < g->neps && !ge_stop_signal; e++) {
             if (answered[e])
                 continue;
             int fd = g->eps[e].addr.ss_family == AF_INET ? fd4 : fd6;
@@ -129,6 +140,13 @@ int warmup_run(ge_t *g) {
             if (fd >= 0)
                 (void)sendto(fd, ping, sizeof ping, 0, (const struct sockaddr *)&g->eps[e].addr,
                              g->eps[e].addrlen);
+            if (++burst == WARMUP_BURST) { /* read the answers so far (non-blocking) */
+                burst = 0;
+                if (fd4 >= 0)
+                    collect(g, &ix, fd4, answered, &done);
+                if (fd6 >= 0)
+                    collect(g, &ix, fd6, answered, &done);
+            }
         }
         int64_t round_end = mono_ns() + WARMUP_ROUND_NS;
         if (round_end > deadline)
@@ -141,9 +159,9 @@ int warmup_run(ge_t *g) {
             if (poll(p, 2, (int)(left / NS_PER_MS) + 1) <= 0)
                 continue;
             if (fd4 >= 0)
-                collect(g, fd4, answered, &done);
+                collect(g, &ix, fd4, answered, &done);
             if (fd6 >= 0)
-                collect(g, fd6, answered, &done);
+                collect(g, &ix, fd6, answered, &done);
             progress_set(g, PG_ANSWERED, done);
         }
     }
@@ -158,5 +176,6 @@ int warmup_run(ge_t *g) {
                         "ping within %.0f ms (see warmup.json)\n",
                 g->neps - done, g->neps, (double)g->warmup.took_ns / 1e6);
     free(answered);
+    free(ix.slot);
     return rc;
 }

@@ -23,7 +23,7 @@ def build_on_host(log=print) -> list[str]:
                            "built there (start it: systemctl start docker)") from None
     from wotbench.cluster import agentimage
     try:
-        tags = images.ensure_images(client, binaries.ensure_binaries(log, hog=True), log)
+        tags = images.ensure_images(client, binaries.ensure_binaries(log, hog=True, fleet=True), log)
         agent = agentimage.ensure(client, log)   # backend: swarm's cell agent
     except WotbenchError as e:
         raise ClusterError(f"building WoTbench's images failed: {e}") from None

@@ -86,6 +86,11 @@ SMOKES = [
     Smoke("fleet_engine_bench.py", (rf"^\s+300 devices in 1 process\(es\) x 2 loops: ready after\s+{NUM} s; RSS",
                                     r"^  GE 0 outcomes \{'ok': 300, 'error': 0, 'timeout': 0",
                                     rf"^  timer lateness end-due : p50\s+{NUM}")),
+    Smoke("fleet_analysis_bench.py", (r"^generated 1000 devices", rf"^run 1: analyze {NUM} s")),
+    Smoke("fleet_bench.py", (r"^  devices 300 in 1 engines; warm-up: (\d+) of \1 targets answered",
+                             r"^  requests \d+, lost in the testbed 0, ",
+                             r"^  stop [\d.]+ s, teardown [\d.]+ s, left behind: none$"),
+          needs=("docker",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),

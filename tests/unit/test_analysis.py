@@ -25,10 +25,11 @@ def summary_of(run_dir, *args, **kw) -> dict:
 
 TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", "verdict",
             "monitor", "loss", "decomposition", "slo", "observe", "blockwise", "dtls", "http", "push",
-            "evidence", "sut_resources", "load"}
+            "evidence", "sut_resources", "load", "fleet"}
 SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf", "rt_cdf",
           "loss_over_time",
-          "rd_over_time", "cd_samples", "contention_windows", "evidence"}
+          "rd_over_time", "cd_samples", "contention_windows", "evidence", "per_device",
+          "host_share"}
 
 
 def _no_nan(x) -> bool:

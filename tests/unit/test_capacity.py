@@ -154,3 +154,16 @@ def test_a_run_stopped_by_a_signal_stops_the_search_and_keeps_what_was_found(tmp
     fixed = _threshold(37)
     assert _cap(tmp_path, fixed, resume=d)["answer"] == 36
     assert [_count(c) for c in fixed.calls] == [20, 40, 30, 35, 37, 36]
+
+
+def test_the_answer_says_how_much_of_the_latency_was_the_testbeds():
+    from wotbench.capacity.search import testbed_note
+    steps = [{"value": 16, "testbed_ms": 0.05, "testbed_share": 0.008,
+              "testbed_worst_share": 0.02},
+             {"value": 32, "testbed_ms": 1.2, "testbed_share": 0.2, "testbed_worst_share": 0.4}]
+    assert testbed_note(steps, "devices[0].count", 16) == (
+        " At devices[0].count = 16 the host added 0.05 ms per request (0.8 % of the devices' "
+        "response time; the worst window 2.0 %).")
+    # no amount measured at the answer (a summary before the host share): nothing claimed
+    assert testbed_note([{"value": 16, "testbed_ms": None}], "k", 16) == ""
+    assert testbed_note(steps, "k", None) == ""

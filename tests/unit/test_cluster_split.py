@@ -102,3 +102,22 @@ def test_lpt_bound_holds(loads, cores):
     even = sum(loads) / sum(cores)
     worst = max(c.load_per_core for c in s.cells)
     assert worst <= even + max(loads) / min(cores) + 1e-9
+
+
+def test_fleet_engines_move_whole_and_do_not_count_against_process_device_limits():
+    from wotbench.config.load import config_from_dict
+    cfg = config_from_dict({"name": "t", "gateways": {"count": 4}, "devices": [
+        {"group": "m", "count": 200_000, "engine": "fleet", "per_container": 20_000,
+         "mode": "sleep", "rit": {"dist": "exponential", "mean": 10000}},
+        {"group": "p", "count": 30, "engine": "process"}]})
+    units = units_from_config(cfg)
+    engines = [u for u in units if u.fleet]
+    assert len(engines) == 10 and all(len(u.devices) == 20_000 for u in engines)
+    assert sum(u.process_devices for u in units) == 30
+    # nodes whose limits carry 20 process devices each take 200 000 engine devices
+    s = split(units, [Cell(node=n, device_cores=1, max_devices=20) for n in "abc"])
+    assert sum(len(c.devices) for c in s.cells) == 200_030
+    assert all(c.process_devices <= 20 for c in s.cells)
+    assert sorted(len([x for x in c.containers if "fleet" in x]) for c in s.cells) == [3, 3, 4]
+    with pytest.raises(EnvironmentProblem, match="room for"):   # 30 process devices do not fit 2x10
+        split(units, [Cell(node=n, device_cores=1, max_devices=10) for n in "ab"])

@@ -58,3 +58,14 @@ def test_backlog_raised_for_a_bridge_of_many_ports(tmp_path):
     assert s.wanted == hl.BACKLOG_PER_PORT * 1006
     p.write_text("100000\n")
     assert hl.backlog_plan(1006, path=p) == []           # never lowered
+
+
+def test_conntrack_is_raised_for_the_flows_a_run_adds_to_those_in_use(tmp_path):
+    from wotbench.runner.hostlimits import conntrack_plan
+    mx, count = tmp_path / "max", tmp_path / "count"
+    mx.write_text("262144\n")
+    count.write_text("40000\n")
+    (s,) = conntrack_plan(200_000, mx, count)        # 100 000 engine devices, 2 flows each
+    assert (s.name, s.before, s.wanted) == ("net.netfilter.nf_conntrack_max", 262144, 440000)
+    assert conntrack_plan(50_000, mx, count) == []    # 40 000 + 100 000 fit
+    assert conntrack_plan(1, tmp_path / "none", count) == []   # no conntrack: nothing to do

@@ -6,9 +6,9 @@ from wotbench.preflight import capacity, costs
 from wotbench.preflight.capacity import HostLimit
 
 
-def cfg(count, rit_ms=1000.0, threads=1):
+def cfg(count, rit_ms=1000.0, threads=1, engine="process"):
     return config_from_dict({"name": "t", "devices": [
-        {"group": "s", "count": count, "threads": threads, "mode": "sleep",
+        {"group": "s", "count": count, "threads": threads, "mode": "sleep", "engine": engine,
          "rit": {"dist": "exponential", "mean": rit_ms}}]})
 
 
@@ -44,20 +44,16 @@ def test_the_request_rate_needs_device_cores():
     assert f"the {len(plan.device_cores)} device core(s)" in found[0] and "3 device cores are needed" in found[0]
 
 
-def test_a_lighter_form_is_counted_with_its_own_costs_and_named_as_a_fix(monkeypatch):
-    fleet = costs.FormCost(form="fleet", tasks_per_device=0, tasks_per_thread=0,
-                           fds_per_device=1, memory_bytes_per_device=16 << 10, ports_per_device=1,
-                           addresses_per_device=1, requests_per_core_s=200_000,
-                           devices_per_process=100_000, tasks_per_process=4, fds_per_process=16)
-    monkeypatch.setitem(costs.FORMS, "fleet", fleet)
+def test_the_engine_form_is_counted_with_its_own_costs_and_named_as_a_fix():
     big = cfg(100_000, rit_ms=10_000)
     plan = make_plan(big, cores=[0, 1, 2, 3])
     assert "or devices[].engine: fleet" in capacity.problems(big, plan, LIMITS)[0]
-    monkeypatch.setattr(costs, "form_of", lambda g: "fleet")
-    monkeypatch.setattr(capacity, "form_of", lambda g: "fleet")
-    monkeypatch.setattr(capacity, "cost_of", lambda g: fleet)
-    assert capacity.demand(big)["fleet"][1].tasks == 4
-    assert capacity.problems(big, plan, LIMITS) == []
+    for engine in ("fleet", "auto"):       # auto: the engine above its size (deploy.fleet)
+        in_engine = cfg(100_000, rit_ms=10_000, engine=engine)
+        n, need = capacity.demand(in_engine)["fleet"]
+        assert n == 100_000 and need.tasks == costs.FLEET.need(100_000).tasks < 100
+        assert need.memory_bytes < 2 << 30          # 16 KiB a device, not 1.2 MiB
+        assert capacity.problems(in_engine, make_plan(in_engine, cores=[0, 1, 2, 3]), LIMITS) == []
 
 
 def test_cgroup_pids_limit_v1_and_v2(tmp_path):

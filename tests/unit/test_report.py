@@ -10,7 +10,9 @@ import pytest
 from report_fixture import make_run
 from wotbench.report import ReportError, main, render, render_html
 
-FIGURE_IDS = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-evidence", "fig-cpu-cores", "fig-cpu-containers"]
+# fig-host-share: the host's share of R per window (issue 31), a new figure of every analysed run
+FIGURE_IDS = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-host-share", "fig-evidence",
+              "fig-cpu-cores", "fig-cpu-containers"]
 
 
 def _figure(html: str, fid: str) -> str:

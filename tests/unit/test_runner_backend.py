@@ -15,6 +15,7 @@ from wotbench.netimpair import DeviceTarget
 from wotbench.rundir import BridgeRecord, HostRecord
 from wotbench.runner import backend as b
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.backends.docker.backend import DockerBackend, DockerKind
 from wotbench.runner.hogspec import HogSpec
 from wotbench.runner.backends.process.backend import ProcessBackend, ProcessKind
@@ -24,7 +25,7 @@ from wotbench.runner.backends.process import loopslot
 PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Stressor, b.ImpairTargets, b.Describer)
 # the names backend.py imports only for type checking
 TYPE_NAMES = {"Config": Config, "DeviceTarget": DeviceTarget, "BridgeRecord": BridgeRecord,
-              "DeviceRun": DeviceRun, "GeRun": GeRun, "HogSpec": HogSpec, "Program": Program}
+              "DeviceRun": DeviceRun, "GeRun": GeRun, "FleetRun": FleetRun, "HogSpec": HogSpec, "Program": Program}
 
 
 def _methods(proto) -> dict[str, inspect.Signature]:

@@ -39,3 +39,15 @@ def test_pods_carry_more_devices_than_one_device_containers():
 def test_unreadable_limits_are_left_out():
     lims = sl.host_limits(read=lambda p: None, dockerd_nofile=lambda: None)
     assert lims == [] and sl.too_small(10_000, 10_000, lims) == []
+
+
+def test_engine_devices_cost_conntrack_flows_but_no_tasks():
+    lims = sl.host_limits(read=lambda p: {"/proc/sys/kernel/pid_max": 32768,
+                                          "/proc/sys/kernel/threads-max": 60000,
+                                          "/proc/sys/net/netfilter/nf_conntrack_max": 262144}.get(p),
+                          dockerd_nofile=lambda: 1048576)
+    assert sl.too_small(1, 4, lims, fleet_devices=100_000) == []     # 2 fleets: 4 containers
+    short = sl.too_small(1, 4, lims, fleet_devices=200_000)
+    assert [lim.setting for lim in short] == ["net.netfilter.nf_conntrack_max"]
+    msg = sl.message(1, 4, short, fleet_devices=200_000)
+    assert "and 200000 engine devices" in msg and "2 per engine device" in msg

@@ -35,10 +35,10 @@ def _manifest(tmp_path: Path, scenario: str) -> Path:
 @pytest.mark.parametrize("scenario, message", [
     ("  - {name: V-a, config: c.yaml, expect: episodes, antagonist: {kind: fork-bomb, core: 1, "
      "start_s: 5, duration_s: 5}}\n",
-     "scenario V-a: antagonist.kind: must be busy-loop, container-hog, second-run, got 'fork-bomb'"),
+     "scenario V-a: antagonist.kind: must be busy-loop, duty-loop, container-hog, second-run, got 'fork-bomb'"),
     ("  - {name: V-b, config: c.yaml, expect: episodes, antagonist: {kind: busy-loop, core: gpu, "
      "start_s: 5, duration_s: 5}}\n",
-     "scenario V-b: antagonist.core: must be device, ge or a core number >= 0, got 'gpu'"),
+     "scenario V-b: antagonist.core: must be device, ge, all or a core number >= 0, got 'gpu'"),
     ("  - {name: V-c, config: c.yaml, expect: episodes, antagonist: {kind: busy-loop, core: -1, "
      "start_s: 5, duration_s: 5}}\n", "scenario V-c: antagonist.core"),
     ("  - {name: V-d, config: c.yaml, expect: episodes, antagonist: {kind: busy-loop, core: 1, "

@@ -19,6 +19,20 @@ int csv_fail(const char *file, long line, const char *what, const char *expected
     return -1;
 }
 
+int csv_next_line(FILE *fp, const char *file, char **line, size_t *cap, long *ln) {
+    ssize_t len;
+    while ((len = getline(line, cap, fp)) >= 0) {
+        ++*ln;
+        if ((size_t)len != strlen(*line))
+            return csv_fail(file, *ln, "NUL byte in line", "text");
+        while (len > 0 && ((*line)[len - 1] == '\n' || (*line)[len - 1] == '\r'))
+            (*line)[--len] = '\0';
+        if (len > 0 && (*line)[0] != '#')
+            return 1;
+    }
+    return 0;
+}
+
 /* Parses a decimal integer field; returns 0 on success. */
 int csv_parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
     if (*s < '0' || *s > '9')
@@ -177,17 +191,12 @@ int resources_read(FILE *fp, const char *file, struct resource_set *out) {
     size_t lcap = 0, cap = 0;
     long ln = 0;
     int seen_header = 0, rc = 0, want = 4;
-    ssize_t len;
-    while ((len = getline(&line, &lcap, fp)) >= 0) {
-        ln++;
-        if ((size_t)len != strlen(line)) {
-            rc = csv_fail(file, ln, "NUL byte in line", "text");
+    int got;
+    while ((got = csv_next_line(fp, file, &line, &lcap, &ln)) != 0) {
+        if (got < 0) {
+            rc = -1;
             break;
         }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0 || line[0] == '#')
-            continue;
         if (!seen_header) {
             if (strcmp(line, HEADER_OBS) == 0)
                 want = MAX_FIELDS;

@@ -42,6 +42,11 @@ void resources_free(struct resource_set *rs);
 int csv_fail(const char *file, long line, const char *what, const char *expected);
 /* a decimal integer 0..max, nothing else; 0 ok, -1 bad */
 int csv_parse_uint(const char *s, unsigned long long max, unsigned long long *out);
+/* the next line of fp that is neither blank nor a '#' comment, without its line end, in *line
+   (getline's buffer); *ln counts every line read. Returns 1 with a line, 0 at the end, -1 after
+   csv_fail for a NUL byte in the line. */
+#include <stdio.h>
+int csv_next_line(FILE *fp, const char *file, char **line, size_t *cap, long *ln);
 /* splits line at commas in place into f[0..max); returns the number of fields (may be > max) */
 int csv_split(char *line, char **f, int max);
 

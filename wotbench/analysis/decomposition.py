@@ -111,14 +111,16 @@ def _stats(codes: np.ndarray, frame: pd.DataFrame, i: Optional[int]) -> dict[str
     return block
 
 
-def split_block(frame: pd.DataFrame, names: list[str], cd: Optional[CdSplit] = None
-                ) -> SplitBlock:
-    """The ``decomposition`` block for the frame of :func:`split` (the CD node's, when given)."""
+def split_block(frame: pd.DataFrame, names: list[str], cd: Optional[CdSplit] = None,
+                detail: bool = True) -> SplitBlock:
+    """The ``decomposition`` block for the frame of :func:`split` (the CD node's, when given;
+    ``detail`` False: no per-device block)."""
     codes = frame["code"].to_numpy(np.int64)
     return SplitBlock.model_validate(json_clean({
         "definition": DEFINITION, "overall": _stats(codes, frame, None),
         "per_device": {name: _stats(codes, frame, i)
-                       for i, name in enumerate(names) if (codes == i).any()}})).model_copy(
+                       for i, name in enumerate(names if detail else [])
+                       if (codes == i).any()}})).model_copy(
         update={"cd": cd})
 
 

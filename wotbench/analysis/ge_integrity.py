@@ -44,7 +44,7 @@ from wotbench.rundir.ge_files import GeSummary
 from wotbench.rundir.summary import (ClosedLoopIntegrity, GeDeviceIntegrity, GeIntegrity,
                                      LagStats, RitStats)
 
-from wotbench.analysis.stats import cdf_points, fnum, ks_distance
+from wotbench.analysis.stats import cdf_points, fnum, grouped_stats, ks_distance
 
 RULE_TEXT = ("kept_up unless, with confidence 1 - alpha, more than max_late_share of sends were "
              "later (or earlier) than their device's tolerance = max(rel_tolerance x median "
@@ -81,8 +81,9 @@ def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]
     # one scale per device: its median positive expected RIT (NaN: none, e.g. a single request);
     # rows and RIT pairs are sorted by device, so each device's RITs are one slice
     dev_ids = np.unique(dev)
-    scales = np.array([np.median(e[e > 0]) if (e > 0).any() else math.nan
-                       for e in np.split(exp, np.searchsorted(rit_dev, dev_ids[1:]))])
+    pos = exp > 0   # each device's median positive expected RIT, one grouped sort for all
+    scales = grouped_stats(np.searchsorted(dev_ids, rit_dev[pos]), exp[pos], len(dev_ids),
+                           [0.5])["quantiles"][:, 0] if len(dev_ids) else np.zeros(0)
     row_scale = scales[np.searchsorted(dev_ids, dev)]
     rit_scale = scales[np.searchsorted(dev_ids, rit_dev)]
     tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
@@ -179,15 +180,16 @@ def _split_by_device(a: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray
 
 
 def ge_integrity(req: pd.DataFrame, ge_id: str, dev_names: dict[int, str],
-                 p: GeIntegrityParams, summary: Optional[GeSummary] = None
+                 p: GeIntegrityParams, summary: Optional[GeSummary] = None, detail: bool = True
                  ) -> tuple[GeIntegrity, pd.DataFrame, pd.DataFrame]:
     """Integrity block of one GE + its RIT CDF and lag CDF series. ``summary``: the GE's
-    summary.json (its ``interrupted`` and ``wait``); None for requests without a GE file."""
+    summary.json (its ``interrupted`` and ``wait``); None for requests without a GE file;
+    ``detail`` False: no per-device blocks (the pooled rule still judges every send)."""
     if summary is not None and summary.closed_loop is not None:
         return closed_integrity(req, ge_id, p, summary)
     a = _rit_arrays(req, p)
     per_dev = {}
-    if len(a["device"]):
+    if len(a["device"]) and detail:
         for d, arrays in _split_by_device(a).items():
             per_dev[dev_names.get(d, f"dev-{d}")] = _block(arrays, p)
     block = GeIntegrity(

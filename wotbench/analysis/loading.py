@@ -28,7 +28,7 @@ from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.workload.trace_io import read_resources as _read_resources_checked
 
-from wotbench.analysis import killed
+from wotbench.analysis import fleet_load, killed
 from wotbench.analysis.errors import AnalysisError
 
 OUTCOMES = ("ok", "error", "timeout", "reset", "unsent")
@@ -175,6 +175,7 @@ class DeviceInfo:
     log_summary: DeviceSummary | None = None     # device-summary.json
     notify_log: pd.DataFrame | None = None   # notify-log.csv (observable resources only)
     push: pd.DataFrame | None = None         # push-requests.csv (devices[].push only)
+    fleet: str | None = None                 # the wot-fleet engine hosting it (its log is there)
 
 
 @dataclass
@@ -188,6 +189,8 @@ class RunData:
     test_start_ns: int
     duration_s: float
     warnings: list[str] = field(default_factory=list)
+    # the wot-fleet engines by name (fleet_load.py): their devices' logs in one frame each
+    fleets: dict[str, fleet_load.FleetData] = field(default_factory=dict)
 
 
 def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
@@ -325,6 +328,13 @@ def load_run(run_dir: str | Path) -> RunData:
         else:
             _load_device_files(rd, dev, d.resources, warnings)
         devices[d.name] = dev
+    # run.json fleets[]: the devices of the wot-fleet engines, listed in each one's files
+    fleets = {f.name: fleet_load.load_fleet(rd, f, read_model, warnings) for f in run.fleets}
+    resources = fleet_load.ResourceReader(read_resources)
+    for f in run.fleets:
+        for name, dev_id, res in fleet_load.members(rd, f, fleets[f.name], resources, warnings):
+            devices[name] = DeviceInfo(name=name, id=dev_id, group=f.group, fleet=f.name,
+                                       resources=res)
     warnings.extend(third_party_notes(third_party))
 
     cd = None
@@ -342,4 +352,5 @@ def load_run(run_dir: str | Path) -> RunData:
         spans = [g.requests["scheduled_ns"].max() / 1e9 for g in ges if len(g.requests)]
         duration = float(max(spans, default=0.0)) or 1.0
     return RunData(run_dir=run_dir, run=run, ges=ges, cd_ge=cd_ge, devices=devices, cd=cd,
-                   test_start_ns=int(test_start), duration_s=float(duration), warnings=warnings)
+                   test_start_ns=int(test_start), duration_s=float(duration), warnings=warnings,
+                   fleets=fleets)

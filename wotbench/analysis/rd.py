@@ -27,7 +27,7 @@ rejects it and it is counted as unmatched).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -53,18 +53,23 @@ def service_times_ms(req: pd.DataFrame, codes: np.ndarray,
     n_cat = len(cats) + 1
     pcode = req["path"].cat.codes.to_numpy(np.int64)
     keys, vals, wild = [], [], np.full(len(resources), np.nan)
+    users: dict[int, list[int]] = {}    # a frame many devices share (a fleet's) is looked up once
+    frames: dict[int, pd.DataFrame] = {}
     for c, res in enumerate(resources):
-        if res is None or len(res) == 0:
-            continue
+        if res is not None and len(res):
+            users.setdefault(id(res), []).append(c)
+            frames[id(res)] = res
+    for key, res in frames.items():
+        cs = np.asarray(users[key], np.int64)
         paths = res["path"].astype(str).to_numpy()
         s_ms = res["service_time_us"].to_numpy(np.float64) / 1e3
         star = paths == "*"
         if star.any():
-            wild[c] = s_ms[star][0]
+            wild[cs] = s_ms[star][0]
         idx = cats.get_indexer(paths[~star])
         ok = idx >= 0
-        keys.append(c * n_cat + idx[ok])
-        vals.append(s_ms[~star][ok])
+        keys.append(np.add.outer(cs * n_cat, idx[ok]).ravel())
+        vals.append(np.tile(s_ms[~star][ok], len(cs)))
     out = wild[codes] if len(codes) else np.zeros(0)
     k = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
     if len(k):   # (no resource path among the requested ones: nothing to look up)
@@ -99,13 +104,33 @@ def _token_rows(req: pd.DataFrame, salts: dict[str, int]) -> dict[int, tuple[int
     return out
 
 
-def _join_by_token(req: pd.DataFrame, codes: np.ndarray, c: int, lg: pd.DataFrame,
+_HEX = np.full(256, -1, np.int64)
+_HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
+_HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
+_HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
+
+
+def token_words(token: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The high and low 32-bit words of 8-byte hex tokens, vectorised (high -1: not a GE
+    token: empty, another length, not hex)."""
+    tok = token.astype(object).where(token.notna(), "")
+    ok = (tok.str.len() == 16).to_numpy()
+    digits = _HEX[np.frombuffer(tok.to_numpy()[ok].astype("S16").tobytes(), np.uint8)
+                  ].reshape(-1, 16)
+    good = (digits >= 0).all(axis=1)
+    weights = np.int64(16) ** np.arange(7, -1, -1, dtype=np.int64)
+    hi, lo = np.full(len(token), -1, np.int64), np.zeros(len(token), np.int64)
+    rows = np.flatnonzero(ok)[good]
+    hi[rows] = digits[good, :8] @ weights
+    lo[rows] = digits[good, 8:] @ weights
+    return hi, lo
+
+
+def _join_by_token(req: pd.DataFrame, codes: np.ndarray, c: int | np.ndarray, lg: pd.DataFrame,
                    tokens: dict[int, tuple[int, np.ndarray]], test_start_ns: int) -> pd.DataFrame:
-    """Exact join of one device's log rows that carry a GE token (salt_hi, salt_lo ^ index)."""
-    tok = lg["token"].astype(object).where(lg["token"].notna(), "").astype(str).to_numpy()
-    ok = np.char.str_len(tok.astype(str)) == 16
-    hi = np.array([int(t[:8], 16) if o else -1 for t, o in zip(tok, ok)], np.int64)
-    lo = np.array([int(t[8:], 16) if o else 0 for t, o in zip(tok, ok)], np.int64)
+    """Exact join of log rows that carry a GE token (salt_hi, salt_lo ^ index); ``c``: the
+    device's code, or each row's (a fleet's log holds many devices)."""
+    hi, lo = token_words(lg["token"])
     rows = np.full(len(lg), -1, np.int64)
     for salt_hi, (salt_lo, lut) in tokens.items():
         m = hi == salt_hi
@@ -113,8 +138,9 @@ def _join_by_token(req: pd.DataFrame, codes: np.ndarray, c: int, lg: pd.DataFram
         r = np.where(i < len(lut), lut[np.minimum(i, len(lut) - 1)], -1)
         rows[np.flatnonzero(m)] = r
     keep = rows >= 0
-    keep[keep] &= codes[rows[keep]] == c          # the token names a request to this device
-    return pd.DataFrame({"row": rows[keep], "code": c,
+    c = np.broadcast_to(np.asarray(c, np.int64), rows.shape)
+    keep[keep] &= codes[rows[keep]] == c[keep]    # the token names a request to this device
+    return pd.DataFrame({"row": rows[keep], "code": c[keep],
                          "arrival": lg["arrival_ns"].to_numpy(np.int64)[keep] - test_start_ns,
                          "start": lg["start_ns"].to_numpy(np.float64)[keep] - test_start_ns,
                          "end": lg["end_ns"].to_numpy(np.float64)[keep] - test_start_ns,
@@ -133,7 +159,9 @@ def _stamp_cols(lg: pd.DataFrame, keep: np.ndarray | slice, test_start_ns: int) 
 
 def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceInfo | None],
                      test_start_ns: int, timeout_ms: float, p: RdParams,
-                     salts: dict[str, int] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+                     salts: dict[str, int] | None = None,
+                     fleet_logs: Sequence[tuple[np.ndarray, pd.DataFrame]] = ()
+                     ) -> tuple[pd.DataFrame, dict[str, int]]:
     """Match device-log rows to GE rows. Returns (matched frame, counters).
 
     A log that records the request tokens (wot-device's ``token`` column) is joined exactly:
@@ -142,6 +170,8 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
     docstring). Matched frame columns: row (position in ``req``), code, arrival, start, end,
     arrival_k, dev_sent (float ns relative to the test start; start/end NaN for requests no
     worker served, arrival_k/dev_sent NaN where the log has no such stamp).
+    ``fleet_logs``: each wot-fleet engine's log (every device in one frame) with each row's
+    device code (-1: a device outside ``devices``), joined by the same rules in one go.
     """
     cats = req["path"].cat.categories
     n_cat = len(cats) + 1
@@ -149,18 +179,18 @@ def join_device_logs(req: pd.DataFrame, codes: np.ndarray, devices: list[DeviceI
     exact = []
     log_rows = 0
     tokens = _token_rows(req, salts or {})
-    for c, dev in enumerate(devices):
-        if dev is None or dev.log is None or len(dev.log) == 0:
+    per_device = [(c, dev.log) for c, dev in enumerate(devices)
+                  if dev is not None and dev.log is not None and len(dev.log)]
+    for c, lg in per_device + [(fc, flg) for fc, flg in fleet_logs if len(flg)]:
+        if tokens and "token" in lg.columns:
+            log_rows += len(lg)
+            exact.append(_join_by_token(req, codes, c, lg, tokens, test_start_ns))
             continue
-        if tokens and "token" in dev.log.columns:
-            log_rows += len(dev.log)
-            exact.append(_join_by_token(req, codes, c, dev.log, tokens, test_start_ns))
-            continue
-        lg = dev.log
         log_rows += len(lg)
         pc = cats.get_indexer(lg["path"].astype(str).to_numpy())
         logs.append(pd.DataFrame({
-            "key": np.where(pc >= 0, c * n_cat + pc, -1).astype(np.int64),
+            "key": np.where((pc >= 0) & (np.asarray(c) >= 0), c * n_cat + pc, -1
+                            ).astype(np.int64),
             "arrival": lg["arrival_ns"].to_numpy(np.int64) - test_start_ns,
             "start": lg["start_ns"].to_numpy(np.float64) - test_start_ns,   # NaN: not served
             "end": lg["end_ns"].to_numpy(np.float64) - test_start_ns,
@@ -250,12 +280,14 @@ def decomposition(req: pd.DataFrame, matched: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str
+def _stats_rows(codes: np.ndarray, v: np.ndarray, n: int, unit: str, detail: bool = True
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     m = ~np.isnan(v)
     qs = list(RD_QS.values())
-    g = grouped_stats(codes[m], v[m], n, qs)
     a = grouped_stats(np.zeros(int(m.sum()), np.int64), v[m], 1, qs)
+    if not detail:
+        return [], row_stats(a, 0, RD_QS, unit)
+    g = grouped_stats(codes[m], v[m], n, qs)
     return [row_stats(g, i, RD_QS, unit) for i in range(n)], row_stats(a, 0, RD_QS, unit)
 
 
@@ -275,14 +307,16 @@ def cd_rd(cd: pd.DataFrame, name: str) -> CdRd:
 
 
 def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFrame,
-             counters: dict[str, int], has_s: np.ndarray, cd: Optional[CdRd] = None) -> RdBlock:
-    """The ``rd`` block of summary.json for the main devices (and the CD node's, when given)."""
+             counters: dict[str, int], has_s: np.ndarray, cd: Optional[CdRd] = None,
+             detail: bool = True) -> RdBlock:
+    """The ``rd`` block of summary.json for the main devices (and the CD node's, when given;
+    ``detail`` False: no per-device block)."""
     n = len(names)
-    per_rd, all_rd = _stats_rows(codes, rd, n, "")
+    per_rd, all_rd = _stats_rows(codes, rd, n, "", detail)
     dec_codes = dec["code"].to_numpy(np.int64)
-    per_dec = {k: _stats_rows(dec_codes, dec[k].to_numpy(), n, "_ms") for k in DECOMP}
+    per_dec = {k: _stats_rows(dec_codes, dec[k].to_numpy(), n, "_ms", detail) for k in DECOMP}
     per_device = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if detail else []):
         per_device[name] = {
             "rd": per_rd[i],
             "decomposition_ms": {k: per_dec[k][0][i] for k in DECOMP},
@@ -297,8 +331,9 @@ def rd_block(rd: np.ndarray, codes: np.ndarray, names: list[str], dec: pd.DataFr
 
 
 def rd_series(req: pd.DataFrame, rd: np.ndarray, codes: np.ndarray, names: list[str],
-              window_s: float, label_all: str = "all") -> pd.DataFrame:
-    """R_d per window (of the scheduled send, relative to the test start) per device + 'all'."""
+              window_s: float, label_all: str = "all", detail: bool = True) -> pd.DataFrame:
+    """R_d per window (of the scheduled send, relative to the test start) per device + 'all'
+    (``detail`` False: 'all' only)."""
     m = ~np.isnan(rd)
     cols = ["window_start_s", "window_end_s", "device", "count", "p50_rd", "p95_rd", "mean_rd"]
     if not m.any():
@@ -310,7 +345,8 @@ def rd_series(req: pd.DataFrame, rd: np.ndarray, codes: np.ndarray, names: list[
     v = rd[m]
     c = codes[m]
     frames = []
-    for grp, ng, is_dev in ((c * nw + wi, len(names) * nw, True), (wi, nw, False)):
+    for grp, ng, is_dev in ((c * nw + wi, len(names) * nw, True), (wi, nw, False))[
+            0 if detail else 1:]:
         g = grouped_stats(grp, v, ng, [0.5, 0.95])
         keep = np.nonzero(g["count"] > 0)[0]
         widx = keep % nw if is_dev else keep

@@ -121,8 +121,10 @@ def _outcome_block(counts: np.ndarray, requests: int, duration_s: float) -> dict
 
 
 def compute_responses(req: pd.DataFrame, codes: np.ndarray, names: list[str],
-                      duration_s: float) -> tuple[Overall, dict[str, DeviceResponses]]:
-    """The ``overall`` and ``per_device`` blocks of summary.json."""
+                      duration_s: float, detail: bool = True
+                      ) -> tuple[Overall, dict[str, DeviceResponses]]:
+    """The ``overall`` and ``per_device`` blocks of summary.json (``detail`` False: no
+    per-device block, ``AnalysisParams.per_device_max``)."""
     n = len(names)
     oc_codes = req["outcome"].cat.codes.to_numpy(np.int64)
     counts = np.zeros((n, len(OUTCOMES)), dtype=np.int64)
@@ -139,7 +141,7 @@ def compute_responses(req: pd.DataFrame, codes: np.ndarray, names: list[str],
         first = pd.DataFrame({"c": codes, "g": req["ge"].astype(str).to_numpy()}).drop_duplicates("c")
         ge_of_device = dict(zip(first["c"].tolist(), first["g"].tolist()))
     per_device: dict[str, Any] = {}
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if detail else []):
         block = _outcome_block(counts[i], int(counts[i].sum()), duration_s)
         block["ge"] = ge_of_device.get(i)
         block["response_time_ms"] = {k: row_stats(rt[k][0], i) for k in rt}
@@ -160,8 +162,10 @@ def _add_counts(counts: np.ndarray, codes: np.ndarray, oc_codes: np.ndarray) -> 
     counts += flat.reshape(counts.shape)
 
 
-def response_series(req: pd.DataFrame, codes: np.ndarray, names: list[str]) -> pd.DataFrame:
-    """Per second (of the scheduled send, relative to the test start) and device (+ 'all')."""
+def response_series(req: pd.DataFrame, codes: np.ndarray, names: list[str],
+                    detail: bool = True) -> pd.DataFrame:
+    """Per second (of the scheduled send, relative to the test start) and device (+ 'all';
+    ``detail`` False: 'all' only)."""
     sec = np.floor(req["sched"].to_numpy() / 1e9)
     rows = []
     if len(req) == 0:
@@ -173,7 +177,7 @@ def response_series(req: pd.DataFrame, codes: np.ndarray, names: list[str]) -> p
     qs = list(SERIES_QS.values())
     n = len(names)
     for label, grp, ngroups in (("dev", codes * n_sec + s_idx, n * n_sec),
-                                ("all", s_idx, n_sec)):
+                                ("all", s_idx, n_sec))[0 if detail else 1:]:
         cols = {}
         for key, col in (("", "rt_sent_ms"), ("_sched", "rt_sched_ms")):
             v = req[col].to_numpy()

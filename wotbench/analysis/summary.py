@@ -13,9 +13,13 @@ import pandas as pd
 
 from wotbench.analysis import blockwise as blkm
 from wotbench.detector import evidence as evid
+from wotbench.detector import loop_lag
 from wotbench.detector import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
+from wotbench.analysis import fleet as fleetm
+from wotbench.analysis.per_device import per_device_table
+from wotbench.analysis import fleet_load
 from wotbench.analysis import http as httpm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import http_proxy as proxy_http
@@ -36,6 +40,7 @@ from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegri
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
+from wotbench.detector.tolerance import verdict_params
 from wotbench.workload import httpproxy
 from wotbench.rundir.values import json_clean
 
@@ -113,6 +118,33 @@ def _ge_sends(req: pd.DataFrame, cd_req: Optional[pd.DataFrame], ge_block: GeInt
     return out
 
 
+def _answered(req: pd.DataFrame, codes: np.ndarray, names: list[str],
+              cd_req: Optional[pd.DataFrame], run: RunData) -> pd.DataFrame:
+    """The answered requests (device, sent_ns absolute, rt_ms): the R the host's share is of."""
+    frames = []
+    for df, dev in ((req, np.asarray(names, object)[codes] if len(codes) else np.zeros(0, object)),
+                    (cd_req, None)):
+        if df is None or not len(df):
+            continue
+        ok = (df["outcome"].astype(str) == "ok").to_numpy() & np.isfinite(
+            df["sent"].to_numpy(np.float64))
+        name = dev[ok] if dev is not None else (run.cd.name if run.cd else "cd-node")
+        frames.append(pd.DataFrame({"device": name,
+                                    "sent_ns": df["sent"].to_numpy(np.float64)[ok] + run.test_start_ns,
+                                    "rt_ms": df["rt_sent_ms"].to_numpy(np.float64)[ok]}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["device", "sent_ns", "rt_ms"])
+
+
+def _evidence_params(p: AnalysisParams, run: RunData):
+    """The evidence parameters with the config's ``verdict:`` (tolerance) in them."""
+    v = verdict_params(RunDir(run.run_dir).config_resolved, run.warnings)
+    if v is None:
+        return p.evidence
+    mine = v.model_dump(include={"tolerance_share", "tolerance_ms", "confidence"})
+    return p.evidence.model_copy(update={"verdict": p.evidence.verdict.model_copy(update=mine)})
+
+
 def _loss_reason(loss: LossBlock) -> str:
     c = loss.by_cause
     legs = ", ".join(f"{n} {what}" for n, what in (
@@ -159,6 +191,8 @@ def _verdict(run: RunData, overall: Overall, ge_block: GeIntegrityBlock,
         notes.append(f"contention {contention.status.replace('_', ' ')}: {contention.reason}")
     elif contention.evidence_missing:   # "none", on part of the evidence: say which
         notes.append("no contention seen; " + cont.missing_text(contention.evidence_missing))
+    elif contention.grade is not None:  # "none": say how much the host added, within tolerance
+        notes.append("the host's share within the tolerance: " + (contention.reason or ""))
     notes.extend(contention.notes)
     notes.extend("push verify: " + v.describe() for v in run.run.push_verify
                  if v.found < v.expected)     # the platform lost devices (devices[].push)
@@ -193,9 +227,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # the run's figures count the devices' own test requests beside the GEs' (issue 23)
     push_req, push_codes = pushmerge.test_rows(run, names)
     all_req, all_codes = pushmerge.merge(req, codes, push_req, push_codes)
-    overall, per_device = resp.compute_responses(all_req, all_codes, names, run.duration_s)
+    # a fleet's 10^4-10^5 devices: per-device figures in series/per_device.csv only
+    detail = len(names) <= p.per_device_max
+    if not detail:
+        run.warnings.append(f"{len(names)} devices > per_device_max {p.per_device_max}: the "
+                            "per-device figures are in series/per_device.csv, not summary.json")
+    overall, per_device = resp.compute_responses(all_req, all_codes, names, run.duration_s,
+                                                 detail)
     series: dict[str, pd.DataFrame] = {}
-    series["response_times"] = resp.response_series(all_req, all_codes, names)
+    series["response_times"] = resp.response_series(all_req, all_codes, names, detail)
     series["outcomes"], series["outcomes_over_time"] = resp.outcome_series(all_req, all_codes,
                                                                            names)
     series["rt_cdf"] = resp.rt_cdf_series(all_req)
@@ -206,7 +246,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     ge_col = req["ge"].astype(str).to_numpy() if len(req) else np.zeros(0, object)
     for g in run.ges:
         sub = dtlsm.integrity_view(req[ge_col == g.ge_id], g, run.test_start_ns)
-        b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary)
+        b, rc, lc = gei.ge_integrity(sub, g.ge_id, id_to_name, p.ge, g.summary, detail)
         per_ge[g.ge_id] = b
         rit_cdfs.append(rc)
         lag_cdfs.append(lc)
@@ -241,10 +281,15 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # a forward proxy sends its own tokens to the devices: join its runs by path and time
     salts = {g.ge_id: g.summary.salt for g in run.ges
              if g.summary.salt is not None and run.run.proxy is None}
+    code_of = {n: i for i, n in enumerate(names)}
+    fleet_logs = [(fleet_load.device_codes(f, code_of), f.log) for f in run.fleets.values()
+                  if f.log is not None]
     matched, counters = rdm.join_device_logs(req, codes, dev_infos, run.test_start_ns,
-                                             timeout_ms, p.rd, salts)
+                                             timeout_ms, p.rd, salts, fleet_logs)
     dec = rdm.decomposition(req, matched)
-    has_log = np.array([d is not None and d.log is not None for d in dev_infos], bool)
+    logged_fleets = {f.name for f in run.fleets.values() if f.log is not None}
+    has_log = np.array([d is not None and (d.log is not None or d.fleet in logged_fleets)
+                        for d in dev_infos], bool)
     cause = lossm.classify(req, matched, has_log, codes, timeout_ms)
     if http_proxy:
         cause = proxy_http.reclassify(cause, req, matched, has_log[codes] if len(codes) else
@@ -259,7 +304,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     # the join is the GEs' requests to device logs: the devices' own requests have none
     counters["ok_requests"] = int((req["outcome"].astype(str) == "ok").sum())
     counters["ok_requests_matched"] = int(len(dec))
-    rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s)]
+    rd_frames = [rdm.rd_series(req, rd, codes, names, p.rd.window_s, detail=detail)]
     split_frame = decomp.split(req, matched, s_ms)
 
     # CD node
@@ -276,21 +321,35 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         rd_frames.append(cd_series[cd_series["device"] == cd_name])
         series["cd_samples"] = cd[["t_s", "phase", "outcome", "rt_ms", "rd"]]
         cd_split = _cd_split(run, cd_req, cd, timeout_ms, p)
-    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms), cd_rd_block)
-    split_block = decomp.split_block(split_frame, names, cd_split)
+    rd_block = rdm.rd_block(rd, codes, names, dec, counters, ~np.isnan(s_ms), cd_rd_block,
+                            detail)
+    split_block = decomp.split_block(split_frame, names, cd_split, detail)
+    series["per_device"] = per_device_table(names, all_req, all_codes, rd, codes, split_frame,
+                                            loss)
     series["rd_over_time"] = pd.concat([f for f in rd_frames if len(f)], ignore_index=True) \
         if any(len(f) for f in rd_frames) else rd_frames[0]
 
     contention, windows = cont.assess(cd, run.duration_s, p.contention)
     series["contention_windows"] = windows
+    fleet_block, fleet_series, loop_lags = fleetm.analyse(
+        run, names, p.contention.window_s or p.rd.window_s, p.evidence.loop_lag_ms)
+    if fleet_series is not None:
+        series["fleet_lag"] = fleet_series
     evidence, series["evidence"] = evid.assess(
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
-        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s, p.evidence)
+        run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s,
+        _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run))
+    if loop_lags:   # the engines' loops: evidence of their own (detector/loop_lag.py)
+        evidence = loop_lag.apply(evidence, loop_lags, run.test_start_ns)
+        series["evidence"] = evid.series(evidence)
+    series["host_share"] = evid.host_share_series(evidence)
+    fleet_block = fleetm.with_flags(fleet_block, evidence)
     contention = cont.combine(contention, evidence)
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
+    groups.update({n: d.group for n, d in run.devices.items() if d.fleet and d.group})
     slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
     answered: dict[str, int] = {}
     for name, d in per_device.items():
@@ -347,7 +406,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, http=httpm.analyse(run, req),
                    push=pushm.analyse(run),
-                   evidence=evidence, sut_resources=sut_block, load=load_block), series
+                   evidence=evidence, sut_resources=sut_block, load=load_block,
+                   fleet=fleet_block), series
 
 
 # series a figure draws point by point: full precision, so the report shows the exact values

@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
-from wotbench.capacity.search import CapacitySearch
+from wotbench.capacity.search import CapacitySearch, testbed_note
 from wotbench.rundir import Summary
 from wotbench.cluster.answer import hosts_text
 from wotbench.config.slo import Objective
@@ -204,7 +204,9 @@ class SloSearch(CapacitySearch):
         result = super().run()
         result["slo"] = self.p.get("slo")
         result["outcome"] = outcome(result)
-        result["conclusion"] = result["outcome"]["sentence"]
+        # how much of the latency at the answer's point was the testbed's
+        result["conclusion"] = result["outcome"]["sentence"] + testbed_note(
+            result["steps"], result["key"], result["answer"])
         result["policy"] = (f"Each setting ran {self.p['repeats']} time(s). A setting is unfaithful "
                             "when at least half of its runs had a verdict other than trustworthy; "
                             "else it meets the SLOs when more than half of its faithful runs met "

@@ -44,7 +44,7 @@ KEEP = ("numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "pydantic", "pyd
 STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip",
                "lib2to3", "__phello__"}
 SKIP_DIRS = {"tests", "__pycache__"}    # a package's own tests; bytecode (recompiled on import)
-PROGRAMS = (binaries.GE, binaries.DEVICE, binaries.HOG, binaries.WARDEN)
+PROGRAMS = (binaries.GE, binaries.DEVICE, binaries.HOG, binaries.WARDEN, binaries.FLEET)
 
 
 def _walk(root: Path, skip: set[str]) -> Iterator[Path]:

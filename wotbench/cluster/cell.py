@@ -62,7 +62,7 @@ def missing_images(client) -> list[str]:
     from wotbench.runner import binaries
     from wotbench.runner.backends.docker.images import image_tag
     out = []
-    for comp in (binaries.GE, binaries.DEVICE, binaries.HOG):
+    for comp in (binaries.GE, binaries.DEVICE, binaries.HOG, binaries.FLEET):
         t = image_tag(comp.name, comp.binary())
         try:
             client.images.get(t)

@@ -1,7 +1,8 @@
 """Which devices run in which cell: whole pods (or lone devices) to cells, balancing the
 offered load per device core; deterministic; every device keeps its global name and id.
 
-A pod never spans two cells (its devices share one container and address). The offered load
+A pod or a wot-fleet engine never spans two cells (its devices share one container and
+address); an engine's devices do not count against a node's limit of process devices. The offered load
 of a device is its request rate times its group's mean service time (erlangs: how many
 servers it keeps busy on average), so a cell with twice the device cores takes about twice the
 load. Assignment is "longest processing time first": units by decreasing load, each to the
@@ -16,17 +17,25 @@ from pydantic import BaseModel, Field
 
 from wotbench.config.distributions import make_distribution
 from wotbench.config.schema import Config
+from wotbench.deploy import fleet
 from wotbench.deploy.resolve import device_addresses
 from wotbench.detector.sizing import group_request_rates
 from wotbench.errors import EnvironmentProblem
 
 
 class Unit(BaseModel, frozen=True):
-    """What moves as a whole: a pod, or a device in its own container."""
+    """What moves as a whole: a pod, a device in its own container, or a wot-fleet engine."""
     container: str
     devices: tuple[str, ...]        # global device names, config order
     device_ids: tuple[int, ...]     # their global ids (the trace's device column)
     load: float = Field(ge=0)       # offered load, erlangs
+    # an engine's devices are sockets in one process: no task or container each, so a node's
+    # limit of process devices (Cell.max_devices) does not count them
+    fleet: bool = False
+
+    @property
+    def process_devices(self) -> int:
+        return 0 if self.fleet else len(self.devices)
 
 
 class Cell(BaseModel, frozen=True):
@@ -43,6 +52,7 @@ class CellShare(BaseModel):
     devices: list[str] = []
     device_ids: list[int] = []
     load: float = 0.0
+    process_devices: int = 0     # of ``devices``, those not in wot-fleet engines
 
     @property
     def load_per_core(self) -> float:
@@ -73,9 +83,11 @@ def units_from_config(cfg: Config, recorded: Optional[dict[int, int]] = None) ->
     by_container: dict[str, list] = {}
     for d in device_addresses(cfg):
         by_container.setdefault(d.container or d.name, []).append(d)
+    in_fleet = {g.group for i, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, i)}
     return [Unit(container=c, devices=tuple(d.name for d in ds),
                  device_ids=tuple(d.id for d in ds),
-                 load=sum(rate(d) * service_s[d.group] for d in ds))
+                 load=sum(rate(d) * service_s[d.group] for d in ds),
+                 fleet=ds[0].group in in_fleet)
             for c, ds in by_container.items()]
 
 
@@ -92,7 +104,8 @@ def split(units: Sequence[Unit], cells: Sequence[Cell]) -> Split:
     order = sorted(units, key=lambda u: (-u.load, -len(u.devices), min(u.device_ids, default=0)))
     for u in order:
         room = [(k, s) for k, (s, c) in enumerate(zip(shares, cells))
-                if c.max_devices is None or len(s.devices) + len(u.devices) <= c.max_devices]
+                if c.max_devices is None
+                or s.process_devices + u.process_devices <= c.max_devices]
         if not room:
             raise EnvironmentProblem(_no_room(u, shares, cells))
         _, best = min(room, key=lambda ks: ((ks[1].load + u.load) / ks[1].device_cores,
@@ -101,6 +114,7 @@ def split(units: Sequence[Unit], cells: Sequence[Cell]) -> Split:
         best.containers.append(u.container)
         best.devices.extend(u.devices)
         best.device_ids.extend(u.device_ids)
+        best.process_devices += u.process_devices
         best.load += u.load
     first = {u.container: min(u.device_ids, default=0) for u in units}
     for s in shares:   # global order inside each cell: the trace slice follows it
@@ -114,7 +128,7 @@ def split(units: Sequence[Unit], cells: Sequence[Cell]) -> Split:
 
 
 def _no_room(u: Unit, shares: list[CellShare], cells: Sequence[Cell]) -> str:
-    room = ", ".join(f"{c.node} has room for {c.max_devices - len(s.devices)} more"
+    room = ", ".join(f"{c.node} has room for {c.max_devices - s.process_devices} more"
                      for s, c in zip(shares, cells) if c.max_devices is not None)
     return (f"{u.container} ({len(u.devices)} device(s)) fits in no cell: {room}. Fix: add a "
             "node (label it wotbench.cell=true), raise the nodes' limits (wotbench doctor on "

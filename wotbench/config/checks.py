@@ -15,9 +15,10 @@ from wotbench.config import http as http_spec
 from wotbench.config import loadloop
 from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
-from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, NOTIFY_DISTS, Config, DeviceGroup
+from wotbench.config.schema import (MAX_DATAGRAM_PAYLOAD, MAX_PER_CONTAINER, NOTIFY_DISTS, Config,
+                                    DeviceGroup)
 from wotbench.config.slo import group_problems as slo_group_problems
-from wotbench.deploy import pods
+from wotbench.deploy import fleet, pods
 from wotbench.deploy.addressing import capacity as address_capacity
 from wotbench.deploy.addressing import describe_capacity
 
@@ -41,12 +42,17 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
             if g.payload_bytes > MAX_DATAGRAM_PAYLOAD:
                 problems.append(f"devices[{i}].payload_bytes: {g.payload_bytes} with observe, expected "
                                 f"at most {MAX_DATAGRAM_PAYLOAD} (notifications are one datagram)")
-        if g.per_container not in ("auto", 1) and pods.ineligible_why(cfg, g):
+        if g.per_container != "auto" and g.per_container > MAX_PER_CONTAINER \
+                and not fleet.is_fleet(cfg, i):
+            problems.append(f"devices[{i}].per_container: {g.per_container}, expected 'auto' or "
+                            f"an integer 1..{MAX_PER_CONTAINER} (more only with engine: fleet)")
+        elif g.per_container not in ("auto", 1) and pods.ineligible_why(cfg, g):
             problems.append(f"devices[{i}].per_container: {g.per_container}, expected 1 or 'auto': "
                             + pods.ineligible_why(cfg, g))
         if g.observe is not None and g.third_party:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
+    problems.extend(fleet.problems(cfg))
     problems.extend(push_problems(cfg, base_dir))
     if cfg.gateways.retransmit and cfg.gateways.message_type == "non":
         problems.append("gateways.retransmit: true with message_type non: RFC 7252 retransmits "

@@ -117,6 +117,10 @@ SECTIONS: list[Section] = [
             "The contention detector: a node with a fixed service time probed by its own GE "
             "([DETECTOR.md](DETECTOR.md); evidence for the defaults: "
             "[VALIDATION.md](VALIDATION.md))."),
+    Section("verdict", schema.VerdictSpec,
+            "How much the testbed may add to a response time before a window is untrustworthy "
+            "([DETECTOR.md](DETECTOR.md) \"The host's share\": the amount per window, its "
+            "confidence bound, the grades none / mild / moderate / severe)."),
     Section("placement", schema.Placement,
             "Which cores the run uses and how components are pinned to them "
             "(`wotbench plan CONFIG` shows the result; small hosts: [SCALE.md](SCALE.md))."),
@@ -150,11 +154,12 @@ SECTIONS: list[Section] = [
 VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (schema.DeviceGroup, "methods"): "keys GET, PUT, POST, DELETE (PATCH: protocol http); "
                                      "weights ≥ 0, not all 0",
-    (schema.DeviceGroup, "per_container"): "`auto` or 1..64",
+    (schema.DeviceGroup, "per_container"): "`auto` or 1..64 (engine fleet: 1..55 000)",
     (schema.DeviceGroup, "external"): "HOST:PORT each (`[v6]:port`); one string is a list of one",
     (schema.DeviceGroup, "paths"): "no spaces, commas or quotes; a leading / is dropped",
     (schema.Gateways, "block_size"): "16, 32, 64, 128, 256, 512 or 1024",
     (schema.ContentionDetector, "service_time_ms"): "`auto` or > 0",
+    (schema.VerdictSpec, "tolerance"): "a share of R 0 < x < 1, `N %` or `N ms` (N > 0)",
     (schema.Placement, "cpus"): "`all` or a non-empty list of distinct core ids ≥ 0",
     (schema.Network, "subnet"): "IPv4, at most /28; room for the devices",
     (schema.Observe, "interval"): "dist deterministic, uniform, exponential or normal",

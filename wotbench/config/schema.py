@@ -36,6 +36,7 @@ NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads
+MAX_FLEET_PER_CONTAINER = 55000  # engine devices on one container address: one port each from 5683
 MAX_CLIENTS = 60000             # GE client endpoints: its socket index is 16 bits (wotbench.config.loadloop)
 THINK_DISTS = ("deterministic", "exponential", "uniform")   # think times the GE samples itself
 
@@ -150,7 +151,16 @@ class DeviceGroup(_Model):
         "costs the runtime ≈ 0.27 CPU-s to start, docs/SCALE.md); or 1..64. Always 1 for "
         "`server`/`external` groups and for groups whose `network` impairments tc applies "
         "(`pumba`/`netem`: a pod's devices would share one link); an explicit N > 1 there is "
-        "refused")
+        "refused. With `engine: fleet`: devices per engine, 1..55 000 (one port each on "
+        "Docker); `auto` = as many as one process may open sockets on this host "
+        "(RLIMIT_NOFILE hard limit; dockerd's on Docker), at most 55 000")
+
+    engine: Literal["auto", "process", "fleet"] = Field(
+        "auto", description="how the group's devices run: `process` (one wot-device process "
+        "each, alone or in pods), `fleet` (thousands of devices per wot-fleet event-driven "
+        "engine process, each its own UDP endpoint: docs/FLEET.md), `auto` = fleet when the run "
+        "has more devices than the process form carries on one host and the group uses only "
+        "what the engine supports (wotbench.deploy.fleet), else process")
 
     # bring your own system under test (wotbench.config.byo)
     server: Optional[byo.ServerSpec] = Field(
@@ -204,8 +214,9 @@ class DeviceGroup(_Model):
     def _per_container(cls, v: Any) -> Any:
         if v == "auto":
             return v
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_PER_CONTAINER:
-            raise ValueError(f"must be 'auto' or an integer 1..{MAX_PER_CONTAINER}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_FLEET_PER_CONTAINER:
+            raise ValueError(f"must be 'auto' or an integer 1..{MAX_PER_CONTAINER} (with engine: "
+                             f"fleet 1..{MAX_FLEET_PER_CONTAINER}), got {v!r}")
         return v
 
     @field_validator("methods", mode="before")
@@ -324,6 +335,23 @@ class ContentionDetector(_Model):
         return float(v)
 
 
+class VerdictSpec(_Model):
+    tolerance: Any = Field(
+        0.05, description="how much the testbed may add to a response time, per request: a "
+        "share of the window's mean R (`0.05`, `5 %`) or milliseconds (`0.5 ms`); a window is "
+        "beyond it when the lower confidence bound of the added latency is "
+        "(docs/DETECTOR.md \"The host's share\")")
+    confidence: float = Field(0.95, gt=0.5, lt=1.0,
+                              description="one-sided confidence of that bound")
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerance(cls, v: Any) -> Any:
+        from wotbench.detector.tolerance import parse_tolerance
+        parse_tolerance(v)
+        return v
+
+
 class Placement(_Model):
     cpus: Any = Field("all", description="cores to use: `all` or a list of core ids")
     reserved_os_cores: int = Field(
@@ -419,6 +447,8 @@ class Config(_Model):
     gateways: Gateways = Field(default_factory=Gateways, description="the gateway emulators")
     contention_detector: ContentionDetector = Field(default_factory=ContentionDetector,
                                                     description="the contention detector")
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec,
+                                 description="how much the testbed may add (the graded verdict)")
     placement: Placement = Field(default_factory=Placement, description="the cores")
     network: Network = Field(default_factory=Network, description="the run's networks")
     monitor: Monitor = Field(default_factory=Monitor, description="the resource monitor")

@@ -221,8 +221,9 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
                         "with the devices (a core of their own needs 2 device cores)")
     # pinning to a single core is the same as sharing it (not a compromise)
     affinity = cfg.placement.affinity if len(device_cores) > 1 else "shared"
-    if affinity == "pinned":   # round robin over containers: a pod's devices share its core
-        where = [s.address_index for s in slots(cfg)]
+    if affinity == "pinned":   # round robin over containers: a pod's (a fleet's) devices share its core
+        order: dict[str, int] = {}
+        where = [order.setdefault(s.container, len(order)) for s in slots(cfg)]
         devices = {name: str(device_cores[where[i] % len(device_cores)])
                    for i, name in enumerate(names)}
     else:

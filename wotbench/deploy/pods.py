@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from wotbench.config.schema import MAX_PER_CONTAINER, Config, DeviceGroup
+from wotbench.deploy import fleet
 from wotbench.deploy.addressing import device_name
 
 
@@ -57,27 +58,40 @@ def ineligible_why(cfg: Config, g: DeviceGroup) -> str:
 
 
 def group_sizes(cfg: Config) -> list[int]:
-    """Devices per container of every group, ``auto`` resolved."""
-    total = cfg.total_devices
+    """Devices per container of every group, ``auto`` resolved (a fleet group: per fleet,
+    :mod:`wotbench.deploy.fleet`)."""
+    in_fleets = [fleet.is_fleet(cfg, i) for i in range(len(cfg.devices))]
+    total = sum(g.count for g, f in zip(cfg.devices, in_fleets) if not f)   # process devices
     auto = 1 if total <= AUTO_MAX_CONTAINERS else min(math.ceil(total / AUTO_MAX_CONTAINERS),
                                                       MAX_PER_CONTAINER)
     out = []
-    for g in cfg.devices:
+    for g, in_fleet in zip(cfg.devices, in_fleets):
         k = g.per_container
-        out.append(int(k) if k != "auto" else (auto if eligible(cfg, g) else 1))
+        if in_fleet:
+            out.append(fleet.fleet_size(g.count, fleet.most_per_fleet(g)))
+        else:
+            out.append(int(k) if k != "auto" else (auto if eligible(cfg, g) else 1))
     return out
 
 
 def slots(cfg: Config) -> list[Slot]:
-    """Every device's slot, in config order (the order of ``Config.device_names``)."""
+    """Every device's slot, in config order (the order of ``Config.device_names``). A fleet
+    device on a loopback subnet (the process backend) has an address of its own."""
     out: list[Slot] = []
     index = 0
-    for g, k in zip(cfg.devices, group_sizes(cfg)):
+    own = fleet.own_addresses(cfg.network.subnet)
+    for gi, (g, k) in enumerate(zip(cfg.devices, group_sizes(cfg))):
+        in_fleet = fleet.is_fleet(cfg, gi)
         for i in range(g.count):
             j, pos = divmod(i, k)
-            alone = k == 1
-            out.append(Slot(container=device_name(g.group, i) if alone else pod_name(g.group, j),
-                            address_index=index, port_offset=pos))
+            alone = k == 1 and not in_fleet
+            name = fleet.fleet_name(g.group, j) if in_fleet else \
+                device_name(g.group, i) if alone else pod_name(g.group, j)
+            if in_fleet and own:
+                out.append(Slot(container=name, address_index=index, port_offset=0))
+                index += 1
+                continue
+            out.append(Slot(container=name, address_index=index, port_offset=pos))
             if pos == k - 1 or i == g.count - 1:
                 index += 1
     return out

@@ -2,7 +2,8 @@
 (:mod:`wotbench.config.schema`) and the placement (:mod:`wotbench.deploy.plan`).
 
 - :func:`resolve` fills the contention detector's ``auto`` values
-  (:func:`wotbench.detector.sizing.resolve_cd`) and ``gateways.wait`` from a placement plan;
+  (:func:`wotbench.detector.sizing.resolve_cd`), ``devices[].engine``
+  (:func:`wotbench.deploy.fleet.engine_of`) and ``gateways.wait`` from a placement plan;
 - :func:`device_addresses` / :func:`cd_node_address`: every device's name, group, trace id and
   IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.deploy.addressing`);
 - :func:`dump_resolved` writes ``config.resolved.yaml``.
@@ -21,6 +22,7 @@ from wotbench.deploy.addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
 from wotbench.config import dtls as dtls_spec
+from wotbench.deploy.fleet import engine_of
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.detector.sizing import resolve_cd
 from wotbench.deploy.pods import address_count, slots
@@ -35,6 +37,8 @@ def resolve(cfg: Config, plan: Optional[Plan] = None, *,
     from ``plan`` (busy when each GE has a dedicated core, else hybrid; planned on ``cores``,
     default this host's, when no plan is given)."""
     out = resolve_cd(cfg)
+    for i, g in enumerate(out.devices):   # engine: auto decided (wotbench.deploy.fleet)
+        g.engine = engine_of(cfg, i)
     if out.gateways.wait == "auto":
         out.gateways.wait = (plan or make_plan(cfg, cores=cores)).ge_wait
     return out

@@ -43,6 +43,7 @@ from wotbench.csvcheck import read_optional_csv
 from wotbench.deploy.plan import parse_cpuset
 from scipy.stats import binom
 
+from wotbench.detector import hostshare
 from wotbench.rundir import GeIntegrityParams, RunDir, RunRecord
 from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
                                       Flag, PlaceWindow, WindowEvidence)
@@ -86,12 +87,14 @@ class Places:
     def __init__(self, run: RunRecord):
         self.of: dict[str, str] = {}
         self.core_of: dict[str, list[int]] = {}
+        self.workers: dict[str, int] = {d.name: int(d.threads or 1) for d in run.devices}
         for d in run.devices:
             cores = parse_cpuset(d.cpuset) if d.cpuset else []
             place = f"core {d.cpuset}" if cores else "devices"
             self.of[d.name] = place
             self.core_of[place] = cores
         if run.cd_node is not None:
+            self.workers[run.cd_node.name] = int(run.cd_node.threads or 1)
             self.of[run.cd_node.name] = "cd-node"
             self.core_of["cd-node"] = parse_cpuset(run.cd_node.cpuset) if run.cd_node.cpuset else []
         for g in run.ges + ([run.cd_ge] if run.cd_ge else []):
@@ -134,13 +137,29 @@ def _component_deltas(cg: Optional[pd.DataFrame], edges_ns: np.ndarray
     return out
 
 
+def _queue_excess_ms(lg: pd.DataFrame, s_us: np.ndarray, workers: int) -> np.ndarray:
+    """Per log row: its end minus its end on a device of its own (hostshare.replay_ends), ms;
+    NaN where S or a stamp is unknown."""
+    out = np.full(len(lg), np.nan)
+    arr = pd.to_numeric(lg.get("arrival_kernel_ns", lg["arrival_ns"]), errors="coerce")
+    arr = arr.where(arr > 0, lg["arrival_ns"]).to_numpy(np.float64)
+    end = lg["end_ns"].to_numpy(np.float64)
+    ok = np.isfinite(arr) & np.isfinite(end) & np.isfinite(s_us)
+    idx = np.flatnonzero(ok)
+    order = idx[np.argsort(arr[idx], kind="stable")]
+    ends = hostshare.replay_ends(arr[order], s_us[order] * 1e3, workers)
+    out[order] = (end[order] - ends) / 1e6
+    return out
+
+
 def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFrame],
                   places: Places, edges_ns: np.ndarray) -> dict[str, dict[str, list]]:
     """place -> measure -> per interval arrays: requests, stretch values, wake-up delays."""
     n = len(edges_ns) - 1
     out: dict[str, dict[str, list]] = defaultdict(
         lambda: {"requests": [0] * n, "service_us": [0.0] * n, "served": [0] * n,
-                 "stretch": [[] for _ in range(n)], "wakeup": [[] for _ in range(n)]})
+                 "stretch": [[] for _ in range(n)], "stretch_ms": [[] for _ in range(n)],
+                 "wakeup": [[] for _ in range(n)], "queue_ms": [[] for _ in range(n)]})
     for name, lg in logs.items():
         place = places.of.get(name)
         if place is None or lg is None or not len(lg):
@@ -160,14 +179,24 @@ def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFram
             for i, v in zip(idx[known], s_all[known]):
                 m["service_us"][int(i)] += float(v)
                 m["served"][int(i)] += 1
+            modes = set(res["mode"].astype(str)) if "mode" in res.columns else {"busy"}
+            workers = places.workers.get(name, 1)
+            # a busy device of several workers shares one CPU in the real deployment too:
+            # its queue cannot be replayed with parallel servers
+            if "end_ns" in lg.columns and (workers == 1 or modes == {"sleep"}):
+                q = _queue_excess_ms(lg, s_all, workers)
+                ok = inside & np.isfinite(q)
+                for i, v in zip(idx[ok], q[ok]):
+                    m["queue_ms"][int(i)].append(float(v))
         if res is not None and len(res) and "start_ns" in lg.columns:
             busy = res[res["mode"].astype(str) == "busy"]
             s_us = dict(zip(busy["path"].astype(str), busy["service_time_us"].astype(float)))
             s = lg["path"].astype(str).map(s_us).to_numpy(np.float64)
             wall = (lg["end_ns"].to_numpy(np.float64) - lg["start_ns"].to_numpy(np.float64)) / 1e3
             ok = inside & np.isfinite(s) & (s > 0) & np.isfinite(wall) & (wall > 0)
-            for i, v in zip(idx[ok], wall[ok] / s[ok]):
+            for i, v, x in zip(idx[ok], wall[ok] / s[ok], (wall[ok] - s[ok]) / 1e3):
                 m["stretch"][int(i)].append(float(v))
+                m["stretch_ms"][int(i)].append(float(x))
         if "arrival_kernel_ns" in lg.columns:
             k = pd.to_numeric(lg["arrival_kernel_ns"], errors="coerce").to_numpy(np.float64)
             ok = inside & np.isfinite(k) & (k > 0)
@@ -250,6 +279,20 @@ def _send_lag_flag(pw: PlaceWindow, s: GeSends, p: EvidenceParams) -> Optional[F
         f"{pw.lag_p99_ms:.2f} ms): their core did not run them on time"))
 
 
+def _measures_text(pw: PlaceWindow, their: str) -> str:
+    """The kernel's measures behind an amount: "; waited for the CPU 2.10 ms per request, 41 %
+    of their 5.10 ms service time (38 % of their CPU time); busy service stretched x1.40"."""
+    out = ""
+    if pw.wait_ms_per_request is not None and pw.wait_of_service is not None:
+        out += (f"; waited for the CPU {pw.wait_ms_per_request:.2f} ms per request, "
+                f"{_pct(pw.wait_of_service)} of {their} {pw.service_ms_per_request:.2f} ms "
+                f"service time" + (f" ({_pct(pw.wait_share)} of {their} CPU time)"
+                                   if pw.wait_share is not None else ""))
+    if pw.stretch_p50 is not None:
+        out += f"; busy service stretched x{pw.stretch_p50:.2f} (median; p90 x{pw.stretch_p90:.2f})"
+    return out
+
+
 def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
            push_devices: Optional[dict[str, GeSends]] = None) -> list[Flag]:
     push_devices = push_devices or {}
@@ -262,24 +305,20 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
         their = "their" if devices else "its"
         if pw.requests < p.min_requests:
             continue
-        if pw.wait_of_service is not None and pw.wait_of_service >= p.wait_of_service:
-            out.append(Flag(rule="cpu_wait", place=pw.place, text=(
-                f"{where} waited for the CPU {pw.wait_ms_per_request:.2f} ms per request, "
-                f"{_pct(pw.wait_of_service)} of {their} {pw.service_ms_per_request:.2f} ms service "
-                f"time" + (f" ({_pct(pw.wait_share)} of {their} CPU time)"
-                           if pw.wait_share is not None else ""))))
-        if pw.stretch_p50 is not None and pw.stretch_p50 >= p.stretch_p50:
-            out.append(Flag(rule="stretch", place=pw.place, text=(
-                f"busy service on {where.removeprefix('devices on ')} stretched "
-                f"x{pw.stretch_p50:.2f} (median; "
-                f"p90 x{pw.stretch_p90:.2f})")))
+        if pw.beyond_tolerance:
+            rule = pw.added_by if pw.added_by in ("cpu_wait", "stretch", "wakeup", "queueing") \
+                else "cpu_wait"
+            out.append(Flag(rule=rule, place=pw.place, text=hostshare.describe_window(
+                pw, where, p.verdict) + _measures_text(pw, their)))
         if pw.place in push_devices and pw.late_share is not None:
             flag = _send_lag_flag(pw, push_devices[pw.place], p)
             if flag is not None:
                 out.append(flag)
     by_run: dict[tuple[int, str], float] = defaultdict(float)
     for a in w.antagonists:
-        if a.owner_kind == "wotbench":
+        # another run's components (its run id known); a harness of unknown run is named with
+        # the other processes, and its effect is in the host's share like theirs
+        if a.owner_kind == "wotbench" and a.owner:
             by_run[(a.core, a.owner)] += a.share
     for (core, run), share in sorted(by_run.items()):
         if share >= p.other_run_share:
@@ -290,7 +329,8 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
     if out:   # name what else ran on the cores where the run lost time
         cores = {c for f in out for c in places.core_of.get(f.place, [])}
         named = [f"core {a.core}: {describe(a)} used {a.share:.2f} of the core"
-                 for a in w.antagonists if a.owner_kind != "wotbench" and a.core in cores]
+                 for a in w.antagonists if not (a.owner_kind == "wotbench" and a.owner)
+                 and a.core in cores]
         if named:
             out[0].text += "; " + "; ".join(named)
     return out
@@ -298,24 +338,29 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
 
 def owner_words(a: Antagonist) -> str:
     """What the process is: "outside the testbed", "another WoTbench run RUN", ..."""
+    if a.owner_kind == "wotbench" and not a.owner:   # a harness whose run is not known
+        return "a WoTbench harness of another run"
     return OWNER_WORDS[a.owner_kind] + (f" {a.owner}" if a.owner else "")
 
 
 def describe(a: Antagonist) -> str:
-    """"`sh` (pid 4242, outside the testbed)": how the verdict and the report name a process."""
-    return f"`{a.comm}` (pid {a.pid}, {owner_words(a)})"
+    """"`sh` (pid 4242, outside the testbed: `sh -c while :; do :; done`)": how the verdict and
+    the report name a process, by its command as it was at the scan, with its command line."""
+    cmd = f": `{a.cmdline}`" if a.cmdline and a.cmdline != a.comm else ""
+    return f"`{a.comm}` (pid {a.pid}, {owner_words(a)}{cmd})"
 
 
 # --------------------------------------------------------------------------- the block
 
 def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
            services: dict[str, pd.DataFrame], sends: dict[str, GeSends], test_start_ns: int,
-           duration_s: float, window_s: float, p: Optional[EvidenceParams] = None
-           ) -> tuple[EvidenceBlock, pd.DataFrame]:
+           duration_s: float, window_s: float, p: Optional[EvidenceParams] = None,
+           responses: Optional[pd.DataFrame] = None) -> tuple[EvidenceBlock, pd.DataFrame]:
     """The evidence block and its per-window, per-place series (``series/evidence.csv``).
 
     ``logs``/``services``: each device's log and resource table (the CD node's too), by name;
-    ``sends``: each GE's send lags with its GE-integrity tolerance."""
+    ``sends``: each GE's send lags with its GE-integrity tolerance; ``responses``: the answered
+    requests (device, sent_ns absolute, rt_ms) whose mean R the host's share is a share of."""
     p = p or EvidenceParams()
     files = MonitorFiles.read(rd)
     sources = _sources(rd, files.cgroups)
@@ -331,6 +376,14 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     for k, s in push_devices.items():   # a pushing place is on its devices' cores
         places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
     windows = _windows(files, logs, services, sends, places, edges, p)
+    for w in windows:       # the host share's quiet spans need the windows' times
+        w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
+    of = {name: place for name, place in places.of.items()
+          if place in places.device_places() or place == "cd-node"}
+    share = hostshare.assess(_fine_inputs(files, logs, services, sends, places, edges, nwin, p),
+                             windows, set(places.device_places()), of, responses, edges, p)
+    share.per_group = hostshare.by_group(share.per_device, {
+        d.name: d.group or d.name.rpartition("-")[0] for d in run.devices})
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
                    if cal_edges is not None and cal_edges[1] > cal_edges[0] else None)
     if calibration is not None:
@@ -339,10 +392,39 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         calibration.window = -1
     for w in windows:
         w.flags = _flags(w, p, places, push_devices)
-        w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
-                          other_runs=run.other_runs)
+                          other_runs=run.other_runs, host_share=share)
     return block, series(block)
+
+
+def _fine_inputs(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
+                 edges: np.ndarray, nwin: int, p: EvidenceParams) -> hostshare.Inputs:
+    """The measures on a grid of ``k`` sub-intervals per window: the host share's sample."""
+    window_ns = float(edges[1] - edges[0]) if len(edges) > 1 else 1e9
+    k = max(2, int(round(window_ns / 1e9 / p.verdict.sub_window_s)))
+    fine = edges[0] + np.arange(nwin * k + 1) * (window_ns / k)
+    inp = hostshare.Inputs(nwin=nwin, k=k)
+    for name, (_, wait) in _component_deltas(files.cgroups, fine).items():
+        place = places.of.get(name)
+        if place is None:
+            continue
+        acc = inp.wait_ns.get(place)
+        inp.wait_ns[place] = wait.copy() if acc is None else np.where(
+            np.isfinite(acc), acc + np.nan_to_num(wait), wait)
+    for place, m in _log_measures(logs, services, places, fine).items():
+        inp.requests[place] = np.asarray(m["requests"], np.float64)
+        inp.service_ms[place] = np.asarray(m["service_us"], np.float64) / 1e3
+        inp.served[place] = np.asarray(m["served"], np.float64)
+        inp.stretch_ms[place] = m["stretch_ms"]
+        inp.wakeup_ms[place] = m["wakeup"]
+        inp.queue_ms[place] = m["queue_ms"]
+    for ge, s in sends.items():
+        if s.devices:        # pushing devices: the send_lag rule judges them
+            continue
+        idx = np.searchsorted(fine, s.sched_ns, side="right") - 1
+        inside = (idx >= 0) & (idx < nwin * k)
+        inp.lag_ms[ge] = [s.lag_ms[inside & (idx == i)] for i in range(nwin * k)]
+    return inp
 
 
 def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
@@ -377,8 +459,13 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
         fshare: dict[int, float] = defaultdict(float)
         if foreign is not None:
             rows = foreign[foreign["win"] == i]
-            agg = rows.groupby(["core", "pid", "comm", "owner_kind", "owner"], dropna=False,
-                               observed=True)["cpu_ns"].sum().reset_index()
+            if "cmdline" not in rows.columns:   # a run recorded before the scan kept it
+                rows = rows.assign(cmdline="")
+            # a pid named by its last command (an exec changes it: taskset -> what it runs)
+            rows = rows.assign(comm=rows.groupby("pid")["comm"].transform("last"),
+                               cmdline=rows.groupby("pid")["cmdline"].transform("last"))
+            agg = rows.groupby(["core", "pid", "comm", "owner_kind", "owner", "cmdline"],
+                               dropna=False, observed=True)["cpu_ns"].sum().reset_index()
             agg = _one_row_per_other_run(agg)
             for r in agg.sort_values("cpu_ns", ascending=False).itertuples():
                 share = float(r.cpu_ns) / length
@@ -387,7 +474,8 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
                     w.antagonists.append(Antagonist(
                         core=int(r.core), pid=int(r.pid), comm=str(r.comm),
                         owner_kind=str(r.owner_kind),
-                        owner="" if pd.isna(r.owner) else str(r.owner), share=round(share, 4)))
+                        owner="" if pd.isna(r.owner) else str(r.owner), share=round(share, 4),
+                        cmdline="" if pd.isna(r.cmdline) else str(r.cmdline)))
         for place in sorted(set(per_place) | set(logm)):
             cpu, wait, with_wait = per_place.get(place, [0.0, 0.0, 0])
             m = logm.get(place)
@@ -395,7 +483,7 @@ def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], pla
             st = m["stretch"][i] if m else []
             wk = m["wakeup"][i] if m else []
             cores = places.core_of.get(place, [])
-            pw = PlaceWindow(place=place, requests=req)
+            pw = PlaceWindow(place=place, requests=req, cores=cores)
             served = m["served"][i] if m else 0
             if served:
                 pw.service_ms_per_request = round(m["service_us"][i] / 1e3 / served, 4)
@@ -454,3 +542,28 @@ def series(block: EvidenceBlock) -> pd.DataFrame:
                          **pw.model_dump(), "pressure_share": w.pressure_share,
                          "flags": ";".join(f.rule for f in w.flags if f.place == pw.place)})
     return pd.DataFrame(rows, columns=SERIES_COLUMNS)
+
+
+HOST_SHARE_COLUMNS = ["window", "start_s", "end_s", "place", "requests", "r_ms", "system_ms",
+                      "testbed_ms", "testbed_low_ms", "testbed_high_ms", "testbed_share",
+                      "added_by", "own_ms", "grade", "beyond_tolerance"]
+
+
+def host_share_series(block: EvidenceBlock) -> pd.DataFrame:
+    """``series/host_share.csv``: per window and place, the measured mean R split into the
+    system's part and the testbed's (the host's added latency beyond the run's own level)."""
+    rows = []
+    for w in block.windows:
+        for pw in w.places:
+            if pw.added_ms is None and pw.r_ms is None:
+                continue
+            testbed = pw.added_ms
+            system = (pw.r_ms - testbed) if pw.r_ms is not None and testbed is not None else None
+            rows.append({"window": w.window, "start_s": w.start_s, "end_s": w.end_s,
+                         "place": pw.place, "requests": pw.requests, "r_ms": pw.r_ms,
+                         "system_ms": system, "testbed_ms": testbed,
+                         "testbed_low_ms": pw.added_low_ms, "testbed_high_ms": pw.added_high_ms,
+                         "testbed_share": pw.added_share, "added_by": pw.added_by,
+                         "own_ms": pw.own_ms, "grade": pw.grade,
+                         "beyond_tolerance": pw.beyond_tolerance})
+    return pd.DataFrame(rows, columns=HOST_SHARE_COLUMNS)

@@ -31,7 +31,7 @@ An elevated baseline makes the status ``detected`` even when no window departs f
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,7 @@ from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
 from wotbench.rundir.summary import ContentionBlock
+from wotbench.detector import hostshare
 from wotbench.detector.evidence import describe
 from wotbench.rundir.evidence import EvidenceBlock, WindowEvidence
 
@@ -202,8 +203,9 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
         w = by_start.get(fw["start_s"])
         if fw["start_s"] not in windows and measured and w is not None and _cd_measured(w):
             notes.append(f"{fw['start_s']:g}-{fw['end_s']:g} s: the {text}, but the kernel saw "
-                         f"neither the CD node nor the devices lose CPU time there "
-                         f"({_cd_wait(w, evidence.params.wait_of_service)}): not counted as host distortion")
+                         f"neither the CD node nor the devices lose more CPU time there than "
+                         f"the tolerance ({_cd_wait(w, evidence.params.wait_of_service)}): "
+                         f"not counted as host distortion")
             continue
         entry = windows.setdefault(fw["start_s"], {"shown_by": [], "evidence": []})
         entry.update({k: fw[k] for k in ("start_s", "end_s", "shift", "ratio", "p_value")})
@@ -236,10 +238,18 @@ def combine(cd_block: dict[str, Any], evidence: EvidenceBlock) -> ContentionBloc
         # status stands (never "no contention" on evidence the run did not have)
         out.update(status="none", onset_s=None, max_shift=None, median_shift=None,
                    max_ratio=None)
-        why = (f"no window of {len(evidence.windows)} shows the devices, the CD node or the "
-               f"GEs losing CPU (run-queue wait, busy stretch, another run)")
+        why = (f"no window of {len(evidence.windows)} has the devices' added latency beyond "
+               f"the tolerance, nor another run on their cores")
         out["reason"] = why + (f"; CD rule: {cd_block['reason']}" if cd_block["reason"] else "")
-    out["notes"] = notes + _unflagged_antagonists(evidence)
+    hs = evidence.host_share
+    if hs is not None:
+        out.update(grade=hs.grade, tolerance=hs.tolerance, added_ms=hs.added_ms,
+                   added_share=hs.added_share, worst_added_ms=hs.worst_added_ms,
+                   worst_share=hs.worst_share)
+        amount = amount_text(evidence)
+        if amount and out.get("reason"):
+            out["reason"] = f"{out['reason']}; {amount}" if flagged else f"{amount}; {out['reason']}"
+    out["notes"] = notes + _unconfirmed(evidence) + _unflagged_antagonists(evidence)
     if evidence.missing:
         out["reason"] = (out["reason"] or "") + "; " + missing_text(evidence.missing)
     return ContentionBlock.model_validate(json_clean(out))
@@ -270,7 +280,14 @@ def _cd_waited(evidence: EvidenceBlock) -> bool:
 
 
 def _cd_wait(w: WindowEvidence, limit: float) -> str:
+    """What the kernel measured for the CD node: the host's added latency when the run has it
+    (the amount, never "none" where one was measured), else its CPU wait against ``limit``."""
     cd = _cd_place(w)
+    if cd is not None and cd.added_ms is not None:
+        share = f", {100 * cd.added_share:.1f} % of its R" if cd.added_share is not None else ""
+        return (f"the host added {cd.added_ms:.2f} ms per CD probe{share}, at most "
+                f"{cd.added_high_ms:.2f} ms; CPU wait {cd.wait_of_service or 0:.2f} of its "
+                f"service time")
     return (f"CD node CPU wait {cd.wait_of_service:.2f} of its service time, limit {limit:g}"
             if cd and cd.wait_of_service is not None else "no CPU wait data")
 
@@ -278,9 +295,50 @@ def _cd_wait(w: WindowEvidence, limit: float) -> str:
 NOTE_MIN_SHARE = 0.2   # an outside process using this much of a run core is named in the verdict
 
 
-def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
-    """Outside processes that used a run core heavily in windows nothing flagged."""
+def amount_text(evidence: EvidenceBlock) -> Optional[str]:
+    """"over the test the host added 0.41 ms per request to the devices (6 % of their response
+    time); worst window 10-20 s, devices on core 1: 1.95 ms (27 %, severe); tolerance 5 % of R,
+    exceeded in 2 of 4 windows" (None without the host share)."""
+    hs = evidence.host_share
+    if hs is None or hs.added_ms is None:
+        return None
+    text = (f"over the test the host added {hs.added_ms:.2f} ms per request to the devices"
+            + (f" ({100 * hs.added_share:.1f} % of their response time)"
+               if hs.added_share is not None else ""))
+    if hs.worst_window is not None:
+        w = evidence.windows[hs.worst_window]
+        text += (f"; the most in {w.start_s:g}-{w.end_s:g} s, devices on {hs.worst_place}: "
+                 f"{hs.worst_added_ms:.2f} ms ({100 * hs.worst_share:.1f} % of R, {hs.grade})")
+    return text + (f"; tolerance {hs.tolerance}, exceeded in {hs.windows_beyond} of "
+                   f"{hs.windows_judged} windows")
+
+
+def _unconfirmed(evidence: EvidenceBlock) -> list[str]:
+    """Unflagged windows whose point estimate is beyond the tolerance but whose lower bound is
+    not: the amount is said, with its bounds, never passed over."""
     notes = []
+    for w in evidence.windows:
+        if w.flagged:
+            continue
+        for pw in w.places:
+            if pw.beyond_tolerance is False and pw.added_ms is not None and pw.r_ms and \
+                    pw.added_high_ms is not None and pw.added_ms > hostshare.tolerance_ms(
+                        evidence.params.verdict, pw.r_ms):
+                notes.append(
+                    f"{w.start_s:g}-{w.end_s:g} s, {pw.place}: the host added {pw.added_ms:.2f} "
+                    f"ms per request ({100 * (pw.added_share or 0):.1f} % of R, {pw.grade}), "
+                    f"beyond the tolerance, but its "
+                    f"{100 * evidence.params.verdict.confidence:g} % bounds "
+                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it (the "
+                    f"window's sample scatters): not flagged")
+    return notes
+
+
+def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
+    """Outside processes that used a run core heavily in windows nothing flagged, with what the
+    run's measures say they added there (never "no effect" when an amount was measured)."""
+    notes = []
+    tol = evidence.host_share.tolerance if evidence.host_share else None
     for w in evidence.windows:
         if w.flagged:
             continue
@@ -288,6 +346,24 @@ def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:
             if a.share >= NOTE_MIN_SHARE and a.owner_kind != "runtime":
                 notes.append(
                     f"core {a.core}: {describe(a)} used {a.share:.2f} of the core in "
-                    f"{w.start_s:g}-{w.end_s:g} s without a measurable effect on the run "
-                    f"(CPU wait, busy stretch and send lag within their limits)")
+                    f"{w.start_s:g}-{w.end_s:g} s; " + _effect_there(w, a.core, tol))
     return notes
+
+
+def _effect_there(w: WindowEvidence, core: int, tol: Optional[str]) -> str:
+    """What the places on ``core`` measured in window ``w``: the amount, within the tolerance."""
+    parts = []
+    for pw in w.places:
+        if pw.added_ms is None or core not in pw.cores:
+            continue
+        share = f", {100 * pw.added_share:.1f} % of R, {pw.grade}" if pw.added_share is not None \
+            else ""
+        bound = f"; {pw.added_high_ms:.2f} ms at most" if pw.added_high_ms is not None else ""
+        what = {"cpu_wait": "run-queue wait", "send_lag": "send lag"}.get(pw.added_by or "",
+                                                                        pw.added_by or "")
+        parts.append(f"{pw.place} {pw.added_ms:.2f} ms per request{share} ({what}{bound})")
+    if not parts:
+        return ("no place of the run on that core has a measure for this window; its effect on "
+                "the run is unknown")
+    within = f", within the tolerance of {tol}" if tol else ""
+    return "the host added there: " + "; ".join(parts) + within

@@ -17,7 +17,8 @@ from typing import Callable, Optional
 from wotbench.config.schema import Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.plan import Plan
-from wotbench.preflight.costs import FORMS, PROCESS, MIB, Need, cost_of, form_of
+from wotbench.preflight.costs import (CHECKED_BY_FLEET_CAPACITY, FORMS, MIB, PROCESS, Need,
+                                      cost_of, form_of)
 from wotbench.runner.hostlimits import read_int
 
 HOST_RESERVE_TASKS = 2000      # the harness, the GEs, the monitor and the host's own growth
@@ -133,10 +134,10 @@ def demand(cfg: Config, share: Share = None) -> dict[str, tuple[int, Need]]:
     """Per form: (devices, what they need). Endpoints WoTbench does not start cost nothing;
     a third-party server counts as one process."""
     out: dict[str, tuple[int, Need]] = {}
-    for g in cfg.devices:
+    for i, g in enumerate(cfg.devices):
         if g.external is not None:
             continue
-        form = PROCESS if g.server is not None else cost_of(g)
+        form = PROCESS if g.server is not None else cost_of(cfg, i)
         count = _count(g, share)
         n, need = out.get(form.form, (0, Need()))
         out[form.form] = (n + count, need + form.need(count, g.threads))
@@ -156,7 +157,7 @@ def _fix(form: str) -> str:
 
 def count_key(cfg: Config, form: str) -> str:
     """The key to name: the largest group of the form."""
-    idx = [i for i, g in enumerate(cfg.devices) if g.external is None and form_of(g) == form]
+    idx = [i for i, g in enumerate(cfg.devices) if g.external is None and form_of(cfg, i) == form]
     i = max(idx or [0], key=lambda i: cfg.devices[i].count)
     return f"devices[{i}].count" if len(idx) <= 1 else f"devices[*].count (largest devices[{i}])"
 
@@ -198,6 +199,8 @@ def _process_fd_problems(cfg: Config, per_form: dict[str, tuple[int, Need]],
     """A form that carries many devices per process holds their sockets in one process."""
     out = []
     for name, (n, _) in per_form.items():
+        if name in CHECKED_BY_FLEET_CAPACITY:
+            continue
         form = FORMS.get(name, PROCESS)
         need = form.fds_of_one_process(n)
         if need > lim.free:
@@ -215,11 +218,13 @@ def request_rate(cfg: Config, share: Share = None) -> dict[str, float]:
     out: dict[str, float] = {}
     if cfg.trace is not None:
         return out
-    for g in cfg.devices:
+    for i, g in enumerate(cfg.devices):
         mean = getattr(g.rit, "mean", None)
         if g.third_party or not mean:
             continue
-        f = form_of(g)
+        f = form_of(cfg, i)
+        if f in CHECKED_BY_FLEET_CAPACITY:
+            continue
         out[f] = out.get(f, 0.0) + _count(g, share) * 1000.0 / mean
     return out
 

@@ -13,10 +13,12 @@ Steps, in order (``host``: needs this host, skipped by ``--offline``, which says
   device binary  host: wot-device knows --impair when the app backend impairs
   layout         host: the backend's limits (Docker: tasks, dockerd files, conntrack), subnet
   plan           host: the cores (placement.cpus)
-  capacity       host: tasks, descriptors, memory, device cores for the request rate
+  capacity       host: tasks, descriptors, memory, device cores for the request rate;
+                 wot-fleet engines (wotbench.deploy.fleet_capacity)
   contention     host: the contention episodes' cores are the plan's
   push           host: every pushing device's schedule renders (its targets' addresses)
-  kernel tables  host: neighbour table and backlog (raised as root, else a refusal)
+  kernel tables  host: neighbour table, backlog, conntrack for engines (raised as root,
+                 else a refusal)
   programs       host: third-party programs, their files, images, `check:` of their configs
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Callable, Optional
 
 from wotbench.config.load import load_config
 from wotbench.config.schema import Config
+from wotbench.deploy import fleet, fleet_capacity
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
@@ -35,6 +38,8 @@ from wotbench.errors import EnvironmentProblem
 from wotbench.preflight import capacity, programs
 from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push, thirdparty
 from wotbench.runner.backend import BackendKind
+from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
+                                                         CONNTRACK_PER_FLEET_DEVICE)
 from wotbench.runner.backends.swarm.choose import runs_on_swarm
 from wotbench.runner.hogspec import episodes_for_run
 from wotbench.runner.impair import Impairments
@@ -119,7 +124,8 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     add(Step("prerequisites", True, "binaries, cgroups, kernel tables, leftovers (the quick "
                                     "checks of `wotbench doctor`)"))
     if build:
-        pf.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention))
+        in_fleets = any(fleet.is_fleet(cfg, i) for i in range(len(cfg.devices)))
+        pf.binaries = binaries.ensure_binaries(log, hog=bool(cfg.contention), fleet=in_fleets)
     device = pf.binaries.get("wot-device") or _device_binary()
     if pf.impair.name != "app":
         add(Step("device binary", True, "no app-level impairments: nothing to check"))
@@ -141,8 +147,9 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     found = capacity.problems(pf.cfg, pf.plan, capacity.host_limits(), share)
     if found:
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
+    fleet_capacity.check(pf.cfg, pf.plan, pf.kind.fleet_nofile_hard())   # wot-fleet engines
     add(Step("capacity", True, "tasks, file descriptors, memory and the device cores' request "
-                               "rate (docs/PREFLIGHT.md)" + (
+                               "rate (docs/PREFLIGHT.md); wot-fleet engines (docs/FLEET.md)" + (
                                    "; a recorded trace's rate is not counted"
                                    if cfg.trace is not None else "")))
     if pf.cfg.contention or push.push_devices(pf.cfg):   # (resolving sizes the CD: scipy)
@@ -155,7 +162,7 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
         pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
     add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"
              if pf.push_schedules else "no pushing devices: nothing to render"))
-    pf.tuning = _tuning(pf.cfg, pf.kind)
+    pf.tuning = _tuning(pf.cfg, pf.plan, pf.kind)
     add(Step("kernel tables", True, ", ".join(f"{s.name} {s.before} -> {s.wanted} (as root, "
                                               "for the run)" for s in pf.tuning) or "large enough"))
     keys = programs.check(pf.cfg, pf.kind, pf.connection)
@@ -170,14 +177,20 @@ def _device_binary() -> Optional[Path]:
     return b if b.exists() and not binaries.is_stale(binaries.DEVICE) else None
 
 
-def _tuning(cfg: Config, kind: BackendKind) -> list[hostlimits.Sysctl]:
+def _tuning(cfg: Config, plan: Plan, kind: BackendKind) -> list[hostlimits.Sysctl]:
     """The kernel settings too small for this run (the kernel's neighbour table serves every
     network namespace); without root, the refusal ``HostTuning.apply`` would make."""
     if not kind.container_namespaces:
         return []
-    ports = min(cfg.total_devices + 1, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
-    plan = hostlimits.neighbour_plan(cfg.total_devices + 1, cfg.gateways.count + 1) \
-        + hostlimits.backlog_plan(ports)
+    # an engine's devices share its container's address: one neighbour entry a fleet
+    fleets = fleet_capacity.requirements(cfg, plan)
+    in_fleets = sum(f.devices for f in fleets)
+    hosts = cfg.total_devices + 1 - in_fleets + len(fleets)
+    ports = min(hosts, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
+    flows = (CONNTRACK_PER_FLEET_DEVICE * in_fleets
+             + CONNTRACK_PER_DEVICE * (cfg.total_devices - in_fleets))
+    plan = hostlimits.neighbour_plan(hosts, cfg.gateways.count + 1) \
+        + hostlimits.backlog_plan(ports) + (hostlimits.conntrack_plan(flows) if fleets else [])
     if plan and os.geteuid() != 0:
         raise hostlimits.refusal(plan)
     return plan

@@ -1,16 +1,18 @@
 """What one device costs the host, per deployment form: data, so the host-limit check
 (:mod:`wotbench.preflight.capacity`) needs no code per form.
 
-A form is how a device group runs: today every wot-device is its own process (``process``;
-in a container of its own or in a pod, :mod:`wotbench.deploy.pods`). A form that carries many
-devices per process (``devices[].engine: fleet``) adds its :class:`FormCost` to ``FORMS`` from
-its own module; the check then counts its devices with its figures, and a refusal of the
-process form names it as a fix.
+A form is how a device group runs (``devices[].engine``): each wot-device its own process
+(``process``; in a container of its own or in a pod, :mod:`wotbench.deploy.pods`), or many
+devices in one wot-fleet engine (``fleet``). The check counts each group's devices with its
+form's figures, and a refusal of the process form names the lighter form as a fix.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from wotbench.config.schema import MAX_FLEET_PER_CONTAINER
+from wotbench.deploy import fleet, fleet_capacity
 
 MIB = 1 << 20
 
@@ -77,13 +79,28 @@ PROCESS = FormCost(form="process", tasks_per_device=1, tasks_per_thread=1, fds_p
                    addresses_per_device=1, requests_per_core_s=1e6 / 10.8,
                    source="docs/SCALE.md, docs/PERFORMANCE.md; tasks and fds measured")
 
-FORMS: dict[str, FormCost] = {PROCESS.form: PROCESS}
+# Many devices in one wot-fleet engine process (docs/FLEET.md): a socket and 16 KiB (engine
+# state + the kernel's socket, the contract's target; 5.0 KiB measured) per device, no task
+# per device; the engine's own threads, descriptors and code per process. Its per-process
+# descriptor limit and its loops' request rate are checked by wotbench.deploy.fleet_capacity,
+# sized from the runtime's hard limit, so this form carries no rate here.
+FLEET = FormCost(form="fleet", tasks_per_device=0, tasks_per_thread=0, fds_per_device=1,
+                 memory_bytes_per_device=fleet_capacity.BYTES_PER_DEVICE, ports_per_device=1,
+                 addresses_per_device=0, requests_per_core_s=float(fleet_capacity.REQS_PER_LOOP_S),
+                 devices_per_process=MAX_FLEET_PER_CONTAINER,
+                 tasks_per_process=fleet_capacity.TASKS_BASE + 2,
+                 fds_per_process=fleet_capacity.FDS_BASE + fleet_capacity.FDS_PER_LOOP,
+                 memory_bytes_per_process=fleet_capacity.BASE_BYTES,
+                 source="docs/FLEET.md (wotbench.deploy.fleet_capacity)")
+CHECKED_BY_FLEET_CAPACITY = frozenset({FLEET.form})   # per-process fds and loop rate
+
+FORMS: dict[str, FormCost] = {PROCESS.form: PROCESS, FLEET.form: FLEET}
 
 
-def form_of(group) -> str:
-    """The form a device group runs in (``devices[].engine`` where the schema has it)."""
-    return getattr(group, "engine", None) or PROCESS.form
+def form_of(cfg, i: int) -> str:
+    """The form device group ``i`` runs in (``devices[].engine``, ``auto`` decided)."""
+    return fleet.engine_of(cfg, i)
 
 
-def cost_of(group) -> FormCost:
-    return FORMS.get(form_of(group), PROCESS)
+def cost_of(cfg, i: int) -> FormCost:
+    return FORMS.get(form_of(cfg, i), PROCESS)

@@ -17,6 +17,7 @@ from wotbench.deploy.plan import Plan
 from wotbench.rundir import RunDir, RunRecord
 from wotbench.stamps import report_stamp
 
+from wotbench.report import fleet as fleetr
 from wotbench.report import sections
 from wotbench.report.evidence import evidence as evidence_section
 from wotbench.report.http import http as http_section
@@ -89,7 +90,11 @@ def build_context(run_dir: Path | str) -> dict:
         "evidence": evidence_section(s),
         "overall": overall,
         "outcome_rows": sections.outcome_rows(s),
-        "per_device": sections.per_device(s),
+        "per_device": sections.per_device(s) if len(s.per_device) <= fleetr.ROWS_MAX else [],
+        "devices_at_scale": (fleetr.devices_at_scale(rd)
+                             if len(s.per_device) > fleetr.ROWS_MAX or not s.per_device
+                             else None),
+        "fleet": fleetr.fleet(s),
         "loss": sections.loss(s),
         "ge": sections.ge(s),
         "load": sections.load(s),

@@ -58,12 +58,25 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
                          "series/rd_over_time.csv and series/cd_samples.csv are missing (no R_d "
                          "could be computed)")
 
+    hs = _read(rd, "host_share")
+    if hs is not None and len(hs) and hs["testbed_ms"].notna().any():
+        data["host_share"] = hs
+    else:
+        missing["host_share"] = ("series/host_share.csv is missing or empty (a summary written "
+                                 f"before the host's share: run `wotbench analyze {rd.path}`)")
     df = _read(rd, "evidence")
     if df is not None and len(df):
         data["evidence"] = df
     else:
         missing["evidence"] = ("series/evidence.csv is missing (a summary written before the "
                                f"kernel evidence: run `wotbench analyze {rd.path}`)")
+
+    if s.fleet is not None:
+        df = _read(rd, "fleet_lag")
+        if df is not None and len(df):
+            data["fleet"] = df
+        else:
+            missing["fleet"] = "series/fleet_lag.csv is missing or empty (no engine log)"
 
     if s.observe is not None:
         over, cdf = _read(rd, "notify_latency_over_time"), _read(rd, "notify_latency_cdf")

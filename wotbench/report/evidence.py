@@ -10,7 +10,30 @@ from wotbench.detector.evidence import owner_words
 from wotbench.rundir import Summary
 
 RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stretch",
-              "other_run": "another WoTbench run", "send_lag": "device send lag"}
+              "wakeup": "wake-up delay", "other_run": "another WoTbench run",
+              "send_lag": "device send lag",
+              "loop_lag": "engine loop lag"}
+
+
+def host_share(e) -> Optional[dict]:
+    """The host's share for the report: the run's grade and amounts, per place and per
+    device (None before the host share existed)."""
+    hs = e.host_share
+    if hs is None:
+        return None
+    v = e.params.verdict
+    rows = lambda d: [{"name": k, **p.model_dump()} for k, p in sorted(d.items())]  # noqa: E731
+    return {"grade": hs.grade, "text": hs.tolerance, "share": v.tolerance_share
+            if v.tolerance_ms is None else None, "ms": v.tolerance_ms,
+            "confidence": v.confidence, "windows_beyond": hs.windows_beyond,
+            "windows_judged": hs.windows_judged, "added_ms": hs.added_ms,
+            "added_share": hs.added_share, "worst_added_ms": hs.worst_added_ms,
+            "worst_share": hs.worst_share, "worst_place": hs.worst_place,
+            "worst_window": (f"{e.windows[hs.worst_window].start_s:g}–"
+                             f"{e.windows[hs.worst_window].end_s:g} s"
+                             if hs.worst_window is not None else None),
+            "places": rows(hs.per_place), "devices": rows(hs.per_device),
+            "grades": {"mild": v.mild, "moderate": v.moderate, "severe": v.severe}}
 
 
 def evidence(s: Summary) -> dict:
@@ -31,13 +54,13 @@ def evidence(s: Summary) -> dict:
                          "flags": ", ".join(RULE_NAMES[f.rule] for f in w.flags
                                             if f.place == pw.place)})
     antagonists = [{"window": f"{w.start_s:g}–{w.end_s:g} s", "core": a.core, "comm": a.comm,
-                    "pid": a.pid, "who": owner_words(a),
+                    "pid": a.pid, "who": owner_words(a), "cmdline": a.cmdline,
                     "share": a.share}
                    for w in e.windows for a in w.antagonists]
     return {"available": True, "rows": rows, "antagonists": antagonists,
             "flagged": [{"window": f"{w.start_s:g}–{w.end_s:g} s",
                          "texts": [f.text for f in w.flags]} for w in e.flagged_windows],
-            "missing": e.missing, "other_runs": e.other_runs,
+            "missing": e.missing, "other_runs": e.other_runs, "host_share": host_share(e),
             "params": e.params.model_dump()}
 
 

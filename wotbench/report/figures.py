@@ -91,6 +91,43 @@ def fig_rt_over_time(ctx: dict) -> str:
     return svg(fig)
 
 
+def fig_fleet_lag(ctx: dict) -> str:
+    """Each engine loop's p99 read lag and timer lateness per window (series/fleet_lag.csv)
+    above the devices' response times per second: does R move with the engine's own lag?"""
+    df: pd.DataFrame = ctx["data"]["fleet"]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True)
+    for i, ((engine, loop), g) in enumerate(df.groupby(["engine", "loop"], sort=True)):
+        color = CYCLE[i % len(CYCLE)]
+        edges = np.append(g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:])
+        for col, style, what in (("read_lag_p99_us", "-", "read lag"),
+                                 ("timer_late_p99_us", "--", "timer lateness")):
+            y = g[col].to_numpy(float) / 1e3
+            if np.isfinite(y).any():
+                a1.stairs(np.nan_to_num(y), edges, color=color, ls=style, lw=1.4,
+                          label=f"{engine} loop {loop} {what}")
+    a1.axhline(ctx["fleet"]["limit_ms"], color=RED, ls=":", lw=1, label="loop_lag limit")
+    a1.set_ylabel("p99 per window (ms)")
+    a1.set_title("Engine loops: read lag and timer lateness")
+    a1.set_ylim(bottom=0)
+    rt = ctx["data"].get("rt_time")
+    if rt is not None:
+        x = rt["t_s"] + 0.5
+        for col, color, lab in (("p50_ms", BLUE, "p50"), ("p99_ms", RED, "p99")):
+            if col in rt:
+                a2.plot(x, rt[col], color=color, lw=1.2, label=f"devices' response time {lab}")
+    a2.set_ylabel("response time (ms)")
+    a2.set_xlabel("time since test start (s)")
+    a2.set_title("Devices' response times per second")
+    a2.set_ylim(bottom=0)
+    for ax in (a1, a2):
+        _shade(ax, ctx, label=ax is a2)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.25 if ax is a2 else 1.0),
+                      fontsize=7)
+    fig.tight_layout()
+    return svg(fig)
+
+
 def _cdf_finish(fig, ax, x: np.ndarray, xlabel: str, title: str) -> str:
     """Axes of a CDF figure (log x when the values span more than 50x) and its SVG."""
     if len(x) and np.nanmin(x) > 0 and np.nanmax(x) / np.nanmin(x) > 50:
@@ -167,13 +204,40 @@ def fig_evidence(ctx: dict) -> str:
         if place != "cd-node" and np.isfinite(foreign).any() and np.nanmax(foreign) > 0:
             ax.step(xs, np.r_[foreign, foreign[-1:]], where="post", color=color, lw=1.2, ls=":",
                     label=f"{place}: other processes (share of the core)")
-    limit = ctx["evidence"]["params"]["wait_of_service"] if ctx["evidence"].get("available") else None
-    if limit is not None:
-        ax.axhline(limit, color=RED, ls="--", lw=1, label=f"CPU-wait threshold {limit:g}")
     top = np.nanmax(np.r_[df["wait_of_service"].to_numpy(float), df["foreign_share"].to_numpy(float),
-                          [limit or 0.0, 0.1]])
+                          [0.1]])
     return _finish_time_plot(fig, ax, ctx, "share", "What the kernel saw, per window", 2,
                              ylim=(0, max(float(top) * 1.15, 0.1)))
+
+
+def fig_host_share(ctx: dict) -> str:
+    """Per window and device place: the measured mean R split into the system's part (below)
+    and the testbed's (the host's added latency beyond the run's own level, on top), with the
+    tolerance drawn above the system's part."""
+    df: pd.DataFrame = ctx["data"]["host_share"]
+    places = [p for p in sorted(df["place"].astype(str).unique())
+              if p.startswith("core") or p == "devices"]
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    tol = ctx["evidence"].get("host_share") or {}
+    for i, place in enumerate(places):
+        g = df[df["place"].astype(str) == place].sort_values("start_s")
+        xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
+        system = g["system_ms"].to_numpy(float)
+        total = g["r_ms"].to_numpy(float)
+        color = CYCLE[i % len(CYCLE)]
+        ax.fill_between(xs, np.r_[system, system[-1:]], step="post", color=color, alpha=0.25,
+                        label=f"{place}: the system's part of mean R")
+        ax.fill_between(xs, np.r_[system, system[-1:]], np.r_[total, total[-1:]], step="post",
+                        color=RED, alpha=0.55 if i == 0 else 0.35,
+                        label=f"{place}: the testbed's part (host added)")
+        if tol.get("share") is not None or tol.get("ms") is not None:
+            lim = system + (tol["ms"] if tol.get("ms") is not None else tol["share"] * total)
+            ax.step(xs, np.r_[lim, lim[-1:]], where="post", color=color, ls="--", lw=1,
+                    label=f"{place}: tolerance ({tol['text']})")
+    top = np.nanmax(np.r_[df["r_ms"].to_numpy(float), [1.0]])
+    return _finish_time_plot(fig, ax, ctx, "mean R per window (ms)",
+                             "Response time: the system's part and the testbed's", 2,
+                             ylim=(0, float(top) * 1.2))
 
 
 def fig_cpu_cores(ctx: dict) -> str:
@@ -281,12 +345,23 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
      "CD node was measured alone during calibration (grey, t < 0); during the test its R_d should stay "
      "near that median. Windows where it rose above the threshold are shaded: there the host was "
      "contended.", fig_rd),
+    ("fig-host-share", "host_share", "How much of the response time the host added, per window",
+     "Each window's mean response time of the devices split in two: the system's part (light) "
+     "and the testbed's (red): the latency the host added per request beyond the run's own level "
+     "(run-queue wait, busy stretch or wake-up delay, whichever is largest). The dashed line is "
+     "the tolerance: a window whose added latency is beyond it with 95 % confidence is flagged "
+     "(shaded).", fig_host_share),
     ("fig-evidence", "evidence", "Host evidence: CPU wait and other processes, per window",
      "Solid: how long each place's threads waited for a CPU per request, as a share of the "
-     "requests' service time (devices pinned to one core share it, so some wait is normal; the "
-     "dashed line is the rule's threshold). Dotted: the share of the place's core that processes "
-     "outside this run used. "
+     "requests' service time (devices pinned to one core share it, so some wait is the run's "
+     "own: the amount above the run's own level is the host's, in the figure above). Dotted: "
+     "the share of the place's core that processes outside this run used. "
      "Shaded: flagged windows.", fig_evidence),
+    ("fig-fleet-lag", "fleet", "Engine lag beside the devices' response times",
+     "Top: per window, how late each engine loop read its devices' requests (solid) and ended "
+     "their sleep service (dashed), p99; above the dotted limit the loop_lag rule may flag the "
+     "window. Bottom: the devices' response times. When R rises with the engine's lag, the "
+     "testbed, not the system under test, added it.", fig_fleet_lag),
     ("fig-notify-time", "notify", "Observe: notification latency over time",
      "One-way latency of every notification, GE receive time minus the device's emission time (both "
      "on the host's CLOCK_MONOTONIC, so exact), with per-second p50 and p99.", fig_notify_time),

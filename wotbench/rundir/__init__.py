@@ -18,7 +18,7 @@ from wotbench.rundir.device_files import DeviceSummary
 from wotbench.rundir.ge_files import GeClosedLoop, GeDtls, GeObserve, GeSummary, GeWarmupFile
 from wotbench.rundir.layout import CD_GE_DIR, RunDir
 from wotbench.rundir.quantiles import Quantiles
-from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, GeRecord,
+from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, FleetRecord, GeRecord,
                      HostRecord, ImpairCounters, ImpairedDevice, NetworkRecord, Phases, PlanNote, RunRecord, SysctlChange, TestWindow,
                      Window)
 from wotbench.rundir.slo import SloBlock, SloObjectiveResult, SloOffender, SloWindow
@@ -27,7 +27,7 @@ from wotbench.rundir.summary import (AnalysisParams, ContentionParams, GeIntegri
 
 __all__ = [
     "CD_GE_DIR", "RunDir", "BridgeRecord", "CdRecord", "DeviceRecord", "EpisodeRecord", "Failure",
-    "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
+    "FleetRecord", "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
     "TestWindow", "Window", "AnalysisParams", "ContentionParams", "GeIntegrityParams", "MonitorBlock",
     "RdParams", "Summary", "SloBlock", "SloObjectiveResult", "SloOffender", "SloWindow",
     "DeviceSummary", "GeClosedLoop", "GeDtls", "GeObserve", "GeSummary", "GeWarmupFile", "Quantiles",

@@ -25,6 +25,9 @@ STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process b
 
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
+FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --devices file
+
+FLEET_LOG_GLOB = "fleet-log-*.csv"     # in a fleet's directory: one log per event loop
 
 
 class RunDir:
@@ -56,6 +59,12 @@ class RunDir:
 
     def resource_file(self, device: str) -> Path:
         return self.resources_dir / f"{device}.csv"
+
+    def resource_files(self, devices: list[str]) -> list[str]:
+        """:meth:`resource_file` of many devices as plain strings (10^5 Path objects cost
+        seconds)."""
+        base = os.path.join(str(self.resources_dir), "")
+        return [f"{base}{d}.csv" for d in devices]
 
     def ge_trace(self, ge_index: int, ge_count: int) -> Path:
         """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
@@ -127,6 +136,43 @@ class RunDir:
     def device_ready(self, device: str) -> Path:
         """Created by wot-device once its CoAP endpoint listens."""
         return self.device_dir(device) / "ready"
+
+    def fleet_dir(self, fleet: str) -> Path:
+        """A wot-fleet engine's directory (CONTRACTS §3b): its devices file (input), ``ready``,
+        ``fleet-log-<loop>.csv``, ``fleet-devices.csv``, ``fleet-summary.json``."""
+        return self.path / "fleets" / fleet
+
+    def fleet_devices_file(self, fleet: str) -> Path:
+        """What the engine hosts, written by the runner (wotbench.rundir.fleet_files)."""
+        return self.fleet_dir(fleet) / FLEET_DEVICES_IN
+
+    def fleet_ready(self, fleet: str) -> Path:
+        """Created by the engine once every endpoint is bound."""
+        return self.fleet_dir(fleet) / "ready"
+
+    def fleet_log(self, fleet: str, loop: int) -> Path:
+        """Event loop ``loop``'s device log (every request its devices received)."""
+        return self.fleet_dir(fleet) / f"fleet-log-{loop}.csv"
+
+    def fleet_logs(self, fleet: str) -> list[Path]:
+        """Every loop's log the engine wrote, in loop order."""
+        logs = self.fleet_dir(fleet).glob(FLEET_LOG_GLOB)
+        return sorted(logs, key=lambda p: int(p.stem.rpartition("-")[2])
+                      if p.stem.rpartition("-")[2].isdigit() else -1)
+
+    def fleet_device_table(self, fleet: str) -> Path:
+        """One row per hosted device: its counters (model ``wotbench.rundir.fleet_files``)."""
+        return self.fleet_dir(fleet) / "fleet-devices.csv"
+
+    def fleet_summary(self, fleet: str) -> Path:
+        """The engine's totals and per-loop lag (model ``wotbench.rundir.fleet_files``)."""
+        return self.fleet_dir(fleet) / "fleet-summary.json"
+
+    def fleet_stdout(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / STDOUT_LOG
+
+    def fleet_container_log(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / CONTAINER_LOG
 
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""

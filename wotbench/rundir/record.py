@@ -68,6 +68,26 @@ class DeviceRecord(Record):
     container: Optional[str] = None
 
 
+class FleetRecord(Record):
+    """One wot-fleet engine as deployed (docs/CONTRACTS.md §3b): its devices are the trace's
+    ids ``first_id`` .. ``first_id + devices - 1`` (their names, endpoints and resource files
+    are in ``dir``/devices.csv); they are not listed in ``devices``."""
+    name: str                             # <group>-fleet<j>: its container or process
+    group: str
+    first_id: int
+    devices: int
+    address: str                          # Docker: the container's; process: its first device's
+    first_port: int
+    last_port: int
+    cpuset: str
+    loops: int
+    workers: int
+    log_capacity: int                     # fleet-log rows preallocated per loop
+    nofile: int
+    memory_bytes: int                     # container memory limit (planned)
+    dir: str                              # relative to the run dir: fleets/<name>/
+
+
 class GeRecord(Record):
     """One gateway emulator (a main GE or the CD's GE)."""
     id: str
@@ -209,6 +229,7 @@ class RunRecord(Record):
     t0_mono_ns: Optional[int] = None
     cd: Optional[CdRecord] = None
     devices: list[DeviceRecord] = Field(default_factory=list)   # main devices, trace order
+    fleets: list[FleetRecord] = Field(default_factory=list)     # devices in wot-fleet engines
     cd_node: Optional[DeviceRecord] = None
     ges: Optional[list[GeRecord]] = None  # null: the analysis looks for ge/*/ directories
     cd_ge: Optional[GeRecord] = None

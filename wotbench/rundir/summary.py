@@ -19,6 +19,7 @@ from pydantic import Field
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.http import HttpBlock
+from wotbench.rundir.fleet import FleetBlock
 from wotbench.rundir.load import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure, PushVerify
@@ -69,6 +70,11 @@ class AnalysisParams(Record):
     rd: RdParams = Field(default_factory=RdParams)
     contention: ContentionParams = Field(default_factory=ContentionParams)
     evidence: EvidenceParams = Field(default_factory=EvidenceParams)
+    # above this many devices (a fleet run: 10^4-10^5) the per-device blocks of summary.json
+    # (per_device, ge_integrity per_device, rd and decomposition per_device) and the per-device
+    # rows of the response_times / rd_over_time series are left out: 100 000 of them would make
+    # summary.json ~300 MB. Every device keeps one row in series/per_device.csv instead.
+    per_device_max: int = 2000
 
 
 # --------------------------------------------------------------------------- run
@@ -352,6 +358,14 @@ class ContentionBlock(Record):
     median_shift: F = None
     max_ratio: F = None
     flagged_windows: list[FlaggedWindow] = Field(default_factory=list)
+    # how much the host added to the devices' response times (evidence.host_share; None in
+    # summaries written before it): the worst window's grade, the tolerance, the amounts
+    grade: Optional[Literal["none", "mild", "moderate", "severe"]] = None
+    tolerance: Optional[str] = None
+    added_ms: F = None                 # over the test, per request
+    added_share: F = None              # ... of the devices' mean response time
+    worst_added_ms: F = None           # the worst window's
+    worst_share: F = None
 
     @property
     def contended_s(self) -> float:
@@ -556,6 +570,7 @@ class Summary(Record):
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
     load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)
+    fleet: Optional[FleetBlock] = None   # the wot-fleet engines' own lag (rundir/fleet.py, issue 29)
 
     @property
     def contended_share(self) -> Optional[float]:

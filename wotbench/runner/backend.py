@@ -26,6 +26,7 @@ Life cycle, as the runner calls it::
     b.prepare_programs(programs)           # third-party servers / proxy (wotbench.config.byo)
     b.setup_network(subnet, devices, gateways)
     b.start_devices(devices)               # bounded parallel, inside the backend
+    b.start_fleets(fleets)                 # wot-fleet engines: many devices each (runner/fleets.py)
     ... readiness (CoAP ping), b.impairment_targets(names) for netem/pumba ...
     b.create_ge(g) for every GE; b.start_ge(g) in start order (absolute start times: fast)
     b.launch_hog(spec) for injected contention
@@ -65,6 +66,7 @@ if TYPE_CHECKING:   # type names only: the data types live with their modules
     from wotbench.rundir import BridgeRecord
 
     from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.fleets import FleetRun
     from wotbench.runner.hogspec import HogSpec
 
 Log = Callable[[str], None]
@@ -96,6 +98,12 @@ class Lifecycle(Protocol):
         """Create and start every device, in bounded parallel where the runtime allows it.
         A device's own output (stdout/stderr) goes to ``DeviceRun.stdout`` when the runtime
         keeps none itself."""
+
+    def start_fleets(self, fleets: Sequence["FleetRun"]) -> None:
+        """Create and start every wot-fleet engine (``"wot-fleet"`` is among the binaries given
+        to ``prepare``): the plan's cpuset, its RLIMIT_NOFILE raised to ``req.nofile``, least
+        privilege; on a runtime with limits, ``req.memory_bytes`` and ``req.pids``. A fleet is
+        one component named ``FleetRun.name`` for every other method (stop, exited, ...)."""
 
     def create_ge(self, g: "GeRun") -> None:
         """Create a gateway emulator without starting it (it has an absolute start time, so
@@ -221,6 +229,10 @@ class BackendKind(Protocol):
 
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         """Per netimpair backend, the keyword arguments it needs of this runtime."""
+
+    def fleet_nofile_hard(self) -> Optional[int]:
+        """The hard RLIMIT_NOFILE a wot-fleet engine can get from this runtime (None: unknown
+        or unlimited); ``adapt`` sizes the engines by it (fleet_capacity.size_fleets)."""
 
     def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> RunBackend:
         """The backend for one run; ``connection`` is what ``connect`` returned."""

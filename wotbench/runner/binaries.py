@@ -18,6 +18,7 @@ class Component:
     name: str        # program name: gateway-emulator | wot-device | hog
     env_var: str     # overrides the binary path (tests, custom builds); disables make
     source: str = ""  # source directory under the repository, default: the program name
+    skip: str = ""    # a subdirectory of its sources another program is built from
 
     @property
     def source_dir(self) -> Path:
@@ -29,18 +30,23 @@ class Component:
 
 
 GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
-DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN")
+DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN", skip="src/fleet")
 HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
 WARDEN = Component("wb-warden", "WOTBENCH_WARDEN_BIN", source="warden")   # runner/lease.py
-COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention episodes
+FLEET = Component("wot-fleet", "WOTBENCH_FLEET_BIN", source="wot-device")  # CONTRACTS §3b
+COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention
+# episodes, wot-fleet only when a group runs in the engine (wotbench.deploy.fleet)
 
 
-def _newest_source_mtime(src: Path) -> float:
-    """Newest source of a program, including the headers all three share (common/)."""
+def _newest_source_mtime(src: Path, skip: str = "") -> float:
+    """Newest source of a program, including the headers all three share (common/); not those
+    under ``skip`` (wot-fleet's sources do not make wot-device stale)."""
     newest = 0.0
+    skipped = src / skip if skip else None
     for pattern in ("Makefile", "*.c", "*.h", "src/**/*.c", "src/**/*.h", "include/**/*.h"):
         for p in src.glob(pattern):
-            newest = max(newest, p.stat().st_mtime)
+            if skipped is None or not p.is_relative_to(skipped):
+                newest = max(newest, p.stat().st_mtime)
     for p in (REPO_ROOT / "common").glob("*.h"):
         newest = max(newest, p.stat().st_mtime)
     return newest
@@ -53,7 +59,7 @@ def is_stale(comp: Component) -> bool:
         return False
     if not binary.exists():
         return True
-    return binary.stat().st_mtime < _newest_source_mtime(comp.source_dir)
+    return binary.stat().st_mtime < _newest_source_mtime(comp.source_dir, comp.skip)
 
 
 def ensure_binary(comp: Component, log=print) -> Path:
@@ -73,10 +79,11 @@ def ensure_binary(comp: Component, log=print) -> Path:
     return comp.binary()
 
 
-def ensure_binaries(log=print, hog: bool = False) -> dict[str, Path]:
+def ensure_binaries(log=print, hog: bool = False, fleet: bool = False) -> dict[str, Path]:
     """The binaries a run needs (built when stale): program name -> path; ``hog``: the run has
-    contention episodes."""
-    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + ((HOG,) if hog else ())}
+    contention episodes; ``fleet``: device groups run in the wot-fleet engine."""
+    extra = ((HOG,) if hog else ()) + ((FLEET,) if fleet else ())
+    return {comp.name: ensure_binary(comp, log) for comp in COMPONENTS + extra}
 
 
 

@@ -86,6 +86,26 @@ def backlog_plan(bridge_ports: int, path: Path = BACKLOG_PATH) -> list[Sysctl]:
     return [Sysctl("netdev_max_backlog", path, cur, want, prefix="net.core.")]
 
 
+CONNTRACK_MAX = Path("/proc/sys/net/netfilter/nf_conntrack_max")
+CONNTRACK_COUNT = Path("/proc/sys/net/netfilter/nf_conntrack_count")
+
+
+def conntrack_plan(flows: int, max_path: Path = CONNTRACK_MAX,
+                   count_path: Path = CONNTRACK_COUNT) -> list[Sysctl]:
+    """Docker's bridges are tracked by netfilter: every GE path to a device is a conntrack
+    entry, and a full table drops new flows ("nf_conntrack: table full"). A 100 000-device
+    wot-fleet run filled 262 144 entries (its own 2 per device, the entries of the run before
+    it, which live 30-120 s, and other runs') and 2 631 devices never answered the warm-up.
+    Raised so that the entries in use now plus twice the run's ``flows`` fit."""
+    cur, used = read_int(max_path), read_int(count_path)
+    if cur is None or used is None:
+        return []
+    want = used + 2 * flows
+    if cur >= want:
+        return []
+    return [Sysctl("nf_conntrack_max", max_path, cur, want, prefix="net.netfilter.")]
+
+
 def supported_devices(root: Path = NEIGH_DIR) -> Optional[int]:
     """How many devices (with 2 GEs) the current gc_thresh3 carries without overflow."""
     t3 = read_int(root / "gc_thresh3")
@@ -95,7 +115,8 @@ def supported_devices(root: Path = NEIGH_DIR) -> Optional[int]:
 def refusal(plan: list[Sysctl]) -> EnvironmentProblem:
     """What stops a run that needs ``plan`` raised without the privilege to raise it."""
     return EnvironmentProblem(
-        "the kernel's neighbour table or packet backlog is too small for this run: "
+        "the kernel's neighbour table, packet backlog or conntrack table is too small "
+        "for this run: "
         + ", ".join(f"{s.name} = {s.before} (needs {s.wanted})" for s in plan)
         + "; past it the kernel drops packets inside the testbed. Fix (as root): "
         + "; ".join(f"sysctl -w {s.name}={s.wanted}" for s in plan)

@@ -34,6 +34,7 @@ from typing import Callable, Optional
 
 from wotbench.errors import WotbenchError
 from wotbench.preflight import preflight
+from wotbench.deploy import fleet_capacity
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
 from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
 from wotbench.rundir import disk
@@ -42,6 +43,8 @@ from wotbench.config import loadloop
 from wotbench.detector import node as cd_module
 from wotbench.runner.backend import BackendKind, RunBackend
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner import fleets as fleet_runs
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.impair import Impairments
 from wotbench.runner import journal
@@ -112,6 +115,7 @@ class Runner:
         self.binaries: dict[str, Path] = {}
         self.trace_summary = None
         self.devices: list[DeviceRun] = []
+        self.fleets: list[FleetRun] = []    # wot-fleet engines (their devices are not in devices)
         self.ges: list[GeRun] = []          # main GEs
         self.cd_ge: GeRun | None = None
         self.proxy: DeviceRun | None = None   # gateways.proxy (role external: not started)
@@ -245,7 +249,15 @@ class Runner:
         rd, cfg, plan = self.rd, self.resolved, self.plan
         groups = {g.group: g for g in cfg.devices}
         keys = {g.group: f"devices[{i}].server" for i, g in enumerate(cfg.devices)}
-        for a in self.my_addresses():
+        reqs = fleet_capacity.requirements(cfg, plan)
+        in_fleet = {r.name for r in reqs}
+        mine = self.my_addresses()
+        self.fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
+                                       in_container=self.kind.needs_docker,
+                                       make_dir=inputs.writable_dir)
+        for a in mine:
+            if a.container in in_fleet:
+                continue    # hosted by its engine (self.fleets)
             g = groups[a.group]
             self.devices.append(DeviceRun(
                 name=a.name, id=a.id, group=a.group,
@@ -383,20 +395,25 @@ class Runner:
         self.backend.prepare_programs(thirdparty.programs(self.resolved))
         self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
         self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.container: d.address for d in self.started_devices},
+                                   {d.container: d.address for d in self.started_devices}
+                                   | {f.name: f.address for f in self.fleets},
                                    [g.name for g in self.all_ges])
         t = time.monotonic()
         self.started = True
         self.backend.start_devices(self.started_devices)
+        self.backend.start_fleets(self.fleets)
         if self.impair.applies_at_start:  # app: the --impair flags are in effect already
             self.impair.apply([], self._impair_duration_s())
         self.phases.start_devices_s = round(time.monotonic() - t, 3)
-        log(f"{len(self.started_devices)} component(s) started in {self.phases.start_devices_s:.1f} s; "
+        log(f"{len(self.started_devices) + len(self.fleets)} component(s) started in "
+            f"{self.phases.start_devices_s:.1f} s; "
             + ("waiting for HTTP answers" if http_spec.is_http(self.resolved)
                else "waiting for CoAP pings"))
-        took = readiness.wait_listening([(d.name, self.rd.device_ready(d.name))
-                                         for d in self.devices if d.emulated],
-                                        timeout_s=15 + 0.05 * len(self.devices), dead=self._dead)
+        took = readiness.wait_listening(
+            [(d.name, self.rd.device_ready(d.name)) for d in self.devices if d.emulated]
+            + [(f.name, self.rd.fleet_ready(f.name)) for f in self.fleets],
+            timeout_s=15 + 0.05 * len(self.devices) + readiness.fleet_bind_s(
+                sum(len(f.endpoints) for f in self.fleets)), dead=self._dead)
         took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
@@ -450,8 +467,9 @@ class Runner:
         return None if code is None else f"exited with {code}"
 
     def _dead(self) -> dict[str, str]:
-        """Devices that exited (readiness fails at once instead of waiting for its timeout)."""
-        names = {d.name for d in self.devices}
+        """Devices (and fleets) that exited (readiness fails at once instead of waiting for its
+        timeout)."""
+        names = {d.name for d in self.devices} | {f.name for f in self.fleets}
         return {n: f"exited with {c}" for n, c in self.backend.exited(names).items()}
 
     def _impair_duration_s(self) -> float:
@@ -487,13 +505,23 @@ class Runner:
         self.monitor.start()
         for d in self.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)
+        for f in self.fleets:
+            self._watch(f.name, "fleet", f.req.group)
 
         all_ges = self.all_ges
         n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
+        # a GE pings the engine devices of its own share of the trace (device id mod count);
+        # the budget's quadratic (ARP) term: one address per process device as before, one
+        # per engine (none on loopback)
+        n_fleet = 0 if self.proxy else -(-sum(len(f.endpoints) for f in self.fleets)
+                                         // len(self.ges))
+        hosts = n_main + (len(self.fleets) if self.kind.container_namespaces and not self.proxy
+                          else 0)
         per_request = http_spec.is_http(cfg) and cfg.gateways.http is not None \
             and cfg.gateways.http.connection_per_request
         for g in all_ges:   # readiness from the GE's own address: pings before its start
-            g.warmup_ms = readiness.warmup_ms(n_main if g.role == "ge" else 1)
+            g.warmup_ms = readiness.warmup_ms(n_main, hosts, n_fleet) if g.role == "ge" \
+                else readiness.warmup_ms(1)
             if g.role == "ge" and per_request:
                 g.warmup_ms = 0   # nothing to open before the start: the harness probed them
         warm_s = max(g.warmup_ms for g in all_ges) / 1000
@@ -522,7 +550,8 @@ class Runner:
             self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
         warm = readiness.wait_warm(
             [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges if g.warmup_ms],
-            {f"{d.address}:{d.port}": d.name for d in self.devices + ([self.proxy] if self.proxy else [])},
+            {f"{d.address}:{d.port}": d.name for d in self.devices + ([self.proxy] if self.proxy else [])}
+            | {e: n for f in self.fleets for e, n in f.endpoints.items()},
             tl.t0_ns, dead=self._dead,
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
@@ -533,7 +562,8 @@ class Runner:
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
         self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
-                                       {d.name for d in self.devices}, tl, self.fail,
+                                       {d.name for d in self.devices}
+                                       | {f.name for f in self.fleets}, tl, self.fail,
                                        self._ge_failed))
 
     def _watch(self, name: str, role: str, group: str | None = None) -> None:
@@ -580,6 +610,7 @@ class Runner:
         first = [n for n in alive if n in self.pushing]
         codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
         codes.update(self.backend.stop([n for n in alive if n not in self.pushing], STOP_GRACE_S))
+        self._stop_fleets()
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
@@ -599,6 +630,30 @@ class Runner:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
+
+    def _stop_fleets(self) -> None:
+        """SIGTERM every engine and wait for its files (fleet logs of many devices take longer
+        than one device's); a failed engine is a failure, its output kept."""
+        names = [f.name for f in self.fleets if self.backend.created(f.name)]
+        already = self.backend.exited(set(names))
+        alive = [n for n in names if n not in already]
+        codes = dict(already)
+        if alive:
+            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(self.fleets)))
+        for f in self.fleets:
+            if f.name not in codes:
+                continue
+            code = codes[f.name]
+            if code is None:
+                self.backend.signal(f.name, signal.SIGKILL)
+                self.fail(f.name, "did not stop after SIGTERM; killed, its fleet logs are lost")
+            elif code != 0:
+                self.fail(f.name, f"wot-fleet exited with {code}" + (
+                    " before the stop" if f.name in already else " after SIGTERM"))
+            elif not self.rd.fleet_summary(f.name).exists():
+                self.fail(f.name, "no fleet-summary.json written")
+            if code != 0:
+                self.backend.save_output(f.name, self.rd.fleet_container_log(f.name))
 
     def _drain_push(self) -> None:
         """The pushing devices' last test requests get their timeout to be answered (the GEs
@@ -698,6 +753,7 @@ class Runner:
             t0_mono_ns=tl.t0_ns if tl else None,
             cd=self.cd.record(rd.rel(rd.resource_file(cd_module.CD_NODE))) if cd_on else None,
             devices=[d.record(rd) for d in self.devices if d.role == "device"],
+            fleets=[f.record(rd) for f in self.fleets],
             cd_node=next((d.record(rd) for d in self.devices if d.role == "cd-node"), None),
             ges=[g.record(rd) for g in self.ges],
             cd_ge=self.cd_ge.record(rd) if self.cd_ge else None,

@@ -24,6 +24,9 @@ METRICS: list[tuple[str, str, str]] = [
     ("timeouts", "timeouts", "requests"),
     ("sut_cpu_cores", "SUT CPU", "cores"),
     ("sut_rss_peak_mib", "SUT peak RSS", "MiB"),
+    # the testbed's part of the devices' response time (docs/DETECTOR.md "The host's share")
+    ("testbed_ms", "host added per request", "ms"),
+    ("testbed_share", "host's share of R", "share"),
 ]
 
 

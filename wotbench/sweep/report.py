@@ -28,7 +28,8 @@ def _facts(s: Optional[Summary]) -> dict[str, Any]:
         return dict.fromkeys(("devices", "throughput_rps", "offered_rps", "rt_p50_ms", "rt_mean_ms",
                               "rt_p95_ms", "rt_p99_ms", "loss_share", "timeouts", "rd_devices",
                               "rd_cd", "rd_cd_baseline", "ge_kept_up", "late_share", "ks",
-                              "lag_p99_us", "cpu_total_pct", "sut_cpu_cores", "sut_rss_peak_mib"))
+                              "lag_p99_us", "cpu_total_pct", "sut_cpu_cores", "sut_rss_peak_mib",
+                              "testbed_ms", "testbed_share", "testbed_worst_share"))
     o, rt, cd, ge = s.overall, s.overall.response_time_ms.from_sent, s.rd.cd, s.ge_integrity
     lag_ms = ge.worst_lag_p99_ms      # GE integrity is per GE: the row shows the worst GE
     sut = s.sut_resources.total if s.sut_resources else None
@@ -43,7 +44,10 @@ def _facts(s: Optional[Summary]) -> dict[str, Any]:
             "rd_cd_baseline": cd.calibration.p50 if cd else None,
             "ge_kept_up": ge.kept_up, "late_share": ge.worst_late_share, "ks": ge.worst_ks_tol,
             "lag_p99_us": lag_ms * 1000.0 if lag_ms is not None else None,
-            "cpu_total_pct": s.monitor.host_cpu_busy_pct if s.monitor else None}
+            "cpu_total_pct": s.monitor.host_cpu_busy_pct if s.monitor else None,
+            # how much of the devices' response time the host added (evidence.host_share)
+            "testbed_ms": s.contention.added_ms, "testbed_share": s.contention.added_share,
+            "testbed_worst_share": s.contention.worst_share}
 
 
 def _affinity(sweep: Sweep, p: Point, plan: Optional[Plan]) -> str:

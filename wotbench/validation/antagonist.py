@@ -36,8 +36,9 @@ from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
 from wotbench.rundir import atomic
 
-KINDS = ("busy-loop", "container-hog", "second-run")
-CORE_WORDS = ("device", "ge")
+KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
+CORE_WORDS = ("device", "ge", "all")
+LAUNCHERS = {"timeout", "taskset", "nice", "sh", "env"}   # duty-loop: exec'd through these
 RECORD_NAME = "study-antagonist.json"
 SCHEMA = "wotbench-study-antagonist/1"
 CONTAINER_PREFIX = "study-antagonist-"
@@ -56,6 +57,12 @@ class AntagonistSpec:
     start_s: float                       # after the run's test start
     duration_s: float                    # busy-loop/container-hog: how long; second-run: bound
     config: Optional[str] = None         # second-run: its config, relative to the manifest
+    # duty-loop only: the intensity (docs/VALIDATION.md "The graded study")
+    duty: float = 1.0                    # busy share of every period
+    workers: int = 1                     # worker processes (one per core of `core: all`)
+    nice: int = 0
+    pinned: bool = True                  # each worker pinned to one core, or free on the set
+    kernel: bool = False                 # system time (/dev/zero reads) instead of user time
 
     def check(self, test_duration_s: float, manifest_dir: Path) -> Optional[str]:
         """Why the antagonist does not fit the scenario's config, or None."""
@@ -86,7 +93,7 @@ def parse_antagonist(raw: Any) -> AntagonistSpec:
     the key concerned (``.kind: ...``) when it is bad."""
     if not isinstance(raw, dict):
         raise ValueError(f": expected a mapping {{kind, core, start_s, duration_s}}, got {raw!r}")
-    known = {"kind", "core", "start_s", "duration_s", "config"}
+    known = {"kind", "core", "start_s", "duration_s", "config"} | set(DUTY_KEYS)
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f": unknown key(s) {', '.join(map(str, unknown))} "
@@ -106,10 +113,45 @@ def parse_antagonist(raw: Any) -> AntagonistSpec:
             raise ValueError(f".config: only a second-run has a config, not a {kind}")
         if not (core in CORE_WORDS or (isinstance(core, int) and not isinstance(core, bool)
                                        and core >= 0)):
-            raise ValueError(f".core: must be device, ge or a core number >= 0, got {core!r}")
+            raise ValueError(f".core: must be device, ge, all or a core number >= 0, got {core!r}")
+    duty = _duty_keys(raw, kind)
     return AntagonistSpec(kind=kind, core=core, start_s=_number(raw, "start_s", positive=False),
                           duration_s=_number(raw, "duration_s", positive=True),
-                          config=raw.get("config"))
+                          config=raw.get("config"), **duty)
+
+
+DUTY_KEYS = {"duty": (float, 0.01, 1.0), "workers": (int, 1, 16), "nice": (int, -20, 19),
+             "pinned": (bool, None, None), "kernel": (bool, None, None)}
+
+
+def _duty_keys(raw: dict, kind: str) -> dict[str, Any]:
+    """The duty-loop's intensity keys, checked (ValueError naming the key)."""
+    out: dict[str, Any] = {}
+    for key, (typ, lo, hi) in DUTY_KEYS.items():
+        if key not in raw:
+            continue
+        if kind != "duty-loop":
+            raise ValueError(f".{key}: only a duty-loop has {key}, not a {kind}")
+        v = raw[key]
+        if typ is bool:
+            if not isinstance(v, bool):
+                raise ValueError(f".{key}: expected true or false, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                (typ is int and not float(v).is_integer()) or not lo <= v <= hi:
+            raise ValueError(f".{key}: expected {'an integer' if typ is int else 'a number'} "
+                             f"in {lo:g}..{hi:g}, got {v!r}")
+        out[key] = typ(v)
+    return out
+
+
+def resolve_cores(core: Union[str, int, None], plan: dict) -> list[int]:
+    """``all``: every usable core of the plan; else the one core of :func:`resolve_core`."""
+    if core == "all":
+        cores = [int(c) for c in plan.get("usable_cores") or []]
+        if not cores:
+            raise ValueError("plan.json has no usable_cores")
+        return cores
+    return [resolve_core(core, plan)]
 
 
 def resolve_core(core: Union[str, int, None], plan: dict) -> int:
@@ -143,6 +185,8 @@ class AntagonistRecord:
     started: bool = False
     why_not: Optional[str] = None             # never started: why
     core: Optional[int] = None
+    cores: list[int] = field(default_factory=list)   # duty-loop: every core it ran on
+    cmdline: Optional[str] = None             # duty-loop: what the scan should name it by
     test_start_seen_mono_ns: Optional[int] = None
     start_mono_ns: Optional[int] = None
     end_mono_ns: Optional[int] = None
@@ -257,6 +301,55 @@ class BusyLoop(Launcher):
             time.sleep(0.01)
         self.rec.notes.append("the sh of the busy loop was not found under its timeout "
                               f"(pid {self.proc.pid}) within 3 s")
+
+
+class DutyLoop(Launcher):
+    """``timeout -s KILL D+2 taskset -c CORES nice -n N python -m wotbench.validation.dutyhog``:
+    started through launchers on purpose (the scan must name the python it runs, not
+    ``taskset``), outside the harness's session."""
+    cores: list[int] = []
+
+    def argv(self) -> list[str]:
+        s = self.spec
+        cores = self.cores or [0]
+        hog = [sys.executable, "-m", "wotbench.validation.dutyhog", "--duty", f"{s.duty:g}",
+               "--seconds", f"{s.duration_s:g}", "--workers", str(s.workers)]
+        if s.pinned:
+            hog += ["--cores", ",".join(map(str, cores))]
+        if s.kernel:
+            hog.append("--kernel")
+        return ["timeout", "-s", "KILL", f"{s.duration_s + 2:g}", "taskset", "-c",
+                ",".join(map(str, cores)), "nice", "-n", str(s.nice), *hog]
+
+    def start(self, at_ns: int, core: Optional[int]) -> None:
+        self.out = (self.work / "duty-loop.out").open("w")
+        self.rec.start_mono_ns = time.monotonic_ns()
+        self.proc = subprocess.Popen(self.argv(), env=_clean_env(), stdin=subprocess.DEVNULL,
+                                     stdout=self.out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self.rec.started = True
+        self.rec.cores = list(self.cores)
+        self.rec.owner_kind, self.rec.owner = "host", ""
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and self.proc.poll() is None:   # after the execs
+            kids = _children(self.proc.pid)
+            comm = _comm(kids[0]) if kids else None
+            if comm and comm not in LAUNCHERS:
+                self.rec.pid, self.rec.comm = kids[0], comm
+                try:
+                    raw = Path(f"/proc/{kids[0]}/cmdline").read_bytes()
+                    self.rec.cmdline = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+                except OSError:
+                    pass
+                return
+            time.sleep(0.01)
+        self.rec.notes.append("the duty loop's program was not found under its timeout "
+                              f"(pid {self.proc.pid}) within 3 s")
+
+    def stop(self) -> None:
+        super().stop()
+        if getattr(self, "out", None) is not None and not self.out.closed:
+            self.out.close()
 
 
 class ContainerHog(Launcher):
@@ -443,6 +536,8 @@ class Watcher:
             self.launcher = launcher
         elif spec.kind == "busy-loop":
             self.launcher = BusyLoop(spec, self.rec, self.out_root)
+        elif spec.kind == "duty-loop":
+            self.launcher = DutyLoop(spec, self.rec, self.out_root)
         elif spec.kind == "container-hog":
             self.launcher = ContainerHog(spec, self.rec, self.out_root)
         else:
@@ -497,7 +592,12 @@ class Watcher:
             core = None
             if self.spec.kind != "second-run":
                 try:
-                    core = resolve_core(self.spec.core, plan)
+                    cores = resolve_cores(self.spec.core, plan)
+                    core = cores[0]
+                    if isinstance(self.launcher, DutyLoop):
+                        self.launcher.cores = cores
+                    elif len(cores) > 1:
+                        raise ValueError(f"a {self.spec.kind} runs on one core, not all")
                 except ValueError as e:
                     raise NotStarted(f"antagonist.core {self.spec.core!r}: {e}") from None
             self.rec.core = core

@@ -23,7 +23,9 @@ EXPECTS = ("clean", "episodes", "agree", "scale")
 DEFAULT_MANIFEST = Path("configs/validation/scenarios.yaml")
 DEFAULT_REPEATS = 3
 MAX_REPEATS = 50
-SCENARIO_KEYS = {"name", "config", "expect", "vary", "repeats", "antagonist"}
+# twin: the clean scenario of the same config whose runs (same seeds) are this one's ground
+# truth in the graded study (wotbench.validation.graded)
+SCENARIO_KEYS = {"name", "config", "expect", "vary", "repeats", "antagonist", "twin"}
 
 
 def read_manifest(path: Path) -> list[dict]:
@@ -54,6 +56,13 @@ def read_manifest(path: Path) -> list[dict]:
         if vary is not None and not (isinstance(vary, dict) and isinstance(vary.get("key"), str)
                                      and isinstance(vary.get("values"), list) and vary["values"]):
             raise ValueError(f"{path}: scenario {sc['name']}: vary must be {{key: KEY, values: [V1, ...]}}")
+        twin = sc.get("twin")
+        if twin is not None:
+            ref = next((t for t in scs if isinstance(t, dict) and t.get("name") == twin), None)
+            if ref is None or ref.get("expect") != "clean" or ref.get("config") != sc["config"] \
+                    or ref.get("antagonist") is not None:
+                raise ValueError(f"{path}: scenario {sc['name']}: twin {twin!r} must be a clean "
+                                 f"scenario of the same config ({sc['config']}) in this manifest")
         unknown = sorted(set(sc) - SCENARIO_KEYS)
         if unknown:
             raise ValueError(f"{path}: scenario {sc['name']}: unknown key(s) {', '.join(unknown)} "

@@ -28,6 +28,7 @@ from wotbench.monitor.quiet import QuietGate
 from wotbench.rundir import atomic
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn
+from wotbench.validation import graded
 from wotbench.validation.antagonist import RECORD_NAME, parse_antagonist, with_antagonist
 from wotbench.validation.facts import load_run
 from wotbench.validation.rates import (grade_point_as, grade_run, grade_series_repeat,
@@ -194,6 +195,13 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
                     analyze(rd.path)
         results.append(evaluate(sc, sweep))
         _write(study_dir, results, meta)
+    graded_result = graded.evaluate_study(list(zip(scenarios, sweeps)))
+    if graded_result is not None:
+        atomic.write_json(study_dir / "graded.json", graded_result, indent=1, default=str)
+        atomic.write_text(study_dir / "graded.md", "# Graded study\n\n" +
+                          graded.render(graded_result) + "".join(
+                              f"\n- missing: {m}" for m in graded_result["missing"]))
+        log(f"wrote {study_dir / 'graded.md'}")
     meta["finished_utc"] = iso_stamp()
     print(_write(study_dir, results, meta))
     log(f"wrote {study_dir / 'table.md'} and {study_dir / 'results.json'}")

@@ -60,6 +60,7 @@ _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 
 TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 _WITH_BODY = tuple(HTTP_METHODS.index(m) for m in ("PUT", "POST", "PATCH"))
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
+DURABLE_RESOURCE_FILES = 2000   # more (wot-fleet runs): written without an fsync each
 NOT_OBSERVABLE = ("none", 0, 0, 0, "con", 60)    # notification columns of a plain resource
 
 
@@ -338,8 +339,9 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     _write_rows(out_dir / "trace.csv", tr, addrs, schemes=_schemes(cfg, addrs),
                 clients=open_clients, via=httpproxy.via(cfg))
+    durable = len(tr.resources) <= DURABLE_RESOURCE_FILES
     for name, rows in tr.resources.items():
-        write_resources(out_dir / "resources" / f"{name}.csv", rows)
+        write_resources(out_dir / "resources" / f"{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(HTTP_METHODS)     # OBSERVE/CANCEL lines are not requests

@@ -213,17 +213,12 @@ int fl_devices_load(const char *file, struct fleet *f) {
         rc = csv_fail(file, 0, "out of memory or path too long", "a smaller devices file");
         goto out;
     }
-    ssize_t len;
-    while (rc == 0 && (len = getline(&line, &lcap, fp)) >= 0) {
-        ln++;
-        if ((size_t)len != strlen(line)) {
-            rc = csv_fail(file, ln, "NUL byte in line", "text");
+    int got;
+    while (rc == 0 && (got = csv_next_line(fp, file, &line, &lcap, &ln)) != 0) {
+        if (got < 0) {
+            rc = -1;
             break;
         }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0 || line[0] == '#')
-            continue;
         if (!seen_header) {
             if (strcmp(line, HEADER) != 0) {
                 rc = header_problem(file, line);

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from wotbench.deploy import pods
+from wotbench.deploy import fleet, fleet_capacity, pods
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
@@ -32,6 +32,8 @@ from wotbench.runner.backends.docker import scalelimits
 from wotbench.runner.backend import Log
 from wotbench.runner.binaries import WARDEN
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner import fleets as fleet_runs
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.dtlskey import KEY_IN
 from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
@@ -167,14 +169,16 @@ class DockerKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """A subnet no existing Docker network uses: the configured one when it is free; when
         it is taken, a free one if the user did not choose it, else a clear stop."""
-        devices, ctrs = cfg.total_devices + 1, pods.containers(cfg) + 1   # + the CD node
-        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits())
+        in_fleets = sum(g.count for i, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, i))
+        devices, ctrs = cfg.total_devices - in_fleets + 1, pods.containers(cfg) + 1   # + CD node
+        short = scalelimits.too_small(devices, ctrs, scalelimits.host_limits(), in_fleets)
         if short:
-            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short))
+            raise EnvironmentProblem(scalelimits.message(devices, ctrs, short, in_fleets))
+        cfg, notes = fleet_capacity.size_fleets(cfg, self.fleet_nofile_hard())
         taken = network.subnets_in_use(connection)
         blocker = network.overlapping(cfg.network.subnet, taken)
         if blocker is None:
-            return cfg, []
+            return cfg, notes
         if "subnet" in cfg.network.model_fields_set:
             raise ConfigError(network.subnet_taken_message(cfg.network.subnet, blocker))
         free = network.free_subnet(cfg.network.subnet, taken)
@@ -183,8 +187,13 @@ class DockerKind:
                                      + "; no free private /16 was found either")
         out = cfg.model_copy(deep=True)
         out.network.subnet = free
-        return out, [f"network.subnet {cfg.network.subnet} overlaps Docker network "
-                     f"{blocker[0]} ({blocker[1]}): this run uses {free}"]
+        return out, notes + [f"network.subnet {cfg.network.subnet} overlaps Docker network "
+                             f"{blocker[0]} ({blocker[1]}): this run uses {free}"]
+
+    def fleet_nofile_hard(self) -> Optional[int]:
+        """dockerd's hard limit: runc cannot give a container more (without CAP_SYS_RESOURCE
+        in the daemon's namespace it cannot raise it at all)."""
+        return scalelimits.dockerd_nofile(hard=True)
 
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         """Pumba's tc sidecar image is built with the run's client."""
@@ -333,6 +342,33 @@ class DockerBackend:
             else:
                 self._start_device(members[0])
         in_parallel(start, units)
+
+    def start_fleets(self, fleets: Sequence[FleetRun]) -> None:
+        """One container per engine on the run's network at the fleet's address, its devices
+        on ports of that address; the run's resource files mounted once, read-only."""
+        if not fleets:
+            return
+        image = self.images["wot-fleet"]
+        res_dir = RunDir(self.run_dir).resources_dir if self.run_dir else None
+
+        def start(f: FleetRun) -> None:
+            import docker.errors
+            binds = {f.dir: (fleet_runs.FLEET_DIR_IN, "rw")}
+            if res_dir is not None:
+                binds[res_dir] = (fleet_runs.RES_DIR_IN, "ro")
+            try:
+                self._create(containers.Spec(
+                    name=f.name, role="fleet", image=image,
+                    command=fleet_runs.command(f, in_container=True), cpuset=f.cpuset,
+                    networks=self.net_plan.endpoints(f.name), binds=binds,
+                    memory_mb=-(-f.req.memory_bytes // 2**20), pids_limit=f.req.pids,
+                    nofile=f.req.nofile)).start()
+            except docker.errors.APIError as e:   # e.g. a nofile limit runc may not set
+                raise EnvironmentProblem(f"{f.name}: Docker could not start the wot-fleet "
+                                         f"container ({f.req.nofile} file descriptors, "
+                                         f"{f.req.memory_bytes // 2**20} MiB): "
+                                         f"{e.explanation or e}") from None
+        in_parallel(start, list(fleets))
 
     def _unit(self, name: str) -> str:
         """The container a component runs in: its pod's, else its own."""

@@ -41,6 +41,7 @@ class Spec:
     network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
     tmpfs: dict[str, str] = field(default_factory=dict)   # path -> mount options (writable)
     warden: Optional[Warden] = None
+    nofile: Optional[int] = None     # RLIMIT_NOFILE (soft = hard); None: dockerd's default
 
 
 _ENTRYPOINTS: dict[str, tuple[list[str], list[str]]] = {}
@@ -93,6 +94,9 @@ def create(client, run_id: str, spec: Spec):
     if spec.memory_mb:
         kwargs["mem_limit"] = f"{int(spec.memory_mb)}m"
         kwargs["memswap_limit"] = f"{int(spec.memory_mb)}m"
+    if spec.nofile:   # e.g. a wot-fleet engine: one socket per device
+        from docker.types import Ulimit
+        kwargs["ulimits"] = [Ulimit(name="nofile", soft=spec.nofile, hard=spec.nofile)]
     labels = {RUN_LABEL: run_id, ROLE_LABEL: spec.role, COMPONENT_LABEL: spec.name}
     binds = dict(spec.binds)
     kwargs.update(kept(client, spec.image, spec.command, binds, labels, spec.warden))

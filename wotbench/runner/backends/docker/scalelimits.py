@@ -22,6 +22,10 @@ TASKS_PER_DEVICE = 7           # a sleep device with 4 workers: ~5 threads (solv
 TASKS_PER_CONTAINER = 13       # its containerd-shim (one-device containers: 18-19 in all)
 DOCKERD_FDS_PER_CONTAINER = 9  # measured 8.2 (300 containers) and 8.1 (1100)
 CONNTRACK_PER_DEVICE = 3       # measured 2.3-2.8
+# a wot-fleet engine's device (wotbench.deploy.fleet) is no process and no container of its own:
+# of the costs above it has only its conntrack flows: one from the GE's warm-up socket and one
+# per GE source port to it (one at the rates a fleet device is sent; not yet measured)
+CONNTRACK_PER_FLEET_DEVICE = 2
 HOST_RESERVE = 2000            # tasks / descriptors the host and the harness keep for themselves
 
 
@@ -32,9 +36,11 @@ class Limit:
     per_device: int
     per_container: int
     fix: str
+    per_fleet_device: int = 0
 
-    def need(self, devices: int, containers: int) -> int:
-        return devices * self.per_device + containers * self.per_container
+    def need(self, devices: int, containers: int, fleet_devices: int = 0) -> int:
+        return (devices * self.per_device + containers * self.per_container
+                + fleet_devices * self.per_fleet_device)
 
     @property
     def devices(self) -> int:
@@ -80,17 +86,27 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int,
         ("dockerd LimitNOFILE", dockerd_nofile(), 0, DOCKERD_FDS_PER_CONTAINER,
          "raise LimitNOFILE in docker.service (systemctl edit docker), then restart dockerd"),
     ]
-    return [Limit(s, cur, pd, pc, fix) for s, cur, pd, pc, fix in found if cur is not None]
+    return [Limit(s, cur, pd, pc, fix,
+                  CONNTRACK_PER_FLEET_DEVICE if s.endswith("conntrack_max") else 0)
+            for s, cur, pd, pc, fix in found if cur is not None]
 
 
-def too_small(devices: int, containers: int, limits: list[Limit]) -> list[Limit]:
-    """The limits ``devices`` in ``containers`` containers would pass."""
-    return [lim for lim in limits if lim.need(devices, containers) > lim.current - HOST_RESERVE]
+def too_small(devices: int, containers: int, limits: list[Limit],
+              fleet_devices: int = 0) -> list[Limit]:
+    """The limits ``devices`` (processes) and ``fleet_devices`` (in engines) in ``containers``
+    containers would pass."""
+    return [lim for lim in limits
+            if lim.need(devices, containers, fleet_devices) > lim.current - HOST_RESERVE]
 
 
-def message(devices: int, containers: int, short: list[Limit]) -> str:
-    return (f"{devices} devices in {containers} containers need more than this host allows: "
-            + "; ".join(f"{lim.setting} = {lim.current}, about {lim.need(devices, containers)} "
+def message(devices: int, containers: int, short: list[Limit], fleet_devices: int = 0) -> str:
+    fleet = f" and {fleet_devices} engine devices" if fleet_devices else ""
+    return (f"{devices} devices{fleet} in {containers} containers need more than this host "
+            "allows: "
+            + "; ".join(f"{lim.setting} = {lim.current}, about "
+                        f"{lim.need(devices, containers, fleet_devices)} "
                         f"needed ({lim.per_device} per device, {lim.per_container} per "
-                        f"container) plus {HOST_RESERVE} for the host; fix: {lim.fix}"
+                        f"container" + (f", {lim.per_fleet_device} per engine device"
+                                        if fleet_devices and lim.per_fleet_device else "")
+                        + f") plus {HOST_RESERVE} for the host; fix: {lim.fix}"
                         for lim in short))

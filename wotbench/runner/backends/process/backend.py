@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
+from wotbench.deploy import fleet_capacity
 from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
 from wotbench.deploy.plan import parse_cpuset
@@ -29,6 +30,8 @@ from wotbench.runner import thirdparty
 from wotbench.runner.backend import Log
 from wotbench.runner.cleanup import kill_processes, leftover_processes
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner import fleets as fleet_runs
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child
@@ -119,10 +122,10 @@ class ProcessKind:
     def adapt(self, cfg: Config, connection: Any) -> tuple[Config, list[str]]:
         """Devices on loopback addresses of a block no other run on this host uses:
         172.28.0.10 -> 127.S.0.10."""
-        cfg = cfg.model_copy(deep=True)
+        cfg, sized = fleet_capacity.size_fleets(cfg, self.fleet_nofile_hard())
         block = loopslot.claim()
         cfg.network.subnet = loopslot.subnet(block)
-        notes = ["process backend: cpu_quota and memory_mb are not enforced"]
+        notes = ["process backend: cpu_quota and memory_mb are not enforced"] + sized
         if block:
             notes.append(f"process backend: another process-backend run holds 127.0.0.0/16; this "
                          f"run's devices listen in {cfg.network.subnet}")
@@ -130,6 +133,10 @@ class ProcessKind:
 
     def impairment_options(self, connection: Any) -> dict[str, dict[str, Any]]:
         return {}       # app-level impairments only: they need nothing of a runtime
+
+    def fleet_nofile_hard(self) -> Optional[int]:
+        """The harness's own hard limit: its children may raise their soft limit to it."""
+        return fleet_capacity.own_nofile_hard()
 
     def create(self, run_id: str, run_dir: Path, log: Log, connection: Any) -> "ProcessBackend":
         return ProcessBackend(run_id, run_dir, log)
@@ -194,13 +201,13 @@ class ProcessBackend:
         return {}
 
     def _spawn(self, name: str, argv: list[str], cpus: set[int], out: Path,
-               drop: bool = True, cwd: str = "/") -> None:
+               drop: bool = True, cwd: str = "/", nofile: Optional[int] = None) -> None:
         env = {"PATH": "/usr/bin:/bin", PROCESS_ENV: self.run_id, PROCESS_LEASE_ENV: self.lease}
         kw = dict(user=NOBODY, group=NOBODY, extra_groups=[]) if self.drop and drop else {}
         with open(out, "wb") as f:
             self.procs[name] = subprocess.Popen(
                 self._kept(argv), stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT, env=env,
-                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus), **kw)
+                cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus, nofile), **kw)
 
     def _kept(self, argv: list[str]) -> list[str]:
         """Under the run's warden (runner/lease.py), which outlives no harness: it also gets the
@@ -223,6 +230,14 @@ class ProcessBackend:
             self._spawn(d.name, argv, set(parse_cpuset(d.cpuset)), d.stdout,
                         drop=d.program_key not in self.as_root,
                         cwd=os.getcwd() if d.program is not None else "/")
+
+    def start_fleets(self, fleets: Sequence[FleetRun]) -> None:
+        """Each engine a local process pinned to its cpuset, its devices on their own loopback
+        addresses, RLIMIT_NOFILE raised to what it needs (fleet_capacity checked the hard
+        limit before the run)."""
+        for f in fleets:
+            argv = fleet_runs.command(f, in_container=False, binary=str(self.bins["wot-fleet"]))
+            self._spawn(f.name, argv, set(parse_cpuset(f.cpuset)), f.stdout, nofile=f.req.nofile)
 
     def create_ge(self, g: GeRun) -> None:
         argv = [str(self.bins["gateway-emulator"])] + g.args(

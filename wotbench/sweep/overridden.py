@@ -1,0 +1,38 @@
+"""``wotbench run CONFIG --set KEY=VALUE``: one run of a config with keys changed, through the
+same path a sweep point takes (:func:`wotbench.sweep.core.derive_config`: the keys checked and
+named on a bad value, relative paths made absolute), written to a temporary file for the run."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import yaml
+
+from wotbench.errors import ConfigError
+from wotbench.sweep.core import derive_config
+from wotbench.sweep.paths import parse_set
+
+
+@contextmanager
+def overridden_config(path: Path, set_args: list[str]) -> Iterator[Path]:
+    """The config at ``path`` with ``set_args`` applied, as a file that lives for the block."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot read ({e.strerror})"]) from None
+    except yaml.YAMLError as e:
+        raise ConfigError([f"{path}: not valid YAML ({e})"]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{path}: expected a mapping of config keys"])
+    cfg = derive_config(raw, parse_set(set_args), base_dir=path.resolve().parent,
+                        name=raw.get("name", path.stem), label="--set")
+    tmp = Path(tempfile.mkdtemp(prefix="wotbench-set-"))
+    try:
+        out = tmp / path.name
+        out.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        yield out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
