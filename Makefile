@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -19,6 +19,7 @@ help:
 	@echo "make test-long                       the long end-to-end tests (marked long: sweeps with repeats, capacity search, faults; CI runs them too)"
 	@echo "make test-bench-smoke                every benchmark's smoke run alone (tests/bench; part of make test)"
 	@echo "make test-scale                      the 200-device e2e run (kept out of make test)"
+	@echo "make fuzz                            every C parser's libFuzzer target (GE trace, HTTP response; device request, fleet datagram, resource file), FUZZ_SECONDS=300 each"
 	@echo "make check                           the fast loop: tests/unit (no binaries, no Docker), in parallel, < 60 s"
 	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
@@ -78,6 +79,11 @@ test-scale: build
 # the fast loop: no C build, no Docker; the benchmark-style tests marked slow run in make test
 check: bootstrap
 	@bash scripts/run-tests.sh tests/unit -n 2 -m "not slow" -q $(PYTEST_ARGS)
+
+# the C parsers' libFuzzer targets, one at a time, FUZZ_SECONDS each (make test: a few seconds)
+FUZZ_SECONDS ?= 300
+fuzz: bootstrap
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh
 
 bench: build
 	@$(PY) bench/run_all.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what WoTbench needs on a fresh Debian machine, idempotently:
 #   - Debian packages (compiler, libcoap 4.3.1 static library and tools, collectl, iproute2,
-#     nftables, nginx: the reference HTTP server under test) when running as root; a clear
+#     nftables, nginx: the reference HTTP server under test, clang with libFuzzer) when running as root; a clear
 #     message with the command otherwise;
 #   - the Python virtual environment .venv with the package and its test dependencies.
 # Called by the Makefile before build, test, run and bench. Fast when nothing is missing.
@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl iproute2 nftables nginx)
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES+=(wrk)   # the HTTP benchmark's peer (bench/http_bench.py)
+APT_PACKAGES+=(clang libclang-rt-14-dev)   # the C parsers' libFuzzer targets (make fuzz, make test)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

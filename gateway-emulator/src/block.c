@@ -268,3 +268,14 @@ int block_write(const ge_t *g) {
                 (unsigned long long)B->mid_overflow_pairs);
     return 0;
 }
+
+void block_free(ge_t *g) {
+    struct block_s *B = g->blk;
+    if (!B)
+        return;
+    free(B->bodies);
+    free(B->b);
+    free(B->next_mid);
+    free(B);
+    g->blk = NULL;
+}

@@ -185,6 +185,9 @@ void stop_on_signals(void); /* SIGINT/SIGTERM set ge_stop_signal */
 
 /* trace.c */
 int trace_load(ge_t *g); /* 0 ok; prints FILE:LINE message and returns 2 on bad input */
+/* the reader itself, on an open stream named `name` in messages (tests and fuzz targets) */
+int trace_read(ge_t *g, FILE *fp, const char *name);
+void trace_free(ge_t *g); /* what trace_read allocated (the GE itself exits instead) */
 
 /* proxy.c (more in proxy.h): --proxy HOST:PORT [--proxy-mode uri|scheme] */
 enum { PROXY_URI = 0, PROXY_SCHEME = 1 };
@@ -219,10 +222,12 @@ uint32_t observe_token_index(const ge_t *g, uint32_t idx); /* a CANCEL uses its 
 req_t *observe_on_message(ge_t *g, uint32_t idx, int type, uint16_t mid, const void *pdu,
                           int64_t t, int64_t kt, int *reply);
 int observe_write(const ge_t *g); /* notifications.csv + observe.json; 0 ok, 1 failure */
+void observe_free(ge_t *g);
 
 /* block.c (RFC 7959 block-wise transfer; see README "Block-wise transfer") */
 int block_note_body(ge_t *g, uint32_t idx, uint64_t body); /* loading; 0 ok, -1 no memory */
 int block_prepare(ge_t *g);                                 /* after trace_load; 0 / 1 */
+void block_free(ge_t *g);
 size_t block_first_payload(const ge_t *g, uint32_t idx, size_t small);
 size_t block_opts(ge_t *g, uint32_t idx, const uint8_t *uopts, size_t ulen, uint8_t *out,
                   size_t cap);

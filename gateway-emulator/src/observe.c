@@ -288,3 +288,17 @@ int observe_write(const ge_t *g) {
             (unsigned long long)S->acks, (unsigned long long)S->rsts);
     return outfile_close(f, path);
 }
+
+void observe_free(ge_t *g) {
+    struct observe_s *S = g->obs;
+    if (!S)
+        return;
+    free(S->head);
+    free(S->tail);
+    free(S->next);
+    free(S->link);
+    free(S->o);
+    free(S->rec);
+    free(S);
+    g->obs = NULL;
+}

@@ -553,17 +553,23 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
 }
 
 int trace_load(ge_t *g) {
-    loader_t L;
-    memset(&L, 0, sizeof L);
-    L.g = g;
-    L.file = g->trace_path;
-    L.clients_col = -1;
     FILE *fp = fopen(g->trace_path, "r");
     if (!fp) {
         fprintf(stderr, "%s:0: cannot open (%s), expected a readable trace file\n", g->trace_path,
                 strerror(errno));
         return 2;
     }
+    int rc = trace_read(g, fp, g->trace_path);
+    fclose(fp);
+    return rc;
+}
+
+int trace_read(ge_t *g, FILE *fp, const char *name) {
+    loader_t L;
+    memset(&L, 0, sizeof L);
+    L.g = g;
+    L.file = name;
+    L.clients_col = -1;
     char *buf = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -594,8 +600,22 @@ int trace_load(ge_t *g) {
     if (!rc && g->n > UINT32_MAX - 1)
         rc = bad(&L, "too many requests, expected fewer than 2^32");
     free(buf);
-    fclose(fp);
     strmap_free(&L.uri_map);
     free(L.ep_ix.slot);
     return rc;
+}
+
+void trace_free(ge_t *g) {
+    for (size_t i = 0; i < g->nuris; i++) {
+        free(g->uris[i].path);
+        free(g->uris[i].opts);
+        free(g->uris[i].authority);
+    }
+    free(g->uris);
+    free(g->reqs);
+    free(g->eps);
+    observe_free(g);
+    block_free(g);
+    g->uris = NULL, g->reqs = NULL, g->eps = NULL;
+    g->nuris = g->n = g->neps = 0;
 }

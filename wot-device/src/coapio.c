@@ -432,6 +432,14 @@ static void mark_ready(const char *log_dir) {
         close(fd);
 }
 
+int coapio_attach(struct device *d, coap_context_t *ctx) {
+    D = d;
+    coap_set_log_handler(on_log);
+    coap_register_event_handler(ctx, on_event);
+    return block_init(ctx, d->rs) || observe_init(d->rs, d->wq, d->log->cap) ||
+                   add_resources(ctx) ? 1 : 0;
+}
+
 int coapio_run(struct device *d) {
     D = d;
     coap_address_t addr;

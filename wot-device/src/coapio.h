@@ -25,4 +25,10 @@ struct device {
  * Returns 0 on a signal, 1 on an environment failure (message printed), 2 on a bad address. */
 int coapio_run(struct device *d);
 
+/* The request path without the loop, for the in-process tests and the fuzz target
+ * (wot-device/unit, wot-device/fuzz): the device's resources, handlers and block-wise bodies
+ * on a context the caller made and polls (coap_io_process). 0 ok, 1 out of memory. */
+struct coap_context_t;
+int coapio_attach(struct device *d, struct coap_context_t *ctx);
+
 #endif

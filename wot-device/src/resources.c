@@ -179,6 +179,14 @@ int resources_load(const char *file, struct resource_set *out) {
                 strerror(errno));
         return -1;
     }
+    int rc = resources_read(fp, file, out);
+    fclose(fp);
+    return rc;
+}
+
+int resources_read(FILE *fp, const char *file, struct resource_set *out) {
+    out->v = NULL;
+    out->n = 0;
     char *line = NULL;
     size_t lcap = 0, cap = 0;
     long ln = 0;
@@ -207,7 +215,6 @@ int resources_load(const char *file, struct resource_set *out) {
     else if (rc == 0 && out->n == 0)
         rc = csv_fail(file, ln, "no resources", "at least one resource line");
     free(line);
-    fclose(fp);
     if (rc)
         resources_free(out);
     return rc;

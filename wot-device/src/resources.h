@@ -3,6 +3,7 @@
 #define WOT_RESOURCES_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum svc_mode { MODE_SLEEP = 0, MODE_BUSY = 1 };
 
@@ -32,6 +33,8 @@ struct resource_set {
 
 /* Parses FILE; on error prints "FILE:LINE: what, expected what" to stderr and returns -1. */
 int resources_load(const char *file, struct resource_set *out);
+/* the reader itself on an open stream; `file` names it in messages (tests, fuzz targets) */
+int resources_read(FILE *fp, const char *file, struct resource_set *out);
 void resources_free(struct resource_set *rs);
 
 /* Shared by the CSV readers (this file and fleet/devices_file.c). */
