@@ -23,6 +23,7 @@ needs_libcoap = pytest.mark.skipif(not shutil.which("coap-server-notls"),
                                    reason="coap-server-notls not installed (apt-get install libcoap3-bin)")
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 def test_aiocoap_server_as_process_device(harness_env, tmp_path):
     rc, h = _run(harness_env, tmp_path, {"name": "byo-aiocoap", "backend": "process", "devices": [
         {"group": "aio", "count": 2, "server": {"command": AIOCOAP}, "paths": ["time", "hello"],
@@ -66,6 +67,7 @@ def test_proxy_that_refuses_proxy_uri(harness_env, tmp_path):
     assert leftover_processes(_run_id(tmp_path)) == []
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @pytest.mark.docker
 @needs_libcoap
 def test_coap_server_image_device_and_proxy_on_docker(harness_env, tmp_path):

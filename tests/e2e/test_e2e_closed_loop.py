@@ -62,6 +62,7 @@ def test_closed_loop_against_libcoap_server(harness_env, tmp_path):
     assert "Load: closed loop, 200 client endpoints" in (rd / "report.html").read_text()
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 def test_closed_loop_against_aiocoap_server(harness_env, tmp_path):
     rc, h = _run(harness_env, tmp_path, {"loop": "closed", "clients": 20,
                                          "think": {"dist": "exponential", "mean": 5}},
@@ -72,6 +73,7 @@ def test_closed_loop_against_aiocoap_server(harness_env, tmp_path):
     assert s["load"]["per_client"]["min"] > 0
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @needs_libcoap
 def test_open_loop_from_many_endpoints(harness_env, tmp_path):
     rc, h = _run(harness_env, tmp_path, {"clients": 50},

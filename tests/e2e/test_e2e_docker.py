@@ -50,6 +50,7 @@ def test_run_end_to_end(harness, tmp_path):
     assert labelled(run["run_id"]) == ([], [])
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 def test_sigint_cleans_up_and_keeps_raw_logs(harness, tmp_path):
     h = harness("long.yaml")
     h.wait_for("T0 in", 120)

@@ -80,6 +80,7 @@ def _check(rc: int, h: Harness, s: dict, tmp_path: Path) -> str:
     return json.loads((rd / "run.json").read_text())["run_id"]
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @pytest.mark.slow
 def test_nginx_as_process_devices(harness_env, tmp_path):
     rc, h, s = _run(harness_env, tmp_path, "process")

@@ -71,6 +71,7 @@ def _comm(p: Path) -> str:
         return ""
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @NEEDS_APP
 def test_app_backend_delay_and_loss(harness, tmp_path):
     h = harness("impair.yaml")
@@ -109,6 +110,7 @@ def test_app_backend_delay_and_loss(harness, tmp_path):
     assert_nothing_left(run)
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @NEEDS_APP
 def test_sigint_removes_impairments(harness, tmp_path):
     h = harness("impair-long.yaml")

@@ -46,6 +46,7 @@ def _check(run_dir: Path, source: str) -> None:
     assert "Its own resources" in html and "table-sut-windows" in html
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 @needs_libcoap
 def test_process_backend_server_resources(harness_env, tmp_path):
     h = Harness(["run", str(_config(tmp_path, "sut-proc", backend="process")),

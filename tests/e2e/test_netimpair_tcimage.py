@@ -20,6 +20,7 @@ def client():
     return c
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): a real run of 10-30 s
 def test_tc_image_builds_and_runs_tc_in_a_target_namespace(client):
     tag = tcimage.ensure_tc_image(client)
     assert tag.startswith("wotbench-tc:")

@@ -27,6 +27,7 @@ def test_million_request_run_timing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long   # 10^5 devices generated and analysed: in make test-long (CI runs it)
 def test_hundred_thousand_fleet_devices_timing(tmp_path):
     """10^5 devices in one engine (two loops), 6 * 10^5 requests: the fleet logs are read and
     joined vectorised and the per-device figures go to series/per_device.csv (the figures with
