@@ -237,3 +237,12 @@ def test_split_table_shows_r_minus_s_by_place(tmp_path, clean_html):
     cells = re.findall(r'<td class="n">([^<]*)</td>', t)
     assert cells and all(" / " in c for c in cells)
     assert "CD, calibration" in t and "stamps: devices user" in html
+
+
+def test_every_flag_rule_has_a_name_in_the_report():
+    """A flag of a rule the report cannot name stopped `wotbench report` with a KeyError
+    (found on a killed run flagged by the host share's queueing measure)."""
+    import typing
+    from wotbench.report.evidence import RULE_NAMES
+    from wotbench.rundir.evidence import FlagRule
+    assert set(typing.get_args(FlagRule)) <= set(RULE_NAMES)

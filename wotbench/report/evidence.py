@@ -10,9 +10,9 @@ from wotbench.detector.evidence import owner_words
 from wotbench.rundir import Summary
 
 RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stretch",
-              "wakeup": "wake-up delay", "other_run": "another WoTbench run",
-              "send_lag": "device send lag",
-              "loop_lag": "engine loop lag"}
+              "wakeup": "wake-up delay", "queueing": "queueing behind slowed requests",
+              "other_run": "another WoTbench run", "send_lag": "device send lag",
+              "loop_lag": "engine loop lag"}   # every FlagRule (tests/unit/test_report.py)
 
 
 def host_share(e) -> Optional[dict]:
