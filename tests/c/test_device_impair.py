@@ -187,6 +187,7 @@ def test_gilbert_elliott_bursts(device_bin, ge_bin, tmp_path):
     assert g.summary()["impair"]["dropped_out"] == lg
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 def test_seed_reproducible(device_bin, tmp_path):
     """Closed loop (one request at a time), so the device sends its datagrams in request order
     whatever the host load: the same seed gives the same losses and delays."""

@@ -364,6 +364,7 @@ def _as_nobody_with_memlock(limit: int):
     return setup
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to uid 65534 with a set limit")
 def test_memory_lock_is_best_effort_and_never_fails_the_run(ge_bin):
     """The GE locks its memory once everything is allocated; a RLIMIT_MEMLOCK below its size

@@ -48,6 +48,7 @@ def test_command_not_found(harness_env, tmp_path):
     assert not (tmp_path / "reports").exists()    # refused by the pre-flight: nothing created
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 def test_external_target_that_does_not_answer(harness_env, tmp_path):
     rc, h = _run(harness_env, tmp_path, {"name": "byo-silent", "backend": "process", "devices": [
         {"group": "far", "external": ["127.0.0.1:5799"], "paths": ["time"]}]})

@@ -98,6 +98,7 @@ def test_clients_beyond_the_port_range_stop_before_anything(harness_env, tmp_pat
     assert not list((tmp_path / "reports").glob("*/ge"))     # nothing started
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 def test_target_that_does_not_answer_stops_the_run(harness_env, tmp_path):
     rc, h = _run(harness_env, tmp_path, {"loop": "closed", "clients": 10},
                  devices=[{"group": "ext", "external": ["127.0.0.1:9"], "paths": ["time"]}])

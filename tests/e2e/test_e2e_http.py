@@ -88,6 +88,7 @@ def test_nginx_as_process_devices(harness_env, tmp_path):
     assert leftover_processes(run_id) == []
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 @pytest.mark.slow
 @pytest.mark.docker
 def test_nginx_in_containers(harness_env, tmp_path):

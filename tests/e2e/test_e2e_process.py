@@ -27,6 +27,7 @@ def test_process_backend_end_to_end(harness, tmp_path):
     assert leftover_processes(run["run_id"]) == []
 
 
+@pytest.mark.long   # make test-long (CI runs it after make test): 5-15 s of waiting
 def test_a_killed_harness_leaves_no_process_running(harness):
     """The programs' wardens get the parent-death signal and stop them (RELIABILITY.md)."""
     import signal
