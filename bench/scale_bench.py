@@ -140,6 +140,8 @@ def run_size(n: int, duration_s: float, out_root: Path, per_container: str = "au
     run = json.loads(runs[0].read_text())
     if run.get("error"):
         row["error"] = run["error"]
+    elif proc.returncode not in (0, 3, 4):   # no verdict: say why (the run's own last words)
+        row["error"] = (proc.stdout + proc.stderr)[-800:]
     ph = run.get("phases") or {}
     row.update({k: ph.get(k) for k in ("start_devices_s", "listening_s", "warmup_s", "stop_s",
                                        "teardown_s")})
