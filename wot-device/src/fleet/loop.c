@@ -368,6 +368,15 @@ static int use_piggyback(const struct fl_device *d, const struct resource *res) 
            (d->response == FL_RESP_AUTO && res->service_ns <= d->piggyback_max_ns);
 }
 
+/* A request answered at once without service (4.04, 5.03): the answer, its row. */
+static void refuse_now(struct fl_loop *l, struct fl_device *d, const struct fl_msg *m,
+                       const struct sockaddr_in *peer, struct fl_log_row *r, uint8_t code) {
+    d->c.responses++;
+    r->code = code;
+    r->sent_ns = answer_now(l, d, m, peer, code, -1, NULL, 0);
+    log_row(l, d, r);
+}
+
 static void on_request(struct fl_loop *l, struct fl_device *d, const struct fl_msg *m,
                        const struct sockaddr_in *peer, uint64_t arrival, uint64_t arrival_k) {
     int token_busy;
@@ -396,10 +405,7 @@ static void on_request(struct fl_loop *l, struct fl_device *d, const struct fl_m
     l->st.requests++;
     if (!res) {
         d->c.not_found++;
-        d->c.responses++;
-        r.code = FL_NOT_FOUND;
-        r.sent_ns = answer_now(l, d, m, peer, FL_NOT_FOUND, -1, NULL, 0);
-        log_row(l, d, &r);
+        refuse_now(l, d, m, peer, &r, FL_NOT_FOUND);
         return;
     }
     uint32_t j = FL_NIL;
@@ -410,10 +416,7 @@ static void on_request(struct fl_loop *l, struct fl_device *d, const struct fl_m
     }
     if (j == FL_NIL) {
         d->c.overload_503++;
-        d->c.responses++;
-        r.code = FL_UNAVAILABLE;
-        r.sent_ns = answer_now(l, d, m, peer, FL_UNAVAILABLE, -1, NULL, 0);
-        log_row(l, d, &r);
+        refuse_now(l, d, m, peer, &r, FL_UNAVAILABLE);
         return;
     }
     struct fl_job *J = &l->jobs[j];
