@@ -35,7 +35,7 @@ from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
 from wotbench.things.spec import DirectorySpec
 from wotbench.workload.formats import TRACE_METHODS
-from wotbench.workload.renewal import arrivals
+from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 GROUP = "tdd"
 _STREAM = 200

@@ -9,15 +9,19 @@ SPARQL protocol endpoint on loopback answers it from an in-memory Oxigraph store
 and ``update=``, the default graph the union of the named graphs (what Domus requires). Domus
 turns JSON-LD into triples with node.js (its bundled jsonld.js): ``node`` must be installed
 (Debian ``nodejs``). The W3C TD 1.1 JSON-LD context is Domus's own copy; the discovery context
-is replaced by its copy too (``TDD_OVERWRITE_DISCOVERY``), so nothing is fetched from the web.
+is replaced by its copy too (``OVERWRITE_DISCOVERY``), so nothing is fetched from the web. Its
+expiry sweep (TTLs) is off: its query has an empty ``IN ()`` when nothing expired, which
+Oxigraph refuses.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs
 
 _GRAPH_FORMATS = {"application/n-triples": "N_TRIPLES", "text/turtle": "TURTLE",
@@ -65,11 +69,20 @@ def _store_handler(store, ox):
     return Handler
 
 
+class _StoreServer(ThreadingHTTPServer):
+    # Domus opens a connection per SPARQL query, several per directory request: the default
+    # listen backlog of 5 overflowed under 8 concurrent requests (its client timed out connecting)
+    request_queue_size = 256
+    daemon_threads = True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="wotbench-tdd", description=__doc__.split("\n\n")[0])
     ap.add_argument("--listen", required=True, help="ADDR:PORT of the directory's HTTP API")
     ap.add_argument("--sparql-port", type=int, default=0,
                     help="the SPARQL endpoint's loopback port (0: any free one)")
+    ap.add_argument("--workdir", help="a writable directory for Domus's config.toml (a "
+                    "server's {scratch}); default: a new temporary directory")
     args = ap.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
@@ -77,13 +90,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import pyoxigraph as ox
     store = ox.Store()
-    sparql = ThreadingHTTPServer(("127.0.0.1", args.sparql_port), _store_handler(store, ox))
+    sparql = _StoreServer(("127.0.0.1", args.sparql_port), _store_handler(store, ox))
     threading.Thread(target=sparql.serve_forever, daemon=True).start()
-    # Domus reads its configuration from the environment when it is imported
-    os.environ["TDD_SPARQLENDPOINT_URL"] = f"http://127.0.0.1:{sparql.server_address[1]}/things"
-    os.environ.setdefault("TDD_OVERWRITE_DISCOVERY", "true")
-    os.environ.setdefault("TDD_PERIOD_CLEAR_EXPIRE_TD", "0")
-    os.environ.setdefault("TDD_TD_REPO_URL", f"http://{args.listen}")
+    # Domus reads ./config.toml when it is imported: typed values (its environment variables
+    # arrive as strings, and "0" would not switch its expiry sweep off)
+    os.chdir(args.workdir or tempfile.mkdtemp(prefix="wotbench-tdd-"))
+    Path("config.toml").write_text(
+        f'SPARQLENDPOINT_URL = "http://127.0.0.1:{sparql.server_address[1]}/things"\n'
+        f'TD_REPO_URL = "http://{args.listen}"\n'
+        "OVERWRITE_DISCOVERY = true\n"
+        "PERIOD_CLEAR_EXPIRE_TD = 0\n")
     from tdd import create_app
     app = create_app()
     app.run(host=host, port=int(port), threaded=True, use_reloader=False)

@@ -24,7 +24,7 @@ from wotbench.deploy.resolve import DeviceAddress
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
 from wotbench.workload.formats import TRACE_METHODS, authority
-from wotbench.workload.renewal import arrivals
+from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 _STREAM_BASE = 100
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
