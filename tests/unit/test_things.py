@@ -293,7 +293,7 @@ def test_directory_run_registers_verifies_and_deregisters_every_instance(tmp_pat
         ("tdd", "http", 1, True)]
     body = json.loads(cfg.gateways.http.body_template)
     assert "id" not in body and body["title"] == "Thermostat"     # the directory takes the URL's
-    assert cfg.gateways.http.connections == 8
+    assert cfg.gateways.http.connections == 2                     # the config's, kept
     write_trace(cfg, tmp_path / "t")
     tr = read_trace(tmp_path / "t" / "trace.csv")
     path = tr.uri.str.replace(r"^http://[^/]+/", "", regex=True)
