@@ -266,6 +266,7 @@ def test_report_table_groups_requests_by_model_and_affordance(tmp_path):
     rows = {(r["model"], r["affordance"]): r for r in t["rows"]}
     st = rows[("Lamp", "properties/status")]
     assert (st["requests"], st["ok"], st["p50"], st["max"], st["throughput"]) == (2, 2, 2.0, 4.0, 0.2)
+    assert st["span_rate"] == pytest.approx(2 / 0.004)        # first send 0, last answer 4 ms
     tg = rows[("Lamp", "actions/toggle")]
     assert (tg["requests"], tg["ok"], tg["timeout"], tg["p50"]) == (1, 0, 1, None)
     assert rows[("Thermostat", "properties/temperature")]["requests"] == 1

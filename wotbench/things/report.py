@@ -4,8 +4,8 @@ Rows come from the trace directory's ``things/affordances.csv`` (:mod:`.files`):
 the GEs' ``requests.csv`` belongs to a row when its device id is in the row's group, its
 method is the row's and its path matches the row's ``pattern`` (an OBSERVE row counts registrations; their notifications are
 in the report's Observe section). Per row: the outcomes (every request ends in exactly one),
-R percentiles of the ok answers (answer received − sent, ms) and the ok throughput over the
-test. Recomputed from the run's files, as nothing in ``summary.json`` groups by affordance.
+R percentiles of the ok answers (answer received − sent, ms), the ok throughput over the
+test and over the op's own span (first send to last answer: a registration storm's rate). Recomputed from the run's files, as nothing in ``summary.json`` groups by affordance.
 """
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ def _ge_request_files(rd: RunDir, ge_dirs: list[str]) -> list[Path]:
 
 def _pct(x: np.ndarray, q: float) -> Optional[float]:
     return float(np.percentile(x, q, method="inverted_cdf")) if len(x) else None
+
+
+def _span_rate(ok: pd.DataFrame) -> Optional[float]:
+    """ok answers per second over the op's own span (first send to last answer): a phase's
+    rate (registrations/s of a storm), where the test-long rate would dilute it."""
+    if len(ok) < 2:
+        return None
+    span = (ok["received_ns"].max() - ok["sent_ns"].min()) / 1e9
+    return len(ok) / span if span > 0 else None
 
 
 def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) -> dict:
@@ -60,6 +69,7 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
                      **{o: int(counts.get(o, 0)) for o in OUTCOMES},
                      "p50": _pct(r_ms, 50), "p95": _pct(r_ms, 95), "p99": _pct(r_ms, 99),
                      "max": float(r_ms.max()) if len(r_ms) else None,
-                     "throughput": len(ok) / duration_s if duration_s else None})
+                     "throughput": len(ok) / duration_s if duration_s else None,
+                     "span_rate": _span_rate(ok)})
     rows.sort(key=lambda r: (r["model"], r["group"], r["affordance"], r["op"]))
     return {"available": True, "rows": rows, "note": None, "outcomes": list(OUTCOMES)}
