@@ -4,7 +4,8 @@ Rows come from the trace directory's ``things/affordances.csv`` (:mod:`.files`):
 the GEs' ``requests.csv`` belongs to a row when its device id is in the row's group, its
 method is the row's and its path matches the row's ``pattern`` (an OBSERVE row counts registrations; their notifications are
 in the report's Observe section). Per row: the outcomes (every request ends in exactly one),
-R percentiles of the ok answers (answer received − sent, ms), the ok throughput over the
+R percentiles of the ok answers (answer received − sent, ms; p95 also from the scheduled send,
+which counts a wait before the send, e.g. for a free HTTP connection), the ok throughput over the
 test and over the op's own span (first send to last answer: a registration storm's rate). Recomputed from the run's files, as nothing in ``summary.json`` groups by affordance.
 """
 from __future__ import annotations
@@ -46,8 +47,9 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
         return {"available": False}
     aff = pd.read_csv(f)
     try:
-        frames = [read_requests(p)[["device", "method", "path", "sent_ns", "received_ns",
-                                    "outcome"]] for p in _ge_request_files(rd, ge_dirs)]
+        frames = [read_requests(p)[["device", "method", "path", "scheduled_ns", "sent_ns",
+                                    "received_ns", "outcome"]]
+                  for p in _ge_request_files(rd, ge_dirs)]
     except WotbenchError as e:
         return {"available": True, "rows": [], "note": f"requests.csv cannot be read: {e}"}
     if not frames:
@@ -63,12 +65,15 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
         sel = req[m]
         ok = sel[sel["outcome"] == "ok"]
         r_ms = ((ok["received_ns"] - ok["sent_ns"]).to_numpy(dtype=float) / 1e6)
+        # from the scheduled send: includes any wait before the send (an HTTP connection's)
+        r_sched = ((ok["received_ns"] - ok["scheduled_ns"]).to_numpy(dtype=float) / 1e6)
         counts = sel["outcome"].value_counts()
         rows.append({"model": a.model, "group": a.group, "affordance": a.affordance, "op": a.op,
                      "method": a.method, "path": a.path, "requests": int(len(sel)),
                      **{o: int(counts.get(o, 0)) for o in OUTCOMES},
                      "p50": _pct(r_ms, 50), "p95": _pct(r_ms, 95), "p99": _pct(r_ms, 99),
                      "max": float(r_ms.max()) if len(r_ms) else None,
+                     "p95_scheduled": _pct(r_sched, 95),
                      "throughput": len(ok) / duration_s if duration_s else None,
                      "span_rate": _span_rate(ok)})
     rows.sort(key=lambda r: (r["model"], r["group"], r["affordance"], r["op"]))
