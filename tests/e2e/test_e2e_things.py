@@ -140,3 +140,4 @@ def test_things_register_with_a_real_directory(harness, tmp_path):
     assert [r["code"] for r in dereg] == ["204"] * 6              # and gone again
     html = (rd / "report.html").read_text()
     assert "Thing Description Directory" in html and "register" in html
+    assert "Directory verification: 6 of 6 registered Things found" in html

@@ -77,4 +77,8 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
                      "throughput": len(ok) / duration_s if duration_s else None,
                      "span_rate": _span_rate(ok)})
     rows.sort(key=lambda r: (r["model"], r["group"], r["affordance"], r["op"]))
-    return {"available": True, "rows": rows, "note": None, "outcomes": list(OUTCOMES)}
+    # a directory's verify phase: each instance's TD read back, found = answered ok
+    verify = [{"group": r["group"], "found": r["ok"], "requests": r["requests"]}
+              for r in rows if r["op"] == "verify"]
+    return {"available": True, "rows": rows, "note": None, "outcomes": list(OUTCOMES),
+            "verify": verify}
