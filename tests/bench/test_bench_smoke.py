@@ -91,6 +91,10 @@ SMOKES = [
                              r"^  requests \d+, lost in the testbed 0, ",
                              r"^  stop [\d.]+ s, teardown [\d.]+ s, left behind: none$"),
           needs=("docker",)),
+    Smoke("fleet_fidelity_bench.py", (r"^\| 10 sleep \| process #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
+                                      r"^\| 10 sleep \| fleet #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
+                                      r"^\| 10 sleep \| fleet \| 1 \| [\d.]+ / ")),
+    Smoke("fleet_cluster_bench.py", (r"^\| 1000000 \| 4 nodes, 17 GEs per cell \| wotbench check exit 0: OK",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),
