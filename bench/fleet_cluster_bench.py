@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", type=float, default=6.0)
     ap.add_argument("--run-timeout", type=float, default=1500.0)
     ap.add_argument("--keep", action="store_true", help="leave the cluster up (cluster.py down)")
+    ap.add_argument("--no-up", action="store_true",
+                    help="use the cluster already up (WBC_PREFIX=wbcff cluster.py up --root ...)")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args(argv)
     if a.smoke:     # a cluster-up takes minutes and root: the configs only
@@ -185,14 +187,15 @@ def main(argv: list[str] | None = None) -> int:
         print("fleet cluster bench skipped: needs root and a Docker daemon (`docker info`)")
         return 0
     if not a.smoke:
-        hostlock.hold()
+        hostlock.hold(timeout_s=3600)   # the host lock is much sought after
     sizes = sorted(int(x) for x in a.sizes.split(","))
     print(f"fleet cluster bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
           f"{os.cpu_count()} cores, {a.nodes} emulated nodes ({PREFIX}-n*), sizes {sizes}, "
           f"each device 1 request per {a.rit_s:g} s, test {a.duration:g} s", flush=True)
     t0 = time.monotonic()
-    up = cluster("up", "--nodes", str(a.nodes), "--block", BLOCK)
-    print(f"cluster up: exit {up.returncode} in {time.monotonic() - t0:.0f} s", flush=True)
+    up = cluster("status") if a.no_up else cluster("up", "--nodes", str(a.nodes), "--block", BLOCK)
+    print(f"cluster {'status' if a.no_up else 'up'}: exit {up.returncode} in "
+          f"{time.monotonic() - t0:.0f} s", flush=True)
     try:
         if up.returncode != 0:
             print((up.stdout + up.stderr).strip()[-1500:])

@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fleet fidelity bench skipped: `docker info` fails (no reachable Docker daemon)")
         return 0
     if not a.smoke:
-        hostlock.hold()
+        hostlock.hold(timeout_s=3600)   # the host lock is much sought after
     print(f"fleet fidelity bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
           f"{os.cpu_count()} cores, backend {a.backend}, {a.repeats} repeat(s), test "
           f"{a.duration:g} s + calibration {a.calibration:g} s; sleep: S exp 5 ms at 1000 req/s, "
