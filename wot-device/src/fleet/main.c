@@ -20,10 +20,12 @@
  * burst to many devices at once is bounded by this times the number of devices. */
 #define DEFAULT_RCVBUF 32768
 #define FDS_BESIDE_DEVICES 16  /* stdio, signalfd, per loop epoll/timerfd/eventfd, files */
+#define DEFAULT_OBSERVERS 8    /* observer records per device with an observable resource */
 
 static void usage(void) {
     fputs("usage: wot-fleet --devices FILE --log-dir DIR [--loops N] [--workers N] [--name NAME]\n"
-          "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n", stderr);
+          "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n"
+          "                 [--observers N]\n", stderr);
 }
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
@@ -172,14 +174,14 @@ static int run(struct fleet *f) {
 int main(int argc, char **argv) {
     struct fleet f = {.name = "", .log_capacity = DEFAULT_LOG_CAPACITY, .rcvbuf = DEFAULT_RCVBUF};
     long loops = 1, workers = -1, log_cap = DEFAULT_LOG_CAPACITY, rcvbuf = DEFAULT_RCVBUF;
-    long spin_us = 0;
+    long spin_us = 0, observers = DEFAULT_OBSERVERS;
     const char *devices = NULL, *log_dir = NULL, *cpus = NULL;
     static const struct option opts[] = {
         {"devices", required_argument, 0, 'D'}, {"log-dir", required_argument, 0, 'd'},
         {"loops", required_argument, 0, 'L'},   {"workers", required_argument, 0, 'W'},
         {"name", required_argument, 0, 'n'},    {"log-capacity", required_argument, 0, 'c'},
         {"cpus", required_argument, 0, 'C'},    {"rcvbuf", required_argument, 0, 'R'},
-        {"spin-us", required_argument, 0, 'S'},
+        {"spin-us", required_argument, 0, 'S'}, {"observers", required_argument, 0, 'O'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -194,6 +196,7 @@ int main(int argc, char **argv) {
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
         case 'R': bad = parse_count("--rcvbuf", optarg, 0, 1L << 26, &rcvbuf); break;
         case 'S': bad = parse_count("--spin-us", optarg, 0, 1000, &spin_us); break;
+        case 'O': bad = parse_count("--observers", optarg, 1, 100000, &observers); break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
         }
@@ -231,6 +234,7 @@ int main(int argc, char **argv) {
     f.log_capacity = (size_t)log_cap;
     f.rcvbuf = (int)rcvbuf;
     f.spin_ns = (uint64_t)spin_us * 1000ULL;
+    f.observers = (uint32_t)observers;
     if (fl_devices_load(devices, &f)) {
         free(f.cpus);
         return 2;
