@@ -55,6 +55,8 @@ struct fl_device {
     struct sockaddr_in addr;
     struct fl_counters c;
     struct fl_last last;
+    uint32_t push;                /* push: its index among its loop's pushing devices, FL_NIL
+                                   * = none (fleet_push.h; only with --push) */
 };
 
 enum fl_job_state { JS_FREE = 0, JS_QUEUED, JS_SLEEPING, JS_AT_WORKER, JS_AWAIT_ACK };
@@ -122,6 +124,7 @@ struct fl_loop {
     clock_map_t cmap;             /* REALTIME kernel stamps -> MONOTONIC */
     uint64_t rng;                 /* xorshift64: retransmission timeouts, message IDs */
     volatile int stop;
+    struct fl_push_loop *push;    /* push: this loop's pushing devices, NULL without --push */
     pthread_t thread;
     uint8_t rx[FL_MAX_DATAGRAM + 64], tx[FL_MAX_DATAGRAM + 64];
 };
@@ -147,6 +150,7 @@ struct fleet {
     int rcvbuf;
     uint64_t spin_ns;             /* --spin-us: poll the last part of a timer's wait */
     int *cpus, ncpus;
+    struct fl_push *push;         /* push: --push FILE's schedule (fleet_push.h), else NULL */
 };
 
 /* devices_file.c: parses FILE into f->dev / f->files; prints "FILE:LINE: what, expected what"

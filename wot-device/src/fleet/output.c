@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fleet.h"
+#include "fleet_push.h"
 #include "../textout.h"
 
 static int write_log(const char *dir, const struct fl_loop *l) {
@@ -170,7 +171,10 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
             return -1;
         }
     }
-    fprintf(f, "], \"rss_bytes\": %llu}\n", (unsigned long long)rss);
+    fprintf(f, "], \"rss_bytes\": %llu", (unsigned long long)rss);
+    if (fl->push)
+        fl_push_json(f, fl);       /* the devices' own requests (fleet_push.h) */
+    fputs("}\n", f);
     return textout_close("wot-fleet", f, "fleet-summary.json");
 }
 
@@ -179,7 +183,7 @@ int fl_write_outputs(const struct fleet *f) {
     for (int i = 0; i < f->nloops; i++)
         if (write_log(f->log_dir, &f->loops[i]))
             return -1;
-    if (write_devices(f->log_dir, f))
+    if (write_devices(f->log_dir, f) || fl_push_write(f))
         return -1;
     return write_summary(f->log_dir, f, rss);
 }
