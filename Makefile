@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-rd bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -24,6 +24,7 @@ help:
 	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make bench-fleet                     configs/fleet-100k.yaml on Docker: warm-up, ready time, testbed loss, GE kept up, teardown, memory per device (FLEET_ARGS=\"--set duration_s=30\")"
+	@echo "make bench-fleet-rd                  configs/fleet-rd.yaml: 100 000 engine devices register with aiocoap-rd and push readings: RD rate, send lag, who gave up (FLEET_RD_ARGS=...)"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
@@ -98,6 +99,12 @@ bench-scale: build
 FLEET_ARGS ?=
 bench-fleet: build
 	@$(PY) bench/fleet_bench.py $(FLEET_ARGS)
+
+# 100 000 engine devices register with aiocoap-rd and push readings (issue 29): the rate the RD
+# sustained, the devices' send lag, who gave up first; holds the host lock
+FLEET_RD_ARGS ?=
+bench-fleet-rd: build
+	@$(PY) bench/fleet_rd_bench.py $(FLEET_RD_ARGS)
 
 # faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
 # killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)
