@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-fidelity bench-fleet-cluster bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-fidelity bench-fleet-cluster bench-fleet-rd bench-faults study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-fleet                     configs/fleet-100k.yaml on Docker: warm-up, ready time, testbed loss, GE kept up, teardown, memory per device (FLEET_ARGS=\"--set duration_s=30\")"
 	@echo "make bench-fleet-fidelity            process form vs wot-fleet engine: 100/1000 devices, sleep/busy, interleaved repeats (FIDELITY_ARGS=\"--repeats 3\")"
 	@echo "make bench-fleet-cluster             (root) wot-fleet engines on an emulated Swarm of its own, growing fleets toward 10^6 (CLUSTER_ARGS=\"--nodes 4 --sizes 100000,1000000\")"
+	@echo "make bench-fleet-rd                  configs/fleet-rd.yaml: 100 000 engine devices register with aiocoap-rd and push readings: RD rate, send lag, who gave up (FLEET_RD_ARGS=...)"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
@@ -110,6 +111,12 @@ bench-fleet-fidelity: build
 CLUSTER_ARGS ?=
 bench-fleet-cluster: build
 	@$(PY) bench/fleet_cluster_bench.py $(CLUSTER_ARGS)
+
+# 100 000 engine devices register with aiocoap-rd and push readings (issue 29): the rate the RD
+# sustained, the devices' send lag, who gave up first; holds the host lock
+FLEET_RD_ARGS ?=
+bench-fleet-rd: build
+	@$(PY) bench/fleet_rd_bench.py $(FLEET_RD_ARGS)
 
 # faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
 # killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)

@@ -54,8 +54,6 @@ def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
         if getattr(g, key) > MAX_DATAGRAM_PAYLOAD:
             out.append(f"{k}.{key}: {getattr(g, key)} > {MAX_DATAGRAM_PAYLOAD} needs block-wise "
                        "transfer (RFC 7959), which the engine does not have yet")
-    if g.push:
-        out.append(f"{k}.push: the engine's devices do not send requests of their own yet")
     if g.network is not None:
         out.append(f"{k}.network: the engine has no impairments yet (tc would act on all the "
                    "devices of a fleet's container at once)")

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fleet.h"
+#include "fleet_push.h"
 
 #define DEFAULT_LOG_CAPACITY 1000000
 /* Requested SO_RCVBUF per device socket (the kernel doubles it): room for ~50 small datagrams
@@ -25,7 +26,7 @@
 static void usage(void) {
     fputs("usage: wot-fleet --devices FILE --log-dir DIR [--loops N] [--workers N] [--name NAME]\n"
           "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n"
-          "                 [--observers N]\n", stderr);
+          "                 [--observers N] [--push FILE [--push-timeout-ms N]]\n", stderr);
 }
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
@@ -139,7 +140,8 @@ static int run(struct fleet *f) {
         uint64_t n = f->ndev, L = (uint64_t)f->nloops;
         uint32_t first = (uint32_t)((n * (uint64_t)i + L - 1) / L);
         uint32_t end = (uint32_t)((n * (uint64_t)(i + 1) + L - 1) / L);
-        if (fl_loop_init(f, &f->loops[i], i, first, end - first))
+        if (fl_loop_init(f, &f->loops[i], i, first, end - first) ||
+            fl_push_attach(f, &f->loops[i]))
             rc = 1;
     }
     if (rc == 0 && fl_workers_start(f))
@@ -153,7 +155,9 @@ static int run(struct fleet *f) {
             started++;
         }
     }
-    if (rc == 0 && (mark_ready(f->log_dir) || wait_for_signal(sfd)))
+    /* with --push the main thread runs the devices' control files and their teardown */
+    if (rc == 0 && (mark_ready(f->log_dir) ||
+                    (f->push ? fl_push_supervise(f, sfd) : wait_for_signal(sfd))))
         rc = 1;
     for (int i = 0; i < started; i++) {
         f->loops[i].stop = 1;
@@ -164,6 +168,7 @@ static int run(struct fleet *f) {
     fl_workers_stop(f);
     if (rc == 0 && fl_write_outputs(f))
         rc = 1;
+    fl_push_free(f);
     for (int i = 0; i < f->nloops; i++)
         fl_loop_free(&f->loops[i]);
     free(f->loops);
@@ -174,14 +179,15 @@ static int run(struct fleet *f) {
 int main(int argc, char **argv) {
     struct fleet f = {.name = "", .log_capacity = DEFAULT_LOG_CAPACITY, .rcvbuf = DEFAULT_RCVBUF};
     long loops = 1, workers = -1, log_cap = DEFAULT_LOG_CAPACITY, rcvbuf = DEFAULT_RCVBUF;
-    long spin_us = 0, observers = DEFAULT_OBSERVERS;
-    const char *devices = NULL, *log_dir = NULL, *cpus = NULL;
+    long spin_us = 0, observers = DEFAULT_OBSERVERS, push_timeout_ms = 10000;
+    const char *devices = NULL, *log_dir = NULL, *cpus = NULL, *push = NULL;
     static const struct option opts[] = {
         {"devices", required_argument, 0, 'D'}, {"log-dir", required_argument, 0, 'd'},
         {"loops", required_argument, 0, 'L'},   {"workers", required_argument, 0, 'W'},
         {"name", required_argument, 0, 'n'},    {"log-capacity", required_argument, 0, 'c'},
         {"cpus", required_argument, 0, 'C'},    {"rcvbuf", required_argument, 0, 'R'},
         {"spin-us", required_argument, 0, 'S'}, {"observers", required_argument, 0, 'O'},
+        {"push", required_argument, 0, 'P'},    {"push-timeout-ms", required_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -197,6 +203,8 @@ int main(int argc, char **argv) {
         case 'R': bad = parse_count("--rcvbuf", optarg, 0, 1L << 26, &rcvbuf); break;
         case 'S': bad = parse_count("--spin-us", optarg, 0, 1000, &spin_us); break;
         case 'O': bad = parse_count("--observers", optarg, 1, 100000, &observers); break;
+        case 'P': push = optarg; break;
+        case 'T': bad = parse_count("--push-timeout-ms", optarg, 1, 3600000, &push_timeout_ms); break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
         }
@@ -239,9 +247,15 @@ int main(int argc, char **argv) {
         free(f.cpus);
         return 2;
     }
+    if (push && fl_push_load(&f, push, (uint64_t)push_timeout_ms * 1000000ULL)) {
+        fl_devices_free(&f);
+        free(f.cpus);
+        return 2;
+    }
     if ((uint32_t)loops > f.ndev) {
         fprintf(stderr, "wot-fleet: bad --loops %ld, expected at most the %u devices of %s\n",
                 loops, f.ndev, devices);
+        fl_push_free(&f);
         fl_devices_free(&f);
         free(f.cpus);
         return 2;
