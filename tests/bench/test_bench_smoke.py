@@ -91,6 +91,11 @@ SMOKES = [
                              r"^  requests \d+, lost in the testbed 0, ",
                              r"^  stop [\d.]+ s, teardown [\d.]+ s, left behind: none$"),
           needs=("docker",)),
+    Smoke("connected_bench.py", (r"^attach: every device attached after [\d.]+ s \(300 devices",
+                                 rf"^host memory per attached device: {NUM} KiB",
+                                 r"^  testbed-attributed connection losses: 0$",
+                                 rf"^  round trip \(app send -> reply\) p50 {NUM} ms"),
+          needs=("nginx",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),
