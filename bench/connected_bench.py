@@ -170,7 +170,7 @@ def main() -> int:
         for f in fleets:
             if f.proc:
                 f.stop()
-        srv.stop()
+        srv.__exit__()
     disc = {k: sum(s["disconnects"][k] for s in sums) for k in sums[0]["disconnects"]}
     cf = {k: sum(s["connect_failures"][k] for s in sums) for k in sums[0]["connect_failures"]}
     at_exit = sum(s["attached_at_exit"] for s in sums)

@@ -87,6 +87,7 @@ class NchanServer:
 
     def __exit__(self, *exc):
         self.stop()
+        self.edge.remove()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -76,7 +76,7 @@ def test_server_restart_is_counted_as_the_servers_and_devices_reconnect(tmp_path
         time.sleep(2.0)                  # reconnects every 100-200 ms, refused while it was down
         s = fleet.stop()
     finally:
-        srv.stop()
+        srv.__exit__()
     d = s["disconnects"]
     assert d["server_closed"] + d["reset"] >= 20 and d["testbed"] == 0 and d["protocol"] == 0, s
     assert s["connect_failures"]["testbed"] == 0, s

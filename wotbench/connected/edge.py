@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -39,7 +41,11 @@ class Edge:
     def __init__(self, spec: EdgeServer, directory: Path, address: str, workers: int,
                  worker_connections: int, worker_nofile: int):
         self.spec, self.dir, self.address = spec, directory, address
-        self.scratch = directory / "scratch"
+        # the server's files live where its unprivileged user can reach them (a run directory
+        # may sit below a 0700 directory); the run directory keeps a copy of the config
+        self.work = Path(tempfile.mkdtemp(prefix="wb-edge-"))
+        self.work.chmod(0o755)
+        self.scratch = self.work / "scratch"
         self.values = {"address": address, "port": str(spec.port), "name": "edge",
                        "scratch": str(self.scratch), "workers": str(workers),
                        "worker_connections": str(worker_connections),
@@ -62,14 +68,17 @@ class Edge:
     def prepare(self) -> None:
         """Render the config into the run directory and run ``check`` on it (ConfigError with
         the checker's output and the template's name)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
         if os.getuid() == 0:
             os.chown(self.scratch, NOBODY, NOBODY)
         if self.spec.config_template:
             template = Path(self.spec.config_template)
-            self.config = self.dir / template.name
-            self.config.write_text(render(template.read_text(), self.values))
+            self.config = self.work / template.name
+            text = render(template.read_text(), self.values)
+            self.config.write_text(text)
             self.config.chmod(0o644)
+            (self.dir / template.name).write_text(text)
         if self.spec.check:
             r = subprocess.run(self._argv(self.spec.check), capture_output=True, text=True,
                                timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL,
@@ -122,3 +131,7 @@ class Edge:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def remove(self) -> None:
+        """Its working files (the copy of its config stays in the run directory)."""
+        shutil.rmtree(self.work, ignore_errors=True)
