@@ -100,6 +100,11 @@ SMOKES = [
                                 rf"^  engines' send lag \(test sends\): p50 {NUM} µs",
                                 r"^  gave up first: "),
           needs=("coap-server-notls",)),
+    Smoke("connected_bench.py", (r"^attach: every device attached after [\d.]+ s \(300 devices",
+                                 rf"^host memory per attached device: {NUM} KiB",
+                                 r"^  testbed-attributed connection losses: 0$",
+                                 rf"^  round trip \(app send -> reply\) p50 {NUM} ms"),
+          needs=("nginx",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),

@@ -10,6 +10,7 @@ import ipaddress
 from pathlib import Path
 
 from wotbench.config import byo
+from wotbench.config import connected as connected_spec
 from wotbench.config import dtls as dtls_spec
 from wotbench.config import http as http_spec
 from wotbench.config import loadloop
@@ -53,6 +54,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
     problems.extend(fleet.problems(cfg))
+    problems.extend(connected_spec.check(cfg))
     problems.extend(push_problems(cfg, base_dir))
     if cfg.gateways.retransmit and cfg.gateways.message_type == "non":
         problems.append("gateways.retransmit: true with message_type non: RFC 7252 retransmits "

@@ -28,6 +28,7 @@ from wotbench.config import http as http_spec
 from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
+from wotbench.config import connected
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -107,6 +108,20 @@ SECTIONS: list[Section] = [
             "`image`/`command` or `endpoint`. Neither works with `dtls.enabled`. Semantics and "
             "examples: [BYO.md](BYO.md); an HTTP->CoAP proxy (`mode: http`): "
             "[HTTP-PROXY.md](HTTP-PROXY.md)."),
+    Section("devices[].connection", connected.Connection,
+            "Connected devices (`devices[].protocol: websocket | chunked`): each holds one "
+            "connection to `edge_server` in a wot-fleet engine (CONTRACTS §3c) and replies to "
+            "every message that carries an id after its service time. "
+            "[CONNECTED.md](CONNECTED.md)."),
+    Section("applications", connected.Applications,
+            "wot-rpcapp (CONTRACTS §3d): closed-loop applications sending RPCs to connected "
+            "devices through `edge_server`; each reply is matched by the id the body template "
+            "places. [CONNECTED.md](CONNECTED.md)."),
+    Section("edge_server", connected.EdgeServer,
+            "The server under test connected devices attach to, started like "
+            "`devices[].server` on the process backend (unprivileged, its template's fields also "
+            "`{workers}`, `{worker_connections}`, `{worker_nofile}`, checked with `check` "
+            "before anything starts); e.g. nginx + nchan: configs/attached-devices.yaml."),
     Section("gateways", schema.Gateways,
             "The gateway emulators: open-loop load generators replaying the trace."),
     Section("gateways.http", http_spec.HttpClient,

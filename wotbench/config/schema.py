@@ -18,6 +18,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
+from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
 from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
@@ -123,11 +124,15 @@ class DeviceGroup(_Model):
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0},
                                       description="method mix: weights of GET/PUT/POST/DELETE "
                                                   "(and PATCH with protocol: http)")
-    protocol: Literal["coap", "http"] = Field(
+    protocol: Literal["coap", "http", "websocket", "chunked"] = Field(
         "coap", description="what the devices speak: `coap`, or `http` (HTTP/1.1: a `server` or "
         "`external` endpoints only; the run's groups all speak one protocol; "
         "`gateways.http`, docs/HTTP.md). A server of an http group listens on port 8080 unless "
-        "`server.port` says otherwise")
+        "`server.port` says otherwise. `websocket` / `chunked`: connected devices that hold a "
+        "connection to `edge_server` (wot-fleet engines, `connection`, docs/CONNECTED.md)")
+    connection: Optional[connected_spec.Connection] = Field(
+        None, description="protocol websocket/chunked: what each device does on its connection "
+        "(wotbench.config.connected, docs/CONNECTED.md)")
     payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES,
                                description="response payload, bytes; above 1024 the body moves "
                                            "block-wise (`gateways.block_size`, default 1024)")
@@ -465,6 +470,12 @@ class Config(_Model):
         default_factory=dtls_spec.Dtls,
         description="DTLS-PSK between the gateway emulators and the wot-devices "
                     "(wotbench.config.dtls)")
+    applications: Optional[connected_spec.Applications] = Field(
+        None, description="applications sending RPCs to connected devices through "
+                          "`edge_server` (wot-rpcapp, docs/CONNECTED.md), or null")
+    edge_server: Optional[connected_spec.EdgeServer] = Field(
+        None, description="the server under test that connected devices attach to (e.g. nginx "
+                          "+ nchan, docs/CONNECTED.md), or null")
 
     @field_validator("trace", mode="before")
     @classmethod
