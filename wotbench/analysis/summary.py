@@ -372,6 +372,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     load_block = loadm.load_block(run, req)
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    if load_block is not None and load_block.concurrency_shortfall:   # issue 35
+        verdict.reasons.append(load_block.concurrency_shortfall)
     if run.run.in_progress:   # its harness was killed (loading refuses one still running)
         verdict.reasons.insert(0, killed.reason(run.run, req, run.duration_s))
         verdict.status, verdict.exit_code, verdict.checks.data = "invalid", 3, "invalid"

@@ -28,6 +28,7 @@ from wotbench.config import http as http_spec
 from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
+from wotbench.config.rate_profile import RateProfile
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +75,14 @@ SECTIONS: list[Section] = [
             "optional `jitter_ms` ≤ `period_ms`) or `interval`, not both; `resources` ≤ the "
             "group's `resources`; notifications are one datagram (`payload_bytes` ≤ 1024); not "
             "with `server`/`external` nor through `gateways.proxy`."),
+    Section("devices[].rate_profile", RateProfile,
+            "The devices' request rate over the test instead of `rit`'s steady one (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)), in requests per second per device: `steps` "
+            "(`rates` each held `step_s`, the last to the end), `ramp` (`start` to `end` over "
+            "`ramp_s`, default the test), `burst` (`base`, `peak` for `length_s` every "
+            "`every_s`), `sine` (`mean` ± `amplitude`, `period_s`). `rit` keeps its shape "
+            "(exponential: a non-homogeneous Poisson process). Open loop, generated workloads "
+            "only; every rate 0.001..10^6."),
     Section("devices[].push", push_spec.PushOp,
             "Requests the devices of a group send themselves ([PUSH.md](PUSH.md)): `setup` ops "
             "once per device before T0, in order (a failure stops the run before T0, naming the "

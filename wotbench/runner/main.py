@@ -271,7 +271,7 @@ class Runner:
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
                 container=a.container,
                 push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
-                protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
+                protocol=g.protocol, probe_path=http_spec.probe_path(g)))
         self._build_proxy()
         self._render_server_configs()
         if self.cd.enabled:
