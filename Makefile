@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-faults bench-notify study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -98,6 +98,10 @@ bench-scale: build
 FLEET_ARGS ?=
 bench-fleet: build
 	@$(PY) bench/fleet_bench.py $(FLEET_ARGS)
+
+# update -> notification latency through nginx's nchan (issue 35, docs/PLATFORMS.md)
+bench-notify: build
+	@$(PY) bench/notify_bench.py $(NOTIFY_ARGS)
 
 # faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
 # killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)

@@ -12,6 +12,9 @@ APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl i
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES+=(wrk)   # the HTTP benchmark's peer (bench/http_bench.py)
 APT_PACKAGES+=(clang libclang-rt-14-dev)   # the C parsers' libFuzzer targets (make fuzz, make test)
+# issue 35 (docs/PLATFORMS.md): systems under test that notify or store entities — nginx's nchan
+# module (publish -> SSE subscribers), webdis + redis-server (entities over HTTP)
+APT_PACKAGES+=(libnginx-mod-nchan webdis redis-server curl libwslay-dev)   # wslay: the sink's WebSocket side
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
