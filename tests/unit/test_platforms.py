@@ -217,3 +217,43 @@ def test_a_started_server_gets_the_cores_it_asks_for_or_the_reason():
         make_plan(c, cores=range(4))
     assert e.value.problems[0].startswith("devices[0].server.cpus: 3 cores for the started "
                                           "server(s), but this host can spare 0")
+
+
+# ---------------------------------------------------------------- (4) notify: in a config
+def notify_cfg(**notify) -> dict:
+    return {"marker": "urn:u:", "subscribers": [{"name": "sse", "kind": "stream",
+                                                 "device": "web-0", "path": "sub"}], **notify}
+
+
+def test_notify_block_and_the_sink_arguments():
+    from wotbench.config import notify as notify_spec
+    c = config_of(web(paths=["pub"]), backend="process",
+                  gateways={"http": {"body_template": "{\"id\": \"urn:u:{{seq}}\"}"}},
+                  notify=notify_cfg(accept="text/event-stream", subscribers=[
+                      {"name": "sse", "kind": "stream", "device": "web-0", "path": "sub"},
+                      {"name": "ws", "kind": "websocket", "device": "web-1", "path": "/ws"},
+                      {"name": "hook", "kind": "webhook", "listen": "127.0.0.1:9000"}]))
+    a = notify_spec.sink_args(c, {"web-0": ("127.1.0.2", 8080), "web-1": ("127.1.0.3", 8080)})
+    assert a == ["--marker", "urn:u:", "--accept", "text/event-stream",
+                 "--stream", "sse=http://127.1.0.2:8080/sub",
+                 "--websocket", "ws=ws://127.1.0.3:8080/ws", "--webhook", "hook=127.0.0.1:9000"]
+
+
+@pytest.mark.parametrize("notify,extra,message", [
+    (notify_cfg(marker="id:"), {}, "notify.marker: no path, header or body template of the "
+     "updates holds 'id:{{seq}}'"),
+    (notify_cfg(subscribers=[{"name": "s", "kind": "stream", "device": "nope"}]), {},
+     "notify.subscribers[0].device: 'nope', expected a device of this run"),
+    (notify_cfg(subscribers=[{"name": "h", "kind": "webhook", "listen": "127.0.0.1:9000"}]),
+     {"backend": "docker"}, "notify.subscribers[0].listen: 127.0.0.1:9000: a server in a "
+     "container cannot reach this host's loopback"),
+    (notify_cfg(subscribers=[{"name": "h", "kind": "webhook", "listen": "here"}]), {},
+     "notify.subscribers[0].listen: 'here', expected ADDRESS:PORT"),
+    (notify_cfg(), {"gateways": {"count": 2, "http": {"body_template": "urn:u:{{seq}}"}}},
+     "notify: with gateways.count 2, expected 1"),
+])
+def test_bad_notify_blocks_are_refused_with_the_key(notify, extra, message):
+    top = {"backend": "process", "gateways": {"http": {"body_template": "urn:u:{{seq}}"}},
+           **extra}
+    got = problems_of(web(paths=["pub"]), notify=notify, **top)
+    assert any(message in p for p in got), got

@@ -20,6 +20,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
+
 UPDATE_METHODS = ("POST", "PUT", "PATCH")
 
 
@@ -85,6 +87,19 @@ def analyse(ge_dir: Path, sink_dir: Path) -> list[SubscriberFigures]:
                                "kernel": np.int8})
     sink = json.loads((sink_dir / "sink.json").read_text())
     return figures(updates_of(ge_dir), notes, sink)
+
+
+def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
+    """summary.json ``notify`` of a run with ``notify:`` (its ``sink/`` files), else None. The
+    ids are one GE's rows (wotbench.config.notify allows one main GE)."""
+    sink_dir = run_dir / "sink"
+    if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
+        return None
+    subs = analyse(ge_dirs[0], sink_dir)
+    sink = json.loads((sink_dir / "sink.json").read_text())
+    return NotifyBlock(marker=sink["marker"], subscribers=[
+        NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
+        for f in subs])
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.analysis import notify_sink
 from wotbench.analysis import blockwise as blkm
 from wotbench.detector import evidence as evid
 from wotbench.detector import loop_lag
@@ -408,6 +409,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, http=httpm.analyse(run, req),
                    push=pushm.analyse(run),
+                   notify=notify_sink.block(run.run_dir, [g.dir for g in run.ges]),
                    evidence=evidence, sut_resources=sut_block, load=load_block,
                    fleet=fleet_block), series
 

@@ -29,6 +29,7 @@ from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
 from wotbench.config.rate_profile import RateProfile
+from wotbench.config.notify import Notify, Subscriber
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -146,6 +147,18 @@ SECTIONS: list[Section] = [
             "(after calibration) and must end by `duration_s`, e.g. "
             "`{kind: cpu, cores: [1], start_s: 10, duration_s: 10}`. The hog "
             "(`contention-injector/`) needs no privileges and stops on its own."),
+    Section("notify", Notify,
+            "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
+            "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "
+            "until every subscription holds; each notification is matched to its update by the "
+            "id after `marker` (`marker` must stand right before `{{seq}}` in a path, header or "
+            "body template of the updates). Results: `summary.json` `notify`, the report's "
+            "Notifications section. One main GE; a webhook's `listen` must be reachable by the "
+            "server (the process backend: this host's loopback)."),
+    Section("notify.subscribers[]", Subscriber,
+            "`stream` (a GET held open: chunked, or Server-Sent Events with `notify.accept: "
+            "text/event-stream`), `websocket`, `observe` (CoAP RFC 7641) to `device`'s `path`; "
+            "`webhook`: `listen` is where the server POSTs its notifications."),
     Section("slo", slo.Slo,
             "Service-level objectives the run is judged on ([SLO-CAPACITY.md](SLO-CAPACITY.md)); "
             "every key optional, at least one objective required. A limit is inclusive "

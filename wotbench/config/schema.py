@@ -23,6 +23,7 @@ from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
 from wotbench.config.http import HTTP_PORT, HttpClient
 from wotbench.config.push import PushOp
+from wotbench.config.notify import Notify
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
@@ -471,6 +472,9 @@ class Config(_Model):
     contention: Optional[list[ContentionEpisode]] = Field(
         None, description="deliberate contention episodes, to validate the detector "
                           "(wotbench.config.hog_episodes)")
+    notify: Optional[Notify] = Field(
+        None, description="the notification sink: subscribers whose notifications are matched "
+        "to the updates that caused them (wotbench.config.notify, docs/PLATFORMS.md)")
     slo: Optional[Slo] = Field(
         None, description="service-level objectives the run is judged on (wotbench.config.slo; "
                           "exit code 4 when missed)")
