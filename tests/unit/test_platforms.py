@@ -257,3 +257,21 @@ def test_bad_notify_blocks_are_refused_with_the_key(notify, extra, message):
            **extra}
     got = problems_of(web(paths=["pub"]), notify=notify, **top)
     assert any(message in p for p in got), got
+
+
+def test_notify_objectives_join_the_run_slo():
+    from wotbench.analysis import notify_slo
+    from wotbench.config.notify import NotifySlo
+    from wotbench.rundir.notify import NotifyBlock
+    sub = {"kind": "stream", "updates": 100, "notified": 98, "lost": 2, "lost_share": 0.02,
+           "duplicates": 0, "unknown_ids": 0, "notifications_per_s": 50.0}
+    block = NotifyBlock(marker="u:", subscribers=[
+        {**sub, "name": "a", "latency_ms": {"p50": 1.0, "p99": 4.0}},
+        {**sub, "name": "b", "lost": 0, "lost_share": 0.0, "notified": 100,
+         "latency_ms": {"p50": 2.0, "p99": 12.0}}])
+    res = notify_slo.results(NotifySlo(p99_ms=10, lost_max="5%"), block)
+    assert [(r.key, r.measured, r.state) for r in res] == [
+        ("notify.slo.p99_ms", 12.0, "fail"), ("notify.slo.lost_max", 0.02, "pass")]
+    merged = notify_slo.merge(None, res)
+    assert merged.status == "missed" and "99th-percentile update→notification latency" in merged.text
+    assert notify_slo.merge(None, []) is None

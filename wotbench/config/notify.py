@@ -14,7 +14,9 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from wotbench.config.slo import _share
 
 Config = Any   # wotbench.config.schema.Config (which imports this module's models)
 
@@ -37,6 +39,22 @@ class Subscriber(_Model):
         None, description="webhook: ADDRESS:PORT of this host the system under test POSTs to")
 
 
+class NotifySlo(_Model):
+    """Objectives on every subscriber (the worst one decides); judged with the run's ``slo:``
+    (exit code 4 when one is missed on a faithful run)."""
+    p50_ms: Optional[float] = Field(None, gt=0, description="upper limit, ms, of the median "
+                                    "update -> notification latency")
+    p99_ms: Optional[float] = Field(None, gt=0, description="upper limit, ms, of its 99th "
+                                    "percentile")
+    lost_max: Optional[float] = Field(None, description="upper limit of the share of updates "
+                                      "never notified: 0..1 or a percentage such as '1%'")
+
+    @field_validator("lost_max", mode="before")
+    @classmethod
+    def _lost(cls, v: Any) -> Any:
+        return None if v is None else _share(v)
+
+
 class Notify(_Model):
     marker: str = Field(min_length=1, max_length=63,
                         description="the text right before {{seq}} in the updates: what the "
@@ -45,6 +63,7 @@ class Notify(_Model):
                                   "(e.g. text/event-stream)")
     subscribers: list[Subscriber] = Field(min_length=1, max_length=64,
                                           description="the subscriptions and webhooks (below)")
+    slo: Optional[NotifySlo] = Field(None, description="objectives on the notifications")
     updates: list[Literal["POST", "PUT", "PATCH", "DELETE"]] = Field(
         default_factory=lambda: ["POST", "PUT", "PATCH"],
         description="which of the GE's requests are updates (each should be notified)")

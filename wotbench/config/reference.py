@@ -29,7 +29,7 @@ from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
 from wotbench.config.rate_profile import RateProfile
-from wotbench.config.notify import Notify, Subscriber
+from wotbench.config.notify import Notify, NotifySlo, Subscriber
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -159,6 +159,10 @@ SECTIONS: list[Section] = [
             "`stream` (a GET held open: chunked, or Server-Sent Events with `notify.accept: "
             "text/event-stream`), `websocket`, `observe` (CoAP RFC 7641) to `device`'s `path`; "
             "`webhook`: `listen` is where the server POSTs its notifications."),
+    Section("notify.slo", NotifySlo,
+            "Objectives on the notifications, judged on every subscriber (the worst decides) "
+            "and listed with the run's `slo:` objectives (exit code 4 when one is missed on a "
+            "faithful run)."),
     Section("slo", slo.Slo,
             "Service-level objectives the run is judged on ([SLO-CAPACITY.md](SLO-CAPACITY.md)); "
             "every key optional, at least one objective required. A limit is inclusive "
