@@ -29,6 +29,8 @@ from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
 from wotbench.config import connected
+from wotbench.config.rate_profile import RateProfile
+from wotbench.config.notify import Notify, NotifySlo, Subscriber
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -75,6 +77,14 @@ SECTIONS: list[Section] = [
             "optional `jitter_ms` ≤ `period_ms`) or `interval`, not both; `resources` ≤ the "
             "group's `resources`; notifications are one datagram (`payload_bytes` ≤ 1024); not "
             "with `server`/`external` nor through `gateways.proxy`."),
+    Section("devices[].rate_profile", RateProfile,
+            "The devices' request rate over the test instead of `rit`'s steady one (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)), in requests per second per device: `steps` "
+            "(`rates` each held `step_s`, the last to the end), `ramp` (`start` to `end` over "
+            "`ramp_s`, default the test), `burst` (`base`, `peak` for `length_s` every "
+            "`every_s`), `sine` (`mean` ± `amplitude`, `period_s`). `rit` keeps its shape "
+            "(exponential: a non-homogeneous Poisson process). Open loop, generated workloads "
+            "only; every rate 0.001..10^6."),
     Section("devices[].push", push_spec.PushOp,
             "Requests the devices of a group send themselves ([PUSH.md](PUSH.md)): `setup` ops "
             "once per device before T0, in order (a failure stops the run before T0, naming the "
@@ -152,6 +162,22 @@ SECTIONS: list[Section] = [
             "(after calibration) and must end by `duration_s`, e.g. "
             "`{kind: cpu, cores: [1], start_s: 10, duration_s: 10}`. The hog "
             "(`contention-injector/`) needs no privileges and stops on its own."),
+    Section("notify", Notify,
+            "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
+            "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "
+            "until every subscription holds; each notification is matched to its update by the "
+            "id after `marker` (`marker` must stand right before `{{seq}}` in a path, header or "
+            "body template of the updates). Results: `summary.json` `notify`, the report's "
+            "Notifications section. One main GE; a webhook's `listen` must be reachable by the "
+            "server (the process backend: this host's loopback)."),
+    Section("notify.subscribers[]", Subscriber,
+            "`stream` (a GET held open: chunked, or Server-Sent Events with `notify.accept: "
+            "text/event-stream`), `websocket`, `observe` (CoAP RFC 7641) to `device`'s `path`; "
+            "`webhook`: `listen` is where the server POSTs its notifications."),
+    Section("notify.slo", NotifySlo,
+            "Objectives on the notifications, judged on every subscriber (the worst decides) "
+            "and listed with the run's `slo:` objectives (exit code 4 when one is missed on a "
+            "faithful run)."),
     Section("slo", slo.Slo,
             "Service-level objectives the run is judged on ([SLO-CAPACITY.md](SLO-CAPACITY.md)); "
             "every key optional, at least one objective required. A limit is inclusive "

@@ -53,7 +53,7 @@ from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.config import http as http_spec
-from wotbench.runner import push, push_verify, readiness, serverconf, thirdparty
+from wotbench.runner import notify_sink, push, push_verify, readiness, serverconf, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -124,6 +124,7 @@ class Runner:
         self.warnings: list[str] = []
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
+        self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
@@ -279,7 +280,7 @@ class Runner:
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
                 container=a.container,
                 push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
-                protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
+                protocol=g.protocol, probe_path=http_spec.probe_path(g)))
         self._build_proxy()
         self._render_server_configs()
         if self.cd.enabled:
@@ -519,6 +520,10 @@ class Runner:
         for f in self.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
+        if cfg.notify is not None:   # issue 35: subscriptions hold before any update
+            self.sink = notify_sink.start(
+                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in self.devices},
+                cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
         all_ges = self.all_ges
         n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
         # a GE pings the engine devices of its own share of the trace (device id mod count);
@@ -611,6 +616,8 @@ class Runner:
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
+        if self.sink is not None and self.sink.stop() not in (0, None):
+            self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
         names = [d.name for d in self.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
@@ -728,6 +735,8 @@ class Runner:
                 self.stop_components()
             except Exception as e:
                 log(f"stopping components failed: {e}")
+        if self.sink is not None:   # stopped already unless the run failed before that
+            self.sink.stop()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:
