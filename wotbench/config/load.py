@@ -22,6 +22,7 @@ from wotbench.config.schema import Config
 from wotbench.errors import ConfigError
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.schema_errors import type_name
+from wotbench.things.expand import expand as things_expand
 
 
 def _absolutize(raw: dict, base_dir: Path) -> None:
@@ -66,6 +67,9 @@ def config_from_dict(raw: Any, base_dir: str | Path = ".", source: str | None = 
         raise ConfigError([f"(top level): must be a mapping of keys (name, devices, ...), got {type_name(raw)}"], source)
     raw = copy.deepcopy(raw)
     _absolutize(raw, base_dir)
+    raw, thing_problems = things_expand(raw, base_dir)
+    if thing_problems:   # the groups they would have made are missing: report these alone
+        raise ConfigError(thing_problems, source)
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as e:

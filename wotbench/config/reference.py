@@ -31,6 +31,7 @@ from wotbench.netimpair import model as netimpair
 from wotbench.config import connected
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
+from wotbench.things import spec as things_spec
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -189,6 +190,22 @@ SECTIONS: list[Section] = [
             "DTLS 1.2 with a pre-shared key between the main gateway emulators and the "
             "wot-devices ([DTLS.md](DTLS.md)). The key reaches the programs only as a file in "
             "the run directory (never argv, env or the container config)."),
+    Section("things[]", things_spec.ThingSpec,
+            "Things emulated from W3C Thing Descriptions (`td`) or Thing Models (`model`, "
+            "placeholders `{{NAME}}` filled from `instance`); each entry becomes a device group "
+            "(`devices[].thing` names it) whose resources are the TD's CoAP forms "
+            "([WOT.md](WOT.md)). The file is checked against the TD 1.1 JSON Schema; problems "
+            "name the file and a JSON pointer."),
+    Section("things[].load[]", things_spec.OpLoad,
+            "The workload of one affordance and op, per instance: `rate_per_s` or `interval` for "
+            "readproperty/writeproperty/invokeaction; `observers` and `notify` for "
+            "observeproperty/subscribeevent (CoAP Observe)."),
+    Section("things[].load[].interval", things_spec.Interval,
+            "A distribution of the time between events, ms (as the `Distributions` above)."),
+    Section("directory", things_spec.DirectorySpec,
+            "Register the `things:` with a Thing Description Directory instead of emulating "
+            "them: registration storm, verification, updates and queries, deregistration "
+            "([WOT.md](WOT.md#discovery-under-load-a-thing-description-directory))."),
 ]
 
 # Constraints a validator enforces (not Field metadata), by (model, field).
@@ -217,6 +234,8 @@ VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (http_spec.HttpClient, "headers"): "`Name: value`, a token name; not Host, Content-Length, "
                                        "Transfer-Encoding, Connection",
     (byo.ProxySpec, "endpoint"): "HOST:PORT",
+    (things_spec.OpLoad, "affordance"): "properties/NAME, actions/NAME or events/NAME",
+    (things_spec.ThingSpec, "td"): "exactly one of td and model",
 }
 VALIDATED[(netimpair.Delay, "time_ms")] = "> 0, 1 µs resolution"
 VALIDATED[(netimpair.Delay, "jitter_ms")] = "0 ≤ jitter ≤ time_ms, 1 µs resolution"

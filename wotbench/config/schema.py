@@ -28,6 +28,7 @@ from wotbench.config.notify import Notify
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
+from wotbench.things.spec import DirectorySpec, ThingSpec
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -188,6 +189,12 @@ class DeviceGroup(_Model):
     paths: Optional[list[str]] = Field(
         None, min_length=1, description="the resource paths the trace may request (uniformly) of a "
         "`server` or `external` endpoint, e.g. `[time]`; required with them, refused otherwise")
+    thing: Optional[int] = Field(
+        None, ge=0, description="set by WoTbench, not by hand: the `things:` entry this group was "
+        "made from (its resources and workload come from that TD, docs/WOT.md)")
+    directory: bool = Field(
+        False, description="set by WoTbench, not by hand: this group is the `directory:` (its "
+        "trace: registrations, verification, updates, queries, deregistrations, docs/WOT.md)")
 
     @field_validator("external", mode="before")
     @classmethod
@@ -462,7 +469,15 @@ class Config(_Model):
     trace: Optional[TraceSource] = Field(
         None, description="a recorded trace instead of a generated one: `PATH` or "
                           "`{file, resources}`")
-    devices: list[DeviceGroup] = Field(min_length=1, description="device groups")
+    devices: list[DeviceGroup] = Field(min_length=1, description="device groups (with "
+                                       "`things:`, its groups are added here)")
+    things: Optional[list[ThingSpec]] = Field(
+        None, description="Things emulated from W3C Thing Descriptions or Thing Models and their "
+        "workload per affordance (wotbench.things.spec, docs/WOT.md); each entry becomes a "
+        "device group")
+    directory: Optional[DirectorySpec] = Field(
+        None, description="instead of emulating the `things:`, register them with this Thing "
+        "Description Directory and query it under load (wotbench.things.directory, docs/WOT.md)")
     gateways: Gateways = Field(default_factory=Gateways, description="the gateway emulators")
     contention_detector: ContentionDetector = Field(default_factory=ContentionDetector,
                                                     description="the contention detector")
