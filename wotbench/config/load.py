@@ -45,6 +45,9 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
     http = gw.get("http") if isinstance(gw, dict) else None
     if isinstance(http, dict) and isinstance(http.get("body_template_file"), str):
         http["body_template_file"] = fix(http["body_template_file"])
+    edge = raw.get("edge_server")
+    if isinstance(edge, dict) and isinstance(edge.get("config_template"), str):
+        edge["config_template"] = fix(edge["config_template"])
     groups = raw.get("devices")
     for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):

@@ -21,6 +21,8 @@ Workload model, per device of a group:
   per device); every request picks one uniformly. The *request-weighted* service time then has
   exactly the target mean and a CDF within 1/N of the target's everywhere (KS distance
   <= 1/N), for any distribution;
+- a ``rate_profile`` (steps, ramp, burst, sine) makes the rate vary over the test: the same
+  renewal process in operational time (:mod:`wotbench.workload.rate_profile`);
 - method: drawn from the ``methods`` weights; PUT/POST (and PATCH, HTTP only) carry
   ``request_payload_bytes``;
   ``requests: false`` gives the group no requests at all;
@@ -54,7 +56,7 @@ from wotbench.things.directory import affordance_rows as directory_affordances
 from wotbench.things.directory import rows as directory_rows
 from wotbench.things.files import write_thing_files
 from wotbench.things.workload import group_rows as thing_rows
-from wotbench.workload import httpproxy
+from wotbench.workload import httpproxy, rate_profile
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
@@ -218,6 +220,10 @@ def generate(cfg: Config) -> GeneratedTrace:
         closed = cfg.gateways.loop == "closed"
         if closed:   # the closed loop's targets: each resource of each device once, at 0
             rows = [np.zeros(n_res) for _ in range(g.count)]
+        elif g.rate_profile is not None:   # the rate over time (issue 35)
+            rows = rate_profile.profiled_arrivals(g.rate_profile, r_dist,
+                                                  _rng(cfg, gi, _STREAM_ARRIVALS), g.count,
+                                                  duration_ms, _arrivals)
         else:
             rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
         if not g.requests:
@@ -324,7 +330,8 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
     groups, warnings, first = [], [], 0
     all_names = cfg.device_names()
     for g in cfg.devices:
-        rate = 1000.0 / make_distribution(g.rit).mean
+        rate = (g.rate_profile.mean_rate(cfg.duration_s) if g.rate_profile is not None
+                else 1000.0 / make_distribution(g.rit).mean)
         names = all_names[first:first + g.count]
         # a Thing's resources are not chosen uniformly: its group carries the weighted mean
         st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names
