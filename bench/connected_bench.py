@@ -86,6 +86,13 @@ def testbed_share(app_dir: Path, fleets: list[ConnFleet]) -> tuple[np.ndarray, n
     return np.asarray(rtt, float), np.asarray(mine, float)
 
 
+def replied_timeouts(app_dir: Path, fleets: list[ConnFleet]) -> int:
+    """RPCs the application timed out although their device sent the reply (the relay's)."""
+    sent = {r["id"] for f in fleets for r in f.log_rows() if r["outcome"] == "sent"}
+    with (app_dir / "rpc-log.csv").open() as fp:
+        return sum(1 for r in csv.DictReader(fp) if r["outcome"] == "timeout" and r["id"] in sent)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", type=int, default=100000)
@@ -183,6 +190,8 @@ def main() -> int:
         print(f"RPCs: {app['apps']} applications, {app['rpcs']} sent, {app['rpc_per_s']:.0f}/s "
               f"measured; ok {app['ok']}, timeout {app['timeout']}, lost {app['lost']}, rejected "
               f"{app['rejected']}, published to no subscriber (202) {app['post_202']}")
+        print(f"  timeouts whose device sent the reply: {replied_timeouts(tmp / 'app', fleets)}; "
+              f"replies after their timeout: {app['late_replies']}, unmatched {app['unmatched']}")
         lat = app["latency_ns"] or {}
         if lat:
             print(f"  round trip (app send -> reply) p50 {lat['p50'] / 1e6:.2f} ms, p90 "
