@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, na  # noqa: E402
-from testkit.connected import (ConnFleet, ConnSpec, NchanServer, build,  # noqa: E402
-                               missing_prerequisite, run_rpcapp)
+from testkit.connected import (NCHAN_TEMPLATE, ConnFleet, ConnSpec, NchanServer,  # noqa: E402
+                               build, missing_prerequisite, run_rpcapp)
 
 SOURCES = tuple(f"127.0.{1 + k // 250}.{1 + k % 250}" for k in range(16))
 SHARDS = 16
@@ -106,6 +106,8 @@ def main() -> int:
                     help="connections per engine (0: the hard RLIMIT_NOFILE minus a margin)")
     ap.add_argument("--nginx-workers", type=int, default=0, help="0: enough for the connections")
     ap.add_argument("--attach-rate", type=int, default=5000)
+    ap.add_argument("--nchan-buffer", type=int, default=0,
+                    help="nchan_message_buffer_length instead of the template's (0: keep)")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     if a.smoke:
@@ -129,7 +131,14 @@ def main() -> int:
           f"{per} connections, nginx+nchan {workers} worker(s) (each <= {hard} descriptors)")
     print(f"load average before: {loadavg()}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     fleets: list[ConnFleet] = []
-    srv = NchanServer(workers=workers, worker_connections=max(1024, hard - 1000))
+    template = NCHAN_TEMPLATE
+    if a.nchan_buffer:
+        template = tmp / NCHAN_TEMPLATE.name
+        template.write_text(NCHAN_TEMPLATE.read_text().replace(
+            "nchan_message_buffer_length 8;", f"nchan_message_buffer_length {a.nchan_buffer};"))
+        print(f"nchan_message_buffer_length {a.nchan_buffer}")
+    srv = NchanServer(workers=workers, worker_connections=max(1024, hard - 1000),
+                      template=template)
     try:
         srv.start()
         m0 = mem_available()
