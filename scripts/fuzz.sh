@@ -17,6 +17,8 @@ TARGETS=(
   "wot-device fuzz_request request"
   "wot-device fuzz_fleet_coap fleet_coap"
   "wot-device fuzz_resources resources"
+  "wot-device fuzz_conn_wire conn_wire"
+  "wot-device fuzz_conn_file conn_file"
 )
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${TARGETS[@]}"
