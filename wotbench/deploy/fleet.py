@@ -28,6 +28,7 @@ import ipaddress
 import math
 from typing import Literal
 
+from wotbench.config.connected import CONNECTED_PROTOCOLS
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config, DeviceGroup
 
 Engine = Literal["process", "fleet"]
@@ -42,6 +43,8 @@ def fleet_name(group: str, index: int) -> str:
 def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
     """What keeps group ``i`` out of the engine: ``"key: reason"`` each (empty: it may run there)."""
     k = f"devices[{i}]"
+    if g.protocol in CONNECTED_PROTOCOLS:   # their own rules: wotbench.config.connected.check
+        return []
     out = []
     if g.server is not None:
         out.append(f"{k}.server: a third-party server runs as its own program, not in the engine")
@@ -49,8 +52,6 @@ def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
         out.append(f"{k}.external: external endpoints are not started by WoTbench")
     if g.protocol != "coap":
         out.append(f"{k}.protocol: {g.protocol}: the engine speaks CoAP only")
-    if g.push:
-        out.append(f"{k}.push: the engine's devices do not send requests of their own yet")
     if g.network is not None and cfg.network.backend in ("netem", "pumba"):
         out.append(f"{k}.network: network.backend {cfg.network.backend} acts on a container's "
                    "interface, which a fleet's devices share; the engine impairs each device "

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from wotbench.rundir import atomic
 from wotbench.rundir._model import Record
+from wotbench.rundir.device_files import PushLag, PushOutcomes
 
 DEVICES_HEADER = ("index", "name", "listen", "resources", "slots", "queue", "response",
                   "piggyback_max_us")
@@ -204,6 +205,25 @@ class FleetImpair(Record):
     held_at_exit: int = Field(ge=0)
 
 
+class FleetPush(Record):
+    """``push``: the hosted devices' own requests (``wot-fleet --push``, CONTRACTS §3b "Push"),
+    every row of ``fleet-push.csv`` counted; the send lag over the test rows sent."""
+    devices: int = Field(ge=0)                 # devices with schedule rows
+    requests: int = Field(ge=0)
+    outcomes: PushOutcomes
+    setup: int = Field(ge=0)
+    test: int = Field(ge=0)
+    teardown: int = Field(ge=0)
+    started: bool                              # the harness gave the engine the test start
+    start_mono_ns: int                         # zero of fleet-push.csv (setup's begin if not started)
+    timeout_ms: int = Field(ge=1)
+    retransmissions: int = Field(ge=0)         # RFC 7252 retransmissions of CON requests
+    late_answers_acked: int = Field(ge=0)      # CON answers after their request had ended
+    send_errors: int = Field(ge=0)             # sendto() failures (requests and retransmissions)
+    location_too_long: int = Field(ge=0)       # @location rows that no longer fit one datagram
+    send_lag_us: PushLag
+
+
 class FleetSummary(Record):
     """``fleet-summary.json``: the engine's totals over every hosted device."""
     name: str
@@ -223,6 +243,7 @@ class FleetSummary(Record):
     blockwise: Optional[FleetBlockwise] = None
     impair: Optional[FleetImpair] = None     # null: no impaired device
     rss_bytes: int = Field(ge=0)
+    push: Optional[FleetPush] = None     # only with --push (devices[].push)
 
 
 class FleetDeviceRow(Record):

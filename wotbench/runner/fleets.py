@@ -19,9 +19,10 @@ from wotbench.config.schema import Config
 from wotbench.deploy.fleet_capacity import FleetRequirement, restrict
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.deploy.resolve import DeviceAddress
-from wotbench.rundir import FleetRecord, RunDir
+from wotbench.rundir import FleetRecord, RunDir, atomic
 from wotbench.rundir.fleet_files import FleetDevice, read_devices, write_devices
-from wotbench.rundir.layout import FLEET_DEVICES_IN
+from wotbench.rundir.layout import FLEET_DEVICES_IN, PUSH_SCHEDULE
+from wotbench.workload.push_schedule import Row, write_fleet_schedule
 
 RES_DIR_IN, FLEET_DIR_IN = "/res", "/logs"     # what a fleet container sees
 OBSERVER_MARGIN = 2               # observer records beyond devices[].observe.observers (a
@@ -38,6 +39,9 @@ class FleetRun:
     address: str                # Docker: the container's address; process: its first device's
     endpoints: dict[str, str] = field(default_factory=dict)   # "ip:port" -> device name
     observers: int = 0          # --observers (0: its group has no observable resource)
+    # devices[].push: its devices' schedule is push-schedule.csv in its directory
+    push_timeout_ms: Optional[int] = None
+    names: dict[int, str] = field(default_factory=dict)       # device index -> name
 
     @property
     def name(self) -> str:
@@ -66,6 +70,9 @@ class FleetRun:
             a += ["--cpus", ",".join(str(c) for c in cpus[:self.req.loops])]
         if self.observers:
             a += ["--observers", str(self.observers)]
+        if self.push_timeout_ms is not None:
+            a += ["--push", f"{log_dir}/{PUSH_SCHEDULE}", "--push-timeout-ms",
+                  str(self.push_timeout_ms)]
         return a
 
 
@@ -96,10 +103,13 @@ def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_cont
 
 def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
           addrs: Sequence[DeviceAddress], in_container: bool,
-          make_dir=lambda p: p, impair: ImpairArgs = lambda name: []) -> list[FleetRun]:
+          make_dir=lambda p: p, impair: ImpairArgs = lambda name: [],
+          push: Optional[dict[str, list[Row]]] = None) -> list[FleetRun]:
     """One FleetRun per requirement, its directory made (``make_dir``: writable for the engine's
     uid) and its devices file written; ``addrs``: every device of the run (those of other
-    containers are skipped); ``impair``: see :func:`device_rows`."""
+    containers are skipped); ``impair``: see :func:`device_rows`. ``push``: the rendered
+    schedules of pushing devices by name; an engine hosting any gets them in one
+    push-schedule.csv."""
     groups = {g.group: g for g in cfg.devices}
     by_fleet: dict[str, list[DeviceAddress]] = {}
     for a in addrs:
@@ -114,9 +124,15 @@ def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
         write_devices(rd.fleet_devices_file(r.name),
                       device_rows(cfg, rd, mine, in_container, impair))
         obs = groups[r.group].observe
-        out.append(FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,
-                            endpoints={f"{a.ip}:{a.port}": a.name for a in mine},
-                            observers=obs.observers + OBSERVER_MARGIN if obs else 0))
+        run = FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,
+                       endpoints={f"{a.ip}:{a.port}": a.name for a in mine},
+                       names={a.id: a.name for a in mine},
+                       observers=obs.observers + OBSERVER_MARGIN if obs else 0)
+        pushing = [(a.id, push[a.name]) for a in mine if push and a.name in push]
+        if pushing:
+            write_fleet_schedule(rd.fleet_push_schedule(r.name), pushing, atomic.write_text)
+            run.push_timeout_ms = cfg.gateways.timeout_ms
+        out.append(run)
     return out
 
 

@@ -53,7 +53,7 @@ from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.config import http as http_spec
-from wotbench.runner import push, push_verify, readiness, serverconf, thirdparty
+from wotbench.runner import notify_sink, push, push_verify, readiness, serverconf, thirdparty
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -124,6 +124,7 @@ class Runner:
         self.warnings: list[str] = []
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
+        self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
@@ -139,7 +140,8 @@ class Runner:
         self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
         self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
         self.phases = Phases()
-        self.pushing: set[str] = set()       # devices[].push: the devices that send
+        self.pushing: set[str] = set()       # devices[].push: the process devices that send
+        self.fleet_push: dict[str, list] = {}  # ... and the engines' devices: their rows by name
         self.push_verify: list = []          # devices[].push phase verify: what it found
         # a cell of a run across hosts (wotbench.cluster.cell): only these devices run here,
         # and T0 comes from the coordinator (given the lead this cell needs; on CLOCK_MONOTONIC)
@@ -231,10 +233,17 @@ class Runner:
                                                         only=self.share_ids(),
                                                         recorded=pf.recorded)
         self.warnings += notes
-        self.pushing = set(pf.push_schedules)     # devices[].push: rendered by the pre-flight
-        if self.pushing:
-            rows = push.write_schedules(self.rd, pf.push_schedules)
-            log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
+        # devices[].push, rendered by the pre-flight: a process device's schedule goes to its
+        # directory now, an engine's devices' into the engine's (fleet_runs.build)
+        in_engines = push.fleet_devices(cfg, pf.push_schedules)
+        self.fleet_push = {n: r for n, r in pf.push_schedules.items() if n in in_engines}
+        self.pushing = set(pf.push_schedules) - in_engines
+        if pf.push_schedules:
+            rows = push.write_schedules(self.rd, {n: r for n, r in pf.push_schedules.items()
+                                                  if n in self.pushing})
+            log(f"{len(pf.push_schedules)} device(s) push ({len(in_engines)} in engines): "
+                f"{sum(rows.values()) + sum(map(len, self.fleet_push.values()))} request(s) "
+                "rendered")
         self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
         self.rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
         if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
@@ -254,7 +263,7 @@ class Runner:
         mine = self.my_addresses()
         self.fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
                                        in_container=self.kind.needs_docker,
-                                       make_dir=inputs.writable_dir,
+                                       make_dir=inputs.writable_dir, push=self.fleet_push,
                                        impair=lambda n: self.impair.device_args(n, "device")
                                        if self.impair is not None else [])
         for a in mine:
@@ -273,7 +282,7 @@ class Runner:
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
                 container=a.container,
                 push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
-                protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
+                protocol=g.protocol, probe_path=http_spec.probe_path(g)))
         self._build_proxy()
         self._render_server_configs()
         if self.cd.enabled:
@@ -419,11 +428,14 @@ class Runner:
         took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
-        if self.pushing:   # the targets answer: the devices' setup requests (registration)
+        if self.pushing or self.push_fleets:   # the targets answer: the setup requests
             for n in self.pushing:
                 self.rd.push_go(n).touch()
+            for f in self.push_fleets:
+                self.rd.fleet_push_go(f.name).touch()
             took = push.wait_setup(self.resolved, self.rd, push.first_targets(self.resolved),
-                                   push.setup_timeout_s(self.resolved), dead=self._dead)
+                                   push.setup_timeout_s(self.resolved), dead=self._dead,
+                                   fleets={f.name: f.names for f in self.push_fleets})
             log(f"every pushing device finished its setup requests ({took:.2f} s)")
         self.apply_impairments()
 
@@ -510,6 +522,10 @@ class Runner:
         for f in self.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
+        if cfg.notify is not None:   # issue 35: subscriptions hold before any update
+            self.sink = notify_sink.start(
+                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in self.devices},
+                cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
         all_ges = self.all_ges
         n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
         # a GE pings the engine devices of its own share of the trace (device id mod count);
@@ -538,7 +554,8 @@ class Runner:
             self.cd_ge.start_at = tl.t0_ns
         for g in self.ges:
             g.start_at = tl.test_start_ns
-        push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns)
+        push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns,
+                         tuple(f.name for f in self.push_fleets))
         # the timeline and what runs: what the analysis of a killed run needs
         self.rd.write_run(self.record(in_progress=True))
         self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
@@ -601,6 +618,8 @@ class Runner:
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
+        if self.sink is not None and self.sink.stop() not in (0, None):
+            self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
         names = [d.name for d in self.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
@@ -611,8 +630,9 @@ class Runner:
         # pushing devices first: their teardown requests need the servers they registered with
         first = [n for n in alive if n in self.pushing]
         codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
+        self._stop_fleets(self.push_fleets)
         codes.update(self.backend.stop([n for n in alive if n not in self.pushing], STOP_GRACE_S))
-        self._stop_fleets()
+        self._stop_fleets([f for f in self.fleets if f not in self.push_fleets])
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
@@ -633,16 +653,23 @@ class Runner:
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
 
-    def _stop_fleets(self) -> None:
-        """SIGTERM every engine and wait for its files (fleet logs of many devices take longer
+    @property
+    def push_fleets(self) -> list[FleetRun]:
+        """The engines hosting pushing devices (devices[].push)."""
+        return [f for f in self.fleets if f.push_timeout_ms is not None]
+
+    def _stop_fleets(self, fleets: list[FleetRun]) -> None:
+        """SIGTERM these engines and wait for their files (fleet logs of many devices take longer
         than one device's); a failed engine is a failure, its output kept."""
-        names = [f.name for f in self.fleets if self.backend.created(f.name)]
+        if not fleets:
+            return
+        names = [f.name for f in fleets if self.backend.created(f.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         codes = dict(already)
         if alive:
-            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(self.fleets)))
-        for f in self.fleets:
+            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(fleets)))
+        for f in fleets:
             if f.name not in codes:
                 continue
             code = codes[f.name]
@@ -661,7 +688,7 @@ class Runner:
         """The pushing devices' last test requests get their timeout to be answered (the GEs
         may finish sooner): a SIGTERM earlier would end them as errors."""
         tl = self.timeline
-        if not self.pushing or self.interrupted or self.error or tl is None:
+        if not (self.pushing or self.push_fleets) or self.interrupted or self.error or tl is None:
             return
         end = tl.test_end_ns + self.resolved.gateways.timeout_ms * 1_000_000
         wait_s = (end - time.monotonic_ns()) / 1e9
@@ -672,7 +699,8 @@ class Runner:
     def _verify_push(self) -> None:
         """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
         devices deregister."""
-        if not self.pushing or self.interrupted or self.error or self.timeline is None \
+        if not (self.pushing or self.push_fleets) or self.interrupted or self.error \
+                or self.timeline is None \
                 or self.push_verify:
             return
         try:
@@ -709,6 +737,8 @@ class Runner:
                 self.stop_components()
             except Exception as e:
                 log(f"stopping components failed: {e}")
+        if self.sink is not None:   # stopped already unless the run failed before that
+            self.sink.stop()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:

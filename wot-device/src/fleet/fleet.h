@@ -63,6 +63,8 @@ struct fl_device {
     struct fl_last last;
     struct fl_obs_dev *obs;       /* NULL: no observable resource (fleet/observe.c) */
     struct fl_imp_dev *imp;       /* NULL: not impaired (fleet/impair.c) */
+    uint32_t push;                /* push: its index among its loop's pushing devices, FL_NIL
+                                   * = none (fleet_push.h; only with --push) */
 };
 
 enum fl_job_state { JS_FREE = 0, JS_QUEUED, JS_SLEEPING, JS_AT_WORKER, JS_AWAIT_ACK, JS_TICK };
@@ -141,6 +143,7 @@ struct fl_loop {
     clock_map_t cmap;             /* REALTIME kernel stamps -> MONOTONIC */
     uint64_t rng;                 /* xorshift64: retransmission timeouts, message IDs */
     volatile int stop;
+    struct fl_push_loop *push;    /* push: this loop's pushing devices, NULL without --push */
     pthread_t thread;
     uint8_t rx[FL_MAX_DATAGRAM + 64], tx[FL_MAX_DATAGRAM + 64];
 };
@@ -172,6 +175,7 @@ struct fleet {
     struct fl_imp_spec *imp_specs;
     uint32_t nimp_specs, *imp_spec_of;
     uint64_t *imp_seed_of;
+    struct fl_push *push;         /* push: --push FILE's schedule (fleet_push.h), else NULL */
 };
 
 /* devices_file.c: parses FILE into f->dev / f->files; prints "FILE:LINE: what, expected what"

@@ -23,6 +23,7 @@
 
 #include "coap_wire.h"
 #include "fleet.h"
+#include "fleet_push.h"
 #include "rxstamp.h"
 
 /* RFC 7252 §4.8 transmission parameters for the separate CON responses */
@@ -148,11 +149,18 @@ static void timer_cancel(struct fl_loop *l, uint32_t j) {
 
 /* The timerfd fires spin_ns before the earliest deadline (then the loop polls epoll without
  * blocking up to it, see fl_loop_run), or at the deadline with --spin-us 0. */
-static void timer_arm(struct fl_loop *l) {
+/* the earliest timer: a job's, or a pushing device's (fleet_push.h); 0 = none */
+static uint64_t earliest(const struct fl_loop *l) {
     uint64_t next = l->hn ? l->heap[0].at : 0;
     uint64_t held = l->imp ? fl_imp_next_due(l) : 0;   /* impaired datagrams (impair.c) */
     if (held && (!next || held < next))
         next = held;
+    uint64_t push = l->push ? fl_push_next(l) : 0;
+    return push && (!next || push < next) ? push : next;
+}
+
+static void timer_arm(struct fl_loop *l) {
+    uint64_t next = earliest(l);
     if (next && l->spin_ns)
         next = next > l->spin_ns ? next - l->spin_ns : 1;
     if (next == l->armed)
@@ -343,6 +351,8 @@ static void on_timers(struct fl_loop *l) {
     }
     if (l->imp)
         fl_imp_release(l, now);     /* held datagrams that are due (impair.c) */
+    if (l->push)                   /* the pushing devices' sends, retransmissions, timeouts */
+        fl_push_on_timers(l, now);
 }
 
 /* ---- requests ---- */
@@ -506,8 +516,14 @@ static void on_datagram(struct fl_loop *l, struct fl_device *d, size_t n,
     if (m.code == 0) {
         if (m.type == FL_CON)                       /* CoAP ping */
             send_empty(l, d, peer, FL_RST, m.mid);
-        else if (m.type == FL_ACK || m.type == FL_RST)
+        else if ((m.type == FL_ACK || m.type == FL_RST) &&
+                 !(l->push && d->push != FL_NIL &&    /* one of the device's own requests? */
+                   fl_push_on_empty(l, d, &m, peer, arrival, arrival_k)))
             on_ack_or_rst(l, d, &m, peer);
+        return;
+    }
+    if ((m.code >> 5) && l->push && d->push != FL_NIL) {   /* the answer to its own request */
+        fl_push_on_response(l, d, l->rx, n, &m, peer, arrival, arrival_k);
         return;
     }
     if (m.code >> 5) {                              /* a response: not expected here */
@@ -585,7 +601,8 @@ void *fl_loop_run(void *arg) {
         /* within spin_ns of the earliest timer: poll instead of sleeping, so the service ends
          * on time without the wake-up latency (costs that CPU time per timer) */
         int timeout = -1;
-        if (l->spin_ns && l->hn && l->heap[0].at <= (uint64_t)mono_ns() + l->spin_ns) {
+        uint64_t first = earliest(l);
+        if (l->spin_ns && first && first <= (uint64_t)mono_ns() + l->spin_ns) {
             timeout = 0;
             l->st.spins++;
         }
@@ -611,6 +628,8 @@ void *fl_loop_run(void *arg) {
                 on_readable(l, p);
             }
         }
+        if (l->push)
+            fl_push_on_ctl(l);      /* the harness's push-go / push-start, the stop */
         on_timers(l);
         timer_arm(l);
         int64_t t1 = mono_ns();

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fleet.h"
+#include "fleet_push.h"
 #include "../textout.h"
 
 static int write_log(const char *dir, const struct fl_loop *l) {
@@ -174,7 +175,10 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
     fl_obs_json(f, fl);     /* Observe, block-wise, impairments (observe.c, block.c, impair.c) */
     fl_block_json(f, fl);
     fl_imp_json(f, fl);
-    fprintf(f, ", \"rss_bytes\": %llu}\n", (unsigned long long)rss);
+    fprintf(f, ", \"rss_bytes\": %llu", (unsigned long long)rss);
+    if (fl->push)
+        fl_push_json(f, fl);       /* the devices' own requests (fleet_push.h) */
+    fputs("}\n", f);
     return textout_close("wot-fleet", f, "fleet-summary.json");
 }
 
@@ -183,7 +187,7 @@ int fl_write_outputs(const struct fleet *f) {
     for (int i = 0; i < f->nloops; i++)
         if (write_log(f->log_dir, &f->loops[i]) || fl_obs_write(f, &f->loops[i]))
             return -1;
-    if (fl_imp_write(f) || write_devices(f->log_dir, f))
+    if (fl_imp_write(f) || write_devices(f->log_dir, f) || fl_push_write(f))
         return -1;
     return write_summary(f->log_dir, f, rss);
 }
