@@ -263,7 +263,9 @@ class Runner:
         mine = self.my_addresses()
         self.fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
                                        in_container=self.kind.needs_docker,
-                                       make_dir=inputs.writable_dir, push=self.fleet_push)
+                                       make_dir=inputs.writable_dir, push=self.fleet_push,
+                                       impair=lambda n: self.impair.device_args(n, "device")
+                                       if self.impair is not None else [])
         for a in mine:
             if a.container in in_fleet:
                 continue    # hosted by its engine (self.fleets)
@@ -794,7 +796,8 @@ class Runner:
             plan=PlanNote(faithful=self.plan.faithful, warnings=self.plan.warnings)
             if self.plan else None,
             contention=self.contention,
-            network=self.impair.record(rd) if self.impair is not None else None,
+            network=self.impair.record(rd, fleet_runs.impair_counters(rd, self.fleets))
+            if self.impair is not None else None,
             host_tuning=self.tuning.record(), phases=self.phases,
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             push_verify=self.push_verify,

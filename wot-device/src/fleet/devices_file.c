@@ -183,7 +183,7 @@ static int read_header(const char *file, long ln, char *line, int col[NOPT]) {
             char what[256];
             snprintf(what, sizeof what, "column '%.120s' after piggyback_max_us", i < n ? f[i] : "");
             return csv_fail(file, ln, what, "'" HEADER "' then each of impair, impair_ge, "
-                            "impair_seed at most once (DTLS and push are not in the engine)");
+                            "impair_seed at most once (push rows come with --push; no DTLS)");
         }
         col[k] = NFIELDS + i;
     }
