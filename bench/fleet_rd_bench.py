@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from testkit import hostlock  # noqa: E402
-from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 
 CONFIG = REPO / "configs" / "fleet-rd.yaml"
 WINDOW_S = 5.0
@@ -174,12 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         hostlock.hold()
     print(f"fleet-rd bench: {CONFIG.name} {' '.join(a.set)} ...", flush=True)
     r = measure(a)
-    la = lambda t: "/".join(f"{x:.2f}" for x in t)  # noqa: E731
-    print(f"\nfleet-rd bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
-          f"{os.cpu_count()} cores, load {la(r['load_before'])} -> {la(r['load_after'])}, "
-          f"exit {r['rc']}, wall {r['wall_s']:.0f} s, run dir under {r['dir']}")
-    if r.get("error"):
-        print(f"  error: {r['error']}")
+    print("\n".join(run_lines("fleet-rd bench", r, 2)))
     print(f"  devices {_f(r.get('devices'))} in {_f(r.get('engines'))} engines, test "
           f"{_f(r.get('duration_s'))} s, verdict {_f(r.get('verdict'))}, failures "
           f"{_f(r.get('failures'))}, lost in the testbed {_f(r.get('testbed_loss'))}")
