@@ -275,3 +275,25 @@ def test_notify_objectives_join_the_run_slo():
     merged = notify_slo.merge(None, res)
     assert merged.status == "missed" and "99th-percentile update→notification latency" in merged.text
     assert notify_slo.merge(None, []) is None
+
+
+# ---------------------------------------------------------------- (3) setup / verify
+def test_setup_and_verify_phases_are_checked_like_the_templates():
+    got = problems_of(web(paths=["x"]), gateways={"http": {
+        "setup": {"requests": 5, "method": "POST", "path": "e/{{sequence}}",
+                  "body_template": "{{seq}"},
+        "verify": {"path": "a b"}}})
+    assert any(p.startswith("gateways.http.setup.path:1:3: unknown placeholder 'sequence'")
+               for p in got), got
+    assert any(p.startswith("gateways.http.verify.path: 'a b', expected no spaces") for p in got)
+
+
+def test_phase_trace_spreads_each_device_at_the_rate():
+    from wotbench.config.http_phases import HttpPhase
+    from wotbench.runner.http_phases import _trace
+    t = _trace(HttpPhase(requests=3, rate=100, method="POST", path="/e/{{seq}}"),
+               [(0, "127.1.0.2", 8080), (1, "127.1.0.3", 8080)]).splitlines()
+    assert t[0] == "device_id,send_time_us,method,uri,payload_bytes"
+    assert t[1:3] == ["0,0,POST,http://127.1.0.2:8080/e/{{seq}},0",
+                      "1,0,POST,http://127.1.0.3:8080/e/{{seq}},0"]
+    assert t[-1] == "1,20000,POST,http://127.1.0.3:8080/e/{{seq}},0" and len(t) == 7

@@ -30,6 +30,7 @@ from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
+from wotbench.config.http_phases import HttpPhase
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -123,6 +124,14 @@ SECTIONS: list[Section] = [
             "How the gateway emulators speak HTTP/1.1 to `protocol: http` device groups "
             "([HTTP.md](HTTP.md)); only with such groups. Templates take `{{index}}`, "
             "`{{device}}`, `{{method}}`, `{{path}}`, `{{payload}}`; single braces are text."),
+    Section("gateways.http.setup / verify", HttpPhase,
+            "Requests the harness sends to every HTTP device before T0 (`setup`: pre-create "
+            "entities, subscribe) and after the test (`verify`: check what it left), each by a "
+            "gateway-emulator run of its own (`RUN/phases/<name>/`) whose figures are "
+            "`summary.json` `phases` and the report's *Setup and verify* section, never the "
+            "test's (issue 35, [PLATFORMS.md](PLATFORMS.md)). A setup request not answered 2xx "
+            "stops the run before T0; a verify request not answered 2xx is named in the "
+            "verdict's notes. `path` and `body_template` are the GE's templates."),
     Section("contention_detector", schema.ContentionDetector,
             "The contention detector: a node with a fixed service time probed by its own GE "
             "([DETECTOR.md](DETECTOR.md); evidence for the defaults: "
