@@ -8,6 +8,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import os
+
+import pytest
+
 from testkit.harness import WOTBENCH, Harness  # noqa: F401 - the e2e tests import both from here
 
 HERE = Path(__file__).resolve().parent
@@ -52,3 +56,13 @@ def labelled(run_id: str) -> tuple[list[str], list[str]]:
                            capture_output=True, text=True, check=True)
         return r.stdout.split()
     return ls("ps", "-a"), ls("network", "ls")
+
+
+# HTTP runs need nginx and the real gateway emulator (the stand-in speaks no HTTP)
+NEEDS_HTTP = [
+    pytest.mark.skipif(not shutil.which("nginx"), reason="nginx not installed (apt-get install nginx)"),
+    pytest.mark.skipif(bool(os.environ.get("WOTBENCH_E2E_STANDINS")) or not
+                       (Path(__file__).resolve().parents[2] / "gateway-emulator" / "build" /
+                        "gateway-emulator").exists(),
+                       reason="needs the real gateway emulator (the stand-in speaks no HTTP)"),
+]
