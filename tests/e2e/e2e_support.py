@@ -66,3 +66,17 @@ NEEDS_HTTP = [
                         "gateway-emulator").exists(),
                        reason="needs the real gateway emulator (the stand-in speaks no HTTP)"),
 ]
+
+
+def nginx_run(name: str, duration_s: float, rit_ms: float, **top) -> dict:
+    """A short process-backend run of two nginx devices (configs/http-nginx.conf), no CD, no
+    collectl: the HTTP end-to-end tests add their keys (``top``)."""
+    nginx = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
+    return {"name": name, "backend": "process", "duration_s": duration_s, "seed": 3,
+            "contention_detector": {"enabled": False}, "monitor": {"enabled": False},
+            "devices": [{"group": "web", "count": 2, "protocol": "http",
+                         "server": {"command": nginx, "config_template":
+                                    str(Path(__file__).resolve().parents[2] / "configs" /
+                                        "http-nginx.conf")},
+                         "paths": ["sensors/t"],
+                         "rit": {"dist": "deterministic", "mean": rit_ms}}], **top}

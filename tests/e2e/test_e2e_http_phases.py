@@ -10,23 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e_support import NEEDS_HTTP, REPO, Harness, run_dir_of
+from e2e_support import NEEDS_HTTP, Harness, nginx_run, run_dir_of
 
 pytestmark = NEEDS_HTTP
-NGINX = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
 
 
 def _run(harness_env, tmp_path: Path, setup_path: str) -> tuple[int, Harness]:
-    cfg = {"name": "phases", "backend": "process", "duration_s": 2, "seed": 3,
-           "contention_detector": {"enabled": False}, "monitor": {"enabled": False},
-           "devices": [{"group": "web", "count": 2, "protocol": "http",
-                        "server": {"command": NGINX, "config_template":
-                                   str(REPO / "configs" / "http-nginx.conf")},
-                        "paths": ["sensors/t"], "rit": {"dist": "deterministic", "mean": 50}}],
-           "gateways": {"http": {
+    cfg = nginx_run("phases", 2, 50, gateways={"http": {
                "setup": {"requests": 30, "rate": 500, "method": "POST", "path": setup_path,
                          "body_template": '{"id": "e{{seq}}"}'},
-               "verify": {"requests": 2, "method": "GET", "path": "actuators/led"}}}}
+               "verify": {"requests": 2, "method": "GET", "path": "actuators/led"}}})
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], harness_env, tmp_path)

@@ -297,3 +297,37 @@ def test_phase_trace_spreads_each_device_at_the_rate():
     assert t[1:3] == ["0,0,POST,http://127.1.0.2:8080/e/{{seq}},0",
                       "1,0,POST,http://127.1.0.3:8080/e/{{seq}},0"]
     assert t[-1] == "1,20000,POST,http://127.1.0.3:8080/e/{{seq}},0" and len(t) == 7
+
+
+# ---------------------------------------------------------------- (6) faults in the SUT
+@pytest.mark.parametrize("faults,message", [
+    ([{"device": "web-7", "at_s": 1, "action": "kill"}],
+     "sut_faults[0].device: 'web-7', expected a started server of this run (web-0, web-1)"),
+    ([{"device": "web-0", "at_s": 1, "action": "pause"}], "action pause needs for_s"),
+    ([{"device": "web-0", "at_s": 1.5, "action": "pause", "for_s": 0.5}],
+     "sut_faults[0].at_s: 1.5 + for_s 0.5 is not before the test's end (duration_s 2)"),
+    ([{"device": "web-0", "at_s": 0.5, "action": "kill"},
+      {"device": "web-0", "at_s": 1, "action": "pause", "for_s": 0.1}],
+     "sut_faults[1]: web-0 is killed at 0.5 s before it"),
+])
+def test_bad_faults_are_refused_with_the_key(faults, message):
+    got = problems_of(web(paths=["x"]), sut_faults=faults)
+    assert any(message in p for p in got), got
+
+
+def test_the_fault_windows_hold_the_device_requests_by_schedule(tmp_path):
+    import json as _json
+    from wotbench.analysis.sut_faults import analyse, notes
+    (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [
+        {"device": "d", "action": "pause", "at_s": 1.0, "for_s": 1.0, "window_s": 1.0,
+         "applied_ns": 1e9, "resumed_ns": 2e9, "error": None}]}))
+    sched = np.arange(0, 3, 0.1) * 1e9
+    recv = np.where((sched >= 1e9) & (sched < 2e9), 2.05e9, sched + 1e6)   # held to SIGCONT
+    req = pd.DataFrame({"device": 5, "sched": sched, "recv": recv, "outcome": "ok",
+                        "rt_sched_ms": (recv - sched) / 1e6})
+    other = req.assign(device=6, recv=sched + 1e6, rt_sched_ms=1.0)        # another device
+    (f,) = analyse(tmp_path, pd.concat([req, other]), {"d": 5})
+    assert (f.before.sent, f.during.sent, f.after.sent) == (10, 10, 10)
+    assert f.during.throughput_rps == 0 and f.after.throughput_rps == pytest.approx(20)
+    assert f.during.p50_ms == pytest.approx(600) and f.before.p50_ms == pytest.approx(1)
+    assert notes([f])[0].startswith("sut fault pause d at 1.00 s: throughput 10 → 0 → 20")

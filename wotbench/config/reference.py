@@ -31,6 +31,7 @@ from wotbench.netimpair import model as netimpair
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
 from wotbench.config.http_phases import HttpPhase
+from wotbench.config.sut_faults import SutFault
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -156,6 +157,13 @@ SECTIONS: list[Section] = [
             "(after calibration) and must end by `duration_s`, e.g. "
             "`{kind: cpu, cores: [1], start_s: 10, duration_s: 10}`. The hog "
             "(`contention-injector/`) needs no privileges and stops on its own."),
+    Section("sut_faults[]", SutFault,
+            "Faults in the system under test at given seconds of the test (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)): `pause` stops a started server's whole process "
+            "tree (SIGSTOP) for `for_s`, `kill` ends it (SIGKILL; its death is then not a "
+            "component failure). Recorded in `sut-faults.json`, measured before/during/after "
+            "in `summary.json` `sut_faults`, drawn on the report's time series. Restart and "
+            "CPU-quota changes are not implemented."),
     Section("notify", Notify,
             "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
             "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "

@@ -53,7 +53,8 @@ from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.config import http as http_spec
-from wotbench.runner import http_phases, notify_sink, push, push_verify, readiness, serverconf, thirdparty
+from wotbench.runner import (http_phases, notify_sink, push, push_verify, readiness, serverconf,
+                             sut_faults, thirdparty)
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -125,6 +126,7 @@ class Runner:
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
         self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
+        self.faults: Optional[sut_faults.FaultRunner] = None   # sut_faults: (issue 35)
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
@@ -578,10 +580,18 @@ class Runner:
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
+        faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
+        if faults:
+            self.faults = sut_faults.FaultRunner(self.backend, faults, tl.test_start_ns,
+                                                 self.rd.path / "sut-faults.json", log)
+            self.faults.start()
+        killed = {f.device for f in faults if f.action == "kill"}
         self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
-                                       {d.name for d in self.devices}
+                                       {d.name for d in self.devices} - killed
                                        | {f.name for f in self.fleets}, tl, self.fail,
                                        self._ge_failed))
+        if self.faults is not None:
+            self.faults.finish()
 
     def _watch(self, name: str, role: str, group: str | None = None) -> None:
         """Account the component's CPU: its own cgroup when it has one, else its threads."""
@@ -618,7 +628,7 @@ class Runner:
             self.ge_exit.setdefault(name, code)
         if self.sink is not None and self.sink.stop() not in (0, None):
             self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
-        h = self.resolved.gateways.http
+        h = self.resolved.gateways.http if self.resolved is not None else None
         if h is not None and h.verify is not None and not (self.interrupted or self.error):
             http_phases.run("verify", self.resolved, self._http_targets(),
                             self.rd.path / "phases" / "verify", log)   # judged by the analysis
@@ -732,6 +742,8 @@ class Runner:
                 log(f"stopping components failed: {e}")
         if self.sink is not None:   # stopped already unless the run failed before that
             self.sink.stop()
+        if self.faults is not None:   # a paused server continues, so that it can stop
+            self.faults.finish()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:
