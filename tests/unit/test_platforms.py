@@ -331,3 +331,19 @@ def test_the_fault_windows_hold_the_device_requests_by_schedule(tmp_path):
     assert f.during.throughput_rps == 0 and f.after.throughput_rps == pytest.approx(20)
     assert f.during.p50_ms == pytest.approx(600) and f.before.p50_ms == pytest.approx(1)
     assert notes([f])[0].startswith("sut fault pause d at 1.00 s: throughput 10 → 0 → 20")
+
+
+def test_notification_figures_per_subscriber():
+    from wotbench.analysis.notify_sink import figures
+    updates = pd.DataFrame({"seq": [0, 1, 2, 3], "sent": [0.0, 1e9, 2e9, 3e9],
+                            "ok": [True, True, True, False]})
+    notes = pd.DataFrame({"subscriber": ["a", "a", "a", "a", "b"], "id": [0, 1, 1, 9, 0],
+                          "received_ns": [2e6, 1.005e9, 1.007e9, 2.5e9, 4e6],
+                          "kernel": [1, 1, 1, 0, 1]})
+    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
+            "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "webhook"}]}
+    a, b = figures(updates, notes, sink)
+    assert (a.updates, a.notified, a.lost, a.duplicates, a.unknown_ids) == (3, 2, 1, 1, 1)
+    assert a.latency_ms["p50"] == pytest.approx(3.5) and a.latency_ms["max"] == pytest.approx(5)
+    assert a.notifications_per_s == pytest.approx(3 / 2.498) and a.kernel_share == 0.75
+    assert (b.notified, b.lost) == (1, 2) and b.latency_ms["min"] == pytest.approx(4)
