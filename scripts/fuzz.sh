@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 TARGETS=(
   "gateway-emulator fuzz_trace trace"
   "gateway-emulator fuzz_http_response http_response"
+  "gateway-emulator fuzz_sink_scan sink_scan"
   "wot-device fuzz_request request"
   "wot-device fuzz_fleet_coap fleet_coap"
   "wot-device fuzz_resources resources"
