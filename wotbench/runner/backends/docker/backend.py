@@ -46,18 +46,6 @@ JOURNAL_IN = "/journal"
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
-# CFS weight of a wot-fleet engine container: the weight its devices had as one container each
-# (1024 apiece), capped at cgroup v1's maximum. With the default 1024 an engine of 16 667
-# devices weighed what one device did, so the host's own busy tasks (the sandbox agent runs at
-# nice -10, weight 9548) and kworkers took the device core for tens of ms while all the
-# engines on it waited runnable (docs/FLEET.md "Where the stalls come from").
-DEVICE_CPU_SHARES, MAX_CPU_SHARES = 1024, 262144
-
-
-def fleet_cpu_shares(devices: int) -> int:
-    return max(DEVICE_CPU_SHARES, min(MAX_CPU_SHARES, DEVICE_CPU_SHARES * devices))
-
-
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
 DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
 
@@ -374,7 +362,7 @@ class DockerBackend:
                     command=fleet_runs.command(f, in_container=True), cpuset=f.cpuset,
                     networks=self.net_plan.endpoints(f.name), binds=binds,
                     memory_mb=-(-f.req.memory_bytes // 2**20), pids_limit=f.req.pids,
-                    nofile=f.req.nofile, cpu_shares=fleet_cpu_shares(f.req.devices))).start()
+                    nofile=f.req.nofile)).start()
             except docker.errors.APIError as e:   # e.g. a nofile limit runc may not set
                 raise EnvironmentProblem(f"{f.name}: Docker could not start the wot-fleet "
                                          f"container ({f.req.nofile} file descriptors, "
