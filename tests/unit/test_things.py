@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from wotbench.config.load import config_from_dict, load_config
+from wotbench.deploy.fleet import problems as fleet_problems
 from wotbench.deploy.resolve import device_addresses, dump_resolved
 from wotbench.errors import ConfigError
 from wotbench.things.tdschema import schema_source
@@ -166,11 +167,14 @@ def test_things_become_device_groups_and_reload_the_same(tmp_path):
     assert [g.model_dump() for g in again.devices] == [g.model_dump() for g in cfg.devices]
 
 
-def test_check_refuses_observe_in_the_engine(tmp_path):
+def test_observe_ops_run_in_the_engine(tmp_path):
+    """The engine has Observe (docs/FLEET.md): an observed Thing group may be a fleet."""
     raw = yaml.safe_load(_small(tmp_path).read_text())
     raw["things"][0]["engine"] = "fleet"
-    p = _problems(raw, tmp_path)
-    assert any("observe" in x and "engine" in x for x in p), p
+    cfg = config_from_dict(raw, tmp_path)
+    fleets = [g for g in cfg.devices if g.engine == "fleet"]
+    assert fleets and any(g.observe is not None for g in fleets)
+    assert not fleet_problems(cfg)
 
 
 # -- trace, resource files, per-instance TDs ---------------------------------------------------

@@ -6,8 +6,8 @@ group appended to ``devices`` (``thing: k`` marks it), with the values the rest 
 reads from a group: ``count``, ``mode``, ``threads``, ``engine``, ``resources`` (the TD's form
 paths and ``.well-known/wot``), the request-weighted service time and the request rate (for the
 planner, the CD's ``auto`` and the trace summary), the largest bodies (block-wise and engine
-checks) and ``observe`` when an observe op is in the workload (so the engine refuses it with
-its reason). What the trace and the resource files hold comes from the TD itself at trace time
+checks) and ``observe`` when an observe op is in the workload (the engine serves it as
+wot-device does). What the trace and the resource files hold comes from the TD itself at trace time
 (:mod:`wotbench.things.workload`). Groups already marked ``thing`` (a resolved config read
 back) are dropped first and made again, so expanding twice gives the same config.
 """
@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.config.schema import Network
-from wotbench.deploy.fleet import AUTO_MIN_DEVICES
 from wotbench.things.directory import body_template
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
@@ -118,16 +117,6 @@ def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
         except TdError as e:
             problems += [f"things[{k}].{'model' if spec.is_model else 'td'}: {p}"
                          for p in e.problems]
-    if problems:
-        return raw, problems
-    total = sum(s.count for s in specs)
-    for k, tp in enumerate(plans):
-        obs = [lp for lp in tp.loads if lp.method == "OBSERVE"]
-        if obs and directory is None and total > AUTO_MIN_DEVICES and tp.spec.engine != "process":
-            problems.append(f"things[{k}].load[{obs[0].index}].op: {obs[0].entry.op} needs CoAP "
-                            f"Observe, which the wot-fleet engine (the devices' engine above "
-                            f"{AUTO_MIN_DEVICES} devices, docs/FLEET.md) does not have yet; "
-                            "expected no observe op here, or fewer Things (or engine: process)")
     if problems:
         return raw, problems
     if directory is None:
