@@ -4,6 +4,7 @@ report never import them; the contention detector (cd-module/) installs with the
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -37,21 +38,27 @@ def _package(module: str) -> str | None:
     return None
 
 
-def _files():
+@lru_cache(maxsize=None)
+def _files() -> tuple[tuple[Path, str], ...]:
+    out = []
     for p in sorted((ROOT / "wotbench").rglob("*.py")):
         rel = p.relative_to(ROOT / "wotbench").with_suffix("").parts
         if rel != ("__init__",) and rel != ("__main__",):
-            yield p, rel[0]
-    for p in sorted((ROOT / "cd-module" / "cd_module").rglob("*.py")):
-        yield p, "cd_module"
+            out.append((p, rel[0]))
+    out += [(p, "cd_module") for p in sorted((ROOT / "cd-module" / "cd_module").rglob("*.py"))]
+    return tuple(out)
 
 
-def _imports(path: Path):
+@lru_cache(maxsize=None)
+def _imports(path: Path) -> tuple[str, ...]:
+    """Every module a file imports (function-local imports too), parsed once per session."""
+    out = []
     for n in ast.walk(ast.parse(path.read_text())):
         if isinstance(n, ast.Import):
-            yield from (a.name for a in n.names)
+            out += [a.name for a in n.names]
         elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-            yield n.module
+            out.append(n.module)
+    return tuple(out)
 
 
 def test_every_package_has_a_rank():
