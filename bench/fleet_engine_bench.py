@@ -89,12 +89,62 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def sched_stats(pid: int) -> dict[str, tuple[int, int, int, int]]:
+    """Per thread of pid, by name: (CPU ns, run-queue wait ns, time slices, involuntary context
+    switches) from /proc/PID/task/*/schedstat and status; {} once the process is gone."""
+    out = {}
+    for t in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            cpu, wait, slices = (int(x) for x in (t / "schedstat").read_text().split())
+            name = (t / "comm").read_text().strip()
+            inv = next(int(line.split()[1]) for line in (t / "status").read_text().splitlines()
+                       if line.startswith("nonvoluntary_ctxt_switches"))
+        except (OSError, ValueError, StopIteration):
+            continue
+        out[f"{name}/{t.name}"] = (cpu, wait, slices, inv)
+    return out
+
+
+def sched_line(what: str, stats: list[dict[str, tuple[int, int, int, int]]], match: str) -> str:
+    """Sum over the threads whose name starts with `match`: CPU, run-queue wait per slice."""
+    rows = [v for st in stats for k, v in st.items() if k.startswith(match)]
+    if not rows:
+        return f"  {what}: no thread named {match}*"
+    cpu, wait, slices, inv = (sum(r[i] for r in rows) for i in range(4))
+    return (f"  {what} ({len(rows)} threads): CPU {cpu / 1e9:.2f} s, run-queue wait "
+            f"{wait / 1e9:.2f} s over {slices} slices = {wait / max(1, slices) / 1e3:.1f} µs per "
+            f"wake-up (max thread {max(r[1] for r in rows) / 1e9:.2f} s), involuntary switches "
+            f"{inv}")
+
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_ticks() -> dict[str, list[int]]:
+    """/proc/stat per core: the first 8 fields (USER_HZ ticks)."""
+    return {f[0]: [int(x) for x in f[1:9]] for f in
+            (line.split() for line in Path("/proc/stat").read_text().splitlines())
+            if f[0].startswith("cpu") and f[0] != "cpu"}
+
+
+def cpu_line(t0: dict[str, list[int]], t1: dict[str, list[int]]) -> str:
+    """Each core's time over the run by kind, in % (softirq: the network stack's receive
+    and transmit work, which no thread's CPU time includes; steal: the hypervisor's)."""
+    parts = []
+    for core in sorted(t1):
+        d = [b - a for a, b in zip(t0[core], t1[core])]
+        tot = max(1, sum(d))
+        parts.append(f"{core} " + " ".join(f"{k} {100 * v / tot:.0f}" for k, v in
+                                           zip(CPU_FIELDS, d) if k not in ("nice", "iowait")))
+    return "  cores (% of the load run): " + "; ".join(parts)
+
+
 class Engines:
     """N devices in ceil(N / per_process) wot-fleet processes."""
 
     def __init__(self, tmp: Path, n: int, per_process: int, service_us: int, response: str,
-                 loops: int, spin_us: int = 0):
-        self.spin_us = spin_us
+                 loops: int, spin_us: int = 0, cpus: str = ""):
+        self.spin_us, self.cpus = spin_us, cpus
         self.dirs, self.procs = [], []
         nproc = -(-n // per_process)
         per_process = -(-n // nproc)                    # equal shares
@@ -115,7 +165,8 @@ class Engines:
         for d in self.dirs:
             self.procs.append(subprocess.Popen(
                 [str(FLEET_BIN), "--devices", str(d / "devices.csv"), "--log-dir", str(d / "out"),
-                 "--loops", str(self.loops), "--name", d.name, "--spin-us", str(self.spin_us)],
+                 "--loops", str(self.loops), "--name", d.name, "--spin-us", str(self.spin_us)]
+                + (["--cpus", self.cpus] if self.cpus else []),
                 stderr=open(d / "stderr.txt", "w")))
         pending = list(self.dirs)
         while pending:
@@ -175,7 +226,8 @@ def startup(tmp: Path, n: int, per_process: int, args) -> None:
 
 
 def load_run(tmp: Path, n: int, per_process: int, args) -> None:
-    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops, args.spin_us)
+    e = Engines(tmp, n, per_process, args.service_us, args.response, args.loops, args.spin_us,
+                args.engine_cpus)
     count = int(args.rate * args.duration_s)
     order = list(range(n))
     random.Random(1).shuffle(order)
@@ -202,11 +254,24 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
                    "--start-at", str(start_at)]
             if args.warmup_ms:
                 cmd += ["--warmup-ms", str(args.warmup_ms)]
-            ges.append(subprocess.Popen(cmd, stderr=open(tmp / f"ge{g}.err", "w")))
+            cmd += args.ge_args.split()
+            pin = ({int(c) for c in args.ge_cpus.split(",")} if args.ge_cpus else None)
+            ges.append(subprocess.Popen(
+                cmd, stderr=open(tmp / f"ge{g}.err", "w"),
+                preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None))
         t0 = time.monotonic()
+        ticks0 = cpu_ticks()
+        ge_sched: dict[int, dict] = {}
+        deadline = t0 + args.duration_s + args.warmup_ms / 1e3 + 120
+        while any(p.poll() is None for p in ges) and time.monotonic() < deadline:
+            for p in ges:       # the GE's last figures before it exits
+                ge_sched[p.pid] = sched_stats(p.pid) or ge_sched.get(p.pid, {})
+            time.sleep(0.2)
         for p in ges:
-            p.wait(timeout=args.duration_s + args.warmup_ms / 1e3 + 120)
+            p.wait(timeout=10)
         ge_s = time.monotonic() - t0
+        ticks1 = cpu_ticks()
+        eng_sched = [sched_stats(p.pid) for p in e.procs]
         load = os.getloadavg()
     finally:
         rcs = e.stop()
@@ -246,6 +311,9 @@ def load_run(tmp: Path, n: int, per_process: int, args) -> None:
     print(f"  loops: busy (outside epoll_wait) {[round(b, 2) for b in busy]} s, CPU "
           f"{[round(lp['cpu_ns'] / 1e9, 2) for x in sums for lp in x['loop']]} s, wake-ups "
           f"{[lp['wakeups'] for x in sums for lp in x['loop']]}")
+    print(cpu_line(ticks0, ticks1))
+    print(sched_line("engine loops", eng_sched, "fleet-loop"))
+    print(sched_line("GE threads", list(ge_sched.values()), ""))
     print(f"  timer lateness end-due : {pcts(late)}")
     print(f"  read lag arrival-kernel: {pcts(lag)}")
     print(f"  device queueing start-arrival: {pcts(queue)}", flush=True)
@@ -264,6 +332,10 @@ def main() -> None:
     ap.add_argument("--loops", type=int, default=2)
     ap.add_argument("--warmup-ms", type=int, default=0)
     ap.add_argument("--spin-us", default="0", help="wot-fleet --spin-us, a list: one load run each")
+    ap.add_argument("--engine-cpus", default="", help="wot-fleet --cpus (pin the loops)")
+    ap.add_argument("--ge-cpus", default="", help="pin the GEs to these cpus, e.g. 0")
+    ap.add_argument("--ge-args", default="", help="extra gateway-emulator options")
+    ap.add_argument("--no-startup", action="store_true", help="only the load run(s)")
     ap.add_argument("--no-load", action="store_true", help="only the start-up/memory part")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = ap.parse_args()
@@ -281,7 +353,7 @@ def main() -> None:
     if not args.smoke:
         hostlock.hold()
     print(host_line("fleet_engine_bench"), flush=True)
-    for n in sizes:
+    for n in ([] if args.no_startup else sizes):
         with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
             startup(Path(tmp), n, per_process, args)
     spins = [int(x) for x in args.spin_us.split(",")]

@@ -16,9 +16,19 @@ from typing import Optional, Sequence
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
+def _connected(path: str) -> bool:
+    """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
+    from wotbench.config.connected import connected_groups
+    from wotbench.config.load import load_config
+    return bool(connected_groups(load_config(path)))
+
+
 def _cmd_check(args) -> int:
     """The run's pre-flight (wotbench.preflight): every refusal `run` makes before T0, with the
     same message; one line per step, those that needed this host marked, skipped ones said."""
+    if _connected(args.config):
+        from wotbench.connected.check import check_connected
+        return check_connected(args.config, offline=args.offline)
     from wotbench.preflight import preflight
     pf = preflight(args.config, args.backend, offline=args.offline)
     for s in pf.steps:
@@ -87,6 +97,9 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    if not args.set and _connected(args.config):     # docs/CONNECTED.md: their own timeline
+        from wotbench.connected.run import run_connected
+        return run_connected(args.config, args.out_root)
     from wotbench.dispatch import run_config   # one host or swarm (docs/CLUSTER.md)
     if not args.set:
         return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms).exit_code

@@ -58,12 +58,12 @@ def test_engine_fleet_with_dtls_is_refused():
             dtls={"enabled": True, "psk_key": "0123456789abcdef"})
 
 
-def test_engine_fleet_with_push_is_refused():
-    with pytest.raises(ConfigError, match=r"devices\[0\].engine: fleet refused, devices\[0\].push"):
-        cfg({"group": "a", "count": 10, "engine": "fleet",
+def test_engine_fleet_carries_push():
+    c = cfg({"group": "a", "count": 10, "engine": "fleet",
              "push": [{"op": "register", "target": "127.0.0.1:5683", "path": "rd",
                        "phase": "setup"}]},
             {"group": "b", "count": 1})
+    assert fleet.unsupported(c, 0, c.devices[0]) == [] and fleet.engine_of(c, 0) == "fleet"
 
 
 def test_an_unknown_engine_is_refused():
@@ -150,10 +150,33 @@ def test_a_loop_asked_for_more_than_its_planned_rate_is_refused():
     assert "a-fleet0" not in p and "s-fleet0 is sent 50000 requests/s over 1 loop(s)" in p
 
 
-def test_process_backend_refuses_more_devices_than_loopback_addresses():
-    with pytest.raises(ConfigError, match="127.0.0.0/16 has room for 64256 devices.*70001 needed"):
-        cfg({"group": "s", "count": 70_000, "engine": "fleet", **SLEEP},
+def test_process_backend_engine_devices_take_the_addresses_again_on_the_next_port():
+    """Beyond the /16's addresses the engine devices reuse the engine devices' addresses (never
+    another component's), in order, on port 5684: each device still its own endpoint."""
+    c = cfg({"group": "rd", "count": 1, "server": {"command": ["x", "{address}"]},
+             "paths": ["time"]},
+            {"group": "s", "count": 70_000, "engine": "fleet", **SLEEP},
             gateways={"count": 2}, network={"subnet": "127.0.0.0/16"})
+    addrs = device_addresses(c)
+    rd, engine = addrs[0], addrs[1:]
+    assert len({(a.ip, a.port) for a in addrs}) == len(addrs)
+    room = 64256 - 1 - 1                     # the /16's layout, less the RD's and the CD node's
+    assert {a.port for a in engine[:room]} == {5683} and {a.port for a in engine[room:]} == {5684}
+    assert [a.ip for a in engine[room:]] == [a.ip for a in engine[:70_000 - room]]
+    assert rd.ip not in {a.ip for a in engine}
+    assert cd_node_address(c).ip not in {a.ip for a in addrs}
+    reqs = fleet_capacity.requirements(c, make_plan(c, cores=[0, 1]))
+    assert [(r.devices, r.first_port, r.last_port) for r in reqs] == [(35_000, 5683, 5683),
+                                                                      (35_000, 5683, 5684)]
+
+
+def test_process_backend_refuses_engine_devices_beyond_eight_ports_per_address():
+    c = cfg({"group": "s", "count": 2000, "engine": "fleet", **SLEEP},
+            network={"subnet": "127.0.0.0/24"})       # 245 addresses: 244 for the engine
+    probs = fleet_capacity.problems(c, make_plan(c, cores=[0, 1]))
+    assert any(p.startswith("devices: 2000 engine devices on the process backend take the "
+                            "run's /24 loopback block's 244 free addresses on at most 8 ports")
+               for p in probs), probs
 
 
 def test_host_limits_name_the_limit_and_the_fix():

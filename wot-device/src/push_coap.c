@@ -6,43 +6,11 @@
 
 #include <coap3/coap.h>
 
+#include "coapreq.h"
 #include "push_int.h"
 
 #define OPT_LOCATION_PATH 8
-#define OPT_URI_PATH 11
-#define OPT_CONTENT_FORMAT 12
-#define OPT_URI_QUERY 15
 #define OPT_LOCATION_QUERY 20
-
-/* Appends option num (after option *last) with value v[0..n), header by libcoap's encoder;
- * -1 when it does not fit. */
-static int put_opt(uint8_t *b, size_t cap, size_t *pos, unsigned *last, unsigned num,
-                   const void *v, size_t n) {
-    size_t w = coap_opt_encode((coap_opt_t *)(b + *pos), cap - *pos, (uint16_t)(num - *last),
-                               v, n);
-    if (w == 0)
-        return -1;
-    *pos += w;
-    *last = num;
-    return 0;
-}
-
-/* Each '/'-separated segment of path[0..n) as option num. */
-static int put_split(uint8_t *b, size_t cap, size_t *pos, unsigned *last, unsigned num,
-                     const char *s, size_t n, char sep) {
-    if (n == 0)
-        return 0;
-    for (;;) {
-        const char *e = memchr(s, sep, n);
-        size_t k = e ? (size_t)(e - s) : n;
-        if (put_opt(b, cap, pos, last, num, s, k))
-            return -1;
-        if (!e)
-            return 0;
-        n -= k + 1;
-        s = e + 1;
-    }
-}
 
 void push_row_path(const struct push_row *r, char *out, size_t cap) {
     size_t ll = strlen(PUSH_LOCATION);
@@ -60,39 +28,9 @@ int push_encode(struct push_row *r) {
     char full[600];
     push_row_path(r, full, sizeof full);
     uint8_t b[PUSH_MAX_DGRAM];
-    size_t pos = 0;
-    b[pos++] = (uint8_t)(0x40 | (r->con ? 0 : 1) << 4 | PUSH_TKL);
-    b[pos++] = r->method;
-    b[pos++] = 0;
-    b[pos++] = 0;                      /* message ID: patched at the send */
-    memset(b + pos, 0, PUSH_TKL);      /* token: patched at the send */
-    pos += PUSH_TKL;
-    unsigned last = 0;
-    const char *q = strchr(full, '?');
-    size_t plen = q ? (size_t)(q - full) : strlen(full);
-    if (put_split(b, sizeof b, &pos, &last, OPT_URI_PATH, full, plen, '/'))
-        return -1;
-    if (r->content_format >= 0) {
-        uint8_t v[2];
-        size_t n = 0;
-        unsigned cf = (unsigned)r->content_format;
-        if (cf > 255)
-            v[n++] = (uint8_t)(cf >> 8);
-        if (cf > 0)
-            v[n++] = (uint8_t)cf;
-        if (put_opt(b, sizeof b, &pos, &last, OPT_CONTENT_FORMAT, v, n))
-            return -1;
-    }
-    if (q && put_split(b, sizeof b, &pos, &last, OPT_URI_QUERY, q + 1, strlen(q + 1), '&'))
-        return -1;
-    if (r->payload_len) {
-        if (pos + 1 + r->payload_len > sizeof b)
-            return -1;
-        b[pos++] = 0xFF;
-        memcpy(b + pos, r->payload, r->payload_len);
-        pos += r->payload_len;
-    }
-    if (P.dg_used + pos > P.dg_cap)
+    size_t pos = coapreq_encode(b, sizeof b, r->con, r->method, PUSH_TKL, full,
+                                r->content_format, r->payload, r->payload_len);
+    if (pos == 0 || P.dg_used + pos > P.dg_cap)
         return -1;
     memcpy(P.dg + P.dg_used, b, pos);
     r->dg_off = (uint32_t)P.dg_used;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "push.h"
+#include "textout.h"
 #include "push_int.h"
 
 uint64_t push_base_ns(void);     /* push_run.c */
@@ -14,18 +15,10 @@ uint64_t push_late_acks(void);
 int push_started(void);
 void push_finalize(void);
 
-#define COLUMNS "index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome," \
-                "retransmissions,received_kernel_ns,phase,op\n"
 
 static const char *const OUTCOME[] = {"error", "ok", "error", "timeout", "reset", "unsent"};
 static const char *const PHASE[] = {"setup", "test", "teardown"};
 static const char *const METHOD[] = {"?", "GET", "POST", "PUT", "DELETE"};
-
-static void rel(FILE *f, uint64_t v, uint64_t base) {
-    fputc(',', f);
-    if (v)
-        fprintf(f, "%lld", (long long)(v - base));
-}
 
 static void row(FILE *f, size_t i, uint64_t base) {
     const struct push_row *r = &P.rows[i];
@@ -34,17 +27,12 @@ static void row(FILE *f, size_t i, uint64_t base) {
     for (char *c = path; *c; c++)
         if (*c == ',' || *c == '\n' || *c == '"')
             *c = '_';                    /* a server's location must not break the CSV */
-    uint64_t sched = r->phase == PH_TEST ? base + r->at_ns : r->due_ns;
-    fprintf(f, "%zu,%u,%s,%s,%lld", i, P.id, METHOD[r->method], path,
-            (long long)(sched - base));
-    rel(f, r->sent_ns, base);
-    rel(f, r->recv_ns, base);
-    fputc(',', f);
-    if (r->code)
-        fprintf(f, "%u.%02u", r->code >> 5, r->code & 31);
-    fprintf(f, ",%s,%u", OUTCOME[r->outcome], r->retx);
-    rel(f, r->recv_k_ns, base);
-    fprintf(f, ",%s,%s\n", PHASE[r->phase], P.ops[r->op]);
+    textout_push_row(f, &(struct textout_push_row){
+        .index = i, .device = P.id, .method = METHOD[r->method], .path = path,
+        .scheduled_ns = r->phase == PH_TEST ? base + r->at_ns : r->due_ns,
+        .sent_ns = r->sent_ns, .received_ns = r->recv_ns, .received_kernel_ns = r->recv_k_ns,
+        .base_ns = base, .code = r->code, .outcome = OUTCOME[r->outcome], .retransmissions = r->retx,
+        .phase = PHASE[r->phase], .op = P.ops[r->op]});
 }
 
 static int write_rows(const char *dir, const char *name, size_t n, uint64_t base) {
@@ -58,7 +46,7 @@ static int write_rows(const char *dir, const char *name, size_t n, uint64_t base
     }
     static char buf[1 << 16];
     setvbuf(f, buf, _IOFBF, sizeof buf);
-    fputs(COLUMNS, f);
+    fputs(TEXTOUT_PUSH_COLUMNS, f);
     for (size_t i = 0; i < n; i++)
         row(f, i, base);
     int bad = ferror(f);
@@ -80,37 +68,21 @@ int push_write(const char *dir) {
     return write_rows(dir, "push-requests.csv", P.n, push_base_ns());
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* nearest rank */
-static double pct(const int64_t *v, size_t n, double p) {
-    if (!n)
-        return 0;
-    size_t k = (size_t)(p * (double)n + 0.999999);
-    k = k < 1 ? 1 : k > n ? n : k;
-    return (double)v[k - 1] / 1000.0;
-}
-
 void push_json(FILE *f) {
     if (!push_enabled()) {
         fputs(", \"push\": null", f);
         return;
     }
     uint64_t c[6] = {0}, ph[3] = {0};
-    int64_t *lag = malloc((P.n_test ? P.n_test : 1) * sizeof *lag);
+    long long *lag = malloc((P.n_test ? P.n_test : 1) * sizeof *lag);
     size_t nl = 0;
     for (size_t i = 0; i < P.n; i++) {
         const struct push_row *r = &P.rows[i];
         c[r->outcome]++;
         ph[r->phase]++;
         if (lag && r->phase == PH_TEST && r->sent_ns)
-            lag[nl++] = (int64_t)(r->sent_ns - r->due_ns);
+            lag[nl++] = (long long)(r->sent_ns - r->due_ns);
     }
-    if (lag)
-        qsort(lag, nl, sizeof *lag, cmp_i64);
     fprintf(f, ", \"push\": {\"id\": %u, \"requests\": %zu, \"outcomes\": {\"ok\": %llu, "
             "\"error\": %llu, \"timeout\": %llu, \"reset\": %llu, \"unsent\": %llu}, "
             "\"setup\": %llu, \"test\": %llu, \"teardown\": %llu, \"started\": %s, "
@@ -134,9 +106,8 @@ void push_json(FILE *f) {
     } else {
         fputs("null", f);
     }
-    fprintf(f, ", \"send_lag_us\": {\"sent\": %zu, \"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, "
-            "\"p999\": %.3f, \"max\": %.3f}}",
-            nl, pct(lag, nl, .5), pct(lag, nl, .9), pct(lag, nl, .99), pct(lag, nl, .999),
-            nl ? (double)lag[nl - 1] / 1000.0 : 0.0);
+    fputs(", \"send_lag_us\": ", f);
+    textout_lag_us(f, lag, nl);
+    fputc('}', f);
     free(lag);
 }

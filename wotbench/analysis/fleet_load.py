@@ -41,6 +41,13 @@ class FleetData:
     summary: Optional[FleetSummary] = None
     table: Optional[pd.DataFrame] = None        # fleet-devices.csv
     log: Optional[pd.DataFrame] = None
+    push: Optional[pd.DataFrame] = None         # fleet-push.csv (devices[].push only)
+
+    def names_of(self, index: np.ndarray) -> np.ndarray:
+        """The names of the devices with these global indices (as the logs carry them)."""
+        order = np.argsort(self.index, kind="stable")
+        pos = np.clip(np.searchsorted(self.index[order], index), 0, max(len(order) - 1, 0))
+        return self.names[order][pos]
 
 
 def _header(path: Path) -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from pydantic import BaseModel, ValidationError
@@ -330,6 +331,17 @@ def load_run(run_dir: str | Path) -> RunData:
         devices[d.name] = dev
     # run.json fleets[]: the devices of the wot-fleet engines, listed in each one's files
     fleets = {f.name: fleet_load.load_fleet(rd, f, read_model, warnings) for f in run.fleets}
+    for f in run.fleets:     # devices[].push in an engine: every device's rows in one file
+        if rd.fleet_push_requests(f.name).is_file():
+            push = read_csv_checked(rd.fleet_push_requests(f.name), PUSH_COLUMNS,
+                                    "fleet-push.csv", AnalysisError)
+            unknown = ~np.isin(push["device"].to_numpy(np.int64), fleets[f.name].index)
+            if unknown.any():
+                raise AnalysisError(f"{rd.fleet_push_requests(f.name)}:"
+                                    f"{int(np.flatnonzero(unknown)[0]) + 2}: column device: "
+                                    f"{int(push['device'].to_numpy()[unknown][0])} is not a device "
+                                    f"of {f.name}, expected the index of one of its devices")
+            fleets[f.name].push = push
     resources = fleet_load.ResourceReader(read_resources)
     for f in run.fleets:
         for name, dev_id, res in fleet_load.members(rd, f, fleets[f.name], resources, warnings):

@@ -18,15 +18,20 @@ LATE_US = 1000.0     # a device send more than 1 ms after its due instant is lat
 
 
 def timeout_ms(run: RunData) -> float:
-    """The longest of the pushing devices' timeouts (0 without any)."""
-    return float(max((d.log_summary.push.timeout_ms for d in run.devices.values()
-                      if d.log_summary is not None and d.log_summary.push is not None),
-                     default=0))
+    """The longest of the pushing devices' timeouts (0 without any), engines' included."""
+    procs = [d.log_summary.push.timeout_ms for d in run.devices.values()
+             if d.log_summary is not None and d.log_summary.push is not None]
+    engines = [f.summary.push.timeout_ms for f in run.fleets.values()
+               if f.summary is not None and f.summary.push is not None]
+    return float(max(procs + engines, default=0))
 
 
 def table(run: RunData) -> pd.DataFrame:
-    """Every device's push rows with the device's name."""
+    """Every device's push rows with the device's name (an engine's: its fleet-push.csv, the
+    names looked up by index)."""
     frames = [d.push.assign(name=n) for n, d in run.devices.items() if d.push is not None]
+    frames += [f.push.assign(name=f.names_of(f.push["device"].to_numpy(np.int64)))
+               for f in run.fleets.values() if f.push is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 

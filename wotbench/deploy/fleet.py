@@ -27,6 +27,7 @@ import ipaddress
 import math
 from typing import Literal
 
+from wotbench.config.connected import CONNECTED_PROTOCOLS
 from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, MAX_FLEET_PER_CONTAINER, Config, DeviceGroup
 
 Engine = Literal["process", "fleet"]
@@ -41,6 +42,8 @@ def fleet_name(group: str, index: int) -> str:
 def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
     """What keeps group ``i`` out of the engine: ``"key: reason"`` each (empty: it may run there)."""
     k = f"devices[{i}]"
+    if g.protocol in CONNECTED_PROTOCOLS:   # their own rules: wotbench.config.connected.check
+        return []
     out = []
     if g.server is not None:
         out.append(f"{k}.server: a third-party server runs as its own program, not in the engine")
@@ -54,8 +57,6 @@ def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
         if getattr(g, key) > MAX_DATAGRAM_PAYLOAD:
             out.append(f"{k}.{key}: {getattr(g, key)} > {MAX_DATAGRAM_PAYLOAD} needs block-wise "
                        "transfer (RFC 7959), which the engine does not have yet")
-    if g.push:
-        out.append(f"{k}.push: the engine's devices do not send requests of their own yet")
     if g.network is not None:
         out.append(f"{k}.network: the engine has no impairments yet (tc would act on all the "
                    "devices of a fleet's container at once)")

@@ -16,6 +16,7 @@ requests/s per loop core (measured: 49 us of engine CPU per request).
 """
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import resource
@@ -25,8 +26,9 @@ from typing import Optional
 
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config
 from wotbench.deploy import fleet
-from wotbench.deploy.addressing import COAP_PORT, capacity as address_capacity
+from wotbench.deploy.addressing import COAP_PORT
 from wotbench.deploy.plan import Plan, parse_cpuset
+from wotbench.deploy import pods
 from wotbench.deploy.pods import slots
 from wotbench.errors import ConfigError, EnvironmentProblem
 
@@ -46,6 +48,7 @@ LOOPS_PER_CORE = 1
 GE_MAX_ENDPOINTS = 65535            # gateway-emulator: distinct endpoints per GE (trace.c)
 NOFILE_MARGIN = 64                  # descriptors kept free below the hard limit
 PROCESS_SUBNET = "127.0.0.0/16"     # a process-backend run's loopback block (loopslot.subnet)
+MAX_LOOPBACK_PORTS = 8              # process backend: ports 5683.. per address when they run out
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
         return []
     members: dict[str, list[int]] = {}
     where: dict[str, tuple[str, int]] = {}
+    top: dict[str, int] = {}            # the highest port offset of a fleet's devices
     names = cfg.device_names()
     every = slots(cfg)
     k = 0
@@ -102,6 +106,7 @@ def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
             if g.group in fleet_groups:
                 members.setdefault(s.container, []).append(k)
                 where.setdefault(s.container, (g.group, s.port_offset))
+                top[s.container] = max(top.get(s.container, 0), s.port_offset)
             k += 1
     out = []
     own = fleet.own_addresses(cfg.network.subnet)
@@ -110,12 +115,13 @@ def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
         gi = fleet_groups[group]
         cpuset = plan.devices[names[ids[0]]]
         out.append(_requirement(name, group, ids[0], len(ids), cpuset,
-                                _rate_per_device(cfg, gi), cfg.duration_s, own))
+                                _rate_per_device(cfg, gi), cfg.duration_s, own, top[name]))
     return out
 
 
 def _requirement(name: str, group: str, first_id: int, n: int, cpuset: str,
-                 rate_per_device: float, duration_s: float, own: bool) -> FleetRequirement:
+                 rate_per_device: float, duration_s: float, own: bool,
+                 top_port_offset: int = 0) -> FleetRequirement:
     loops = max(1, len(parse_cpuset(cpuset)) * LOOPS_PER_CORE)
     rate = n * rate_per_device
     log_rows = max(MIN_LOG_ROWS, math.ceil(rate * duration_s / loops * LOG_HEADROOM))
@@ -125,7 +131,7 @@ def _requirement(name: str, group: str, first_id: int, n: int, cpuset: str,
         nofile=n + FDS_BASE + FDS_PER_LOOP * loops,
         memory_bytes=BASE_BYTES + n * BYTES_PER_DEVICE + loops * log_rows * LOG_ROW_BYTES,
         pids=TASKS_BASE + 2 * loops, addresses=n if own else 1, first_port=COAP_PORT,
-        last_port=COAP_PORT if own else COAP_PORT + n - 1)
+        last_port=COAP_PORT + top_port_offset if own else COAP_PORT + n - 1)
 
 
 def restrict(r: FleetRequirement, first_id: int, n: int, duration_s: float) -> FleetRequirement:
@@ -156,19 +162,26 @@ def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[
                        f"loop(s) ({r.rate_per_loop_s:.0f}/s each), above the {REQS_PER_LOOP_S} a "
                        "loop core is planned to serve; give the devices more cores "
                        "(placement.cpus) or lower their rate (devices[].rit)")
-    total = sum(g.count for g in cfg.devices)
+    # the endpoints the GEs address: a generated trace skips groups with `requests: false`
+    # (devices that only push); a recorded one may name any device
+    total = sum(g.count for g in cfg.devices if g.requests or cfg.trace is not None)
     per_ge = math.ceil(total / cfg.gateways.count)
     if per_ge > GE_MAX_ENDPOINTS:
         out.append(f"gateways.count: {cfg.gateways.count} gateway emulator(s) for {total} devices "
                    f"is {per_ge} endpoints each, above the gateway emulator's {GE_MAX_ENDPOINTS}; "
                    f"set gateways.count: {math.ceil(total / GE_MAX_ENDPOINTS)} or more")
     if fleet.own_addresses(cfg.network.subnet):
-        need = sum(r.addresses for r in reqs) + 1
-        have = address_capacity(cfg.network.subnet)
-        if need > have:
-            out.append(f"devices: {need - 1} engine devices each need their own loopback address "
-                       f"on the process backend; {cfg.network.subnet} has {have}; use backend: "
-                       "docker (one address per fleet, a port per device) or fewer devices")
+        # beyond the subnet's addresses the engine devices take them again on the next port
+        # (pods.slots): at most MAX_LOOPBACK_PORTS ports per address
+        engines = sum(r.devices for r in reqs)
+        room = pods.fleet_address_room(cfg, pods.group_sizes(cfg),
+                                       [fleet.is_fleet(cfg, i) for i in range(len(cfg.devices))])
+        if engines > room * MAX_LOOPBACK_PORTS:
+            out.append(f"devices: {engines} engine devices on the process backend take the "
+                       f"run's /{ipaddress.ip_network(cfg.network.subnet).prefixlen} loopback "
+                       f"block's {room} free addresses on at most {MAX_LOOPBACK_PORTS} ports "
+                       "each; use backend: docker (one address per fleet, a port per device) "
+                       "or fewer devices")
     if host is not None:
         mem = sum(r.memory_bytes for r in reqs)
         if mem > host.mem_available_bytes:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from wotbench.config.schema import MAX_PER_CONTAINER, Config, DeviceGroup
 from wotbench.deploy import fleet
+from wotbench.deploy import addressing
 from wotbench.deploy.addressing import device_name
 
 
@@ -74,22 +75,44 @@ def group_sizes(cfg: Config) -> list[int]:
     return out
 
 
+def fleet_address_room(cfg: Config, sizes: list[int], in_fleets: list[bool]) -> int:
+    """On a loopback subnet: how many addresses the engines' devices may take, what the subnet
+    holds besides the other groups' addresses and the CD node's (at least 1)."""
+    others = sum(math.ceil(g.count / k) for g, k, f in zip(cfg.devices, sizes, in_fleets) if not f)
+    return max(1, addressing.capacity(cfg.network.subnet) - others - 1)
+
+
 def slots(cfg: Config) -> list[Slot]:
     """Every device's slot, in config order (the order of ``Config.device_names``). A fleet
-    device on a loopback subnet (the process backend) has an address of its own."""
+    device on a loopback subnet (the process backend) has an address of its own, port 5683;
+    when the subnet has fewer addresses than the engines have devices (a /16 holds 64 256),
+    the next devices take the engine devices' addresses again, in order, on the next port
+    (5684, ...): each device still its own endpoint, and no other component's address."""
     out: list[Slot] = []
     index = 0
     own = fleet.own_addresses(cfg.network.subnet)
-    for gi, (g, k) in enumerate(zip(cfg.devices, group_sizes(cfg))):
-        in_fleet = fleet.is_fleet(cfg, gi)
+    sizes = group_sizes(cfg)
+    in_fleets = [fleet.is_fleet(cfg, gi) for gi in range(len(cfg.devices))]
+    room = fleet_address_room(cfg, sizes, in_fleets) if own and any(in_fleets) else 0
+    fleet_addresses: list[int] = []     # the address of each engine device of the first lap
+    fleet_k = 0                         # engine devices so far
+    for gi, (g, k) in enumerate(zip(cfg.devices, sizes)):
+        in_fleet = in_fleets[gi]
         for i in range(g.count):
             j, pos = divmod(i, k)
             alone = k == 1 and not in_fleet
             name = fleet.fleet_name(g.group, j) if in_fleet else \
                 device_name(g.group, i) if alone else pod_name(g.group, j)
             if in_fleet and own:
-                out.append(Slot(container=name, address_index=index, port_offset=0))
-                index += 1
+                if fleet_k < room:
+                    fleet_addresses.append(index)
+                    out.append(Slot(container=name, address_index=index, port_offset=0))
+                    index += 1
+                else:                   # the subnet is used up: the next port, same order
+                    lap, again = divmod(fleet_k, room)
+                    out.append(Slot(container=name, address_index=fleet_addresses[again],
+                                    port_offset=lap))
+                fleet_k += 1
                 continue
             out.append(Slot(container=name, address_index=index, port_offset=pos))
             if pos == k - 1 or i == g.count - 1:
@@ -100,7 +123,7 @@ def slots(cfg: Config) -> list[Slot]:
 def address_count(cfg: Config) -> int:
     """Addresses the devices use (the CD node takes the next one)."""
     s = slots(cfg)
-    return s[-1].address_index + 1 if s else 0
+    return max(x.address_index for x in s) + 1 if s else 0   # (engine devices may reuse some)
 
 
 def containers(cfg: Config) -> int:

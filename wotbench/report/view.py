@@ -29,6 +29,7 @@ from wotbench.report.push_section import push as push_section
 from wotbench.report.sut import sut
 from wotbench.report.data import FigureData, figure_data
 from wotbench.report.slo_table import slo_table
+from wotbench.things.report import things_table
 
 
 class ReportError(WotbenchError):
@@ -88,6 +89,7 @@ class RunReport:
     loss: Any
     ge: Any
     load: Any
+    notify: Any                         # issue 35: the notification sink's figures (or None)
     rd: Any
     split: Any
     sut: Any
@@ -96,6 +98,7 @@ class RunReport:
     dtls: Any
     push: Any
     http: Any
+    things: Any
     network: Any
     injected: Any
 
@@ -155,6 +158,7 @@ def build_view(run_dir: Path | str) -> RunReport:
         loss=sections.loss(s),
         ge=sections.ge(s),
         load=sections.load(s),
+        notify=s.notify,
         rd=sections.rd(s),
         split=sections.split(s),
         sut=sut(run, s),
@@ -163,6 +167,7 @@ def build_view(run_dir: Path | str) -> RunReport:
         dtls=sections.dtls(s),
         push=push_section(s),
         http=http_section(s),
+        things=things_table(rd, [g.dir for g in run.ges or []], duration),
         cd_enabled=run.cd is not None or s.rd.cd is not None,
         network=sections.network(run.network),
         injected=sections.injected(run),

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from wotbench.rundir import atomic
 from wotbench.rundir._model import Record
+from wotbench.rundir.device_files import PushLag, PushOutcomes
 
 DEVICES_HEADER = ("index", "name", "listen", "resources", "slots", "queue", "response",
                   "piggyback_max_us")
@@ -140,6 +141,25 @@ class FleetLoop(Record):
     spins: int = Field(ge=0)             # non-blocking polls spinning towards a timer (--spin-us)
 
 
+class FleetPush(Record):
+    """``push``: the hosted devices' own requests (``wot-fleet --push``, CONTRACTS §3b "Push"),
+    every row of ``fleet-push.csv`` counted; the send lag over the test rows sent."""
+    devices: int = Field(ge=0)                 # devices with schedule rows
+    requests: int = Field(ge=0)
+    outcomes: PushOutcomes
+    setup: int = Field(ge=0)
+    test: int = Field(ge=0)
+    teardown: int = Field(ge=0)
+    started: bool                              # the harness gave the engine the test start
+    start_mono_ns: int                         # zero of fleet-push.csv (setup's begin if not started)
+    timeout_ms: int = Field(ge=1)
+    retransmissions: int = Field(ge=0)         # RFC 7252 retransmissions of CON requests
+    late_answers_acked: int = Field(ge=0)      # CON answers after their request had ended
+    send_errors: int = Field(ge=0)             # sendto() failures (requests and retransmissions)
+    location_too_long: int = Field(ge=0)       # @location rows that no longer fit one datagram
+    send_lag_us: PushLag
+
+
 class FleetSummary(Record):
     """``fleet-summary.json``: the engine's totals over every hosted device."""
     name: str
@@ -155,6 +175,7 @@ class FleetSummary(Record):
     log_dropped: int = Field(ge=0)   # entries lost: a loop's log was full (--log-capacity)
     loop: list[FleetLoop]
     rss_bytes: int = Field(ge=0)
+    push: Optional[FleetPush] = None     # only with --push (devices[].push)
 
 
 class FleetDeviceRow(Record):

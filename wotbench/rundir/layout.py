@@ -172,6 +172,25 @@ class RunDir:
         """The engine's totals and per-loop lag (model ``wotbench.rundir.fleet_files``)."""
         return self.fleet_dir(fleet) / "fleet-summary.json"
 
+    # devices[].push in an engine (CONTRACTS §3b "Push"): one file each for all its devices
+    def fleet_push_schedule(self, fleet: str) -> Path:
+        """What the engine's pushing devices send (a ``device`` column first; wot-fleet --push)."""
+        return self.fleet_dir(fleet) / PUSH_SCHEDULE
+
+    def fleet_push_go(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / "push-go"
+
+    def fleet_push_start(self, fleet: str) -> Path:
+        return self.fleet_dir(fleet) / "push-start"
+
+    def fleet_push_setup(self, fleet: str) -> Path:
+        """Every pushing device's setup rows, written once all have ended."""
+        return self.fleet_dir(fleet) / "push-setup.csv"
+
+    def fleet_push_requests(self, fleet: str) -> Path:
+        """The outcome of every push row (push-requests.csv's columns, ``device`` = index)."""
+        return self.fleet_dir(fleet) / "fleet-push.csv"
+
     def fleet_stdout(self, fleet: str) -> Path:
         return self.fleet_dir(fleet) / STDOUT_LOG
 

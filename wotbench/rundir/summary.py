@@ -18,6 +18,7 @@ from pydantic import Field
 
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
+from wotbench.rundir.notify import NotifyBlock
 from wotbench.rundir.http_block import HttpBlock
 from wotbench.rundir.fleet import FleetBlock
 from wotbench.rundir.load_block import LoadBlock
@@ -566,6 +567,7 @@ class Summary(Record):
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
     http: Optional[HttpBlock] = None      # protocol: http runs (rundir/http_block.py, issue 22)
+    notify: Optional[NotifyBlock] = None  # notify: the notification sink (rundir/notify.py, issue 35)
     push: Optional[PushBlock] = None      # devices[].push (issue 23)
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)

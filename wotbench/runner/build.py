@@ -41,7 +41,7 @@ def build_components(inp: Inputs) -> Components:
     mine = share_addresses(cfg, inp.share)
     fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
                               in_container=inp.kind.needs_docker,
-                              make_dir=run_inputs.writable_dir)
+                              make_dir=run_inputs.writable_dir, push=inp.fleet_push)
     devices = []
     for a in mine:
         if a.container in in_fleet:
@@ -59,7 +59,7 @@ def build_components(inp: Inputs) -> Components:
             program=g.server, program_key=keys[a.group], dtls=inp.dtls,
             container=a.container,
             push_timeout_ms=cfg.gateways.timeout_ms if a.name in inp.pushing else None,
-            protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
+            protocol=g.protocol, probe_path=http_spec.probe_path(g)))
     proxy = _proxy(inp)
     _render_server_configs(devices + ([proxy] if proxy else []), inp.kind.needs_docker)
     cd_ge = None

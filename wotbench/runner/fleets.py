@@ -18,9 +18,10 @@ from wotbench.config.schema import Config
 from wotbench.deploy.fleet_capacity import FleetRequirement, restrict
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.deploy.resolve import DeviceAddress
-from wotbench.rundir import FleetRecord, RunDir
+from wotbench.rundir import FleetRecord, RunDir, atomic
 from wotbench.rundir.fleet_files import FleetDevice, write_devices
-from wotbench.rundir.layout import FLEET_DEVICES_IN
+from wotbench.rundir.layout import FLEET_DEVICES_IN, PUSH_SCHEDULE
+from wotbench.workload.push_schedule import Row, write_fleet_schedule
 
 RES_DIR_IN, FLEET_DIR_IN = "/res", "/logs"     # what a fleet container sees
 STOP_BASE_S = 15.0                # as a device's grace (runner/main.py STOP_GRACE_S) ...
@@ -34,6 +35,9 @@ class FleetRun:
     stdout: Path                # its stdout + stderr when a local process
     address: str                # Docker: the container's address; process: its first device's
     endpoints: dict[str, str] = field(default_factory=dict)   # "ip:port" -> device name
+    # devices[].push: its devices' schedule is push-schedule.csv in its directory
+    push_timeout_ms: Optional[int] = None
+    names: dict[int, str] = field(default_factory=dict)       # device index -> name
 
     @property
     def name(self) -> str:
@@ -60,6 +64,9 @@ class FleetRun:
              "--log-capacity", str(self.req.log_capacity)]
         if len(cpus) >= self.req.loops:   # loop i on the i-th core of its cpuset
             a += ["--cpus", ",".join(str(c) for c in cpus[:self.req.loops])]
+        if self.push_timeout_ms is not None:
+            a += ["--push", f"{log_dir}/{PUSH_SCHEDULE}", "--push-timeout-ms",
+                  str(self.push_timeout_ms)]
         return a
 
 
@@ -85,10 +92,11 @@ def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_cont
 
 def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
           addrs: Sequence[DeviceAddress], in_container: bool,
-          make_dir=lambda p: p) -> list[FleetRun]:
+          make_dir=lambda p: p, push: Optional[dict[str, list[Row]]] = None) -> list[FleetRun]:
     """One FleetRun per requirement, its directory made (``make_dir``: writable for the engine's
     uid) and its devices file written; ``addrs``: every device of the run (those of other
-    containers are skipped)."""
+    containers are skipped). ``push``: the rendered schedules of pushing devices by name; an
+    engine hosting any gets them in one push-schedule.csv."""
     by_fleet: dict[str, list[DeviceAddress]] = {}
     for a in addrs:
         by_fleet.setdefault(a.container, []).append(a)
@@ -100,8 +108,14 @@ def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
         r = restrict(r, mine[0].id, len(mine), cfg.duration_s)
         d = make_dir(rd.fleet_dir(r.name))
         write_devices(rd.fleet_devices_file(r.name), device_rows(cfg, rd, mine, in_container))
-        out.append(FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,
-                            endpoints={f"{a.ip}:{a.port}": a.name for a in mine}))
+        run = FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,
+                       endpoints={f"{a.ip}:{a.port}": a.name for a in mine},
+                       names={a.id: a.name for a in mine})
+        pushing = [(a.id, push[a.name]) for a in mine if push and a.name in push]
+        if pushing:
+            write_fleet_schedule(rd.fleet_push_schedule(r.name), pushing, atomic.write_text)
+            run.push_timeout_ms = cfg.gateways.timeout_ms
+        out.append(run)
     return out
 
 

@@ -48,10 +48,11 @@ from wotbench.rundir import (ContentionParams, HostRecord, Phases, PlanNote, Run
                              TestWindow, Window, disk, ge_journal)
 from wotbench.runner import dtlskey, hostlimits, inputs, journal, push_run, push_verify
 from wotbench.runner import fleets as fleet_runs
-from wotbench.runner import readiness, thirdparty
+from wotbench.runner import notify_sink, readiness, thirdparty
 from wotbench.runner.backend import RunBackend
 from wotbench.runner.build import build_components, share_ids
 from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.fleets import FleetRun
 from wotbench.runner.hogs import Hogs
 from wotbench.runner.lease import STOP_MARGIN_S, Lease
 from wotbench.runner.stages import CellSeat, Components, Inputs, RunOutcome
@@ -132,6 +133,7 @@ class Runner:
         self.warnings: list[str] = []
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
+        self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
         self.contention: list = []           # the hog episodes launched
         self.ge_exit: dict[str, int | None] = {}
         self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
@@ -233,10 +235,18 @@ class Runner:
                                              recorded=pf.recorded)
         self.inputs = inp = replace(inp, trace_summary=summary)
         self.warnings += notes
-        if pf.push_schedules:     # devices[].push: rendered by the pre-flight
-            self.inputs = inp = replace(inp, pushing=frozenset(pf.push_schedules))
-            rows = push_run.write_schedules(rd, pf.push_schedules)
-            log(f"{len(rows)} device(s) push: {sum(rows.values())} request(s) rendered")
+        # devices[].push, rendered by the pre-flight: a process device's schedule goes to its
+        # directory now, an engine's devices' into the engine's (fleet_runs.build)
+        in_engines = push_run.fleet_devices(inp.cfg, pf.push_schedules)
+        if pf.push_schedules:
+            self.inputs = inp = replace(
+                inp, pushing=frozenset(set(pf.push_schedules) - in_engines),
+                fleet_push={n: r for n, r in pf.push_schedules.items() if n in in_engines})
+            rows = push_run.write_schedules(rd, {n: r for n, r in pf.push_schedules.items()
+                                                 if n in inp.pushing})
+            log(f"{len(pf.push_schedules)} device(s) push ({len(in_engines)} in engines): "
+                f"{sum(rows.values()) + sum(map(len, inp.fleet_push.values()))} request(s) "
+                "rendered")
         self.inputs = inp = replace(inp, dtls=dtlskey.write(rd, resolved.dtls,
                                                             inp.kind.needs_docker))
         rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
@@ -302,11 +312,15 @@ class Runner:
         took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
-        if inp.pushing:   # the targets answer: the devices' setup requests (registration)
+        if inp.pushing or parts.push_fleets:   # the targets answer: the setup requests
             for n in inp.pushing:
                 self.rd.push_go(n).touch()
-            took = push_run.wait_setup(inp.resolved, self.rd, push_run.first_targets(inp.resolved),
-                                   push_run.setup_timeout_s(inp.resolved), dead=self._dead)
+            for f in parts.push_fleets:
+                self.rd.fleet_push_go(f.name).touch()
+            took = push_run.wait_setup(inp.resolved, self.rd,
+                                       push_run.first_targets(inp.resolved),
+                                       push_run.setup_timeout_s(inp.resolved), dead=self._dead,
+                                       fleets={f.name: f.names for f in parts.push_fleets})
             log(f"every pushing device finished its setup requests ({took:.2f} s)")
         self.apply_impairments()
         return parts
@@ -399,6 +413,10 @@ class Runner:
         for f in parts.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
+        if cfg.notify is not None:   # issue 35: subscriptions hold before any update
+            self.sink = notify_sink.start(
+                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in parts.devices},
+                cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
         all_ges = parts.all_ges
         n_main = 1 if parts.proxy else sum(1 for d in parts.devices if d.role != "cd-node")
         # a GE pings the engine devices of its own share of the trace (device id mod count);
@@ -427,7 +445,8 @@ class Runner:
             parts.cd_ge.start_at = tl.t0_ns
         for g in parts.ges:
             g.start_at = tl.test_start_ns
-        push_run.write_start(self.rd, sorted(inp.pushing), tl.test_start_ns)
+        push_run.write_start(self.rd, sorted(inp.pushing), tl.test_start_ns,
+                             tuple(f.name for f in parts.push_fleets))
         # the timeline and what runs: what the analysis of a killed run needs
         self.rd.write_run(self.record(in_progress=True))
         self.contention = self.hogs.launch(inp.resolved, inp.plan, tl.test_start_ns)
@@ -491,6 +510,8 @@ class Runner:
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
+        if self.sink is not None and self.sink.stop() not in (0, None):
+            self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
         names = [d.name for d in parts.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
@@ -501,8 +522,9 @@ class Runner:
         # pushing devices first: their teardown requests need the servers they registered with
         first = [n for n in alive if n in inp.pushing]
         codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
+        self._stop_fleets(parts.push_fleets)
         codes.update(self.backend.stop([n for n in alive if n not in inp.pushing], STOP_GRACE_S))
-        self._stop_fleets()
+        self._stop_fleets([f for f in parts.fleets if f not in parts.push_fleets])
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
@@ -523,17 +545,18 @@ class Runner:
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
 
-    def _stop_fleets(self) -> None:
-        """SIGTERM every engine and wait for its files (fleet logs of many devices take longer
+    def _stop_fleets(self, fleets: list[FleetRun]) -> None:
+        """SIGTERM these engines and wait for their files (fleet logs of many devices take longer
         than one device's); a failed engine is a failure, its output kept."""
-        parts = self.parts
-        names = [f.name for f in parts.fleets if self.backend.created(f.name)]
+        if not fleets:
+            return
+        names = [f.name for f in fleets if self.backend.created(f.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         codes = dict(already)
         if alive:
-            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(parts.fleets)))
-        for f in parts.fleets:
+            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(fleets)))
+        for f in fleets:
             if f.name not in codes:
                 continue
             code = codes[f.name]
@@ -551,9 +574,10 @@ class Runner:
     def _drain_push(self) -> None:
         """The pushing devices' last test requests get their timeout to be answered (the GEs
         may finish sooner): a SIGTERM earlier would end them as errors."""
-        inp = self.inputs
+        inp, parts = self.inputs, self.parts
         tl = self.timeline
-        if not inp.pushing or self.interrupted or self.error or tl is None:
+        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
+                or tl is None:
             return
         end = tl.test_end_ns + inp.resolved.gateways.timeout_ms * 1_000_000
         wait_s = (end - time.monotonic_ns()) / 1e9
@@ -564,9 +588,9 @@ class Runner:
     def _verify_push(self) -> None:
         """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
         devices deregister."""
-        inp = self.inputs
-        if not inp.pushing or self.interrupted or self.error or self.timeline is None \
-                or self.push_verify:
+        inp, parts = self.inputs, self.parts
+        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
+                or self.timeline is None or self.push_verify:
             return
         try:
             self.push_verify = push_verify.verify(inp.resolved)
@@ -602,6 +626,8 @@ class Runner:
                 self.stop_components()
             except Exception as e:
                 log(f"stopping components failed: {e}")
+        if self.sink is not None:   # stopped already unless the run failed before that
+            self.sink.stop()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import csv
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from wotbench.config.schema import Config
+from wotbench.deploy import fleet
 from wotbench.deploy.resolve import device_addresses
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import RunDir, atomic
@@ -132,26 +133,38 @@ def setup_problem(cfg: Config, device: str, group: str, row: dict, target: str) 
 
 
 def wait_setup(cfg: Config, rd: RunDir, devices: dict[str, tuple[str, str]], timeout_s: float,
-               dead: Optional[Callable[[], dict[str, str]]] = None) -> float:
-    """Waits for ``push-setup.csv`` of every device ({name: (group, first target)}); raises
-    ConfigError listing the failed setups (at most 10 shown), EnvironmentProblem on a timeout."""
+               dead: Optional[Callable[[], dict[str, str]]] = None,
+               fleets: Optional[dict[str, dict[int, str]]] = None) -> float:
+    """Waits for ``push-setup.csv`` of every device ({name: (group, first target)}) and of
+    every engine in ``fleets`` ({fleet: {device index: name}}, its devices in ``devices`` too:
+    one file holds all its devices' rows, ``device`` = the index); raises ConfigError listing
+    the failed setups (at most 10 shown), EnvironmentProblem on a timeout."""
     t0 = time.monotonic()
-    waiting = dict(devices)
+    fleets = fleets or {}
+    in_fleets = {n for names in fleets.values() for n in names.values()}
+    waiting: dict[str, Any] = {n: v for n, v in devices.items() if n not in in_fleets}
+    waiting.update({f: None for f in fleets})
     problems: list[str] = []
     failed = 0
+
+    def check(name: str, row: dict) -> None:
+        nonlocal failed
+        group, target = devices[name]
+        p = setup_problem(cfg, name, group, row, target)
+        if p:
+            failed += 1
+            if len(problems) < 10:
+                problems.append(p)
+
     while waiting:
         for name in list(waiting):
-            path = rd.push_setup(name)
+            path = rd.fleet_push_setup(name) if name in fleets else rd.push_setup(name)
             if not path.is_file():
                 continue
-            group, target = waiting.pop(name)
+            waiting.pop(name)
             with open(path, newline="") as f:
                 for row in csv.DictReader(f):
-                    p = setup_problem(cfg, name, group, row, target)
-                    if p:
-                        failed += 1
-                        if len(problems) < 10:
-                            problems.append(p)
+                    check(fleets[name][int(row["device"])] if name in fleets else name, row)
         if not waiting:
             break
         gone = {n: why for n, why in (dead() if dead else {}).items() if n in waiting}
@@ -175,10 +188,20 @@ def setup_timeout_s(cfg: Config) -> float:
     return n * cfg.gateways.timeout_ms / 1000 + SETUP_SLACK_S + 0.01 * cfg.total_devices
 
 
-def write_start(rd: RunDir, names: list[str], start_ns: int) -> None:
-    """The test start for each pushing device (it watches its directory with inotify)."""
+def write_start(rd: RunDir, names: list[str], start_ns: int, fleets: tuple[str, ...] = ()
+                ) -> None:
+    """The test start for each pushing device (it watches its directory with inotify) and
+    each engine hosting pushing devices (its directory)."""
     for n in names:
         atomic.write_text(rd.push_start(n), f"{start_ns}\n")
+    for f in fleets:
+        atomic.write_text(rd.fleet_push_start(f), f"{start_ns}\n")
+
+
+def fleet_devices(cfg: Config, schedules: dict[str, list[Row]]) -> set[str]:
+    """The pushing devices (names in ``schedules``) a wot-fleet engine hosts."""
+    groups = {g.group for i, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, i)}
+    return {n for n in schedules if n.rpartition("-")[0] in groups} if groups else set()
 
 
 def pushing(cfg: Config) -> set[str]:
@@ -190,4 +213,5 @@ def first_targets(cfg: Config) -> dict[str, tuple[str, str]]:
 
 
 __all__ = ["render_schedules", "write_schedules", "wait_setup", "write_start", "pushing",
+           "fleet_devices",
            "first_targets", "setup_timeout_s"]

@@ -11,7 +11,7 @@ pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.build`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -53,7 +53,8 @@ class Inputs:
     rd: RunDir
     share: Optional[frozenset[str]] = None    # a cell's devices (None: every device)
     trace_summary: Any = None                 # the trace written (requests, ...)
-    pushing: frozenset[str] = frozenset()     # devices[].push: the devices that send
+    pushing: frozenset[str] = frozenset()     # devices[].push: the process devices that send
+    fleet_push: dict[str, list] = field(default_factory=dict)   # ... the engines': rows by name
     dtls: Optional[DtlsCreds] = None          # dtls.enabled: the key file and identity
 
     @property
@@ -79,6 +80,11 @@ class Components:
     def started_devices(self) -> list[DeviceRun]:
         """What the backend runs: devices (not external endpoints), the CD node, the proxy."""
         return [d for d in self.devices + ([self.proxy] if self.proxy else []) if d.started]
+
+    @property
+    def push_fleets(self) -> list[FleetRun]:
+        """The engines hosting pushing devices (devices[].push)."""
+        return [f for f in self.fleets if f.push_timeout_ms is not None]
 
     @property
     def devices_and_proxy(self) -> list[DeviceRun]:

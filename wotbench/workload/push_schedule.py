@@ -192,3 +192,15 @@ def merge_test_rows(rows: list[Row], extra: list[Row]) -> list[Row]:
 
 def write_schedule(path: Path, rows: list[Row], writer: Callable[[Path, str], None]) -> None:
     writer(path, HEADER + "\n" + "".join(r.line() + "\n" for r in rows))
+
+
+FLEET_HEADER = "device," + HEADER     # wot-fleet --push: one file for an engine's devices
+
+
+def write_fleet_schedule(path: Path, devices: list[tuple[int, list[Row]]],
+                         writer: Callable[[Path, str], None]) -> int:
+    """An engine's schedule: every (device index, rows), each device's rows together; the
+    number of rows written."""
+    lines = [f"{index},{r.line()}\n" for index, rows in devices for r in rows]
+    writer(path, FLEET_HEADER + "\n" + "".join(lines))
+    return len(lines)
