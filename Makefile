@@ -137,7 +137,7 @@ FAULT_ARGS ?=
 bench-faults: build
 	@$(PY) bench/faults_bench.py $(FAULT_ARGS)
 
-# the contention-detector validation study (configs/validation/scenarios.yaml), in process and
+# the contention-detector validation study (cd-module/validation/scenarios.yaml), in process and
 # resumable; waits for a quiet host before each run. STUDY_ARGS="--only V-cpu-hog" etc.
 study: build
 	@$(VENV)/bin/wotbench study $(STUDY_ARGS)

@@ -97,13 +97,13 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    from wotbench.runner.backends.swarm.entry import run_config   # swarm: docs/CLUSTER.md
+    from wotbench.dispatch import run_config   # one host or swarm (docs/CLUSTER.md)
 
     def run(path) -> int:
         if _connected(str(path)):                    # docs/CONNECTED.md: their own timeline
             from wotbench.connected.run import run_connected
             return run_connected(str(path), args.out_root)
-        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
+        return run_config(path, args.out_root, args.backend, args.clock_bound_ms).exit_code
     if not args.set:
         return run(args.config)
     from wotbench.sweep.overridden import overridden_config
@@ -118,7 +118,7 @@ def _cmd_doctor(args) -> int:
 
 def _cmd_clean(args) -> int:
     if args.cluster:
-        from wotbench.runner.backends.swarm.clean import main as clean_cluster
+        from wotbench.distributed.clean import main as clean_cluster
         return clean_cluster(force=args.force)
     from wotbench.runner.clean_command import main as clean
     return clean(force=args.force)
@@ -130,9 +130,9 @@ def _cmd_analyze(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from wotbench.cluster.merge import CLUSTER_JSON
-    if (Path(args.run_dir) / CLUSTER_JSON).is_file():   # a run across hosts: its merged report
-        from wotbench.report.cluster import render_cluster
+    from wotbench.rundir import MergedRunDir
+    if MergedRunDir(args.run_dir).is_merged():   # a run across hosts: its merged report
+        from wotbench.distributed.report import render_cluster
         print(render_cluster(args.run_dir))
         return 0
     from wotbench.report import main as report
@@ -331,8 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_capacity)
 
     s = sub.add_parser("study", help="run the contention-detector validation study "
-                                     "(configs/validation/scenarios.yaml); writes table.md")
-    s.add_argument("--manifest", default="configs/validation/scenarios.yaml")
+                                     "(cd-module/validation/scenarios.yaml); writes table.md")
+    s.add_argument("--manifest", default="cd-module/validation/scenarios.yaml")
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these scenarios")
     s.add_argument("--repeats", type=int, metavar="N",
                    help="runs per scenario (per value of a series) instead of the manifest's")

@@ -1,7 +1,8 @@
 """``wotbench run``: one run (:mod:`wotbench.runner`), then its analysis, its report and the exit
 code. The runner only deploys, measures and cleans up; what the measurements mean is decided
 here, after the run directory is complete, so a sweep or a capacity search (which call
-:func:`run`) conclude every point the same way.
+:func:`run` through :mod:`wotbench.dispatch`) conclude every point the same way; each gets a
+typed :class:`~wotbench.run_result.RunResult` (exit code, run directory, summary).
 
 Exit codes: 0 trustworthy, 3 the testbed distorted the result (or a component failed), 4 an SLO
 missed on a trustworthy run, 2 bad input, 1 environment problem, 128+N interrupted by signal N.
@@ -12,28 +13,33 @@ import hashlib
 from pathlib import Path
 from typing import Optional
 
+from wotbench.config.schema import Config
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir, disk
-from wotbench.runner.main import RunOutcome, execute, log
+from wotbench.run_result import RunResult
+from wotbench.runner.main import Runner, log
+from wotbench.runner.stages import RunOutcome
 
 
-def conclude(outcome: RunOutcome) -> int:
-    """Analyse and report a finished run; the exit code of ``wotbench run``."""
+def conclude(outcome: RunOutcome) -> RunResult:
+    """Analyse and report a finished run; its exit code (that of ``wotbench run``), run
+    directory and summary."""
+    run_dir = outcome.run_dir
     if outcome.interrupted is not None:
-        where = f"; raw data kept in {outcome.run_dir}" if outcome.run_dir else ""
+        where = f"; raw data kept in {run_dir}" if run_dir else ""
         log(f"interrupted{where}")
-        return 128 + outcome.interrupted
+        return RunResult(128 + outcome.interrupted, run_dir)
     if outcome.error is not None:
         if isinstance(outcome.error, WotbenchError):
             raise outcome.error  # the CLI prints it and exits with its code
-        return 1
+        return RunResult(1, run_dir)
     if outcome.aborted:
-        log(f"the test did not complete (see failures in {RunDir(outcome.run_dir).run_json})")
-        if outcome.exit_hint == 2 or not _ge_results(outcome.run_dir):
-            return outcome.exit_hint or 1
+        log(f"the test did not complete (see failures in {RunDir(run_dir).run_json})")
+        if outcome.exit_hint == 2 or not _ge_results(run_dir):
+            return RunResult(outcome.exit_hint or 1, run_dir)
         log("analysing what was measured until then (the verdict is invalid: a component failed)")
     from wotbench.analysis import analyze   # heavy (pandas, scipy): only when it runs
-    summary = analyze(outcome.run_dir)
+    summary = analyze(run_dir)
     verdict = summary.verdict
     code = verdict.exit_code
     log(f"verdict: {verdict.status}")
@@ -43,16 +49,16 @@ def conclude(outcome: RunOutcome) -> int:
         log(summary.slo.text + (f" ({summary.slo.testbed_caveat})" if summary.slo.testbed_caveat else ""))
     if outcome.report:
         from wotbench.report import render   # heavy (matplotlib)
-        log(f"report: {render(outcome.run_dir)}")
+        log(f"report: {render(run_dir)}")
     if outcome.failures and code in (0, 4):
         log(f"{outcome.failures} component failure(s): flagging the run")
         code = 3
-    full = disk.full_note(outcome.run_dir) if outcome.failures else ""
+    full = disk.full_note(run_dir) if outcome.failures else ""
     if full:   # the components failed for want of disk: the host's problem (exit 1)
         log(f"{outcome.failures} component failure(s){full}. Fix: free space there or "
             "use --out-root on a disk with room")
         code = 1
-    return code
+    return RunResult(code, run_dir, summary)
 
 
 def _fingerprint(path) -> Optional[str]:
@@ -86,12 +92,14 @@ def _ge_results(run_dir) -> bool:
         ges = rd.read_run().ges
     except Exception:   # noqa: BLE001 - no run.json: nothing to analyse
         return False
-    return bool(ges) and all((rd.path / g.dir / "summary.json").exists() for g in ges)
+    return bool(ges) and all(rd.ge_summary(g.id).exists() for g in ges)
 
 
-def run(config_path, out_root="reports", backend=None) -> int:
-    """Run, analyse, report; the exit code (see the module docstring)."""
+def run(config_path, out_root="reports", backend=None,
+        cfg: Optional[Config] = None) -> RunResult:
+    """Run, analyse, report (see the module docstring). ``cfg``: the config already read
+    from ``config_path`` (the dispatcher's), so the YAML is read once per run."""
     before = _fingerprint(config_path)
-    outcome = execute(config_path, out_root, backend)
+    outcome = Runner(config_path, out_root, backend, cfg=cfg).execute()
     note_config_edit(config_path, before, outcome.run_dir)
     return conclude(outcome)

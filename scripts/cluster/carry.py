@@ -21,7 +21,7 @@ def build_on_host(log=print) -> list[str]:
     except Exception as e:  # noqa: BLE001 - the SDK raises many kinds
         raise ClusterError(f"this host's Docker daemon does not answer ({e}): the images are "
                            "built there (start it: systemctl start docker)") from None
-    from wotbench.cluster import agentimage
+    from wotbench.distributed import agentimage
     try:
         tags = images.ensure_images(client, binaries.ensure_binaries(log, hog=True, fleet=True), log)
         agent = agentimage.ensure(client, log)   # backend: swarm's cell agent

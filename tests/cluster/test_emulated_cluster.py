@@ -368,7 +368,7 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     the worst cell, not the victim's failure); nothing is left on any node. The capacity
     search's conclusion, read from these two real merged runs, names the victim too."""
     sys.path.insert(0, str(REPO))
-    from wotbench.cluster.answer import hosts_text
+    from wotbench.distributed.answer import hosts_text
     from wotbench.runner.progress import read_progress
     victim = state.nodes[1]
     out_root = ROOT / "test" / "naming"
@@ -464,14 +464,19 @@ def _capacity_over(sweep_dir: Path, points: list[dict]) -> dict:
     import yaml
     from rich.console import Console
     from wotbench.capacity.command import run_capacity
+    from wotbench.run_result import RunResult
+    from wotbench.rundir import RunDir
     by_threads = {pt["overrides"]["devices[0].threads"]: (sweep_dir / pt["run_dir"], pt)
                   for pt in points}
 
-    def replay(config_path, out_root, backend=None) -> int:
+    def replay(config_path, out_root, backend=None) -> RunResult:
         threads = yaml.safe_load(Path(config_path).read_text())["devices"][0]["threads"]
         src, pt = by_threads[threads]
-        shutil.copytree(src, Path(out_root) / src.name, symlinks=True)
-        return pt["exit_code"]
+        dst = Path(out_root) / src.name
+        shutil.copytree(src, dst, symlinks=True)
+        rd = RunDir(dst)
+        return RunResult(pt["exit_code"], dst,
+                         rd.read_summary() if rd.summary_json.is_file() else None)
     res = run_capacity(CONFIGS / "cells-recorded.yaml", key="devices[0].threads", start=1,
                        maximum=2, step=1, out_root=ROOT / "test" / "naming-capacity",
                        run_fn=replay, console=Console(file=io.StringIO()), report=False)

@@ -8,9 +8,10 @@ from typing import Callable
 
 import pandas as pd
 
-from wotbench.cluster.merge import CLUSTER_JSON, COLUMNS, CellRecord, MergedRun, request_stats
-from wotbench.cluster.verdict import CellVerdict, aggregate
-from wotbench.rundir import RunDir
+from wotbench.distributed.merge import COLUMNS, CellRecord, MergedRun, request_stats
+from wotbench.distributed.verdict import CellVerdict, aggregate
+from wotbench.rundir import MergedRunDir
+from wotbench.run_result import RunResult
 
 NODES = ("n1", "n2", "n3")
 
@@ -24,7 +25,7 @@ def cluster_json(run_dir: Path, status: str, bad_node: str, why: str) -> MergedR
     m = MergedRun(cells=[CellRecord(node=c.node, run_dir=f"cells/{c.node}", devices=1,
                                     requests=empty, verdict=c) for c in cells],
                   devices=len(cells), overall=empty, verdict=aggregate(cells))
-    (run_dir / CLUSTER_JSON).write_text(m.model_dump_json())
+    MergedRunDir(run_dir).cluster_json.write_text(m.model_dump_json())
     return m
 
 
@@ -39,9 +40,7 @@ class AsCluster:
     def calls(self):
         return self.runner.calls
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> int:
-        code = self.runner(config_path, out_root, backend)
-        run_dir = max(Path(out_root).iterdir(), key=lambda d: d.stat().st_mtime)
-        status = RunDir(run_dir).read_summary().verdict.status
-        cluster_json(run_dir, status, self.bad_node, self.why)
-        return code
+    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
+        result = self.runner(config_path, out_root, backend)
+        cluster_json(result.run_dir, result.summary.verdict.status, self.bad_node, self.why)
+        return result

@@ -9,13 +9,13 @@ import pandas as pd
 
 from analysis_fixtures import make_run
 from wotbench.analysis import analyze
-from wotbench.cluster.merge import cell_dir
+from wotbench.rundir import MergedRunDir
 
 
 def make_cell(merged: Path, node: str, first_id: int, global_names: bool = False, **kw) -> Path:
     """A cell's analysed run directory whose devices have global ids from ``first_id``
     (``global_names``: and global names cpu-<id>, as a real split gives)."""
-    d = make_run(cell_dir(merged, node), **kw)
+    d = make_run(MergedRunDir(merged).cell_dir(node), **kw)
     run = json.loads((d / "run.json").read_text())
     for dev in reversed(run["devices"]):   # reversed: a new name is never an old one in use
         dev["id"] += first_id

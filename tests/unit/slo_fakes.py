@@ -1,5 +1,5 @@
 """A fake runner for the SLO capacity search: the sweep fake runner's run dir, plus an SLO
-result judged by the real evaluator (wotbench.analysis.slo) on synthetic requests whose
+result judged by the real evaluator (wotbench.analysis.slo_judge) on synthetic requests whose
 response time is chosen per config (and per seed, for noise across repeats)."""
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 import yaml
 
 from sweep_fakes import FakeRunner
-from wotbench.analysis import slo as sloa
+from wotbench.analysis import slo_judge as sloa
 from wotbench.rundir import RunDir
+from wotbench.run_result import RunResult
 from wotbench.config.slo import Slo
 
 
@@ -40,15 +41,15 @@ class SloFakeRunner(FakeRunner):
         super().__init__(**kw)
         self.rt = rt
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> int:
-        code = super().__call__(config_path, out_root, backend)
+    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
+        result = super().__call__(config_path, out_root, backend)
         cfg = yaml.safe_load(Path(config_path).read_text())
-        if code not in (0, 3) or "slo" not in cfg:
-            return code
-        rd = RunDir(max(Path(out_root).iterdir(), key=lambda d: d.stat().st_mtime))
-        s = rd.read_summary()
+        if result.exit_code not in (0, 3) or "slo" not in cfg:
+            return result
+        rd, s = RunDir(result.run_dir), result.summary
         block = sloa.with_verdict(sloa.evaluate(Slo.model_validate(cfg["slo"]), frame(self.rt(cfg)),
                                                 10.0), s.verdict.status)
         verdict = s.verdict.model_copy(update={"exit_code": sloa.exit_code(s.verdict.status, block)})
-        rd.write_summary(s.model_copy(update={"slo": block, "verdict": verdict}))
-        return verdict.exit_code
+        s = s.model_copy(update={"slo": block, "verdict": verdict})
+        rd.write_summary(s)
+        return RunResult(verdict.exit_code, rd.path, s)

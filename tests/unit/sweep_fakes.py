@@ -11,6 +11,7 @@ from summary_factory import make_summary
 from wotbench.config.load import config_from_dict
 from wotbench.deploy.plan import make_plan
 from wotbench.rundir import CdRecord, RunDir, RunRecord, TestWindow
+from wotbench.run_result import RunResult
 
 BASE = "name: t\nduration_s: 10\nseed: 1\ndevices:\n  - group: cpu\n    count: 5\n    rit: {dist: exponential, mean: 100}\n"
 
@@ -30,7 +31,7 @@ class FakeRunner:
         self.verdict, self.fail_on, self.rd, self.cpu = verdict, fail_on, rd, cpu
         self.calls: list[dict] = []
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> int:
+    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
         cfg = yaml.safe_load(Path(config_path).read_text())
         self.calls.append(cfg)
         if self.fail_on:
@@ -38,7 +39,7 @@ class FakeRunner:
             if isinstance(r, BaseException):
                 raise r
             if r:
-                return int(r)
+                return RunResult(int(r), None)
         n = sum(int(g.get("count", 1)) for g in cfg["devices"])
         rit = float(cfg["devices"][0].get("rit", {}).get("mean", 200))
         aff = cfg.get("placement", {}).get("affinity", "pinned")
@@ -64,4 +65,4 @@ class FakeRunner:
                                                              interval_s=0.5),
                                test=TestWindow(start_mono_ns=0, duration_s=3)))
         rd.report_html.write_text("<html>run</html>")
-        return summary.verdict.exit_code
+        return RunResult(summary.verdict.exit_code, run_dir, summary)

@@ -71,7 +71,7 @@ def test_the_push_block_keeps_every_phase(pair):
     assert (ops["register"].retransmissions, ops["register"].with_retransmissions) == (1, 1)
     assert (ops["reading"].retransmissions, ops["reading"].with_retransmissions) == (2, 1)
     assert ops["deregister"].retransmissions == 0
-    from wotbench.report.push import push as report_push
+    from wotbench.report.push_section import push as report_push
     rows = {r["op"]: r for r in report_push(s)["rows"]}
     assert (rows["reading"]["retransmissions"], rows["reading"]["with_retransmissions"]) == (2, 1)
 

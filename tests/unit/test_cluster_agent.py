@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wotbench.cluster import agentimage, wire
+from wotbench.distributed import agentimage, wire
 from wotbench.config.load import load_config
 from wotbench.deploy.resolve import device_addresses
-from wotbench.runner.backends.swarm import agents as ag
+from wotbench.distributed import agents as ag
+from wotbench.runner.build import share_addresses, share_ids
 from wotbench.runner.main import Runner
+from wotbench.runner.stages import CellSeat
 from wotbench.workload.generate import generate, keep_devices, write_trace
 
 CONFIG = Path(__file__).resolve().parents[2] / "tests" / "cluster" / "configs" / "cells-90.yaml"
@@ -90,17 +92,18 @@ def test_a_cells_slice_is_the_whole_traces_rows_of_its_devices(tmp_path):
 
 
 def test_the_runner_deploys_only_a_cells_share_and_takes_t0_from_outside():
-    r = Runner(CONFIG)
-    r.resolved = load_config(CONFIG)
-    assert len(r.my_addresses()) == 90 and r.share_ids() is None
-    r.share = frozenset({"sensor-0", "sensor-89"})
-    assert [a.name for a in r.my_addresses()] == ["sensor-0", "sensor-89"]
-    assert r.share_ids() == {0, 89}
+    cfg = load_config(CONFIG)
+    assert len(share_addresses(cfg, None)) == 90 and share_ids(cfg, None) is None
     now = time.monotonic_ns()
-    assert now + 2e9 <= r.choose_t0(2.0) <= time.monotonic_ns() + 2e9
+    assert now + 2e9 <= Runner(CONFIG).choose_t0(2.0) <= time.monotonic_ns() + 2e9
     asked = []
-    r.t0_source = lambda lead: asked.append(lead) or 42
-    assert r.choose_t0(3.5) == 42 and asked == [3.5]
+    seat = CellSeat(node="n1", devices=frozenset({"sensor-0", "sensor-89"}),
+                    t0=lambda run_dir, lead: asked.append((run_dir, lead)) or 42)
+    r = Runner(CONFIG, cell=seat)
+    assert r.share == seat.devices
+    assert [a.name for a in share_addresses(cfg, r.share)] == ["sensor-0", "sensor-89"]
+    assert share_ids(cfg, r.share) == {0, 89}
+    assert r.choose_t0(3.5) == 42 and asked == [(None, 3.5)]
 
 
 def test_the_agent_image_holds_python_the_runner_and_the_binaries_but_no_plotting(
@@ -109,7 +112,8 @@ def test_the_agent_image_holds_python_the_runner_and_the_binaries_but_no_plottin
     fake.write_bytes(b"\x7fELF")
     monkeypatch.setattr(agentimage.binaries, "ensure_binary", lambda comp, log=None: fake)
     inside = {i for _, i in agentimage.files()}
-    assert f"{agentimage.SRC_IN}/wotbench/cluster/cell.py" in inside
+    assert f"{agentimage.SRC_IN}/wotbench/distributed/cell.py" in inside
+    assert f"{agentimage.SRC_IN}/cd_module/sizing.py" in inside   # the runner sizes the CD
     assert f"{agentimage.BIN_IN}/wb-warden" in inside
     assert any(i.endswith("/os.py") for i in inside)
     assert any(i.startswith(f"{agentimage.SITE_IN}/pandas/") for i in inside)

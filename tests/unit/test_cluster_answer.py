@@ -16,9 +16,10 @@ from cluster_fixtures import make_cell
 from slo_fakes import SloFakeRunner, rate_of
 from sweep_fakes import FakeRunner, write_base
 from wotbench.capacity.command import run_capacity
-from wotbench.cluster.answer import host_fault, hosts_text
-from wotbench.cluster.merge import REQUESTS_CSV, CellOutcome, merge
-from wotbench.cluster.mergedsummary import deciding_cell, write
+from wotbench.distributed.answer import host_fault, hosts_text
+from wotbench.distributed.merge import CellOutcome, merge
+from wotbench.rundir import MergedRunDir
+from wotbench.distributed.mergedsummary import deciding_cell, write
 from wotbench.rundir import RunDir
 from wotbench.sweep import run_sweep
 
@@ -37,7 +38,7 @@ def merged(tmp_path_factory):
 def test_merged_summary_holds_every_cells_requests_with_percentiles_of_the_union(merged):
     d, m, s = merged
     assert RunDir(d).read_summary() == s            # written, and readable as a summary
-    raw = pd.read_csv(d / REQUESTS_CSV)
+    raw = pd.read_csv(MergedRunDir(d).requests_csv)
     rt = raw["rt_sent_ms"].dropna().to_numpy()
     assert s.overall.requests == len(raw) == m.overall.requests
     assert s.overall.response_time_ms.from_sent.p99_ms == pytest.approx(np.quantile(rt, 0.99))

@@ -1,10 +1,10 @@
-"""wotbench.cluster.clock: offset and round trip from four stamps, minimum-delay filtering,
+"""wotbench.distributed.clock: offset and round trip from four stamps, minimum-delay filtering,
 the bound, T0 on a cell's monotonic clock."""
 from __future__ import annotations
 
 import pytest
 
-from wotbench.cluster.clock import CellClock, Exchange, check, estimate, t0_mono_ns
+from wotbench.distributed.clock import CellClock, Exchange, check, estimate, t0_mono_ns
 
 MS = 1_000_000
 

@@ -1,5 +1,5 @@
 """``backend: swarm`` and ``cluster.clock_bound_ms`` in the config, the command line over
-them, and the refusals naming the key (wotbench.runner.backends.swarm.choose)."""
+them, and the refusals naming the key (wotbench.config.backend_choice)."""
 from pathlib import Path
 
 import pytest
@@ -7,7 +7,9 @@ import pytest
 from wotbench import cli
 from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError
-from wotbench.runner.backends.swarm import choose, coordinator
+from wotbench.config import backend_choice as choose
+from wotbench.distributed import coordinator
+from wotbench.run_result import RunResult
 
 BASE = {"name": "t", "devices": [{"group": "a", "count": 2}]}
 
@@ -57,11 +59,14 @@ def test_the_command_line_overrides_the_config():
 
 def test_run_dispatches_a_swarm_config_to_the_coordinator(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(coordinator, "run", lambda c, o, b: calls.append((str(c), o, b)) or 0)
+    def run(c, o, b, source):   # the dispatcher read the YAML once and hands it over
+        calls.append((str(c), o, b, source.config.backend))
+        return RunResult(0, None)
+    monkeypatch.setattr(coordinator, "run", run)
     f = _write(tmp_path, "backend: swarm\ncluster: {clock_bound_ms: 2.5}\n")
     assert cli.main(["run", str(f), "--out-root", str(tmp_path)]) == 0
     assert cli.main(["run", str(f), "--out-root", str(tmp_path), "--clock-bound-ms", "0.5"]) == 0
-    assert calls == [(str(f), str(tmp_path), 2.5), (str(f), str(tmp_path), 0.5)]
+    assert calls == [(str(f), str(tmp_path), 2.5, "swarm"), (str(f), str(tmp_path), 0.5, "swarm")]
 
 
 def test_run_refuses_a_bad_option_before_any_docker(tmp_path, capsys):
@@ -76,7 +81,7 @@ def test_sweep_and_capacity_run_each_point_of_a_swarm_config_across_hosts(tmp_pa
                                                                           command, first):
     calls = []   # the coordinator fails each run (exit 1, no summary): the point fails
     monkeypatch.setattr(coordinator, "run",
-                        lambda c, o, b: calls.append((Path(c).stem, b)) or 1)
+                        lambda c, o, b, source: calls.append((Path(c).stem, b)) or RunResult(1, None))
     f = _write(tmp_path, "backend: swarm\ncluster: {clock_bound_ms: 2.5}\n")
     assert cli.main([command[0], str(f), *command[1:], "--out-root", str(tmp_path),
                      *(["--no-progress"] if command[0] == "sweep" else [])]) == 1

@@ -9,11 +9,12 @@ import pytest
 import yaml
 
 from test_cluster_trace_targets import CELLS_90, _ids, _recorded
-from wotbench.cluster import wire
+from wotbench.distributed import wire
 from wotbench.config.load import load_config
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.backends.swarm import agents as ag
-from wotbench.runner.backends.swarm.coordinator import SPLIT_JSON, Coordinator
+from wotbench.distributed import agents as ag
+from wotbench.distributed.coordinator import Coordinator
+from wotbench.rundir import MergedRunDir
 
 
 def _tcp_pair() -> tuple[socket.socket, socket.socket]:
@@ -40,7 +41,7 @@ def test_each_share_carries_its_trace_lines_and_a_node_without_devices_stands_do
     nodes = [f"n{i:02d}" for i in range(10)]        # 10 nodes, 9 pods of 10 devices
     c, peers = _coordinator(config, tmp_path, nodes)
     sp = c._split(load_config(config))
-    assert len(sp.cells) == 9 and (tmp_path / SPLIT_JSON).is_file()
+    assert len(sp.cells) == 9 and MergedRunDir(tmp_path).split_json.is_file()
     [idle] = [n for n in nodes if n not in c.agents]
     assert isinstance(peers[idle].recv(5), wire.Abort) and isinstance(peers[idle].recv(5),
                                                                       wire.Bye)

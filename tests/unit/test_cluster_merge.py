@@ -1,4 +1,4 @@
-"""wotbench.cluster.merge: cells' run directories into one; percentiles from the raw data."""
+"""wotbench.distributed.merge: cells' run directories into one; percentiles from the raw data."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from cluster_fixtures import make_cell
-from wotbench.cluster.merge import (CLUSTER_JSON, REQUESTS_CSV, CellOutcome, MergedRun,
-                                    cell_dir, merge)
+from wotbench.distributed.merge import CellOutcome, MergedRun, merge
+from wotbench.rundir import MergedRunDir
 from wotbench.errors import WotbenchError
 
 
@@ -27,7 +27,7 @@ def cluster(tmp_path_factory):
 
 def test_merged_percentiles_come_from_the_raw_union_not_from_averaging(cluster):
     merged, out = cluster
-    raw = pd.read_csv(merged / REQUESTS_CSV)
+    raw = pd.read_csv(MergedRunDir(merged).requests_csv)
     rt = raw["rt_sent_ms"].dropna().to_numpy()
     assert out.overall.response_time_ms.from_sent.p99_ms == pytest.approx(np.quantile(rt, 0.99))
     cells = {c.node: c for c in out.cells}
@@ -35,7 +35,7 @@ def test_merged_percentiles_come_from_the_raw_union_not_from_averaging(cluster):
     assert out.overall.response_time_ms.from_sent.p99_ms != pytest.approx(np.mean(p99s))
     # each cell's own figures match its own analysis (same raw data, same quantile rule)
     for n in ("n1", "n2"):
-        own = json.loads((cell_dir(merged, n) / "summary.json").read_text())
+        own = json.loads((MergedRunDir(merged).cell_dir(n) / "summary.json").read_text())
         assert cells[n].requests.response_time_ms.from_sent.p99_ms == pytest.approx(
             own["overall"]["response_time_ms"]["from_sent"]["p99_ms"])
         assert cells[n].requests.requests == own["overall"]["requests"]
@@ -43,7 +43,7 @@ def test_merged_percentiles_come_from_the_raw_union_not_from_averaging(cluster):
 
 def test_counts_add_up_and_global_device_ids_are_kept(cluster):
     merged, out = cluster
-    raw = pd.read_csv(merged / REQUESTS_CSV)
+    raw = pd.read_csv(MergedRunDir(merged).requests_csv)
     cells = {c.node: c for c in out.cells}
     assert out.overall.requests == len(raw) == cells["n1"].requests.requests + \
         cells["n2"].requests.requests
@@ -58,7 +58,7 @@ def test_a_failed_cell_is_named_kept_out_and_the_others_kept(cluster):
     assert n3.requests is None and n3.verdict.failed
     assert out.verdict.status == "invalid" and out.verdict.worst_node == "n3"
     assert "node lost at t=3 s" in out.verdict.reasons[0]
-    back = MergedRun.model_validate_json((merged / CLUSTER_JSON).read_text())
+    back = MergedRun.model_validate_json(MergedRunDir(merged).cluster_json.read_text())
     assert back == out
 
 

@@ -1,4 +1,4 @@
-"""wotbench.report.cluster: the merged report.html of a run across hosts, rendered from a
+"""wotbench.distributed.report: the merged report.html of a run across hosts, rendered from a
 synthetic merged directory (two analysed cells and a lost one, the clocks, the split)."""
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 
 from cluster_fixtures import make_cell
-from wotbench.cluster import clock
-from wotbench.cluster.merge import REQUESTS_CSV, CellOutcome, cell_dir, merge
-from wotbench.cluster.split import CellShare, Split
+from wotbench.distributed import clock
+from wotbench.distributed.merge import CellOutcome, merge
+from wotbench.distributed.split import CellShare, Split
 from wotbench.report import render
-from wotbench.report.cluster import REPORT_HTML, render_cluster, run_report_style
-from wotbench.report.cluster_data import SPLIT_JSON, load
-from wotbench.report.context import ReportError
+from wotbench.distributed.report import render_cluster, run_report_style
+from wotbench.distributed.report_data import load
+from wotbench.rundir import MergedRunDir
+from wotbench.report.view import ReportError
 from wotbench.report.present import ms, rate
 
 DURATION_S = 8
@@ -32,14 +33,14 @@ def merged(tmp_path_factory):
     make_cell(d, "n1", 0, n_devices=3, duration_s=DURATION_S, seed=4, queue_us=100)
     make_cell(d, "n2", 100, n_devices=2, duration_s=DURATION_S, seed=5, queue_us=3000,
               rate_per_device=80)
-    render(cell_dir(d, "n1"))    # n1's own report rendered, n2's not
+    render(MergedRunDir(d).cell_dir("n1"))    # n1's own report rendered, n2's not
     clocks = [clock.CellClock(node="n1", before=_est(12, 30), after=_est(15, 28)),
               clock.CellClock(node="n2", before=_est(-7, 40), after=_est(-9, 44)),
               clock.CellClock(node="n3", before=_est(3, 20))]   # lost: no "after"
     check = clock.check(clocks, bound_ns=1_000_000)
     merge(d, [CellOutcome(node="n1"), CellOutcome(node="n2"),
               CellOutcome(node="n3", finished=False, why="node lost at t=3 s")], check)
-    (d / SPLIT_JSON).write_text(Split(cells=[
+    MergedRunDir(d).split_json.write_text(Split(cells=[
         CellShare(node="n1", device_cores=1, containers=["p0"], devices=["a-0", "a-1", "a-2"],
                   load=0.3),
         CellShare(node="n2", device_cores=1, containers=["p1"], devices=["a-3", "a-4"], load=0.2),
@@ -57,7 +58,7 @@ def _row(html: str, first_cell: str) -> str:
 
 def test_the_verdict_names_the_worst_host_and_every_cell(merged):
     d, html = merged
-    assert (d / REPORT_HTML).is_file()
+    assert MergedRunDir(d).report_html.is_file()
     assert "Verdict: invalid" in html
     assert "The host that stopped being faithful: <strong>n3</strong>" in html
     assert "node lost at t=3 s" in html
@@ -68,7 +69,7 @@ def test_the_verdict_names_the_worst_host_and_every_cell(merged):
 
 def test_merged_percentiles_and_throughput_come_from_the_raw_requests(merged):
     d, html = merged
-    raw = pd.read_csv(d / REQUESTS_CSV)
+    raw = pd.read_csv(MergedRunDir(d).requests_csv)
     ok = raw[raw["outcome"] == "ok"]
     p99 = np.quantile(raw["rt_sent_ms"].dropna().to_numpy(), 0.99)
     total = _row(html, "<strong>all cells</strong>")
@@ -97,7 +98,7 @@ def test_split_per_cell_and_links_to_the_cells_own_reports(merged):
     assert "spread 25.0 %" in split
     assert re.search(r"<td>n1</td><td class=\"n\">1</td><td class=\"n\">1</td>"
                      r"<td class=\"n\">3</td><td class=\"n\">0.30</td>", split)
-    assert 'href="cells/n1/report.html"' in html and (cell_dir(d, "n1") / "report.html").is_file()
+    assert 'href="cells/n1/report.html"' in html and (MergedRunDir(d).cell_dir("n1") / "report.html").is_file()
     assert "cells/n2/report.html" not in html and "not rendered" in _row(html, "n2")
     assert "none (failed)" in _row(html, "n3")
 

@@ -1,10 +1,10 @@
-"""wotbench.cluster.split: whole pods to cells, balanced per device core, deterministic."""
+"""wotbench.distributed.split: whole pods to cells, balanced per device core, deterministic."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wotbench.cluster.split import Cell, Unit, split, units_from_config
+from wotbench.distributed.split import Cell, Unit, split, units_from_config
 from wotbench.config.schema import Config
 from wotbench.errors import EnvironmentProblem
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from wotbench.cluster import split, targets, tracesplit
+from wotbench.distributed import split, targets, tracesplit
 from wotbench.config.load import load_config
 from wotbench.workload.generate import write_trace
 

@@ -1,10 +1,10 @@
-"""wotbench.cluster.verdict: the run's verdict is its worst cell's, naming the host."""
+"""wotbench.distributed.verdict: the run's verdict is its worst cell's, naming the host."""
 from __future__ import annotations
 
 import pytest
 
 from summary_factory import make_summary
-from wotbench.cluster.verdict import (CellVerdict, aggregate, failed_cell, from_summary, table,
+from wotbench.distributed.verdict import (CellVerdict, aggregate, failed_cell, from_summary, table,
                                       unfaithful_host)
 
 

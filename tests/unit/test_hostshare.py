@@ -1,4 +1,4 @@
-"""The host's share of the response time (wotbench/detector/hostshare.py) on synthetic
+"""The host's share of the response time (cd-module/cd_module/hostshare.py) on synthetic
 sub-interval measures: the amount beyond the run's own level, its confidence bound, the
 grade, the tolerance; and the config's verdict.tolerance."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wotbench.detector import hostshare
-from wotbench.detector.tolerance import from_config, parse_tolerance
+from cd_module import hostshare
+from cd_module.tolerance import from_config, parse_tolerance
 from wotbench.rundir.evidence import (Antagonist, EvidenceParams, PlaceWindow, VerdictParams,
                                       WindowEvidence)
 
@@ -186,7 +186,7 @@ def test_short_windows_are_quiet_only_when_their_span_is():
 
 
 def test_an_amount_beyond_the_tolerance_that_the_bound_does_not_confirm_is_said():
-    from wotbench.detector.verdict import _unconfirmed
+    from cd_module.verdict import _unconfirmed
     from wotbench.rundir.evidence import EvidenceBlock
     pw = PlaceWindow(place="core 1", requests=200, r_ms=7.4, added_ms=1.46, added_low_ms=0.03,
                      added_high_ms=2.9, added_share=0.197, grade="severe",

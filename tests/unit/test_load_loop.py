@@ -1,6 +1,6 @@
 """Closed-loop and many-endpoint load on the Python side: the config keys and their errors,
 the trace the GE gets, the GE arguments, the limits checked before a run, and the analysis'
-load block and closed-loop GE-integrity rule (wotbench.analysis.load, ge_integrity)."""
+load block and closed-loop GE-integrity rule (wotbench.analysis.load_figures, ge_integrity)."""
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from wotbench.analysis.ge_integrity import closed_integrity
-from wotbench.analysis.load import CLOSED_NOTE, OPEN_NOTE, fairness, load_block
+from wotbench.analysis.load_figures import CLOSED_NOTE, OPEN_NOTE, fairness, load_block
 from wotbench.analysis.loading import GeData, RunData, read_requests
 from wotbench.config import loadloop
 from wotbench.config.load import config_from_dict

@@ -6,7 +6,7 @@ import yaml
 
 from wotbench.config.load import load_config
 from wotbench.errors import ConfigError
-from wotbench.runner import push as runner_push
+from wotbench.runner import push_run as runner_push
 from wotbench.workload import cbor
 from wotbench.workload.push_schedule import HEADER, PushRenderError, device_rows
 from wotbench.rundir import RunDir

@@ -16,6 +16,7 @@ from report_fixture import make_run
 from sweep_fakes import write_base
 from wotbench.report import render
 from wotbench.rundir import RunDir
+from wotbench.run_result import RunResult
 from wotbench.sweep import run_sweep
 from wotbench.sweep.report import collect
 
@@ -24,7 +25,7 @@ RUN_FIGURES = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-cpu-co
 SWEEP_FIGURES = ["fig7", "fig8", "fig9", "fig5", "ci-throughput", "ci-p95", "ci-sut-cpu", "ci-sut-rss"]
 
 
-def _analysed_runner(config_path: str, out_root: str, backend=None) -> int:
+def _analysed_runner(config_path: str, out_root: str, backend=None) -> RunResult:
     """A run function for the sweep engine: the raw files of a run with the point's device count
     and placement, then the real analysis and the real report, as ``wotbench run`` ends."""
     cfg = yaml.safe_load(Path(config_path).read_text())
@@ -32,7 +33,8 @@ def _analysed_runner(config_path: str, out_root: str, backend=None) -> int:
     run_dir = make_run(Path(out_root), name=cfg["name"], n_devices=cfg["devices"][0]["count"],
                        duration_s=20, faithful=affinity == "pinned", sut=True)
     render(run_dir)
-    return RunDir(run_dir).read_summary().verdict.exit_code
+    summary = RunDir(run_dir).read_summary()
+    return RunResult(summary.verdict.exit_code, run_dir, summary)
 
 
 @pytest.fixture(scope="module")

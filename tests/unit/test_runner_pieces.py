@@ -166,7 +166,10 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
 
     from wotbench.runner import main
     from wotbench.runner.backends.docker import containers
+    from types import SimpleNamespace
+
     from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.stages import Components
     from wotbench.rundir import RunDir
     from wotbench.runner.backends.docker.backend import DockerBackend
 
@@ -198,27 +201,30 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
             return [c for c in backend.ctr.values() if c.attrs["State"]["Status"] == "exited"]
 
     r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
-    r.rd = RunDir(tmp_path)
+    rd = RunDir(tmp_path)
+    r.inputs = SimpleNamespace(rd=rd, pushing=frozenset())   # what stopping reads of stage 1
     backend = r.backend = DockerBackend(Client(), "run", log=lambda msg: None)
 
     def device(name):
-        d = r.rd.device_dir(name)
+        d = rd.device_dir(name)
         d.mkdir(parents=True)
         return DeviceRun(name=name, id=0, group="g", role="device", address="172.28.0.10",
                          cpuset="1", resources=tmp_path / "r.csv", log_dir=d,
-                         stdout=r.rd.device_stdout(name))
-    r.devices = [device("d-0"), device("d-1"), device("d-never")]
-    for d in r.devices[:2]:
+                         stdout=rd.device_stdout(name))
+    devices = [device("d-0"), device("d-1"), device("d-never")]
+    for d in devices[:2]:
         backend.ctr[d.name] = Container(d.name, d.log_dir)
-    r.ges = [GeRun(name="ge-0", role="ge", cpu=2, trace=tmp_path / "t.csv",
-                   out_dir=tmp_path / "ge-0", stdout=tmp_path / "ge-0.log", wait="hybrid", msg_type="con", timeout_ms=100)]
-    r.cd_ge = GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
-                    out_dir=tmp_path / "cd-ge", stdout=tmp_path / "cd-ge.log", wait="hybrid", msg_type="con", timeout_ms=100)
+    r.parts = Components(
+        devices=devices, fleets=[],
+        ges=[GeRun(name="ge-0", role="ge", cpu=2, trace=tmp_path / "t.csv",
+                   out_dir=tmp_path / "ge-0", stdout=tmp_path / "ge-0.log", wait="hybrid", msg_type="con", timeout_ms=100)],
+        cd_ge=GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
+                    out_dir=tmp_path / "cd-ge", stdout=tmp_path / "cd-ge.log", wait="hybrid", msg_type="con", timeout_ms=100))
 
     r.stop_components()
 
     assert [backend.ctr[n].signals for n in ("d-0", "d-1")] == [["SIGTERM"], ["SIGTERM"]]
-    assert all((d.log_dir / "device-log.csv").exists() for d in r.devices[:2])
+    assert all((d.log_dir / "device-log.csv").exists() for d in devices[:2])
     assert r.failures == [] and r.ge_exit == {}
 
 

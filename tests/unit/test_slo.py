@@ -6,7 +6,7 @@ import pytest
 from analysis_fixtures import make_run
 from slo_fakes import frame
 from wotbench.analysis import analyze
-from wotbench.analysis import slo as sloa
+from wotbench.analysis import slo_judge as sloa
 from wotbench.config.load import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.report import render_html

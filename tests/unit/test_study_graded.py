@@ -104,7 +104,7 @@ def test_a_twin_must_be_a_clean_scenario_of_the_same_config(tmp_path):
 
 def test_the_shipped_graded_manifest_reads():
     root = graded.Path(__file__).resolve().parents[2]
-    scs = read_manifest(root / "configs/validation/graded.scenarios.yaml")
+    scs = read_manifest(root / "cd-module/validation/graded.scenarios.yaml")
     assert sum(1 for s in scs if s.get("twin")) >= 15
 
 

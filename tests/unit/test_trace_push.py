@@ -10,7 +10,7 @@ import yaml
 from wotbench.config.load import load_config
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunDir
-from wotbench.runner import push as runner_push
+from wotbench.runner import push_run as runner_push
 from wotbench.workload import trace_push
 from wotbench.workload.trace_io import read_trace
 

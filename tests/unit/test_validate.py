@@ -203,11 +203,11 @@ def test_load_run_from_files(tmp_path: Path):
 
 def test_manifest_is_valid():
     root = Path(__file__).resolve().parents[2]
-    scs = read_manifest(root / "configs" / "validation" / "scenarios.yaml")
+    scs = read_manifest(root / "cd-module" / "validation" / "scenarios.yaml")
     names = [s["name"] for s in scs]
     assert {"V-clean-light", "V-clean-sleep", "V-cpu-hog", "V-membw", "V-scale"} <= set(names)
     for s in scs:
-        assert (root / "configs" / "validation" / s["config"]).is_file()
+        assert (root / "cd-module" / "validation" / s["config"]).is_file()
 
 
 @pytest.mark.parametrize("text, message", [

@@ -1,7 +1,7 @@
 """The wot-fleet engines' own fidelity (summary.json ``fleet``, model ``rundir/fleet.py``): read
 lag, timer lateness, busy overrun and per-device queueing per engine and event loop, over the
 test and per window (``series/fleet_lag.csv``), and what the kernel-evidence rule ``loop_lag``
-gets to judge (``wotbench.detector.evidence.LoopLags``). Vectorised over every log row: one
+gets to judge (``cd_module.evidence.LoopLags``). Vectorised over every log row: one
 grouped sort for all loops and windows, no per-device work.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from wotbench.analysis import fleet_load
 from wotbench.analysis.loading import DeviceInfo, RunData
 from wotbench.analysis.stats import grouped_stats
-from wotbench.detector.loop_lag import LoopLags
+from cd_module.loop_lag import LoopLags
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir.evidence import EvidenceBlock
 from wotbench.rundir.fleet import EngineFidelity, EngineLag, FleetBlock, LoopFidelity

@@ -1,7 +1,7 @@
 """The devices' own test-phase requests (devices[].push) as rows of the GE request table, so the
 run's overall figures, per-device blocks, loss attribution and SLOs count them the way they
 count the GEs' requests (issue 23). Setup and teardown requests are not the test's load: they
-stay in the ``push`` block only (:mod:`wotbench.analysis.push`).
+stay in the ``push`` block only (:mod:`wotbench.analysis.push_figures`).
 
 A push row gets ``ge`` = :data:`PUSH_SOURCE` (it went from the device's own socket, not through
 a GE) and the device's code in the run's device list; its times are made relative to the run's
@@ -14,7 +14,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from wotbench.analysis.loading import OUTCOMES, RunData
-from wotbench.detector import evidence as evid
+from cd_module import evidence as evid
 from wotbench.rundir import GeIntegrityParams
 
 PUSH_SOURCE = "push"     # the ``ge`` of a device's own request

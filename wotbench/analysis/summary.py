@@ -13,35 +13,35 @@ import pandas as pd
 
 from wotbench.analysis import http_phases, notify_sink, notify_slo, sut_faults
 from wotbench.analysis import blockwise as blkm
-from wotbench.detector import evidence as evid
-from wotbench.detector import loop_lag
-from wotbench.detector import verdict as cont
+from cd_module import evidence as evid
+from cd_module import loop_lag
+from cd_module import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
 from wotbench.analysis import fleet as fleetm
 from wotbench.analysis.per_device import per_device_table
 from wotbench.analysis import fleet_load
-from wotbench.analysis import http as httpm
+from wotbench.analysis import http_figures as httpm
 from wotbench.analysis import ge_integrity as gei
 from wotbench.analysis import http_proxy as proxy_http
 from wotbench.analysis import killed
-from wotbench.analysis import load as loadm
+from wotbench.analysis import load_figures as loadm
 from wotbench.analysis import loss as lossm
 from wotbench.analysis import monitor as mon
 from wotbench.analysis import sut_resources as sutm
 from wotbench.analysis import observe as obsm
-from wotbench.analysis import push as pushm
+from wotbench.analysis import push_figures as pushm
 from wotbench.analysis import push_merge as pushmerge
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
-from wotbench.analysis import slo as sloa
+from wotbench.analysis import slo_judge as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
 from wotbench.rundir import atomic
 from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegrityBlock, GeRule, LossBlock,
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
-from wotbench.detector.tolerance import verdict_params
+from cd_module.tolerance import verdict_params
 from wotbench.workload import httpproxy
 from wotbench.rundir.values import json_clean
 
@@ -342,7 +342,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
         run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s,
         _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run))
-    if loop_lags:   # the engines' loops: evidence of their own (detector/loop_lag.py)
+    if loop_lags:   # the engines' loops: evidence of their own (cd_module/loop_lag.py)
         evidence = loop_lag.apply(evidence, loop_lags, run.test_start_ns)
         series["evidence"] = evid.series(evidence)
     series["host_share"] = evid.host_share_series(evidence)

@@ -27,7 +27,7 @@ summary.json, or that ``--quiet`` skips because the host never became quiet, sto
 
 With SLOs (``--slo 'p95<=50ms'``, repeatable, or the config's ``slo:``) the search looks for
 the largest setting that meets every objective while the host stays faithful, and answers in one
-sentence about the system, about the testbed, or "inconclusive" (:mod:`wotbench.capacity.slo`).
+sentence about the system, about the testbed, or "inconclusive" (:mod:`wotbench.capacity.slo_search`).
 ``--set KEY=VALUE`` (repeatable) fixes a key for every run: the what-if (``--set
 devices[*].network.loss.percent=2``: the same question with 2 % loss on every link).
 
@@ -39,12 +39,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 from pydantic import ValidationError
 
 from wotbench.capacity.search import CapacitySearch, overrides_for
-from wotbench.capacity.slo import SloSearch, slo_exit_code, slo_metric_text
-from wotbench.config.load import load_config
+from wotbench.capacity.slo_search import SloSearch, slo_exit_code, slo_metric_text
+from wotbench.config.load import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate
@@ -77,23 +76,22 @@ def _check_params(key: str, start: Any, maximum: Any, step: Any, repeats: int, r
         raise ConfigError(problems)
 
 
-def _check_key(config: str | Path, key: str, start: Any, fixed: dict) -> None:
+def _check_key(base: ConfigFile, key: str, start: Any, fixed: dict) -> None:
     """Derive the start point once (nothing written) so a bad --key, --set or --slo fails
     before any run."""
-    load_config(config)
     ov = overrides_for(key, start)
     if key in fixed or any(k in fixed for k in ov):
         raise ConfigError([f"--key {key}: also given with --set; search it or fix it, not both"])
     origins = {**{k: "--slo" if k == "slo" else f"--set {k}={v!r}" for k, v in fixed.items()},
                **{k: f"--key {key}" for k in ov}}
-    derive_config(yaml.safe_load(Path(config).read_text()), {**fixed, **ov},
-                  base_dir=Path(config).resolve().parent, name="capacity-check", origins=origins)
+    derive_config(base.raw, {**fixed, **ov}, base_dir=base.path.resolve().parent,
+                  name="capacity-check", origins=origins)
 
 
-def _slo_of(config: str | Path, exprs: list[str]) -> Optional[dict]:
+def _slo_of(config: ConfigFile, exprs: list[str]) -> Optional[dict]:
     """The SLOs of the search: the config's ``slo:`` with every ``--slo`` set over it (None
     without either); validated, each problem naming the flag."""
-    base = (yaml.safe_load(Path(config).read_text()) or {}).get("slo")
+    base = config.raw.get("slo")
     if not exprs:
         return base
     try:
@@ -118,12 +116,12 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
     ``gate``: wait for a quiet host before every run. ``fixed``: keys every run gets
     (``--set``, the what-if); ``slo``: ``--slo`` expressions. With SLOs (these, or the config's
     ``slo:``) the search looks for the largest setting that meets them on a faithful host
-    (:mod:`wotbench.capacity.slo`)."""
+    (:mod:`wotbench.capacity.slo_search`)."""
     if resume is not None:
         sweep = Sweep.open(resume)
-        if sweep.data.get("kind") != "capacity":
-            raise ConfigError([f"--resume {resume}: not a capacity search dir (kind {sweep.data.get('kind')!r})"])
-        params = sweep.data["capacity_params"]
+        if sweep.header.kind != "capacity":
+            raise ConfigError([f"--resume {resume}: not a capacity search dir (kind {sweep.header.kind!r})"])
+        params = sweep.header.capacity_params
     else:
         if config is None:
             raise ConfigError(["capacity: give a CONFIG (or --resume DIR)"])
@@ -133,15 +131,16 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
             bisect = step is None
         integer = all(isinstance(v, int) for v in (start, maximum, step or 1))
         fixed = dict(fixed or {})
-        slo_spec = _slo_of(config, list(slo or []))
+        base = read_config_file(config)      # the YAML read once for the whole search
+        slo_spec = _slo_of(base, list(slo or []))
         if slo:
             fixed["slo"] = slo_spec
         params = {"key": key, "start": start, "max": maximum, "step": step, "bisect": bool(bisect),
                   "repeats": int(repeats),
                   "resolution": resolution if resolution is not None else (1 if integer else (step or start) / 8),
                   "set": {k: v for k, v in fixed.items() if k != "slo"}, "slo": slo_spec}
-        _check_key(config, key, start, fixed)
-        sweep = Sweep.create(config, [], out_root=out_root, kind="capacity", backend=backend,
+        _check_key(base, key, start, fixed)
+        sweep = Sweep.create(base, [], out_root=out_root, kind="capacity", backend=backend,
                              extra={"capacity_params": params, "set": fixed,
                                     "vary": [{"key": key, "values": "search"}]})
     engine = SloSearch if params.get("slo") else CapacitySearch
@@ -161,7 +160,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
 def capacity_exit_code(result: dict) -> int:
     """0 an answer was found (or the maximum was clean), 3 nothing clean, 1 a run failed.
     An SLO search: 0 an answer about the system, 3 the host stopped being faithful first,
-    5 inconclusive, 1 a run failed (:func:`wotbench.capacity.slo.slo_exit_code`)."""
+    5 inconclusive, 1 a run failed (:func:`wotbench.capacity.slo_search.slo_exit_code`)."""
     if "outcome" in result:
         return slo_exit_code(result)
     return {"found": 0, "max_clean": 0, "none_clean": 3}.get(result["status"], 1)

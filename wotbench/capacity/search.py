@@ -1,7 +1,7 @@
 """The capacity search engine (``wotbench capacity``, see :mod:`wotbench.capacity.command` for the
 command and the policy): a monotonic probe + bisection over one key, each setting run
 ``repeats`` times as points of a sweep dir (finished points are reused, so it resumes).
-:class:`CapacitySearch` judges a setting by its verdicts; :mod:`wotbench.capacity.slo`
+:class:`CapacitySearch` judges a setting by its verdicts; :mod:`wotbench.capacity.slo_search`
 subclasses it to judge by the SLOs as well.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
-from wotbench.cluster.answer import hosts_text
+from wotbench.distributed.answer import hosts_text
 from wotbench.monitor.quiet import QuietGate
 from wotbench.sweep.core import RunFn, Sweep, SweepInterrupted
 from wotbench.sweep.paths import expand_pseudo, get_path

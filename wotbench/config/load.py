@@ -11,6 +11,7 @@ to the config file's directory; loading makes them absolute so a dumped config i
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,23 @@ def config_from_dict(raw: Any, base_dir: str | Path = ".", source: str | None = 
     return cfg
 
 
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file read once: its text and mapping (what a sweep derives its points from)
+    and the validated :class:`Config`."""
+    path: Path
+    text: str
+    raw: dict
+    config: Config
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config file. Raises ConfigError (exit 2), never a traceback."""
+    return read_config_file(path).config
+
+
+def read_config_file(path: str | Path) -> ConfigFile:
+    """:func:`load_config`, keeping the text and the mapping it was validated from."""
     path = Path(path)
     src = str(path)
     try:
@@ -104,4 +120,4 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError([f"YAML error: {e}"], src) from None
     if raw is None:
         raise ConfigError(["(top level): the file is empty, expected a mapping with at least 'name' and 'devices'"], src)
-    return config_from_dict(raw, path.parent, src)
+    return ConfigFile(path, text, raw, config_from_dict(raw, path.parent, src))

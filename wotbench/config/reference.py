@@ -295,7 +295,7 @@ Example configs: `configs/20dev.yaml` (the paper's contention scenario: 20 CPU-b
 `configs/blockwise.yaml` ([OBSERVE-BLOCKWISE.md](OBSERVE-BLOCKWISE.md)), `configs/dtls.yaml`
 ([DTLS.md](DTLS.md)), `configs/byo-coap-server.yaml`, `configs/proxy.yaml`,
 `configs/external-target.yaml` ([BYO.md](BYO.md)), `configs/scale-200.yaml` ([SCALE.md](SCALE.md)),
-`configs/validation/` ([VALIDATION.md](VALIDATION.md)).
+`cd-module/validation/` ([VALIDATION.md](VALIDATION.md)).
 """
 
 

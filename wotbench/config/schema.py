@@ -374,7 +374,7 @@ class VerdictSpec(_Model):
     @field_validator("tolerance")
     @classmethod
     def _tolerance(cls, v: Any) -> Any:
-        from wotbench.detector.tolerance import parse_tolerance
+        from cd_module.tolerance import parse_tolerance
         parse_tolerance(v)
         return v
 

@@ -1,5 +1,5 @@
 """Service-level objectives: the ``slo:`` block of a config and the ``--slo`` expressions of
-``wotbench capacity``. This module is the schema only; :mod:`wotbench.analysis.slo` evaluates it.
+``wotbench capacity``. This module is the schema only; :mod:`wotbench.analysis.slo_judge` evaluates it.
 
     slo:
       p95_ms: 50            # response time from the actual send, 95th percentile <= 50 ms

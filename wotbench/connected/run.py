@@ -23,7 +23,7 @@ from wotbench.config.load import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected.verdict import summarize
-from wotbench.detector.tolerance import parse_tolerance
+from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import atomic
 

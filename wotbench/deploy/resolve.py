@@ -2,7 +2,7 @@
 (:mod:`wotbench.config.schema`) and the placement (:mod:`wotbench.deploy.plan`).
 
 - :func:`resolve` fills the contention detector's ``auto`` values
-  (:func:`wotbench.detector.sizing.resolve_cd`), ``devices[].engine``
+  (:func:`cd_module.sizing.resolve_cd`), ``devices[].engine``
   (:func:`wotbench.deploy.fleet.engine_of`) and ``gateways.wait`` from a placement plan;
 - :func:`device_addresses` / :func:`cd_node_address`: every device's name, group, trace id and
   IPv4 address in ``network.subnet`` (layout: :mod:`wotbench.deploy.addressing`);
@@ -24,7 +24,7 @@ from wotbench.config.schema import Config
 from wotbench.config import dtls as dtls_spec
 from wotbench.deploy.fleet import engine_of
 from wotbench.deploy.plan import Plan, make_plan
-from wotbench.detector.sizing import resolve_cd
+from cd_module.sizing import resolve_cd
 from wotbench.deploy.pods import address_count, slots
 from wotbench.rundir import atomic
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from wotbench.config.connected import connected_groups
+from wotbench.config.backend_choice import runs_on_swarm
 from wotbench.config.load import load_config
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet, fleet_capacity
@@ -37,11 +38,10 @@ from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.preflight import capacity, programs
-from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push, thirdparty
+from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push_run, thirdparty
 from wotbench.runner.backend import BackendKind
 from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
                                                          CONNTRACK_PER_FLEET_DEVICE)
-from wotbench.runner.backends.swarm.choose import runs_on_swarm
 from wotbench.runner.hogspec import episodes_for_run
 from wotbench.runner.impair import Impairments
 
@@ -77,12 +77,13 @@ class Preflight:
 
 def preflight(config_path, backend: Optional[str] = None, *, offline: bool = False,
               log: Log = lambda _m: None, build: bool = False,
-              share: capacity.Share = None) -> Preflight:
+              share: capacity.Share = None, loaded: Optional[Config] = None) -> Preflight:
     """Check ``config_path`` for a run on this host (``backend``: the command line's); raise
     the refusal (ConfigError, EnvironmentProblem) ``run`` would make. ``build``: build stale
     binaries first (``run``; ``check`` checks the ones there and says what a run would build);
-    ``share``: the devices a cell of a run across hosts runs here (capacity counts those)."""
-    cfg = load_config(config_path)
+    ``share``: the devices a cell of a run across hosts runs here (capacity counts those);
+    ``loaded``: ``config_path`` already read by the caller (read here otherwise)."""
+    cfg = loaded if loaded is not None else load_config(config_path)
     if connected_groups(cfg):     # docs/CONNECTED.md: only `wotbench run`/`check` take them yet
         raise ConfigError([f"devices[].protocol: {connected_groups(cfg)[0].protocol}: connected "
                            "device groups run with `wotbench run CONFIG` (its own timeline, "
@@ -158,14 +159,14 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
                                "rate (docs/PREFLIGHT.md); wot-fleet engines (docs/FLEET.md)" + (
                                    "; a recorded trace's rate is not counted"
                                    if cfg.trace is not None else "")))
-    if pf.cfg.contention or push.push_devices(pf.cfg):   # (resolving sizes the CD: scipy)
+    if pf.cfg.contention or push_run.push_devices(pf.cfg):   # (resolving sizes the CD: scipy)
         pf.resolved = resolve(pf.cfg, pf.plan)
     if pf.cfg.contention:     # the episodes' cores against the plan's
         episodes_for_run(pf.resolved, pf.plan, 0)
     add(Step("contention", True, f"{len(pf.cfg.contention)} episode(s) on the plan's cores"
              if pf.cfg.contention else "no contention episodes: nothing to check"))
     if pf.resolved is not None:
-        pf.push_schedules = push.render_schedules(pf.resolved, Path(config_path).parent)
+        pf.push_schedules = push_run.render_schedules(pf.resolved, Path(config_path).parent)
     add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"
              if pf.push_schedules else "no pushing devices: nothing to render"))
     pf.tuning = _tuning(pf.cfg, pf.plan, pf.kind)

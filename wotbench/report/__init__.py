@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from wotbench.report.context import ReportError, build_context
+from wotbench.report.view import ReportError, build_view
 from wotbench.report.present import jinja_env
-from wotbench.rundir import atomic
+from wotbench.rundir import RunDir, atomic
 
 __all__ = ["render", "render_html", "main", "ReportError"]
 
@@ -24,19 +24,19 @@ def render_html(run_dir: Path | str) -> str:
 
     from wotbench.report.figures import make_figures
 
-    ctx = build_context(run_dir)
-    figs = make_figures(ctx)
+    view = build_view(run_dir)
+    figs = make_figures(view)
     for f in figs:
         if f["svg"]:
             f["svg"] = Markup(f["svg"])  # produced by matplotlib, not user text
-    ctx["figures"] = {f["id"]: f for f in figs}
-    return jinja_env("wotbench.report").get_template("report.html.j2").render(**ctx)
+    page = view.page() | {"figures": {f["id"]: f for f in figs}}
+    return jinja_env("wotbench.report").get_template("report.html.j2").render(**page)
 
 
 def render(run_dir: Path | str, out: Path | str | None = None) -> Path:
     """Write `<run_dir>/report.html` (or `out`) and return its path."""
     html = render_html(run_dir)
-    path = Path(out) if out is not None else Path(run_dir) / "report.html"
+    path = Path(out) if out is not None else RunDir(run_dir).report_html
     return atomic.write_text(path, html)
 
 

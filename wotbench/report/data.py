@@ -1,9 +1,12 @@
 """The data each figure draws, read from the series the analysis wrote (``series/*.csv``), with
-the reason shown in the figure's place when a series is absent."""
+the reason shown in the figure's place when a series is absent: :class:`FigureData`, one
+attribute per figure key (None: absent, ``missing[key]`` says why)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from wotbench.csvcheck import read_optional_csv
@@ -14,9 +17,42 @@ def _read(rd: RunDir, name: str) -> Optional[pd.DataFrame]:
     return read_optional_csv(rd.series(name))
 
 
-def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any], dict[str, str]]:
-    """(data by figure key, reason by figure key for what is missing)."""
-    data: dict[str, Any] = {}
+@dataclass(frozen=True)
+class RdSeries:
+    windows: Optional[pd.DataFrame]     # series/rd_over_time.csv
+    cd: Optional[pd.DataFrame]          # series/cd_samples.csv
+
+
+@dataclass(frozen=True)
+class NotifySeries:
+    over: pd.DataFrame                  # per second p50/p99
+    cdf: pd.DataFrame
+    points: Optional[pd.DataFrame]      # every notification
+
+
+@dataclass(frozen=True)
+class FigureData:
+    rt_time: Optional[pd.DataFrame] = None
+    rt_cdf: Optional[pd.DataFrame] = None
+    # per GE: (cdf, expected RIT ms, submitted RIT ms)
+    rit: Optional[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = None
+    rd: Optional[RdSeries] = None
+    host_share: Optional[pd.DataFrame] = None
+    evidence: Optional[pd.DataFrame] = None
+    fleet: Optional[pd.DataFrame] = None
+    notify: Optional[NotifySeries] = None
+    blockwise: Optional[pd.DataFrame] = None
+    cpu_cores: Optional[pd.DataFrame] = None
+    cpu_containers: Optional[pd.DataFrame] = None
+    missing: dict[str, str] = field(default_factory=dict)   # figure key -> why it is absent
+
+    def has(self, key: str) -> bool:
+        return getattr(self, key) is not None
+
+
+def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> FigureData:
+    """The series each figure draws, and why each absent one is absent."""
+    data: dict[str, object] = {}
     missing: dict[str, str] = {}
 
     df = _read(rd, "response_times")
@@ -51,7 +87,7 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
 
     windows, cd = _read(rd, "rd_over_time"), _read(rd, "cd_samples")
     if windows is not None or cd is not None:
-        data["rd"] = {"windows": windows, "cd": cd}
+        data["rd"] = RdSeries(windows=windows, cd=cd)
     else:
         missing["rd"] = ("the contention detector was not enabled for this run (no CD node)"
                          if run.cd is None and s.rd.cd is None else
@@ -81,7 +117,7 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
     if s.observe is not None:
         over, cdf = _read(rd, "notify_latency_over_time"), _read(rd, "notify_latency_cdf")
         if over is not None and cdf is not None and len(cdf):
-            data["notify"] = {"over": over, "cdf": cdf, "points": _read(rd, "notify_latency")}
+            data["notify"] = NotifySeries(over=over, cdf=cdf, points=_read(rd, "notify_latency"))
         else:
             missing["notify"] = ("series/notify_latency_*.csv are missing or empty (no notification "
                                  "was received, or its device log is missing)")
@@ -103,4 +139,4 @@ def figure_data(rd: RunDir, s: Summary, run: RunRecord) -> tuple[dict[str, Any],
         else:
             missing[key] = why or (f"series/{series}.csv is missing (the analysis did not run, "
                                    f"or an older version did: run `wotbench analyze {rd.path}`)")
-    return data, missing
+    return FigureData(**data, missing=missing)

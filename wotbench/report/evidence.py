@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wotbench.detector.evidence import owner_words
+from cd_module.evidence import owner_words
 from wotbench.rundir import Summary
 
 RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stretch",

@@ -1,5 +1,6 @@
-"""The report's figures: one function per figure, each drawn with matplotlib (Agg) and returned
-as an inline SVG string (text kept as text, so the report stays searchable and crisp)."""
+"""The report's figures: one function per figure, each drawn with matplotlib (Agg) from the typed
+:class:`~wotbench.report.view.RunReport` and returned as an inline SVG string (text kept as text,
+so the report stays searchable and crisp)."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -7,24 +8,25 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from wotbench.report.view import RunReport
 from wotbench.report.plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
                        close_all, plt, scope_ids, svg)
 
 
-def _shade(ax, ctx: dict, label: bool = True) -> None:
-    for i, w in enumerate(ctx["contention"]["windows"]):
+def _shade(ax, rep: RunReport, label: bool = True) -> None:
+    for i, w in enumerate(rep.contention["windows"]):
         ax.axvspan(w["start_s"], w["end_s"], color=SHADE, alpha=0.35, lw=0,
                    label="contention window" if label and i == 0 else None, zorder=0)
 
 
-def _end_marker(ax, ctx: dict) -> None:
-    if ctx.get("interrupted") and ctx.get("duration_s"):
-        ax.axvline(ctx["duration_s"], color=RED, ls=":", lw=1)
+def _end_marker(ax, rep: RunReport) -> None:
+    if rep.interrupted and rep.duration_s:
+        ax.axvline(rep.duration_s, color=RED, ls=":", lw=1)
 
 
-def _faults(ax, ctx: dict, label: bool = True) -> None:
+def _faults(ax, rep: RunReport, label: bool = True) -> None:
     """sut_faults (issue 35): a kill as a line, a pause as a band from SIGSTOP to SIGCONT."""
-    for i, f in enumerate(ctx.get("sut_faults") or []):
+    for i, f in enumerate(rep.sut_faults or []):
         if f.applied_s is None:
             continue
         lab = f"{f.action} {f.device}" if label else None
@@ -34,11 +36,11 @@ def _faults(ax, ctx: dict, label: bool = True) -> None:
             ax.axvline(f.applied_s, color=PURPLE, ls="--", lw=1.2, label=lab)
 
 
-def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, ylim=(0, None)) -> str:
+def _finish_time_plot(fig, ax, rep: RunReport, ylabel: str, title: str, ncol: int, ylim=(0, None)) -> str:
     """Common end of the single-axis time-series figures: contention shading, interruption
     marker, labels, legend under the plot."""
-    _shade(ax, ctx)
-    _end_marker(ax, ctx)
+    _shade(ax, rep)
+    _end_marker(ax, rep)
     ax.set_ylim(*ylim)
     ax.set_xlabel("time since test start (s)")
     ax.set_ylabel(ylabel)
@@ -51,9 +53,9 @@ def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, yl
 
 # --------------------------------------------------------------------------- figures
 
-def fig_rit_cdf(ctx: dict) -> str:
+def fig_rit_cdf(rep: RunReport) -> str:
     """series/rit_cdf.csv holds quantiles on a probability grid, one block per GE."""
-    rit: dict = ctx["data"]["rit"]
+    rit: dict = rep.data.rit
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2))
     hi = 0.0
     for i, (ge, (p, exp, sub)) in enumerate(sorted(rit.items())):
@@ -76,8 +78,8 @@ def fig_rit_cdf(ctx: dict) -> str:
     return svg(fig)
 
 
-def fig_rt_over_time(ctx: dict) -> str:
-    df: pd.DataFrame = ctx["data"]["rt_time"]
+def fig_rt_over_time(rep: RunReport) -> str:
+    df: pd.DataFrame = rep.data.rt_time
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
     x = df["t_s"] + 0.5  # per-second bins, drawn at their middle
     if "sent" in df:
@@ -95,19 +97,19 @@ def fig_rt_over_time(ctx: dict) -> str:
     a2.set_title("Response time percentiles per second")
     a2.set_ylim(bottom=0)
     for ax in (a1, a2):
-        _shade(ax, ctx, label=ax is a2)
-        _end_marker(ax, ctx)
-        _faults(ax, ctx, label=ax is a1)
+        _shade(ax, rep, label=ax is a2)
+        _end_marker(ax, rep)
+        _faults(ax, rep, label=ax is a1)
     a1.legend(loc="lower right", ncol=2)
     a2.legend(loc="upper right", ncol=4)
     fig.tight_layout()
     return svg(fig)
 
 
-def fig_fleet_lag(ctx: dict) -> str:
+def fig_fleet_lag(rep: RunReport) -> str:
     """Each engine loop's p99 read lag and timer lateness per window (series/fleet_lag.csv)
     above the devices' response times per second: does R move with the engine's own lag?"""
-    df: pd.DataFrame = ctx["data"]["fleet"]
+    df: pd.DataFrame = rep.data.fleet
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True)
     for i, ((engine, loop), g) in enumerate(df.groupby(["engine", "loop"], sort=True)):
         color = CYCLE[i % len(CYCLE)]
@@ -118,11 +120,11 @@ def fig_fleet_lag(ctx: dict) -> str:
             if np.isfinite(y).any():
                 a1.stairs(np.nan_to_num(y), edges, color=color, ls=style, lw=1.4,
                           label=f"{engine} loop {loop} {what}")
-    a1.axhline(ctx["fleet"]["limit_ms"], color=RED, ls=":", lw=1, label="loop_lag limit")
+    a1.axhline(rep.fleet["limit_ms"], color=RED, ls=":", lw=1, label="loop_lag limit")
     a1.set_ylabel("p99 per window (ms)")
     a1.set_title("Engine loops: read lag and timer lateness")
     a1.set_ylim(bottom=0)
-    rt = ctx["data"].get("rt_time")
+    rt = rep.data.rt_time
     if rt is not None:
         x = rt["t_s"] + 0.5
         for col, color, lab in (("p50_ms", BLUE, "p50"), ("p99_ms", RED, "p99")):
@@ -133,7 +135,7 @@ def fig_fleet_lag(ctx: dict) -> str:
     a2.set_title("Devices' response times per second")
     a2.set_ylim(bottom=0)
     for ax in (a1, a2):
-        _shade(ax, ctx, label=ax is a2)
+        _shade(ax, rep, label=ax is a2)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.25 if ax is a2 else 1.0),
                       fontsize=7)
@@ -153,12 +155,12 @@ def _cdf_finish(fig, ax, x: np.ndarray, xlabel: str, title: str) -> str:
     return svg(fig)
 
 
-def fig_rt_cdf(ctx: dict) -> str:
-    cdf = ctx["data"]["rt_cdf"]   # series/rt_cdf.csv: the analysis's thinned ECDF
+def fig_rt_cdf(rep: RunReport) -> str:
+    cdf = rep.data.rt_cdf   # series/rt_cdf.csv: the analysis's thinned ECDF
     x, y = cdf["rt_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6, label="all successful requests")
-    rt = ctx["overall"]["rt"]
+    rt = rep.overall["rt"]
     for q, color in (("p50", BLUE), ("p95", ORANGE), ("p99", RED)):
         v = rt[q]  # sections.rt_stats: always a dict with p50/p95/p99 (None if absent)
         if v is not None:
@@ -168,13 +170,13 @@ def fig_rt_cdf(ctx: dict) -> str:
     return _cdf_finish(fig, ax, x, "response time (ms)", "Response time CDF")
 
 
-def fig_rd(ctx: dict) -> str:
+def fig_rd(rep: RunReport) -> str:
     """R_d = (R - S) / S (dimensionless): CD node per probe (calibration at t < 0), devices' median
     per analysis window, calibration median and detection threshold."""
-    d = ctx["data"]["rd"]
-    c = ctx["contention"]
+    d = rep.data.rd
+    c = rep.contention
     fig, ax = plt.subplots(figsize=(10, 3.4))
-    cd = d.get("cd")
+    cd = d.cd
     if cd is not None:
         cal = cd[cd["phase"] == "calibration"] if "phase" in cd else cd.iloc[:0]
         test = cd[cd["phase"] != "calibration"] if "phase" in cd else cd
@@ -182,7 +184,7 @@ def fig_rd(ctx: dict) -> str:
             ax.axvspan(cal["t_s"].min(), 0, color=GRID, alpha=0.6, lw=0, label="calibration (CD alone)", zorder=0)
             ax.plot(cal["t_s"], cal["rd"], color=INK, lw=1.0, marker=".", ms=3)
         ax.plot(test["t_s"], test["rd"], color=INK, lw=1.4, marker=".", ms=3, label="CD node R_d (per probe)")
-    w = d.get("windows")
+    w = d.windows
     if w is not None and len(w):
         dev = w[w["device"].astype(str) == "all"]
         if len(dev):
@@ -195,14 +197,14 @@ def fig_rd(ctx: dict) -> str:
         ax.axhline(c["threshold_rd"], color=RED, ls="--", lw=1, label=f"threshold {c['threshold_rd']:.3f}")
     ys = [ln.get_ydata() for ln in ax.get_lines()]
     top = max((float(np.nanmax(np.asarray(y, float))) for y in ys if len(y)), default=1.0)
-    return _finish_time_plot(fig, ax, ctx, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
+    return _finish_time_plot(fig, ax, rep, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
                              ylim=(min(0, ax.get_ylim()[0]), max(top * 1.15, 0.1)))
 
 
-def fig_evidence(ctx: dict) -> str:
+def fig_evidence(rep: RunReport) -> str:
     """Per window and place: run-queue wait per request as a share of the service time (solid)
     and the share of the place's core other processes used (dotted)."""
-    df: pd.DataFrame = ctx["data"]["evidence"]
+    df: pd.DataFrame = rep.data.evidence
     df = df[df["window"] >= 0]
     fig, ax = plt.subplots(figsize=(10, 3.2))
     for i, (place, g) in enumerate(sorted(df.groupby(df["place"].astype(str)))):
@@ -219,19 +221,19 @@ def fig_evidence(ctx: dict) -> str:
                     label=f"{place}: other processes (share of the core)")
     top = np.nanmax(np.r_[df["wait_of_service"].to_numpy(float), df["foreign_share"].to_numpy(float),
                           [0.1]])
-    return _finish_time_plot(fig, ax, ctx, "share", "What the kernel saw, per window", 2,
+    return _finish_time_plot(fig, ax, rep, "share", "What the kernel saw, per window", 2,
                              ylim=(0, max(float(top) * 1.15, 0.1)))
 
 
-def fig_host_share(ctx: dict) -> str:
+def fig_host_share(rep: RunReport) -> str:
     """Per window and device place: the measured mean R split into the system's part (below)
     and the testbed's (the host's added latency beyond the run's own level, on top), with the
     tolerance drawn above the system's part."""
-    df: pd.DataFrame = ctx["data"]["host_share"]
+    df: pd.DataFrame = rep.data.host_share
     places = [p for p in sorted(df["place"].astype(str).unique())
               if p.startswith("core") or p == "devices"]
     fig, ax = plt.subplots(figsize=(10, 3.2))
-    tol = ctx["evidence"].get("host_share") or {}
+    tol = rep.evidence.get("host_share") or {}
     for i, place in enumerate(places):
         g = df[df["place"].astype(str) == place].sort_values("start_s")
         xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
@@ -248,29 +250,29 @@ def fig_host_share(ctx: dict) -> str:
             ax.step(xs, np.r_[lim, lim[-1:]], where="post", color=color, ls="--", lw=1,
                     label=f"{place}: tolerance ({tol['text']})")
     top = np.nanmax(np.r_[df["r_ms"].to_numpy(float), [1.0]])
-    return _finish_time_plot(fig, ax, ctx, "mean R per window (ms)",
+    return _finish_time_plot(fig, ax, rep, "mean R per window (ms)",
                              "Response time: the system's part and the testbed's", 2,
                              ylim=(0, float(top) * 1.2))
 
 
-def fig_cpu_cores(ctx: dict) -> str:
-    df: pd.DataFrame = ctx["data"]["cpu_cores"]
+def fig_cpu_cores(rep: RunReport) -> str:
+    df: pd.DataFrame = rep.data.cpu_cores
     fig, ax = plt.subplots(figsize=(10, 3.0))
-    roles = {r["core"]: ", ".join(r["components"]) for r in ctx["placement"].get("rows", [])}
+    roles = {r["core"]: ", ".join(r["components"]) for r in rep.placement.get("rows", [])}
     for core, g in sorted(df.groupby("core"), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
         lab = f"core {core}" + (f" ({_short(roles[str(core)])})" if str(core) in roles else "")
         ax.plot(g["t_s"], g["busy_pct"], lw=1.3, label=lab)
-    return _finish_time_plot(fig, ax, ctx, "busy (%)", "CPU per core (collectl)", 3, ylim=(0, 105))
+    return _finish_time_plot(fig, ax, rep, "busy (%)", "CPU per core (collectl)", 3, ylim=(0, 105))
 
 
 def _short(s: str, n: int = 40) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
-def fig_cpu_containers(ctx: dict) -> str:
+def fig_cpu_containers(rep: RunReport) -> str:
     """CPU use and run-queue wait per component (series/cpu_groups.csv: a group's devices summed
     by the analysis)."""
-    df: pd.DataFrame = ctx["data"]["cpu_containers"]
+    df: pd.DataFrame = rep.data.cpu_containers
     label = [f"{g}-* ({int(n)} devices, sum)" if pd.notna(n) else g
              for g, n in zip(df["group"].astype(str), df["devices"])]
     agg = pd.DataFrame({"series": label, "t_r": df["t_s"], "cpu_pct": df["cpu_pct"],
@@ -288,41 +290,41 @@ def fig_cpu_containers(ctx: dict) -> str:
     a1.set_title("CPU per container (cgroups)")
     a1.set_ylim(bottom=0)
     if not has_rq:
-        return _finish_time_plot(fig, a1, ctx, "CPU (% of one core)", "CPU per container (cgroups)", 4)
+        return _finish_time_plot(fig, a1, rep, "CPU (% of one core)", "CPU per container (cgroups)", 4)
     a2 = axes[1][0]
     for name in order:
         g = agg[agg.series == name]
         a2.plot(g["t_r"], g["runq_ms_per_s"], lw=1.2, color=colors[name])
-    _shade(a1, ctx, label=False)
-    _end_marker(a1, ctx)
+    _shade(a1, rep, label=False)
+    _end_marker(a1, rep)
     a1.legend(loc="upper left", ncol=4, fontsize=7.5)
-    return _finish_time_plot(fig, a2, ctx, "run-queue wait (ms/s)", "Waiting for a CPU (run queue)", 4)
+    return _finish_time_plot(fig, a2, rep, "run-queue wait (ms/s)", "Waiting for a CPU (run queue)", 4)
 
 
 # --------------------------------------------------------------------------- registry
 
 # id, data key, title, how-to-read caption, function
-def fig_notify_time(ctx: dict) -> str:
-    d = ctx["data"]["notify"]
-    over, pts = d["over"], d["points"]
+def fig_notify_time(rep: RunReport) -> str:
+    d = rep.data.notify
+    over, pts = d.over, d.points
     fig, ax = plt.subplots(figsize=(10, 3.2))
     if pts is not None and len(pts):
         ax.plot(pts["t_s"], pts["latency_ms"], ".", ms=2, color=GREY, alpha=0.5, label="each notification")
     ax.plot(over["t_s"] + 0.5, over["p50"], color=BLUE, lw=1.4, label="p50 per second")
     ax.plot(over["t_s"] + 0.5, over["p99"], color=RED, lw=1.2, label="p99 per second")
-    return _finish_time_plot(fig, ax, ctx, "latency (ms)", "Notification latency over time", 3)
+    return _finish_time_plot(fig, ax, rep, "latency (ms)", "Notification latency over time", 3)
 
 
-def fig_notify_cdf(ctx: dict) -> str:
-    cdf = ctx["data"]["notify"]["cdf"]
+def fig_notify_cdf(rep: RunReport) -> str:
+    cdf = rep.data.notify.cdf
     x, y = cdf["latency_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
     fig, ax = plt.subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6)
     return _cdf_finish(fig, ax, x, "one-way latency device → GE (ms)", "Notification latency CDF")
 
 
-def fig_blockwise_time(ctx: dict) -> str:
-    df = ctx["data"]["blockwise"]
+def fig_blockwise_time(rep: RunReport) -> str:
+    df = rep.data.blockwise
     df = df[df["blocks"] > 1]
     fig, ax = plt.subplots(figsize=(10, 3.2))
     for kind, color in (("block2", BLUE), ("block1", ORANGE)):
@@ -337,10 +339,10 @@ def fig_blockwise_time(ctx: dict) -> str:
     if len(df) and np.nanmax(df["time_ms"].to_numpy(float), initial=0) > 100 * max(
             np.nanmin(df["time_ms"].to_numpy(float), initial=1), 0.01):
         ax.set_yscale("symlog", linthresh=10)
-    return _finish_time_plot(fig, ax, ctx, "transfer time (ms)", "Block-wise transfer times", 3)
+    return _finish_time_plot(fig, ax, rep, "transfer time (ms)", "Block-wise transfer times", 3)
 
 
-FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
+FIGURES: list[tuple[str, str, str, str, Callable[[RunReport], str]]] = [
     ("fig-rit-cdf", "rit", "Expected vs submitted request inter-arrival times",
      "The two curves should lie on top of each other: a submitted curve shifted right or flattened at "
      "the low end means the GE sent late or bunched requests (compare with the paper's Figure 6).",
@@ -394,16 +396,16 @@ FIGURES: list[tuple[str, str, str, str, Callable[[dict], str]]] = [
 ]
 
 
-def make_figures(ctx: dict) -> list[dict[str, Any]]:
+def make_figures(rep: RunReport) -> list[dict[str, Any]]:
     """All figures, in report order: {id, title, caption, svg} or {id, title, missing: reason}."""
     out = []
     for fid, key, title, caption, fn in FIGURES:
         item = {"id": fid, "title": title, "caption": caption, "svg": None, "missing": None}
-        if key not in ctx["data"]:
-            item["missing"] = ctx["missing"].get(key, "no data")
+        if not rep.data.has(key):
+            item["missing"] = rep.data.missing.get(key, "no data")
         else:
             try:
-                item["svg"] = scope_ids(fn(ctx), fid)
+                item["svg"] = scope_ids(fn(rep), fid)
             except Exception as e:  # a broken input must not take the whole report down
                 close_all()
                 item["missing"] = f"the figure could not be drawn ({type(e).__name__}: {e})"

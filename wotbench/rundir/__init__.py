@@ -16,17 +16,17 @@ Models reject unknown keys: a writer and a reader cannot disagree silently.
 """
 from wotbench.rundir.device_files import DeviceSummary
 from wotbench.rundir.ge_files import GeClosedLoop, GeDtls, GeObserve, GeSummary, GeWarmupFile
-from wotbench.rundir.layout import CD_GE_DIR, RunDir
+from wotbench.rundir.layout import CD_GE_DIR, MergedRunDir, RunDir
 from wotbench.rundir.quantiles import Quantiles
 from wotbench.rundir.record import (BridgeRecord, CdRecord, DeviceRecord, EpisodeRecord, Failure, FleetRecord, GeRecord,
                      HostRecord, ImpairCounters, ImpairedDevice, NetworkRecord, Phases, PlanNote, RunRecord, SysctlChange, TestWindow,
                      Window)
-from wotbench.rundir.slo import SloBlock, SloObjectiveResult, SloOffender, SloWindow
+from wotbench.rundir.slo_block import SloBlock, SloObjectiveResult, SloOffender, SloWindow
 from wotbench.rundir.summary import (AnalysisParams, ContentionParams, GeIntegrityParams, MonitorBlock, RdParams,
                       Summary)
 
 __all__ = [
-    "CD_GE_DIR", "RunDir", "BridgeRecord", "CdRecord", "DeviceRecord", "EpisodeRecord", "Failure",
+    "CD_GE_DIR", "MergedRunDir", "RunDir", "BridgeRecord", "CdRecord", "DeviceRecord", "EpisodeRecord", "Failure",
     "FleetRecord", "GeRecord", "HostRecord", "ImpairCounters", "ImpairedDevice", "NetworkRecord", "Phases", "PlanNote", "RunRecord", "SysctlChange",
     "TestWindow", "Window", "AnalysisParams", "ContentionParams", "GeIntegrityParams", "MonitorBlock",
     "RdParams", "Summary", "SloBlock", "SloObjectiveResult", "SloOffender", "SloWindow",

@@ -1,5 +1,5 @@
 """``summary.json`` ``evidence``: what the kernel saw, per window, beside the CD node's R_d
-(docs/VALIDATION.md "Evidence"; computed by :mod:`wotbench.detector.evidence`).
+(docs/VALIDATION.md "Evidence"; computed by :mod:`cd_module.evidence`).
 
 Every test window (the CD rule's grid) gets one :class:`PlaceWindow` per place: ``core N`` (the
 devices pinned there), ``cd-node`` and each gateway emulator. A window is flagged when any rule
@@ -31,7 +31,7 @@ class _Measured(Record):
 # send_lag: pushing devices (devices[].push) sent their own requests late; cpu_wait, stretch,
 # wakeup, queueing: the measure that showed the host's added latency beyond the tolerance
 # (hostshare); loop_lag: a wot-fleet engine's loop read or ended its devices' requests late
-# (detector/loop_lag.py)
+# (cd_module/loop_lag.py)
 FlagRule = Literal["cpu_wait", "stretch", "wakeup", "queueing", "other_run", "cd", "send_lag",
                    "loop_lag"]
 # how much of the response time the host added (docs/DETECTOR.md "Grades")
@@ -125,7 +125,7 @@ class PlaceWindow(_Measured):
     timer_late_p99_ms: F = None              # ... end - due of its sleep service
     foreign_share: F = None                  # other processes on this core
     steal_share: F = None
-    # the host's share (detector/hostshare.py): what it added per request beyond the run's own
+    # the host's share (cd_module/hostshare.py): what it added per request beyond the run's own
     # level, in ms, with its confidence bounds, and as a share of the mean response time
     r_ms: F = None                           # mean measured R of the place's answered requests
     own_ms: F = None                         # the run's own level of the measure, per request

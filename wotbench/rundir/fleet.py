@@ -13,7 +13,7 @@ of the contention grid:
   the emulated device's queueing (the system's, as a thread pool's queue is in a wot-device).
 
 The first three are the testbed's distortion; the evidence rule ``loop_lag``
-(``wotbench.detector.evidence``) flags a window where a loop's requests were later than
+(``cd_module.evidence``) flags a window where a loop's requests were later than
 ``evidence.params.loop_lag_ms`` (read lag or timer lateness) more often than the GE rule allows.
 """
 from __future__ import annotations

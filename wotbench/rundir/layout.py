@@ -88,6 +88,10 @@ class RunDir:
         """Output directory of a GE: ge/<id>/ for main GEs, cd-ge/ for the CD's GE."""
         return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.path / "ge" / ge_id
 
+    def ge_summary(self, ge_id: str) -> Path:
+        """The GE's own summary.json (docs/CONTRACTS.md §2): it wrote its results."""
+        return self.ge_dir(ge_id) / "summary.json"
+
     def ge_progress(self, ge_id: str) -> Path:
         """The GE's live counters (``progress.bin``, docs/CONTRACTS.md §2)."""
         return self.ge_dir(ge_id) / "progress.bin"
@@ -332,3 +336,50 @@ def _read_object(path: Path) -> dict:
 
 def _write_atomic(path: Path, data: dict) -> Path:
     return atomic.write_json(path, data, allow_nan=False)
+
+
+class MergedRunDir:
+    """The layout of a run across hosts' merged directory (docs/CLUSTER.md): the split, the
+    merged requests and figures, the reports, and each cell's own run directory under
+    ``cells/<node>/`` (a :class:`RunDir`)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"MergedRunDir({str(self.path)!r})"
+
+    @property
+    def split_json(self) -> Path:
+        return self.path / "split.json"        # the coordinator's Split, before T0
+
+    @property
+    def cluster_json(self) -> Path:
+        return self.path / "cluster.json"      # MergedRun: per-cell figures, verdicts, clocks
+
+    @property
+    def requests_csv(self) -> Path:
+        return self.path / "requests.csv"      # every request of every finished cell
+
+    @property
+    def summary_json(self) -> Path:
+        return self.path / "summary.json"      # the merged Summary (sweeps, capacity)
+
+    @property
+    def report_md(self) -> Path:
+        return self.path / "report.md"
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def cells_dir(self) -> Path:
+        return self.path / "cells"
+
+    def cell_dir(self, node: str) -> Path:
+        return self.cells_dir / node
+
+    def is_merged(self) -> bool:
+        """A run across hosts (its cluster.json exists), not a single-host run directory."""
+        return self.cluster_json.is_file()

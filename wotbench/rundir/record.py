@@ -37,7 +37,7 @@ class TestWindow(Record):
 
 
 class CdRecord(Record):
-    """The contention detector's sizing (``wotbench.detector.node``)."""
+    """The contention detector's sizing (``cd_module.node``)."""
     device: str = "cd-node"
     service_time_us: int
     mode: str

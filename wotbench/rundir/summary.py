@@ -21,12 +21,12 @@ from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.notify import NotifyBlock
 from wotbench.rundir.phases import PhasesBlock
 from wotbench.rundir.sut_faults import FaultFigures
-from wotbench.rundir.http import HttpBlock
+from wotbench.rundir.http_block import HttpBlock
 from wotbench.rundir.fleet import FleetBlock
-from wotbench.rundir.load import LoadBlock
+from wotbench.rundir.load_block import LoadBlock
 from wotbench.rundir.quantiles import quantiles
 from wotbench.rundir.record import Failure, PushVerify
-from wotbench.rundir.slo import SloBlock
+from wotbench.rundir.slo_block import SloBlock
 from wotbench.rundir.sut import SutResourcesBlock
 
 F = Optional[float]
@@ -541,7 +541,7 @@ class PushOp(Record):
 
 
 class PushBlock(Record):
-    """Requests the devices sent themselves (wotbench/analysis/push.py): per operation, and
+    """Requests the devices sent themselves (wotbench/analysis/push_figures.py): per operation, and
     the devices' send lag (sent − due) of the test phase, which is the testbed's like a GE's."""
     devices: int
     by_op: dict[str, PushOp] = Field(default_factory=dict)
@@ -564,18 +564,18 @@ class Summary(Record):
     monitor: Optional[MonitorBlock] = None
     loss: Optional[LossBlock] = None
     decomposition: Optional[SplitBlock] = None   # absent in summaries written before it existed
-    slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo.py)
+    slo: Optional[SloBlock] = None        # the config's service-level objectives (rundir/slo_block.py)
     observe: Optional[ObserveBlock] = None
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
-    http: Optional[HttpBlock] = None      # protocol: http runs (rundir/http.py, issue 22)
+    http: Optional[HttpBlock] = None      # protocol: http runs (rundir/http_block.py, issue 22)
     notify: Optional[NotifyBlock] = None  # notify: the notification sink (rundir/notify.py, issue 35)
     phases: Optional[PhasesBlock] = None  # gateways.http.setup / verify (rundir/phases.py, issue 35)
     sut_faults: Optional[list[FaultFigures]] = None   # sut_faults: (rundir/sut_faults.py, issue 35)
     push: Optional[PushBlock] = None      # devices[].push (issue 23)
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
-    load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load.py)
+    load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load_block.py)
     fleet: Optional[FleetBlock] = None   # the wot-fleet engines' own lag (rundir/fleet.py, issue 29)
 
     @property

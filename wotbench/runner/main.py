@@ -1,13 +1,21 @@
-"""``wotbench run``: one emulation run from config to verdict (paper §4.2 test harness).
+"""``wotbench run`` on one host, and each cell of a run across hosts: one emulation run from the
+config to its run directory (paper §4.2 test harness); the analysis and report come after
+(:mod:`wotbench.run_command`).
 
-Phases (``Runner.execute``): the pre-flight (``wotbench.preflight``, what ``wotbench check``
-runs: every refusal before anything exists -- backend, impairments, host checks, stale binaries
-built, plan, capacity, third-party programs), then the inputs (``inputs.py``: run directory
-with the resolved config, plan.json and trace/; run.json ``in_progress``) -> deploy (backend
-images, network, devices + CD node, readiness by CoAP ping, netem/pumba impairments) -> run
-the test (monitor, hogs, GEs with absolute start times
-from ``timeline.py``, the poll loop of ``watch.py``) -> stop (impairments removed, GEs and
-devices SIGTERMed so they write their logs) -> cleanup -> run.json -> analysis + report.
+The stages (``Runner.execute``), each ending in a typed value (:mod:`wotbench.runner.stages`):
+
+1. ``prepare() -> Inputs``: the pre-flight (:mod:`wotbench.preflight`, what ``wotbench check``
+   runs: every refusal before anything exists -- backend, impairments, host checks, stale
+   binaries built, plan, capacity, third-party programs), then the run directory with the
+   resolved config, plan.json, trace/, push schedules and the DTLS key (``inputs.py``);
+   run.json ``in_progress``.
+2. ``deploy() -> Components``: what runs, built from the inputs (``build.py``); the backend's
+   images and network, devices, wot-fleet engines and the CD node started, readiness (CoAP
+   ping, HTTP, third-party programs), the pushing devices' setup, netem/pumba impairments.
+3. ``run_test()``: monitor, hogs, GEs with absolute start times from ``timeline.py`` (T0 from
+   the cell's coordinator when a :class:`CellSeat` was given), the poll loop of ``watch.py``;
+   then the impairments removed, the GEs and devices SIGTERMed so they write their logs.
+4. ``cleanup()`` and run.json, on every path; ``outcome() -> RunOutcome``.
 
 The runner talks to its backend (Docker containers or local processes) only through the
 declared interface of ``backend.py``.
@@ -17,9 +25,6 @@ an :class:`Interrupted` exception; the ``finally`` block ignores further signals
 removes the network impairments, stops the GEs and devices (so their partial logs are
 written), removes every container and network labelled with this run id, and writes run.json.
 A SIGKILLed harness cannot clean up: ``wotbench clean`` removes what it left.
-
-Exit codes: 0 trustworthy, 3 flagged (verdict, or a component failed), 2 bad input,
-1 environment failure, 130/143 interrupted.
 """
 from __future__ import annotations
 
@@ -28,36 +33,35 @@ import platform
 import signal
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
+from cd_module import node as cd_node
+from wotbench.config import http as http_spec
+from wotbench.config.schema import Config
+from wotbench.deploy.resolve import resolve
 from wotbench.errors import EnvironmentProblem, WotbenchError
+from wotbench.monitor.recorder import Monitor
 from wotbench.preflight import preflight
-from wotbench.deploy import fleet_capacity
-from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
-from wotbench.rundir import HostRecord, Phases, PlanNote, RunDir, RunRecord, TestWindow, Window
-from wotbench.rundir import disk
-from wotbench.runner import dtlskey, hostlimits, inputs
-from wotbench.config import loadloop
-from wotbench.detector import node as cd_module
-from wotbench.runner.backend import BackendKind, RunBackend
-from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.rundir import (ContentionParams, HostRecord, Phases, PlanNote, RunDir, RunRecord,
+                             TestWindow, Window, disk, ge_journal)
+from wotbench.runner import dtlskey, hostlimits, inputs, journal, push_run, push_verify
 from wotbench.runner import fleets as fleet_runs
+from wotbench.runner import notify_sink, readiness, thirdparty
+from wotbench.runner.backend import RunBackend
+from wotbench.runner.build import build_components, share_ids
+from wotbench.runner.components import DeviceRun, GeRun
 from wotbench.runner.fleets import FleetRun
 from wotbench.runner.hogs import Hogs
-from wotbench.runner.impair import Impairments
-from wotbench.runner import journal
 from wotbench.runner.lease import STOP_MARGIN_S, Lease
-from wotbench.rundir import ge_journal
-from wotbench.monitor.recorder import Monitor
-from wotbench.rundir import ContentionParams
-from wotbench.config import http as http_spec
-from wotbench.runner import (http_phases, notify_sink, push, push_verify, readiness, serverconf,
-                             sut_faults, thirdparty)
+from wotbench.runner import http_phases, sut_faults
+from wotbench.runner.stages import CellSeat, Components, Inputs, RunOutcome
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
+
+__all__ = ["CellSeat", "Runner", "RunOutcome", "log"]
 
 STOP_GRACE_S = 15.0       # devices: SIGTERM -> exit (they write their logs)
 HARNESS_NICE = 10
@@ -102,54 +106,53 @@ def log(msg: str) -> None:
 
 
 class Runner:
-    def __init__(self, config_path, out_root="reports", backend=None):
+    """One run, stage by stage (module docstring): each stage's typed value is kept (``inputs``,
+    ``parts``) because the cleanup, which runs on every path, releases what the stages made;
+    the runtime's resources (backend, lease, monitor, hogs) are attributes for the same reason."""
+
+    def __init__(self, config_path, out_root="reports", backend=None,
+                 cell: Optional[CellSeat] = None, cfg: Optional[Config] = None):
+        """``cfg``: ``config_path`` already read (the dispatcher's or the cell's), else the
+        pre-flight reads it; ``cell``: this run is one cell of a run across hosts."""
         self.config_path = Path(config_path)
+        self.loaded = cfg
         self.out_root = Path(out_root)
         self.requested_backend = backend
-        self.kind: BackendKind | None = None
-        self.connection = None              # kind.connect(): one runtime client per run
-        self.rd: RunDir | None = None
-        self.run_id: str | None = None
+        self.cell = cell                    # None: a single-host run (every device, own T0)
+        self.inputs: Optional[Inputs] = None      # stage 1 (once the run directory exists)
+        self.parts: Optional[Components] = None   # stage 2: what runs
+        # the runtime's resources, released by cleanup()
         self.backend: RunBackend | None = None
         self.monitor: Monitor | None = None
-        self.cfg = self.resolved = self.plan = None
-        self.binaries: dict[str, Path] = {}
-        self.trace_summary = None
-        self.devices: list[DeviceRun] = []
-        self.fleets: list[FleetRun] = []    # wot-fleet engines (their devices are not in devices)
-        self.ges: list[GeRun] = []          # main GEs
-        self.cd_ge: GeRun | None = None
-        self.proxy: DeviceRun | None = None   # gateways.proxy (role external: not started)
-        self.cd: cd_module.CdSettings | None = None
+        self.hogs: Hogs | None = None
+        self.lease: Lease | None = None      # components stop themselves when it lapses
+        self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
+        self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
+        self.started = False
+        # what happened (run.json)
         self.failures: list[dict] = []
         self.warnings: list[str] = []
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
         self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
         self.faults: Optional[sut_faults.FaultRunner] = None   # sut_faults: (issue 35)
+        self.contention: list = []           # the hog episodes launched
         self.ge_exit: dict[str, int | None] = {}
+        self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
+        self.push_verify: list = []          # devices[].push phase verify: what it found
+        self.phases = Phases()
         self.interrupted: int | None = None
         self.error: BaseException | None = None
         self.aborted = False                # the test could not complete (GE failure)
         self.exit_hint: int | None = None   # 2 when a GE rejected its input
-        self.started = False
-        self.hogs: Hogs | None = None
-        self.contention: list = []
-        self.impair: Impairments | None = None
-        self.dtls: dtlskey.DtlsCreds | None = None   # dtls.enabled: the key file and identity
-        self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
-        self.lease: Lease | None = None      # components stop themselves when it lapses
-        self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
-        self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
-        self.phases = Phases()
-        self.pushing: set[str] = set()       # devices[].push: the process devices that send
-        self.fleet_push: dict[str, list] = {}  # ... and the engines' devices: their rows by name
-        self.push_verify: list = []          # devices[].push phase verify: what it found
-        # a cell of a run across hosts (wotbench.cluster.cell): only these devices run here,
-        # and T0 comes from the coordinator (given the lead this cell needs; on CLOCK_MONOTONIC)
-        self.share: Optional[frozenset[str]] = None
-        self.cell: Optional[str] = None     # its node: in the run id (unique across the nodes)
-        self.t0_source: Optional[Callable[[float], int]] = None
+
+    @property
+    def share(self) -> Optional[frozenset[str]]:
+        return self.cell.devices if self.cell else None
+
+    @property
+    def rd(self) -> Optional[RunDir]:
+        return self.inputs.rd if self.inputs else None
 
     @property
     def run_dir(self) -> Path | None:
@@ -184,8 +187,8 @@ class Runner:
         affinity = os.sched_getaffinity(0)
         try:
             try:
-                self.prepare()
-                self.deploy()
+                self.prepare()     # -> self.inputs
+                self.deploy()      # -> self.parts
                 self.run_test()
                 self.remove_impairments()
                 self.stop_components()
@@ -210,193 +213,74 @@ class Runner:
         return self.outcome()
 
     # -------------------------------------------------------------- 1-3: inputs
-    def prepare(self) -> None:
+    def prepare(self) -> Inputs:
         # every refusal before anything exists: the same function `wotbench check` runs
         pf = preflight(self.config_path, self.requested_backend, log=log, build=True,
-                       share=self.share)
-        self.kind, self.connection, self.impair = pf.kind, pf.connection, pf.impair
-        if self.impair.backend is not None:
-            log(f"network impairments on {len(self.impair.plan.devices)} device(s): "
-                f"{self.impair.name} backend ({self.impair.reasons[-1]})")
-        self.binaries = pf.binaries
+                       share=self.share, loaded=self.loaded)
+        if pf.impair.backend is not None:
+            log(f"network impairments on {len(pf.impair.plan.devices)} device(s): "
+                f"{pf.impair.name} backend ({pf.impair.reasons[-1]})")
         self.warnings += pf.warnings
-        self.cfg = cfg = pf.cfg
-        self.plan = pf.plan
-        self.resolved = pf.resolved or resolve(cfg, self.plan)
-        self.cd = cd_module.settings(self.resolved)
+        resolved = pf.resolved or resolve(pf.cfg, pf.plan)
         self.tuning.apply(pf.tuning)
 
-        self.rd = inputs.make_run_dir(self.out_root, cfg.name + (f"-{self.cell}" if self.cell
-                                                                  else ""))
-        self.run_id = self.rd.path.name
-        log(f"run {self.run_id} ({self.kind.name} backend) -> {self.rd.path}")
-        self.impair.set_log_dir(self.rd.network_dir)
-        self.trace_summary, notes = inputs.write_inputs(self.rd, self.resolved, self.plan, log,
-                                                        only=self.share_ids(),
-                                                        recorded=pf.recorded)
+        rd = inputs.make_run_dir(self.out_root, pf.cfg.name + (f"-{self.cell.node}"
+                                                               if self.cell else ""))
+        self.inputs = inp = Inputs(kind=pf.kind, connection=pf.connection, impair=pf.impair,
+                                   binaries=pf.binaries, cfg=pf.cfg, resolved=resolved,
+                                   plan=pf.plan, cd=cd_node.settings(resolved), rd=rd,
+                                   share=self.share)
+        log(f"run {inp.run_id} ({inp.kind.name} backend) -> {rd.path}")
+        inp.impair.set_log_dir(rd.network_dir)
+        summary, notes = inputs.write_inputs(rd, resolved, inp.plan, log,
+                                             only=share_ids(resolved, self.share),
+                                             recorded=pf.recorded)
+        self.inputs = inp = replace(inp, trace_summary=summary)
         self.warnings += notes
         # devices[].push, rendered by the pre-flight: a process device's schedule goes to its
         # directory now, an engine's devices' into the engine's (fleet_runs.build)
-        in_engines = push.fleet_devices(cfg, pf.push_schedules)
-        self.fleet_push = {n: r for n, r in pf.push_schedules.items() if n in in_engines}
-        self.pushing = set(pf.push_schedules) - in_engines
+        in_engines = push_run.fleet_devices(inp.cfg, pf.push_schedules)
         if pf.push_schedules:
-            rows = push.write_schedules(self.rd, {n: r for n, r in pf.push_schedules.items()
-                                                  if n in self.pushing})
+            self.inputs = inp = replace(
+                inp, pushing=frozenset(set(pf.push_schedules) - in_engines),
+                fleet_push={n: r for n, r in pf.push_schedules.items() if n in in_engines})
+            rows = push_run.write_schedules(rd, {n: r for n, r in pf.push_schedules.items()
+                                                 if n in inp.pushing})
             log(f"{len(pf.push_schedules)} device(s) push ({len(in_engines)} in engines): "
-                f"{sum(rows.values()) + sum(map(len, self.fleet_push.values()))} request(s) "
+                f"{sum(rows.values()) + sum(map(len, inp.fleet_push.values()))} request(s) "
                 "rendered")
-        self.dtls = dtlskey.write(self.rd, self.resolved.dtls, self.kind.needs_docker)
-        self.rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
-        if self.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
-            os.sched_setaffinity(0, self.plan.os_cores)
+        self.inputs = inp = replace(inp, dtls=dtlskey.write(rd, resolved.dtls,
+                                                            inp.kind.needs_docker))
+        rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
+        if inp.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
+            os.sched_setaffinity(0, inp.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
         # host too small for a dedicated GE core, its once-a-second sampling otherwise delays the
         # GE's wake-ups by milliseconds. Process-backend emulators are put back to 0 at spawn.
         lower_priority(HARNESS_NICE)
+        return inp
 
     # -------------------------------------------------------------- 4-6: deploy
-    def _build_components(self) -> None:
-        rd, cfg, plan = self.rd, self.resolved, self.plan
-        groups = {g.group: g for g in cfg.devices}
-        keys = {g.group: f"devices[{i}].server" for i, g in enumerate(cfg.devices)}
-        reqs = fleet_capacity.requirements(cfg, plan)
-        in_fleet = {r.name for r in reqs}
-        mine = self.my_addresses()
-        self.fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
-                                       in_container=self.kind.needs_docker,
-                                       make_dir=inputs.writable_dir, push=self.fleet_push,
-                                       impair=lambda n: self.impair.device_args(n, "device")
-                                       if self.impair is not None else [])
-        for a in mine:
-            if a.container in in_fleet:
-                continue    # hosted by its engine (self.fleets)
-            g = groups[a.group]
-            self.devices.append(DeviceRun(
-                name=a.name, id=a.id, group=a.group,
-                role="external" if g.external is not None else "device", address=a.ip,
-                port=a.port, cpuset=plan.devices[a.name],
-                resources=None if g.third_party else rd.resource_file(a.name),
-                log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=g.threads, response=g.response,
-                cpu_quota=g.cpu_quota, memory_mb=g.memory_mb,
-                impair=[] if g.third_party else self.impair.device_args(a.name, "device"),
-                program=g.server, program_key=keys[a.group], dtls=self.dtls,
-                container=a.container,
-                push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
-                protocol=g.protocol, probe_path=http_spec.probe_path(g)))
-        self._build_proxy()
-        self._render_server_configs()
-        if self.cd.enabled:
-            a = cd_node_address(cfg)
-            self.devices.append(DeviceRun(
-                name=a.name, id=a.id, group=a.group, role="cd-node", address=a.ip, port=a.port,
-                cpuset=plan.cd_node_cpuset, resources=rd.resource_file(a.name),
-                log_dir=inputs.writable_dir(rd.device_dir(a.name)),
-                stdout=rd.device_stdout(a.name), threads=1, memory_mb=32,
-                response=cfg.contention_detector.response))
-            self.cd_ge = GeRun(name=cd_module.CD_GE, role="cd-ge", cpu=plan.cd_ge_core,
-                               trace=rd.cd_trace,
-                               out_dir=inputs.writable_dir(rd.ge_dir(cd_module.CD_GE)),
-                               stdout=rd.ge_stdout(cd_module.CD_GE), wait="hybrid",
-                               msg_type="con", timeout_ms=cfg.gateways.timeout_ms)
-        n = cfg.gateways.count
-        via = []
-        if self.proxy is not None and cfg.gateways.proxy.http:   # the proxy is in the URIs
-            via = ["--http-connections", str(cfg.gateways.proxy.http_connections)]
-        elif self.proxy is not None:
-            via = ["--proxy", self.proxy.endpoint, "--proxy-mode",
-                   cfg.gateways.proxy.mode.removeprefix("proxy-")]
-        for k in range(n):
-            name = f"ge-{k}"
-            self.ges.append(GeRun(name=name, role="ge", cpu=plan.ge_cores[name],
-                                  trace=rd.ge_trace(k, n),
-                                  out_dir=inputs.writable_dir(rd.ge_dir(name)),
-                                  stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
-                                  msg_type=cfg.gateways.message_type,
-                                  timeout_ms=cfg.gateways.timeout_ms,
-                                  retransmit=cfg.gateways.retransmit,
-                                  extra=list(via) + self._ge_block_args() + loadloop.ge_args(cfg)
-                                  + http_spec.ge_args(cfg),
-                                  host_network=thirdparty.ge_needs_host_network(cfg),
-                                  dtls=self.dtls,
-                                  http_body_template=self._write_body_template(rd.ge_dir(name))))
-
-    def my_addresses(self):
-        """The devices this run deploys: all, or a cell's share (global names and ids kept)."""
-        every = device_addresses(self.resolved)
-        return every if self.share is None else [a for a in every if a.name in self.share]
-
-    def share_ids(self) -> Optional[set[int]]:
-        """Trace ids of a cell's share (None: every device), for its slice of the trace."""
-        return None if self.share is None else {a.id for a in self.my_addresses()}
-
     def choose_t0(self, lead: float) -> int:
-        """T0 on CLOCK_MONOTONIC: ``lead`` seconds from now, or what ``t0_source`` (a cell's
-        coordinator) gives; the clock exchange happens there, after the devices answer."""
-        if self.t0_source is not None:
-            return self.t0_source(lead)
+        """T0 on CLOCK_MONOTONIC: ``lead`` seconds from now, or what the cell's seat gives (its
+        coordinator's T0); the clock exchange happens there, after the devices answer."""
+        if self.cell is not None:
+            return self.cell.t0(self.run_dir, lead)
         return time.monotonic_ns() + int(lead * 1e9)
-
-    def _build_proxy(self) -> None:
-        """gateways.proxy: a component on its own core (plan), or an endpoint not started."""
-        rd, cfg = self.rd, self.resolved
-        a = proxy_address(cfg)
-        if a is None:
-            return
-        p = cfg.gateways.proxy
-        self.proxy = DeviceRun(
-            name=a.name, id=a.id, group=a.group, role="proxy" if p.started else "external",
-            address=a.ip, port=a.port, cpuset=self.plan.proxy_cpuset or "", resources=None,
-            log_dir=inputs.writable_dir(rd.device_dir(a.name)), stdout=rd.device_stdout(a.name),
-            memory_mb=64, program=p if p.started else None, program_key=thirdparty.PROXY_KEY)
-
-    def _render_server_configs(self) -> None:
-        """Third-party servers' config_template rendered per device (the pre-flight ran their
-        ``check``, nginx -t, once per config key: a template error is the same for all)."""
-        for d in self.devices + ([self.proxy] if self.proxy else []):
-            if d.program is None or d.program.config_template is None:
-                continue
-            serverconf.prepare(d, in_container=self.kind.needs_docker,
-                               scratch=inputs.writable_dir(d.log_dir / "scratch"))
 
     def _http_targets(self) -> list[tuple[int, str, int]]:
         """(device id, address, port) of every HTTP device: where setup/verify requests go."""
-        return [(d.id, d.address, d.port) for d in self.devices if d.protocol == "http"]
+        return [(d.id, d.address, d.port) for d in self.parts.devices if d.protocol == "http"]
 
-    def _write_body_template(self, ge_dir: Path) -> bool:
-        """gateways.http body template into the GE's directory (it reads it from there)."""
-        h = self.resolved.gateways.http
-        text = http_spec.body_template_text(h) if h is not None else None
-        if text is None or not http_spec.is_http(self.resolved):
-            return False
-        f = ge_dir / http_spec.BODY_TEMPLATE_FILE
-        f.write_text(text)
-        f.chmod(0o644)
-        return True
-
-    def _ge_block_args(self) -> list[str]:
-        """--block-size for the main GEs when bodies exceed one datagram (RFC 7959)."""
-        bs = self.resolved.ge_block_size()
-        return ["--block-size", str(bs)] if bs else []
-
-    @property
-    def all_ges(self) -> list[GeRun]:
-        return self.ges + ([self.cd_ge] if self.cd_ge else [])
-
-    @property
-    def started_devices(self) -> list[DeviceRun]:
-        """What the backend runs: devices (not external endpoints), the CD node, the proxy."""
-        return [d for d in self.devices + ([self.proxy] if self.proxy else []) if d.started]
-
-    def deploy(self) -> None:
-        self._build_components()
-        self.lease = Lease(self.rd.lease_dir, self.run_id)
+    def deploy(self) -> Components:
+        inp = self.inputs
+        self.parts = parts = build_components(inp)
+        self.lease = Lease(self.rd.lease_dir, inp.run_id)
         self.lease.start()
-        self.journal_dir = journal.make_dir(self.run_id, self.lease.path)
-        for g in self.all_ges if self.journal_dir else []:
+        self.journal_dir = journal.make_dir(inp.run_id, self.lease.path)
+        for g in parts.all_ges if self.journal_dir else []:
             g.journal = self.journal_dir / f"{g.name}.journal"
-        self.backend = self.kind.create(self.run_id, self.rd.path, log, self.connection)
+        self.backend = inp.kind.create(inp.run_id, self.rd.path, log, inp.connection)
         for rid in self.backend.remove_abandoned():
             self.warnings.append(f"removed what run {rid} left behind (its harness was gone)")
         journal.remove_abandoned(log)
@@ -408,77 +292,80 @@ class Runner:
                     + "); the verdict flags the windows in which it loads this run's cores")
             log(note)
             self.warnings.append(note)
-        self.backend.prepare(self.binaries)
-        self.backend.prepare_programs(thirdparty.programs(self.resolved))
-        self.hogs = Hogs(self.backend, self.run_id, self.rd, log)
-        self.backend.setup_network(self.resolved.network.subnet,
-                                   {d.container: d.address for d in self.started_devices}
-                                   | {f.name: f.address for f in self.fleets},
-                                   [g.name for g in self.all_ges])
+        self.backend.prepare(inp.binaries)
+        self.backend.prepare_programs(thirdparty.programs(inp.resolved))
+        self.hogs = Hogs(self.backend, inp.run_id, self.rd, log)
+        self.backend.setup_network(inp.resolved.network.subnet,
+                                   {d.container: d.address for d in parts.started_devices}
+                                   | {f.name: f.address for f in parts.fleets},
+                                   [g.name for g in parts.all_ges])
         t = time.monotonic()
         self.started = True
-        self.backend.start_devices(self.started_devices)
-        self.backend.start_fleets(self.fleets)
-        if self.impair.applies_at_start:  # app: the --impair flags are in effect already
-            self.impair.apply([], self._impair_duration_s())
+        self.backend.start_devices(parts.started_devices)
+        self.backend.start_fleets(parts.fleets)
+        if inp.impair.applies_at_start:  # app: the --impair flags are in effect already
+            inp.impair.apply([], self._impair_duration_s())
         self.phases.start_devices_s = round(time.monotonic() - t, 3)
-        log(f"{len(self.started_devices) + len(self.fleets)} component(s) started in "
+        log(f"{len(parts.started_devices) + len(parts.fleets)} component(s) started in "
             f"{self.phases.start_devices_s:.1f} s; "
-            + ("waiting for HTTP answers" if http_spec.is_http(self.resolved)
+            + ("waiting for HTTP answers" if http_spec.is_http(inp.resolved)
                else "waiting for CoAP pings"))
         took = readiness.wait_listening(
-            [(d.name, self.rd.device_ready(d.name)) for d in self.devices if d.emulated]
-            + [(f.name, self.rd.fleet_ready(f.name)) for f in self.fleets],
-            timeout_s=15 + 0.05 * len(self.devices) + readiness.fleet_bind_s(
-                sum(len(f.endpoints) for f in self.fleets)), dead=self._dead)
+            [(d.name, self.rd.device_ready(d.name)) for d in parts.devices if d.emulated]
+            + [(f.name, self.rd.fleet_ready(f.name)) for f in parts.fleets],
+            timeout_s=15 + 0.05 * len(parts.devices) + readiness.fleet_bind_s(
+                sum(len(f.endpoints) for f in parts.fleets)), dead=self._dead)
         took += self._third_party_ready()
         self.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
-        if self.pushing or self.push_fleets:   # the targets answer: the setup requests
-            for n in self.pushing:
+        if inp.pushing or parts.push_fleets:   # the targets answer: the setup requests
+            for n in inp.pushing:
                 self.rd.push_go(n).touch()
-            for f in self.push_fleets:
+            for f in parts.push_fleets:
                 self.rd.fleet_push_go(f.name).touch()
-            took = push.wait_setup(self.resolved, self.rd, push.first_targets(self.resolved),
-                                   push.setup_timeout_s(self.resolved), dead=self._dead,
-                                   fleets={f.name: f.names for f in self.push_fleets})
+            took = push_run.wait_setup(inp.resolved, self.rd,
+                                       push_run.first_targets(inp.resolved),
+                                       push_run.setup_timeout_s(inp.resolved), dead=self._dead,
+                                       fleets={f.name: f.names for f in parts.push_fleets})
             log(f"every pushing device finished its setup requests ({took:.2f} s)")
         self.apply_impairments()
+        return parts
 
     def _third_party_ready(self) -> float:
         """What WoTbench did not build answers a CoAP ping from this host (where the GE runs or
         reaches it; an HTTP->CoAP proxy: a TCP connection), and a proxy forwards; the seconds
         it took."""
-        others = [d for d in self.devices + ([self.proxy] if self.proxy else [])
+        inp, parts = self.inputs, self.parts
+        others = [d for d in parts.devices_and_proxy
                   if not d.emulated]
         if not others:
             return 0.0
         t = time.monotonic()
-        index = {g.group: i for i, g in enumerate(self.resolved.devices)}
+        index = {g.group: i for i, g in enumerate(inp.resolved.devices)}
 
         def key(d: DeviceRun) -> str:
-            if d is self.proxy:
+            if d is parts.proxy:
                 return thirdparty.PROXY_KEY + (".endpoint" if d.role == "external" else "")
             return f"devices[{index[d.group]}]." + ("external" if d.role == "external" else "server")
         keys = {d.name: key(d) for d in others}
         timeout = max([d.program.ready_timeout_s for d in others if d.program] + [5.0])
-        spec = self.resolved.gateways.proxy
-        http_proxy = self.proxy if spec is not None and spec.http else None
+        spec = inp.resolved.gateways.proxy
+        http_proxy = parts.proxy if spec is not None and spec.http else None
         pinged = [d for d in others if d is not http_proxy]
         if pinged:
             thirdparty.wait_answering(pinged, keys, timeout, dead=self._dead)
-        if self.proxy is not None:
-            first = next(d for d in self.devices)
-            g = next(g for g in self.resolved.devices if g.group == first.group)
+        if parts.proxy is not None:
+            first = next(d for d in parts.devices)
+            g = next(g for g in inp.resolved.devices if g.group == first.group)
             path = g.paths[0] if g.third_party else "r0"
             host = f"[{first.address}]" if ":" in first.address else first.address
             target = f"coap://{host}:{first.port}/{path}"
             if http_proxy is not None:
-                gone = (lambda: self._exited(self.proxy.name)) if self.proxy.started else None
-                code = thirdparty.check_http_proxy(self.proxy, spec.http_prefix, target, timeout,
+                gone = (lambda: self._exited(parts.proxy.name)) if parts.proxy.started else None
+                code = thirdparty.check_http_proxy(parts.proxy, spec.http_prefix, target, timeout,
                                                    gone)
             else:
-                code = thirdparty.check_proxy(self.proxy, spec.mode, target)
+                code = thirdparty.check_proxy(parts.proxy, spec.mode, target)
             log(f"the proxy forwards: {code} for {first.name}/{path}")
         return time.monotonic() - t
 
@@ -489,43 +376,47 @@ class Runner:
     def _dead(self) -> dict[str, str]:
         """Devices (and fleets) that exited (readiness fails at once instead of waiting for its
         timeout)."""
-        names = {d.name for d in self.devices} | {f.name for f in self.fleets}
+        parts = self.parts
+        names = {d.name for d in parts.devices} | {f.name for f in parts.fleets}
         return {n: f"exited with {c}" for n, c in self.backend.exited(names).items()}
 
     def _impair_duration_s(self) -> float:
-        cfg = self.resolved
-        cal = self.cd.calibration_s if self.cd_ge else 0.0
+        inp, parts = self.inputs, self.parts
+        cfg = inp.resolved
+        cal = inp.cd.calibration_s if parts.cd_ge else 0.0
         return Timeline(0, cal, cfg.duration_s, cfg.gateways.timeout_ms).impairment_s()
 
     def apply_impairments(self) -> None:
         """netem/pumba: into the running device containers' namespaces (never the CD node)."""
-        imp = self.impair
+        inp, parts = self.inputs, self.parts
+        imp = inp.impair
         if imp is None or imp.backend is None or imp.applied:
             return
-        names = [d.name for d in self.devices if d.role == "device" and imp.plan.get(d.name)]
+        names = [d.name for d in parts.devices if d.role == "device" and imp.plan.get(d.name)]
         log(f"applying network impairments ({imp.name} backend) to {len(names)} device(s)")
         imp.apply(self.backend.impairment_targets(names), self._impair_duration_s())
 
     def remove_impairments(self) -> None:
-        if self.impair is not None and self.impair.backend is not None \
-                and self.impair.removed is None:
-            self.impair.remove(log)
-            if self.impair.name != "app":
-                log(f"network impairments removed ({self.impair.name} backend)")
+        imp = self.inputs.impair if self.inputs else None
+        if imp is not None and imp.backend is not None and imp.removed is None:
+            imp.remove(log)
+            if imp.name != "app":
+                log(f"network impairments removed ({imp.name} backend)")
 
     # -------------------------------------------------------------- 7-9: test
     def run_test(self) -> None:
-        cfg = self.resolved
+        inp, parts = self.inputs, self.parts
+        cfg = inp.resolved
         # per-component CPU accounting always; collectl only with monitor.enabled
         self.monitor = Monitor(self.rd, cfg.monitor.interval_s,
-                               cpus=self.plan.os_cores or None,
-                               collectl=cfg.monitor.enabled, log=log, run_id=self.run_id,
-                               run_cores=set(self.plan.usable_cores),
+                               cpus=inp.plan.os_cores or None,
+                               collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
+                               run_cores=set(inp.plan.usable_cores),
                                lookup=self.backend.container_info)
         self.monitor.start()
-        for d in self.started_devices:
+        for d in parts.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)
-        for f in self.fleets:
+        for f in parts.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
         if cfg.gateways.http is not None and cfg.gateways.http.setup is not None:   # issue 35
@@ -538,16 +429,16 @@ class Runner:
                     "stops before T0")
         if cfg.notify is not None:   # issue 35: subscriptions hold before any update
             self.sink = notify_sink.start(
-                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in self.devices},
+                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in parts.devices},
                 cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
-        all_ges = self.all_ges
-        n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
+        all_ges = parts.all_ges
+        n_main = 1 if parts.proxy else sum(1 for d in parts.devices if d.role != "cd-node")
         # a GE pings the engine devices of its own share of the trace (device id mod count);
         # the budget's quadratic (ARP) term: one address per process device as before, one
         # per engine (none on loopback)
-        n_fleet = 0 if self.proxy else -(-sum(len(f.endpoints) for f in self.fleets)
-                                         // len(self.ges))
-        hosts = n_main + (len(self.fleets) if self.kind.container_namespaces and not self.proxy
+        n_fleet = 0 if parts.proxy else -(-sum(len(f.endpoints) for f in parts.fleets)
+                                         // len(parts.ges))
+        hosts = n_main + (len(parts.fleets) if inp.kind.container_namespaces and not parts.proxy
                           else 0)
         per_request = http_spec.is_http(cfg) and cfg.gateways.http is not None \
             and cfg.gateways.http.connection_per_request
@@ -558,24 +449,24 @@ class Runner:
                 g.warmup_ms = 0   # nothing to open before the start: the harness probed them
         warm_s = max(g.warmup_ms for g in all_ges) / 1000
         self.timeline = tl = Timeline(
-            self.choose_t0(lead_s(len(all_ges), self.kind.ge_start_lead_s,
-                                  self.trace_summary.requests) + warm_s),
-            self.cd.calibration_s if self.cd_ge else 0.0, cfg.duration_s,
+            self.choose_t0(lead_s(len(all_ges), inp.kind.ge_start_lead_s,
+                                  inp.trace_summary.requests) + warm_s),
+            inp.cd.calibration_s if parts.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
         self.monitor.align(*evidence_marks(tl))
         self.lease.set_deadline(tl.deadline_ns + int(STOP_MARGIN_S * 1e9))
-        if self.cd_ge:
-            self.cd_ge.start_at = tl.t0_ns
-        for g in self.ges:
+        if parts.cd_ge:
+            parts.cd_ge.start_at = tl.t0_ns
+        for g in parts.ges:
             g.start_at = tl.test_start_ns
-        push.write_start(self.rd, sorted(self.pushing), tl.test_start_ns,
-                         tuple(f.name for f in self.push_fleets))
+        push_run.write_start(self.rd, sorted(inp.pushing), tl.test_start_ns,
+                             tuple(f.name for f in parts.push_fleets))
         # the timeline and what runs: what the analysis of a killed run needs
         self.rd.write_run(self.record(in_progress=True))
-        self.contention = self.hogs.launch(self.resolved, self.plan, tl.test_start_ns)
+        self.contention = self.hogs.launch(inp.resolved, inp.plan, tl.test_start_ns)
         for g in all_ges:
             self.backend.create_ge(g)
-        for g in ([self.cd_ge] if self.cd_ge else []) + self.ges:
+        for g in ([parts.cd_ge] if parts.cd_ge else []) + parts.ges:
             self.backend.start_ge(g)
             self._watch(g.name, g.role)
         late = time.monotonic_ns() - tl.t0_ns
@@ -583,8 +474,8 @@ class Runner:
             self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
         warm = readiness.wait_warm(
             [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges if g.warmup_ms],
-            {f"{d.address}:{d.port}": d.name for d in self.devices + ([self.proxy] if self.proxy else [])}
-            | {e: n for f in self.fleets for e, n in f.endpoints.items()},
+            {f"{d.address}:{d.port}": d.name for d in parts.devices_and_proxy}
+            | {e: n for f in parts.fleets for e, n in f.endpoints.items()},
             tl.t0_ns, dead=self._dead,
             ge_gone=lambda name: self.backend.exit_code(name) is not None)
         if warm:
@@ -600,9 +491,9 @@ class Runner:
                                                  self.rd.path / "sut-faults.json", log)
             self.faults.start()
         killed = {f.device for f in faults if f.action == "kill"}
-        self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
-                                       {d.name for d in self.devices} - killed
-                                       | {f.name for f in self.fleets}, tl, self.fail,
+        self.ge_exit.update(watch_test(self.backend, self.rd, parts.ges, parts.cd_ge,
+                                       {d.name for d in parts.devices} - killed
+                                       | {f.name for f in parts.fleets}, tl, self.fail,
                                        self._ge_failed))
         if self.faults is not None:
             self.faults.finish()
@@ -634,31 +525,32 @@ class Runner:
         """Stop GEs that still run, then SIGTERM every device and wait for its logs. Components
         never created (deploy failed first) are skipped: pid() is None for such a GE, created()
         False for such a device."""
+        inp, parts = self.inputs, self.parts
         if self.backend is None:
             return
-        running = [g.name for g in self.all_ges
+        running = [g.name for g in parts.all_ges
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
         if self.sink is not None and self.sink.stop() not in (0, None):
             self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
-        h = self.resolved.gateways.http if self.resolved is not None else None
+        h = inp.resolved.gateways.http if inp is not None else None
         if h is not None and h.verify is not None and not (self.interrupted or self.error):
-            http_phases.run("verify", self.resolved, self._http_targets(),
+            http_phases.run("verify", inp.resolved, self._http_targets(),
                             self.rd.path / "phases" / "verify", log)   # judged by the analysis
-        names = [d.name for d in self.started_devices if self.backend.created(d.name)]
+        names = [d.name for d in parts.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
-        third_party = {d.name for d in self.started_devices if d.program is not None}
+        third_party = {d.name for d in parts.started_devices if d.program is not None}
         self._drain_push()
         self._verify_push()
         t = time.monotonic()
         # pushing devices first: their teardown requests need the servers they registered with
-        first = [n for n in alive if n in self.pushing]
+        first = [n for n in alive if n in inp.pushing]
         codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
-        self._stop_fleets(self.push_fleets)
-        codes.update(self.backend.stop([n for n in alive if n not in self.pushing], STOP_GRACE_S))
-        self._stop_fleets([f for f in self.fleets if f not in self.push_fleets])
+        self._stop_fleets(parts.push_fleets)
+        codes.update(self.backend.stop([n for n in alive if n not in inp.pushing], STOP_GRACE_S))
+        self._stop_fleets([f for f in parts.fleets if f not in parts.push_fleets])
         self.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
@@ -671,18 +563,13 @@ class Runner:
                 self.fail(n, f"exited with {code} after SIGTERM")
         self._salvage_ges()
         reported = {f["component"] for f in self.failures}
-        for d in self.started_devices:
+        for d in parts.started_devices:
             if not self.backend.created(d.name):
                 continue    # never created: nothing to stop, no output to save
             if d.name in reported or d.name in already or not d.emulated:
                 self.backend.save_output(d.name, self.rd.device_container_log(d.name))
             if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
-
-    @property
-    def push_fleets(self) -> list[FleetRun]:
-        """The engines hosting pushing devices (devices[].push)."""
-        return [f for f in self.fleets if f.push_timeout_ms is not None]
 
     def _stop_fleets(self, fleets: list[FleetRun]) -> None:
         """SIGTERM these engines and wait for their files (fleet logs of many devices take longer
@@ -713,10 +600,12 @@ class Runner:
     def _drain_push(self) -> None:
         """The pushing devices' last test requests get their timeout to be answered (the GEs
         may finish sooner): a SIGTERM earlier would end them as errors."""
+        inp, parts = self.inputs, self.parts
         tl = self.timeline
-        if not (self.pushing or self.push_fleets) or self.interrupted or self.error or tl is None:
+        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
+                or tl is None:
             return
-        end = tl.test_end_ns + self.resolved.gateways.timeout_ms * 1_000_000
+        end = tl.test_end_ns + inp.resolved.gateways.timeout_ms * 1_000_000
         wait_s = (end - time.monotonic_ns()) / 1e9
         if wait_s > 0:
             log(f"waiting {wait_s:.1f} s for the answers to the devices' last requests (timeout)")
@@ -725,12 +614,12 @@ class Runner:
     def _verify_push(self) -> None:
         """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
         devices deregister."""
-        if not (self.pushing or self.push_fleets) or self.interrupted or self.error \
-                or self.timeline is None \
-                or self.push_verify:
+        inp, parts = self.inputs, self.parts
+        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
+                or self.timeline is None or self.push_verify:
             return
         try:
-            self.push_verify = push_verify.verify(self.resolved)
+            self.push_verify = push_verify.verify(inp.resolved)
         except OSError as e:      # e.g. no socket for the client context: the run stays valid
             self.warnings.append(f"devices[].push verify: could not ask the targets: {e}")
             return
@@ -739,7 +628,7 @@ class Runner:
 
     def _salvage_ges(self) -> None:
         """A GE that died without writing its files: write them from its journal."""
-        for g in self.all_ges:
+        for g in self.parts.all_ges if self.parts else []:
             if not ge_journal.salvage_needed(g.out_dir, g.journal):
                 continue
             died = self.ge_died_ns.get(g.name, time.monotonic_ns())
@@ -801,31 +690,29 @@ class Runner:
     def record(self, in_progress: bool = False) -> RunRecord:
         """run.json: what was deployed and what happened, so far (every path writes it at the
         end; ``in_progress`` at the start)."""
-        rd, tl, err = self.rd, self.timeline, self.error
-        cd_on = bool(self.cd and self.cd_ge)
+        inp, rd, tl, err = self.inputs, self.rd, self.timeline, self.error
+        parts = self.parts or Components(devices=[], fleets=[], ges=[])   # before the deploy
+        cd_on = bool(inp.cd and parts.cd_ge)
         return RunRecord(
-            name=self.cfg.name if self.cfg else None, run_id=self.run_id,
-            backend=self.kind.name if self.kind else None, host=self.host_record(),
+            name=inp.cfg.name, run_id=inp.run_id, backend=inp.kind.name, host=self.host_record(),
             calibration=Window(start_mono_ns=tl.t0_ns, end_mono_ns=tl.test_start_ns)
             if tl and cd_on else None,
             test=TestWindow(start_mono_ns=tl.test_start_ns, duration_s=tl.duration_s)
             if tl else None,
             t0_mono_ns=tl.t0_ns if tl else None,
-            cd=self.cd.record(rd.rel(rd.resource_file(cd_module.CD_NODE))) if cd_on else None,
-            devices=[d.record(rd) for d in self.devices if d.role == "device"],
-            fleets=[f.record(rd) for f in self.fleets],
-            cd_node=next((d.record(rd) for d in self.devices if d.role == "cd-node"), None),
-            ges=[g.record(rd) for g in self.ges],
-            cd_ge=self.cd_ge.record(rd) if self.cd_ge else None,
-            proxy=self.proxy.record(rd) if self.proxy else None,
-            proxy_mode=self.resolved.gateways.proxy.mode if self.proxy else None,
+            cd=inp.cd.record(rd.rel(rd.resource_file(cd_node.CD_NODE))) if cd_on else None,
+            devices=[d.record(rd) for d in parts.devices if d.role == "device"],
+            fleets=[f.record(rd) for f in parts.fleets],
+            cd_node=next((d.record(rd) for d in parts.devices if d.role == "cd-node"), None),
+            ges=[g.record(rd) for g in parts.ges],
+            cd_ge=parts.cd_ge.record(rd) if parts.cd_ge else None,
+            proxy=parts.proxy.record(rd) if parts.proxy else None,
+            proxy_mode=inp.resolved.gateways.proxy.mode if parts.proxy else None,
             ge_exit_codes=self.ge_exit,
             networks=self.backend.network_record() if self.backend else [],
-            plan=PlanNote(faithful=self.plan.faithful, warnings=self.plan.warnings)
-            if self.plan else None,
+            plan=PlanNote(faithful=inp.plan.faithful, warnings=inp.plan.warnings),
             contention=self.contention,
-            network=self.impair.record(rd, fleet_runs.impair_counters(rd, self.fleets))
-            if self.impair is not None else None,
+            network=inp.impair.record(rd, fleet_runs.impair_counters(rd, parts.fleets)),
             host_tuning=self.tuning.record(), phases=self.phases,
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             push_verify=self.push_verify,
@@ -833,26 +720,10 @@ class Runner:
             error=str(err) if err else None, written_at_utc=iso_stamp(),
             in_progress=in_progress)
 
-    def outcome(self) -> "RunOutcome":
+    def outcome(self) -> RunOutcome:
         """How the run ended, for the ``run`` verb (:mod:`wotbench.run_command`)."""
         return RunOutcome(run_dir=self.run_dir, interrupted=self.interrupted, error=self.error,
                           aborted=self.aborted, exit_hint=self.exit_hint,
                           failures=len(self.failures),
-                          report=bool(self.resolved is not None and self.resolved.report.enabled))
+                          report=bool(self.inputs and self.inputs.resolved.report.enabled))
 
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a run ended, before any analysis: what the ``run`` verb needs to conclude."""
-    run_dir: Optional[Path]
-    interrupted: Optional[int]        # the signal that stopped it
-    error: Optional[BaseException]    # a WotbenchError (bad input, environment) or a bug
-    aborted: bool                     # the test did not complete (component failure)
-    exit_hint: Optional[int]
-    failures: int                     # component failures recorded in run.json
-    report: bool                      # the config asks for report.html
-
-
-def execute(config_path, out_root="reports", backend=None) -> RunOutcome:
-    """One run from config to run directory (no analysis): see :mod:`wotbench.run_command`."""
-    return Runner(config_path, out_root, backend).execute()

@@ -13,7 +13,7 @@ from typing import Optional
 
 from wotbench.config.schema import Config
 from wotbench.rundir.record import PushVerify
-from wotbench.runner.push import push_devices
+from wotbench.runner.push_run import push_devices
 from wotbench.workload.push_schedule import render_text
 
 MAX_MISSING = 20

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import typing
 from dataclasses import asdict, dataclass, field
@@ -23,21 +24,22 @@ from typing import Any, Callable, Iterable, Optional
 
 import yaml
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from wotbench.cluster.answer import host_fault, hosts_text
+from wotbench.distributed.answer import host_fault, hosts_text
 from wotbench.config.schema import Config
-from wotbench.config.load import config_from_dict, load_config
+from wotbench.config.load import ConfigFile, config_from_dict, read_config_file
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.rundir import RunDir, Summary, atomic
+from wotbench.run_result import RunResult
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
+from wotbench.schema_errors import problems as schema_problems
+from wotbench.sweep.header import READABLE, SCHEMA, SweepHeader
 from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
 from wotbench.sweep.repeats import ORDER, check_repeats, repeat_config, repeat_id, round_order
 
-SCHEMA = "wotbench-sweep/2"      # /2: points carry setting and repeat (``--repeats``)
-READABLE = ("wotbench-sweep/1", SCHEMA)   # a /1 sweep is a sweep with one repeat
-RunFn = Callable[..., int]    # run(config_path, out_root, backend) -> exit code
+RunFn = Callable[..., RunResult]    # run(config_path, out_root, backend) -> RunResult
 # The runner turns SIGINT/SIGTERM into a clean stop and returns 128 + the signal: the user
 # stopped the series, not just this point.
 INTERRUPTED_EXIT_CODES = (130, 143)
@@ -48,8 +50,9 @@ class SweepInterrupted(WotbenchError):
 
 
 def default_run_fn() -> RunFn:
-    """A point on ``backend: swarm`` is a merged run across hosts, any other a single-host run."""
-    from wotbench.runner.backends.swarm.entry import run_config
+    """The one dispatch (:mod:`wotbench.dispatch`): a point on ``backend: swarm`` is a merged
+    run across hosts, any other a single-host run."""
+    from wotbench.dispatch import run_config
     return run_config
 
 
@@ -75,7 +78,7 @@ class Point:
     setting: Optional[str] = None         # the grid point it repeats (its repeat 0's id)
     repeat: int = 0                       # 0 .. repeats - 1 (wotbench/sweep/repeats.py)
     # backend: swarm: the host (node) whose cell made the verdict untrustworthy, and why
-    # (wotbench.cluster.answer.HostFault as a dict); None on one host or when all were faithful
+    # (wotbench.distributed.answer.HostFault as a dict); None on one host or when all were faithful
     host: Optional[dict] = None
 
     def __post_init__(self) -> None:
@@ -162,7 +165,9 @@ def _point_name(base: str, pid: str) -> str:
 
 
 def _find_run_dir(root: Path) -> Optional[Path]:
-    """The newest run dir under ``root`` that has summary.json."""
+    """The newest run dir under ``root`` that has summary.json: only for a point whose run
+    ended without the sweep recording it (the sweep's process was killed); a run the sweep
+    saw end is recorded from its :class:`RunResult`."""
     if not root.is_dir():
         return None
     done = [RunDir(d) for d in root.iterdir() if d.is_dir() and RunDir(d).summary_json.is_file()]
@@ -174,23 +179,28 @@ class Sweep:
 
     def __init__(self, directory: Path, data: dict, base_raw: dict):
         self.dir = Path(directory)
-        self.data = data
-        self.base_raw = base_raw              # the base config as written (base.yaml)
+        data = dict(data)
         self.points = [Point(**p) for p in data.pop("points", [])]
+        try:
+            self.header = SweepHeader.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError([f"{self.dir / 'sweep.json'}: {p}"
+                               for p in schema_problems(e, SweepHeader)]) from None
+        self.base_raw = base_raw              # the base config as written (base.yaml)
 
     # ------------------------------------------------------------------ creation / loading
     @classmethod
-    def create(cls, base_config: str | Path, points: Iterable[dict[str, Any]], *,
+    def create(cls, base_config: str | Path | ConfigFile, points: Iterable[dict[str, Any]], *,
                out_root: str | Path = "reports", kind: str = "sweep", backend: Optional[str] = None,
                origins: Optional[list[dict[str, str]]] = None, extra: Optional[dict] = None,
                directory: Optional[Path] = None, repeats: int = 1) -> "Sweep":
         """Validate every point first (nothing is written when one is bad), then write the dir;
-        ``repeats``: runs per point, in interleaved rounds (:mod:`wotbench.sweep.repeats`)."""
+        ``repeats``: runs per point, in interleaved rounds (:mod:`wotbench.sweep.repeats`);
+        ``base_config``: a path, or the file its caller already read (read once per sweep)."""
         repeats = check_repeats(repeats)
-        base_config = Path(base_config)
-        load_config(base_config)                       # the base itself must be valid
-        base_text = base_config.read_text()   # read once: base.yaml is what every point derives from
-        base_raw = yaml.safe_load(base_text)
+        base = (base_config if isinstance(base_config, ConfigFile)
+                else read_config_file(base_config))   # the base itself must be valid
+        base_config, base_text, base_raw = base.path, base.text, base.raw
         name = str(base_raw.get("name", "sweep"))
         points = [dict(p) for p in points]
         directory = Path(directory) if directory else Path(out_root) / f"{kind}-{name}-{dir_stamp()}"
@@ -232,19 +242,19 @@ class Sweep:
 
     # ------------------------------------------------------------------ points
     def _new_id(self, index: int, total: int = 0) -> str:
-        width = max(2 if self.data.get("kind") == "sweep" else 3, len(str(max(total, 1) - 1)))
+        width = max(2 if self.header.kind == "sweep" else 3, len(str(max(total, 1) - 1)))
         return f"p{index:0{width}d}"
 
     def _derive(self, pid: str, overrides: dict, origin: Optional[dict[str, str]]) -> dict:
         """The point's config: the base, the sweep's fixed keys (``set``: ``--set``, and a
         capacity search's ``--slo``), then the point's own overrides."""
-        fixed = {format_key(parse_key(k)): v for k, v in (self.data.get("set") or {}).items()}
+        fixed = {format_key(parse_key(k)): v for k, v in self.header.set.items()}
         overrides = {format_key(parse_key(k)): v for k, v in overrides.items()}
         origins = {**{k: "--slo" if k == "slo" else f"--set {k}={v!r}" for k, v in fixed.items()},
                    **(origin or {k: f"point {pid} {k}={v!r}" for k, v in overrides.items()})}
         return derive_config(self.base_raw, {**fixed, **overrides},
-                             base_dir=Path(self.data["base_dir"]),
-                             name=_point_name(self.data["name"], pid), origins=origins,
+                             base_dir=Path(self.header.base_dir),
+                             name=_point_name(self.header.name, pid), origins=origins,
                              label=f"point {pid}")
 
     def _write_base(self, text: str) -> None:
@@ -261,7 +271,7 @@ class Sweep:
 
     @property
     def repeats(self) -> int:
-        return int(self.data.get("repeats") or 1)
+        return int(self.header.repeats or 1)
 
     def add_repeats(self, total: int) -> list[Point]:
         """Make it ``total`` runs per setting: the missing rounds, each in its order, with the
@@ -279,10 +289,10 @@ class Sweep:
                 cfg = yaml.safe_load((self.dir / base.config).read_text())
                 pid = repeat_id(sid, r)
                 p = self._add(pid, base.overrides,
-                              repeat_config(cfg, r, _point_name(self.data["name"], pid)), None)
+                              repeat_config(cfg, r, _point_name(self.header.name, pid)), None)
                 p.setting, p.repeat, p.origin = sid, r, base.origin
                 added.append(p)
-        self.data["repeats"] = total
+        self.header.repeats = total
         self.save()
         return added
 
@@ -303,10 +313,10 @@ class Sweep:
 
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> dict:
-        return {**self.data, "points": [asdict(p) for p in self.points]}
+        return {**self.header.to_json(), "points": [asdict(p) for p in self.points]}
 
     def save(self) -> None:
-        self.data["updated_utc"] = utc_now()
+        self.header.updated_utc = utc_now()
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic.write_json(self.dir / "sweep.json", self.to_json(), default=str)
 
@@ -324,12 +334,19 @@ class Sweep:
     # ------------------------------------------------------------------ running
     def refresh(self, p: Point) -> bool:
         """Mark ``p`` done when its run dir has summary.json (also after a crash); True if done."""
+        known = self.run_dir(p)
+        if known is not None and known.summary_json.is_file():
+            return self._record(p, known.path, self.summary(p))
         rd = _find_run_dir(self.dir / "runs" / p.id)
         if rd is None:
             return False
         p.run_dir = str(rd.relative_to(self.dir))
+        return self._record(p, rd, self.summary(p))
+
+    def _record(self, p: Point, rd: Path, summ: Optional[Summary]) -> bool:
+        """``p`` is done: its run directory, verdict and (swarm) the host at fault."""
+        p.run_dir = os.path.relpath(rd, self.dir)
         p.status = "done"
-        summ = self.summary(p)
         p.verdict = summ.verdict.status if summ else None
         p.reasons = list(summ.verdict.reasons) if summ else []
         fault = host_fault(rd)
@@ -352,9 +369,11 @@ class Sweep:
         out_root.mkdir(parents=True, exist_ok=True)
         p.status, p.started_utc, p.finished_utc, p.error = "running", utc_now(), None, None
         self.save()
+        result: Optional[RunResult] = None
         try:
-            p.exit_code = int(run_fn(str(self.dir / p.config), str(out_root),
-                                     backend or self.data.get("backend")))
+            result = run_fn(str(self.dir / p.config), str(out_root),
+                            backend or self.header.backend)
+            p.exit_code = result.exit_code
         except KeyboardInterrupt:
             p.status, p.error, p.finished_utc = "interrupted", "interrupted by the user", utc_now()
             self.save()
@@ -370,7 +389,10 @@ class Sweep:
         p.finished_utc = utc_now()
         if gate is not None:
             gate.after(p.load)
-        if not self.refresh(p) and p.status == "running":
+        done = (self._record(p, result.run_dir, result.summary)
+                if result is not None and result.run_dir is not None
+                and result.summary is not None else self.refresh(p))
+        if not done and p.status == "running":
             if p.exit_code in INTERRUPTED_EXIT_CODES:
                 p.status, p.error = "interrupted", f"the run was interrupted (exit {p.exit_code})"
                 self.save()
@@ -398,7 +420,7 @@ class Sweep:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("{task.fields[point]}"), console=console,
                       disable=not progress, transient=False) as bar:
-            task = bar.add_task(f"{self.data['kind']} {self.data['name']}", total=len(self.points),
+            task = bar.add_task(f"{self.header.kind} {self.header.name}", total=len(self.points),
                                 completed=len(self.points) - len(todo), point="")
             for p in todo:
                 bar.update(task, point=f"{p.id} {_describe(p.overrides)}")

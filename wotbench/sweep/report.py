@@ -17,7 +17,7 @@ from wotbench.rundir import Summary
 from wotbench.rundir import atomic
 from wotbench.rundir.sut import MIB
 from wotbench.sweep.aggregate import METRICS, Interval
-from wotbench.cluster.answer import hosts_text
+from wotbench.distributed.answer import hosts_text
 from wotbench.sweep.core import Point, Sweep
 from wotbench.sweep.repeats import ORDER
 
@@ -128,7 +128,7 @@ def _shown(res) -> list[tuple[str, str, str]]:
 
 def _varied(sweep: Sweep) -> list[str]:
     """The varied keys: --vary's in their order, then the matrix's and capacity's."""
-    keys = [v["key"] for v in sweep.data.get("vary") or []]
+    keys = [v["key"] for v in sweep.header.vary or []]
     return keys + sorted({k for p in sweep.points for k in p.overrides} - set(keys))
 
 
@@ -138,7 +138,7 @@ def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
     from wotbench.sweep import ci_figures, figures, results
     rows = collect(sweep)
     varied = _varied(sweep)
-    res = results.build(rows, varied, sweep.repeats, sweep.data.get("order") or ORDER)
+    res = results.build(rows, varied, sweep.repeats, sweep.header.order or ORDER)
     results.write(sweep.dir, res)
     page = jinja_env("wotbench.sweep").get_template("sweep.html.j2").render(
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),

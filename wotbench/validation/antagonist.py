@@ -34,7 +34,8 @@ from typing import Any, Callable, Optional, Union
 
 from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
-from wotbench.rundir import atomic
+from wotbench.run_result import RunResult
+from wotbench.rundir import RunDir, atomic
 
 KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
 CORE_WORDS = ("device", "ge", "all")
@@ -481,23 +482,24 @@ class SecondRun(Launcher):
         self.log.close()
 
     def _read_run(self) -> None:
-        runs = [d for d in self.out_root.iterdir() if (d / "run.json").is_file()] \
+        runs = [d for d in self.out_root.iterdir() if RunDir(d).run_json.is_file()] \
             if self.out_root.is_dir() else []
         if not runs:
             self.rec.notes.append(f"the second run wrote no run.json under {self.out_root}")
             return
         d = max(runs, key=lambda d: d.stat().st_mtime)
+        rd = RunDir(d)
         try:
-            run = json.loads((d / "run.json").read_text())
+            run = rd.read_run()
         except (OSError, ValueError) as e:
-            self.rec.notes.append(f"{d / 'run.json'}: unreadable ({e})")
+            self.rec.notes.append(f"{rd.run_json}: unreadable ({e})")
             return
-        self.rec.owner = run.get("run_id") or d.name
+        self.rec.owner = run.run_id or d.name
         self.rec.second_run.update({"run_dir": str(d), "run_id": self.rec.owner,
-                                    "t0_mono_ns": run.get("t0_mono_ns"),
-                                    "test": run.get("test"), "phases": run.get("phases"),
-                                    "interrupted": run.get("interrupted"),
-                                    "error": run.get("error")})
+                                    "t0_mono_ns": run.t0_mono_ns,
+                                    "test": run.test.model_dump(mode="json") if run.test else None,
+                                    "phases": run.phases.model_dump(mode="json"),
+                                    "interrupted": run.interrupted, "error": run.error})
         self._leftovers()
 
     def _leftovers(self) -> None:
@@ -557,7 +559,7 @@ class Watcher:
         while time.monotonic() < deadline:
             if self.out_root.is_dir():
                 new = [d for d in self.out_root.iterdir() if d.is_dir() and d not in self._before
-                       and (d / "plan.json").is_file()]
+                       and RunDir(d).plan_json.is_file()]
                 if new:
                     return max(new, key=lambda d: d.stat().st_mtime)
             if self.stop_event.wait(self.poll_s):
@@ -583,7 +585,7 @@ class Watcher:
             rd = self._wait_run_dir(deadline)
             self.run_dir = rd
             try:
-                plan = json.loads((rd / "plan.json").read_text())
+                plan = json.loads(RunDir(rd).plan_json.read_text())
             except (OSError, ValueError) as e:
                 raise NotStarted(f"{rd / 'plan.json'}: unreadable ({e})") from None
             ges = sorted(plan.get("ge_cores") or {})
@@ -646,19 +648,20 @@ class Watcher:
         return self.rec
 
 
-def with_antagonist(run_fn: Callable[..., int], spec: AntagonistSpec, *, manifest_dir: Path,
-                    second_root: Path, log: Callable[[str], None] = print,
-                    wait_test_s: float = 300.0, grace_s: float = 60.0) -> Callable[..., int]:
+def with_antagonist(run_fn: Callable[..., RunResult], spec: AntagonistSpec, *,
+                    manifest_dir: Path, second_root: Path, log: Callable[[str], None] = print,
+                    wait_test_s: float = 300.0,
+                    grace_s: float = 60.0) -> Callable[..., RunResult]:
     """The sweep's run function with the antagonist around each run (see the module)."""
-    def run(config_path: str, out_root: str, backend: Optional[str] = None) -> int:
+    def run(config_path: str, out_root: str, backend: Optional[str] = None) -> RunResult:
         w = Watcher(spec, Path(out_root), manifest_dir=manifest_dir, second_root=second_root,
                     log=log, wait_test_s=wait_test_s)
         ok = False
         try:
             w.start()
-            code = run_fn(config_path, out_root, backend)
+            result = run_fn(config_path, out_root, backend)
             ok = True
-            return code
+            return result
         finally:
             w.stop(grace_s if ok else 0.0)
     return run

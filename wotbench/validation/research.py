@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from wotbench.detector.verdict import assess
+from cd_module.verdict import assess
 from wotbench.errors import ConfigError
 from wotbench.rundir import ContentionParams, RunDir
 
@@ -33,10 +33,11 @@ def calibration_sweep(run_dir: Path, lengths: list[int], params=None) -> list[di
     for n in lengths:
         keep = pd.concat([cal.tail(n), cd[cd["phase"] != "calibration"]])
         block, series = assess(keep, dur, p)
-        out.append({"n_calibration": int(min(n, len(cal))), "status": block["status"],
-                    "flagged": [(w["start_s"], w["end_s"]) for w in block["flagged_windows"]],
-                    "threshold": (block["baseline"] or {}).get("threshold_shift"),
-                    "median": (block["baseline"] or {}).get("median_rd"),
+        base = block.baseline
+        out.append({"n_calibration": int(min(n, len(cal))), "status": block.status,
+                    "flagged": [(w.start_s, w.end_s) for w in block.flagged_windows],
+                    "threshold": base.threshold_shift if base else None,
+                    "median": base.median_rd if base else None,
                     "min_p": float(series["p_value"].min()) if len(series) else None})
     return out
 

@@ -1,4 +1,4 @@
-"""The study's scenarios (``configs/validation/scenarios.yaml``) as points of resumable sweeps:
+"""The study's scenarios (``cd-module/validation/scenarios.yaml``) as points of resumable sweeps:
 each scenario becomes one sweep dir under the study dir (``scenarios/<name>/``) whose points are
 its runs: ``repeats`` runs (default 3) with distinct seeds, for a ``vary`` series ``repeats`` runs
 per value. The sweep engine runs them in process, and a resumed study re-runs only the points
@@ -20,7 +20,7 @@ from wotbench.sweep.core import Sweep
 from wotbench.validation.antagonist import parse_antagonist
 
 EXPECTS = ("clean", "episodes", "agree", "scale")
-DEFAULT_MANIFEST = Path("configs/validation/scenarios.yaml")
+DEFAULT_MANIFEST = Path("cd-module/validation/scenarios.yaml")
 DEFAULT_REPEATS = 3
 MAX_REPEATS = 50
 # twin: the clean scenario of the same config whose runs (same seeds) are this one's ground

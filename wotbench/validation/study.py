@@ -1,5 +1,5 @@
 """The contention-detector validation study (``wotbench study``, ``make study``): run the
-scenarios of ``configs/validation/scenarios.yaml`` on the sweep engine, in this process, and
+scenarios of ``cd-module/validation/scenarios.yaml`` on the sweep engine, in this process, and
 tabulate whether the detector told the truth (rules: :mod:`.rules`).
 
 Study directory ``reports/study-<UTC>/``::

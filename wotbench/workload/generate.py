@@ -49,7 +49,7 @@ import pandas as pd
 from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
-from wotbench.detector.trace import write_cd_files
+from cd_module.trace import write_cd_files
 from wotbench.workload.formats import TRACE_HEADER, TRACE_METHODS, authority, write_resources
 from wotbench.workload.renewal import arrivals as _arrivals
 from wotbench.things.directory import affordance_rows as directory_affordances

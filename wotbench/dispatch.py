@@ -1,0 +1,29 @@
+"""The one door of every run: ``wotbench run``, each point of a sweep or capacity search and of
+the validation study call :func:`run_config`, which chooses how the config runs.
+
+- one host: :func:`wotbench.run_command.run` (the runner, then analysis and report);
+- across hosts (``backend: swarm`` or ``--backend swarm``): the coordinator of
+  :mod:`wotbench.distributed`, whose cells run the same runner on their nodes.
+
+Nothing below this module imports it: the runner does not know whether it is a cell.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from wotbench.config.backend_choice import clock_bound_ms, runs_on_swarm
+from wotbench.config.load import read_config_file
+from wotbench.run_result import RunResult
+
+
+def run_config(config_path, out_root="reports", backend: Optional[str] = None,
+               bound_ms: Optional[float] = None) -> RunResult:
+    """Run one config (see the module docstring): its exit code, run directory and summary.
+    The YAML is read here, once; the run goes on with the typed config."""
+    source = read_config_file(config_path)
+    cfg = source.config
+    if runs_on_swarm(cfg, backend):
+        from wotbench.distributed.coordinator import run as run_cells
+        return run_cells(config_path, out_root, clock_bound_ms(cfg, bound_ms), source=source)
+    from wotbench.run_command import run
+    return run(config_path, out_root, backend, cfg=cfg)

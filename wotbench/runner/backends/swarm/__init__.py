@@ -1,1 +1,0 @@
-"""backend: swarm: a run across the Swarm nodes labelled for WoTbench (docs/CLUSTER.md)."""
