@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, na  # noqa: E402
-from testkit.connected import (ConnFleet, ConnSpec, NchanServer, build,  # noqa: E402
-                               missing_prerequisite, run_rpcapp)
+from testkit.connected import (NCHAN_TEMPLATE, ConnFleet, ConnSpec, NchanServer,  # noqa: E402
+                               build, missing_prerequisite, run_rpcapp)
 
 SOURCES = tuple(f"127.0.{1 + k // 250}.{1 + k % 250}" for k in range(16))
 SHARDS = 16
@@ -86,6 +86,13 @@ def testbed_share(app_dir: Path, fleets: list[ConnFleet]) -> tuple[np.ndarray, n
     return np.asarray(rtt, float), np.asarray(mine, float)
 
 
+def replied_timeouts(app_dir: Path, fleets: list[ConnFleet]) -> int:
+    """RPCs the application timed out although their device sent the reply (the relay's)."""
+    sent = {r["id"] for f in fleets for r in f.log_rows() if r["outcome"] == "sent"}
+    with (app_dir / "rpc-log.csv").open() as fp:
+        return sum(1 for r in csv.DictReader(fp) if r["outcome"] == "timeout" and r["id"] in sent)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--devices", type=int, default=100000)
@@ -99,6 +106,8 @@ def main() -> int:
                     help="connections per engine (0: the hard RLIMIT_NOFILE minus a margin)")
     ap.add_argument("--nginx-workers", type=int, default=0, help="0: enough for the connections")
     ap.add_argument("--attach-rate", type=int, default=5000)
+    ap.add_argument("--nchan-buffer", type=int, default=0,
+                    help="nchan_message_buffer_length instead of the template's (0: keep)")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     if a.smoke:
@@ -122,7 +131,14 @@ def main() -> int:
           f"{per} connections, nginx+nchan {workers} worker(s) (each <= {hard} descriptors)")
     print(f"load average before: {loadavg()}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     fleets: list[ConnFleet] = []
-    srv = NchanServer(workers=workers, worker_connections=max(1024, hard - 1000))
+    template = NCHAN_TEMPLATE
+    if a.nchan_buffer:
+        template = tmp / NCHAN_TEMPLATE.name
+        template.write_text(NCHAN_TEMPLATE.read_text().replace(
+            "nchan_message_buffer_length 8;", f"nchan_message_buffer_length {a.nchan_buffer};"))
+        print(f"nchan_message_buffer_length {a.nchan_buffer}")
+    srv = NchanServer(workers=workers, worker_connections=max(1024, hard - 1000),
+                      template=template)
     try:
         srv.start()
         m0 = mem_available()
@@ -183,6 +199,8 @@ def main() -> int:
         print(f"RPCs: {app['apps']} applications, {app['rpcs']} sent, {app['rpc_per_s']:.0f}/s "
               f"measured; ok {app['ok']}, timeout {app['timeout']}, lost {app['lost']}, rejected "
               f"{app['rejected']}, published to no subscriber (202) {app['post_202']}")
+        print(f"  timeouts whose device sent the reply: {replied_timeouts(tmp / 'app', fleets)}; "
+              f"replies after their timeout: {app['late_replies']}, unmatched {app['unmatched']}")
         lat = app["latency_ns"] or {}
         if lat:
             print(f"  round trip (app send -> reply) p50 {lat['p50'] / 1e6:.2f} ms, p90 "

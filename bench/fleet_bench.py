@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from scale_bench import Sampler, _leftovers  # noqa: E402  (bench/ is the script's directory)
 from testkit import hostlock  # noqa: E402
-from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 from wotbench.labels import ROLE_LABEL  # noqa: E402
 from wotbench.monitor.recorder import container_cgroup_dirs  # noqa: E402
 
@@ -185,12 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         hostlock.hold()
     print(f"fleet bench: {CONFIG.name} {' '.join(a.set)} on {a.backend} ...", flush=True)
     r = measure(a)
-    la = lambda t: "/".join(f"{x:.1f}" for x in t)  # noqa: E731
-    print(f"\nfleet bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
-          f"{os.cpu_count()} cores, load {la(r['load_before'])} -> {la(r['load_after'])}, "
-          f"exit {r['rc']}, wall {r['wall_s']:.0f} s, run dir under {r['dir']}")
-    if r.get("error"):
-        print(f"  error: {r['error']}")
+    print("\n".join(run_lines("fleet bench", r)))
     print(f"  devices {_f(r.get('devices'))} in {_f(r.get('engines'))} engines; warm-up: "
           f"{_f(r.get('warm_answered'))} of {_f(r.get('warm_targets'))} targets answered")
     print(f"  ready {_f(r.get('ready_s'), '.1f')} s (start {_f(r.get('start_s'), '.1f')}, bound "

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from testkit import hostlock  # noqa: E402
-from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 
 CONFIG = REPO / "configs" / "fleet-rd.yaml"
 WINDOW_S = 5.0
@@ -79,13 +79,20 @@ def measure(args) -> dict:
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=3600)
     row = {"rc": proc.returncode, "wall_s": time.monotonic() - t0, "load_before": load0,
            "load_after": os.getloadavg(), "dir": str(out)}
+    if proc.returncode not in (0, 3, 4):
+        row["error"] = (proc.stdout + proc.stderr)[-800:]
+    return figures(out, row)
+
+
+def figures(out: Path, row: dict) -> dict:
+    """What the run under ``out`` measured, into ``row``."""
     runs = sorted(out.glob("*/run.json"))
     if not runs:
-        row["error"] = (proc.stdout + proc.stderr)[-1500:]
+        row.setdefault("error", "no run directory")
         return row
     rd = runs[0].parent
     run = json.loads(runs[0].read_text())
-    row["error"] = run.get("error") or (proc.stdout + proc.stderr)[-800:] if proc.returncode not in (0, 3, 4) else None
+    row["error"] = run.get("error") or row.get("error")
     fleets = run.get("fleets") or []
     row.update(devices=sum(f["devices"] for f in fleets), engines=len(fleets),
                duration_s=(run.get("test") or {}).get("duration_s"), failures=len(run.get("failures") or []))
@@ -135,25 +142,40 @@ def measure(args) -> dict:
         rdc = next((c for n, c in comps.items() if c["group"] == "rd"), None)
         row["rd_cpu_cores"] = rdc["test"]["cpu_cores"] if rdc else None
         row["rd_rss_mib"] = (rdc["test"]["rss_peak_bytes"] or 0) / 2**20 if rdc else None
+        store = next((c for n, c in comps.items() if c["group"] == "store"), None)
+        row["store_cpu_cores"] = store["test"]["cpu_cores"] if store else None
+        row["cores"] = {c["group"]: n for n, c in comps.items()}
+        plan = json.loads((rd / "plan.json").read_text()) if (rd / "plan.json").is_file() else {}
+        row["placement"] = {k: v for k, v in (plan.get("devices") or {}).items()
+                            if not k.startswith("meter-")} | {
+            f["name"]: f["cpuset"] for f in fleets}
         row["verdict"] = s["verdict"]["status"]
         row["testbed_loss"] = (s.get("loss") or {}).get("testbed")
     return row
 
 
 def who_gave_up(r: dict) -> str:
-    """The side that was the limit, from the figures (the rule printed with it)."""
+    """The side that was the limit, from the figures, by the rule printed with it: the share of
+    registrations the RD left unanswered (or answered after more than 1 s) against the share
+    of the devices' sends that left more than LATE_MS late; the larger by ten times gave up
+    first, else both are named."""
     reg = r.get("register") or {}
     oc = reg.get("outcomes") or {}
     not_ok = sum(v for k, v in oc.items() if k != "ok")
-    late = r.get("late_share")
-    if late is not None and late > 0.01:
-        return (f"the testbed: {late:.1%} of the devices' sends left more than {LATE_MS:g} ms "
-                "late (the engines or the host held them)")
-    if not_ok or (reg.get("r_p99_ms") or 0) > 1000:
-        return (f"the RD: the engines sent on time (send lag p99 {_f(r.get('lag_p99_us'))} µs, "
-                f"{_f(late, '.2%')} > {LATE_MS:g} ms) while {not_ok} registration(s) got no 2.01 "
-                f"and answered ones waited up to {_f(reg.get('r_max_ms'), '.0f')} ms")
-    return "none: every registration was answered, in time, and sent on time"
+    rd_share = not_ok / reg["rows"] if reg.get("rows") else 0.0
+    late = r.get("late_share") or 0.0
+    slow = (reg.get("r_p99_ms") or 0) > 1000
+    rd = (f"the RD: {not_ok} of {reg.get('rows')} registrations ({rd_share:.1%}) got no 2.01 "
+          f"within the timeout, answered ones waited up to {_f(reg.get('r_max_ms'), '.0f')} ms")
+    bed = (f"the testbed: {late:.2%} of the devices' sends left more than {LATE_MS:g} ms late "
+           f"(send lag p99 {_f(r.get('lag_p99_us'))} µs)")
+    if (rd_share or slow) and rd_share >= 10 * late:
+        return f"{rd}; {bed} (rule: unanswered share >= 10 x late share)"
+    if late > 0.01 and late >= 10 * rd_share:
+        return f"{bed}; {rd} (rule: late share >= 10 x unanswered share)"
+    if rd_share or slow or late > 0.01:
+        return f"both, neither ten times the other: {rd}; {bed}"
+    return "none: every registration was answered within 1 s and sent on time"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,7 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="passed to wotbench run, e.g. duration_s=30")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    ap.add_argument("--dir", type=Path, help="print the figures of a run this bench made "
+                    "before (its temporary --out-root), without running")
     a = ap.parse_args(argv)
+    if a.dir:
+        report(figures(a.dir, {"rc": "?", "wall_s": 0.0, "load_before": (0, 0, 0),
+                               "load_after": (0, 0, 0), "dir": str(a.dir)}))
+        return 0
     if a.smoke:     # the same path through wotbench run, at a size that takes seconds
         print(SMOKE_BANNER)
         a.set = ["devices[2].count=300", "duration_s=3", "contention_detector.calibration_s=1",
@@ -173,13 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     if not a.smoke:
         hostlock.hold()
     print(f"fleet-rd bench: {CONFIG.name} {' '.join(a.set)} ...", flush=True)
-    r = measure(a)
-    la = lambda t: "/".join(f"{x:.2f}" for x in t)  # noqa: E731
-    print(f"\nfleet-rd bench, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
-          f"{os.cpu_count()} cores, load {la(r['load_before'])} -> {la(r['load_after'])}, "
-          f"exit {r['rc']}, wall {r['wall_s']:.0f} s, run dir under {r['dir']}")
-    if r.get("error"):
-        print(f"  error: {r['error']}")
+    report(measure(a))
+    return 0
+
+
+def report(r: dict) -> None:
+    print("\n".join(run_lines("fleet-rd bench", r, 2)))
     print(f"  devices {_f(r.get('devices'))} in {_f(r.get('engines'))} engines, test "
           f"{_f(r.get('duration_s'))} s, verdict {_f(r.get('verdict'))}, failures "
           f"{_f(r.get('failures'))}, lost in the testbed {_f(r.get('testbed_loss'))}")
@@ -195,7 +222,10 @@ def main(argv: list[str] | None = None) -> int:
           f"best {_f(r.get('answered_per_s_max'), '.0f')}/s per {WINDOW_S:g} s window of the "
           f"test; {_f(r.get('answered_per_s_overall'), '.0f')}/s from the first due to the last "
           f"answer; RD CPU {_f(r.get('rd_cpu_cores'), '.2f')} cores, RSS peak "
-          f"{_f(r.get('rd_rss_mib'), '.0f')} MiB")
+          f"{_f(r.get('rd_rss_mib'), '.0f')} MiB; the store's CPU "
+          f"{_f(r.get('store_cpu_cores'), '.2f')} cores")
+    if r.get("placement"):
+        print(f"  cores: {r['placement']}")
     for w in r.get("windows") or []:
         print(f"    {w['start_s']:5.0f}-{w['start_s'] + WINDOW_S:.0f} s: due {w['due']:6d}, "
               f"answered {w['answered']:6d}, R p50 {_f(w['r_p50_ms'], '.1f')} ms, p99 "
@@ -206,7 +236,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{_f(r.get('engine_read_lag_p99_us'), '.0f')} µs (worst loop); engine CPU "
           f"{_f(r.get('engine_cpu_s'), '.1f')} s; send errors {_f(r.get('engine_send_errors'))}")
     print(f"  gave up first: {who_gave_up(r)}")
-    return 0
 
 
 if __name__ == "__main__":

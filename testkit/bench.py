@@ -96,6 +96,19 @@ class PeerFailed(RuntimeError):
         self.why = why
 
 
+def run_lines(title: str, r: dict, digits: int = 1) -> list[str]:
+    """The first lines of a bench that ran ``wotbench run`` once (fleet_bench, fleet_rd_bench):
+    when, the cores, the load average before -> after, the exit, the wall time, the error."""
+    la = "/".join(f"{x:.{digits}f}" for x in r["load_before"]) + " -> " + \
+        "/".join(f"{x:.{digits}f}" for x in r["load_after"])
+    out = [f"\n{title}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, "
+           f"{os.cpu_count()} cores, load {la}, exit {r['rc']}, wall {r['wall_s']:.0f} s, run "
+           f"dir under {r['dir']}"]
+    if r.get("error"):
+        out.append(f"  error: {r['error']}")
+    return out
+
+
 def na(why: object) -> str:
     """How a row that could not be measured is printed."""
     return f"n/a ({why})"

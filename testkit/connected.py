@@ -49,14 +49,15 @@ class NchanServer:
     runner's own edge-server code (wotbench.connected.edge: rendered, checked with nginx -t,
     started unprivileged, ready when the port accepts); `workers` nginx workers."""
 
-    def __init__(self, host: str = "127.0.0.1", workers: int = 1, worker_connections: int = 19000):
+    def __init__(self, host: str = "127.0.0.1", workers: int = 1, worker_connections: int = 19000,
+                 template: Path = NCHAN_TEMPLATE):
         self.dir = Path(tempfile.mkdtemp(prefix="wb-nchan-"))
         os.chmod(self.dir, 0o755)
         self.host, self.port = host, free_tcp_port(host)
         exe = nginx_path()
         base = ["-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
         spec = EdgeServer(command=[exe, *base], check=[exe, "-t", "-q", *base],
-                          config_template=str(NCHAN_TEMPLATE), port=self.port)
+                          config_template=str(template), port=self.port)
         self.edge = Edge(spec, self.dir, host, workers, worker_connections,
                          resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 

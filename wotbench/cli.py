@@ -97,15 +97,18 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    if not args.set and _connected(args.config):     # docs/CONNECTED.md: their own timeline
-        from wotbench.connected.run import run_connected
-        return run_connected(args.config, args.out_root)
     from wotbench.runner.backends.swarm.entry import run_config   # swarm: docs/CLUSTER.md
+
+    def run(path) -> int:
+        if _connected(str(path)):                    # docs/CONNECTED.md: their own timeline
+            from wotbench.connected.run import run_connected
+            return run_connected(str(path), args.out_root)
+        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
     if not args.set:
-        return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms)
+        return run(args.config)
     from wotbench.sweep.overridden import overridden_config
     with overridden_config(Path(args.config), args.set) as path:
-        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
+        return run(path)
 
 
 def _cmd_doctor(args) -> int:
@@ -149,8 +152,17 @@ def _gate(args):
                      wait=not getattr(args, "no_wait", False))
 
 
+def _refuse_connected(path: Optional[str], command: str) -> None:
+    if path and _connected(path):
+        raise ConfigError([f"devices[].protocol: connected device groups (websocket, chunked) "
+                           f"are not run by `wotbench {command}` yet: run each point with "
+                           "`wotbench run CONFIG --set KEY=VALUE`, or bench/connected_bench.py "
+                           "(docs/CONNECTED.md \"Not done\")"], path)
+
+
 def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
+    _refuse_connected(args.config, "sweep")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
@@ -160,6 +172,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_capacity(args) -> int:
+    _refuse_connected(args.config, "capacity")
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
     from wotbench.sweep.paths import parse_set

@@ -7,23 +7,18 @@ does not serve stops the run before T0 with the sink's message."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from e2e_support import REPO, Harness, run_dir_of
+from e2e_support import NEEDS_HTTP, REPO, Harness, run_dir_of
 from testkit.nchan import nchan_available
 
 pytestmark = [
     pytest.mark.skipif(not nchan_available(), reason="nginx's nchan module is not installed "
                        "(apt-get install libnginx-mod-nchan)"),
-    pytest.mark.skipif(bool(os.environ.get("WOTBENCH_E2E_STANDINS")) or not
-                       (REPO / "gateway-emulator" / "build" / "gateway-emulator").exists(),
-                       reason="needs the real gateway emulator (the stand-in speaks no HTTP)"),
-]
+]+NEEDS_HTTP
 NGINX = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
 
 

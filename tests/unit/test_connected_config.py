@@ -76,3 +76,16 @@ def test_connection_rows_are_the_engines_file():
     assert len(rows) == 3
     assert [reply_size_of({32: 1, 1024: 2}, k, 6) for k in range(6)] == [32, 32, 1024, 1024, 1024,
                                                                          1024]
+
+
+def test_sizes_written_back_as_strings_load_again():
+    """A sweep's or --set's rewritten config (YAML/JSON) carries mapping keys as strings."""
+    c = cfg({**WS, "connection": {"reply_bytes": {"32": 1, "1024": 1}}})
+    assert c.devices[0].connection.reply_bytes == {32: 1, 1024: 1}
+
+
+def test_sweep_and_capacity_refuse_connected_configs_naming_the_key(capsys):
+    from wotbench.cli import main
+    path = str(ROOT / "configs" / "attached-devices.yaml")
+    assert main(["sweep", path, "--vary", "devices[0].count=100,200"]) == 2
+    assert "connected device groups" in capsys.readouterr().err

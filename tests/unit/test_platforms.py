@@ -275,3 +275,75 @@ def test_notify_objectives_join_the_run_slo():
     merged = notify_slo.merge(None, res)
     assert merged.status == "missed" and "99th-percentile update→notification latency" in merged.text
     assert notify_slo.merge(None, []) is None
+
+
+# ---------------------------------------------------------------- (3) setup / verify
+def test_setup_and_verify_phases_are_checked_like_the_templates():
+    got = problems_of(web(paths=["x"]), gateways={"http": {
+        "setup": {"requests": 5, "method": "POST", "path": "e/{{sequence}}",
+                  "body_template": "{{seq}"},
+        "verify": {"path": "a b"}}})
+    assert any(p.startswith("gateways.http.setup.path:1:3: unknown placeholder 'sequence'")
+               for p in got), got
+    assert any(p.startswith("gateways.http.verify.path: 'a b', expected no spaces") for p in got)
+
+
+def test_phase_trace_spreads_each_device_at_the_rate():
+    from wotbench.config.http_phases import HttpPhase
+    from wotbench.runner.http_phases import _trace
+    t = _trace(HttpPhase(requests=3, rate=100, method="POST", path="/e/{{seq}}"),
+               [(0, "127.1.0.2", 8080), (1, "127.1.0.3", 8080)]).splitlines()
+    assert t[0] == "device_id,send_time_us,method,uri,payload_bytes"
+    assert t[1:3] == ["0,0,POST,http://127.1.0.2:8080/e/{{seq}},0",
+                      "1,0,POST,http://127.1.0.3:8080/e/{{seq}},0"]
+    assert t[-1] == "1,20000,POST,http://127.1.0.3:8080/e/{{seq}},0" and len(t) == 7
+
+
+# ---------------------------------------------------------------- (6) faults in the SUT
+@pytest.mark.parametrize("faults,message", [
+    ([{"device": "web-7", "at_s": 1, "action": "kill"}],
+     "sut_faults[0].device: 'web-7', expected a started server of this run (web-0, web-1)"),
+    ([{"device": "web-0", "at_s": 1, "action": "pause"}], "action pause needs for_s"),
+    ([{"device": "web-0", "at_s": 1.5, "action": "pause", "for_s": 0.5}],
+     "sut_faults[0].at_s: 1.5 + for_s 0.5 is not before the test's end (duration_s 2)"),
+    ([{"device": "web-0", "at_s": 0.5, "action": "kill"},
+      {"device": "web-0", "at_s": 1, "action": "pause", "for_s": 0.1}],
+     "sut_faults[1]: web-0 is killed at 0.5 s before it"),
+])
+def test_bad_faults_are_refused_with_the_key(faults, message):
+    got = problems_of(web(paths=["x"]), sut_faults=faults)
+    assert any(message in p for p in got), got
+
+
+def test_the_fault_windows_hold_the_device_requests_by_schedule(tmp_path):
+    import json as _json
+    from wotbench.analysis.sut_faults import analyse, notes
+    (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [
+        {"device": "d", "action": "pause", "at_s": 1.0, "for_s": 1.0, "window_s": 1.0,
+         "applied_ns": 1e9, "resumed_ns": 2e9, "error": None}]}))
+    sched = np.arange(0, 3, 0.1) * 1e9
+    recv = np.where((sched >= 1e9) & (sched < 2e9), 2.05e9, sched + 1e6)   # held to SIGCONT
+    req = pd.DataFrame({"device": 5, "sched": sched, "recv": recv, "outcome": "ok",
+                        "rt_sched_ms": (recv - sched) / 1e6})
+    other = req.assign(device=6, recv=sched + 1e6, rt_sched_ms=1.0)        # another device
+    (f,) = analyse(tmp_path, pd.concat([req, other]), {"d": 5})
+    assert (f.before.sent, f.during.sent, f.after.sent) == (10, 10, 10)
+    assert f.during.throughput_rps == 0 and f.after.throughput_rps == pytest.approx(20)
+    assert f.during.p50_ms == pytest.approx(600) and f.before.p50_ms == pytest.approx(1)
+    assert notes([f])[0].startswith("sut fault pause d at 1.00 s: throughput 10 → 0 → 20")
+
+
+def test_notification_figures_per_subscriber():
+    from wotbench.analysis.notify_sink import figures
+    updates = pd.DataFrame({"seq": [0, 1, 2, 3], "sent": [0.0, 1e9, 2e9, 3e9],
+                            "ok": [True, True, True, False]})
+    notes = pd.DataFrame({"subscriber": ["a", "a", "a", "a", "b"], "id": [0, 1, 1, 9, 0],
+                          "received_ns": [2e6, 1.005e9, 1.007e9, 2.5e9, 4e6],
+                          "kernel": [1, 1, 1, 0, 1]})
+    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
+            "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "webhook"}]}
+    a, b = figures(updates, notes, sink)
+    assert (a.updates, a.notified, a.lost, a.duplicates, a.unknown_ids) == (3, 2, 1, 1, 1)
+    assert a.latency_ms["p50"] == pytest.approx(3.5) and a.latency_ms["max"] == pytest.approx(5)
+    assert a.notifications_per_s == pytest.approx(3 / 2.498) and a.kernel_share == 0.75
+    assert (b.notified, b.lost) == (1, 2) and b.latency_ms["min"] == pytest.approx(4)

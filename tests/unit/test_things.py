@@ -332,3 +332,34 @@ def test_rare_requests_keep_their_rate_in_a_short_test():
                  DistSpec(dist="deterministic", mean=30000)):
         rows = stationary_arrivals(make_distribution(spec), np.random.default_rng(7), 20000, 30000.0)
         assert abs(sum(len(r) for r in rows) / 20000 - 1.0) < 0.03, spec
+
+
+# -- payloads from data schemas ----------------------------------------------------------------
+
+@pytest.mark.parametrize("schema", [
+    {"type": "integer", "minimum": 3, "maximum": 7},
+    {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    {"type": "string", "minLength": 12},
+    {"type": "array", "items": {"type": "boolean"}, "minItems": 3, "maxItems": 3},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}},
+     "required": ["a", "b"]},
+    {"const": 42},
+])
+def test_generated_bodies_conform_to_their_schema(schema):
+    import jsonschema
+    from wotbench.things import payloads
+    rng = np.random.default_rng(3)
+    value = payloads.generate(schema, rng)
+    jsonschema.validate(value, schema)
+    size, why = payloads.body(schema, np.random.default_rng(3))
+    assert why is None and size == len(json.dumps(value, separators=(",", ":")))
+
+
+def test_an_unsatisfiable_schema_is_named(tmp_path):
+    td = copy.deepcopy(LAMP)
+    td["properties"]["status"] = {"type": "integer", "minimum": 10, "maximum": 5,
+                                  "forms": [{"href": "status"}]}
+    f = _write(tmp_path, "unsat.td.json", td)
+    p = _problems(_cfg(tmp_path, [{"td": f, "load": LAMP_LOAD}]), tmp_path)
+    assert len(p) == 1 and p[0].startswith(f"things[0].td: {f}: /properties/status: cannot "
+                                           "generate a value it accepts"), p

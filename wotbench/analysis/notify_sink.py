@@ -35,7 +35,7 @@ class SubscriberFigures:
     lost_share: Optional[float]
     duplicates: int                # notifications of an update already notified
     unknown_ids: int               # ids no update of this GE carried
-    notifications_per_s: float     # over the sink's run
+    notifications_per_s: float     # from the first to the last arrival
     latency_ms: dict = field(default_factory=dict)   # min p50 p90 p99 p999 max mean
     kernel_share: Optional[float] = None             # notifications with a kernel stamp
 
@@ -58,6 +58,15 @@ def _quantiles(x: np.ndarray) -> dict:
             "p999": float(q[3]), "max": float(x.max()), "mean": float(x.mean())}
 
 
+def _rate(received_ns: np.ndarray, window_s: float) -> float:
+    """Notifications per second while they came: (n - 1) over the first to the last arrival
+    (not over the sink's whole run, which starts before the updates and ends after them)."""
+    if len(received_ns) < 2:
+        return len(received_ns) / window_s
+    span = (received_ns.max() - received_ns.min()) / 1e9
+    return (len(received_ns) - 1) / span if span > 0 else 0.0
+
+
 def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict) -> list[SubscriberFigures]:
     """One block per subscriber of sink.json."""
     window_s = max((sink["end_mono_ns"] - sink["start_mono_ns"]) / 1e9, 1e-9)
@@ -76,7 +85,8 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict) -> list[Subs
             name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
             lost=lost, lost_share=lost / len(ok_ids) if ok_ids else None,
             duplicates=len(n) - len(first), unknown_ids=len(first) - len(known),
-            notifications_per_s=len(n) / window_s, latency_ms=_quantiles(lat),
+            notifications_per_s=_rate(n["received_ns"].to_numpy(np.int64), window_s),
+            latency_ms=_quantiles(lat),
             kernel_share=float(n["kernel"].mean()) if len(n) else None))
     return out
 

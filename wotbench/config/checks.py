@@ -15,6 +15,7 @@ from wotbench.config import dtls as dtls_spec
 from wotbench.config import http as http_spec
 from wotbench.config import loadloop
 from wotbench.config import notify as notify_spec
+from wotbench.config import sut_faults as sut_faults_spec
 from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
 from wotbench.config.schema import (MAX_DATAGRAM_PAYLOAD, MAX_PER_CONTAINER, NOTIFY_DISTS, Config,
@@ -78,6 +79,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
     problems.extend(http_spec.problems(cfg))
     problems.extend(loadloop.problems(cfg))
     problems.extend(notify_spec.problems(cfg))
+    problems.extend(sut_faults_spec.problems(cfg))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))

@@ -78,6 +78,8 @@ class Connection(_Model):
     def _sizes(cls, v: Any) -> Any:
         if not isinstance(v, dict) or not v:
             raise ValueError(f"expected sizes and weights such as {{32: 1, 256: 1}}, got {v!r}")
+        # a mapping written back as JSON/YAML by a tool may carry the sizes as digit strings
+        v = {int(k) if isinstance(k, str) and k.isdigit() else k: w for k, w in v.items()}
         for k, w in v.items():
             if isinstance(k, bool) or not isinstance(k, int) or not 16 <= k <= MAX_REPLY_BYTES:
                 raise ValueError(f"size {k!r}: expected an integer 16..{MAX_REPLY_BYTES}")

@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wotbench.config.http_phases import HttpPhase
+
 # ``cfg`` below is a ``wotbench.config.schema.Config`` (which imports this module's models)
 Config = Any
 
@@ -66,6 +68,12 @@ class HttpClient(_Model):
     body_template_file: Optional[str] = Field(
         None, description="instead of body_template: a file holding it (relative to the config "
         "file)")
+    setup: Optional[HttpPhase] = Field(
+        None, description="requests to every device before T0 (e.g. pre-create entities), with "
+        "figures of their own (wotbench.config.http_phases); a failure stops the run")
+    verify: Optional[HttpPhase] = Field(
+        None, description="requests to every device after the test (check what it left), with "
+        "figures of their own; failures are named in the verdict's notes")
 
 
 def _where_at(text: str, pos: int) -> tuple[int, int]:
@@ -179,6 +187,7 @@ def problems(cfg: Config) -> list[str]:
     h = gw.http
     if h is None:
         return out
+    out += phase_problems(h)
     for k, hdr in enumerate(h.headers):
         out += header_problems(hdr, f"gateways.http.headers[{k}]")
     if h.body_template is not None and h.body_template_file is not None:
@@ -194,6 +203,25 @@ def problems(cfg: Config) -> list[str]:
                        "readable text file")
         else:
             out += [f"gateways.http.body_template_file: {p}" for p in template_problems(text, str(f))]
+    return out
+
+
+def phase_problems(h: HttpClient) -> list[str]:
+    """gateways.http.setup / verify: their templates, a body only with a method that has one."""
+    out: list[str] = []
+    for name in ("setup", "verify"):
+        p = getattr(h, name)
+        if p is None:
+            continue
+        key = f"gateways.http.{name}"
+        out += template_problems(p.path, f"{key}.path", PATH_PLACEHOLDERS)
+        if p.body_template is not None:
+            out += template_problems(p.body_template, f"{key}.body_template")
+            if p.method in ("GET", "DELETE"):
+                out.append(f"{key}.body_template: with method {p.method}, expected POST, PUT or "
+                           "PATCH (a GET or DELETE carries no body)")
+        if any(c.isspace() or c in ",\"" for c in p.path):
+            out.append(f"{key}.path: {p.path!r}, expected no spaces, commas or quotes")
     return out
 
 

@@ -32,6 +32,8 @@ from wotbench.config import connected
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
 from wotbench.things import spec as things_spec
+from wotbench.config.http_phases import HttpPhase
+from wotbench.config.sut_faults import SutFault
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -139,6 +141,14 @@ SECTIONS: list[Section] = [
             "How the gateway emulators speak HTTP/1.1 to `protocol: http` device groups "
             "([HTTP.md](HTTP.md)); only with such groups. Templates take `{{index}}`, "
             "`{{device}}`, `{{method}}`, `{{path}}`, `{{payload}}`; single braces are text."),
+    Section("gateways.http.setup / verify", HttpPhase,
+            "Requests the harness sends to every HTTP device before T0 (`setup`: pre-create "
+            "entities, subscribe) and after the test (`verify`: check what it left), each by a "
+            "gateway-emulator run of its own (`RUN/phases/<name>/`) whose figures are "
+            "`summary.json` `phases` and the report's *Setup and verify* section, never the "
+            "test's (issue 35, [PLATFORMS.md](PLATFORMS.md)). A setup request not answered 2xx "
+            "stops the run before T0; a verify request not answered 2xx is named in the "
+            "verdict's notes. `path` and `body_template` are the GE's templates."),
     Section("contention_detector", schema.ContentionDetector,
             "The contention detector: a node with a fixed service time probed by its own GE "
             "([DETECTOR.md](DETECTOR.md); evidence for the defaults: "
@@ -163,6 +173,13 @@ SECTIONS: list[Section] = [
             "(after calibration) and must end by `duration_s`, e.g. "
             "`{kind: cpu, cores: [1], start_s: 10, duration_s: 10}`. The hog "
             "(`contention-injector/`) needs no privileges and stops on its own."),
+    Section("sut_faults[]", SutFault,
+            "Faults in the system under test at given seconds of the test (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)): `pause` stops a started server's whole process "
+            "tree (SIGSTOP) for `for_s`, `kill` ends it (SIGKILL; its death is then not a "
+            "component failure). Recorded in `sut-faults.json`, measured before/during/after "
+            "in `summary.json` `sut_faults`, drawn on the report's time series. Restart and "
+            "CPU-quota changes are not implemented."),
     Section("notify", Notify,
             "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
             "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "

@@ -25,6 +25,7 @@ from wotbench.config import dtls as dtls_spec
 from wotbench.config.http import HTTP_PORT, HttpClient
 from wotbench.config.push import PushOp
 from wotbench.config.notify import Notify
+from wotbench.config.sut_faults import SutFault
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
@@ -492,6 +493,9 @@ class Config(_Model):
     contention: Optional[list[ContentionEpisode]] = Field(
         None, description="deliberate contention episodes, to validate the detector "
                           "(wotbench.config.hog_episodes)")
+    sut_faults: Optional[list[SutFault]] = Field(
+        None, description="faults in the system under test at given seconds: pause or kill a "
+        "started server (wotbench.config.sut_faults, docs/PLATFORMS.md)")
     notify: Optional[Notify] = Field(
         None, description="the notification sink: subscribers whose notifications are matched "
         "to the updates that caused them (wotbench.config.notify, docs/PLATFORMS.md)")

@@ -374,7 +374,10 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
 
     push_devices = {k: s for k, s in sends.items() if s.devices}
     for k, s in push_devices.items():   # a pushing place is on its devices' cores
-        places.core_of[k] = places.core_of.get(places.of.get(s.devices[0], ""), [])
+        cores = places.core_of.get(places.of.get(s.devices[0], ""), [])
+        if not cores and k.startswith("push core "):   # an engine's devices: its cpuset
+            cores = parse_cpuset(k.removeprefix("push core "))
+        places.core_of[k] = cores
     windows = _windows(files, logs, services, sends, places, edges, p)
     for w in windows:       # the host share's quiet spans need the windows' times
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s

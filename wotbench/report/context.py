@@ -100,6 +100,8 @@ def build_context(run_dir: Path | str) -> dict:
         "ge": sections.ge(s),
         "load": sections.load(s),
         "notify": s.notify,   # issue 35: the notification sink's figures (or None)
+        "phases": s.phases,   # issue 35: gateways.http.setup / verify (or None)
+        "sut_faults": s.sut_faults,   # issue 35: scheduled faults in the system under test
         "rd": sections.rd(s),
         "split": sections.split(s),
         "sut": sut(run, s),

@@ -30,7 +30,7 @@ class NotifySubscriber(Record):
     lost_share: F = None
     duplicates: int
     unknown_ids: int                   # ids no update carried
-    notifications_per_s: float
+    notifications_per_s: float        # from the first to the last arrival
     latency_ms: NotifyLatency
     kernel_share: F = None             # notifications with the kernel's receive stamp
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from wotbench.errors import WotbenchError
+from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.preflight import preflight
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
@@ -53,7 +53,8 @@ from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.config import http as http_spec
-from wotbench.runner import notify_sink, push, push_verify, readiness, serverconf, thirdparty
+from wotbench.runner import (http_phases, notify_sink, push, push_verify, readiness, serverconf,
+                             sut_faults, thirdparty)
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -125,6 +126,7 @@ class Runner:
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
         self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
+        self.faults: Optional[sut_faults.FaultRunner] = None   # sut_faults: (issue 35)
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
@@ -358,6 +360,10 @@ class Runner:
             serverconf.prepare(d, in_container=self.kind.needs_docker,
                                scratch=inputs.writable_dir(d.log_dir / "scratch"))
 
+    def _http_targets(self) -> list[tuple[int, str, int]]:
+        """(device id, address, port) of every HTTP device: where setup/verify requests go."""
+        return [(d.id, d.address, d.port) for d in self.devices if d.protocol == "http"]
+
     def _write_body_template(self, ge_dir: Path) -> bool:
         """gateways.http body template into the GE's directory (it reads it from there)."""
         h = self.resolved.gateways.http
@@ -522,6 +528,14 @@ class Runner:
         for f in self.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
+        if cfg.gateways.http is not None and cfg.gateways.http.setup is not None:   # issue 35
+            done = http_phases.run("setup", cfg, self._http_targets(), self.rd.path / "phases" /
+                                   "setup", log)
+            if done.failed:
+                raise EnvironmentProblem(
+                    f"gateways.http.setup: {done.failed} of {done.requests} requests were not "
+                    "answered 2xx (phases/setup/ge/requests.csv has each one's status); the run "
+                    "stops before T0")
         if cfg.notify is not None:   # issue 35: subscriptions hold before any update
             self.sink = notify_sink.start(
                 cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in self.devices},
@@ -580,10 +594,18 @@ class Runner:
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
+        faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
+        if faults:
+            self.faults = sut_faults.FaultRunner(self.backend, faults, tl.test_start_ns,
+                                                 self.rd.path / "sut-faults.json", log)
+            self.faults.start()
+        killed = {f.device for f in faults if f.action == "kill"}
         self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
-                                       {d.name for d in self.devices}
+                                       {d.name for d in self.devices} - killed
                                        | {f.name for f in self.fleets}, tl, self.fail,
                                        self._ge_failed))
+        if self.faults is not None:
+            self.faults.finish()
 
     def _watch(self, name: str, role: str, group: str | None = None) -> None:
         """Account the component's CPU: its own cgroup when it has one, else its threads."""
@@ -620,6 +642,10 @@ class Runner:
             self.ge_exit.setdefault(name, code)
         if self.sink is not None and self.sink.stop() not in (0, None):
             self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
+        h = self.resolved.gateways.http if self.resolved is not None else None
+        if h is not None and h.verify is not None and not (self.interrupted or self.error):
+            http_phases.run("verify", self.resolved, self._http_targets(),
+                            self.rd.path / "phases" / "verify", log)   # judged by the analysis
         names = [d.name for d in self.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
@@ -739,6 +765,8 @@ class Runner:
                 log(f"stopping components failed: {e}")
         if self.sink is not None:   # stopped already unless the run failed before that
             self.sink.stop()
+        if self.faults is not None:   # a paused server continues, so that it can stop
+            self.faults.finish()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:
