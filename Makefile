@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-rd bench-faults study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-fidelity bench-fleet-cluster bench-fleet-rd bench-connected bench-faults bench-notify study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -24,7 +24,11 @@ help:
 	@echo "make bench                           measure the emulators and print the figures (GE, devices, DTLS, Observe, block-wise, closed loop, HTTP vs wrk/wrk2, device push)"
 	@echo "make bench-scale                     scale-200 at 100/300/1000/1100 devices: start rate, testbed loss, teardown (SIZES=... PER_CONTAINER=auto|N)"
 	@echo "make bench-fleet                     configs/fleet-100k.yaml on Docker: warm-up, ready time, testbed loss, GE kept up, teardown, memory per device (FLEET_ARGS=\"--set duration_s=30\")"
+	@echo "make bench-fleet-fidelity            process form vs wot-fleet engine: 100/1000 devices, sleep/busy, interleaved repeats (FIDELITY_ARGS=\"--repeats 3\")"
+	@echo "make bench-fleet-cluster             (root) wot-fleet engines on an emulated Swarm of its own, growing fleets toward 10^6 (CLUSTER_ARGS=\"--nodes 4 --sizes 100000,1000000\")"
 	@echo "make bench-fleet-rd                  configs/fleet-rd.yaml: 100 000 engine devices register with aiocoap-rd and push readings: RD rate, send lag, who gave up (FLEET_RD_ARGS=...)"
+	@echo "make bench-connected                 connected devices against nginx+nchan: 100 000 WebSocket devices attached and held, memory per device, RPC round trip from 2 000 applications (CONNECTED_ARGS=\"--hold-s 60\")"
+	@echo "make bench-notify                    update -> notification latency through nginx+nchan: per subscriber kind, lost notifications (NOTIFY_ARGS=...)"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
 	@echo "make study-quick                     a smoke check of the study: one run each of five scenarios (~6 min)"
@@ -43,11 +47,13 @@ bootstrap:
 build: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator
 	@$(MAKE) --no-print-directory -C wot-device
+	@$(MAKE) --no-print-directory -C rpc-app
 	@$(MAKE) --no-print-directory -C warden
 
 build-asan: bootstrap
 	@$(MAKE) --no-print-directory -C gateway-emulator asan
 	@$(MAKE) --no-print-directory -C wot-device asan
+	@$(MAKE) --no-print-directory -C rpc-app asan
 
 # harness.sh bootstraps and builds itself (it is also the entry point without make). make turns
 # every failing recipe into its own exit code 2, so the verdict code is printed here; scripts
@@ -100,11 +106,30 @@ FLEET_ARGS ?=
 bench-fleet: build
 	@$(PY) bench/fleet_bench.py $(FLEET_ARGS)
 
+# process form vs wot-fleet engine, same workload, interleaved repeats (issue 29; docs/FLEET.md)
+FIDELITY_ARGS ?=
+bench-fleet-fidelity: build
+	@$(PY) bench/fleet_fidelity_bench.py $(FIDELITY_ARGS)
+
+# wot-fleet engines on an emulated Swarm of its own (root; issue 29 part 4, docs/FLEET.md)
+CLUSTER_ARGS ?=
+bench-fleet-cluster: build
+	@$(PY) bench/fleet_cluster_bench.py $(CLUSTER_ARGS)
+
 # 100 000 engine devices register with aiocoap-rd and push readings (issue 29): the rate the RD
 # sustained, the devices' send lag, who gave up first; holds the host lock
 FLEET_RD_ARGS ?=
 bench-fleet-rd: build
 	@$(PY) bench/fleet_rd_bench.py $(FLEET_RD_ARGS)
+
+# connected devices (issue 30, docs/CONNECTED.md): attach and hold, memory, RPC round trip
+CONNECTED_ARGS ?=
+bench-connected: build
+	@$(PY) bench/connected_bench.py $(CONNECTED_ARGS)
+
+# update -> notification latency through nginx's nchan (issue 35, docs/PLATFORMS.md)
+bench-notify: build
+	@$(PY) bench/notify_bench.py $(NOTIFY_ARGS)
 
 # faults during runs (issue 20): one row per fault. FAULT_ARGS="--scale 1000 --repeats 5" adds
 # killed 1000-device runs and the time `clean` takes; "--restart-daemon" restarts dockerd (opt-in)
@@ -125,6 +150,7 @@ study-quick: build
 clean:
 	@$(MAKE) --no-print-directory -C gateway-emulator clean
 	@$(MAKE) --no-print-directory -C wot-device clean
+	@$(MAKE) --no-print-directory -C rpc-app clean
 	@$(MAKE) --no-print-directory -C warden clean
 
 docker-clean: bootstrap

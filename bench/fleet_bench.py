@@ -71,6 +71,29 @@ def _cgroup_memory(dirs: dict[str, Path]) -> int | None:
     return None
 
 
+def _core_shares(rd: Path) -> dict[int, tuple[float, float]]:
+    """core -> (busy share, steal share) over the run's monitor/cores.csv (cumulative /proc/stat
+    counters: busy = user + nice + system + irq + softirq; the kernel's network work for a
+    datagram counts there even where no thread's CPU time includes it)."""
+    import csv
+    first: dict[int, list[int]] = {}
+    last: dict[int, list[int]] = {}
+    try:
+        with open(rd / "monitor" / "cores.csv") as f:
+            for r in csv.DictReader(f):
+                v = [int(r["busy_ns"]), int(r["steal_ns"]), int(r["idle_ns"])]
+                first.setdefault(int(r["core"]), v)
+                last[int(r["core"])] = v
+    except (OSError, KeyError, ValueError):
+        return {}
+    out = {}
+    for c, v in last.items():
+        d = [b - a for a, b in zip(first[c], v)]
+        tot = sum(d) or 1
+        out[c] = (d[0] / tot, d[1] / tot)
+    return out
+
+
 def _quantile_us(loops: list[dict], key: str, q: str) -> float | None:
     vals = [lp[key][q] for lp in loops if lp[key][q] is not None]
     return max(vals) / 1e3 if vals else None
@@ -121,7 +144,9 @@ def measure(args) -> dict:
                read_lag_p99_us=_quantile_us(loops, "read_lag_ns", "p99"),
                timer_late_p99_us=_quantile_us(loops, "timer_late_ns", "p99"),
                timer_late_max_us=_quantile_us(loops, "timer_late_ns", "max"),
-               send_errors=sum(lp["send_errors"] for lp in loops))
+               send_errors=sum(lp["send_errors"] for lp in loops),
+               engines_cpu_s=sum(lp.get("cpu_ns") or 0 for lp in loops) / 1e9,
+               cores=_core_shares(rd))
     if engines.peak:
         row["engine_cgroup_mib"] = sum(engines.peak.values()) / 2**20
         row["kib_per_device"] = sum(engines.peak.values()) / 1024 / max(devices, 1)
@@ -173,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{_f(r.get('read_lag_p99_us'), '.0f')} µs, timer lateness p99 "
           f"{_f(r.get('timer_late_p99_us'), '.0f')} µs (max {_f(r.get('timer_late_max_us'), '.0f')})"
           " (worst loop)")
+    if r.get("cores"):
+        print("  cores over the run (monitor/cores.csv): " + "; ".join(
+            f"core {c} busy {b:.0%} steal {st:.0%}" for c, (b, st) in sorted(r["cores"].items()))
+            + f"; the engines' loop threads' own CPU {r['engines_cpu_s']:.1f} s")
     print(f"  memory: engines' cgroups peak {_f(r.get('engine_cgroup_mib'), '.0f')} MiB = "
           f"{_f(r.get('kib_per_device'), '.1f')} KiB per device; engines' RSS at exit "
           f"{_f(r.get('engine_rss_mib'), '.0f')} MiB; host MemAvailable fell by "

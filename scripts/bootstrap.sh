@@ -12,6 +12,12 @@ APT_PACKAGES=(gcc make libc6-dev libcoap3-dev libcoap3-bin libssl-dev collectl i
 PYTHON=${PYTHON:-python3}
 APT_PACKAGES+=(wrk)   # the HTTP benchmark's peer (bench/http_bench.py)
 APT_PACKAGES+=(clang libclang-rt-14-dev)   # the C parsers' libFuzzer targets (make fuzz, make test)
+APT_PACKAGES+=(nodejs)   # the Thing Description Directory (Domus, configs/td-directory.yaml) runs its jsonld.js with node
+# connected devices (docs/CONNECTED.md) and issue 35 (docs/PLATFORMS.md): WebSocket framing in C
+# (the devices' connections, the notification sink's WebSocket side); systems under test that
+# hold connections, notify or store entities — nginx's nchan module (pub/sub: WebSocket, SSE,
+# chunked subscribers), webdis + redis-server (entities over HTTP)
+APT_PACKAGES+=(libwslay-dev libnginx-mod-nchan webdis redis-server curl)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

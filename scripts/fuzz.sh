@@ -14,9 +14,12 @@ cd "$(dirname "$0")/.."
 TARGETS=(
   "gateway-emulator fuzz_trace trace"
   "gateway-emulator fuzz_http_response http_response"
+  "gateway-emulator fuzz_sink_scan sink_scan"
   "wot-device fuzz_request request"
   "wot-device fuzz_fleet_coap fleet_coap"
   "wot-device fuzz_resources resources"
+  "wot-device fuzz_conn_wire conn_wire"
+  "wot-device fuzz_conn_file conn_file"
 )
 if [ "${1:-}" = "--list" ]; then
   printf '%s\n' "${TARGETS[@]}"

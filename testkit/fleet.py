@@ -17,6 +17,7 @@ from pathlib import Path
 from testkit.device import HEADER, free_addr, kill_process, stop_process
 
 DEVICES_HEADER = "index,name,listen,resources,slots,queue,response,piggyback_max_us"
+IMPAIR_COLUMNS = ",impair,impair_ge,impair_seed"
 LOG_HEADER = ("device,arrival_ns,start_ns,end_ns,path,method,code,token,arrival_kernel_ns,"
               "response_sent_ns,due_ns")
 
@@ -32,10 +33,13 @@ class Spec:
     response: str = "auto"
     piggyback_max_us: int = 1000
     name: str = ""
+    res_header: str = ""      # the resource file's header ("": the four basic columns)
+    impair: tuple[str, str, str] = ("", "", "")   # impair, impair_ge, impair_seed columns
 
-    def line(self, res_file: str) -> str:
+    def line(self, res_file: str, impair: bool = False) -> str:
         return (f"{self.index},{self.name or f'd{self.index}'},{self.listen[0]}:{self.listen[1]},"
-                f"{res_file},{self.slots},{self.queue},{self.response},{self.piggyback_max_us}")
+                f"{res_file},{self.slots},{self.queue},{self.response},{self.piggyback_max_us}"
+                + ("," + ",".join(self.impair) if impair else ""))
 
 
 def write_devices(directory: Path, specs: list[Spec]) -> Path:
@@ -43,13 +47,15 @@ def write_devices(directory: Path, specs: list[Spec]) -> Path:
     that have the same text)."""
     directory.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
-    lines = [DEVICES_HEADER]
+    impair = any(any(s.impair) for s in specs)
+    lines = [DEVICES_HEADER + (IMPAIR_COLUMNS if impair else "")]
     for s in specs:
-        if s.resources not in files:
+        text = (s.res_header or HEADER) + s.resources
+        if text not in files:
             name = f"res{len(files)}.csv"
-            (directory / name).write_text(HEADER + s.resources)
-            files[s.resources] = name
-        lines.append(s.line(files[s.resources]))
+            (directory / name).write_text(text)
+            files[text] = name
+        lines.append(s.line(files[text], impair))
     path = directory / "devices.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -124,6 +130,19 @@ class Fleet:
 
     def summary(self) -> dict:
         return json.loads((self.logdir / "fleet-summary.json").read_text())
+
+    def notify_log(self) -> list[dict]:
+        """Every loop's notification rows (fleet-notify-<loop>.csv, loop order)."""
+        rows = []
+        for path in sorted(self.logdir.glob("fleet-notify-*.csv"),
+                           key=lambda p: int(p.stem.rsplit("-", 1)[1])):
+            with open(path) as f:
+                rows += list(csv.DictReader(f))
+        return rows
+
+    def impair_table(self) -> dict[int, dict]:
+        with open(self.logdir / "fleet-impair.csv") as f:
+            return {int(r["device"]): {k: int(v) for k, v in r.items()} for r in csv.DictReader(f)}
 
     def device(self, index: int) -> "FleetDevice":
         return FleetDevice(self, index)

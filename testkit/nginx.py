@@ -8,7 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-CONF = """worker_processes {workers};
+# everything but the server's locations (testkit/nchan.py serves others)
+HEAD = """worker_processes {workers};
 daemon off;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
@@ -19,7 +20,8 @@ http {{
   uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
   keepalive_requests 100000000;
   keepalive_timeout 300s;
-  server {{
+"""
+CONF = HEAD + """  server {{
     listen {host}:{port} backlog=4096;
     root {d}/html;
     location / {{ }}
@@ -47,6 +49,8 @@ class Nginx:
     <dir> is a fresh world-readable directory (started as root, nginx's workers run as
     nobody and must read the files), removed on exit."""
 
+    conf = CONF   # a subclass serves other locations (testkit/nchan.py)
+
     def __init__(self, host: str = "127.0.0.1", workers: int = 1,
                  body: bytes = b"hello world\n", cpu: int | None = None):
         self.dir = Path(tempfile.mkdtemp(prefix="wb-nginx-"))
@@ -67,7 +71,7 @@ class Nginx:
         (self.dir / "tmp").mkdir(exist_ok=True)
         (self.dir / "html" / "index.html").write_bytes(self.body)
         conf = self.dir / "nginx.conf"
-        conf.write_text(CONF.format(d=self.dir, host=self.host, port=self.port,
+        conf.write_text(self.conf.format(d=self.dir, host=self.host, port=self.port,
                                     workers=self.workers))
         argv = [exe, "-c", str(conf), "-p", str(self.dir)]
         if self.cpu is not None:

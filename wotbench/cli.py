@@ -16,9 +16,19 @@ from typing import Optional, Sequence
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
+def _connected(path: str) -> bool:
+    """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
+    from wotbench.config.connected import connected_groups
+    from wotbench.config.load import load_config
+    return bool(connected_groups(load_config(path)))
+
+
 def _cmd_check(args) -> int:
     """The run's pre-flight (wotbench.preflight): every refusal `run` makes before T0, with the
     same message; one line per step, those that needed this host marked, skipped ones said."""
+    if _connected(args.config):
+        from wotbench.connected.check import check_connected
+        return check_connected(args.config, offline=args.offline)
     from wotbench.preflight import preflight
     pf = preflight(args.config, args.backend, offline=args.offline)
     for s in pf.steps:
@@ -88,11 +98,17 @@ def _cmd_plan(args) -> int:
 
 def _cmd_run(args) -> int:
     from wotbench.runner.backends.swarm.entry import run_config   # swarm: docs/CLUSTER.md
+
+    def run(path) -> int:
+        if _connected(str(path)):                    # docs/CONNECTED.md: their own timeline
+            from wotbench.connected.run import run_connected
+            return run_connected(str(path), args.out_root)
+        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
     if not args.set:
-        return run_config(args.config, args.out_root, args.backend, args.clock_bound_ms)
+        return run(args.config)
     from wotbench.sweep.overridden import overridden_config
     with overridden_config(Path(args.config), args.set) as path:
-        return run_config(path, args.out_root, args.backend, args.clock_bound_ms)
+        return run(path)
 
 
 def _cmd_doctor(args) -> int:
@@ -136,8 +152,17 @@ def _gate(args):
                      wait=not getattr(args, "no_wait", False))
 
 
+def _refuse_connected(path: Optional[str], command: str) -> None:
+    if path and _connected(path):
+        raise ConfigError([f"devices[].protocol: connected device groups (websocket, chunked) "
+                           f"are not run by `wotbench {command}` yet: run each point with "
+                           "`wotbench run CONFIG --set KEY=VALUE`, or bench/connected_bench.py "
+                           "(docs/CONNECTED.md \"Not done\")"], path)
+
+
 def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
+    _refuse_connected(args.config, "sweep")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
@@ -147,6 +172,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_capacity(args) -> int:
+    _refuse_connected(args.config, "capacity")
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
     from wotbench.sweep.paths import parse_set

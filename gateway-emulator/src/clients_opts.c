@@ -1,5 +1,6 @@
 /* clients_opts.c - the closed-loop options (--clients, --duration-ms, --think, --select,
- * --mark-warmup-ms, --mark-cooldown-ms, --max-requests): parsing, the combinations refused, and
+ * --mark-warmup-ms, --mark-cooldown-ms, --max-requests, --requests-per-client, --ramp-ms):
+ * parsing, the combinations refused, and
  * each request's phase in requests.csv. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,9 +76,11 @@ static int refuse(const char *what) {
 int clients_check_options(const ge_t *g) {
     int closed = g->closed.clients > 0;
     if (!closed) {
-        if (g->closed.duration_ns || g->closed.warmup_ns || g->closed.cooldown_ns) {
-            fprintf(stderr, "gateway-emulator: --duration-ms/--mark-warmup-ms/--mark-cooldown-ms "
-                            "need --clients N (a closed loop)\n");
+        if (g->closed.duration_ns || g->closed.warmup_ns || g->closed.cooldown_ns ||
+            g->closed.per_client || g->closed.ramp_ns) {
+            fprintf(stderr, "gateway-emulator: --duration-ms/--mark-warmup-ms/--mark-cooldown-ms/"
+                            "--requests-per-client/--ramp-ms need --clients N (a closed loop; an "
+                            "open loop's requests are the trace's)\n");
             return 2;
         }
         return 0;
@@ -95,6 +98,18 @@ int clients_check_options(const ge_t *g) {
     if (g->closed.warmup_ns + g->closed.cooldown_ns >= g->closed.duration_ns) {
         fprintf(stderr, "gateway-emulator: --mark-warmup-ms + --mark-cooldown-ms leave nothing "
                         "of --duration-ms to measure, expected their sum below it\n");
+        return 2;
+    }
+    if (g->closed.ramp_ns >= g->closed.duration_ns) {
+        fprintf(stderr, "gateway-emulator: --ramp-ms is not below --duration-ms, expected the "
+                        "last client to start before the end\n");
+        return 2;
+    }
+    if (g->closed.per_client &&
+        (uint64_t)g->closed.per_client * (uint64_t)g->closed.clients > g->closed.max_requests) {
+        fprintf(stderr, "gateway-emulator: --requests-per-client %u x --clients %d is more than "
+                        "--max-requests %zu, expected a table for every budgeted request\n",
+                g->closed.per_client, g->closed.clients, g->closed.max_requests);
         return 2;
     }
     if (g->dtls_opt.identity || g->dtls_opt.key_file)

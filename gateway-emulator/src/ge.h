@@ -126,6 +126,9 @@ typedef struct {
         size_t max_requests; /* --max-requests: records preallocated (virtual memory) */
         int capacity_reached; /* the record table filled: the clients stopped early */
         int64_t stopped_ns;  /* when the clients stopped issuing, relative to the start */
+        uint32_t per_client; /* --requests-per-client: a client stops after M requests; 0 = no budget */
+        int64_t ramp_ns;     /* --ramp-ms: client k starts at k/N of it (after a think time) */
+        uint32_t done_clients; /* clients that used their whole budget */
     } closed;
     struct {
         int conns;       /* --http-connections: per target (keep-alive pool, or at most that
@@ -134,6 +137,7 @@ typedef struct {
         const char *headers[32]; /* --http-header 'Name: value' (templates, http_tmpl.c) */
         int nheaders;
         const char *body_file;   /* --http-body-template FILE */
+        uint64_t seed;           /* --seed: the run's seed, {{rand}} (template_vars.h) */
     } http_opt;
     struct http_s *http; /* http_*.c state; NULL unless the trace is http:// */
     uint32_t trace_clients; /* open loop: the trace's `client` column names N source endpoints */

@@ -8,6 +8,7 @@
 
 #include "ge.h"
 #include "transport.h"
+#include "template_vars.h"
 
 #define HTTP_HEAD_MAX 4096 /* a response's status line + headers; a chunk-size line or trailer */
 #define HTTP_RBUF 65536    /* one read; body bytes are counted, never kept */
@@ -37,6 +38,8 @@ typedef struct {
     uint32_t index, device;
     const char *method, *path;
     uint64_t payload; /* the trace's payload_bytes */
+    struct tv_list_s *slots; /* per-request values' slots are noted here (NULL: not) ... */
+    size_t base;             /* ... at this offset + the template's own */
 } http_vars_t;
 typedef struct http_tmpl_s http_tmpl_t;
 /* compiles text; on a bad placeholder prints "WHERE:LINE:COL: ..." (where = a file or an
@@ -45,6 +48,7 @@ http_tmpl_t *http_tmpl_compile(const char *text, const char *where);
 /* renders into out (NULL: measure only); returns the length */
 size_t http_tmpl_render(const http_tmpl_t *t, const http_vars_t *v, char *out);
 void http_tmpl_free(http_tmpl_t *t);
+int http_tmpl_dynamic(const http_tmpl_t *t); /* it has a per-request value (template_vars.h) */
 
 /* ---- connections ---- */
 enum { CS_CLOSED = 0, CS_CONNECTING, CS_BUSY, CS_FREE };
@@ -54,6 +58,7 @@ typedef struct {
     uint16_t ep;
     uint8_t state;
     uint8_t want_out; /* EPOLLOUT interest is set */
+    uint8_t own;      /* it writes its own copy (per-request values filled in), not the arena's */
     uint32_t cur;     /* the request it carries (CS_CONNECTING, CS_BUSY) */
     uint32_t tmpl;    /* whose rendered bytes it writes: cur (open loop), the trace line (closed) */
     uint64_t woff;    /* bytes of cur's request written */
@@ -81,6 +86,11 @@ struct http_s {
     loop_t *L;
     uint64_t *off; /* trace line i's bytes: g->arena + off[i], len[i] */
     uint32_t *len;
+    tv_slot_t *slots;   /* per-request values' slots (template_vars.h); NULL: none */
+    size_t *slot_first; /* request (trace line) i's slots: slots[slot_first[i]] .. + slot_n[i] */
+    uint16_t *slot_n;
+    uint32_t copy_len;  /* the longest request with slots: each connection's copy is this long */
+    uint8_t *copies;    /* nconns x copy_len, allocated at attach */
     hconn_t *c;
     size_t nconns;
     hep_t *eps;

@@ -92,7 +92,8 @@ static void end_request(http_t *H, hconn_t *c, int outcome) {
 
 /* writes what is left of the request; 0 ok (maybe partly, EPOLLOUT then), -1 failed */
 static int write_more(http_t *H, hconn_t *c) {
-    const uint8_t *b = H->g->arena + H->off[c->tmpl];
+    const uint8_t *b = c->own ? H->copies + (size_t)conn_index(H, c) * H->copy_len
+                              : H->g->arena + H->off[c->tmpl];
     uint64_t len = H->len[c->tmpl];
     while (c->woff < len) {
         ssize_t k = send(c->fd, b + c->woff, len - c->woff, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -107,11 +108,23 @@ static int write_more(http_t *H, hconn_t *c) {
     return 0;
 }
 
+/* the request's per-request values (template_vars.h) into the connection's copy of its bytes */
+static void fill_values(http_t *H, hconn_t *c, uint32_t idx, uint32_t tmpl) {
+    c->own = H->slot_n && H->slot_n[tmpl];
+    if (!c->own)
+        return;
+    uint8_t *copy = H->copies + (size_t)conn_index(H, c) * H->copy_len;
+    memcpy(copy, H->g->arena + H->off[tmpl], H->len[tmpl]);
+    tv_values_t v = {idx, conn_index(H, c), H->g->http_opt.seed, clock_read_ns(CLOCK_REALTIME)};
+    tv_fill(copy, H->slots + H->slot_first[tmpl], H->slot_n[tmpl], &v);
+}
+
 int http_start_on(http_t *H, hconn_t *c, uint32_t idx, uint32_t tmpl, int64_t *t) {
     req_t *r = &H->g->reqs[idx];
     c->cur = idx;
     c->tmpl = tmpl;
     c->woff = 0;
+    fill_values(H, c, idx, tmpl);
     r->conn = conn_index(H, c) + 1;
     if (c->state == CS_FREE) {
         c->state = CS_BUSY;

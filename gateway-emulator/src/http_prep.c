@@ -17,6 +17,7 @@
 #include "rxstamp.h" /* common/rxstamp.h */
 #include "rxstamp_pin.h" /* common/rxstamp_pin.h */
 #include "http.h"
+#include "template_vars.h"
 
 #define MAX_CONNS_PER_TARGET 60000
 #define DEFAULT_CONNS 1
@@ -85,13 +86,24 @@ static char *read_file(const char *path) {
 typedef struct {
     http_tmpl_t *hdr[32];
     http_tmpl_t *body;
+    http_tmpl_t **path; /* per URI: its path as a template (NULL: a path without "{{") */
+    size_t npath;
+    tv_list_t slots;    /* the per-request values' slots of every request, in request order */
 } tmpls_t;
 
+/* a template's bytes at out + n (out NULL: measure); its length. Slots are noted only while
+ * writing (out set), at their offset from the request's first byte. */
+static size_t put_tmpl(const http_tmpl_t *t, http_vars_t *v, char *out, size_t n, tmpls_t *T) {
+    v->slots = out ? &T->slots : NULL;
+    v->base = n;
+    return http_tmpl_render(t, v, out ? out + n : NULL);
+}
+
 /* request i's bytes into out (NULL: measure); its length */
-static size_t render(const ge_t *g, const tmpls_t *T, uint32_t i, uint64_t payload, char *out) {
+static size_t render(const ge_t *g, tmpls_t *T, uint32_t i, uint64_t payload, char *out) {
     const req_t *r = &g->reqs[i];
     const uri_t *u = &g->uris[r->path_id];
-    http_vars_t v = {i, r->device, METHOD_NAME[r->method], u->path, payload};
+    http_vars_t v = {i, r->device, METHOD_NAME[r->method], u->path, payload, NULL, 0};
     int has_body = r->method == M_PUT || r->method == M_POST || r->method == M_PATCH;
     size_t body = !has_body ? 0 : T->body ? http_tmpl_render(T->body, &v, NULL) : payload;
     char head[512];
@@ -99,17 +111,21 @@ static size_t render(const ge_t *g, const tmpls_t *T, uint32_t i, uint64_t paylo
     size_t n = (size_t)hn;
     if (out)
         memcpy(out, head, n);
-    size_t pl = strlen(u->path);
-    if (out)
-        memcpy(out + n, u->path, pl);
-    n += pl;
+    if (T->path[r->path_id]) {
+        n += put_tmpl(T->path[r->path_id], &v, out, n, T);
+    } else {
+        size_t pl = strlen(u->path);
+        if (out)
+            memcpy(out + n, u->path, pl);
+        n += pl;
+    }
     hn = snprintf(head, sizeof head, " HTTP/1.1\r\nHost: %s\r\n%s", u->authority,
                   g->http_opt.per_request ? "Connection: close\r\n" : "");
     if (out)
         memcpy(out + n, head, (size_t)hn);
     n += (size_t)hn;
     for (int k = 0; k < g->http_opt.nheaders; k++) {
-        n += http_tmpl_render(T->hdr[k], &v, out ? out + n : NULL);
+        n += put_tmpl(T->hdr[k], &v, out, n, T);
         if (out)
             memcpy(out + n, "\r\n", 2);
         n += 2;
@@ -120,7 +136,7 @@ static size_t render(const ge_t *g, const tmpls_t *T, uint32_t i, uint64_t paylo
         memcpy(out + n, head, (size_t)hn);
     n += (size_t)hn;
     if (has_body && T->body)
-        http_tmpl_render(T->body, &v, out ? out + n : NULL);
+        put_tmpl(T->body, &v, out, n, T);
     else if (has_body && out)
         memset(out + n, 'x', body);
     return n + body;
@@ -130,6 +146,48 @@ static void tmpls_free(tmpls_t *T, int n) {
     for (int k = 0; k < n; k++)
         http_tmpl_free(T->hdr[k]);
     http_tmpl_free(T->body);
+    for (size_t k = 0; k < T->npath; k++)
+        http_tmpl_free(T->path[k]);
+    free(T->path);
+    free(T->slots.slot);
+}
+
+/* the paths with "{{" become templates (a bad one is refused with its URI, as the trace's) */
+static int path_tmpls(ge_t *g, tmpls_t *T) {
+    if (!(T->path = calloc(g->nuris ? g->nuris : 1, sizeof *T->path)))
+        return 1;
+    T->npath = g->nuris;
+    for (size_t k = 0; k < g->nuris; k++) {
+        if (!strstr(g->uris[k].path, "{{"))
+            continue;
+        char where[1024];
+        snprintf(where, sizeof where, "%s: the path '%.200s' of http://%.260s", g->trace_path,
+                 g->uris[k].path, g->uris[k].authority ? g->uris[k].authority : "");
+        if (!(T->path[k] = http_tmpl_compile(g->uris[k].path, where)))
+            return 2;
+    }
+    return 0;
+}
+
+/* the per-request values' slots of each request (template_vars.h): H->slot_first/slot_n, and
+ * the longest request that has some (its connection's copy is that long) */
+static int keep_slots(ge_t *g, http_t *H, tmpls_t *T, size_t *first) {
+    if (!T->slots.n)
+        return 0;
+    if (T->slots.n == SIZE_MAX || !(H->slot_n = calloc(g->n, sizeof *H->slot_n)))
+        return 1;
+    for (size_t i = 0; i < g->n; i++) {
+        size_t k = (i + 1 < g->n ? first[i + 1] : T->slots.n) - first[i];
+        if (k > UINT16_MAX)
+            return 1;
+        H->slot_n[i] = (uint16_t)k;
+        if (k && H->len[i] > H->copy_len)
+            H->copy_len = H->len[i];
+    }
+    H->slot_first = first;
+    H->slots = T->slots.slot;
+    T->slots.slot = NULL;
+    return 0;
 }
 
 /* compiles the templates into *T (the caller frees them), then renders every request */
@@ -149,6 +207,9 @@ static int render_with(ge_t *g, http_t *H, tmpls_t *T) {
         if (!T->body)
             return 2;
     }
+    int rc = path_tmpls(g, T);
+    if (rc)
+        return rc;
     H->off = malloc(g->n * sizeof *H->off);
     H->len = malloc(g->n * sizeof *H->len);
     if (!H->off || !H->len)
@@ -162,17 +223,24 @@ static int render_with(ge_t *g, http_t *H, tmpls_t *T) {
         H->len[i] = (uint32_t)len;
         total += len;
     }
-    if (!(g->arena = malloc(total ? total : 1)))
+    size_t *first = malloc((g->n ? g->n : 1) * sizeof *first);
+    if (!(g->arena = malloc(total ? total : 1)) || !first) {
+        free(first);
         return 1;
+    }
     for (size_t i = 0; i < g->n; i++) {
+        first[i] = T->slots.n;
         render(g, T, (uint32_t)i, g->reqs[i].dgram_off, (char *)g->arena + H->off[i]);
         g->reqs[i].dgram_off = 0;
     }
-    return 0;
+    rc = keep_slots(g, H, T, first);
+    if (!H->slot_first)
+        free(first);
+    return rc;
 }
 
 static int render_all(ge_t *g, http_t *H) {
-    tmpls_t T = {{0}, NULL};
+    tmpls_t T = {{0}, NULL, NULL, 0, {NULL, 0, 0}};
     int rc = render_with(g, H, &T);
     tmpls_free(&T, g->http_opt.nheaders);
     return rc;

@@ -1,20 +1,22 @@
-/* http_tmpl.c - request templates (--http-header, --http-body-template): text with the
- * placeholders {{index}} {{device}} {{method}} {{path}} {{payload}} ({{payload}}: the trace
- * line's payload_bytes as that many 'x'); single braces are text, so JSON bodies need no
- * escaping. Compiled once, rendered for every request before the start (the hot path writes
- * prepared bytes only). */
+/* http_tmpl.c - request templates (--http-header, --http-body-template, a path of the trace):
+ * text with the placeholders {{index}} {{device}} {{method}} {{path}} {{payload}} ({{payload}}:
+ * the trace line's payload_bytes as that many 'x') and the per-request values {{seq}}
+ * {{client}} {{rand}} {{time_ms}} {{time_ns}} (template_vars.h: a fixed-width slot filled at the
+ * send); single braces are text, so JSON bodies need no escaping. Compiled once, rendered for
+ * every trace line before the start (the hot path copies prepared bytes and fills slots). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "http.h"
+#include "template_vars.h"
 
-enum { SEG_TEXT = 0, SEG_INDEX, SEG_DEVICE, SEG_METHOD, SEG_PATH, SEG_PAYLOAD };
+enum { SEG_TEXT = 0, SEG_INDEX, SEG_DEVICE, SEG_METHOD, SEG_PATH, SEG_PAYLOAD, SEG_VAR };
 static const char *const NAMES[] = {"", "index", "device", "method", "path", "payload"};
 
 typedef struct {
     uint8_t kind;
-    uint32_t off, len; /* SEG_TEXT: bytes of text[] */
+    uint32_t off, len; /* SEG_TEXT: bytes of text[]; SEG_VAR: off = its TV_* kind */
 } seg_t;
 
 struct http_tmpl_s {
@@ -44,7 +46,7 @@ static http_tmpl_t *fail(http_tmpl_t *t, const char *where, const char *text, co
     long line, col;
     where_at(text, at, &line, &col);
     fprintf(stderr, "%s:%ld:%ld: %s, expected one of {{index}} {{device}} {{method}} "
-                    "{{path}} {{payload}}\n", where, line, col, what);
+                    "{{path}} {{payload}} %s\n", where, line, col, what, tv_names());
     http_tmpl_free(t);
     return NULL;
 }
@@ -75,14 +77,15 @@ http_tmpl_t *http_tmpl_compile(const char *text, const char *where) {
         for (int k = SEG_INDEX; k <= SEG_PAYLOAD; k++)
             if ((size_t)(e - c - 2) == strlen(NAMES[k]) && !strncmp(c + 2, NAMES[k], (size_t)(e - c - 2)))
                 kind = k;
-        if (!kind) {
+        int var = kind ? TV_NONE : tv_kind(c + 2, (size_t)(e - c - 2));
+        if (!kind && !var) {
             char what[96];
             snprintf(what, sizeof what, "unknown placeholder '%.*s'",
                      (int)(e - c + 2 > 60 ? 60 : e - c + 2), c);
             return fail(t, where, text, c, what);
         }
         if ((tl > start && add(t, SEG_TEXT, (uint32_t)start, (uint32_t)(tl - start))) ||
-            add(t, (uint8_t)kind, 0, 0))
+            add(t, (uint8_t)(var ? SEG_VAR : kind), (uint32_t)var, 0))
             return fail(t, where, text, c, "out of memory");
         start = tl;
         c = e + 2;
@@ -96,6 +99,13 @@ static size_t put(char *out, size_t at, const char *s, size_t n) {
     if (out)
         memcpy(out + at, s, n);
     return n;
+}
+
+int http_tmpl_dynamic(const http_tmpl_t *t) {
+    for (size_t i = 0; i < t->nseg; i++)
+        if (t->seg[i].kind == SEG_VAR)
+            return 1;
+    return 0;
 }
 
 size_t http_tmpl_render(const http_tmpl_t *t, const http_vars_t *v, char *out) {
@@ -113,6 +123,14 @@ size_t http_tmpl_render(const http_tmpl_t *t, const http_vars_t *v, char *out) {
             if (out)
                 memset(out + n, 'x', v->payload);
             n += v->payload;
+            break;
+        case SEG_VAR: /* zeros now, the request's value at its send */
+            if (out) {
+                memset(out + n, '0', tv_width((int)s->off));
+                if (v->slots && tv_note(v->slots, (uint32_t)(v->base + n), (int)s->off) < 0)
+                    v->slots->n = SIZE_MAX; /* out of memory: the caller sees it */
+            }
+            n += tv_width((int)s->off);
             break;
         }
     }

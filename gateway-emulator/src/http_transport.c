@@ -11,6 +11,9 @@
 void *http_attach(loop_t *L, ge_t *g) {
     http_t *H = g->http;
     H->L = L;
+    /* per-request values: each connection fills a copy of its request (no allocation later) */
+    if (H->slots && !(H->copies = malloc(H->nconns * (size_t)H->copy_len)))
+        return NULL;
     for (size_t i = 0; i < H->nconns; i++) /* the pool opened before the start */
         if (H->c[i].state == CS_FREE && loop_watch(L, H->c[i].fd, EPOLLIN, (uint32_t)i) < 0)
             return NULL;
@@ -22,6 +25,8 @@ void http_detach(void *ts) {
     for (size_t i = 0; i < H->nconns; i++)
         if (H->c[i].fd >= 0)
             close(H->c[i].fd);
+    free(H->copies);
+    H->copies = NULL;
     if (H->stamp_pin >= 0) /* after the last connection: no read needs stamps any more */
         close(H->stamp_pin);
     H->stamp_pin = -1;

@@ -27,9 +27,11 @@ static void usage(FILE *f) {
           "          [--dtls-sessions reuse|per-request]]\n"
           "         [--clients N --duration-ms N [--think 0|const:US|exp:US|uniform:LO:HI]\n"
           "          [--select round-robin|one|random] [--mark-warmup-ms N]\n"
-          "          [--mark-cooldown-ms N] [--max-requests N]]\n"
+          "          [--mark-cooldown-ms N] [--max-requests N]\n"
+          "          [--requests-per-client M] [--ramp-ms N]]\n"
           "         [--http-connections N] [--http-connection-per-request]\n"
           "         [--http-header 'Name: value' ...] [--http-body-template FILE]   (http://)\n"
+          "         [--seed N]   ({{rand}} in templates)\n"
           "         [--journal FILE]   (the request table in FILE, on a tmpfs: kept if killed)\n",
           f);
 }
@@ -95,6 +97,9 @@ static int parse_args(ge_t *g, int argc, char **argv) {
         {"http-connection-per-request", no_argument, 0, 'R'},
         {"http-header", required_argument, 0, 'A'},
         {"http-body-template", required_argument, 0, 'Y'},
+        {"seed", required_argument, 0, 'Z'},
+        {"requests-per-client", required_argument, 0, 'Q'},
+        {"ramp-ms", required_argument, 0, 'G'},
         {0, 0, 0, 0}};
     g->wait = WAIT_HYBRID;
     g->spin_ns = 200 * NS_PER_US;
@@ -235,6 +240,25 @@ static int parse_args(ge_t *g, int argc, char **argv) {
             g->http_opt.headers[g->http_opt.nheaders++] = optarg;
             break;
         case 'Y': g->http_opt.body_file = optarg; break;
+        case 'Z': {
+            char *end;
+            errno = 0;
+            unsigned long long sv = strtoull(optarg, &end, 10);
+            if (end == optarg || *end || errno || *optarg == '-')
+                return bad_opt("--seed", optarg, "an integer 0..18446744073709551615");
+            g->http_opt.seed = sv;
+            break;
+        }
+        case 'Q':
+            if (parse_int(optarg, 1, 1000000000, &v) < 0)
+                return bad_opt("--requests-per-client", optarg, "an integer 1..1000000000");
+            g->closed.per_client = (uint32_t)v;
+            break;
+        case 'G':
+            if (parse_int(optarg, 0, 86400000, &v) < 0)
+                return bad_opt("--ramp-ms", optarg, "an integer 0..86400000");
+            g->closed.ramp_ns = v * NS_PER_MS;
+            break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "gateway-emulator: unknown or incomplete option '%s'\n",

@@ -8,7 +8,11 @@
  * stops the clients (summary.json closed_loop.capacity_reached). Each record ends in exactly
  * one outcome through loop_finish(); its scheduled_ns is the instant the client meant to send
  * (the previous outcome's kernel receive stamp, or the moment the loop saw it, plus the think
- * time), so send lag = how long the GE stalled the client beyond its think time. */
+ * time), so send lag = how long the GE stalled the client beyond its think time.
+ *
+ * --requests-per-client M (JMeter's thread group): a client stops after its M-th outcome, and
+ * the clients stop (the run ends) when every one has, or at --duration-ms, whichever is first.
+ * --ramp-ms R: client k's first request is due at start + R * k / N (then its think time). */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -135,8 +139,10 @@ int pace_attach(pace_t *P, loop_t *L) {
         pace_client_t *cl = &P->c[k];
         cl->cur = PACE_NONE;
         cl->next_tmpl = (uint32_t)(k % P->ntmpl);
-        /* with a think time the first request comes after one (random phases), else at once */
-        cl->due = g->start_mono + think_ns(P);
+        /* with a think time the first request comes after one (random phases), else at once;
+         * a ramp-up spreads the clients' first requests over it */
+        int64_t ramp = g->closed.ramp_ns ? (int64_t)((double)g->closed.ramp_ns * (double)k / (double)n) : 0;
+        cl->due = g->start_mono + ramp + think_ns(P);
         heap_push(P, (uint32_t)k);
     }
     return 0;
@@ -168,6 +174,7 @@ static void issue(pace_t *P, uint32_t k, pace_send_fn send, void *ctx) {
     r->ep = T->ep;
     r->sock = (uint16_t)k;
     cl->cur = (uint32_t)(r - g->reqs);
+    cl->issued++;
     send(ctx, k, r, t);
 }
 
@@ -199,6 +206,13 @@ int pace_finished(pace_t *P, uint32_t idx, int outcome, int64_t now) {
     if (cl->cur != idx)
         return 0; /* interrupted at the end: the client has moved on already */
     cl->cur = PACE_NONE;
+    if (g->closed.per_client && cl->issued >= g->closed.per_client) { /* its budget is spent */
+        if (++P->g->closed.done_clients == (uint32_t)g->closed.clients && P->running) {
+            P->running = 0;
+            P->g->closed.stopped_ns = now - g->start_mono;
+        }
+        return 1;
+    }
     int64_t done = now;
     if (r->code || outcome == O_RESET)
         done = g->start_mono + r->recv_ns - ((r->flags & RF_KSTAMP) ? (int64_t)r->rx_wait_ns : 0);
@@ -217,13 +231,15 @@ void pace_summary(const ge_t *g, size_t ntmpl, FILE *f) {
             "  \"closed_loop\": {\"clients\": %d, \"select\": \"%s\", \"targets\": %zu, "
             "\"think\": \"%s\", \"think_a_us\": %.3f, \"think_b_us\": %.3f, "
             "\"duration_ms\": %.3f, \"warmup_ms\": %.3f, \"cooldown_ms\": %.3f, "
-            "\"stopped_ms\": %.3f, \"capacity\": %zu, \"capacity_reached\": %s},\n",
+            "\"stopped_ms\": %.3f, \"capacity\": %zu, \"capacity_reached\": %s, "
+            "\"requests_per_client\": %u, \"ramp_ms\": %.3f, \"clients_done\": %u},\n",
             g->closed.clients, SELECT_NAME[g->closed.select], ntmpl,
             THINK_NAME[g->closed.think], (double)g->closed.think_a_ns / 1e3,
             (double)g->closed.think_b_ns / 1e3, (double)g->closed.duration_ns / 1e6,
             (double)g->closed.warmup_ns / 1e6, (double)g->closed.cooldown_ns / 1e6,
             (double)g->closed.stopped_ns / 1e6, g->cap,
-            g->closed.capacity_reached ? "true" : "false");
+            g->closed.capacity_reached ? "true" : "false", g->closed.per_client,
+            (double)g->closed.ramp_ns / 1e6, g->closed.done_clients);
 }
 
 int64_t pace_sent_ns(const ge_t *g, uint32_t idx) {

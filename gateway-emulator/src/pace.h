@@ -24,6 +24,7 @@ typedef struct {
     int64_t due;  /* absolute mono ns of its next request (while idle, in the heap) */
     uint32_t cur; /* its request in flight, PACE_NONE when idle */
     uint32_t next_tmpl;
+    uint32_t issued; /* its requests so far (--requests-per-client) */
 } pace_client_t;
 
 typedef struct {

@@ -18,7 +18,10 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel
 
-PREFIX = "wbc"
+# WBC_PREFIX: another name for a second emulated cluster beside make test-cluster's (a bench's,
+# e.g. bench/fleet_cluster_bench.py); at most 8 characters ("<prefix>-n32", "<prefix>0" are
+# interface and namespace names)
+PREFIX = os.environ.get("WBC_PREFIX", "wbc")[:8]
 SWITCH_NS = f"{PREFIX}-sw"            # network namespace of the link bridge
 BRIDGE = f"{PREFIX}0"                 # the link bridge, inside SWITCH_NS
 DEFAULT_ROOT = Path("/var/lib/wotbench-cluster")

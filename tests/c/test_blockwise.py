@@ -21,11 +21,13 @@ def read_csv(p: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_aiocoap_blockwise_client(device_asan_bin, tmp_path):
+def aiocoap_blockwise(base: str) -> dict:
+    """aiocoap's block-wise client against base: GET big (1 KiB blocks), GET huge in 64-byte
+    blocks, PUT 4096 and 70000 bytes to up: {name: (code, payload)}."""
     aiocoap = pytest.importorskip("aiocoap")
     from aiocoap.optiontypes import BlockOption
 
-    async def go(base):
+    async def go():
         ctx = await aiocoap.Context.create_client_context()
         try:
             out = {}
@@ -42,31 +44,40 @@ def test_aiocoap_blockwise_client(device_asan_bin, tmp_path):
             return out
         finally:
             await ctx.shutdown()
+    return asyncio.run(go())
 
-    with Device(device_asan_bin, tmp_path, RES) as d:
-        out = asyncio.run(go(f"coap://{d.addr[0]}:{d.addr[1]}"))
-        assert d.stop() == 0
+
+def check_aiocoap_blockwise(out: dict, log: list[dict], bw: dict) -> None:
+    """What aiocoap_blockwise got, the device's log rows and its "blockwise" counters."""
     assert out["big"] == ("2.05 Content", b"x" * 16384)
     assert out["huge"] == ("2.05 Content", b"x" * 65536)
     assert out["put4096"][0] == out["put70000"][0] == "2.04 Changed"
     # every transfer is one request: served once, logged once
-    assert [(r["path"], r["method"]) for r in d.log()] == [
+    assert [(r["path"], r["method"]) for r in log] == [
         ("big", "GET"), ("huge", "GET"), ("up", "PUT"), ("up", "PUT")]
-    bw = d.summary()["blockwise"]
     assert bw["block2_follow_ups"] >= 15 + 1023 and bw["block1_continues"] >= 3 + 68
 
 
-@pytest.mark.parametrize("bs", [16, 1024])
-def test_ge_blockwise_against_device(ge_asan_bin, device_bin, tmp_path, bs):
-    with Device(device_bin, tmp_path, RES) as d:
-        u = f"coap://{d.addr[0]}:{d.addr[1]}"
-        trace = tmp_path / "t.csv"
-        trace.write_text("device_id,send_time_us,method,uri,payload_bytes\n"
-                         f"0,0,GET,{u}/big,0\n0,1000,PUT,{u}/up,4096\n0,2000,GET,{u}/small,0\n"
-                         f"0,3000,POST,{u}/up,500\n")
-        out = tmp_path / f"ge{bs}"
-        p = run_ge(ge_asan_bin, trace, out, "--block-size", str(bs))
+def test_aiocoap_blockwise_client(device_asan_bin, tmp_path):
+    with Device(device_asan_bin, tmp_path, RES) as d:
+        out = aiocoap_blockwise(f"coap://{d.addr[0]}:{d.addr[1]}")
         assert d.stop() == 0
+    check_aiocoap_blockwise(out, d.log(), d.summary()["blockwise"])
+
+
+def ge_blockwise(ge, addr, tmp_path: Path, bs: int) -> tuple[subprocess.CompletedProcess, Path]:
+    """The GE's --block-size transfers against a device at addr: GET big, PUT 4096, GET small,
+    POST 500 (RES)."""
+    u = f"coap://{addr[0]}:{addr[1]}"
+    trace = tmp_path / "t.csv"
+    trace.write_text("device_id,send_time_us,method,uri,payload_bytes\n"
+                     f"0,0,GET,{u}/big,0\n0,1000,PUT,{u}/up,4096\n0,2000,GET,{u}/small,0\n"
+                     f"0,3000,POST,{u}/up,500\n")
+    out = tmp_path / f"ge{bs}"
+    return run_ge(ge, trace, out, "--block-size", str(bs)), out
+
+
+def check_ge_blockwise(p, out: Path, log: list[dict], bs: int) -> None:
     assert p.returncode == 0, p.stderr
     req = read_csv(out / "requests.csv")
     assert [(r["outcome"], r["code"]) for r in req] == [("ok", "2.05"), ("ok", "2.04"),
@@ -78,10 +89,17 @@ def test_ge_blockwise_against_device(ge_asan_bin, device_bin, tmp_path, bs):
     assert int(bw[2]["blocks"]) == math.ceil(100 / bs) and int(bw[2]["body_bytes"]) == 100
     assert (3 in bw) == (500 > bs)            # a body within one block is a plain request
     # one device-log row per transfer; the response time covers the whole transfer
-    log = d.log()
     assert sorted(r["path"] for r in log) == ["big", "small", "up", "up"]
     rt_ms = (int(req[0]["received_ns"]) - int(req[0]["sent_ns"])) / 1e6
     assert rt_ms >= 2.0
+
+
+@pytest.mark.parametrize("bs", [16, 1024])
+def test_ge_blockwise_against_device(ge_asan_bin, device_bin, tmp_path, bs):
+    with Device(device_bin, tmp_path, RES) as d:
+        p, out = ge_blockwise(ge_asan_bin, d.addr, tmp_path, bs)
+        assert d.stop() == 0
+    check_ge_blockwise(p, out, d.log(), bs)
 
 
 def test_ge_blockwise_bad_input(ge_bin, tmp_path):

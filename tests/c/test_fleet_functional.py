@@ -245,8 +245,8 @@ def test_non_and_odd_messages(fleet_asan_bin, tmp_path):
         s.sendto(encode(CON, 0x45, 10, b"x"), spec.listen)          # a CON 2.05 "response"
         r = recv(s)
         assert r["type"] == RST and r["mid"] == 10
-        block2 = encode(CON, GET, 11, b"b", "r0") + bytes([0xC1, 0x02])  # + Block2 (23)
-        s.sendto(block2, spec.listen)
+        proxy = encode(CON, GET, 11, b"b", "r0") + bytes([0xD1, 0x0B]) + b"x"  # + Proxy-Uri (35)
+        s.sendto(proxy, spec.listen)
         assert code_str(recv(s)["code"]) == "4.02"
         s.sendto(encode(CON, 5, 12, b"f", "r0"), spec.listen)       # FETCH
         assert code_str(recv(s)["code"]) == "4.05"

@@ -40,9 +40,13 @@ BAD = {
                               "bad resource file"),
     "bad resource file": (H + "0,d0,127.0.0.1:5683,bad.csv,1,8,auto,1000\n", 2,
                           "bad resource file"),
-    "observable resource": (H + "0,d0,127.0.0.1:5683,obs.csv,1,8,auto,1000\n", 2,
-                            "observable"),
-    "block-wise payload": (H + "0,d0,127.0.0.1:5683,big.csv,1,8,auto,1000\n", 2, "block-wise"),
+    "impair_seed without impair": (H.strip() + ",impair,impair_ge,impair_seed\n"
+                                   + OK.strip() + ",,,7\n", 2, "impair_seed without impair"),
+    "impair column twice": (H.strip() + ",impair,impair\n" + OK.strip() + ",,\n", 1,
+                            "column 'impair'"),
+    "bad impair spec": (H.strip() + ",impair\n" + OK.strip() + ",dir=up\n", 2, "bad impair"),
+    "well-known/core above a datagram": (H + "0,d0,127.0.0.1:5683,many.csv,1,8,auto,1000\n", 2,
+                                         "/.well-known/core listing"),
 }
 
 OBS_HEADER = ("path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,"
@@ -67,6 +71,8 @@ def test_bad_devices_file(fleet_asan_bin, tmp_path, case):
     (tmp_path / "obs.csv").write_text(OBS_HEADER + "r0,0,sleep,1,none,0,0,0,con,60\n"
                                       "o,0,sleep,1,deterministic,1000,0,0,non,60\n")
     (tmp_path / "big.csv").write_text(HEADER + "r0,0,sleep,2048\n")
+    (tmp_path / "many.csv").write_text(HEADER + "".join(f"resource/number/{k},0,sleep,1\n"
+                                                         for k in range(60)))
     f = tmp_path / "devices.csv"
     f.write_text(text)
     p = run(fleet_asan_bin, "--devices", f, "--log-dir", tmp_path)

@@ -61,6 +61,19 @@ def test_aiocoap_observer_gets_notifications(device_asan_bin, tmp_path):
         first, seen = aiocoap_observe(f"coap://{d.addr[0]}:{d.addr[1]}/temp", 5)
         plain, none = aiocoap_observe(f"coap://{d.addr[0]}:{d.addr[1]}/plain", 1)
         assert d.stop() == 0
+    log = read_csv(d.dir / "notify-log.csv")
+    check_aiocoap_observation(first, seen, plain, none, log)
+    s = d.summary()["observe"]
+    assert s["observable_resources"] == 1 and s["registrations"] == 1
+    assert s["notifications"] == [r["kind"] for r in log].count("notify")
+    assert s["reads"] >= s["notifications"]
+    # plain GETs still go through the request path (device-log.csv)
+    assert [r["path"] for r in d.log()] == ["plain"]
+
+
+def check_aiocoap_observation(first, seen, plain, none, log: list[dict]) -> None:
+    """What aiocoap_observe got from temp (5 notifications) and plain, and the device's
+    notification log (rows of that device only)."""
     assert str(first.code) == "2.05 Content" and first.opt.max_age == 7 and len(first.payload) == 16
     seqs = [s for s, *_ in seen]
     assert len(seqs) == 5 and all(b > a for a, b in zip([first.opt.observe] + seqs, seqs))
@@ -69,7 +82,6 @@ def test_aiocoap_observer_gets_notifications(device_asan_bin, tmp_path):
     gaps = [(b[3] - a[3]) / 1e6 for a, b in zip(seen, seen[1:])]
     assert 40 < sorted(gaps)[len(gaps) // 2] < 300, gaps
     assert plain.opt.observe is None and none == []      # not observable: a plain 2.05
-    log = read_csv(d.dir / "notify-log.csv")
     kinds = [r["kind"] for r in log]
     assert kinds[0] == "register" and kinds.count("notify") >= 5
     for r in log:
@@ -78,11 +90,6 @@ def test_aiocoap_observer_gets_notifications(device_asan_bin, tmp_path):
             assert int(r["read_end_ns"]) - int(r["read_start_ns"]) >= 2_000_000
     logged = {int(r["seq"]) for r in log if r["kind"] == "notify"}
     assert set(seqs) <= logged
-    s = d.summary()["observe"]
-    assert s["observable_resources"] == 1 and s["registrations"] == 1
-    assert s["notifications"] == kinds.count("notify") and s["reads"] >= s["notifications"]
-    # plain GETs still go through the request path (device-log.csv)
-    assert [r["path"] for r in d.log()] == ["plain"]
 
 
 @pytest.mark.parametrize("row,what", [
@@ -102,18 +109,25 @@ def test_device_rejects_bad_observe_columns(device_bin, tmp_path, row, what):
     assert f"{res}:2: {what}" in p.stderr
 
 
-def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
-    rows = "temp,500,busy,16,deterministic,50000,0,500,con,2\nq,0,sleep,4,none,0,0,0,con,60\n"
-    with obs_device(device_bin, tmp_path, rows) as d:
-        u = f"coap://{d.addr[0]}:{d.addr[1]}"
-        trace = write_trace(tmp_path / "t.csv", [
-            (0, 0, "OBSERVE", f"{u}/temp?o=0"), (0, 1000, "OBSERVE", f"{u}/temp?o=1"),
-            (0, 2000, "GET", f"{u}/q"), (0, 600_000, "CANCEL", f"{u}/temp?o=0"),
-            (0, 1_200_000, "CANCEL", f"{u}/temp?o=1")])
-        out = tmp_path / "ge"
-        p = run_ge(ge_asan_bin, trace, out)
-        time.sleep(0.2)
-        assert d.stop() == 0
+GE_OBSERVED_ROWS = ("temp,500,busy,16,deterministic,50000,0,500,con,2\n"
+                    "q,0,sleep,4,none,0,0,0,con,60\n")
+
+
+def ge_observes_twice(ge, addr, tmp_path: Path):
+    """The GE observes temp twice (queries o=0, o=1), GETs q, cancels after 0.6 and 1.2 s."""
+    u = f"coap://{addr[0]}:{addr[1]}"
+    trace = write_trace(tmp_path / "t.csv", [
+        (0, 0, "OBSERVE", f"{u}/temp?o=0"), (0, 1000, "OBSERVE", f"{u}/temp?o=1"),
+        (0, 2000, "GET", f"{u}/q"), (0, 600_000, "CANCEL", f"{u}/temp?o=0"),
+        (0, 1_200_000, "CANCEL", f"{u}/temp?o=1")])
+    out = tmp_path / "ge"
+    p = run_ge(ge, trace, out)
+    time.sleep(0.2)
+    return p, out
+
+
+def check_ge_observations(p, out: Path, dev: list[dict]) -> None:
+    """ge_observes_twice's records against the device's notification log rows ``dev``."""
     assert p.returncode == 0, p.stderr
     req = read_csv(out / "requests.csv")
     assert [r["method"] for r in req] == ["OBSERVE", "OBSERVE", "GET", "CANCEL", "CANCEL"]
@@ -137,7 +151,6 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
     # every recorded notification is one the device emitted to that token (the one-way join)
     salt = int(summary["token_salt"], 16)
     tok = {i: f"{salt >> 32:08x}{(salt & 0xFFFFFFFF) ^ i:08x}" for i in (0, 1)}
-    dev = read_csv(d.dir / "notify-log.csv")
     emitted = {(r["token"], int(r["seq"])): int(r["emit_ns"]) for r in dev if r["kind"] == "notify"}
     start = summary["start_mono_ns"]
     for n in notes:
@@ -148,6 +161,13 @@ def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
         kern = int(n["received_kernel_ns"])
         assert emitted[key] < start + kern and kern <= int(n["received_ns"])
     assert [r["kind"] for r in dev].count("cancel") == 2
+
+
+def test_ge_observes_and_cancels_device(ge_asan_bin, device_bin, tmp_path):
+    with obs_device(device_bin, tmp_path, GE_OBSERVED_ROWS) as d:
+        p, out = ge_observes_twice(ge_asan_bin, d.addr, tmp_path)
+        assert d.stop() == 0
+    check_ge_observations(p, out, read_csv(d.dir / "notify-log.csv"))
     assert d.summary()["observe"]["cancels"] == 2
 
 

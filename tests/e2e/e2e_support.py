@@ -8,6 +8,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import os
+
+import pytest
+
 from testkit.harness import WOTBENCH, Harness  # noqa: F401 - the e2e tests import both from here
 
 HERE = Path(__file__).resolve().parent
@@ -52,3 +56,27 @@ def labelled(run_id: str) -> tuple[list[str], list[str]]:
                            capture_output=True, text=True, check=True)
         return r.stdout.split()
     return ls("ps", "-a"), ls("network", "ls")
+
+
+# HTTP runs need nginx and the real gateway emulator (the stand-in speaks no HTTP)
+NEEDS_HTTP = [
+    pytest.mark.skipif(not shutil.which("nginx"), reason="nginx not installed (apt-get install nginx)"),
+    pytest.mark.skipif(bool(os.environ.get("WOTBENCH_E2E_STANDINS")) or not
+                       (Path(__file__).resolve().parents[2] / "gateway-emulator" / "build" /
+                        "gateway-emulator").exists(),
+                       reason="needs the real gateway emulator (the stand-in speaks no HTTP)"),
+]
+
+
+def nginx_run(name: str, duration_s: float, rit_ms: float, **top) -> dict:
+    """A short process-backend run of two nginx devices (configs/http-nginx.conf), no CD, no
+    collectl: the HTTP end-to-end tests add their keys (``top``)."""
+    nginx = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
+    return {"name": name, "backend": "process", "duration_s": duration_s, "seed": 3,
+            "contention_detector": {"enabled": False}, "monitor": {"enabled": False},
+            "devices": [{"group": "web", "count": 2, "protocol": "http",
+                         "server": {"command": nginx, "config_template":
+                                    str(Path(__file__).resolve().parents[2] / "configs" /
+                                        "http-nginx.conf")},
+                         "paths": ["sensors/t"],
+                         "rit": {"dist": "deterministic", "mean": rit_ms}}], **top}

@@ -9,21 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from e2e_support import REPO, Harness, labelled, run_dir_of
+from e2e_support import NEEDS_HTTP, REPO, Harness, labelled, run_dir_of
 from wotbench.runner.cleanup import leftover_processes
 
-pytestmark = [
-    pytest.mark.skipif(not shutil.which("nginx"), reason="nginx not installed (apt-get install nginx)"),
-    pytest.mark.skipif(bool(os.environ.get("WOTBENCH_E2E_STANDINS")) or not
-                       (REPO / "gateway-emulator" / "build" / "gateway-emulator").exists(),
-                       reason="needs the real gateway emulator (the stand-in speaks no HTTP)"),
-]
+pytestmark = NEEDS_HTTP
 NGINX = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
 CHECK = ["nginx", "-t", "-q", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]
 

@@ -115,6 +115,12 @@ def test_the_agent_image_holds_python_the_runner_and_the_binaries_but_no_plottin
     assert any(i.startswith(f"{agentimage.SITE_IN}/pandas/") for i in inside)
     assert not any("/matplotlib/" in i or "/_pytest/" in i or "/tests/" in i for i in inside)
     assert agentimage.tag().startswith(agentimage.REPO_NAME + ":")
+    # each packed program is named to the runner inside by its variable (a cell with a
+    # wot-fleet engine once looked for the source tree's wot-device/build/wot-fleet)
+    env = agentimage.dockerfile().split("ENV ", 1)[1].split("\n", 1)[0].split()
+    for comp in agentimage.PROGRAMS:
+        assert f"{comp.env_var}={agentimage.BIN_IN}/{comp.name}" in env
+        assert f"{agentimage.BIN_IN}/{comp.name}" in inside
 
 
 def test_an_agent_that_falls_silent_or_hangs_up_is_lost_with_the_time(conns, monkeypatch):

@@ -163,3 +163,39 @@ def test_a_container_spec_with_nofile_asks_docker_for_that_ulimit():
     assert (u["Name"], u["Soft"], u["Hard"]) == ("nofile", 16687, 16687)
     assert got["read_only"] and got["cap_drop"] == ["ALL"] and got["mem_limit"] == "300m"
     assert got["pids_limit"] == 8
+
+
+def test_impaired_devices_get_wot_devices_impair_arguments_as_columns(tmp_path):
+    """The app backend's --impair/--impair-ge/--impair-seed of each device become its three
+    columns; a fleet with no impaired device keeps the eight-column header."""
+    from wotbench import netimpair
+    c = cfg({"group": "a", "count": 4, "engine": "fleet", **SLEEP,
+             "network": {"loss": {"percent": 2}, "direction": "both"}},
+            {"group": "b", "count": 2, "engine": "fleet", **SLEEP}, network={"backend": "app"})
+    backend, _ = netimpair.select_backend("app", netimpair.resolve_impairments(c.devices), seed=5)
+    rd = RunDir(tmp_path)
+    reqs = fleet_capacity.requirements(c, make_plan(c, cores=[0, 1]))
+    fleets.build(c, rd, reqs, device_addresses(c), False,
+                 make_dir=lambda p: (p.mkdir(parents=True, exist_ok=True), p)[1],
+                 impair=backend.device_args)
+    a = read_devices(rd.fleet_devices_file("a-fleet0"))
+    assert rd.fleet_devices_file("a-fleet0").read_text().splitlines()[0].endswith(
+        ",impair,impair_ge,impair_seed")
+    want = FleetDevice.impair_fields(backend.device_args("a-1"))
+    assert (a[1].impair, a[1].impair_ge, a[1].impair_seed) == \
+        (want["impair"], want.get("impair_ge", ""), want["impair_seed"])
+    assert a[1].impair.startswith("dir=both;") and "loss=2" in a[1].impair   # ';' for ','
+    assert a[1].impair.replace(";", ",") == backend.device_args("a-1")[1]
+    assert len({d.impair_seed for d in a}) == 4          # a seed per device
+    b = rd.fleet_devices_file("b-fleet0").read_text().splitlines()[0]
+    assert b == ",".join(DEVICES_HEADER)
+    with pytest.raises(ValueError, match="--dtls"):
+        FleetDevice.impair_fields(["--dtls-psk-identity", "x"])
+
+
+def test_observed_groups_get_observer_records_on_the_command_line(tmp_path):
+    c = cfg({"group": "a", "count": 3, "engine": "fleet", **SLEEP,
+             "observe": {"period_ms": 500, "observers": 3}})
+    _, (run,) = built(tmp_path, c, in_container=False)
+    a = run.args("d.csv", "out")
+    assert a[a.index("--observers") + 1] == str(3 + fleets.OBSERVER_MARGIN)

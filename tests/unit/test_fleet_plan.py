@@ -32,15 +32,32 @@ def test_auto_picks_the_engine_above_the_threshold_and_resolve_records_it():
 
 def test_auto_keeps_a_group_the_engine_cannot_carry_in_processes():
     c = cfg({"group": "a", "count": 2000, **SLEEP},
-            {"group": "o", "count": 10, "observe": {"period_ms": 1000}})
+            {"group": "o", "count": 10, "cpu_quota": 0.5})
     assert [fleet.engine_of(c, i) for i in range(2)] == ["fleet", "process"]
 
 
+@pytest.mark.parametrize("extra", [
+    {"observe": {"period_ms": 1000}},
+    {"payload_bytes": 4096},
+    {"request_payload_bytes": 2048, "methods": {"PUT": 1}},
+    {"network": {"delay": {"time_ms": 5}}},
+])
+def test_auto_keeps_observe_blockwise_and_impaired_groups_in_the_engine(extra):
+    """Observe, block-wise bodies and app-level impairments are the engine's own now."""
+    c = cfg({"group": "a", "count": 2000, **SLEEP, **extra})
+    assert fleet.unsupported(c, 0, c.devices[0]) == []
+    assert fleet.engine_of(c, 0) == "fleet"
+
+
+def test_engine_fleet_with_netem_impairments_is_refused():
+    """netem/pumba act on a container's interface, which an engine's devices share."""
+    with pytest.raises(ConfigError, match=r"devices\[0\].engine: fleet refused, devices\[0\]"
+                                          r".network: network.backend netem acts on"):
+        cfg({"group": "a", "count": 10, "engine": "fleet", "network": {"delay": {"time_ms": 5}}},
+            network={"backend": "netem"})
+
+
 @pytest.mark.parametrize("extra, key", [
-    ({"observe": {"period_ms": 1000}}, "devices[0].observe"),
-    ({"payload_bytes": 4096}, "devices[0].payload_bytes"),
-    ({"request_payload_bytes": 2048, "methods": {"PUT": 1}}, "devices[0].request_payload_bytes"),
-    ({"network": {"delay": {"time_ms": 5}}}, "devices[0].network"),
     ({"cpu_quota": 0.5}, "devices[0].cpu_quota"),
     ({"server": {"image": "x/y:1", "port": 5683}}, "devices[0].server"),
 ])

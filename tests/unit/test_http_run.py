@@ -116,7 +116,8 @@ def test_header_and_body_templates_are_checked_like_the_ge_does(tmp_path):
     assert p[2].startswith("gateways.http.headers[2]:1:7: an unclosed '{{'")
     assert p[3] == (f"gateways.http.body_template_file: {body}:2:8: unknown placeholder "
                     "'devcie', expected one of {{index}} {{device}} {{method}} {{path}} "
-                    "{{payload}} (a literal '{{' cannot be written)")
+                    "{{payload}} {{seq}} {{client}} {{rand}} {{time_ms}} {{time_ns}} (a literal "
+                    "'{{' cannot be written)")
     assert len(p) == 4
     assert problems(web(), gateways={"http": {"body_template": "x", "body_template_file": str(body)}}) == [
         "gateways.http: give body_template or body_template_file, not both"]

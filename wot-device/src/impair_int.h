@@ -1,8 +1,10 @@
 /* impair_int.h - what the impairment files share (see impair.h for the public interface).
  *   impair_spec.c  --impair / --impair-ge / --impair-seed parsing into imp_cfg
  *   impair_rand.c  random streams (xoshiro256** seeded by splitmix64), correlation, quantiles
- *   impair_chan.c  the per-direction channel: netem's model (dup, loss, corrupt, delay, rate),
- *                  the held-datagram heap, counters, device-summary.json
+ *   impair_netem.c netem's model for one datagram (dup, loss, corrupt, delay, rate), with the
+ *                  configuration and random state passed in (also used by wot-fleet)
+ *   impair_chan.c  the per-direction channel: the held-datagram heap, counters,
+ *                  device-summary.json
  *   impair_wrap.c  the sendmsg/recvmsg/epoll_ctl wrappers, egress flush and ingress replay
  * Single-threaded: only the I/O thread touches this state after impair_parse(). */
 #ifndef WOT_IMPAIR_INT_H
@@ -43,15 +45,22 @@ struct pkt {
     uint8_t name[NAME_MAX_], ctl[CTL_MAX], data[PKT_MAX];
 };
 
-struct chan {
-    int on;
+/* the random state of one direction's netem model and what it decided */
+struct netem {
     struct rng r[K_N];
     struct crnd c_delay, c_loss, c_dup, c_corrupt;
     int ge_bad;
-    uint64_t last_release, seq;
+    uint64_t last_release;
+    uint64_t dropped, duplicated, corrupted;
+};
+
+struct chan {
+    int on;
+    struct netem n;
+    uint64_t seq;
     struct pkt *slots;
     uint32_t *heap, nheap, *free_, nfree;
-    uint64_t dropped, delayed, duplicated, corrupted, overflow, errors, oversize, pings;
+    uint64_t delayed, overflow, errors, oversize, pings;
 };
 
 struct meta {
@@ -72,6 +81,16 @@ uint64_t xoshiro(struct rng *r);
 double u01(struct rng *r);
 double crandom(struct crnd *c, struct rng *r);
 double dist_q(int dist, double u);
+
+/* impair_netem.c */
+/* seeds the direction's streams from cfg->seed (dir 0 egress, 1 ingress) */
+void netem_seed(struct netem *n, const struct cfg *cfg, unsigned dir);
+/* a datagram that waits until `due` (CLOCK_MONOTONIC ns): copy it, it is the caller's buffer */
+typedef void (*netem_hold_fn)(void *ctx, const uint8_t *buf, size_t len, uint64_t due);
+/* Applies the impairments to one datagram of len <= PKT_MAX (buf is modified by corruption).
+ * Returns 1 when it must go at once, 0 when it was dropped or handed to hold(). */
+int netem_admit(struct netem *n, const struct cfg *cfg, uint8_t *buf, size_t len, int v6,
+                int allow_dup, uint64_t now, netem_hold_fn hold, void *ctx);
 
 /* impair_chan.c */
 /* Applies the impairments to one datagram (buf is modified by corruption). Returns 1 when

@@ -161,6 +161,8 @@ static int need(int have, const char *key, const char *needs) {
 
 int impair_parse(const char *spec, const char *ge, const char *seed) {
     memset(&imp_cfg, 0, sizeof imp_cfg);
+    memset(seen, 0, sizeof seen);       /* wot-fleet parses one spec per devices-file line */
+    memset(ge_seen, 0, sizeof ge_seen);
     imp_cfg.seed = 1;
     if (seed) {
         char *end;

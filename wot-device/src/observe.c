@@ -26,7 +26,6 @@
 #include "observe.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,6 +34,7 @@
 #include <unistd.h>
 
 #include "block.h"
+#include "notify_interval.h"
 #include "service.h"
 
 #define MAX_READS_PER_TICK 16  /* a late timer catches up at most this many reads per wake-up */
@@ -69,31 +69,9 @@ static struct {
         registrations, cancels;
 } S = {.tfd = -1};
 
-static double uniform01(void) {      /* xorshift64*, (0, 1) */
-    S.rng ^= S.rng >> 12;
-    S.rng ^= S.rng << 25;
-    S.rng ^= S.rng >> 27;
-    return ((double)((S.rng * 2685821657736338717ULL) >> 11) + 0.5) / 9007199254740992.0;
-}
+static double uniform01(void) { return notify_uniform01(&S.rng); }
 
-static uint64_t interval_ns(const struct resource *res) {
-    double m = (double)res->notify_mean_ns, j = (double)res->notify_jitter_ns, v = m;
-    switch (res->notify_dist) {
-    case NOTIFY_UNIFORM: v = m - j + 2.0 * j * uniform01(); break;
-    case NOTIFY_EXP: v = -m * log(uniform01()); break;
-    case NOTIFY_NORMAL: /* Box-Muller, truncated at 0 by resampling */
-        for (int k = 0; k < 16; k++) {
-            v = m + j * sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01());
-            if (v >= 0)
-                break;
-        }
-        if (v < 0)
-            v = 0;
-        break;
-    default: break;
-    }
-    return (uint64_t)(v < 1 ? 1 : v);
-}
+static uint64_t interval_ns(const struct resource *res) { return notify_interval_ns(res, &S.rng); }
 
 int observe_resource_flags(const struct resource *res) {
     if (res->notify_dist == NOTIFY_NONE)

@@ -102,14 +102,16 @@ static const fl_case_t FL[] = {
     {"empty CON (ping)", {0x40, 0x00, 0, 1}, 4, 0, FL_CON, 0, 0, 1, "", 0, 0, 0},
     {"Observe and Uri-Query", {0x40, 0x01, 0, 2, 0x60, 0x51, 'r', 0x44, 'a', '=', 'b', 'c'}, 12, 0,
      FL_CON, FL_GET, 0, 2, "r", 0, 1, 0},
-    {"Block2 is a bad option", {0x40, 0x01, 0, 3, 0xB1, 'r', 0xC1, 0x00}, 8, 0, FL_CON, FL_GET, 0,
-     3, "r", 0, 0, 23},
+    {"Block2 is served (fleet/block.c)", {0x40, 0x01, 0, 3, 0xB1, 'r', 0xC1, 0x00}, 8, 0, FL_CON,
+     FL_GET, 0, 3, "r", 0, 0, 0},
+    {"a Block2 of 4 bytes is a bad option", {0x40, 0x01, 0, 3, 0xB1, 'r', 0xC4, 0, 0, 0, 1}, 11,
+     0, FL_CON, FL_GET, 0, 3, "r", 0, 0, 23},
     {"unknown critical option 9", {0x40, 0x01, 0, 4, 0x90}, 5, 0, FL_CON, FL_GET, 0, 4, "", 0, 0, 9},
     {"unknown elective option 2 is ignored", {0x40, 0x01, 0, 5, 0x20}, 5, 0, FL_CON, FL_GET, 0, 5,
      "", 0, 0, 0},
-    {"extended delta (13) and length (13)", {0x40, 0x01, 0, 6, 0xD0, 10, 0xDD, 0x00, 0x01,
+    {"extended delta (13) and length (13)", {0x40, 0x01, 0, 6, 0xD0, 12, 0xDD, 0x00, 0x01,
      'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n'}, 23, 0, FL_CON, FL_GET,
-     0, 6, "", 0, 0, 23},
+     0, 6, "", 0, 0, 25},
     /* message format errors: -1 */
     {"three bytes", {0x40, 0x01, 0}, 3, -1, 0, 0, 0, 0, "", 0, 0, 0},
     {"version 2", {0x80, 0x01, 0, 1}, 4, -1, 0, 0, 0, 0, "", 0, 0, 0},
@@ -135,6 +137,16 @@ static void fleet_tests(void) {
                      "type %u code %u tkl %u mid %u path '%s' too_long %u observe %u bad_option %u",
                      m.type, m.code, m.tkl, m.mid, m.path, m.path_too_long, m.observe, m.bad_option);
     }
+    /* Block1/Block2 and Observe values (fleet/block.c, observe.c) */
+    static const uint8_t blk[] = {0x40, 0x03, 0, 7, 0x61, 0x01, 0x51, 'r', 0xC2, 0x01, 0x26,
+                                  0x41, 0x0E};
+    struct fl_msg b;
+    int brc = fl_coap_parse(blk, sizeof blk, &b);
+    UC_CHECK("Observe 1, Block2 0x126, Block1 0x0E", brc == 0 && b.observe && b.observe_val == 1 &&
+             b.has_block2 && b.block2 == 0x126 && b.has_block1 && b.block1 == 0x0E &&
+             !b.bad_option, "rc %d observe %u/%u block2 %u/%u block1 %u/%u bad %u", brc,
+             b.observe, b.observe_val, b.has_block2, b.block2, b.has_block1, b.block1,
+             b.bad_option);
     /* a path over FL_PATH_MAX: flagged, the part that fits kept */
     /* three Uri-Path options of 100 bytes (length 13 + extended byte 87) */
     uint8_t e[600] = {0x40, 0x01, 0, 9};

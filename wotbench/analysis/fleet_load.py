@@ -21,8 +21,8 @@ from wotbench.analysis.errors import AnalysisError
 from wotbench.csvcheck import read_csv_checked
 from wotbench.rundir import FleetRecord, RunDir
 from wotbench.rundir.fleet_files import (DEVICES_HEADER, FLEET_DEVICE_COLUMNS, FLEET_LOG_COLUMNS,
-                                         FleetDeviceRow, FleetLogRow, FleetSummary,
-                                         header_problem)
+                                         FLEET_NOTIFY_COLUMNS, FleetDeviceRow, FleetLogRow,
+                                         FleetNotifyRow, FleetSummary, header_problem)
 
 # the devices file the runner wrote: what maps an engine's index to a device name
 DEVICES_INPUT_COLUMNS = {"index": "int", "name": "str"}
@@ -41,6 +41,7 @@ class FleetData:
     summary: Optional[FleetSummary] = None
     table: Optional[pd.DataFrame] = None        # fleet-devices.csv
     log: Optional[pd.DataFrame] = None
+    notify: Optional[pd.DataFrame] = None       # every loop's fleet-notify-<loop>.csv (Observe)
     push: Optional[pd.DataFrame] = None         # fleet-push.csv (devices[].push only)
 
     def names_of(self, index: np.ndarray) -> np.ndarray:
@@ -134,11 +135,18 @@ def load_fleet(rd: RunDir, rec: FleetRecord, read_model, warnings: list[str]) ->
     else:
         warnings.append(f"{d}: no fleet-log-<loop>.csv; no response-time decomposition for "
                         f"the {len(index)} devices of {name}")
+    notes = [read_strict_csv(p, FleetNotifyRow, FLEET_NOTIFY_COLUMNS, "fleet-notify.csv")
+             for p in rd.fleet_notify_logs(name)]
+    notify = pd.concat(notes, ignore_index=True) if notes else None
+    if summary is not None and summary.observe is not None and summary.observe.log_dropped:
+        warnings.append(f"{rd.fleet_summary(name)}: {summary.observe.log_dropped} notification "
+                        f"log entries were dropped (--log-capacity); Observe figures of {name} "
+                        "are partial")
     if summary is not None and summary.log_dropped:
         warnings.append(f"{rd.fleet_summary(name)}: {summary.log_dropped} log entries were "
                         f"dropped (--log-capacity); decomposition is partial for {name}")
     return FleetData(name=name, dir=d, index=index, names=names, summary=summary, table=table,
-                     log=log)
+                     log=log, notify=notify)
 
 
 class ResourceReader:

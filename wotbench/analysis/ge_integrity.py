@@ -19,6 +19,13 @@ The rule is judged on the workload's own time scale, not on an absolute 1 ms:
     compared with a horizontal tolerance of ``rel_tolerance``, must stay within max(max_ks, the two-sample KS
     critical value at ``alpha``) — the latter keeps small samples from flagging on noise.
 ``late_abs_share`` (lag > late_threshold_ms, absolute) is reported for comparison only.
+
+A time-varying schedule (``devices[].rate_profile``: steps, ramps, bursts, a sinusoid; issue 35)
+has no one median RIT: 5 % of a 1 Hz step's period would excuse any lateness in its 500 Hz step.
+When some device's expected RITs, taken over tenths of its requests, have medians more than
+:data:`VARYING_RATIO` apart, every scale above becomes *local*: the rolling median of the device's
+expected RITs over :data:`LOCAL_WINDOW` neighbours (both the lateness tolerance of each send and
+the unit each RIT is divided by for the KS comparison). A steady schedule is judged as before.
 ``kept_up`` is None (not checked) with fewer than 2 sent requests.
 
 A closed-loop GE (``--clients N``, summary.json ``closed_loop``) has no trace schedule: each
@@ -59,6 +66,34 @@ CLOSED_RULE_TEXT = ("closed loop: kept_up unless the clients' stalls (sent - (pr
                     "more than that share of their throughput")
 
 
+LOCAL_WINDOW = 51          # expected RITs in the rolling median of a time-varying schedule
+VARYING_RATIO = 3.0        # medians over tenths of a device's RITs this far apart: time-varying
+MIN_PER_TENTH = 50         # RITs per tenth for that comparison (fewer: judged steady)
+
+
+def time_varying(rit_dev: np.ndarray, exp: np.ndarray) -> bool:
+    """Does some device's schedule change its rate over the run (rit_dev sorted)?"""
+    ids, starts, counts = np.unique(rit_dev, return_index=True, return_counts=True)
+    for s0, n in zip(starts[counts >= 10 * MIN_PER_TENTH], counts[counts >= 10 * MIN_PER_TENTH]):
+        meds = np.array([np.median(c) for c in np.array_split(exp[s0:s0 + n], 10)])
+        if meds.min() > 0 and meds.max() / meds.min() > VARYING_RATIO:
+            return True
+    return False
+
+
+def local_scales(dev: np.ndarray, rit_dev: np.ndarray, exp: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(per row, per RIT) the rolling median of the device's expected RITs around it; a device's
+    first row takes its first RIT's."""
+    rit_scale = pd.Series(exp).groupby(rit_dev).transform(
+        lambda x: x.rolling(LOCAL_WINDOW, center=True, min_periods=1).median()).to_numpy()
+    row = np.full(len(dev), np.nan)
+    same = dev[1:] == dev[:-1]
+    row[1:][same] = rit_scale
+    row = pd.Series(row).groupby(dev).transform(lambda x: x.bfill()).to_numpy()
+    return row, rit_scale
+
+
 def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]:
     """Sent rows of one GE in trace order: lag, per-row tolerance, per-device RIT pairs (ms).
     Sent = when the GE handed the request over: an HTTP request that waited for a busy
@@ -86,6 +121,8 @@ def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]
                            [0.5])["quantiles"][:, 0] if len(dev_ids) else np.zeros(0)
     row_scale = scales[np.searchsorted(dev_ids, dev)]
     rit_scale = scales[np.searchsorted(dev_ids, rit_dev)]
+    if len(exp) and time_varying(rit_dev, exp):   # a rate profile: judged on the local rate
+        row_scale, rit_scale = local_scales(dev, rit_dev, exp)
     tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
     # RITs are divided by max(scale, floor / rel): a KS tolerance of rel_tolerance in these
     # units is then the same per-device tolerance as the lateness test's (5 % of the median RIT,

@@ -108,28 +108,65 @@ def _notes(run: RunData, obs: pd.DataFrame) -> pd.DataFrame:
     return notes.merge(obs[["ge", "obs", "token", "device", "path"]], on=["ge", "obs"], how="left")
 
 
-def _emitted(run: RunData, names: dict[int, str]) -> pd.DataFrame:
+def _resource_columns(res: Optional[pd.DataFrame]) -> tuple[dict, dict]:
+    """path -> notify_service_us, path -> notify_mean_us of a resource table."""
+    if res is None:
+        return {}, {}
+    cols = [dict(zip(res["path"].astype(str), res[c].astype(float))) if c in res.columns else {}
+            for c in ("notify_service_us", "notify_mean_us")]
+    return cols[0], cols[1]
+
+
+def _fleet_emitted(run: RunData) -> list[pd.DataFrame]:
+    """The notifications the wot-fleet engines emitted (fleet-notify-<loop>.csv, one frame per
+    engine; the ``device`` column is the trace's id). The devices of an engine share a few
+    resource tables (loading.ResourceReader), so S and the period are looked up per table."""
     frames = []
+    for f in run.fleets.values():
+        if f.notify is None or not len(f.notify):
+            continue
+        lg = f.notify[f.notify["kind"].astype(str) == "notify"]
+        dev = lg["device"].to_numpy(np.int64)
+        paths = lg["path"].astype(str).to_numpy()
+        s_us = np.full(len(lg), np.nan)
+        mean_us = np.full(len(lg), np.nan)
+        table_of = {int(i): run.devices[str(n)].resources for i, n in zip(f.index, f.names)
+                    if str(n) in run.devices}
+        by_table: dict[int, list[int]] = {}
+        for i, t in table_of.items():
+            by_table.setdefault(id(t), []).append(i)
+        for ids in by_table.values():
+            rows = np.isin(dev, ids)
+            s_map, m_map = _resource_columns(table_of[ids[0]])
+            s_us[rows] = pd.Series(paths[rows]).map(s_map).to_numpy(np.float64)
+            mean_us[rows] = pd.Series(paths[rows]).map(m_map).to_numpy(np.float64)
+        frames.append(_emitted_frame(dev, lg, s_us, mean_us))
+    return frames
+
+
+def _emitted_frame(device, lg: pd.DataFrame, s_us: np.ndarray, mean_us: np.ndarray
+                   ) -> pd.DataFrame:
+    """The notify rows ``lg`` of a notification log as _emitted's columns."""
+    return pd.DataFrame({
+        "device": device, "token": lg["token"].astype(str).to_numpy(),
+        "seq": lg["seq"].to_numpy(np.float64).astype(np.int64),
+        "emit_ns": lg["emit_ns"].to_numpy(np.float64),
+        "tick_ns": lg["tick_ns"].to_numpy(np.float64),
+        "read_ns": (lg["read_end_ns"] - lg["read_start_ns"]).to_numpy(np.float64),
+        "s_us": s_us, "mean_us": mean_us})
+
+
+def _emitted(run: RunData, names: dict[int, str]) -> pd.DataFrame:
+    frames = _fleet_emitted(run)
     for dev_id, name in names.items():
         d = run.devices.get(name)
         if d is None or d.notify_log is None:
             continue
         lg = d.notify_log[d.notify_log["kind"].astype(str) == "notify"]
-        s_us = {}
-        if d.resources is not None and "notify_service_us" in d.resources.columns:
-            s_us = dict(zip(d.resources["path"].astype(str), d.resources["notify_service_us"].astype(float)))
-        mean_us = {}
-        if d.resources is not None and "notify_mean_us" in d.resources.columns:
-            mean_us = dict(zip(d.resources["path"].astype(str), d.resources["notify_mean_us"].astype(float)))
+        s_us, mean_us = _resource_columns(d.resources)
         paths = lg["path"].astype(str)
-        frames.append(pd.DataFrame({
-            "device": dev_id, "token": lg["token"].astype(str).to_numpy(),
-            "seq": lg["seq"].to_numpy(np.float64).astype(np.int64),
-            "emit_ns": lg["emit_ns"].to_numpy(np.float64),
-            "tick_ns": lg["tick_ns"].to_numpy(np.float64),
-            "read_ns": (lg["read_end_ns"] - lg["read_start_ns"]).to_numpy(np.float64),
-            "s_us": paths.map(s_us).to_numpy(np.float64),
-            "mean_us": paths.map(mean_us).to_numpy(np.float64)}))
+        frames.append(_emitted_frame(dev_id, lg, paths.map(s_us).to_numpy(np.float64),
+                                     paths.map(mean_us).to_numpy(np.float64)))
     if not frames:
         return pd.DataFrame(columns=["device", "token", "seq", "emit_ns", "tick_ns", "read_ns", "s_us", "mean_us"])
     return pd.concat(frames, ignore_index=True)

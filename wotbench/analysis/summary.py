@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.analysis import http_phases, notify_sink, notify_slo, sut_faults
 from wotbench.analysis import blockwise as blkm
 from wotbench.detector import evidence as evid
 from wotbench.detector import loop_lag
@@ -372,6 +373,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     load_block = loadm.load_block(run, req)
     verdict = _verdict(run, overall, ge_block, contention, loss)
+    if load_block is not None and load_block.concurrency_shortfall:   # issue 35
+        verdict.reasons.append(load_block.concurrency_shortfall)
     if run.run.in_progress:   # its harness was killed (loading refuses one still running)
         verdict.reasons.insert(0, killed.reason(run.run, req, run.duration_s))
         verdict.status, verdict.exit_code, verdict.checks.data = "invalid", 3, "invalid"
@@ -383,6 +386,18 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         frame = sloa.RequestFrame.from_requests(all_req, all_codes, names, groups)
         slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
                                       verdict.status)
+        verdict.exit_code = sloa.exit_code(verdict.status, slo_block)
+    notify_block = notify_sink.block(run.run_dir, [g.dir for g in run.ges])
+    phases_block = http_phases.block(run.run_dir)
+    faults_block = sut_faults.analyse(run.run_dir, all_req, {
+        n: int(d.id) for n, d in run.devices.items() if d.id is not None})
+    verdict.reasons.extend(sut_faults.notes(faults_block))
+    if http_phases.verify_note(phases_block):
+        verdict.reasons.append(http_phases.verify_note(phases_block))
+    notify_spec = notify_slo.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
+    if notify_block is not None and notify_spec is not None:   # issue 35
+        slo_block = notify_slo.merge(slo_block, notify_slo.results(notify_spec, notify_block))
+        slo_block = sloa.with_verdict(slo_block, verdict.status)
         verdict.exit_code = sloa.exit_code(verdict.status, slo_block)
     run_block = {
         "name": run.run.name,
@@ -406,6 +421,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
                    decomposition=split_block, slo=slo_block, observe=observe_block,
                    blockwise=blockwise_block, dtls=dtls_block, http=httpm.analyse(run, req),
                    push=pushm.analyse(run),
+                   notify=notify_block, phases=phases_block, sut_faults=faults_block,
                    evidence=evidence, sut_resources=sut_block, load=load_block,
                    fleet=fleet_block), series
 

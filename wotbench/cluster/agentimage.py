@@ -99,8 +99,9 @@ def dockerfile() -> str:
     exe = Path(sys.executable).resolve()
     return ("FROM scratch\nCOPY rootfs/ /\n"
             f"ENV PYTHONPATH={SRC_IN}:{SITE_IN} PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 "
-            f"WOTBENCH_GE_BIN={BIN_IN}/gateway-emulator WOTBENCH_DEVICE_BIN={BIN_IN}/wot-device "
-            f"WOTBENCH_HOG_BIN={BIN_IN}/hog\n"
+            # every packed program by its variable: wot-fleet's and the warden's were packed
+            # but unnamed, so a cell with an engine looked for the source tree's build/
+            + " ".join(f"{c.env_var}={BIN_IN}/{c.name}" for c in PROGRAMS) + "\n"
             f'ENTRYPOINT ["{exe}", "-m", "wotbench.cluster.agent"]\n')
 
 

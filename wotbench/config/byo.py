@@ -103,6 +103,10 @@ class Program(_Model):
 
 class ServerSpec(Program):
     """``devices[].server``: every device of the group runs this CoAP server."""
+    cpus: int = Field(
+        1, ge=1, le=256, description="device cores the started servers get for themselves "
+        "(issue 35; a multi-threaded broker); refused with the reason when the host cannot "
+        "spare them beside the OS, GE, CD and device cores")
 
 
 class ProxySpec(Program):
@@ -208,10 +212,11 @@ def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
     if g.paths is not None and g.server is None and g.external is None:
         out.append(f"{key}.paths: only for a third-party server or an external endpoint; "
                    "wot-device serves the synthetic resources r0..r{resources-1}")
-    for j, path in enumerate(g.paths or []):
-        if "{{" in path or "}}" in path:
-            out.append(f"{key}.paths[{j}]: {path!r} has a template field, but paths are not "
-                       "templated (the literal text would be requested); give the literal "
+    for j, path in enumerate(g.paths or []):   # an http group's are templates (config.http)
+        if g.protocol != "http" and ("{{" in path or "}}" in path):
+            out.append(f"{key}.paths[{j}]: {path!r} has a template field, but a CoAP group's "
+                       "paths are not templated (the literal text would be requested; "
+                       "per-request values are HTTP only, docs/PLATFORMS.md); give the literal "
                        "paths, e.g. [sensors/0, sensors/1] (the trace picks one uniformly per "
                        "request)")
     if (g.server is not None or g.external is not None) and g.paths is None:

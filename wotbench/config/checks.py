@@ -10,9 +10,12 @@ import ipaddress
 from pathlib import Path
 
 from wotbench.config import byo
+from wotbench.config import connected as connected_spec
 from wotbench.config import dtls as dtls_spec
 from wotbench.config import http as http_spec
 from wotbench.config import loadloop
+from wotbench.config import notify as notify_spec
+from wotbench.config import sut_faults as sut_faults_spec
 from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
 from wotbench.config.schema import (MAX_DATAGRAM_PAYLOAD, MAX_PER_CONTAINER, NOTIFY_DISTS, Config,
@@ -53,6 +56,7 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
             problems.append(f"devices[{i}].observe: with server/external, expected no observe "
                             "(observable resources are emulated by wot-device)")
     problems.extend(fleet.problems(cfg))
+    problems.extend(connected_spec.check(cfg))
     problems.extend(push_problems(cfg, base_dir))
     if cfg.gateways.retransmit and cfg.gateways.message_type == "non":
         problems.append("gateways.retransmit: true with message_type non: RFC 7252 retransmits "
@@ -74,6 +78,8 @@ def problems(cfg: Config, base_dir: Path) -> list[str]:
     problems.extend(dtls_spec.problems(cfg))
     problems.extend(http_spec.problems(cfg))
     problems.extend(loadloop.problems(cfg))
+    problems.extend(notify_spec.problems(cfg))
+    problems.extend(sut_faults_spec.problems(cfg))
     if cfg.contention:   # the cores are checked against the plan when the run starts
         problems.extend(check_episodes(cfg.contention, test_duration_s=cfg.duration_s,
                                        cores={c for ep in cfg.contention for c in ep.cores}))

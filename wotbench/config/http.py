@@ -10,8 +10,10 @@ protocol; everything CoAP-only (Observe, block-wise, DTLS, NON/CON, retransmissi
 forward proxy, client endpoints) is refused for an HTTP run with the key and the fix.
 
 Templates follow the GE's rules (``gateway-emulator/src/http_tmpl.c``): ``{{index}}``,
-``{{device}}``, ``{{method}}``, ``{{path}}``, ``{{payload}}``; single braces are text, so a JSON
-body needs no escaping. They are checked here, before the run, with the GE's messages
+``{{device}}``, ``{{method}}``, ``{{path}}``, ``{{payload}}``, and the per-request values
+(issue 35, ``template_vars.c``) ``{{seq}}`` ``{{client}}`` ``{{rand}}`` ``{{time_ms}}``
+``{{time_ns}}`` (fixed width, filled at the send; also in ``devices[].paths``); single braces
+are text, so a JSON body needs no escaping. They are checked here, before the run, with the GE's messages
 (``KEY:LINE:COL``), so a template that does not render never reaches a gateway emulator.
 """
 from __future__ import annotations
@@ -22,10 +24,14 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wotbench.config.http_phases import HttpPhase
+
 # ``cfg`` below is a ``wotbench.config.schema.Config`` (which imports this module's models)
 Config = Any
 
-PLACEHOLDERS = ("index", "device", "method", "path", "payload")
+PER_REQUEST = ("seq", "client", "rand", "time_ms", "time_ns")   # filled at the send
+PLACEHOLDERS = ("index", "device", "method", "path", "payload") + PER_REQUEST
+PATH_PLACEHOLDERS = ("index", "device") + PER_REQUEST             # what a path may hold
 # headers the GE writes itself (http_prep.c RESERVED)
 RESERVED_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
 MAX_HEADERS = 32                 # the GE's --http-header limit
@@ -62,6 +68,12 @@ class HttpClient(_Model):
     body_template_file: Optional[str] = Field(
         None, description="instead of body_template: a file holding it (relative to the config "
         "file)")
+    setup: Optional[HttpPhase] = Field(
+        None, description="requests to every device before T0 (e.g. pre-create entities), with "
+        "figures of their own (wotbench.config.http_phases); a failure stops the run")
+    verify: Optional[HttpPhase] = Field(
+        None, description="requests to every device after the test (check what it left), with "
+        "figures of their own; failures are named in the verdict's notes")
 
 
 def _where_at(text: str, pos: int) -> tuple[int, int]:
@@ -69,11 +81,11 @@ def _where_at(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
-def template_problems(text: str, where: str) -> list[str]:
+def template_problems(text: str, where: str, names: tuple[str, ...] = PLACEHOLDERS) -> list[str]:
     """The GE's template rules (http_tmpl.c): every ``{{`` closes on its line with a known
     placeholder. Problems as ``WHERE:LINE:COL: what, expected ...``."""
     out, pos = [], 0
-    expected = "expected one of " + " ".join("{{" + p + "}}" for p in PLACEHOLDERS)
+    expected = "expected one of " + " ".join("{{" + p + "}}" for p in names)
     while (start := text.find("{{", pos)) >= 0:
         end = text.find("}}", start + 2)
         line, col = _where_at(text, start)
@@ -81,7 +93,7 @@ def template_problems(text: str, where: str) -> list[str]:
             out.append(f"{where}:{line}:{col}: an unclosed '{{{{', {expected}")
             break
         name = text[start + 2:end]
-        if name not in PLACEHOLDERS:
+        if name not in names:
             out.append(f"{where}:{line}:{col}: unknown placeholder '{name}', {expected} (a "
                        "literal '{{' cannot be written)")
         pos = end + 2
@@ -106,6 +118,12 @@ def body_template_text(h: HttpClient) -> Optional[str]:
     return h.body_template
 
 
+def probe_path(g: Any) -> str:
+    """The path the readiness GET asks a server for: the group's first path without per-request
+    values (a template would be sent literally, and may create what it names), else the root."""
+    return next((p for p in (g.paths or []) if "{{" not in p), "")
+
+
 def http_groups(cfg: Config) -> list[int]:
     return [i for i, g in enumerate(cfg.devices) if g.protocol == "http"]
 
@@ -121,6 +139,9 @@ def problems(cfg: Config) -> list[str]:
     gw = cfg.gateways
     out: list[str] = []
     for i, g in enumerate(cfg.devices):
+        for k, path in enumerate(g.paths or []):   # a CoAP group's: refused in config.byo
+            if g.protocol == "http" and "{{" in path:
+                out += template_problems(path, f"devices[{i}].paths[{k}]", PATH_PLACEHOLDERS)
         if g.protocol != "http" and "PATCH" in g.methods:
             out.append(f"devices[{i}].methods: PATCH is HTTP only, expected GET/PUT/POST/DELETE "
                        "for a CoAP group (or protocol: http)")
@@ -166,6 +187,7 @@ def problems(cfg: Config) -> list[str]:
     h = gw.http
     if h is None:
         return out
+    out += phase_problems(h)
     for k, hdr in enumerate(h.headers):
         out += header_problems(hdr, f"gateways.http.headers[{k}]")
     if h.body_template is not None and h.body_template_file is not None:
@@ -184,6 +206,25 @@ def problems(cfg: Config) -> list[str]:
     return out
 
 
+def phase_problems(h: HttpClient) -> list[str]:
+    """gateways.http.setup / verify: their templates, a body only with a method that has one."""
+    out: list[str] = []
+    for name in ("setup", "verify"):
+        p = getattr(h, name)
+        if p is None:
+            continue
+        key = f"gateways.http.{name}"
+        out += template_problems(p.path, f"{key}.path", PATH_PLACEHOLDERS)
+        if p.body_template is not None:
+            out += template_problems(p.body_template, f"{key}.body_template")
+            if p.method in ("GET", "DELETE"):
+                out.append(f"{key}.body_template: with method {p.method}, expected POST, PUT or "
+                           "PATCH (a GET or DELETE carries no body)")
+        if any(c.isspace() or c in ",\"" for c in p.path):
+            out.append(f"{key}.path: {p.path!r}, expected no spaces, commas or quotes")
+    return out
+
+
 def ge_args(cfg: Config) -> list[str]:
     """The main GEs' ``--http-*`` options but the body template's file ([] for a CoAP run; the
     runner adds ``--http-body-template`` with the file's path as the GE sees it)."""
@@ -195,4 +236,20 @@ def ge_args(cfg: Config) -> list[str]:
         a.append("--http-connection-per-request")
     for hdr in h.headers:
         a += ["--http-header", hdr]
-    return a
+    return a + seed_args(cfg)
+
+
+def uses(cfg: Config, name: str) -> bool:
+    """Does a path, header or the body template of the run hold ``{{name}}``?"""
+    h = cfg.gateways.http or HttpClient()
+    texts = [p for g in cfg.devices for p in (g.paths or [])] + list(h.headers)
+    try:
+        texts.append(body_template_text(h) or "")
+    except OSError:
+        pass    # refused by problems()
+    return any("{{" + name + "}}" in t for t in texts)
+
+
+def seed_args(cfg: Config) -> list[str]:
+    """GE ``--seed`` when a template holds ``{{rand}}``: its values follow the run's seed."""
+    return ["--seed", str(cfg.seed)] if uses(cfg, "rand") else []

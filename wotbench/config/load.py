@@ -22,6 +22,7 @@ from wotbench.config.schema import Config
 from wotbench.errors import ConfigError
 from wotbench.schema_errors import problems as schema_problems
 from wotbench.schema_errors import type_name
+from wotbench.things.expand import expand as things_expand
 
 
 def _absolutize(raw: dict, base_dir: Path) -> None:
@@ -44,6 +45,9 @@ def _absolutize(raw: dict, base_dir: Path) -> None:
     http = gw.get("http") if isinstance(gw, dict) else None
     if isinstance(http, dict) and isinstance(http.get("body_template_file"), str):
         http["body_template_file"] = fix(http["body_template_file"])
+    edge = raw.get("edge_server")
+    if isinstance(edge, dict) and isinstance(edge.get("config_template"), str):
+        edge["config_template"] = fix(edge["config_template"])
     groups = raw.get("devices")
     for g in groups if isinstance(groups, list) else []:   # a wrong type is reported by validation
         if isinstance(g, dict):
@@ -63,6 +67,9 @@ def config_from_dict(raw: Any, base_dir: str | Path = ".", source: str | None = 
         raise ConfigError([f"(top level): must be a mapping of keys (name, devices, ...), got {type_name(raw)}"], source)
     raw = copy.deepcopy(raw)
     _absolutize(raw, base_dir)
+    raw, thing_problems = things_expand(raw, base_dir)
+    if thing_problems:   # the groups they would have made are missing: report these alone
+        raise ConfigError(thing_problems, source)
     try:
         cfg = Config.model_validate(raw)
     except ValidationError as e:

@@ -19,6 +19,13 @@ SELECT = {"round_robin": "round-robin", "one": "one", "random": "random"}
 def problems(cfg: Config) -> list[str]:
     """Cross-block problems of the loop keys (the field rules are in the schema)."""
     gw, out = cfg.gateways, []
+    for i, g in enumerate(cfg.devices):
+        if g.rate_profile is not None and gw.loop == "closed":
+            out.append(f"devices[{i}].rate_profile: with gateways.loop: closed, expected an "
+                       "open loop (a closed loop's rate is what its clients get, not a schedule)")
+        if g.rate_profile is not None and cfg.trace is not None:
+            out.append(f"devices[{i}].rate_profile: with a recorded trace:, expected a "
+                       "generated workload (the recorded trace has its own times)")
     if gw.clients is None:
         return out
     if gw.count > 1:
@@ -37,6 +44,13 @@ def problems(cfg: Config) -> list[str]:
         out.append(f"gateways.warmup_s: {gw.warmup_s:g} + cooldown_s {gw.cooldown_s:g} leave "
                    f"nothing of duration_s {cfg.duration_s:g} to measure, expected their sum "
                    "below it")
+    if gw.loop == "closed" and gw.ramp_up_s >= cfg.duration_s:
+        out.append(f"gateways.ramp_up_s: {gw.ramp_up_s:g} is not below duration_s "
+                   f"{cfg.duration_s:g}, expected the last client to start before the end")
+    if gw.loop == "closed" and gw.requests_per_client is not None \
+            and gw.requests_per_client * gw.clients > 4_000_000_000:
+        out.append(f"gateways.requests_per_client: {gw.requests_per_client} x clients "
+                   f"{gw.clients} requests, expected at most 4,000,000,000 (one GE's table)")
     if gw.loop == "closed" and cfg.trace is not None:
         out.append("gateways.loop: closed with a recorded trace:, expected a generated workload "
                    "(the closed loop's targets are the devices' resources)")
@@ -63,7 +77,10 @@ def max_requests(cfg: Config) -> int:
     gw = cfg.gateways
     per_client_s = (gw.think.mean / 1000.0 if gw.think is not None else 0.0) + 20e-6
     by_clients = gw.clients * cfg.duration_s / per_client_s
-    return int(min(by_clients, 400_000 * cfg.duration_s)) + gw.clients + 1000
+    bound = int(min(by_clients, 400_000 * cfg.duration_s)) + gw.clients + 1000
+    if gw.requests_per_client is not None:   # never more than the budget, and always all of it
+        return gw.requests_per_client * gw.clients
+    return bound
 
 
 def ge_args(cfg: Config) -> list[str]:
@@ -75,4 +92,10 @@ def ge_args(cfg: Config) -> list[str]:
             "--think", think_arg(cfg), "--select", SELECT[gw.target],
             "--mark-warmup-ms", str(int(round(gw.warmup_s * 1000))),
             "--mark-cooldown-ms", str(int(round(gw.cooldown_s * 1000))),
-            "--max-requests", str(max_requests(cfg))]
+            "--max-requests", str(max_requests(cfg))] + budget_args(gw)
+
+
+def budget_args(gw) -> list[str]:
+    """GE --requests-per-client and --ramp-ms (issue 35) when set."""
+    a = ["--requests-per-client", str(gw.requests_per_client)] if gw.requests_per_client else []
+    return a + (["--ramp-ms", str(int(round(gw.ramp_up_s * 1000)))] if gw.ramp_up_s else [])

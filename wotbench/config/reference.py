@@ -28,6 +28,12 @@ from wotbench.config import http as http_spec
 from wotbench.config import schema
 from wotbench.config import push as push_spec
 from wotbench.netimpair import model as netimpair
+from wotbench.config import connected
+from wotbench.config.rate_profile import RateProfile
+from wotbench.config.notify import Notify, NotifySlo, Subscriber
+from wotbench.things import spec as things_spec
+from wotbench.config.http_phases import HttpPhase
+from wotbench.config.sut_faults import SutFault
 
 COMMAND = "python -m wotbench.config.reference > docs/CONFIG.md"
 REPO = Path(__file__).resolve().parents[2]
@@ -74,6 +80,14 @@ SECTIONS: list[Section] = [
             "optional `jitter_ms` ≤ `period_ms`) or `interval`, not both; `resources` ≤ the "
             "group's `resources`; notifications are one datagram (`payload_bytes` ≤ 1024); not "
             "with `server`/`external` nor through `gateways.proxy`."),
+    Section("devices[].rate_profile", RateProfile,
+            "The devices' request rate over the test instead of `rit`'s steady one (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)), in requests per second per device: `steps` "
+            "(`rates` each held `step_s`, the last to the end), `ramp` (`start` to `end` over "
+            "`ramp_s`, default the test), `burst` (`base`, `peak` for `length_s` every "
+            "`every_s`), `sine` (`mean` ± `amplitude`, `period_s`). `rit` keeps its shape "
+            "(exponential: a non-homogeneous Poisson process). Open loop, generated workloads "
+            "only; every rate 0.001..10^6."),
     Section("devices[].push", push_spec.PushOp,
             "Requests the devices of a group send themselves ([PUSH.md](PUSH.md)): `setup` ops "
             "once per device before T0, in order (a failure stops the run before T0, naming the "
@@ -107,12 +121,34 @@ SECTIONS: list[Section] = [
             "`image`/`command` or `endpoint`. Neither works with `dtls.enabled`. Semantics and "
             "examples: [BYO.md](BYO.md); an HTTP->CoAP proxy (`mode: http`): "
             "[HTTP-PROXY.md](HTTP-PROXY.md)."),
+    Section("devices[].connection", connected.Connection,
+            "Connected devices (`devices[].protocol: websocket | chunked`): each holds one "
+            "connection to `edge_server` in a wot-fleet engine (CONTRACTS §3c) and replies to "
+            "every message that carries an id after its service time. "
+            "[CONNECTED.md](CONNECTED.md)."),
+    Section("applications", connected.Applications,
+            "wot-rpcapp (CONTRACTS §3d): closed-loop applications sending RPCs to connected "
+            "devices through `edge_server`; each reply is matched by the id the body template "
+            "places. [CONNECTED.md](CONNECTED.md)."),
+    Section("edge_server", connected.EdgeServer,
+            "The server under test connected devices attach to, started like "
+            "`devices[].server` on the process backend (unprivileged, its template's fields also "
+            "`{workers}`, `{worker_connections}`, `{worker_nofile}`, checked with `check` "
+            "before anything starts); e.g. nginx + nchan: configs/attached-devices.yaml."),
     Section("gateways", schema.Gateways,
             "The gateway emulators: open-loop load generators replaying the trace."),
     Section("gateways.http", http_spec.HttpClient,
             "How the gateway emulators speak HTTP/1.1 to `protocol: http` device groups "
             "([HTTP.md](HTTP.md)); only with such groups. Templates take `{{index}}`, "
             "`{{device}}`, `{{method}}`, `{{path}}`, `{{payload}}`; single braces are text."),
+    Section("gateways.http.setup / verify", HttpPhase,
+            "Requests the harness sends to every HTTP device before T0 (`setup`: pre-create "
+            "entities, subscribe) and after the test (`verify`: check what it left), each by a "
+            "gateway-emulator run of its own (`RUN/phases/<name>/`) whose figures are "
+            "`summary.json` `phases` and the report's *Setup and verify* section, never the "
+            "test's (issue 35, [PLATFORMS.md](PLATFORMS.md)). A setup request not answered 2xx "
+            "stops the run before T0; a verify request not answered 2xx is named in the "
+            "verdict's notes. `path` and `body_template` are the GE's templates."),
     Section("contention_detector", schema.ContentionDetector,
             "The contention detector: a node with a fixed service time probed by its own GE "
             "([DETECTOR.md](DETECTOR.md); evidence for the defaults: "
@@ -137,6 +173,29 @@ SECTIONS: list[Section] = [
             "(after calibration) and must end by `duration_s`, e.g. "
             "`{kind: cpu, cores: [1], start_s: 10, duration_s: 10}`. The hog "
             "(`contention-injector/`) needs no privileges and stops on its own."),
+    Section("sut_faults[]", SutFault,
+            "Faults in the system under test at given seconds of the test (issue 35, "
+            "[PLATFORMS.md](PLATFORMS.md)): `pause` stops a started server's whole process "
+            "tree (SIGSTOP) for `for_s`, `kill` ends it (SIGKILL; its death is then not a "
+            "component failure). Recorded in `sut-faults.json`, measured before/during/after "
+            "in `summary.json` `sut_faults`, drawn on the report's time series. Restart and "
+            "CPU-quota changes are not implemented."),
+    Section("notify", Notify,
+            "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
+            "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "
+            "until every subscription holds; each notification is matched to its update by the "
+            "id after `marker` (`marker` must stand right before `{{seq}}` in a path, header or "
+            "body template of the updates). Results: `summary.json` `notify`, the report's "
+            "Notifications section. One main GE; a webhook's `listen` must be reachable by the "
+            "server (the process backend: this host's loopback)."),
+    Section("notify.subscribers[]", Subscriber,
+            "`stream` (a GET held open: chunked, or Server-Sent Events with `notify.accept: "
+            "text/event-stream`), `websocket`, `observe` (CoAP RFC 7641) to `device`'s `path`; "
+            "`webhook`: `listen` is where the server POSTs its notifications."),
+    Section("notify.slo", NotifySlo,
+            "Objectives on the notifications, judged on every subscriber (the worst decides) "
+            "and listed with the run's `slo:` objectives (exit code 4 when one is missed on a "
+            "faithful run)."),
     Section("slo", slo.Slo,
             "Service-level objectives the run is judged on ([SLO-CAPACITY.md](SLO-CAPACITY.md)); "
             "every key optional, at least one objective required. A limit is inclusive "
@@ -148,6 +207,22 @@ SECTIONS: list[Section] = [
             "DTLS 1.2 with a pre-shared key between the main gateway emulators and the "
             "wot-devices ([DTLS.md](DTLS.md)). The key reaches the programs only as a file in "
             "the run directory (never argv, env or the container config)."),
+    Section("things[]", things_spec.ThingSpec,
+            "Things emulated from W3C Thing Descriptions (`td`) or Thing Models (`model`, "
+            "placeholders `{{NAME}}` filled from `instance`); each entry becomes a device group "
+            "(`devices[].thing` names it) whose resources are the TD's CoAP forms "
+            "([WOT.md](WOT.md)). The file is checked against the TD 1.1 JSON Schema; problems "
+            "name the file and a JSON pointer."),
+    Section("things[].load[]", things_spec.OpLoad,
+            "The workload of one affordance and op, per instance: `rate_per_s` or `interval` for "
+            "readproperty/writeproperty/invokeaction; `observers` and `notify` for "
+            "observeproperty/subscribeevent (CoAP Observe)."),
+    Section("things[].load[].interval", things_spec.Interval,
+            "A distribution of the time between events, ms (as the `Distributions` above)."),
+    Section("directory", things_spec.DirectorySpec,
+            "Register the `things:` with a Thing Description Directory instead of emulating "
+            "them: registration storm, verification, updates and queries, deregistration "
+            "([WOT.md](WOT.md#discovery-under-load-a-thing-description-directory))."),
 ]
 
 # Constraints a validator enforces (not Field metadata), by (model, field).
@@ -176,6 +251,8 @@ VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (http_spec.HttpClient, "headers"): "`Name: value`, a token name; not Host, Content-Length, "
                                        "Transfer-Encoding, Connection",
     (byo.ProxySpec, "endpoint"): "HOST:PORT",
+    (things_spec.OpLoad, "affordance"): "properties/NAME, actions/NAME or events/NAME",
+    (things_spec.ThingSpec, "td"): "exactly one of td and model",
 }
 VALIDATED[(netimpair.Delay, "time_ms")] = "> 0, 1 µs resolution"
 VALIDATED[(netimpair.Delay, "jitter_ms")] = "0 ≤ jitter ≤ time_ms, 1 µs resolution"

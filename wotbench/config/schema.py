@@ -18,13 +18,18 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
+from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
 from wotbench.config.distributions import DISTS
 from wotbench.config import dtls as dtls_spec
 from wotbench.config.http import HTTP_PORT, HttpClient
 from wotbench.config.push import PushOp
+from wotbench.config.notify import Notify
+from wotbench.config.sut_faults import SutFault
+from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo import Slo
+from wotbench.things.spec import DirectorySpec, ThingSpec
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -116,6 +121,10 @@ class DeviceGroup(_Model):
                                    description="distribution of the service time S, ms")
     rit: DistSpec = Field(default_factory=lambda: DistSpec(dist="exponential", mean=200.0),
                           description="request inter-arrival time per device, ms")
+    rate_profile: Optional[RateProfile] = Field(
+        None, description="the devices' request rate over the test (steps, ramp, burst, sine; "
+        "req/s per device, wotbench.config.rate_profile) instead of rit's steady one; rit keeps "
+        "its shape (exponential: a non-homogeneous Poisson process)")
     resources: int = Field(10, ge=1, le=100000,
                            description="synthetic resources per device; their service times are "
                                        "chosen so the request-weighted distribution matches "
@@ -123,11 +132,15 @@ class DeviceGroup(_Model):
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0},
                                       description="method mix: weights of GET/PUT/POST/DELETE "
                                                   "(and PATCH with protocol: http)")
-    protocol: Literal["coap", "http"] = Field(
+    protocol: Literal["coap", "http", "websocket", "chunked"] = Field(
         "coap", description="what the devices speak: `coap`, or `http` (HTTP/1.1: a `server` or "
         "`external` endpoints only; the run's groups all speak one protocol; "
         "`gateways.http`, docs/HTTP.md). A server of an http group listens on port 8080 unless "
-        "`server.port` says otherwise")
+        "`server.port` says otherwise. `websocket` / `chunked`: connected devices that hold a "
+        "connection to `edge_server` (wot-fleet engines, `connection`, docs/CONNECTED.md)")
+    connection: Optional[connected_spec.Connection] = Field(
+        None, description="protocol websocket/chunked: what each device does on its connection "
+        "(wotbench.config.connected, docs/CONNECTED.md)")
     payload_bytes: int = Field(16, ge=0, le=MAX_PAYLOAD_BYTES,
                                description="response payload, bytes; above 1024 the body moves "
                                            "block-wise (`gateways.block_size`, default 1024)")
@@ -177,6 +190,12 @@ class DeviceGroup(_Model):
     paths: Optional[list[str]] = Field(
         None, min_length=1, description="the resource paths the trace may request (uniformly) of a "
         "`server` or `external` endpoint, e.g. `[time]`; required with them, refused otherwise")
+    thing: Optional[int] = Field(
+        None, ge=0, description="set by WoTbench, not by hand: the `things:` entry this group was "
+        "made from (its resources and workload come from that TD, docs/WOT.md)")
+    directory: bool = Field(
+        False, description="set by WoTbench, not by hand: this group is the `directory:` (its "
+        "trace: registrations, verification, updates, queries, deregistrations, docs/WOT.md)")
 
     @field_validator("external", mode="before")
     @classmethod
@@ -280,6 +299,13 @@ class Gateways(_Model):
     cooldown_s: float = Field(
         0.0, ge=0, description="closed loop: requests sent in the last cooldown_s are recorded "
         "(phase `cooldown`) but not counted")
+    requests_per_client: Optional[int] = Field(
+        None, ge=1, le=1_000_000_000, description="closed loop: each client stops after this "
+        "many requests (JMeter's thread group: N clients x M requests); the run ends when every "
+        "client has, or at duration_s, whichever is first (null: no budget, duration_s)")
+    ramp_up_s: float = Field(
+        0.0, ge=0, description="closed loop: the clients start one after another over this "
+        "many seconds (client k at k/N of it), not all at the start")
 
     @model_validator(mode="after")
     def _loop(self) -> "Gateways":
@@ -288,6 +314,7 @@ class Gateways(_Model):
         if self.loop == "open":
             # set to something but the default (a resolved config dumps every key)
             extra = [k for k, dflt in (("think", None), ("warmup_s", 0.0), ("cooldown_s", 0.0),
+                                       ("requests_per_client", None), ("ramp_up_s", 0.0),
                                        ("target", "round_robin")) if getattr(self, k) != dflt]
             if extra:
                 raise ValueError(f"{extra[0]} is a closed-loop key, expected loop: closed with it")
@@ -443,7 +470,15 @@ class Config(_Model):
     trace: Optional[TraceSource] = Field(
         None, description="a recorded trace instead of a generated one: `PATH` or "
                           "`{file, resources}`")
-    devices: list[DeviceGroup] = Field(min_length=1, description="device groups")
+    devices: list[DeviceGroup] = Field(min_length=1, description="device groups (with "
+                                       "`things:`, its groups are added here)")
+    things: Optional[list[ThingSpec]] = Field(
+        None, description="Things emulated from W3C Thing Descriptions or Thing Models and their "
+        "workload per affordance (wotbench.things.spec, docs/WOT.md); each entry becomes a "
+        "device group")
+    directory: Optional[DirectorySpec] = Field(
+        None, description="instead of emulating the `things:`, register them with this Thing "
+        "Description Directory and query it under load (wotbench.things.directory, docs/WOT.md)")
     gateways: Gateways = Field(default_factory=Gateways, description="the gateway emulators")
     contention_detector: ContentionDetector = Field(default_factory=ContentionDetector,
                                                     description="the contention detector")
@@ -458,6 +493,12 @@ class Config(_Model):
     contention: Optional[list[ContentionEpisode]] = Field(
         None, description="deliberate contention episodes, to validate the detector "
                           "(wotbench.config.hog_episodes)")
+    sut_faults: Optional[list[SutFault]] = Field(
+        None, description="faults in the system under test at given seconds: pause or kill a "
+        "started server (wotbench.config.sut_faults, docs/PLATFORMS.md)")
+    notify: Optional[Notify] = Field(
+        None, description="the notification sink: subscribers whose notifications are matched "
+        "to the updates that caused them (wotbench.config.notify, docs/PLATFORMS.md)")
     slo: Optional[Slo] = Field(
         None, description="service-level objectives the run is judged on (wotbench.config.slo; "
                           "exit code 4 when missed)")
@@ -465,6 +506,12 @@ class Config(_Model):
         default_factory=dtls_spec.Dtls,
         description="DTLS-PSK between the gateway emulators and the wot-devices "
                     "(wotbench.config.dtls)")
+    applications: Optional[connected_spec.Applications] = Field(
+        None, description="applications sending RPCs to connected devices through "
+                          "`edge_server` (wot-rpcapp, docs/CONNECTED.md), or null")
+    edge_server: Optional[connected_spec.EdgeServer] = Field(
+        None, description="the server under test that connected devices attach to (e.g. nginx "
+                          "+ nchan, docs/CONNECTED.md), or null")
 
     @field_validator("trace", mode="before")
     @classmethod

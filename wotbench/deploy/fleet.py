@@ -1,7 +1,8 @@
 """Which device groups run in the wot-fleet engine (``devices[].engine``), and why not.
 
 The engine (docs/CONTRACTS.md §3b) hosts thousands of devices in one process: one epoll loop
-per device core, each device its own UDP endpoint. It does not have every feature of a
+per device core, each device its own UDP endpoint, with Observe, block-wise transfer and
+app-level impairments as a wot-device has them. It does not have every feature of a
 wot-device yet; a group that needs one is refused with ``engine: fleet`` (naming the key and
 the reason) and stays in processes with ``engine: auto``.
 
@@ -27,7 +28,8 @@ import ipaddress
 import math
 from typing import Literal
 
-from wotbench.config.schema import MAX_DATAGRAM_PAYLOAD, MAX_FLEET_PER_CONTAINER, Config, DeviceGroup
+from wotbench.config.connected import CONNECTED_PROTOCOLS
+from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config, DeviceGroup
 
 Engine = Literal["process", "fleet"]
 AUTO_MIN_DEVICES = 1200     # see the module docstring: above the process form's measured ceiling
@@ -41,6 +43,8 @@ def fleet_name(group: str, index: int) -> str:
 def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
     """What keeps group ``i`` out of the engine: ``"key: reason"`` each (empty: it may run there)."""
     k = f"devices[{i}]"
+    if g.protocol in CONNECTED_PROTOCOLS:   # their own rules: wotbench.config.connected.check
+        return []
     out = []
     if g.server is not None:
         out.append(f"{k}.server: a third-party server runs as its own program, not in the engine")
@@ -48,15 +52,10 @@ def unsupported(cfg: Config, i: int, g: DeviceGroup) -> list[str]:
         out.append(f"{k}.external: external endpoints are not started by WoTbench")
     if g.protocol != "coap":
         out.append(f"{k}.protocol: {g.protocol}: the engine speaks CoAP only")
-    if g.observe is not None:
-        out.append(f"{k}.observe: the engine has no Observe (RFC 7641) yet")
-    for key in ("payload_bytes", "request_payload_bytes"):
-        if getattr(g, key) > MAX_DATAGRAM_PAYLOAD:
-            out.append(f"{k}.{key}: {getattr(g, key)} > {MAX_DATAGRAM_PAYLOAD} needs block-wise "
-                       "transfer (RFC 7959), which the engine does not have yet")
-    if g.network is not None:
-        out.append(f"{k}.network: the engine has no impairments yet (tc would act on all the "
-                   "devices of a fleet's container at once)")
+    if g.network is not None and cfg.network.backend in ("netem", "pumba"):
+        out.append(f"{k}.network: network.backend {cfg.network.backend} acts on a container's "
+                   "interface, which a fleet's devices share; the engine impairs each device "
+                   "itself with network.backend app (or auto)")
     if g.cpu_quota is not None:
         out.append(f"{k}.cpu_quota: a fleet's devices share one process; a per-device CPU quota "
                    "cannot be applied")

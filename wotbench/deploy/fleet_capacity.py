@@ -84,9 +84,16 @@ class HostFacts:
 
 
 def _rate_per_device(cfg: Config, gi: int) -> float:
+    """Requests and notifications per second of one device of group ``gi``: both cost the
+    engine's loop and a preallocated log row (fleet-log / fleet-notify)."""
     g = cfg.devices[gi]
     mean = g.rit.mean or 0.0
-    return 1000.0 / mean if g.requests and mean > 0 else 0.0
+    rate = 1000.0 / mean if g.requests and mean > 0 else 0.0
+    if g.observe is not None:
+        period = g.observe.period_ms or (g.observe.interval.mean if g.observe.interval else 0)
+        if period:
+            rate += g.observe.observers * 1000.0 / period
+    return rate
 
 
 def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:

@@ -214,8 +214,18 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
     servers = {device_name(g.group, i) for g in cfg.devices if g.server is not None
                for i in range(g.count)}
     server_cores: list[int] = []
-    if servers and len(device_cores) > 1:
-        server_cores, device_cores = device_cores[:1], device_cores[1:]
+    want = max((g.server.cpus for g in cfg.devices if g.server is not None), default=1)
+    if servers and want > 1 and len(device_cores) <= want:   # asked for several: no compromise
+        gi = next(i for i, g in enumerate(cfg.devices) if g.server is not None
+                  and g.server.cpus == want)
+        raise ConfigError([f"devices[{gi}].server.cpus: {want} cores for the started server(s), "
+                           f"but this host can spare {max(len(device_cores) - 1, 0)} ({n} usable "
+                           f"cores: {len(os_cores)} OS, {len(set(ge_cores.values()))} GE, "
+                           f"{1 if cd_ge_core is not None else 0} CD-GE, and the devices and the "
+                           f"CD node need 1 of the {len(device_cores)} left); expected at most "
+                           f"{max(len(device_cores) - 1, 1)}, or placement.cpus with more cores"])
+    if servers and len(device_cores) > want:
+        server_cores, device_cores = device_cores[:want], device_cores[want:]
     elif servers:
         warnings.append(f"the started server(s) share the device core(s) {cpuset_str(device_cores)} "
                         "with the devices (a core of their own needs 2 device cores)")

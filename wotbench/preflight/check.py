@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from wotbench.config.connected import connected_groups
 from wotbench.config.load import load_config
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet, fleet_capacity
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
-from wotbench.errors import EnvironmentProblem
+from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.preflight import capacity, programs
 from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push, thirdparty
 from wotbench.runner.backend import BackendKind
@@ -82,6 +83,11 @@ def preflight(config_path, backend: Optional[str] = None, *, offline: bool = Fal
     binaries first (``run``; ``check`` checks the ones there and says what a run would build);
     ``share``: the devices a cell of a run across hosts runs here (capacity counts those)."""
     cfg = load_config(config_path)
+    if connected_groups(cfg):     # docs/CONNECTED.md: only `wotbench run`/`check` take them yet
+        raise ConfigError([f"devices[].protocol: {connected_groups(cfg)[0].protocol}: connected "
+                           "device groups run with `wotbench run CONFIG` (its own timeline, "
+                           "docs/CONNECTED.md); sweep, capacity and the cluster do not run them "
+                           "yet"], str(config_path))
     pf = Preflight(loaded=cfg)
     pf.steps.append(Step("config", False, "schema and cross-block rules"))
     if cfg.trace is not None:

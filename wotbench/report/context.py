@@ -25,6 +25,7 @@ from wotbench.report.push import push as push_section
 from wotbench.report.sut import sut
 from wotbench.report.data import figure_data
 from wotbench.report.slo import slo_table
+from wotbench.things.report import things_table
 
 
 class ReportError(WotbenchError):
@@ -98,6 +99,9 @@ def build_context(run_dir: Path | str) -> dict:
         "loss": sections.loss(s),
         "ge": sections.ge(s),
         "load": sections.load(s),
+        "notify": s.notify,   # issue 35: the notification sink's figures (or None)
+        "phases": s.phases,   # issue 35: gateways.http.setup / verify (or None)
+        "sut_faults": s.sut_faults,   # issue 35: scheduled faults in the system under test
         "rd": sections.rd(s),
         "split": sections.split(s),
         "sut": sut(run, s),
@@ -106,6 +110,7 @@ def build_context(run_dir: Path | str) -> dict:
         "dtls": sections.dtls(s),
         "push": push_section(s),
         "http": http_section(s),
+        "things": things_table(rd, [g.dir for g in run.ges or []], duration),
         "cd_enabled": run.cd is not None or s.rd.cd is not None,
         "network": sections.network(run.network),
         "injected": sections.injected(run),

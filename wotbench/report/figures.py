@@ -22,6 +22,18 @@ def _end_marker(ax, ctx: dict) -> None:
         ax.axvline(ctx["duration_s"], color=RED, ls=":", lw=1)
 
 
+def _faults(ax, ctx: dict, label: bool = True) -> None:
+    """sut_faults (issue 35): a kill as a line, a pause as a band from SIGSTOP to SIGCONT."""
+    for i, f in enumerate(ctx.get("sut_faults") or []):
+        if f.applied_s is None:
+            continue
+        lab = f"{f.action} {f.device}" if label else None
+        if f.resumed_s is not None:
+            ax.axvspan(f.applied_s, f.resumed_s, color=PURPLE, alpha=0.18, lw=0, label=lab)
+        else:
+            ax.axvline(f.applied_s, color=PURPLE, ls="--", lw=1.2, label=lab)
+
+
 def _finish_time_plot(fig, ax, ctx: dict, ylabel: str, title: str, ncol: int, ylim=(0, None)) -> str:
     """Common end of the single-axis time-series figures: contention shading, interruption
     marker, labels, legend under the plot."""
@@ -85,6 +97,7 @@ def fig_rt_over_time(ctx: dict) -> str:
     for ax in (a1, a2):
         _shade(ax, ctx, label=ax is a2)
         _end_marker(ax, ctx)
+        _faults(ax, ctx, label=ax is a1)
     a1.legend(loc="lower right", ncol=2)
     a2.legend(loc="upper right", ncol=4)
     fig.tight_layout()

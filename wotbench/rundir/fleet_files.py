@@ -6,7 +6,11 @@ piggyback_max_us``: ``index`` the global device index (the trace's device id; wh
 logs carry), ``listen`` ``IPv4:PORT`` as the engine binds it, ``resources`` the resource file
 as the engine sees it (a container path on Docker), ``slots`` the device's concurrency
 (``devices[].threads``), ``queue`` its bounded FIFO (full => 5.03), ``response`` and
-``piggyback_max_us`` as wot-device's ``--response`` / ``--piggyback-max-us``.
+``piggyback_max_us`` as wot-device's ``--response`` / ``--piggyback-max-us``; when a device of
+the engine is impaired (app-level impairments in the engine) three more columns
+``impair,impair_ge,impair_seed`` carry wot-device's ``--impair`` / ``--impair-ge`` /
+``--impair-seed`` values (empty: not impaired; the items of a spec separated by ``;``, as a
+field holds no comma).
 :func:`read_devices` checks a file the way the engine does (every line, ``FILE:LINE: what``),
 so a writer that drifts from the contract fails a unit test, not a run.
 
@@ -35,6 +39,7 @@ from wotbench.rundir.device_files import PushLag, PushOutcomes
 
 DEVICES_HEADER = ("index", "name", "listen", "resources", "slots", "queue", "response",
                   "piggyback_max_us")
+IMPAIR_COLUMNS = ("impair", "impair_ge", "impair_seed")   # optional, after DEVICES_HEADER
 DEFAULT_QUEUE = 1024              # wot-device --queue's default: the process form's bound
 DEFAULT_PIGGYBACK_MAX_US = 1000   # wot-device --piggyback-max-us's default
 
@@ -49,6 +54,21 @@ class FleetDevice(Record):
     queue: int = Field(DEFAULT_QUEUE, ge=1)
     response: Literal["auto", "piggyback", "separate"] = "auto"
     piggyback_max_us: int = Field(DEFAULT_PIGGYBACK_MAX_US, ge=0)
+    impair: str = Field("", pattern=r"^[^,\"\s]*$")      # --impair SPEC, ';' for ',' ("": none)
+    impair_ge: str = Field("", pattern=r"^[^,\"\s]*$")   # --impair-ge GE, ';' for ','
+    impair_seed: str = Field("", pattern=r"^[0-9]*$")      # --impair-seed N
+
+    @classmethod
+    def impair_fields(cls, args: list[str]) -> dict[str, str]:
+        """wot-device's impairment arguments (``--impair SPEC --impair-ge GE --impair-seed N``,
+        ``wotbench.netimpair``) as this row's three columns."""
+        keys = {"--impair": "impair", "--impair-ge": "impair_ge", "--impair-seed": "impair_seed"}
+        out = {}
+        for flag, value in zip(args[::2], args[1::2]):
+            if flag not in keys:
+                raise ValueError(f"{flag}: not an impairment argument of wot-device")
+            out[keys[flag]] = value.replace(",", ";")
+        return out
 
     @field_validator("listen")
     @classmethod
@@ -62,17 +82,21 @@ class FleetDevice(Record):
             raise ValueError(f"expected IPv4:PORT with a port 1..65535, got {v!r}")
         return v
 
-    def row(self) -> tuple:
-        return (self.index, self.name, self.listen, self.resources, self.slots, self.queue,
+    def row(self, impair: bool = False) -> tuple:
+        base = (self.index, self.name, self.listen, self.resources, self.slots, self.queue,
                 self.response, self.piggyback_max_us)
+        return base + (self.impair, self.impair_ge, self.impair_seed) if impair else base
 
 
 def write_devices(path: Path, devices: Iterable[FleetDevice]) -> Path:
-    """Write the devices file atomically (the engine never sees half of it)."""
+    """Write the devices file atomically (the engine never sees half of it); the impairment
+    columns only when a device is impaired."""
+    devices = list(devices)
+    impair = any(d.impair for d in devices)
     with atomic.replacing(path, newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(DEVICES_HEADER)
-        w.writerows(d.row() for d in devices)
+        w.writerow(DEVICES_HEADER + (IMPAIR_COLUMNS if impair else ()))
+        w.writerows(d.row(impair) for d in devices)
     return path
 
 
@@ -88,15 +112,16 @@ def read_devices(path: Path) -> list[FleetDevice]:
     seen_listen: dict[str, int] = {}
     with open(path, newline="") as f:
         rows = csv.reader(f)
-        header = next(rows, None)
-        if tuple(header or ()) != DEVICES_HEADER:
-            raise DevicesFileError(f"{path}:1: header {header}, expected {','.join(DEVICES_HEADER)}")
+        header = tuple(next(rows, None) or ())
+        if header not in (DEVICES_HEADER, DEVICES_HEADER + IMPAIR_COLUMNS):
+            raise DevicesFileError(f"{path}:1: header {list(header)}, expected "
+                                   f"{','.join(DEVICES_HEADER)}[,{','.join(IMPAIR_COLUMNS)}]")
         for line, row in enumerate(rows, start=2):
-            if len(row) != len(DEVICES_HEADER):
+            if len(row) != len(header):
                 raise DevicesFileError(f"{path}:{line}: {len(row)} fields, expected "
-                                       f"{len(DEVICES_HEADER)}")
+                                       f"{len(header)}")
             try:
-                d = FleetDevice(**dict(zip(DEVICES_HEADER, row)))
+                d = FleetDevice(**dict(zip(header, row)))
             except ValidationError as e:
                 err = e.errors()[0]
                 raise DevicesFileError(f"{path}:{line}: {err['loc'][0]}: {err['msg']}") from None
@@ -141,6 +166,45 @@ class FleetLoop(Record):
     spins: int = Field(ge=0)             # non-blocking polls spinning towards a timer (--spin-us)
 
 
+class FleetObserve(Record):
+    """``fleet-summary.json`` ``observe`` (fleet/observe.c): every loop's Observe counts."""
+    observable_resources: int = Field(ge=0)
+    observer_records: int = Field(ge=0)      # preallocated (--observers per observable device)
+    reads: int = Field(ge=0)                 # sensor reads finished
+    reads_unobserved: int = Field(ge=0)      # ... with nobody observing that resource
+    reads_skipped: int = Field(ge=0)         # ticks whose read found the device's queue full
+    notifications: int = Field(ge=0)
+    notifications_con: int = Field(ge=0)
+    retransmissions: int = Field(ge=0)       # of CON notifications
+    registrations: int = Field(ge=0)
+    cancels: int = Field(ge=0)
+    replaced: int = Field(ge=0)              # an older observer of the same query and client
+    refused: int = Field(ge=0)               # registrations answered without Observe: no record
+    removed_rst: int = Field(ge=0)           # observers removed by an RST to a notification
+    removed_timeout: int = Field(ge=0)       # ... by a CON notification given up
+    coalesced: int = Field(ge=0)             # notifications not sent: 16 CON awaiting their ACK
+    untracked: int = Field(ge=0)             # CON notifications sent without retransmission
+    observers_at_exit: int = Field(ge=0)
+    log_entries: int = Field(ge=0)           # rows of every fleet-notify-<loop>.csv
+    log_dropped: int = Field(ge=0)
+
+
+class FleetBlockwise(Record):
+    """``fleet-summary.json`` ``blockwise`` (fleet/block.c): follow-ups answered at once."""
+    block2_follow_ups: int = Field(ge=0)
+    block1_continues: int = Field(ge=0)
+
+
+class FleetImpair(Record):
+    """``fleet-summary.json`` ``impair`` (fleet/impair.c): totals; per device fleet-impair.csv."""
+    devices: int = Field(ge=0)
+    dropped: int = Field(ge=0)
+    delayed: int = Field(ge=0)
+    queue_full: int = Field(ge=0)            # held datagrams lost: a device's or the pool's limit
+    pool_full: int = Field(ge=0)             # ... of which the loop's pool (the engine's limit)
+    held_at_exit: int = Field(ge=0)
+
+
 class FleetPush(Record):
     """``push``: the hosted devices' own requests (``wot-fleet --push``, CONTRACTS §3b "Push"),
     every row of ``fleet-push.csv`` counted; the send lag over the test rows sent."""
@@ -174,6 +238,10 @@ class FleetSummary(Record):
     log_entries: int = Field(ge=0)   # rows over every fleet-log-<loop>.csv
     log_dropped: int = Field(ge=0)   # entries lost: a loop's log was full (--log-capacity)
     loop: list[FleetLoop]
+    # an older engine wrote none of these three
+    observe: Optional[FleetObserve] = None   # null: no observable resource
+    blockwise: Optional[FleetBlockwise] = None
+    impair: Optional[FleetImpair] = None     # null: no impaired device
     rss_bytes: int = Field(ge=0)
     push: Optional[FleetPush] = None     # only with --push (devices[].push)
 
@@ -207,6 +275,21 @@ class FleetLogRow(Record):
     due_ns: Optional[int] = None             # start_ns + S: when the service was due to end
 
 
+class FleetNotifyRow(Record):
+    """One row of ``fleet-notify-<loop>.csv``: wot-device's notify-log.csv columns (absolute
+    CLOCK_MONOTONIC ns) with the device index first."""
+    device: int = Field(ge=0)
+    emit_ns: int                             # handed to sendto() (before egress impairments)
+    tick_ns: Optional[int] = None            # the read's scheduled instant (notify only)
+    read_start_ns: Optional[int] = None
+    read_end_ns: Optional[int] = None
+    path: str
+    kind: str                                # register | notify | cancel
+    seq: Optional[int] = None                # the Observe value sent (empty: none)
+    type: str                                # con | non | ack
+    token: Optional[str] = None
+
+
 def _kind(annotation: Any) -> str:
     """The csvcheck column kind of a row-model field."""
     optional = typing.get_origin(annotation) in (typing.Union, types.UnionType) and \
@@ -236,3 +319,4 @@ def header_problem(header: list[str], row: type[BaseModel]) -> Optional[str]:
 
 FLEET_LOG_COLUMNS = csv_spec(FleetLogRow)
 FLEET_DEVICE_COLUMNS = csv_spec(FleetDeviceRow)
+FLEET_NOTIFY_COLUMNS = csv_spec(FleetNotifyRow)

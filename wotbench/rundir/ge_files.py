@@ -83,6 +83,10 @@ class GeClosedLoop(Record):
     stopped_ms: float                  # when the clients stopped issuing (relative to the start)
     capacity: int                      # request records preallocated (--max-requests)
     capacity_reached: bool             # the table filled: the clients stopped early
+    # request budgets (issue 35; an older GE does not write them)
+    requests_per_client: int = 0       # --requests-per-client M: a client stops after M; 0 none
+    ramp_ms: float = 0.0               # --ramp-ms: client k's first request at k/N of it
+    clients_done: int = 0              # clients that used their whole budget
 
 
 class GeHttpClasses(Record):

@@ -160,6 +160,16 @@ class RunDir:
         return sorted(logs, key=lambda p: int(p.stem.rpartition("-")[2])
                       if p.stem.rpartition("-")[2].isdigit() else -1)
 
+    def fleet_notify_logs(self, fleet: str) -> list[Path]:
+        """Every loop's notification log (Observe: fleet-notify-<loop>.csv), in loop order."""
+        logs = self.fleet_dir(fleet).glob("fleet-notify-*.csv")
+        return sorted(logs, key=lambda p: int(p.stem.rpartition("-")[2])
+                      if p.stem.rpartition("-")[2].isdigit() else -1)
+
+    def fleet_impair_table(self, fleet: str) -> Path:
+        """One row per impaired hosted device: its impairment counters (fleet-impair.csv)."""
+        return self.fleet_dir(fleet) / "fleet-impair.csv"
+
     def fleet_device_table(self, fleet: str) -> Path:
         """One row per hosted device: its counters (model ``wotbench.rundir.fleet_files``)."""
         return self.fleet_dir(fleet) / "fleet-devices.csv"

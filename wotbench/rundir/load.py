@@ -57,3 +57,10 @@ class LoadBlock(Record):
     think: Optional[str] = None            # closed loop: the think-time distribution
     select: Optional[str] = None           # closed loop: target selection
     note: str                              # what the loop means for these latencies
+    # closed loop, issue 35: request budgets and the concurrency the clients really had
+    requests_per_client: Optional[int] = None   # the budget (null: none, the run's duration)
+    ramp_s: Optional[float] = None               # clients' starts spread over it (null: none)
+    clients_done: Optional[int] = None           # clients that used their whole budget
+    realised_clients: F = None             # Jain's index x clients: equally served clients
+    clients_unanswered: Optional[int] = None     # clients without an answered request
+    concurrency_shortfall: Optional[str] = None  # set when realised_clients < half of clients

@@ -18,6 +18,9 @@ from pydantic import Field
 
 from wotbench.rundir._model import Record
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
+from wotbench.rundir.notify import NotifyBlock
+from wotbench.rundir.phases import PhasesBlock
+from wotbench.rundir.sut_faults import FaultFigures
 from wotbench.rundir.http import HttpBlock
 from wotbench.rundir.fleet import FleetBlock
 from wotbench.rundir.load import LoadBlock
@@ -566,6 +569,9 @@ class Summary(Record):
     blockwise: Optional[BlockwiseBlock] = None
     dtls: Optional[DtlsBlock] = None
     http: Optional[HttpBlock] = None      # protocol: http runs (rundir/http.py, issue 22)
+    notify: Optional[NotifyBlock] = None  # notify: the notification sink (rundir/notify.py, issue 35)
+    phases: Optional[PhasesBlock] = None  # gateways.http.setup / verify (rundir/phases.py, issue 35)
+    sut_faults: Optional[list[FaultFigures]] = None   # sut_faults: (rundir/sut_faults.py, issue 35)
     push: Optional[PushBlock] = None      # devices[].push (issue 23)
     evidence: Optional[EvidenceBlock] = None   # direct kernel evidence per window (rundir/evidence.py)
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)

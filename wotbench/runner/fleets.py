@@ -10,20 +10,23 @@ host paths.
 """
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from wotbench.config.schema import Config
 from wotbench.deploy.fleet_capacity import FleetRequirement, restrict
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.rundir import FleetRecord, RunDir, atomic
-from wotbench.rundir.fleet_files import FleetDevice, write_devices
+from wotbench.rundir.fleet_files import FleetDevice, read_devices, write_devices
 from wotbench.rundir.layout import FLEET_DEVICES_IN, PUSH_SCHEDULE
 from wotbench.workload.push_schedule import Row, write_fleet_schedule
 
 RES_DIR_IN, FLEET_DIR_IN = "/res", "/logs"     # what a fleet container sees
+OBSERVER_MARGIN = 2               # observer records beyond devices[].observe.observers (a
+                                  # client re-registering with a new query, a stray observer)
 STOP_BASE_S = 15.0                # as a device's grace (runner/main.py STOP_GRACE_S) ...
 STOP_PER_ROW_US = 2.0             # ... plus writing its preallocated log rows (~500 000 rows/s)
 
@@ -35,6 +38,7 @@ class FleetRun:
     stdout: Path                # its stdout + stderr when a local process
     address: str                # Docker: the container's address; process: its first device's
     endpoints: dict[str, str] = field(default_factory=dict)   # "ip:port" -> device name
+    observers: int = 0          # --observers (0: its group has no observable resource)
     # devices[].push: its devices' schedule is push-schedule.csv in its directory
     push_timeout_ms: Optional[int] = None
     names: dict[int, str] = field(default_factory=dict)       # device index -> name
@@ -64,6 +68,8 @@ class FleetRun:
              "--log-capacity", str(self.req.log_capacity)]
         if len(cpus) >= self.req.loops:   # loop i on the i-th core of its cpuset
             a += ["--cpus", ",".join(str(c) for c in cpus[:self.req.loops])]
+        if self.observers:
+            a += ["--observers", str(self.observers)]
         if self.push_timeout_ms is not None:
             a += ["--push", f"{log_dir}/{PUSH_SCHEDULE}", "--push-timeout-ms",
                   str(self.push_timeout_ms)]
@@ -76,9 +82,13 @@ def stop_grace_s(fleets: Sequence[FleetRun]) -> float:
     return STOP_BASE_S + rows * STOP_PER_ROW_US / 1e6
 
 
-def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_container: bool
-                ) -> list[FleetDevice]:
-    """The devices file rows of one fleet's devices ``addrs``."""
+ImpairArgs = Callable[[str], list[str]]   # device name -> wot-device's --impair... arguments
+
+
+def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_container: bool,
+                impair: ImpairArgs = lambda name: []) -> list[FleetDevice]:
+    """The devices file rows of one fleet's devices ``addrs`` (``impair``: the app backend's
+    arguments of a device, as a wot-device would get them)."""
     groups = {g.group: g for g in cfg.devices}
     out = []
     for a in addrs:
@@ -86,17 +96,21 @@ def device_rows(cfg: Config, rd: RunDir, addrs: Sequence[DeviceAddress], in_cont
         res = f"{RES_DIR_IN}/{a.name}.csv" if in_container else str(rd.resource_file(a.name))
         listen = f"0.0.0.0:{a.port}" if in_container else f"{a.ip}:{a.port}"
         out.append(FleetDevice(index=a.id, name=a.name, listen=listen, resources=res,
-                               slots=g.threads, response=g.response))
+                               slots=g.threads, response=g.response,
+                               **FleetDevice.impair_fields(impair(a.name))))
     return out
 
 
 def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
           addrs: Sequence[DeviceAddress], in_container: bool,
-          make_dir=lambda p: p, push: Optional[dict[str, list[Row]]] = None) -> list[FleetRun]:
+          make_dir=lambda p: p, impair: ImpairArgs = lambda name: [],
+          push: Optional[dict[str, list[Row]]] = None) -> list[FleetRun]:
     """One FleetRun per requirement, its directory made (``make_dir``: writable for the engine's
     uid) and its devices file written; ``addrs``: every device of the run (those of other
-    containers are skipped). ``push``: the rendered schedules of pushing devices by name; an
-    engine hosting any gets them in one push-schedule.csv."""
+    containers are skipped); ``impair``: see :func:`device_rows`. ``push``: the rendered
+    schedules of pushing devices by name; an engine hosting any gets them in one
+    push-schedule.csv."""
+    groups = {g.group: g for g in cfg.devices}
     by_fleet: dict[str, list[DeviceAddress]] = {}
     for a in addrs:
         by_fleet.setdefault(a.container, []).append(a)
@@ -107,10 +121,13 @@ def build(cfg: Config, rd: RunDir, reqs: Sequence[FleetRequirement],
             continue   # a cluster cell's share may hold none of this fleet's devices
         r = restrict(r, mine[0].id, len(mine), cfg.duration_s)
         d = make_dir(rd.fleet_dir(r.name))
-        write_devices(rd.fleet_devices_file(r.name), device_rows(cfg, rd, mine, in_container))
+        write_devices(rd.fleet_devices_file(r.name),
+                      device_rows(cfg, rd, mine, in_container, impair))
+        obs = groups[r.group].observe
         run = FleetRun(req=r, dir=d, stdout=rd.fleet_stdout(r.name), address=mine[0].ip,
                        endpoints={f"{a.ip}:{a.port}": a.name for a in mine},
-                       names={a.id: a.name for a in mine})
+                       names={a.id: a.name for a in mine},
+                       observers=obs.observers + OBSERVER_MARGIN if obs else 0)
         pushing = [(a.id, push[a.name]) for a in mine if push and a.name in push]
         if pushing:
             write_fleet_schedule(rd.fleet_push_schedule(r.name), pushing, atomic.write_text)
@@ -132,3 +149,28 @@ def command(fleet: FleetRun, in_container: bool, binary: Optional[str] = None) -
     """The whole command line (process backend: ``binary`` first) or the image's arguments."""
     a = fleet.args(devices_file_in(fleet, in_container), log_dir_in(fleet, in_container))
     return ([binary] if binary else []) + a
+
+
+def impair_counters(rd: RunDir, fleets: Sequence[FleetRun]) -> dict[str, dict]:
+    """Each impaired fleet device's counters (fleet-impair.csv, by name), as a wot-device's
+    device-summary.json ``impair`` block: what run.json ``network.devices.<name>.counters``
+    copies. Engines that wrote none (not impaired, or failed) give nothing."""
+    out: dict[str, dict] = {}
+    for f in fleets:
+        path = rd.fleet_impair_table(f.name)
+        if not path.is_file():
+            continue
+        devs = {d.index: d for d in read_devices(rd.fleet_devices_file(f.name))}
+        with open(path, newline="") as fh:
+            for row in csv.DictReader(fh):
+                c: dict = {k: int(v) for k, v in row.items()}
+                d = devs.get(c.pop("device"))
+                if d is None:
+                    continue
+                name = d.name
+                c["dir"] = dict(kv.split("=", 1) for kv in d.impair.split(";") if "=" in kv
+                                ).get("dir", "")
+                c["duplicated"] = c["duplicated_in"] + c["duplicated_out"]
+                c["corrupted"] = c["corrupted_in"] + c["corrupted_out"]
+                out[name] = c
+    return out

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from wotbench import netimpair
+from wotbench.deploy import fleet
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import NetworkRecord, RunDir
 
@@ -49,6 +50,15 @@ class Impairments:
             raise ConfigError(e.problems) from None
         if not plan:
             return cls(requested, plan, None, ["no device has network impairments"])
+        in_engine = [g.group for i, g in enumerate(cfg.devices)
+                     if g.network is not None and fleet.is_fleet(cfg, i)]
+        if in_engine and requested == "auto":   # explicit netem/pumba: refused by deploy.fleet
+            backend, reasons = netimpair.select_backend("app", plan, seed=cfg.seed,
+                                                        options=options)
+            return cls(requested, plan, backend, [
+                f"app: group(s) {', '.join(in_engine)} run in wot-fleet engines, which impair "
+                "each device's datagrams themselves (netem/pumba would act on every device of "
+                "an engine's container at once)"] + reasons)
         if not kind.container_namespaces:
             if requested in ("netem", "pumba"):
                 msg = (f"network.backend: {requested} works on device containers (it enters their "
@@ -135,9 +145,12 @@ class Impairments:
                 f"{json.dumps(self.removed)[:400]}")
 
     # ------------------------------------------------------------------ report
-    def record(self, rd: Optional[RunDir] = None) -> NetworkRecord:
+    def record(self, rd: Optional[RunDir] = None,
+               fleet_counters: Optional[dict[str, dict]] = None) -> NetworkRecord:
         """run.json ``network``: backend.record() + requested/backend/reasons; with the app
-        backend also each impaired device's counters from its device-summary.json ``impair``."""
+        backend also each impaired device's counters from its device-summary.json ``impair``
+        (``fleet_counters``: those of the devices in wot-fleet engines, by name:
+        ``wotbench.runner.fleets.impair_counters``)."""
         if self.backend is None:
             return NetworkRecord(backend=None, requested=self.requested, reasons=self.reasons,
                                  devices={}, removed=True, removal=[])
@@ -152,4 +165,7 @@ class Impairments:
                     continue
                 if isinstance(summ.get("impair"), dict):
                     d["counters"] = summ["impair"]
+        for name, c in (fleet_counters or {}).items():
+            if name in rec.get("devices", {}):
+                rec["devices"][name]["counters"] = c
         return NetworkRecord.model_validate(rec)

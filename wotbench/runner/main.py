@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from wotbench.errors import WotbenchError
+from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.preflight import preflight
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.resolve import cd_node_address, device_addresses, proxy_address, resolve
@@ -53,7 +53,8 @@ from wotbench.rundir import ge_journal
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
 from wotbench.config import http as http_spec
-from wotbench.runner import push, push_verify, readiness, serverconf, thirdparty
+from wotbench.runner import (http_phases, notify_sink, push, push_verify, readiness, serverconf,
+                             sut_faults, thirdparty)
 from wotbench.runner.timeline import Timeline, lead_s
 from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
@@ -124,6 +125,8 @@ class Runner:
         self.warnings: list[str] = []
         self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
         self.timeline: Timeline | None = None
+        self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
+        self.faults: Optional[sut_faults.FaultRunner] = None   # sut_faults: (issue 35)
         self.ge_exit: dict[str, int | None] = {}
         self.interrupted: int | None = None
         self.error: BaseException | None = None
@@ -262,7 +265,9 @@ class Runner:
         mine = self.my_addresses()
         self.fleets = fleet_runs.build(cfg, rd, reqs, [a for a in mine if a.container in in_fleet],
                                        in_container=self.kind.needs_docker,
-                                       make_dir=inputs.writable_dir, push=self.fleet_push)
+                                       make_dir=inputs.writable_dir, push=self.fleet_push,
+                                       impair=lambda n: self.impair.device_args(n, "device")
+                                       if self.impair is not None else [])
         for a in mine:
             if a.container in in_fleet:
                 continue    # hosted by its engine (self.fleets)
@@ -279,7 +284,7 @@ class Runner:
                 program=g.server, program_key=keys[a.group], dtls=self.dtls,
                 container=a.container,
                 push_timeout_ms=cfg.gateways.timeout_ms if a.name in self.pushing else None,
-                protocol=g.protocol, probe_path=g.paths[0] if g.paths else ""))
+                protocol=g.protocol, probe_path=http_spec.probe_path(g)))
         self._build_proxy()
         self._render_server_configs()
         if self.cd.enabled:
@@ -354,6 +359,10 @@ class Runner:
                 continue
             serverconf.prepare(d, in_container=self.kind.needs_docker,
                                scratch=inputs.writable_dir(d.log_dir / "scratch"))
+
+    def _http_targets(self) -> list[tuple[int, str, int]]:
+        """(device id, address, port) of every HTTP device: where setup/verify requests go."""
+        return [(d.id, d.address, d.port) for d in self.devices if d.protocol == "http"]
 
     def _write_body_template(self, ge_dir: Path) -> bool:
         """gateways.http body template into the GE's directory (it reads it from there)."""
@@ -519,6 +528,18 @@ class Runner:
         for f in self.fleets:
             self._watch(f.name, "fleet", f.req.group)
 
+        if cfg.gateways.http is not None and cfg.gateways.http.setup is not None:   # issue 35
+            done = http_phases.run("setup", cfg, self._http_targets(), self.rd.path / "phases" /
+                                   "setup", log)
+            if done.failed:
+                raise EnvironmentProblem(
+                    f"gateways.http.setup: {done.failed} of {done.requests} requests were not "
+                    "answered 2xx (phases/setup/ge/requests.csv has each one's status); the run "
+                    "stops before T0")
+        if cfg.notify is not None:   # issue 35: subscriptions hold before any update
+            self.sink = notify_sink.start(
+                cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in self.devices},
+                cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
         all_ges = self.all_ges
         n_main = 1 if self.proxy else sum(1 for d in self.devices if d.role != "cd-node")
         # a GE pings the engine devices of its own share of the trace (device id mod count);
@@ -573,10 +594,18 @@ class Runner:
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
         log(f"T0 in {(tl.t0_ns - time.monotonic_ns()) / 1e9:.1f} s: calibration "
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
+        faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
+        if faults:
+            self.faults = sut_faults.FaultRunner(self.backend, faults, tl.test_start_ns,
+                                                 self.rd.path / "sut-faults.json", log)
+            self.faults.start()
+        killed = {f.device for f in faults if f.action == "kill"}
         self.ge_exit.update(watch_test(self.backend, self.rd, self.ges, self.cd_ge,
-                                       {d.name for d in self.devices}
+                                       {d.name for d in self.devices} - killed
                                        | {f.name for f in self.fleets}, tl, self.fail,
                                        self._ge_failed))
+        if self.faults is not None:
+            self.faults.finish()
 
     def _watch(self, name: str, role: str, group: str | None = None) -> None:
         """Account the component's CPU: its own cgroup when it has one, else its threads."""
@@ -611,6 +640,12 @@ class Runner:
                    if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
         for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
             self.ge_exit.setdefault(name, code)
+        if self.sink is not None and self.sink.stop() not in (0, None):
+            self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
+        h = self.resolved.gateways.http if self.resolved is not None else None
+        if h is not None and h.verify is not None and not (self.interrupted or self.error):
+            http_phases.run("verify", self.resolved, self._http_targets(),
+                            self.rd.path / "phases" / "verify", log)   # judged by the analysis
         names = [d.name for d in self.started_devices if self.backend.created(d.name)]
         already = self.backend.exited(set(names))
         alive = [n for n in names if n not in already]
@@ -728,6 +763,10 @@ class Runner:
                 self.stop_components()
             except Exception as e:
                 log(f"stopping components failed: {e}")
+        if self.sink is not None:   # stopped already unless the run failed before that
+            self.sink.stop()
+        if self.faults is not None:   # a paused server continues, so that it can stop
+            self.faults.finish()
         if self.hogs is not None:
             self.hogs.stop()
         if self.monitor is not None:
@@ -785,7 +824,8 @@ class Runner:
             plan=PlanNote(faithful=self.plan.faithful, warnings=self.plan.warnings)
             if self.plan else None,
             contention=self.contention,
-            network=self.impair.record(rd) if self.impair is not None else None,
+            network=self.impair.record(rd, fleet_runs.impair_counters(rd, self.fleets))
+            if self.impair is not None else None,
             host_tuning=self.tuning.record(), phases=self.phases,
             failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
             push_verify=self.push_verify,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wotbench.config.schema import HTTP_METHODS
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.rundir import atomic
 
 TRACE_HEADER = "device_id,send_time_us,method,uri"
+# the trace's method column; index = method code (PATCH: protocol http only)
+TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
 RESOURCE_OBSERVE_COLUMNS = (",notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,"
                             "notify_type,max_age_s")

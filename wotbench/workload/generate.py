@@ -21,6 +21,8 @@ Workload model, per device of a group:
   per device); every request picks one uniformly. The *request-weighted* service time then has
   exactly the target mean and a CDF within 1/N of the target's everywhere (KS distance
   <= 1/N), for any distribution;
+- a ``rate_profile`` (steps, ramp, burst, sine) makes the rate vary over the test: the same
+  renewal process in operational time (:mod:`wotbench.workload.rate_profile`);
 - method: drawn from the ``methods`` weights; PUT/POST (and PATCH, HTTP only) carry
   ``request_payload_bytes``;
   ``requests: false`` gives the group no requests at all;
@@ -48,16 +50,19 @@ from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from wotbench.detector.trace import write_cd_files
-from wotbench.workload.formats import TRACE_HEADER, authority, write_resources
-from wotbench.workload import httpproxy
+from wotbench.workload.formats import TRACE_HEADER, TRACE_METHODS, authority, write_resources
+from wotbench.workload.renewal import arrivals as _arrivals
+from wotbench.things.directory import affordance_rows as directory_affordances
+from wotbench.things.directory import rows as directory_rows
+from wotbench.things.files import write_thing_files
+from wotbench.things.workload import group_rows as thing_rows
+from wotbench.workload import httpproxy, rate_profile
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
 
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
-# the trace's method column; index = method code (PATCH: protocol http only)
-TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 _WITH_BODY = tuple(HTTP_METHODS.index(m) for m in ("PUT", "POST", "PATCH"))
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 DURABLE_RESOURCE_FILES = 2000   # more (wot-fleet runs): written without an fsync each
@@ -106,23 +111,13 @@ class GeneratedTrace:
     # a wot-device's resource j is the path r<j>
     paths: dict[int, list[str]] = field(default_factory=dict)
     observer: Optional[np.ndarray] = None   # int64 observer k of OBSERVE/CANCEL rows, else -1
+    # device -> the TD it serves, for devices made from ``things:`` (wotbench.things)
+    thing_tds: dict[str, str] = field(default_factory=dict)
+    directory_ops: list[dict] = field(default_factory=list)   # their things/affordances.csv rows
 
 
 def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([cfg.seed, group_index, stream])
-
-
-def _arrivals(dist, rng: np.random.Generator, count: int, duration_ms: float) -> list[np.ndarray]:
-    """Arrival times (ms, < duration) of ``count`` independent renewal processes."""
-    n_exp = duration_ms / dist.mean
-    k = max(4, int(n_exp + 6 * math.sqrt(n_exp) + 10))
-    x = np.asarray(dist.sample(rng, (count, k)), dtype=float)
-    x[:, 0] *= rng.random(count)          # random phase
-    t = np.cumsum(x, axis=1)
-    while (t[:, -1] < duration_ms).any():  # rare: extend rows that fell short
-        more = np.asarray(dist.sample(rng, (count, k)), dtype=float)
-        t = np.concatenate([t, t[:, -1:] + np.cumsum(more, axis=1)], axis=1)
-    return [row[row < duration_ms] for row in t]
 
 
 def resource_service_times_us(dist, n: int) -> np.ndarray:
@@ -180,7 +175,31 @@ def generate(cfg: Config) -> GeneratedTrace:
     resources: dict[str, list[tuple]] = {}
     paths: dict[int, list[str]] = {}
     first = 0
+    thing_tds: dict[str, str] = {}
+    directory_ops: list[dict] = []
     for gi, g in enumerate(cfg.devices):
+        if g.thing is not None:   # a Thing from its TD: its own paths, rates and bodies
+            part = thing_rows(cfg, gi, first, addrs)
+            ids += part.device_id
+            times += part.send_time_us
+            meths += part.method
+            ress += part.resource
+            pays += part.payload
+            obs += part.observer
+            resources.update(part.resources)
+            paths.update(part.paths)
+            thing_tds.update(part.tds)
+            first += g.count
+            continue
+        if g.directory:   # the Things register with this directory (wotbench.things.directory)
+            dr = directory_rows(cfg, first)
+            ids.append(dr.device_id), times.append(dr.send_time_us), meths.append(dr.method)
+            ress.append(dr.resource), pays.append(dr.payload)
+            obs.append(np.full(len(dr.device_id), -1, np.int64))
+            paths[first] = dr.paths
+            directory_ops.extend(directory_affordances(cfg, first, dr.ops))
+            first += g.count
+            continue
         s_dist = make_distribution(g.service_time)
         r_dist = make_distribution(g.rit)
         n_res = len(g.paths) if g.third_party else g.resources
@@ -201,6 +220,10 @@ def generate(cfg: Config) -> GeneratedTrace:
         closed = cfg.gateways.loop == "closed"
         if closed:   # the closed loop's targets: each resource of each device once, at 0
             rows = [np.zeros(n_res) for _ in range(g.count)]
+        elif g.rate_profile is not None:   # the rate over time (issue 35)
+            rows = rate_profile.profiled_arrivals(g.rate_profile, r_dist,
+                                                  _rng(cfg, gi, _STREAM_ARRIVALS), g.count,
+                                                  duration_ms, _arrivals)
         else:
             rows = _arrivals(r_dist, _rng(cfg, gi, _STREAM_ARRIVALS), g.count, duration_ms)
         if not g.requests:
@@ -229,7 +252,8 @@ def generate(cfg: Config) -> GeneratedTrace:
     observer = np.concatenate(obs)[order]
     return GeneratedTrace(device_id[order], send_time[order], np.concatenate(meths)[order],
                           np.concatenate(ress)[order], np.concatenate(pays)[order], resources,
-                          paths, observer if (observer >= 0).any() else None)
+                          paths, observer if (observer >= 0).any() else None, thing_tds,
+                          directory_ops)
 
 
 def _schemes(cfg: Config, addrs: list[DeviceAddress]) -> list[str]:
@@ -252,7 +276,7 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
     if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
         k = tr.observer if mask is None else tr.observer[mask]
-        return _write_rows_observe(path, d, t, m, r, p, k, addrs, schemes)
+        return _write_rows_observe(path, d, t, m, r, p, k, addrs, schemes, tr.paths)
     schemes = schemes or ["coap"] * len(addrs)
     with_payload = bool(p.any()) or clients is not None
     prefix = [f"{a.id},"for a in addrs]
@@ -285,16 +309,18 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
 
 
 def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress],
-                        schemes: Optional[list[str]]) -> int:
-    """The trace rows of a workload with observations (slower, but only those runs take it)."""
+                        schemes: Optional[list[str]], paths: dict[int, list[str]]) -> int:
+    """The trace rows of a workload with observations (slower, but only those runs take it);
+    ``paths``: the devices whose resource j is ``paths[id][j]`` instead of r<j>."""
     with_payload = bool(p.any())
     schemes = schemes or ["coap"] * len(addrs)
-    base = [f"{sc}://{a.ip}:{a.port}/r" for a, sc in zip(addrs, schemes)]
+    base = [f"{sc}://{a.ip}:{a.port}/" for a, sc in zip(addrs, schemes)]
     with atomic.replacing(path, buffering=1 << 20) as f:
         f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
         for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
             query = f"?o={q}" if q >= 0 else ""
-            f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{e}{query}" + (f",{g}\n" if with_payload else "\n"))
+            res = paths[a][e] if a in paths else f"r{e}"
+            f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{res}{query}" + (f",{g}\n" if with_payload else "\n"))
     return len(d)
 
 
@@ -304,9 +330,12 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
     groups, warnings, first = [], [], 0
     all_names = cfg.device_names()
     for g in cfg.devices:
-        rate = 1000.0 / make_distribution(g.rit).mean
+        rate = (g.rate_profile.mean_rate(cfg.duration_s) if g.rate_profile is not None
+                else 1000.0 / make_distribution(g.rit).mean)
         names = all_names[first:first + g.count]
-        st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names if n in resources]
+        # a Thing's resources are not chosen uniformly: its group carries the weighted mean
+        st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names
+              if n in resources and g.thing is None]
         # a third-party server's service time is unknown: 0 (no rho, no CPU demand)
         s_ms = float(np.mean(st)) if st else (0.0 if g.third_party
                                                else make_distribution(g.service_time).mean)
@@ -343,6 +372,8 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     for name, rows in tr.resources.items():
         write_resources(out_dir / "resources" / f"{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
+    if tr.thing_tds or tr.directory_ops:
+        write_thing_files(cfg, out_dir, tr.thing_tds, tr.directory_ops)
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(HTTP_METHODS)     # OBSERVE/CANCEL lines are not requests
     return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)
@@ -357,7 +388,9 @@ def keep_devices(tr: GeneratedTrace, ids: set[int], addrs: list[DeviceAddress]) 
                           tr.resource[mask], tr.payload[mask],
                           {n: r for n, r in tr.resources.items() if n in names},
                           {i: p for i, p in tr.paths.items() if i in ids},
-                          None if tr.observer is None else tr.observer[mask])
+                          None if tr.observer is None else tr.observer[mask],
+                          {n: t for n, t in tr.thing_tds.items() if n in names},
+                          tr.directory_ops)
 
 
 def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> list[str]:

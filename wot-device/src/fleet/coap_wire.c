@@ -13,15 +13,26 @@
 #define OPT_CONTENT_FORMAT 12
 #define OPT_URI_QUERY 15
 #define OPT_ACCEPT 17
+#define OPT_BLOCK2 23
+#define OPT_BLOCK1 27
 
 /* Critical options (odd numbers) a device may ignore and still act as wot-device (libcoap's
  * server accepts them): the request is for this endpoint, queries are ignored like in
- * wot-device, and every representation here has one format. Block1/Block2 (27/23),
- * Proxy-Uri/Scheme (35/39) and anything unknown are "Bad Option" (RFC 7252 §5.4.1). */
+ * wot-device, and every representation here has one format; Block1/Block2 (27/23) are
+ * served by fleet/block.c. Proxy-Uri/Scheme (35/39) and anything unknown are "Bad Option"
+ * (RFC 7252 §5.4.1). */
 static int critical_ok(uint16_t num) {
     return num == OPT_IF_MATCH || num == OPT_URI_HOST || num == OPT_IF_NONE_MATCH ||
            num == OPT_URI_PORT || num == OPT_URI_PATH || num == OPT_URI_QUERY ||
-           num == OPT_ACCEPT;
+           num == OPT_ACCEPT || num == OPT_BLOCK2 || num == OPT_BLOCK1;
+}
+
+/* an option's unsigned value (RFC 7252 §3.2 uint), at most 4 bytes used */
+static uint32_t opt_uint(const coap_option_t *o) {
+    uint32_t v = 0;
+    for (size_t k = 0; k < o->length && k < 4; k++)
+        v = v << 8 | o->value[k];
+    return v;
 }
 
 int fl_coap_parse(const uint8_t *d, size_t n, struct fl_msg *m) {
@@ -35,6 +46,9 @@ int fl_coap_parse(const uint8_t *d, size_t n, struct fl_msg *m) {
     m->path_too_long = 0;
     m->bad_option = 0;
     m->observe = 0;
+    m->has_block1 = m->has_block2 = 0;
+    m->observe_val = m->block1 = m->block2 = 0;
+    m->query_hash = 2166136261u;
     if ((d[0] >> 6) != 1 || m->tkl > 8 || 4 + (size_t)m->tkl > n)
         return -1;
     m->token = d + 4;
@@ -65,7 +79,19 @@ int fl_coap_parse(const uint8_t *d, size_t n, struct fl_msg *m) {
             m->path[plen] = '\0';
         } else if (num == OPT_OBSERVE) {
             m->observe = 1;
-        } else if ((num & 1) && !critical_ok((uint16_t)num) && !m->bad_option) {
+            m->observe_val = opt_uint(&o);
+        } else if (num == OPT_BLOCK2 && o.length <= 3) {
+            m->has_block2 = 1;
+            m->block2 = opt_uint(&o);
+        } else if (num == OPT_BLOCK1 && o.length <= 3) {
+            m->has_block1 = 1;
+            m->block1 = opt_uint(&o);
+        } else if (num == OPT_URI_QUERY) {   /* FNV-1a over the queries, '&' between them */
+            m->query_hash = (m->query_hash ^ '&') * 16777619u;
+            for (size_t k = 0; k < o.length; k++)
+                m->query_hash = (m->query_hash ^ o.value[k]) * 16777619u;
+        } else if ((num & 1) && (!critical_ok((uint16_t)num) || num == OPT_BLOCK1 ||
+                                 num == OPT_BLOCK2) && !m->bad_option) {
             m->bad_option = (uint16_t)num;
         }
     }
@@ -96,6 +122,36 @@ size_t fl_coap_build(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint1
             memcpy(out + i, body, nx);
         else
             memset(out + i, 'x', nx);
+        i += nx;
+    }
+    return i;
+}
+
+struct fl_opt fl_opt_uint(uint16_t num, uint32_t value) {
+    struct fl_opt o = {.num = num};
+    o.len = (uint8_t)coap_encode_var_safe(o.v, sizeof o.v, value);
+    return o;
+}
+
+size_t fl_coap_build_opts(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
+                          const uint8_t *token, uint8_t tkl, const struct fl_opt *opts,
+                          int nopts, size_t nx) {
+    size_t i = fl_coap_build(out, cap, type, code, mid, token, tkl, -1, NULL, 0);
+    if (i == 0)
+        return 0;
+    uint16_t last = 0;
+    for (int k = 0; k < nopts; k++) {
+        if (cap - i < 5u + opts[k].len)
+            return 0;
+        i += coap_opt_encode(out + i, cap - i, (uint16_t)(opts[k].num - last), opts[k].v,
+                             opts[k].len);
+        last = opts[k].num;
+    }
+    if (nx) {
+        if (cap - i < 1 + nx)
+            return 0;
+        out[i++] = 0xFF;
+        memset(out + i, 'x', nx);
         i += nx;
     }
     return i;

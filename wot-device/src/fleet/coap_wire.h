@@ -22,6 +22,15 @@ enum { FL_CON = 0, FL_NON = 1, FL_ACK = 2, FL_RST = 3 };
 #define FL_METHOD_NOT_ALLOWED FL_CODE(4, 5)
 #define FL_UNAVAILABLE FL_CODE(5, 3)
 #define FL_PATH_MAX 255
+#define FL_CONTINUE FL_CODE(2, 31)
+#define FL_BAD_REQUEST FL_CODE(4, 0)
+#define FL_OPT_OBSERVE 6
+#define FL_OPT_ETAG 4
+#define FL_OPT_CONTENT_FORMAT 12
+#define FL_OPT_MAX_AGE 14
+#define FL_OPT_BLOCK2 23
+#define FL_OPT_BLOCK1 27
+#define FL_OPT_SIZE2 28
 
 struct fl_msg {
     uint8_t type, code, tkl;
@@ -30,7 +39,17 @@ struct fl_msg {
     char path[FL_PATH_MAX + 1];   /* Uri-Path segments joined by '/' (no leading slash) */
     uint8_t path_too_long;
     uint16_t bad_option;          /* a critical option the engine does not handle, 0 = none */
-    uint8_t observe;              /* an Observe option was present (elective: ignored) */
+    uint8_t observe;              /* an Observe option was present (fleet/observe.c) */
+    /* Observe value, Block1/Block2 values (RFC 7641, RFC 7959) and a hash of the Uri-Query
+     * options (an observer's identity with its path, as libcoap's cache key) */
+    uint8_t has_block1, has_block2;
+    uint32_t observe_val, block1, block2, query_hash;
+};
+
+/* One option of a message to build (RFC 7252 §3.1), at most 4 value bytes. */
+struct fl_opt {
+    uint16_t num;
+    uint8_t len, v[4];
 };
 
 /* Parses a datagram. 0 = a well-formed message; -1 = a message format error (the caller
@@ -43,5 +62,14 @@ int fl_coap_parse(const uint8_t *d, size_t n, struct fl_msg *m);
 size_t fl_coap_build(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
                      const uint8_t *token, uint8_t tkl, int content_format, const char *body,
                      size_t nx);
+
+/* An option with an unsigned value in the fewest bytes (0 -> empty). */
+struct fl_opt fl_opt_uint(uint16_t num, uint32_t value);
+
+/* fl_coap_build with options (opts[0..nopts) in ascending number order) and `nx` bytes of
+ * 'x' as the payload. Returns its length, 0 when it does not fit. */
+size_t fl_coap_build_opts(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
+                          const uint8_t *token, uint8_t tkl, const struct fl_opt *opts,
+                          int nopts, size_t nx);
 
 #endif

@@ -1,9 +1,11 @@
 /* devices_file.c - the devices file of wot-fleet (docs/CONTRACTS.md §3b):
- *   index,name,listen,resources,slots,queue,response,piggyback_max_us    (header required)
- * Blank lines and lines starting with '#' are skipped; CRLF accepted. A relative `resources`
- * path is taken relative to the devices file's directory. Each distinct resource file is read
- * once (resources.c, the parser wot-device uses) however many devices name it. What the engine
- * does not do yet is refused here, naming the line: Observe, block-wise bodies. */
+ *   index,name,listen,resources,slots,queue,response,piggyback_max_us[,OPTIONAL...]
+ * (header required; the optional columns, each at most once, in any order after the eight:
+ * impair,impair_ge,impair_seed). Blank lines and lines starting with '#' are skipped; CRLF
+ * accepted. A relative `resources` path is taken relative to the devices file's directory.
+ * Each distinct resource file is read once (resources.c, the parser wot-device uses) however
+ * many devices name it. What the engine does not do is refused here, naming the line: a
+ * /.well-known/core listing above one datagram. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,8 +16,12 @@
 
 #define HEADER "index,name,listen,resources,slots,queue,response,piggyback_max_us"
 #define NFIELDS 8
-#define MAX_ONE_DATAGRAM 1024   /* payload without block-wise transfer */
 #define WKC_MAX 1024            /* /.well-known/core body without block-wise transfer */
+
+/* the optional columns after the eight (fleet/impair.c) */
+enum { OPT_IMPAIR, OPT_IMPAIR_GE, OPT_IMPAIR_SEED, NOPT };
+static const char *const OPTIONAL[NOPT] = {"impair", "impair_ge", "impair_seed"};
+#define MAX_FIELDS (NFIELDS + NOPT)
 
 /* IPv4:PORT, port 1..65535 */
 static int parse_listen(const char *s, struct sockaddr_in *a) {
@@ -66,22 +72,10 @@ static int make_wkc(struct fl_res_file *rf) {
     return 0;
 }
 
-/* The engine has no Observe and no block-wise transfer yet: such a resource is refused. */
+/* Observe and block-wise bodies are served (observe.c, block.c); a /.well-known/core listing
+ * larger than one datagram is not (wot-device's libcoap would send it block-wise). */
 static int check_supported(const char *file, long ln, const struct fl_res_file *rf) {
     char what[512];
-    for (size_t i = 0; i < rf->rs.n; i++) {
-        const struct resource *r = &rf->rs.v[i];
-        if (r->notify_dist != NOTIFY_NONE) {
-            snprintf(what, sizeof what, "resource '%s' of %s is observable (notify_dist), "
-                     "which wot-fleet does not emulate yet", r->path, rf->path);
-            return csv_fail(file, ln, what, "notify_dist none, or run this device as wot-device");
-        }
-        if (r->payload_bytes > MAX_ONE_DATAGRAM) {
-            snprintf(what, sizeof what, "resource '%s' of %s has payload_bytes %u (block-wise), "
-                     "which wot-fleet does not emulate yet", r->path, rf->path, r->payload_bytes);
-            return csv_fail(file, ln, what, "payload_bytes <= 1024, or run this device as wot-device");
-        }
-    }
     if (rf->wkc_len > WKC_MAX) {
         snprintf(what, sizeof what, "the /.well-known/core listing of %s is %zu bytes "
                  "(block-wise)", rf->path, rf->wkc_len);
@@ -170,14 +164,30 @@ static long count_lines(FILE *fp) {
     return n + 1;
 }
 
-static int header_problem(const char *file, const char *line) {
-    if (strncmp(line, HEADER ",", strlen(HEADER) + 1) == 0) {
-        char what[256];
-        snprintf(what, sizeof what, "columns after piggyback_max_us (%.160s): wot-fleet has no "
-                 "Observe, impairments, DTLS or push yet", line + strlen(HEADER) + 1);
-        return csv_fail(file, 1, what, "exactly '" HEADER "'");
+/* The header: the eight columns, then optional ones; col[k] = field of OPTIONAL[k] or -1.
+ * Returns the number of fields a line has, -1 after the message. */
+static int read_header(const char *file, long ln, char *line, int col[NOPT]) {
+    for (int k = 0; k < NOPT; k++)
+        col[k] = -1;
+    if (strcmp(line, HEADER) == 0)
+        return NFIELDS;
+    if (strncmp(line, HEADER ",", strlen(HEADER) + 1) != 0)
+        return csv_fail(file, ln, "missing or wrong header", "'" HEADER "'");
+    char *f[MAX_FIELDS + 1];
+    int n = csv_split(line + strlen(HEADER) + 1, f, MAX_FIELDS + 1);
+    for (int i = 0; i < n && i <= NOPT; i++) {
+        int k = 0;
+        while (k < NOPT && strcmp(f[i], OPTIONAL[k]))
+            k++;
+        if (i == NOPT || k == NOPT || col[k] >= 0) {
+            char what[256];
+            snprintf(what, sizeof what, "column '%.120s' after piggyback_max_us", i < n ? f[i] : "");
+            return csv_fail(file, ln, what, "'" HEADER "' then each of impair, impair_ge, "
+                            "impair_seed at most once (push rows come with --push; no DTLS)");
+        }
+        col[k] = NFIELDS + i;
     }
-    return csv_fail(file, 1, "missing or wrong header", "'" HEADER "'");
+    return NFIELDS + n;
 }
 
 int fl_devices_load(const char *file, struct fleet *f) {
@@ -208,7 +218,7 @@ int fl_devices_load(const char *file, struct fleet *f) {
     char *line = NULL;
     size_t lcap = 0, sused = 0;
     long ln = 0;
-    int rc = 0, seen_header = 0;
+    int rc = 0, seen_header = 0, nfields = NFIELDS, col[NOPT];
     if (!t.slot || !t.v || !f->dev || !kidx || !kaddr || !f->strings || !dir) {
         rc = csv_fail(file, 0, "out of memory or path too long", "a smaller devices file");
         goto out;
@@ -220,19 +230,28 @@ int fl_devices_load(const char *file, struct fleet *f) {
             break;
         }
         if (!seen_header) {
-            if (strcmp(line, HEADER) != 0) {
-                rc = header_problem(file, line);
+            if ((nfields = read_header(file, ln, line, col)) < 0) {
+                rc = -1;
                 break;
+            }
+            if (col[OPT_IMPAIR] >= 0 || col[OPT_IMPAIR_GE] >= 0 || col[OPT_IMPAIR_SEED] >= 0) {
+                f->imp_spec_of = calloc((size_t)maxn, sizeof *f->imp_spec_of);
+                f->imp_seed_of = calloc((size_t)maxn, sizeof *f->imp_seed_of);
+                if (!f->imp_spec_of || !f->imp_seed_of) {
+                    rc = csv_fail(file, ln, "out of memory", "a smaller devices file");
+                    break;
+                }
             }
             seen_header = 1;
             continue;
         }
-        char *fld[NFIELDS];
-        int nf = csv_split(line, fld, NFIELDS);
-        if (nf != NFIELDS) {
+        char *fld[MAX_FIELDS];
+        int nf = csv_split(line, fld, MAX_FIELDS);
+        if (nf != nfields) {
             char what[64];
             snprintf(what, sizeof what, "%d fields", nf);
-            rc = csv_fail(file, ln, what, "8 fields " HEADER);
+            snprintf(what + strlen(what), sizeof what - strlen(what), ", expected %d", nfields);
+            rc = csv_fail(file, ln, what, "as many fields as the header has");
             break;
         }
         struct fl_device *d = &f->dev[f->ndev];
@@ -285,6 +304,12 @@ int fl_devices_load(const char *file, struct fleet *f) {
         uint32_t fi = 0;
         if ((rc = file_get(&t, rpath, file, ln, &fi)))
             break;
+        if (f->imp_spec_of &&
+            (rc = fl_imp_parse_row(f, f->ndev, col[OPT_IMPAIR] >= 0 ? fld[col[OPT_IMPAIR]] : "",
+                                   col[OPT_IMPAIR_GE] >= 0 ? fld[col[OPT_IMPAIR_GE]] : "",
+                                   col[OPT_IMPAIR_SEED] >= 0 ? fld[col[OPT_IMPAIR_SEED]] : "",
+                                   file, ln)))
+            break;
         d->index = (uint32_t)idx;
         d->line = (uint32_t)ln;
         d->slots = (uint16_t)slots;
@@ -332,6 +357,7 @@ void fl_devices_free(struct fleet *f) {
     free(f->files);
     free(f->dev);
     free(f->strings);
+    fl_imp_specs_free(f);
     f->files = NULL;
     f->dev = NULL;
     f->strings = NULL;

@@ -13,9 +13,11 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../resources.h"
 #include "clock.h"
+#include "coap_wire.h"
 
 #define FL_NIL UINT32_MAX
 #define FL_MAX_DATAGRAM 1152     /* one CoAP datagram: header, token, options, 1024 payload */
@@ -34,9 +36,13 @@ struct fl_last {
     uint16_t peer_port, mid;
     const struct resource *res;
     uint8_t code, tkl, token[8];
+    uint8_t method, has_block1, has_block2;   /* a block-wise answer is rebuilt (block.c) */
+    uint32_t block1, block2;
 };
 
 struct fl_res_file;
+struct fl_obs_dev;    /* fleet/observe.c */
+struct fl_imp_dev;    /* fleet/impair.c */
 
 struct fl_device {
     int fd;                       /* its UDP socket */
@@ -55,11 +61,17 @@ struct fl_device {
     struct sockaddr_in addr;
     struct fl_counters c;
     struct fl_last last;
+    struct fl_obs_dev *obs;       /* NULL: no observable resource (fleet/observe.c) */
+    struct fl_imp_dev *imp;       /* NULL: not impaired (fleet/impair.c) */
     uint32_t push;                /* push: its index among its loop's pushing devices, FL_NIL
                                    * = none (fleet_push.h; only with --push) */
 };
 
-enum fl_job_state { JS_FREE = 0, JS_QUEUED, JS_SLEEPING, JS_AT_WORKER, JS_AWAIT_ACK };
+enum fl_job_state { JS_FREE = 0, JS_QUEUED, JS_SLEEPING, JS_AT_WORKER, JS_AWAIT_ACK, JS_TICK };
+/* what a job is: a request; or, for Observe (fleet/observe.c), a resource's notification
+ * process (its next tick, JS_TICK), a sensor read (served like a request), a CON
+ * notification awaiting its ACK */
+enum fl_job_kind { FL_JOB_REQUEST = 0, FL_JOB_TICK, FL_JOB_READ, FL_JOB_NOTIFY };
 
 struct fl_job {
     uint32_t dev;                 /* index into the loop's device block */
@@ -71,6 +83,10 @@ struct fl_job {
     uint8_t rtx;                  /* retransmissions of the separate CON response so far */
     uint16_t req_mid, resp_mid;
     uint16_t code;
+    uint8_t kind;                 /* enum fl_job_kind */
+    uint8_t has_block1, has_block2;  /* the request's Block1/Block2 (fleet/block.c) */
+    uint32_t block1, block2;
+    uint32_t obs, seq;            /* FL_JOB_NOTIFY: observer, Observe value; TICK/READ: res */
     const struct resource *res;
     uint64_t arrival_ns, arrival_k_ns, start_ns, end_ns, due_ns, sent_ns;
     uint64_t rtx_timeout_ns;      /* current ACK timeout of the separate CON response */
@@ -121,6 +137,9 @@ struct fl_loop {
     size_t log_cap, log_n;
     uint64_t log_dropped;
     struct fl_loop_stats st;
+    struct fl_obs_loop *obs;      /* NULL: no observable device in this loop */
+    struct fl_imp_loop *imp;      /* NULL: no impaired device in this loop */
+    uint64_t block2_follow_ups, block1_continues;   /* fleet/block.c */
     clock_map_t cmap;             /* REALTIME kernel stamps -> MONOTONIC */
     uint64_t rng;                 /* xorshift64: retransmission timeouts, message IDs */
     volatile int stop;
@@ -150,6 +169,12 @@ struct fleet {
     int rcvbuf;
     uint64_t spin_ns;             /* --spin-us: poll the last part of a timer's wait */
     int *cpus, ncpus;
+    uint32_t observers;           /* --observers: observer records per observable device */
+    /* the devices file's impairment columns (fleet/impair.c): distinct specs, and per device
+     * 1 + its spec's index (0 = none) and its seed; NULL without those columns */
+    struct fl_imp_spec *imp_specs;
+    uint32_t nimp_specs, *imp_spec_of;
+    uint64_t *imp_seed_of;
     struct fl_push *push;         /* push: --push FILE's schedule (fleet_push.h), else NULL */
 };
 
@@ -172,5 +197,68 @@ void fl_work_submit(struct fl_loop *l, uint32_t job);
 
 /* output.c: the files written at exit; 0 ok, -1 (message printed) */
 int fl_write_outputs(const struct fleet *f);
+
+/* ---- what loop.c offers fleet/observe.c, block.c and impair.c (the loop thread only) ---- */
+/* n records reserved untouched (MAP_NORESERVE: pages cost memory once written); NULL fails */
+void *fl_reserve(size_t n, size_t size);
+void fl_unreserve(void *p, size_t n, size_t size);
+uint32_t fl_job_take(struct fl_loop *l, uint32_t dev, uint8_t kind);  /* FL_NIL: pool empty */
+void fl_job_drop(struct fl_loop *l, uint32_t j);      /* its timer cancelled, back to the pool */
+void fl_timer_at(struct fl_loop *l, uint32_t j, uint64_t at);
+/* the device's FIFO and slots, as a request: 0 started or queued, -1 the queue is full */
+int fl_serve(struct fl_loop *l, uint32_t j);
+/* sends l->tx[0..len) from the device (through its egress impairment); 0 on failure, else
+ * the instant it was handed on */
+uint64_t fl_send(struct fl_loop *l, struct fl_device *d, const struct sockaddr_in *peer,
+                 size_t len);
+/* RFC 7252 §4.2: the first ACK timeout of a CON message, random in [2 s, 3 s] */
+uint64_t fl_ack_timeout(struct fl_loop *l);
+void fl_process_datagram(struct fl_loop *l, struct fl_device *d, size_t n,
+                         const struct sockaddr_in *peer, uint64_t arrival, uint64_t arrival_k);
+
+/* fleet/observe.c (RFC 7641, CONTRACTS §3b "Observe") */
+int fl_obs_init(struct fleet *f, struct fl_loop *l);            /* 0, -1 (message printed) */
+uint32_t fl_obs_jobs(const struct fl_loop *l);                  /* jobs it may hold at once */
+void fl_obs_start(struct fl_loop *l);                           /* the first ticks */
+/* a GET with Observe 0/1 on an observable resource: answered here (1), else 0 */
+int fl_obs_request(struct fl_loop *l, struct fl_device *d, const struct fl_msg *m,
+                   const struct sockaddr_in *peer, const struct resource *res);
+void fl_obs_tick(struct fl_loop *l, uint32_t j);                /* a TICK job's timer */
+void fl_obs_read_done(struct fl_loop *l, uint32_t j);           /* a READ job ended */
+size_t fl_obs_build(struct fl_loop *l, const struct fl_job *J); /* a NOTIFY job's bytes */
+void fl_obs_rejected(struct fl_loop *l, uint32_t j, int timed_out);  /* NOTIFY: RST/given up */
+/* an RST no job matched: a NON notification's (its observer goes) */
+void fl_obs_rst(struct fl_loop *l, struct fl_device *d, uint16_t mid,
+                const struct sockaddr_in *peer);
+int fl_obs_write(const struct fleet *f, const struct fl_loop *l);  /* fleet-notify-<loop>.csv */
+void fl_obs_json(FILE *out, const struct fleet *f);             /* , "observe": ... */
+void fl_obs_free(struct fl_loop *l);
+
+/* fleet/block.c (RFC 7959) */
+/* a follow-up of a block-wise transfer (GET Block2 NUM > 0, Block1 M = 1): answered (1) */
+int fl_block_follow_up(struct fl_loop *l, struct fl_device *d, const struct fl_msg *m,
+                       const struct sockaddr_in *peer, const struct resource *res);
+/* the response of a served request that is block-wise (1, *len its bytes in l->tx), else 0 */
+int fl_block_response(struct fl_loop *l, const struct fl_job *J, uint8_t type, uint16_t mid,
+                      size_t *len);
+void fl_block_json(FILE *out, const struct fleet *f);           /* , "blockwise": ... */
+
+/* fleet/impair.c (app-level impairments, CONTRACTS §3 "App-level impairments") */
+/* a devices-file row's impair/impair_ge/impair_seed: 0, -1 after "FILE:LINE: ..." */
+int fl_imp_parse_row(struct fleet *f, uint32_t dev, const char *spec, const char *ge,
+                     const char *seed, const char *file, long line);
+void fl_imp_specs_free(struct fleet *f);
+int fl_imp_init(struct fleet *f, struct fl_loop *l);
+/* egress: 1 when l->tx[0..len) goes now, 0 when dropped or held (sent later) */
+int fl_imp_out(struct fl_loop *l, struct fl_device *d, const struct sockaddr_in *peer,
+               size_t len, uint64_t now);
+/* ingress: 1 when l->rx[0..n) is processed now, 0 when dropped or held */
+int fl_imp_in(struct fl_loop *l, struct fl_device *d, size_t n, const struct sockaddr_in *peer,
+              uint64_t arrived);
+uint64_t fl_imp_next_due(const struct fl_loop *l);              /* 0: nothing held */
+void fl_imp_release(struct fl_loop *l, uint64_t now);           /* due datagrams go on */
+int fl_imp_write(const struct fleet *f);                        /* fleet-impair.csv */
+void fl_imp_json(FILE *out, const struct fleet *f);             /* , "impair": ... */
+void fl_imp_free(struct fl_loop *l);
 
 #endif

@@ -152,6 +152,9 @@ static void timer_cancel(struct fl_loop *l, uint32_t j) {
 /* the earliest timer: a job's, or a pushing device's (fleet_push.h); 0 = none */
 static uint64_t earliest(const struct fl_loop *l) {
     uint64_t next = l->hn ? l->heap[0].at : 0;
+    uint64_t held = l->imp ? fl_imp_next_due(l) : 0;   /* impaired datagrams (impair.c) */
+    if (held && (!next || held < next))
+        next = held;
     uint64_t push = l->push ? fl_push_next(l) : 0;
     return push && (!next || push < next) ? push : next;
 }
@@ -172,6 +175,8 @@ static void timer_arm(struct fl_loop *l) {
 static uint64_t send_to(struct fl_loop *l, struct fl_device *d, const struct sockaddr_in *peer,
                         size_t len) {
     uint64_t now = (uint64_t)mono_ns();
+    if (len && d->imp && !fl_imp_out(l, d, peer, len, now))
+        return now;                 /* dropped or held by its impairment (impair.c) */
     if (len == 0 || sendto(d->fd, l->tx, len, MSG_DONTWAIT, (const struct sockaddr *)peer,
                            sizeof *peer) < 0) {
         l->st.send_errors++;
@@ -200,8 +205,13 @@ static uint8_t success_code(uint8_t method) {
 
 /* The response of a job (also its retransmissions: the same bytes). */
 static size_t build_response(struct fl_loop *l, const struct fl_job *J) {
+    if (J->kind == FL_JOB_NOTIFY)
+        return fl_obs_build(l, J);
     uint8_t type = J->type == FL_CON ? (J->piggyback ? FL_ACK : FL_CON) : FL_NON;
     uint16_t mid = type == FL_ACK ? J->req_mid : J->resp_mid;
+    size_t len;
+    if (fl_block_response(l, J, type, mid, &len))
+        return len;
     size_t nx = J->code == FL_CONTENT ? J->res->payload_bytes : 0;
     return fl_coap_build(l->tx, sizeof l->tx, type, (uint8_t)J->code, mid, J->token, J->tkl, -1,
                          NULL, nx);
@@ -221,10 +231,36 @@ static uint64_t answer_now(struct fl_loop *l, struct fl_device *d, const struct 
 
 static void start(struct fl_loop *l, uint32_t j);
 
+/* the device's slot is free again: its next waiting job starts */
+static void next_queued(struct fl_loop *l, struct fl_device *d) {
+    if (d->queued > 0 && d->busy < d->slots) {
+        uint32_t next = d->q_head;
+        d->q_head = l->jobs[next].next;
+        if (d->q_head == FL_NIL)
+            d->q_tail = FL_NIL;
+        d->queued--;
+        start(l, next);
+    }
+}
+
+static void enqueue(struct fl_loop *l, struct fl_device *d, uint32_t j) {
+    if (d->q_tail != FL_NIL)
+        l->jobs[d->q_tail].next = j;
+    else
+        d->q_head = j;
+    d->q_tail = j;
+    d->queued++;
+}
+
 static void complete(struct fl_loop *l, uint32_t j) {
     struct fl_job *J = &l->jobs[j];
     struct fl_device *d = &l->dev[J->dev];
     d->busy--;
+    if (J->kind == FL_JOB_READ) {   /* a sensor read: its observers are notified */
+        fl_obs_read_done(l, j);
+        next_queued(l, d);
+        return;
+    }
     J->code = success_code(J->method);
     if (J->type == FL_CON && !J->piggyback)
         J->resp_mid = d->next_mid++;
@@ -251,28 +287,25 @@ static void complete(struct fl_loop *l, uint32_t j) {
         if (J->type == FL_CON) {  /* remember it for a retransmitted request */
             d->last = (struct fl_last){.peer_addr = J->peer.sin_addr.s_addr,
                                        .peer_port = J->peer.sin_port, .mid = J->req_mid,
-                                       .res = J->res, .code = (uint8_t)J->code, .tkl = J->tkl};
+                                       .res = J->res, .code = (uint8_t)J->code, .tkl = J->tkl,
+                                       .method = J->method, .has_block1 = J->has_block1,
+                                       .has_block2 = J->has_block2, .block1 = J->block1,
+                                       .block2 = J->block2};
             memcpy(d->last.token, J->token, J->tkl);
         }
         job_free(l, j);
     }
-    if (d->queued > 0 && d->busy < d->slots) {
-        uint32_t next = d->q_head;
-        d->q_head = l->jobs[next].next;
-        if (d->q_head == FL_NIL)
-            d->q_tail = FL_NIL;
-        d->queued--;
-        start(l, next);
-    }
+    next_queued(l, d);
 }
 
 static void start(struct fl_loop *l, uint32_t j) {
     struct fl_job *J = &l->jobs[j];
     struct fl_device *d = &l->dev[J->dev];
     d->busy++;
+    uint64_t s = J->kind == FL_JOB_READ ? J->res->notify_service_ns : J->res->service_ns;
     J->start_ns = (uint64_t)mono_ns();
-    J->due_ns = J->start_ns + J->res->service_ns;
-    if (J->res->service_ns == 0) {
+    J->due_ns = J->start_ns + s;
+    if (s == 0) {
         J->end_ns = (uint64_t)mono_ns();
         complete(l, j);
     } else if (J->res->mode == MODE_SLEEP) {
@@ -293,21 +326,31 @@ static void on_timers(struct fl_loop *l) {
         if (J->state == JS_SLEEPING) {
             J->end_ns = (uint64_t)mono_ns();
             complete(l, j);
+        } else if (J->state == JS_TICK) {
+            fl_obs_tick(l, j);
         } else if (J->state == JS_AWAIT_ACK) {
             struct fl_device *d = &l->dev[J->dev];
+            int notify = J->kind == FL_JOB_NOTIFY;
             if (J->rtx >= MAX_RETRANSMIT) {
-                l->st.rtx_gave_up++;
-                job_free(l, j);
+                if (notify) {
+                    fl_obs_rejected(l, j, 1);   /* libcoap drops the observer */
+                } else {
+                    l->st.rtx_gave_up++;
+                    job_free(l, j);
+                }
                 continue;
             }
             J->rtx++;
-            l->st.rtx_sent++;
+            if (!notify)
+                l->st.rtx_sent++;
             send_to(l, d, &J->peer, build_response(l, J));
             J->rtx_timeout_ns *= 2;
             timer_add(l, j, (uint64_t)mono_ns() + J->rtx_timeout_ns);
         }
         now = (uint64_t)mono_ns();
     }
+    if (l->imp)
+        fl_imp_release(l, now);     /* held datagrams that are due (impair.c) */
     if (l->push)                   /* the pushing devices' sends, retransmissions, timeouts */
         fl_push_on_timers(l, now);
 }
@@ -324,13 +367,19 @@ static void on_ack_or_rst(struct fl_loop *l, struct fl_device *d, const struct f
     for (uint32_t j = d->live_head; j != FL_NIL; j = l->jobs[j].live_next) {
         struct fl_job *J = &l->jobs[j];
         if (J->state == JS_AWAIT_ACK && J->resp_mid == m->mid && same_peer(&J->peer, peer)) {
-            if (m->type == FL_RST)
-                l->st.rst_in++;
             timer_cancel(l, j);
+            if (J->kind == FL_JOB_NOTIFY && m->type == FL_RST) {
+                fl_obs_rejected(l, j, 0);   /* the observer is gone */
+                return;
+            }
+            if (m->type == FL_RST && J->kind == FL_JOB_REQUEST)
+                l->st.rst_in++;
             job_free(l, j);
             return;
         }
     }
+    if (m->type == FL_RST && d->obs)
+        fl_obs_rst(l, d, m->mid, peer);     /* a NON notification's */
 }
 
 /* A CON request seen before (RFC 7252 §4.5: same endpoint and message ID) is not served
@@ -344,7 +393,7 @@ static int duplicate(struct fl_loop *l, struct fl_device *d, const struct fl_msg
     *token_busy = 0;
     for (uint32_t j = d->live_head; j != FL_NIL; j = l->jobs[j].live_next) {
         struct fl_job *J = &l->jobs[j];
-        if (!same_peer(&J->peer, peer))
+        if (J->kind != FL_JOB_REQUEST || !same_peer(&J->peer, peer))
             continue;
         if (m->type == FL_CON && J->type == FL_CON && J->req_mid == m->mid) {
             l->st.duplicates++;
@@ -358,9 +407,13 @@ static int duplicate(struct fl_loop *l, struct fl_device *d, const struct fl_msg
     if (m->type == FL_CON && d->last.peer_addr == peer->sin_addr.s_addr &&
         d->last.peer_port == peer->sin_port && d->last.mid == m->mid) {
         l->st.duplicates++;
-        size_t nx = d->last.code == FL_CONTENT ? d->last.res->payload_bytes : 0;
-        send_to(l, d, peer, fl_coap_build(l->tx, sizeof l->tx, FL_ACK, d->last.code, m->mid,
-                                          d->last.token, d->last.tkl, -1, NULL, nx));
+        struct fl_job again = {.type = FL_CON, .piggyback = 1, .req_mid = m->mid,
+                               .code = d->last.code, .res = d->last.res, .tkl = d->last.tkl,
+                               .method = d->last.method, .has_block1 = d->last.has_block1,
+                               .has_block2 = d->last.has_block2, .block1 = d->last.block1,
+                               .block2 = d->last.block2};
+        memcpy(again.token, d->last.token, d->last.tkl);
+        send_to(l, d, peer, build_response(l, &again));
         return 1;
     }
     return 0;
@@ -408,6 +461,12 @@ static void on_request(struct fl_loop *l, struct fl_device *d, const struct fl_m
         return;
     }
     const struct resource *res = m->path_too_long ? NULL : find_resource(&d->rf->rs, m->path);
+    /* as wot-device's handler: Observe registrations first, then block-wise follow-ups;
+     * neither is a request of the device log (observe.c, block.c) */
+    if (res && d->obs && m->observe && fl_obs_request(l, d, m, peer, res))
+        return;
+    if (res && (m->has_block1 || m->has_block2) && fl_block_follow_up(l, d, m, peer, res))
+        return;
     struct fl_log_row r = {.arrival_ns = arrival, .arrival_k_ns = arrival_k, .res = res,
                            .device = d->index, .method = m->code, .tkl = m->tkl};
     memcpy(r.token, m->token, m->tkl);
@@ -434,21 +493,17 @@ static void on_request(struct fl_loop *l, struct fl_device *d, const struct fl_m
                          .state = JS_QUEUED, .method = m->code, .type = m->type, .tkl = m->tkl,
                          .piggyback = (uint8_t)use_piggyback(d, res), .req_mid = m->mid,
                          .res = res, .arrival_ns = arrival, .arrival_k_ns = arrival_k,
-                         .peer = *peer};
+                         .peer = *peer, .has_block1 = m->has_block1,
+                         .has_block2 = m->has_block2, .block1 = m->block1,
+                         .block2 = m->block2};
     memcpy(J->token, m->token, m->tkl);
     live_insert(l, d, j);
     if (m->type == FL_CON && !J->piggyback)
         send_empty(l, d, peer, FL_ACK, m->mid);  /* the answer comes later (RFC 7252 §5.2.2) */
-    if (d->busy < d->slots) {
+    if (d->busy < d->slots)
         start(l, j);
-    } else {
-        if (d->q_tail != FL_NIL)
-            l->jobs[d->q_tail].next = j;
-        else
-            d->q_head = j;
-        d->q_tail = j;
-        d->queued++;
-    }
+    else
+        enqueue(l, d, j);
 }
 
 static void on_datagram(struct fl_loop *l, struct fl_device *d, size_t n,
@@ -501,6 +556,8 @@ static void on_readable(struct fl_loop *l, struct fl_device *d) {
         d->c.malformed++;                            /* larger than one CoAP datagram here */
         return;
     }
+    if (d->imp && !fl_imp_in(l, d, (size_t)n, &peer, arrival_k ? arrival_k : arrival))
+        return;                                      /* dropped or held (impair.c) */
     on_datagram(l, d, (size_t)n, &peer, arrival, arrival_k);
 }
 
@@ -644,6 +701,9 @@ int fl_loop_init(struct fleet *f, struct fl_loop *l, int id, uint32_t first, uin
         jobs += 2 * ((uint64_t)l->dev[i].slots + l->dev[i].queue_cap);
         slots += l->dev[i].slots;
     }
+    if (fl_obs_init(f, l) || fl_imp_init(f, l))   /* their pools (observe.c, impair.c) */
+        return -1;
+    jobs += fl_obs_jobs(l);
     l->jcap = (uint32_t)(jobs < FL_NIL - 1 ? jobs : FL_NIL - 1);
     l->wcap = (uint32_t)slots;
     l->log_cap = f->log_capacity;
@@ -665,10 +725,13 @@ int fl_loop_init(struct fleet *f, struct fl_loop *l, int id, uint32_t first, uin
         if (open_endpoint(f, l, d))
             return -1;
     }
+    fl_obs_start(l);
     return 0;
 }
 
 void fl_loop_free(struct fl_loop *l) {
+    fl_obs_free(l);
+    fl_imp_free(l);
     for (uint32_t i = 0; l->dev && i < l->ndev; i++)
         if (l->dev[i].fd >= 0) {
             close(l->dev[i].fd);
@@ -690,4 +753,55 @@ void fl_loop_free(struct fl_loop *l) {
     l->work = l->done = NULL;
     l->log = NULL;
     l->ep = l->tfd = l->wfd = -1;
+}
+
+/* ---- for fleet/observe.c, block.c and impair.c (declared in fleet.h) ---- */
+
+void *fl_reserve(size_t n, size_t size) { return reserve(n, size); }
+
+void fl_unreserve(void *p, size_t n, size_t size) { unreserve(p, n, size); }
+
+uint32_t fl_job_take(struct fl_loop *l, uint32_t dev, uint8_t kind) {
+    uint32_t j = job_alloc(l);
+    if (j == FL_NIL)
+        return FL_NIL;
+    l->jobs[j] = (struct fl_job){.dev = dev, .next = FL_NIL, .heap_pos = FL_NIL,
+                                 .state = JS_QUEUED, .kind = kind};
+    live_insert(l, &l->dev[dev], j);
+    return j;
+}
+
+void fl_job_drop(struct fl_loop *l, uint32_t j) {
+    timer_cancel(l, j);
+    job_free(l, j);
+}
+
+void fl_timer_at(struct fl_loop *l, uint32_t j, uint64_t at) {
+    timer_cancel(l, j);
+    timer_add(l, j, at);
+}
+
+int fl_serve(struct fl_loop *l, uint32_t j) {
+    struct fl_device *d = &l->dev[l->jobs[j].dev];
+    if (d->busy < d->slots)
+        start(l, j);
+    else if (d->queued < d->queue_cap)
+        enqueue(l, d, j);
+    else
+        return -1;
+    return 0;
+}
+
+uint64_t fl_send(struct fl_loop *l, struct fl_device *d, const struct sockaddr_in *peer,
+                 size_t len) {
+    return send_to(l, d, peer, len);
+}
+
+uint64_t fl_ack_timeout(struct fl_loop *l) {
+    return ACK_TIMEOUT_NS + xorshift(&l->rng) % (ACK_TIMEOUT_NS / 2 + 1);
+}
+
+void fl_process_datagram(struct fl_loop *l, struct fl_device *d, size_t n,
+                         const struct sockaddr_in *peer, uint64_t arrival, uint64_t arrival_k) {
+    on_datagram(l, d, n, peer, arrival, arrival_k);
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "fleet.h"
 #include "fleet_push.h"
 
@@ -21,11 +22,14 @@
  * burst to many devices at once is bounded by this times the number of devices. */
 #define DEFAULT_RCVBUF 32768
 #define FDS_BESIDE_DEVICES 16  /* stdio, signalfd, per loop epoll/timerfd/eventfd, files */
+#define DEFAULT_OBSERVERS 8    /* observer records per device with an observable resource */
 
 static void usage(void) {
     fputs("usage: wot-fleet --devices FILE --log-dir DIR [--loops N] [--workers N] [--name NAME]\n"
           "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n"
-          "                 [--push FILE [--push-timeout-ms N]]\n", stderr);
+          "                 [--observers N] [--push FILE [--push-timeout-ms N]]\n"
+          "                 [--connections FILE] [--conn-loops N] [--attach-rate N]\n"
+          "                 [--id-marker TEXT]   (--devices or --connections or both)\n", stderr);
 }
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
@@ -67,8 +71,9 @@ static int parse_cpus(const char *s, struct fleet *f) {
 }
 
 /* Raises the soft RLIMIT_NOFILE to the hard limit; refuses when even that is too small. */
-static int fd_limit(uint32_t ndev, int nloops) {
-    unsigned long long need = (unsigned long long)ndev + FDS_BESIDE_DEVICES + 3ULL * nloops;
+static int fd_limit(uint32_t ndev, int nloops, uint64_t conn_fds) {
+    unsigned long long need = (unsigned long long)ndev + FDS_BESIDE_DEVICES + 3ULL * nloops +
+                              conn_fds;
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl))
         return -1;
@@ -115,8 +120,8 @@ static int wait_for_signal(int sfd) {
 }
 
 /* Binds every endpoint, runs the loops until SIGTERM/SIGINT, writes the files. */
-static int run(struct fleet *f) {
-    if (fd_limit(f->ndev, f->nloops))
+static int run(struct fleet *f, struct cn_set *cs) {
+    if (fd_limit(f->ndev, f->nloops, cs ? cn_needed_fds(cs) : 0))
         return 1;
     sigset_t ss;
     sigemptyset(&ss);
@@ -125,7 +130,7 @@ static int run(struct fleet *f) {
     pthread_sigmask(SIG_BLOCK, &ss, NULL);  /* every thread inherits it; main reads signalfd */
     signal(SIGPIPE, SIG_IGN);
     int sfd = signalfd(-1, &ss, SFD_CLOEXEC);
-    f->loops = calloc((size_t)f->nloops, sizeof *f->loops);
+    f->loops = calloc(f->nloops ? (size_t)f->nloops : 1, sizeof *f->loops);
     if (sfd < 0 || !f->loops) {
         fprintf(stderr, "wot-fleet: cannot create the signalfd or the loops\n");
         return 1;
@@ -143,7 +148,7 @@ static int run(struct fleet *f) {
             fl_push_attach(f, &f->loops[i]))
             rc = 1;
     }
-    if (rc == 0 && fl_workers_start(f))
+    if (rc == 0 && f->ndev && fl_workers_start(f))
         rc = 1;
     for (int i = 0; i < f->nloops && rc == 0; i++) {
         int e = pthread_create(&f->loops[i].thread, NULL, fl_loop_run, &f->loops[i]);
@@ -154,20 +159,29 @@ static int run(struct fleet *f) {
             started++;
         }
     }
+    if (rc == 0 && cs && cn_start(cs))      /* connected devices: their own loops (conn.h) */
+        rc = 1;
     /* with --push the main thread runs the devices' control files and their teardown */
     if (rc == 0 && (mark_ready(f->log_dir) ||
                     (f->push ? fl_push_supervise(f, sfd) : wait_for_signal(sfd))))
         rc = 1;
+    if (cs)
+        cn_stop(cs);
     for (int i = 0; i < started; i++) {
         f->loops[i].stop = 1;
         fl_loop_wake(&f->loops[i]);
     }
     for (int i = 0; i < started; i++)
         pthread_join(f->loops[i].thread, NULL);
-    fl_workers_stop(f);
-    if (rc == 0 && fl_write_outputs(f))
+    if (f->ndev)
+        fl_workers_stop(f);
+    if (rc == 0 && f->ndev && fl_write_outputs(f))
         rc = 1;
     fl_push_free(f);
+    if (rc == 0 && cs && cn_write_outputs(cs))
+        rc = 1;
+    if (cs)
+        cn_release(cs);
     for (int i = 0; i < f->nloops; i++)
         fl_loop_free(&f->loops[i]);
     free(f->loops);
@@ -178,15 +192,19 @@ static int run(struct fleet *f) {
 int main(int argc, char **argv) {
     struct fleet f = {.name = "", .log_capacity = DEFAULT_LOG_CAPACITY, .rcvbuf = DEFAULT_RCVBUF};
     long loops = 1, workers = -1, log_cap = DEFAULT_LOG_CAPACITY, rcvbuf = DEFAULT_RCVBUF;
-    long spin_us = 0, push_timeout_ms = 10000;
-    const char *devices = NULL, *log_dir = NULL, *cpus = NULL, *push = NULL;
+    long spin_us = 0, observers = DEFAULT_OBSERVERS, push_timeout_ms = 10000;
+    long conn_loops = 1, attach_rate = 2000;
+    const char *devices = NULL, *log_dir = NULL, *cpus = NULL, *push = NULL, *conns = NULL;
+    const char *id_marker = "\"id\":\"";
     static const struct option opts[] = {
         {"devices", required_argument, 0, 'D'}, {"log-dir", required_argument, 0, 'd'},
         {"loops", required_argument, 0, 'L'},   {"workers", required_argument, 0, 'W'},
         {"name", required_argument, 0, 'n'},    {"log-capacity", required_argument, 0, 'c'},
         {"cpus", required_argument, 0, 'C'},    {"rcvbuf", required_argument, 0, 'R'},
-        {"spin-us", required_argument, 0, 'S'},
+        {"spin-us", required_argument, 0, 'S'}, {"observers", required_argument, 0, 'O'},
         {"push", required_argument, 0, 'P'},    {"push-timeout-ms", required_argument, 0, 'T'},
+        {"connections", required_argument, 0, 'N'}, {"conn-loops", required_argument, 0, 'K'},
+        {"attach-rate", required_argument, 0, 'A'}, {"id-marker", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -201,8 +219,18 @@ int main(int argc, char **argv) {
         case 'c': bad = parse_count("--log-capacity", optarg, 0, 1L << 30, &log_cap); break;
         case 'R': bad = parse_count("--rcvbuf", optarg, 0, 1L << 26, &rcvbuf); break;
         case 'S': bad = parse_count("--spin-us", optarg, 0, 1000, &spin_us); break;
+        case 'O': bad = parse_count("--observers", optarg, 1, 100000, &observers); break;
         case 'P': push = optarg; break;
         case 'T': bad = parse_count("--push-timeout-ms", optarg, 1, 3600000, &push_timeout_ms); break;
+        case 'N': conns = optarg; break;
+        case 'K': bad = parse_count("--conn-loops", optarg, 1, 256, &conn_loops); break;
+        case 'A': bad = parse_count("--attach-rate", optarg, 1, 1000000, &attach_rate); break;
+        case 'I':
+            id_marker = optarg;
+            bad = !*optarg || strlen(optarg) >= sizeof ((struct cn_set *)0)->id_marker;
+            if (bad)
+                fputs("wot-fleet: bad --id-marker, expected 1..31 characters\n", stderr);
+            break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
         }
@@ -211,8 +239,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (optind != argc || !devices || !log_dir) {
-        fputs("wot-fleet: --devices and --log-dir are required, no positional arguments\n", stderr);
+    if (optind != argc || (!devices && !conns) || !log_dir) {
+        fputs("wot-fleet: --log-dir and --devices or --connections are required, no positional "
+              "arguments\n", stderr);
         usage();
         return 2;
     }
@@ -235,21 +264,36 @@ int main(int argc, char **argv) {
     }
     f.devices_file = devices;
     f.log_dir = log_dir;
-    f.nloops = (int)loops;
+    f.nloops = devices ? (int)loops : 0;    /* no CoAP loops for connected devices only */
     f.nworkers = (int)workers;
     f.log_capacity = (size_t)log_cap;
     f.rcvbuf = (int)rcvbuf;
     f.spin_ns = (uint64_t)spin_us * 1000ULL;
-    if (fl_devices_load(devices, &f)) {
-        free(f.cpus);
-        return 2;
+    f.observers = (uint32_t)observers;
+    struct cn_set cs = {.file = conns, .log_dir = log_dir, .name = f.name,
+                        .nloops = (int)conn_loops, .attach_rate = (uint32_t)attach_rate,
+                        .log_capacity = (size_t)log_cap, .cpus = f.cpus, .ncpus = f.ncpus};
+    snprintf(cs.id_marker, sizeof cs.id_marker, "%s", id_marker);
+    int bad = (devices && fl_devices_load(devices, &f)) || (conns && cn_load(conns, &cs));
+    if (!bad && push && !devices) {
+        fputs("wot-fleet: --push needs --devices (the pushing devices' endpoints)\n", stderr);
+        bad = 1;
     }
-    if (push && fl_push_load(&f, push, (uint64_t)push_timeout_ms * 1000000ULL)) {
+    if (!bad && push && fl_push_load(&f, push, (uint64_t)push_timeout_ms * 1000000ULL))
+        bad = 1;
+    if (!bad && conns && (uint32_t)conn_loops > cs.ndev) {
+        fprintf(stderr, "wot-fleet: bad --conn-loops %ld, expected at most the %u devices of %s\n",
+                conn_loops, cs.ndev, conns);
+        bad = 1;
+    }
+    if (bad) {
+        fl_push_free(&f);
         fl_devices_free(&f);
+        cn_free(&cs);
         free(f.cpus);
         return 2;
     }
-    if ((uint32_t)loops > f.ndev) {
+    if (devices && (uint32_t)loops > f.ndev) {
         fprintf(stderr, "wot-fleet: bad --loops %ld, expected at most the %u devices of %s\n",
                 loops, f.ndev, devices);
         fl_push_free(&f);
@@ -257,8 +301,9 @@ int main(int argc, char **argv) {
         free(f.cpus);
         return 2;
     }
-    int rc = run(&f);
+    int rc = run(&f, conns ? &cs : NULL);
     fl_devices_free(&f);
+    cn_free(&cs);
     free(f.cpus);
     return rc;
 }

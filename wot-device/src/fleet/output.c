@@ -112,7 +112,7 @@ static int put_loop(FILE *f, const struct fl_loop *l) {
     for (uint32_t i = 0; i < l->ndev; i++)
         pending += (uint64_t)l->dev[i].busy + l->dev[i].queued;
     for (uint32_t j = 0; j < l->jbump; j++)
-        unacked += l->jobs[j].state == JS_AWAIT_ACK;
+        unacked += l->jobs[j].state == JS_AWAIT_ACK && l->jobs[j].kind == FL_JOB_REQUEST;
     fprintf(f, "{\"loop\": %d, \"devices\": %u, \"requests\": %llu, \"read_lag_ns\": ", l->id,
             l->ndev, (unsigned long long)l->st.requests);
     put_pcts(f, lag, nlag);
@@ -171,7 +171,11 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
             return -1;
         }
     }
-    fprintf(f, "], \"rss_bytes\": %llu", (unsigned long long)rss);
+    fputc(']', f);
+    fl_obs_json(f, fl);     /* Observe, block-wise, impairments (observe.c, block.c, impair.c) */
+    fl_block_json(f, fl);
+    fl_imp_json(f, fl);
+    fprintf(f, ", \"rss_bytes\": %llu", (unsigned long long)rss);
     if (fl->push)
         fl_push_json(f, fl);       /* the devices' own requests (fleet_push.h) */
     fputs("}\n", f);
@@ -181,9 +185,9 @@ static int write_summary(const char *dir, const struct fleet *fl, uint64_t rss) 
 int fl_write_outputs(const struct fleet *f) {
     uint64_t rss = rss_bytes();  /* before the exit path allocates */
     for (int i = 0; i < f->nloops; i++)
-        if (write_log(f->log_dir, &f->loops[i]))
+        if (write_log(f->log_dir, &f->loops[i]) || fl_obs_write(f, &f->loops[i]))
             return -1;
-    if (write_devices(f->log_dir, f) || fl_push_write(f))
+    if (fl_imp_write(f) || write_devices(f->log_dir, f) || fl_push_write(f))
         return -1;
     return write_summary(f->log_dir, f, rss);
 }

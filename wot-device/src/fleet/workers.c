@@ -30,7 +30,7 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&l->mu);
 
         struct fl_job *J = &l->jobs[j];
-        service_run(MODE_BUSY, J->res->service_ns, J->start_ns);
+        service_run(MODE_BUSY, J->due_ns - J->start_ns, J->start_ns);  /* S, or a sensor read's */
         J->end_ns = (uint64_t)mono_ns();
 
         pthread_mutex_lock(&l->mu);

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Connected devices benchmark (issue 30; not pass/fail: prints figures, asserts nothing).
+
+Against Debian's nginx + nchan on loopback (configs/attached-devices-nchan.conf):
+1. Attach and hold: --devices WebSocket devices in wot-fleet engines (one conn loop each; at
+   most --per-engine connections per process: the hard RLIMIT_NOFILE of this host is the
+   limit, printed), each device on one of 16 loopback source addresses (a source address
+   and the server's address:port give ~28 000 ephemeral ports). Time until every device
+   attached, host memory per attached device (MemAvailable before the start and with all
+   attached: engines, nginx workers and the kernel's sockets together; and the processes' RSS
+   apart), then held for --hold-s: connections lost, by cause, counted by the engines.
+2. RPC round trip, inside the hold: --apps applications (wot-rpcapp, closed loop, think
+   uniform --think-ms, the study's 1-3 s: 1 000 RPC/s from 2 000 applications) POST an RPC to a
+   random device through nchan, the device replies after --service-us with --reply-bytes, the
+   reply comes back on the application process's WebSocket subscriptions. Latency from the
+   application's send; the testbed's share per RPC = the engine's own delay (timer lateness
+   end - due, plus building and writing the reply sent - end) out of the round trip, from the
+   device log joined by id. The rest is nchan, the kernel and the application's read.
+
+Holds the host lock (testkit/hostlock.py) while measuring; prints the load average before and
+after. usage: .venv/bin/python bench/connected_bench.py [--devices 100000] [--hold-s 300]
+  [--apps 2000] [--rpc-s 60] [--per-engine 19000] [--smoke]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from testkit import hostlock  # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP, na  # noqa: E402
+from testkit.connected import (NCHAN_TEMPLATE, ConnFleet, ConnSpec, NchanServer,  # noqa: E402
+                               build, missing_prerequisite, run_rpcapp)
+
+SOURCES = tuple(f"127.0.{1 + k // 250}.{1 + k % 250}" for k in range(16))
+SHARDS = 16
+
+
+def mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def rss(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def testbed_share(app_dir: Path, fleets: list[ConnFleet]) -> tuple[np.ndarray, np.ndarray]:
+    """Per answered RPC: round trip (ns) and the engine's part of it (ns), joined by id."""
+    dev = {}
+    for f in fleets:
+        for r in f.log_rows():
+            if r["outcome"] == "sent":
+                dev[r["id"]] = (int(r["due_ns"]), int(r["end_ns"]), int(r["sent_ns"]))
+    rtt, mine = [], []
+    with (app_dir / "rpc-log.csv").open() as fp:
+        for r in csv.DictReader(fp):
+            if r["outcome"] != "ok" or r["id"] not in dev:
+                continue
+            due, end, sent = dev[r["id"]]
+            rtt.append(int(r["reply_ns"]) - int(r["send_ns"]))
+            mine.append(max(end - due, 0) + (sent - end))
+    return np.asarray(rtt, float), np.asarray(mine, float)
+
+
+def replied_timeouts(app_dir: Path, fleets: list[ConnFleet]) -> int:
+    """RPCs the application timed out although their device sent the reply (the relay's)."""
+    sent = {r["id"] for f in fleets for r in f.log_rows() if r["outcome"] == "sent"}
+    with (app_dir / "rpc-log.csv").open() as fp:
+        return sum(1 for r in csv.DictReader(fp) if r["outcome"] == "timeout" and r["id"] in sent)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--devices", type=int, default=100000)
+    ap.add_argument("--hold-s", type=int, default=300)
+    ap.add_argument("--apps", type=int, default=2000)
+    ap.add_argument("--rpc-s", type=int, default=60)
+    ap.add_argument("--think-ms", default="1000:3000")
+    ap.add_argument("--service-us", type=int, default=1000)
+    ap.add_argument("--reply-bytes", type=int, default=256)
+    ap.add_argument("--per-engine", type=int, default=0,
+                    help="connections per engine (0: the hard RLIMIT_NOFILE minus a margin)")
+    ap.add_argument("--nginx-workers", type=int, default=0, help="0: enough for the connections")
+    ap.add_argument("--attach-rate", type=int, default=5000)
+    ap.add_argument("--nchan-buffer", type=int, default=0,
+                    help="nchan_message_buffer_length instead of the template's (0: keep)")
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    a = ap.parse_args()
+    if a.smoke:
+        a.devices, a.hold_s, a.apps, a.rpc_s, a.think_ms = 300, 4, 50, 3, "50:150"
+        print(SMOKE_BANNER)
+    why = missing_prerequisite()
+    if why:
+        print(f"connected bench: {na(why)}")
+        return 0
+    fleet_bin = build("wot-device", "wot-fleet-conn")
+    app_bin = build("rpc-app", "wot-rpcapp")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    per = a.per_engine or max(100, hard - 64)
+    engines = -(-a.devices // per)
+    conns = a.devices + a.apps + SHARDS
+    workers = a.nginx_workers or max(1, -(-conns // max(100, hard - 1000)))
+    tmin, tmax = (int(x) for x in a.think_ms.split(":"))
+    lock = None if a.smoke else hostlock.hold()
+    tmp = Path(tempfile.mkdtemp(prefix="wb-connected-bench-"))
+    print(f"host: {os.cpu_count()} cores, RLIMIT_NOFILE hard {hard}: {engines} engine(s) of <= "
+          f"{per} connections, nginx+nchan {workers} worker(s) (each <= {hard} descriptors)")
+    print(f"load average before: {loadavg()}  ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    fleets: list[ConnFleet] = []
+    template = NCHAN_TEMPLATE
+    if a.nchan_buffer:
+        template = tmp / NCHAN_TEMPLATE.name
+        template.write_text(NCHAN_TEMPLATE.read_text().replace(
+            "nchan_message_buffer_length 8;", f"nchan_message_buffer_length {a.nchan_buffer};"))
+        print(f"nchan_message_buffer_length {a.nchan_buffer}")
+    srv = NchanServer(workers=workers, worker_connections=max(1024, hard - 1000),
+                      template=template)
+    try:
+        srv.start()
+        m0 = mem_available()
+        t0 = time.monotonic()
+        for e in range(engines):
+            first, n = e * per, min(per, a.devices - e * per)
+            spec = ConnSpec(n, "websocket", first, SHARDS, heartbeat_ms=60000,
+                            service_us=a.service_us, reply_bytes=a.reply_bytes,
+                            reconnect_ms=1000, sources=SOURCES)
+            fleets.append(ConnFleet(fleet_bin, tmp, srv.server, [spec], "--attach-rate",
+                                    str(a.attach_rate // engines or 1), name=f"engine{e}")
+                          .start(wait=False))
+        deadline = time.monotonic() + 60 + a.devices / max(1, a.attach_rate) * 2
+        while time.monotonic() < deadline and not all((f.out / "attached").exists() for f in fleets):
+            if any(f.proc.poll() is not None for f in fleets):
+                break
+            time.sleep(0.1)
+        attached = all((f.out / "attached").exists() for f in fleets)
+        t_att = time.monotonic() - t0
+        time.sleep(1.0)
+        m1 = mem_available()
+        eng_rss = rss([f.proc.pid for f in fleets if f.proc])
+        srv_rss = rss(srv.pids())
+        print(f"attach: {'every device attached' if attached else na('not every device attached')}"
+              f" after {t_att:.1f} s ({a.devices} devices, {a.attach_rate}/s staggered)")
+        per_dev = (m0 - m1) / a.devices
+        print(f"host memory per attached device: {per_dev / 1024:.1f} KiB (MemAvailable -"
+              f"{(m0 - m1) / 2**20:.0f} MiB: engines RSS {eng_rss / 2**20:.0f} MiB = "
+              f"{eng_rss / a.devices:.0f} B/device, nginx RSS {srv_rss / 2**20:.0f} MiB = "
+              f"{srv_rss / a.devices:.0f} B/device, the rest kernel sockets and buffers)")
+        t_hold = time.monotonic()
+        app = None
+        if attached:
+            app = run_rpcapp(app_bin, tmp / "app", srv.server, (0, a.devices), apps=a.apps,
+                             shards=SHARDS, duration_s=a.rpc_s, think_ms=(tmin, tmax),
+                             timeout_ms=5000, warmup_s=min(5, a.rpc_s - 1), cpu=0,
+                             source="127.0.0.250")
+        rest = a.hold_s - (time.monotonic() - t_hold)
+        if rest > 0:
+            time.sleep(rest)
+        held = time.monotonic() - t_hold
+        sums = [f.stop() for f in fleets]
+        srv_ok = srv.proc is not None and srv.proc.poll() is None
+    finally:
+        for f in fleets:
+            if f.proc:
+                f.stop()
+        srv.__exit__()
+    disc = {k: sum(s["disconnects"][k] for s in sums) for k in sums[0]["disconnects"]}
+    cf = {k: sum(s["connect_failures"][k] for s in sums) for k in sums[0]["connect_failures"]}
+    at_exit = sum(s["attached_at_exit"] for s in sums)
+    print(f"held {held:.0f} s: attached at the end {at_exit} of {a.devices}; disconnects "
+          f"{disc}; connect failures {cf}; nginx {'still running' if srv_ok else 'ENDED'}")
+    print(f"  testbed-attributed connection losses: {disc['testbed'] + cf['testbed']}")
+    if app:
+        rtt, mine = testbed_share(tmp / "app", fleets)
+        secs = a.rpc_s - min(5, a.rpc_s - 1)
+        print(f"RPCs: {app['apps']} applications, {app['rpcs']} sent, {app['rpc_per_s']:.0f}/s "
+              f"measured; ok {app['ok']}, timeout {app['timeout']}, lost {app['lost']}, rejected "
+              f"{app['rejected']}, published to no subscriber (202) {app['post_202']}")
+        print(f"  timeouts whose device sent the reply: {replied_timeouts(tmp / 'app', fleets)}; "
+              f"replies after their timeout: {app['late_replies']}, unmatched {app['unmatched']}")
+        lat = app["latency_ns"] or {}
+        if lat:
+            print(f"  round trip (app send -> reply) p50 {lat['p50'] / 1e6:.2f} ms, p90 "
+                  f"{lat['p90'] / 1e6:.2f}, p99 {lat['p99'] / 1e6:.2f}, max {lat['max'] / 1e6:.2f}"
+                  f" (service {a.service_us / 1000:g} ms inside)")
+        if len(rtt):
+            share = mine / rtt
+            print(f"  testbed share (engine timer lateness + reply write, of the round trip): "
+                  f"p50 {np.median(share) * 100:.1f} %, p99 {np.quantile(share, 0.99) * 100:.1f} %;"
+                  f" engine part p50 {np.median(mine) / 1e3:.0f} µs, p99 "
+                  f"{np.quantile(mine, 0.99) / 1e3:.0f} µs")
+        print(f"  app send lag p99 {(app['send_lag_ns'] or {}).get('p99', 0) / 1e6:.2f} ms; "
+              f"app traffic out {app['bytes_out'] / secs / 1024:.0f} kB/s, in "
+              f"{app['bytes_in'] / secs / 1024:.0f} kB/s")
+        b_in = sum(s["bytes_in"] for s in sums)
+        b_out = sum(s["bytes_out"] for s in sums)
+        msgs = sum(s["msgs_in"] for s in sums)
+        print(f"  devices: {msgs} messages in, {sum(s['replies'] for s in sums)} replies; bytes "
+              f"in {b_in / 2**20:.1f} MiB, out {b_out / 2**20:.1f} MiB over the hold")
+    cpu = sum(sum(l["cpu_ns"] for l in s["loop"]) for s in sums) / 1e9
+    print(f"engines' loop CPU {cpu:.1f} s over {held:.0f} s; timer lateness p99 (worst engine) "
+          f"{max((l['timer_late_ns']['p99'] or 0) for s in sums for l in s['loop']) / 1e3:.0f} µs")
+    print(f"load average after: {loadavg()}")
+    if lock is not None:
+        os.close(lock)
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,580 @@
+/* app.c - wot-rpcapp's event loop (rpcapp.h): the applications' keep-alive POST connections,
+ * the WebSocket reply subscriptions (wslay), think/timeout timers in a min-heap behind one
+ * absolute timerfd, every RPC a preallocated row. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+#include <wslay/wslay.h>
+
+#include "rpcapp.h"
+
+#define NIL UINT32_MAX
+
+volatile sig_atomic_t ra_stop;   /* SIGTERM/SIGINT: end now, pending RPCs time out, files kept */
+#define EP_EVENTS 256
+
+static struct {
+    const struct ra_config *cfg;
+    struct ra_app *apps;
+    struct ra_sub *subs;
+    struct ra_row *rows;
+    size_t nrows;
+    uint32_t *heap;                /* application indices, keyed by their wake_ns */
+    uint32_t hn;
+    int ep, tfd;
+    uint64_t rng, armed;
+    struct ra_stats st;
+    char tx[8192], rx[65536];
+    size_t marker_len;
+} G;
+
+static uint64_t rnd(void) {
+    uint64_t x = G.rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return G.rng = x;
+}
+
+/* ---- timers ---- */
+
+/* One timer per application (its think time's end, or its pending RPC's timeout) in an
+ * indexed min-heap: re-arming an application moves its entry, nothing stale accumulates. */
+static void heap_place(uint32_t pos, uint32_t ai) {
+    G.heap[pos] = ai;
+    G.apps[ai].heap_pos = pos;
+}
+
+static void sift_up(uint32_t pos) {
+    uint32_t ai = G.heap[pos];
+    uint64_t at = G.apps[ai].wake_ns;
+    while (pos > 0 && G.apps[G.heap[(pos - 1) / 2]].wake_ns > at) {
+        heap_place(pos, G.heap[(pos - 1) / 2]);
+        pos = (pos - 1) / 2;
+    }
+    heap_place(pos, ai);
+}
+
+static void sift_down(uint32_t pos) {
+    uint32_t ai = G.heap[pos];
+    uint64_t at = G.apps[ai].wake_ns;
+    for (;;) {
+        uint32_t c = 2 * pos + 1;
+        if (c >= G.hn)
+            break;
+        if (c + 1 < G.hn && G.apps[G.heap[c + 1]].wake_ns < G.apps[G.heap[c]].wake_ns)
+            c++;
+        if (G.apps[G.heap[c]].wake_ns >= at)
+            break;
+        heap_place(pos, G.heap[c]);
+        pos = c;
+    }
+    heap_place(pos, ai);
+}
+
+static void set_timer(uint32_t ai, uint64_t at) {
+    struct ra_app *a = &G.apps[ai];
+    a->wake_ns = at;
+    if (a->heap_pos == NIL) {
+        heap_place(G.hn++, ai);
+        sift_up(G.hn - 1);
+    } else {
+        sift_up(a->heap_pos);
+        sift_down(G.apps[ai].heap_pos);
+    }
+}
+
+static uint32_t heap_pop(void) {
+    uint32_t top = G.heap[0];
+    G.apps[top].heap_pos = NIL;
+    if (--G.hn) {
+        heap_place(0, G.heap[G.hn]);
+        sift_down(0);
+    }
+    return top;
+}
+
+static void arm(void) {
+    uint64_t next = G.hn ? G.apps[G.heap[0]].wake_ns : 0;
+    if (next == G.armed)
+        return;
+    struct itimerspec its = {.it_value = ns_to_timespec((int64_t)next)};
+    timerfd_settime(G.tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    G.armed = next;
+}
+
+static int watch(int fd, uint32_t *cur, uint32_t events, void *ptr) {
+    if (events == *cur)
+        return 0;
+    struct epoll_event e = {.events = events, .data.ptr = ptr};
+    int r = epoll_ctl(G.ep, *cur ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &e);
+    if (r == 0)
+        *cur = events;
+    return r;
+}
+
+static int tcp_connect(void) {
+    const struct ra_config *c = G.cfg;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (c->source.sin_addr.s_addr) {
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        if (bind(fd, (const struct sockaddr *)&c->source, sizeof c->source)) {
+            close(fd);
+            return -1;
+        }
+    }
+    if (connect(fd, (const struct sockaddr *)&c->server, sizeof c->server) && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- applications ---- */
+
+static uint64_t think_ns(void) {
+    const struct ra_config *c = G.cfg;
+    uint64_t span = (uint64_t)(c->think_max_ms - c->think_min_ms) * 1000000ULL;
+    return (uint64_t)c->think_min_ms * 1000000ULL + (span ? rnd() % (span + 1) : 0);
+}
+
+static void end_rpc(struct ra_app *a, uint8_t outcome, uint64_t now) {
+    if (a->row == NIL)
+        return;
+    struct ra_row *r = &G.rows[a->row];
+    r->outcome = outcome;
+    if (outcome == RO_OK)
+        r->reply_ns = now;
+    G.st.outcome[outcome]++;
+    a->row = NIL;
+    a->seq++;
+    a->state = AS_THINK;
+    set_timer((uint32_t)(a - G.apps), now + think_ns());
+}
+
+static void app_down(struct ra_app *a, uint64_t now) {
+    G.st.app_disconnects++;
+    end_rpc(a, RO_LOST, now);
+    if (a->fd >= 0)
+        close(a->fd);
+    a->fd = -1;
+    a->state = AS_DOWN;
+    a->events = 0;
+}
+
+/* "{id}" of the body template replaced by id, into out; returns the length */
+static size_t fill_body(char *out, size_t cap, const char *id) {
+    const char *t = G.cfg->body, *p = strstr(t, "{id}");
+    int n = p ? snprintf(out, cap, "%.*s%s%s", (int)(p - t), t, id, p + 4)
+              : snprintf(out, cap, "%s", t);
+    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+}
+
+static void send_rpc(struct ra_app *a, uint64_t sched) {
+    const struct ra_config *c = G.cfg;
+    uint32_t ai = (uint32_t)(a - G.apps);
+    if (G.nrows >= c->max_rows) {
+        a->state = AS_DOWN;        /* out of rows: this application stops (counted in summary) */
+        return;
+    }
+    uint32_t dev = c->dev_first + (uint32_t)(rnd() % c->dev_count);
+    char id[32], body[4096], path[256];
+    snprintf(id, sizeof id, "%u-%u", ai, a->seq);
+    size_t blen = fill_body(body, sizeof body, id);
+    snprintf(path, sizeof path, c->rpc_path, dev);
+    int hn = snprintf(G.tx, sizeof G.tx, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                      "text/plain\r\nContent-Length: %zu\r\n\r\n", path, c->host, blen);
+    struct ra_row *r = &G.rows[G.nrows];
+    *r = (struct ra_row){.sched_ns = sched, .app = ai, .seq = a->seq, .device = dev};
+    a->row = (uint32_t)G.nrows++;
+    struct iovec iov[2] = {{G.tx, (size_t)hn}, {body, blen}};
+    r->send_ns = (uint64_t)mono_ns();
+    ssize_t n = writev(a->fd, iov, 2);
+    G.st.sent++;
+    if (n != (ssize_t)(hn + (int)blen)) {   /* a small POST on an idle connection goes whole */
+        app_down(a, r->send_ns);
+        return;
+    }
+    G.st.bytes_out += (uint64_t)n;
+    a->state = AS_WAIT;
+    set_timer(ai, r->send_ns + (uint64_t)c->timeout_ms * 1000000ULL);
+}
+
+/* POST responses: head (status, Content-Length), then the body skipped */
+static void app_read(struct ra_app *a) {
+    uint64_t now = (uint64_t)mono_ns();
+    ssize_t n = recv(a->fd, G.rx, sizeof G.rx, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        app_down(a, now);
+        return;
+    }
+    G.st.bytes_in += (uint64_t)n;
+    for (ssize_t i = 0; i < n; i++) {
+        if (a->body_left) {
+            size_t k = (size_t)(n - i) < a->body_left ? (size_t)(n - i) : a->body_left;
+            a->body_left -= (uint32_t)k;
+            i += (ssize_t)k - 1;
+            continue;
+        }
+        if (a->hlen >= sizeof a->head) {
+            app_down(a, now);
+            return;
+        }
+        a->head[a->hlen++] = G.rx[i];
+        if (a->hlen < 4 || !http_head_end(a->head + a->hlen - 4, 4))
+            continue;
+        int st = http_status(a->head, a->hlen);
+        char cl[24] = "0";
+        http_header(a->head, a->hlen, "Content-Length", cl, sizeof cl);
+        a->body_left = (uint32_t)strtoul(cl, NULL, 10);
+        a->hlen = 0;
+        if (st / 100 == 2)
+            G.st.post_2xx++;
+        if (st == 202)
+            G.st.post_202++;    /* nchan: published, but no subscriber (device not attached) */
+        if (a->row != NIL) {
+            G.rows[a->row].status = (uint16_t)(st < 0 ? 0 : st);
+            if (st / 100 != 2)
+                end_rpc(a, RO_REJECTED, now);
+        }
+    }
+}
+
+/* ---- replies on the WebSocket subscriptions ---- */
+
+static void on_reply(const char *msg, size_t len) {
+    uint64_t now = (uint64_t)mono_ns();
+    const char *p = G.marker_len <= len ? memmem(msg, len, G.cfg->id_marker, G.marker_len) : NULL;
+    if (!p) {
+        G.st.events_in++;          /* no id: a device's event or heartbeat relayed */
+        return;
+    }
+    char *end;
+    unsigned long app = strtoul(p + G.marker_len, &end, 10), seq;
+    if (*end != '-' || app >= G.cfg->apps) {
+        G.st.unmatched++;
+        return;
+    }
+    seq = strtoul(end + 1, &end, 10);
+    struct ra_app *a = &G.apps[app];
+    if (a->row == NIL || G.rows[a->row].seq != seq) {
+        G.st.late_replies++;       /* after its timeout, or a duplicate */
+        return;
+    }
+    end_rpc(a, RO_OK, now);
+}
+
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
+    (void)flags;
+    struct ra_sub *s = u;
+    ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
+    if (n > 0) {
+        G.st.bytes_in += (uint64_t)n;
+        return n;
+    }
+    wslay_event_set_error(ctx, n < 0 && (errno == EAGAIN || errno == EINTR)
+                                   ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
+    return -1;
+}
+
+static ssize_t ws_send(wslay_event_context_ptr ctx, const uint8_t *d, size_t len, int flags,
+                       void *u) {
+    (void)flags;
+    struct ra_sub *s = u;
+    ssize_t n = send(s->fd, d, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+        G.st.bytes_out += (uint64_t)n;
+        return n;
+    }
+    wslay_event_set_error(ctx, errno == EAGAIN || errno == EINTR ? WSLAY_ERR_WOULDBLOCK
+                                                                  : WSLAY_ERR_CALLBACK_FAILURE);
+    return -1;
+}
+
+static int ws_mask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *u) {
+    (void)ctx;
+    (void)u;
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)(rnd() >> 24);
+    return 0;
+}
+
+static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *a,
+                   void *u) {
+    (void)ctx;
+    (void)u;
+    if (a->opcode == WSLAY_TEXT_FRAME || a->opcode == WSLAY_BINARY_FRAME)
+        on_reply((const char *)a->msg, a->msg_length);
+}
+
+static const struct wslay_event_callbacks ws_cb = {
+    .recv_callback = ws_recv, .send_callback = ws_send, .genmask_callback = ws_mask,
+    .on_msg_recv_callback = ws_msg};
+
+static int sub_event(struct ra_sub *s, uint32_t ev) {
+    if (s->state == AS_CONNECTING) {
+        int err = 0;
+        socklen_t l = sizeof err;
+        getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+        char path[256];
+        snprintf(path, sizeof path, G.cfg->reply_path, s->k);
+        ws_make_key(s->key, &G.rng);
+        size_t n = ws_request(G.tx, sizeof G.tx, G.cfg->host, path, s->key, "");
+        if (err || send(s->fd, G.tx, n, MSG_NOSIGNAL) != (ssize_t)n)
+            return -1;
+        s->state = AS_WAIT;
+        return watch(s->fd, &s->events, EPOLLIN, s);
+    }
+    if (!s->ws) {                  /* the Upgrade's answer */
+        ssize_t n = recv(s->fd, s->head + s->hlen, sizeof s->head - s->hlen, MSG_DONTWAIT);
+        if (n <= 0)
+            return n < 0 && errno == EAGAIN ? 0 : -1;
+        s->hlen = (uint16_t)(s->hlen + n);
+        size_t end = http_head_end(s->head, s->hlen);
+        const char *why;
+        if (!end)
+            return s->hlen == sizeof s->head ? -1 : 0;
+        if (ws_check_response(s->head, end, s->key, &why)) {
+            fprintf(stderr, "wot-rpcapp: reply subscription %u: %s\n", s->k, why);
+            return -1;
+        }
+        wslay_event_context_ptr ws;
+        if (wslay_event_context_client_init(&ws, &ws_cb, s))
+            return -1;
+        wslay_event_config_set_max_recv_msg_length(ws, 1 << 20);
+        s->ws = ws;
+        s->state = AS_THINK;       /* open */
+        return 0;
+    }
+    int rc = 0;
+    if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
+        rc = wslay_event_recv(s->ws);
+    if (rc == 0 && (ev & EPOLLOUT))
+        rc = wslay_event_send(s->ws);
+    if (rc || (!wslay_event_want_read(s->ws) && !wslay_event_want_write(s->ws)))
+        return -1;
+    return watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(s->ws) ? EPOLLOUT : 0), s);
+}
+
+/* ---- the run ---- */
+
+static int write_outputs(uint64_t t_end);
+
+static int all_subs_open(void) {
+    for (uint32_t k = 0; k < G.cfg->shards; k++)
+        if (!G.subs[k].ws)
+            return 0;
+    return 1;
+}
+
+int ra_run(const struct ra_config *c) {
+    G.cfg = c;
+    G.marker_len = strlen(c->id_marker);
+    G.rng = 0x2545F4914F6CDD1DULL ^ (uint64_t)mono_ns();
+    G.apps = calloc(c->apps, sizeof *G.apps);
+    G.subs = calloc(c->shards, sizeof *G.subs);
+    G.rows = calloc(c->max_rows, sizeof *G.rows);
+    G.heap = calloc(c->apps, sizeof *G.heap);
+    G.ep = epoll_create1(EPOLL_CLOEXEC);
+    G.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    uint32_t tev = 0;
+    if (!G.apps || !G.subs || !G.rows || !G.heap || G.ep < 0 || G.tfd < 0 ||
+        watch(G.tfd, &tev, EPOLLIN, &G.tfd)) {
+        fprintf(stderr, "wot-rpcapp: out of memory or descriptors\n");
+        return 1;
+    }
+    if (c->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(c->cpu, &set);
+        sched_setaffinity(0, sizeof set, &set);
+    }
+    for (uint32_t k = 0; k < c->shards; k++) {
+        struct ra_sub *s = &G.subs[k];
+        s->k = k;
+        s->fd = tcp_connect();
+        s->state = AS_CONNECTING;
+        if (s->fd < 0 || watch(s->fd, &s->events, EPOLLOUT, s)) {
+            fprintf(stderr, "wot-rpcapp: cannot connect reply subscription %u: %s\n", k,
+                    strerror(errno));
+            return 1;
+        }
+    }
+    for (uint32_t i = 0; i < c->apps; i++) {
+        struct ra_app *a = &G.apps[i];
+        a->row = NIL;
+        a->heap_pos = NIL;
+        a->fd = tcp_connect();
+        a->state = AS_CONNECTING;
+        if (a->fd < 0 || watch(a->fd, &a->events, EPOLLOUT, a)) {
+            fprintf(stderr, "wot-rpcapp: cannot connect application %u: %s (raise the "
+                    "descriptor limit or use --source)\n", i, strerror(errno));
+            return 1;
+        }
+        /* the first RPC of each application at a uniform point of one think interval after
+         * the start, so the load does not begin with all applications at once */
+        set_timer(i, c->start_ns + rnd() % (think_ns() + 1));
+    }
+    uint64_t t_stop = c->start_ns + c->duration_ns;
+    uint64_t t_end = t_stop + (uint64_t)c->timeout_ms * 1000000ULL;
+    struct epoll_event ev[EP_EVENTS];
+    int ready_note = 0;
+    for (;;) {
+        arm();
+        uint64_t now = (uint64_t)mono_ns();
+        if (now >= t_end || ra_stop)
+            break;
+        int tmo = (int)((t_end - now) / 1000000ULL) + 1;
+        int n = epoll_wait(G.ep, ev, EP_EVENTS, tmo);
+        if (n < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            void *p = ev[i].data.ptr;
+            if (p == &G.tfd) {
+                G.armed = UINT64_MAX;
+            } else if ((char *)p >= (char *)G.subs && (char *)p < (char *)(G.subs + c->shards)) {
+                struct ra_sub *s = p;
+                if (s->fd >= 0 && sub_event(s, ev[i].events)) {
+                    G.st.sub_disconnects++;
+                    fprintf(stderr, "wot-rpcapp: reply subscription %u ended\n", s->k);
+                    close(s->fd);
+                    s->fd = -1;
+                }
+            } else {
+                struct ra_app *a = p;
+                if (a->fd < 0)
+                    continue;
+                if (a->state == AS_CONNECTING) {
+                    int err = 0;
+                    socklen_t l = sizeof err;
+                    getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &l);
+                    if (err || watch(a->fd, &a->events, EPOLLIN, a))
+                        app_down(a, (uint64_t)mono_ns());
+                    else
+                        a->state = AS_THINK;
+                } else {
+                    app_read(a);
+                }
+            }
+        }
+        if (!ready_note && all_subs_open()) {
+            ready_note = 1;
+            fprintf(stderr, "wot-rpcapp: %u reply subscriptions open\n", c->shards);
+        }
+        now = (uint64_t)mono_ns();
+        while (G.hn && G.apps[G.heap[0]].wake_ns <= now) {
+            uint32_t ai = heap_pop();
+            struct ra_app *a = &G.apps[ai];
+            uint64_t at = a->wake_ns;
+            if (a->fd < 0)
+                continue;
+            if (a->state == AS_WAIT)
+                end_rpc(a, RO_TIMEOUT, now);
+            else if (a->state == AS_THINK && at < t_stop)
+                send_rpc(a, at);
+            else if (a->state == AS_CONNECTING && at < t_stop)
+                set_timer(ai, now + 100000000ULL);     /* not connected yet */
+            now = (uint64_t)mono_ns();
+        }
+    }
+    for (uint32_t i = 0; i < c->apps; i++)
+        if (G.apps[i].row != NIL)
+            end_rpc(&G.apps[i], RO_TIMEOUT, (uint64_t)mono_ns());
+    return write_outputs(t_end);
+}
+
+/* ---- files ---- */
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const char *const outcome_name[RO_N] = {"pending", "ok", "timeout", "rejected", "lost"};
+
+static void pct(FILE *fp, const char *key, uint64_t *v, size_t n) {
+    fprintf(fp, ", \"%s\": ", key);
+    if (!n) {
+        fputs("null", fp);
+        return;
+    }
+    qsort(v, n, sizeof *v, cmp_u64);
+    static const double q[] = {50, 90, 99, 99.9};
+    fputc('{', fp);
+    for (int i = 0; i < 4; i++) {
+        size_t r = (size_t)ceil(q[i] / 100.0 * (double)n);
+        fprintf(fp, "\"p%g\": %llu, ", q[i], (unsigned long long)v[r ? r - 1 : 0]);
+    }
+    fprintf(fp, "\"max\": %llu}", (unsigned long long)v[n - 1]);
+}
+
+static int write_outputs(uint64_t t_end) {
+    const struct ra_config *c = G.cfg;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rpc-log.csv", c->log_dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        fprintf(stderr, "wot-rpcapp: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    fputs("app,id,device,sched_ns,send_ns,reply_ns,status,outcome\n", fp);
+    uint64_t *lat = calloc(G.nrows + 1, sizeof *lat), *lag = calloc(G.nrows + 1, sizeof *lag);
+    size_t nl = 0, ng = 0;
+    uint64_t warm_end = c->start_ns + c->warmup_ns;
+    for (size_t i = 0; i < G.nrows; i++) {
+        const struct ra_row *r = &G.rows[i];
+        fprintf(fp, "%u,%u-%u,%u,%llu,%llu,", r->app, r->app, r->seq, r->device,
+                (unsigned long long)r->sched_ns, (unsigned long long)r->send_ns);
+        if (r->reply_ns)
+            fprintf(fp, "%llu", (unsigned long long)r->reply_ns);
+        fprintf(fp, ",%u,%s\n", r->status, outcome_name[r->outcome]);
+        if (r->sched_ns < warm_end || !lat)
+            continue;
+        lag[ng++] = r->send_ns > r->sched_ns ? r->send_ns - r->sched_ns : 0;
+        if (r->outcome == RO_OK)
+            lat[nl++] = r->reply_ns - r->send_ns;
+    }
+    int bad = ferror(fp) | fclose(fp);
+    snprintf(path, sizeof path, "%s/rpc-summary.json", c->log_dir);
+    fp = fopen(path, "w");
+    if (!fp)
+        return 1;
+    double secs = (double)(c->duration_ns - c->warmup_ns) / 1e9;
+    fprintf(fp, "{\"apps\": %u, \"shards\": %u, \"devices\": %u, \"duration_s\": %.3f, "
+            "\"rpcs\": %zu, \"measured\": %zu, \"rpc_per_s\": %.1f", c->apps, c->shards,
+            c->dev_count, (double)c->duration_ns / 1e9, G.nrows, ng, secs > 0 ? ng / secs : 0.0);
+    for (int o = 1; o < RO_N; o++)
+        fprintf(fp, ", \"%s\": %llu", outcome_name[o], (unsigned long long)G.st.outcome[o]);
+    fprintf(fp, ", \"unmatched\": %llu, \"late_replies\": %llu, \"events_in\": %llu, "
+            "\"post_2xx\": %llu, \"post_202\": %llu, \"app_disconnects\": %llu, "
+            "\"sub_disconnects\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "
+            "\"rows_full\": %d, \"end_ns\": %llu",
+            (unsigned long long)G.st.unmatched, (unsigned long long)G.st.late_replies,
+            (unsigned long long)G.st.events_in, (unsigned long long)G.st.post_2xx,
+            (unsigned long long)G.st.post_202, (unsigned long long)G.st.app_disconnects,
+            (unsigned long long)G.st.sub_disconnects, (unsigned long long)G.st.bytes_out,
+            (unsigned long long)G.st.bytes_in, G.nrows >= c->max_rows, (unsigned long long)t_end);
+    pct(fp, "latency_ns", lat, nl);
+    pct(fp, "send_lag_ns", lag, ng);
+    fputs("}\n", fp);
+    bad |= ferror(fp) | fclose(fp);
+    free(lat);
+    free(lag);
+    return bad ? 1 : 0;
+}

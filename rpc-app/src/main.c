@@ -1,0 +1,164 @@
+/* main.c - wot-rpcapp command line (CONTRACTS §3d). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rpcapp.h"
+
+static void on_signal(int sig) {
+    (void)sig;
+    ra_stop = 1;
+}
+
+static void usage(void) {
+    fputs("usage: wot-rpcapp --server IPv4:PORT --devices FIRST:COUNT --log-dir DIR\n"
+          "       [--apps N] [--shards K] [--rpc-path FMT] [--reply-path FMT] [--body TEMPLATE]\n"
+          "       [--id-marker TEXT] [--think-ms MIN:MAX] [--timeout-ms N] [--duration-s S]\n"
+          "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n",
+          stderr);
+}
+
+static int num(const char *opt, const char *s, unsigned long long min, unsigned long long max,
+               unsigned long long *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *s == '-' || *end || errno || v < min || v > max) {
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected an integer %llu..%llu\n", opt, s, min,
+                max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int pair(const char *opt, const char *s, unsigned long long max, uint32_t *a, uint32_t *b) {
+    const char *c = strchr(s, ':');
+    char first[32];
+    unsigned long long x, y;
+    if (!c || (size_t)(c - s) >= sizeof first) {
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected A:B\n", opt, s);
+        return -1;
+    }
+    memcpy(first, s, (size_t)(c - s));
+    first[c - s] = '\0';
+    if (num(opt, first, 0, max, &x) || num(opt, c + 1, 0, max, &y))
+        return -1;
+    *a = (uint32_t)x;
+    *b = (uint32_t)y;
+    return 0;
+}
+
+/* a path format must hold exactly one %u and no other conversion */
+static int one_u(const char *opt, const char *f) {
+    const char *p = strstr(f, "%u");
+    if (f[0] != '/' || !p || strchr(p + 2, '%') || strchr(f, '%') != p) {
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected a path with one %%u, e.g. /rpc/%%u\n",
+                opt, f);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    struct ra_config c = {.rpc_path = "/rpc/%u", .reply_path = "/replies/%u",
+                          .body = "{\"id\":\"{id}\",\"method\":\"ping\"}", .id_marker = "\"id\":\"",
+                          .apps = 100, .shards = 1, .think_min_ms = 1000, .think_max_ms = 3000,
+                          .timeout_ms = 5000, .duration_ns = 10000000000ULL, .max_rows = 4000000,
+                          .cpu = -1};
+    const char *server = NULL, *devices = NULL, *source = NULL;
+    unsigned long long v;
+    static const struct option opts[] = {
+        {"server", 1, 0, 's'},     {"devices", 1, 0, 'd'},    {"log-dir", 1, 0, 'l'},
+        {"apps", 1, 0, 'a'},       {"shards", 1, 0, 'k'},     {"rpc-path", 1, 0, 'p'},
+        {"reply-path", 1, 0, 'r'}, {"body", 1, 0, 'b'},       {"id-marker", 1, 0, 'm'},
+        {"think-ms", 1, 0, 't'},   {"timeout-ms", 1, 0, 'T'}, {"duration-s", 1, 0, 'D'},
+        {"warmup-s", 1, 0, 'w'},   {"start-at", 1, 0, 'S'},   {"source", 1, 0, 'o'},
+        {"max-rows", 1, 0, 'R'},   {"cpu", 1, 0, 'c'},        {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    int o, bad = 0;
+    while (!bad && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': server = optarg; break;
+        case 'd': devices = optarg; break;
+        case 'l': c.log_dir = optarg; break;
+        case 'a': bad = num("--apps", optarg, 1, 1000000, &v); c.apps = (uint32_t)v; break;
+        case 'k': bad = num("--shards", optarg, 1, 4096, &v); c.shards = (uint32_t)v; break;
+        case 'p': c.rpc_path = optarg; bad = one_u("--rpc-path", optarg); break;
+        case 'r': c.reply_path = optarg; bad = one_u("--reply-path", optarg); break;
+        case 'b': c.body = optarg; break;
+        case 'm': c.id_marker = optarg; bad = !*optarg; break;
+        case 't': bad = pair("--think-ms", optarg, 3600000, &c.think_min_ms, &c.think_max_ms); break;
+        case 'T': bad = num("--timeout-ms", optarg, 1, 600000, &v); c.timeout_ms = (uint32_t)v; break;
+        case 'D': bad = num("--duration-s", optarg, 1, 86400, &v); c.duration_ns = v * 1000000000ULL; break;
+        case 'w': bad = num("--warmup-s", optarg, 0, 86400, &v); c.warmup_ns = v * 1000000000ULL; break;
+        case 'S': bad = num("--start-at", optarg, 0, UINT64_MAX, &v); c.start_ns = v; break;
+        case 'o': source = optarg; break;
+        case 'R': bad = num("--max-rows", optarg, 1, 100000000, &v); c.max_rows = v; break;
+        case 'c': bad = num("--cpu", optarg, 0, 1023, &v); c.cpu = (int)v; break;
+        case 'h': usage(); return 0;
+        default: bad = 1;
+        }
+    }
+    if (bad || optind != argc || !server || !devices || !c.log_dir) {
+        if (!bad)
+            fputs("wot-rpcapp: --server, --devices and --log-dir are required\n", stderr);
+        usage();
+        return 2;
+    }
+    const char *colon = strrchr(server, ':');
+    char ip[INET_ADDRSTRLEN] = "";
+    if (colon && (size_t)(colon - server) < sizeof ip)
+        memcpy(ip, server, (size_t)(colon - server));
+    c.server.sin_family = AF_INET;
+    if (!colon || inet_pton(AF_INET, ip, &c.server.sin_addr) != 1 ||
+        num("--server port", colon + 1, 1, 65535, &v)) {
+        fprintf(stderr, "wot-rpcapp: bad --server '%s', expected IPv4:PORT\n", server);
+        return 2;
+    }
+    c.server.sin_port = htons((uint16_t)v);
+    snprintf(c.host, sizeof c.host, "%s", server);
+    if (source && inet_pton(AF_INET, source, &c.source.sin_addr) != 1) {
+        fprintf(stderr, "wot-rpcapp: bad --source '%s', expected an IPv4 address\n", source);
+        return 2;
+    }
+    c.source.sin_family = AF_INET;
+    if (pair("--devices", devices, 4294967294ULL, &c.dev_first, &c.dev_count))
+        return 2;
+    if (c.dev_count == 0 || c.think_max_ms < c.think_min_ms || c.warmup_ns >= c.duration_ns) {
+        fputs("wot-rpcapp: expected --devices COUNT >= 1, --think-ms MIN <= MAX and --warmup-s "
+              "below --duration-s\n", stderr);
+        return 2;
+    }
+    struct stat st;
+    if (stat(c.log_dir, &st) || !S_ISDIR(st.st_mode) || access(c.log_dir, W_OK)) {
+        fprintf(stderr, "wot-rpcapp: --log-dir '%s' is not a writable directory\n", c.log_dir);
+        return 2;
+    }
+    if (!c.start_ns)
+        c.start_ns = (uint64_t)mono_ns() + 1000000000ULL;  /* 1 s to connect */
+    struct rlimit rl;
+    uint64_t need = (uint64_t)c.apps + c.shards + 16;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < need) {
+            fprintf(stderr, "wot-rpcapp: RLIMIT_NOFILE %llu < %llu descriptors needed (--apps + "
+                    "--shards + 16)\n", (unsigned long long)rl.rlim_cur, (unsigned long long)need);
+            return 1;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_signal};   /* no SA_RESTART: epoll_wait returns */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    return ra_run(&c);
+}

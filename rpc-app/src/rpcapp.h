@@ -1,0 +1,76 @@
+/* rpcapp.h - wot-rpcapp: the application side of connected devices (docs/CONNECTED.md,
+ * CONTRACTS §3d). N applications in one process, each a closed loop: think a uniform
+ * [think_min, think_max] time, send one RPC to a uniformly chosen device id through the server
+ * under test (an HTTP/1.1 POST on the application's keep-alive connection), wait for the
+ * reply or the timeout, again. Replies come back on K WebSocket subscriptions of the process
+ * (the server relays each device's replies to one of K reply channels) and are matched to
+ * their request by the id the body template places: "<app>-<seq>", found after the id
+ * marker. Every RPC ends in exactly one outcome: ok, timeout, rejected (the server refused the
+ * POST), or lost (the application's connection ended before the reply). */
+#ifndef WOT_RPCAPP_H
+#define WOT_RPCAPP_H
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "http_chunked.h"
+#include "ws_handshake.h"
+
+enum ra_outcome { RO_PENDING = 0, RO_OK, RO_TIMEOUT, RO_REJECTED, RO_LOST, RO_N };
+enum ra_state { AS_DOWN = 0, AS_CONNECTING, AS_THINK, AS_WAIT };
+
+struct ra_row {                  /* one RPC (rpc-log.csv) */
+    uint64_t sched_ns, send_ns, reply_ns;
+    uint32_t app, seq, device;
+    uint16_t status;             /* HTTP status of the POST, 0 = none yet */
+    uint8_t outcome;
+};
+
+struct ra_app {
+    int fd;
+    uint8_t state;
+    uint32_t events, seq;
+    uint32_t heap_pos;           /* in the timer heap, UINT32_MAX = not armed */
+    uint32_t row;                /* the pending RPC's row, UINT32_MAX = none */
+    uint64_t wake_ns;            /* end of think time, or the pending RPC's timeout */
+    uint32_t body_left;          /* POST response body bytes to skip */
+    uint16_t hlen;
+    char head[384];
+};
+
+struct ra_sub {                  /* one WebSocket reply subscription */
+    int fd;
+    uint8_t state;
+    uint32_t events, k;
+    void *ws;
+    char key[WS_KEY_LEN + 1];
+    uint16_t hlen;
+    char head[1024];
+};
+
+struct ra_config {
+    struct sockaddr_in server;
+    struct sockaddr_in source;           /* 0: the kernel's choice */
+    char host[64];
+    const char *rpc_path;                /* printf-style with one %u: the device id */
+    const char *reply_path;              /* printf-style with one %u: the reply shard */
+    const char *body;                    /* the RPC body; {id} is replaced by the id */
+    const char *id_marker;
+    const char *log_dir;
+    uint32_t apps, shards, dev_first, dev_count;
+    uint32_t think_min_ms, think_max_ms, timeout_ms;
+    uint64_t start_ns, duration_ns, warmup_ns;
+    size_t max_rows;
+    int cpu;
+};
+
+struct ra_stats {
+    uint64_t sent, outcome[RO_N], unmatched, late_replies, events_in, sub_disconnects;
+    uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202;
+};
+
+int ra_run(const struct ra_config *cfg);
+extern volatile sig_atomic_t ra_stop;   /* set by SIGTERM/SIGINT: the run ends, files written */
+
+#endif

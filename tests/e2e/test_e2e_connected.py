@@ -1,0 +1,66 @@
+"""`wotbench run` of a connected-devices config (docs/CONNECTED.md): nginx + nchan started
+unprivileged from the config's template after `nginx -t`, WebSocket and chunked devices in
+wot-fleet-conn engines, wot-rpcapp applications for the test, one connected-summary.json with
+the verdict; a template nginx refuses stops the run before anything starts, naming it."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testkit.connected import missing_prerequisite
+from testkit.nginx import free_tcp_port
+
+ROOT = Path(__file__).resolve().parents[2]
+why = missing_prerequisite()
+pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
+
+
+def config(tmp: Path, template: Path, **over) -> Path:
+    c = yaml.safe_load((ROOT / "configs" / "attached-devices.yaml").read_text())
+    c["name"] = "connected-e2e"
+    c["duration_s"] = 6
+    c["devices"] = [
+        {**c["devices"][0], "count": 200},
+        {**c["devices"][0], "group": "hub", "count": 100, "protocol": "chunked"}]
+    c["applications"].update(count=40, think_ms=[50, 150], warmup_s=2)
+    c["edge_server"].update(config_template=str(template), port=free_tcp_port("127.0.0.1"))
+    c.update(over)
+    path = tmp / "c.yaml"
+    path.write_text(yaml.safe_dump(c))
+    return path
+
+
+def run(cfg: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "wotbench"), "run", str(cfg), "--out-root",
+                           str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT)
+
+
+def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
+    tmp_path.chmod(0o755)
+    r = run(config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf"), tmp_path / "r")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (d,) = (tmp_path / "r").iterdir()
+    s = json.loads((d / "connected-summary.json").read_text())
+    assert s["attached_all"] and s["attached_at_exit"] == 300 and s["engines"] == 2, s
+    assert sum(s["testbed"].values()) == 0 and sum(s["disconnects"].values()) == 0, s
+    rpc = s["rpc"]
+    assert rpc["rpcs"] > 200 and rpc["ok"] == rpc["rpcs"] and rpc["timeout"] == 0, rpc
+    assert rpc["engine_part_ns"]["p50"] > 0 and 0 < rpc["testbed_share"]["p50"] < 1, rpc
+    assert s["verdict"]["status"] in ("trustworthy", "contention"), s["verdict"]
+    assert (r.returncode == 0) == (s["verdict"]["status"] == "trustworthy")
+    assert (d / "edge" / "attached-devices-nchan.conf").is_file()     # what the server ran
+
+
+def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):
+    tmp_path.chmod(0o755)
+    bad = tmp_path / "bad-nchan.conf"
+    bad.write_text((ROOT / "configs" / "attached-devices-nchan.conf").read_text()
+                   .replace("nchan_pubsub websocket chunked;", "nchan_pubsub websocket bogus;"))
+    r = run(config(tmp_path, bad), tmp_path / "r")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "edge_server.config_template" in r.stderr and str(bad) in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not list((tmp_path / "r").glob("*/engines"))      # nothing started

@@ -1,0 +1,91 @@
+"""Connected devices through config and layout (wotbench.config.connected,
+wotbench.connected.layout): the study's config loads, what connected groups cannot have is
+refused naming the key, engines and the edge server's workers are sized by the descriptor
+limit, and the connections file rows are what wot-fleet reads (CONTRACTS §3c)."""
+from pathlib import Path
+
+import pytest
+
+from wotbench.config.connected import connection_rows, reply_size_of
+from wotbench.config.load import config_from_dict, load_config
+from wotbench.connected.layout import make_layout
+from wotbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+EDGE = {"command": ["nginx", "-c", "{config}"],
+        "config_template": str(ROOT / "configs" / "attached-devices-nchan.conf")}
+WS = {"group": "m", "count": 10, "protocol": "websocket", "connection": {}}
+
+
+def cfg(*groups, **top):
+    top.setdefault("edge_server", EDGE)
+    return config_from_dict({"name": "t", "devices": list(groups), **top})
+
+
+def problems(*groups, **top) -> str:
+    with pytest.raises(ConfigError) as e:
+        cfg(*groups, **top)
+    return "\n".join(e.value.problems)
+
+
+def test_the_study_config_loads():
+    c = load_config(ROOT / "configs" / "attached-devices.yaml")
+    assert c.devices[0].protocol == "websocket" and c.devices[0].count == 100000
+    assert c.applications.count == 2000 and c.applications.think_ms == (1000, 3000)
+    assert Path(c.edge_server.config_template).is_file()
+
+
+@pytest.mark.parametrize("group,top,key", [
+    ({**WS, "connection": None}, {}, "devices[0].connection: protocol websocket needs"),
+    ({**WS, "engine": "process"}, {}, "devices[0].engine: connected devices run in wot-fleet"),
+    ({**WS, "connection": {"reply_path": "/r"}}, {}, "devices[0].connection.reply_path"),
+    ({**WS, "observe": {"resources": 1, "period_ms": 100}}, {}, "devices[0].observe: not with"),
+    ({"group": "c", "count": 1, "connection": {}}, {}, "devices[0].connection: only for"),
+    (WS, {"edge_server": None}, "edge_server: connected device groups need"),
+    ({"group": "c", "count": 1}, {"applications": {}}, "applications: needs connected"),
+    ({**WS, "connection": {"path": "/d/{dev}"}}, {}, "unknown placeholder"),
+    ({**WS, "connection": {"reply_bytes": {8: 1}}}, {}, "size 8"),
+    (WS, {"applications": {"body_template": "{}"}}, "body_template must hold"),
+    (WS, {"applications": {"think_ms": [3000, 1000]}}, "think_ms"),
+])
+def test_refusals_name_the_key(group, top, key):
+    assert key in problems(group, **top)
+
+
+def test_engines_and_server_workers_are_sized_by_the_descriptor_limit():
+    c = cfg({**WS, "count": 100000}, {"group": "h", "count": 30000, "protocol": "chunked",
+                                       "connection": {}}, applications={"count": 2000})
+    lay = make_layout(c, fds=20000)
+    ws = [e for e in lay.engines if e.group == "m"]
+    ch = [e for e in lay.engines if e.group == "h"]
+    assert len(ws) == 6 and sum(e.count for e in ws) == 100000 and max(e.count for e in ws) <= 19936
+    # a chunked device holds two connections: half as many per engine
+    assert len(ch) == 4 and max(e.count for e in ch) <= 19936 // 2
+    assert ch[0].first_id == 100000 and ws[1].offset == ws[0].count
+    conns = 100000 + 2 * 30000 + 2000 + 16
+    assert lay.server_workers * lay.worker_connections >= conns
+    assert len(lay.sources) * 20000 >= 160000
+
+
+def test_connection_rows_are_the_engines_file():
+    c = cfg({**WS, "count": 6, "connection": {"reply_bytes": {32: 1, 1024: 2}, "heartbeat_s": 60,
+                                              "service_time_ms": 1.5}})
+    rows = list(connection_rows(c.devices[0], 100, "127.0.0.1:8080", 4, ("127.0.1.1",),
+                                offset=2, count=3))
+    assert rows[0] == "102,m-2,websocket,127.0.0.1:8080,127.0.1.1,/dev/102/2,,60000,0,1500,1024,1000"
+    assert len(rows) == 3
+    assert [reply_size_of({32: 1, 1024: 2}, k, 6) for k in range(6)] == [32, 32, 1024, 1024, 1024,
+                                                                         1024]
+
+
+def test_sizes_written_back_as_strings_load_again():
+    """A sweep's or --set's rewritten config (YAML/JSON) carries mapping keys as strings."""
+    c = cfg({**WS, "connection": {"reply_bytes": {"32": 1, "1024": 1}}})
+    assert c.devices[0].connection.reply_bytes == {32: 1, 1024: 1}
+
+
+def test_sweep_and_capacity_refuse_connected_configs_naming_the_key(capsys):
+    from wotbench.cli import main
+    path = str(ROOT / "configs" / "attached-devices.yaml")
+    assert main(["sweep", path, "--vary", "devices[0].count=100,200"]) == 2
+    assert "connected device groups" in capsys.readouterr().err

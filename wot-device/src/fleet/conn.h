@@ -1,0 +1,180 @@
+/* conn.h - connected devices of wot-fleet (docs/CONNECTED.md, CONTRACTS §3c): devices that
+ * hold a long-lived TCP connection to an edge server, WebSocket (RFC 6455 client; framing,
+ * masking, ping/pong and close by wslay) or an HTTP/1.1 chunked subscription (plus one
+ * keep-alive connection that POSTs the device's upstream messages). Per device: attach,
+ * heartbeat, open-loop upstream events, and a reply of a configured size to every message
+ * that arrives on the connection, after the device's service time. Every disconnect is
+ * counted and attributed (server closed, reset, testbed).
+ *
+ * They run on their own epoll loops (conn_loop.c), one thread per --conn-loops, beside the
+ * CoAP loops of loop.c; the two share nothing but the process. Timers are a min-heap per loop
+ * behind one absolute timerfd; pending replies are records of a pool reserved at start. */
+#ifndef WOT_FLEET_CONN_H
+#define WOT_FLEET_CONN_H
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "http_chunked.h"
+#include "ws_handshake.h"
+#include "clock.h"
+
+#define FL_CN_NIL UINT32_MAX
+#define CN_ID_MAX 40              /* longest RPC id copied from a message into its reply */
+#define CN_REPLY_MAX 65536
+
+enum cn_proto { CN_WEBSOCKET = 0, CN_CHUNKED = 1 };
+enum cn_kind { CK_WS = 0, CK_SUB = 1, CK_PUB = 2 };
+enum cn_state { CS_DOWN = 0, CS_CONNECTING, CS_HEAD, CS_OPEN };
+/* who ended a connection (conn-summary.json "disconnects") */
+enum cn_cause { CC_SERVER_CLOSED = 0, CC_RESET, CC_TESTBED, CC_PROTOCOL, CC_N };
+enum cn_timer { CT_CONNECT = 0, CT_HEARTBEAT, CT_EVENT, CT_REPLY };
+
+/* counters of one device (conn-devices.csv) */
+struct cn_counters {
+    uint64_t attaches, connect_failures[CC_N], disconnects[CC_N];
+    uint64_t msgs_in, rpcs_in, no_id, replies, replies_lost, events, heartbeats, pongs;
+    uint64_t posts_rejected, bytes_in, bytes_out;
+};
+
+struct cn_device;
+
+/* one TCP connection of a device */
+struct cn_conn {
+    int fd;
+    uint8_t kind, state;
+    uint32_t events;              /* what epoll watches for it now */
+    struct cn_device *dev;
+    char *hbuf;                   /* response head while it arrives (malloc'd, then freed) */
+    uint16_t hlen;
+    uint32_t inflight;            /* CK_PUB: POSTs whose response has not come */
+    uint32_t body_left;           /* CK_PUB: response body bytes still to skip */
+    char *obuf;                   /* CK_SUB/CK_PUB: bytes the socket did not take yet */
+    uint32_t olen, ooff, ocap;
+};
+
+struct cn_device {
+    uint32_t index, line;
+    uint8_t proto;
+    struct sockaddr_in server, source;  /* source.sin_addr 0: the kernel's choice */
+    const char *name, *host, *path, *reply_path;
+    uint32_t heartbeat_ms, event_ms, service_us, reply_bytes, reconnect_ms;
+    uint32_t gen;                 /* +1 per disconnect: timers and replies of an old session */
+    uint32_t loop_pos;            /* index in its loop's block */
+    uint64_t attached_ns;         /* when the current session opened, 0 = not attached */
+    uint8_t ever_attached;
+    uint8_t hc_busy;              /* its chunked decoder is running (conn_http.c feed) */
+    struct cn_conn sub, pub;      /* sub: the WebSocket or the chunked GET; pub: chunked POSTs */
+    void *ws;                     /* wslay_event_context_ptr of a WebSocket session */
+    struct hc_decoder *hc;        /* chunked decoder of a chunked session */
+    char key[WS_KEY_LEN + 1];
+    uint64_t event_seq;
+    struct cn_counters c;
+};
+
+/* a pending reply: the message arrived, its service is running (a timer) */
+struct cn_job {
+    uint32_t dev, gen, next;
+    uint8_t idlen;
+    char id[CN_ID_MAX];
+    uint64_t arrival_ns, due_ns;
+};
+
+/* one row of conn-log-<loop>.csv */
+struct cn_log_row {
+    uint64_t arrival_ns, due_ns, end_ns, sent_ns;
+    uint32_t device;
+    uint8_t outcome, idlen;      /* enum cn_outcome */
+    char id[CN_ID_MAX];
+};
+enum cn_outcome { CO_SENT = 0, CO_LOST_DISCONNECT, CO_SEND_ERROR };
+
+struct cn_heap_ent {
+    uint64_t at;
+    uint32_t dev, gen_or_job;
+    uint8_t kind;
+};
+
+struct cn_loop_stats {
+    uint64_t wakeups, busy_ns, cpu_ns, heap_full, pool_full, log_dropped;
+    uint64_t timer_late_max_ns;
+};
+
+struct cn_loop {
+    int id, ep, tfd, wfd, cpu;
+    struct cn_device *dev;
+    uint32_t ndev;
+    struct cn_job *jobs;
+    uint32_t jcap, jbump, jfree;
+    struct cn_heap_ent *heap;
+    uint32_t hn, hcap;
+    uint64_t armed;
+    struct cn_log_row *log;
+    uint64_t *late;               /* timer lateness samples (replies), for percentiles */
+    size_t log_cap, log_n, late_n;
+    struct cn_loop_stats st;
+    uint64_t rng;
+    uint32_t attached_once;       /* devices of this loop that attached at least once */
+    volatile int stop;
+    pthread_t thread;
+    struct cn_set *set;
+    uint8_t rx[16384];
+    char tx[CN_REPLY_MAX + 512];
+};
+
+struct cn_set {
+    struct cn_device *dev;
+    uint32_t ndev;
+    char *strings;
+    struct cn_loop *loops;
+    int nloops;
+    int *cpus, ncpus;
+    const char *file, *log_dir, *name;
+    uint32_t attach_rate;         /* first connects per second per engine (staggered) */
+    size_t log_capacity;
+    char id_marker[32];           /* the RPC id follows this in a message: "id":" */
+    volatile uint32_t attached_total;  /* devices that attached at least once (all loops) */
+    int attached_marked;          /* DIR/attached written (by the first loop that saw it) */
+};
+
+/* conn_file.c: the connections file; "FILE:LINE: what, expected what" and -1 on bad input */
+int cn_load(const char *file, struct cn_set *s);
+void cn_free(struct cn_set *s);
+
+/* conn_loop.c */
+int cn_start(struct cn_set *s);     /* opens the loops and starts their threads */
+void cn_stop(struct cn_set *s);     /* stops and joins them (idempotent) */
+void cn_release(struct cn_set *s);  /* closes every connection, frees the loops */
+uint64_t cn_needed_fds(const struct cn_set *s);
+
+/* conn_loop.c, for conn_ws.c / conn_http.c */
+void cn_disconnect(struct cn_loop *l, struct cn_device *d, int cause);
+void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len,
+                   size_t total);
+void cn_on_attached(struct cn_loop *l, struct cn_device *d);
+int cn_watch(struct cn_loop *l, struct cn_conn *c, uint32_t events);
+int cn_cause_of_errno(int err);
+/* recv on c: > 0 bytes (counted), 0 nothing now, -1 the session ended (EOF or error,
+ * disconnected with its cause) */
+ssize_t cn_recv(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, void *buf, size_t len);
+/* reads more of d->sub's response head into its hbuf (capacity cap): the head's length once
+ * complete, else 0 (also when the session ended: d->gen changed) */
+size_t cn_read_head(struct cn_loop *l, struct cn_device *d, size_t cap);
+
+/* conn_ws.c: a WebSocket session over d->sub */
+int cn_ws_send_request(struct cn_loop *l, struct cn_device *d);
+void cn_ws_on_event(struct cn_loop *l, struct cn_device *d, uint32_t ev);
+int cn_ws_send(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len, int ping);
+void cn_ws_close(struct cn_device *d);
+
+/* conn_http.c: the chunked subscription (d->sub) and the POST connection (d->pub) */
+int cn_http_send_request(struct cn_loop *l, struct cn_device *d);
+void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev);
+int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len);
+void cn_http_close(struct cn_device *d);
+
+/* conn_output.c: conn-log-<loop>.csv, conn-devices.csv, conn-summary.json */
+int cn_write_outputs(const struct cn_set *s);
+
+#endif

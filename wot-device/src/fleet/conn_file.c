@@ -1,0 +1,181 @@
+/* conn_file.c - the connections file of wot-fleet (CONTRACTS §3c):
+ *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms
+ * One row per connected device; blank and '#' lines skipped. Bad input: exit 2 with
+ * "FILE:LINE: what, expected what". */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../resources.h"
+#include "conn.h"
+
+#define HEADER "index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms," \
+               "service_us,reply_bytes,reconnect_ms"
+#define NFIELDS 12
+#define MAX_MS 86400000ULL        /* one day */
+
+static int parse_addr(const char *s, struct sockaddr_in *a, int with_port) {
+    char host[INET_ADDRSTRLEN];
+    const char *c = with_port ? strrchr(s, ':') : s + strlen(s);
+    if (!c || c == s || (size_t)(c - s) >= sizeof host)
+        return -1;
+    memcpy(host, s, (size_t)(c - s));
+    host[c - s] = '\0';
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+        return -1;
+    if (with_port) {
+        unsigned long long port;
+        if (csv_parse_uint(c + 1, 65535, &port) || port == 0)
+            return -1;
+        a->sin_port = htons((uint16_t)port);
+    }
+    return 0;
+}
+
+static int parse_u32(const char *file, long ln, const char *col, const char *s,
+                     unsigned long long min, unsigned long long max, uint32_t *out) {
+    unsigned long long v;
+    if (csv_parse_uint(s, max, &v) || v < min) {
+        char what[160], exp[96];
+        snprintf(what, sizeof what, "bad %s '%.40s'", col, s);
+        snprintf(exp, sizeof exp, "an integer %llu..%llu", min, max);
+        return csv_fail(file, ln, what, exp);
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* a request target: starts with '/', no blanks, commas or control characters */
+static int bad_path(const char *p) {
+    if (p[0] != '/')
+        return 1;
+    for (; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == ',' || *p == 0x7f)
+            return 1;
+    return 0;
+}
+
+static int parse_row(const char *file, long ln, char **f, struct cn_device *d) {
+    unsigned long long idx;
+    if (csv_parse_uint(f[0], 4294967294ULL, &idx))
+        return csv_fail(file, ln, "bad index", "an integer 0..4294967294");
+    d->index = (uint32_t)idx;
+    d->line = (uint32_t)ln;
+    if (!*f[1])
+        return csv_fail(file, ln, "empty name", "a device name");
+    if (strcmp(f[2], "websocket") == 0)
+        d->proto = CN_WEBSOCKET;
+    else if (strcmp(f[2], "chunked") == 0)
+        d->proto = CN_CHUNKED;
+    else
+        return csv_fail(file, ln, "bad protocol", "websocket or chunked");
+    if (parse_addr(f[3], &d->server, 1))
+        return csv_fail(file, ln, "bad server", "IPv4:PORT, port 1..65535");
+    if (*f[4] && parse_addr(f[4], &d->source, 0))
+        return csv_fail(file, ln, "bad source", "an IPv4 address or empty");
+    if (bad_path(f[5]))
+        return csv_fail(file, ln, "bad path", "a request target starting with '/', no blanks or commas");
+    if (d->proto == CN_CHUNKED ? bad_path(f[6]) : *f[6] != '\0')
+        return csv_fail(file, ln, "bad reply_path",
+                        "a path starting with '/' for chunked (its POSTs), empty for websocket "
+                        "(replies travel on the WebSocket)");
+    if (parse_u32(file, ln, "heartbeat_ms", f[7], 0, MAX_MS, &d->heartbeat_ms) ||
+        parse_u32(file, ln, "event_ms", f[8], 0, MAX_MS, &d->event_ms) ||
+        parse_u32(file, ln, "service_us", f[9], 0, 60000000ULL, &d->service_us) ||
+        parse_u32(file, ln, "reply_bytes", f[10], 16, CN_REPLY_MAX, &d->reply_bytes) ||
+        parse_u32(file, ln, "reconnect_ms", f[11], 0, MAX_MS, &d->reconnect_ms))
+        return -1;
+    d->name = strdup(f[1]);
+    d->host = strdup(f[3]);
+    d->path = strdup(f[5]);
+    d->reply_path = strdup(f[6]);
+    if (!d->name || !d->host || !d->path || !d->reply_path)
+        return csv_fail(file, ln, "out of memory", "a smaller connections file");
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* indices must be unique: they name the device in every log row (index << 32 | line) */
+static int check_unique(const char *file, const struct cn_set *s) {
+    uint64_t *k = malloc(s->ndev * sizeof *k);
+    if (!k)
+        return csv_fail(file, 0, "out of memory", "a smaller file");
+    for (uint32_t i = 0; i < s->ndev; i++)
+        k[i] = (uint64_t)s->dev[i].index << 32 | s->dev[i].line;
+    qsort(k, s->ndev, sizeof *k, cmp_u64);
+    int rc = 0;
+    for (uint32_t i = 1; i < s->ndev && rc == 0; i++)
+        if (k[i] >> 32 == k[i - 1] >> 32) {
+            char what[64];
+            snprintf(what, sizeof what, "index already used on line %u", (uint32_t)k[i - 1]);
+            rc = csv_fail(file, (long)(uint32_t)k[i], what, "a unique index");
+        }
+    free(k);
+    return rc;
+}
+
+int cn_load(const char *file, struct cn_set *s) {
+    FILE *fp = fopen(file, "r");
+    if (!fp) {
+        fprintf(stderr, "%s:0: cannot open: %s, expected a readable connections file\n", file,
+                strerror(errno));
+        return -1;
+    }
+    long maxn = 1;
+    for (int c; (c = getc(fp)) != EOF;)
+        maxn += c == '\n';
+    rewind(fp);
+    s->dev = calloc((size_t)maxn, sizeof *s->dev);
+    char *line = NULL;
+    size_t cap = 0;
+    long ln = 0;
+    int rc = s->dev ? 0 : csv_fail(file, 0, "out of memory", "a smaller file");
+    int r = rc ? -1 : csv_next_line(fp, file, &line, &cap, &ln);
+    if (rc == 0 && (r != 1 || strcmp(line, HEADER) != 0))
+        rc = r < 0 ? -1 : csv_fail(file, ln ? ln : 1, "missing or wrong header", "'" HEADER "'");
+    while (rc == 0 && (r = csv_next_line(fp, file, &line, &cap, &ln)) == 1) {
+        char *f[NFIELDS + 1];
+        int nf = csv_split(line, f, NFIELDS + 1);
+        if (nf != NFIELDS) {
+            char what[64];
+            snprintf(what, sizeof what, "%d fields", nf);
+            rc = csv_fail(file, ln, what, "12 (" HEADER ")");
+            break;
+        }
+        struct cn_device *d = &s->dev[s->ndev];
+        d->sub.fd = d->pub.fd = -1;
+        if (parse_row(file, ln, f, d))
+            rc = -1;
+        else
+            s->ndev++;
+    }
+    if (rc == 0 && r < 0)
+        rc = -1;
+    if (rc == 0 && s->ndev == 0)
+        rc = csv_fail(file, ln, "no connected devices", "at least one row after the header");
+    if (rc == 0)
+        rc = check_unique(file, s);
+    free(line);
+    fclose(fp);
+    return rc;
+}
+
+void cn_free(struct cn_set *s) {
+    for (uint32_t i = 0; s->dev && i < s->ndev; i++) {
+        free((void *)s->dev[i].name);
+        free((void *)s->dev[i].host);
+        free((void *)s->dev[i].path);
+        free((void *)s->dev[i].reply_path);
+    }
+    free(s->dev);
+    s->dev = NULL;
+    s->ndev = 0;
+}

@@ -1,0 +1,31 @@
+/* notify_interval.c - see notify_interval.h. */
+#include "notify_interval.h"
+
+#include <math.h>
+
+double notify_uniform01(uint64_t *rng) {      /* xorshift64*, (0, 1) */
+    *rng ^= *rng >> 12;
+    *rng ^= *rng << 25;
+    *rng ^= *rng >> 27;
+    return ((double)((*rng * 2685821657736338717ULL) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+uint64_t notify_interval_ns(const struct resource *res, uint64_t *rng) {
+    double m = (double)res->notify_mean_ns, j = (double)res->notify_jitter_ns, v = m;
+    switch (res->notify_dist) {
+    case NOTIFY_UNIFORM: v = m - j + 2.0 * j * notify_uniform01(rng); break;
+    case NOTIFY_EXP: v = -m * log(notify_uniform01(rng)); break;
+    case NOTIFY_NORMAL: /* Box-Muller, truncated at 0 by resampling */
+        for (int k = 0; k < 16; k++) {
+            v = m + j * sqrt(-2.0 * log(notify_uniform01(rng))) *
+                        cos(6.283185307179586 * notify_uniform01(rng));
+            if (v >= 0)
+                break;
+        }
+        if (v < 0)
+            v = 0;
+        break;
+    default: break;
+    }
+    return (uint64_t)(v < 1 ? 1 : v);
+}

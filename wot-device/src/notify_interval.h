@@ -1,0 +1,15 @@
+/* notify_interval.h - the intervals of an observable resource's notification process
+ * (resource-file notify_dist/notify_mean_us/notify_jitter_us), drawn from a caller's random
+ * state: wot-device's observe.c has one, each wot-fleet loop one (fleet/observe.c). */
+#ifndef WOT_NOTIFY_INTERVAL_H
+#define WOT_NOTIFY_INTERVAL_H
+#include <stdint.h>
+
+#include "resources.h"
+
+/* uniform in (0, 1), xorshift64* on *rng (never 0) */
+double notify_uniform01(uint64_t *rng);
+/* the next interval, ns (at least 1) */
+uint64_t notify_interval_ns(const struct resource *res, uint64_t *rng);
+
+#endif

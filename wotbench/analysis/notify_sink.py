@@ -1,0 +1,124 @@
+"""Update -> notification latency (issue 35): the notification sink's ``notifications.csv``
+(``gateway-emulator/src/sink_*.c``: subscriber, id, received_ns on CLOCK_MONOTONIC, kernel)
+joined to the gateway emulator's updates (``requests.csv``: the id is the row, ``{{seq}}`` in
+the update's path or body; sent_ns from the GE's start, ``summary.json`` start_mono_ns).
+
+Per subscriber: updates sent (answered 2xx), notified (at least once), never notified (lost),
+duplicates, ids the GE never sent (unknown), notifications/s over the sink's run, and the
+latency from the update's send to the notification's arrival (kernel stamps on both ends where
+the kernel gave them; the same host's CLOCK_MONOTONIC, so no clock offset is involved).
+``python -m wotbench.analysis.notify_sink GE_DIR SINK_DIR`` prints it as JSON.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
+
+UPDATE_METHODS = ("POST", "PUT", "PATCH")
+
+
+@dataclass
+class SubscriberFigures:
+    name: str
+    kind: str
+    updates: int                   # updates answered 2xx (each should be notified)
+    notified: int                  # of them, notified at least once
+    lost: int                      # never notified
+    lost_share: Optional[float]
+    duplicates: int                # notifications of an update already notified
+    unknown_ids: int               # ids no update of this GE carried
+    notifications_per_s: float     # from the first to the last arrival
+    latency_ms: dict = field(default_factory=dict)   # min p50 p90 p99 p999 max mean
+    kernel_share: Optional[float] = None             # notifications with a kernel stamp
+
+
+def updates_of(ge_dir: Path, methods: tuple[str, ...] = UPDATE_METHODS) -> pd.DataFrame:
+    """The GE's updates: seq (the requests.csv row), sent (mono ns), ok."""
+    req = pd.read_csv(ge_dir / "requests.csv", usecols=["index", "method", "sent_ns", "outcome"])
+    start = json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"]
+    req = req[req["method"].isin(methods)]
+    return pd.DataFrame({"seq": req["index"].to_numpy(np.int64),
+                         "sent": start + req["sent_ns"].to_numpy(np.float64),
+                         "ok": (req["outcome"] == "ok").to_numpy()})
+
+
+def _quantiles(x: np.ndarray) -> dict:
+    if not len(x):
+        return {}
+    q = np.quantile(x, [0.5, 0.9, 0.99, 0.999])
+    return {"min": float(x.min()), "p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2]),
+            "p999": float(q[3]), "max": float(x.max()), "mean": float(x.mean())}
+
+
+def _rate(received_ns: np.ndarray, window_s: float) -> float:
+    """Notifications per second while they came: (n - 1) over the first to the last arrival
+    (not over the sink's whole run, which starts before the updates and ends after them)."""
+    if len(received_ns) < 2:
+        return len(received_ns) / window_s
+    span = (received_ns.max() - received_ns.min()) / 1e9
+    return (len(received_ns) - 1) / span if span > 0 else 0.0
+
+
+def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict) -> list[SubscriberFigures]:
+    """One block per subscriber of sink.json."""
+    window_s = max((sink["end_mono_ns"] - sink["start_mono_ns"]) / 1e9, 1e-9)
+    sent = updates.set_index("seq")["sent"]
+    ok_ids = set(updates.loc[updates["ok"], "seq"].tolist())
+    out = []
+    for sub in sink["subscribers"]:
+        n = notes[notes["subscriber"] == sub["name"]]
+        first = n.sort_values("received_ns").drop_duplicates("id")
+        known = first[first["id"].isin(sent.index)]
+        lat = (known["received_ns"].to_numpy(np.float64)
+               - sent.loc[known["id"]].to_numpy(np.float64)) / 1e6
+        notified = len(set(known["id"].tolist()) & ok_ids)
+        lost = len(ok_ids) - notified
+        out.append(SubscriberFigures(
+            name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
+            lost=lost, lost_share=lost / len(ok_ids) if ok_ids else None,
+            duplicates=len(n) - len(first), unknown_ids=len(first) - len(known),
+            notifications_per_s=_rate(n["received_ns"].to_numpy(np.int64), window_s),
+            latency_ms=_quantiles(lat),
+            kernel_share=float(n["kernel"].mean()) if len(n) else None))
+    return out
+
+
+def analyse(ge_dir: Path, sink_dir: Path) -> list[SubscriberFigures]:
+    notes = pd.read_csv(sink_dir / "notifications.csv",
+                        dtype={"subscriber": str, "id": np.int64, "received_ns": np.int64,
+                               "kernel": np.int8})
+    sink = json.loads((sink_dir / "sink.json").read_text())
+    return figures(updates_of(ge_dir), notes, sink)
+
+
+def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
+    """summary.json ``notify`` of a run with ``notify:`` (its ``sink/`` files), else None. The
+    ids are one GE's rows (wotbench.config.notify allows one main GE)."""
+    sink_dir = run_dir / "sink"
+    if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
+        return None
+    subs = analyse(ge_dirs[0], sink_dir)
+    sink = json.loads((sink_dir / "sink.json").read_text())
+    return NotifyBlock(marker=sink["marker"], subscribers=[
+        NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
+        for f in subs])
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m wotbench.analysis.notify_sink GE_DIR SINK_DIR", file=sys.stderr)
+        return 2
+    print(json.dumps([asdict(f) for f in analyse(Path(argv[0]), Path(argv[1]))], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,73 @@
+"""summary.json ``sut_faults`` (issue 35): per fault of ``RUN/sut-faults.json`` (the harness's
+record, wotbench.runner.sut_faults), the faulty device's requests sent in ``window_s`` before it, while it
+lasted (a pause; a kill: ``window_s`` after it) and ``window_s`` after a pause ended —
+throughput (ok answers that arrived in the window, per second), failures and R from the
+scheduled send p50/p99 of the requests scheduled in it — and one verdict note each."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from wotbench.rundir.sut_faults import FaultFigures, FaultWindow
+
+
+def _window(req: pd.DataFrame, start_s: float, end_s: float) -> FaultWindow:
+    """The requests scheduled in [start, end) (a request that waited for a busy connection
+    has no send instant yet: the schedule places it), with R from the scheduled send."""
+    t = req["sched"].to_numpy(np.float64) / 1e9
+    m = (t >= start_s) & (t < end_s)
+    out = req["outcome"].to_numpy()[m]
+    rt = req["rt_sched_ms"].to_numpy(np.float64)[m][out == "ok"]
+    rt = rt[~np.isnan(rt)]
+    q = np.quantile(rt, [0.5, 0.99]) if len(rt) else (None, None)
+    ok = int((out == "ok").sum())
+    recv = req["recv"].to_numpy(np.float64) / 1e9   # throughput: answers that arrived in it
+    answered = int(((req["outcome"].to_numpy() == "ok") & (recv >= start_s) & (recv < end_s)).sum())
+    return FaultWindow(start_s=start_s, end_s=end_s, sent=int(m.sum()), ok=ok,
+                       failed=int(m.sum()) - ok,
+                       throughput_rps=answered / max(end_s - start_s, 1e-9),
+                       p50_ms=None if q[0] is None else float(q[0]),
+                       p99_ms=None if q[1] is None else float(q[1]))
+
+
+def analyse(run_dir: Path, req: pd.DataFrame, ids: dict[str, int]
+            ) -> Optional[list[FaultFigures]]:
+    """``ids``: device name -> its trace id (the windows hold the faulty device's requests)."""
+    f = run_dir / "sut-faults.json"
+    if not f.exists():
+        return None
+    out = []
+    dev = req["device"].to_numpy()
+    for r in json.loads(f.read_text())["faults"]:
+        mine = req[dev == ids.get(r["device"], -1)]
+        at = r["applied_ns"] / 1e9 if r["applied_ns"] is not None else r["at_s"]
+        end = r["resumed_ns"] / 1e9 if r["resumed_ns"] is not None else at + (r["for_s"] or
+                                                                              r["window_s"])
+        w = r["window_s"]
+        out.append(FaultFigures(
+            device=r["device"], action=r["action"], at_s=r["at_s"],
+            applied_s=None if r["applied_ns"] is None else r["applied_ns"] / 1e9,
+            resumed_s=None if r["resumed_ns"] is None else r["resumed_ns"] / 1e9,
+            error=r["error"], before=_window(mine, max(at - w, 0.0), at),
+            during=_window(mine, at, end),
+            after=_window(mine, end, end + w) if r["action"] == "pause" else None))
+    return out
+
+
+def notes(faults: Optional[list[FaultFigures]]) -> list[str]:
+    out = []
+    for f in faults or []:
+        if f.applied_s is None:
+            out.append(f"sut fault {f.action} {f.device} at {f.at_s:g} s was not applied: "
+                       f"{f.error}")
+            continue
+        seq = [f.before, f.during] + ([f.after] if f.after is not None else [])
+        out.append(f"sut fault {f.action} {f.device} at {f.applied_s:.2f} s: throughput "
+                   + " → ".join(f"{w.throughput_rps:.0f}" for w in seq)
+                   + " req/s (before → during" + (" → after" if f.after else "") + f"), "
+                   f"{f.during.failed} requests failed while it lasted")
+    return out

@@ -1,0 +1,218 @@
+"""Connected devices (issue 30, docs/CONNECTED.md): device groups that hold a long-lived
+connection to an edge server (``devices[].protocol: websocket | chunked`` with a
+``devices[].connection`` block, run in wot-fleet engines: CONTRACTS §3c), the applications that
+send RPCs to them through that server (``applications``, wot-rpcapp: §3d), and the server
+itself (``edge_server``: a third-party program started like ``devices[].server``, its config
+rendered from a template and checked before anything starts).
+
+Schema and cross-block rules only; the devices' connections file is rendered by
+:func:`connection_rows`."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from wotbench.config.byo import Program
+
+CONNECTED_PROTOCOLS = ("websocket", "chunked")
+PATH_FIELDS = ("device", "shard")
+EDGE_PORT = 8080
+CHUNKED_REPLY_PATH = "/up/{device}/{shard}"
+MAX_REPLY_BYTES = 65536
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _path_template(v: Optional[str], fields: tuple[str, ...]) -> Optional[str]:
+    if v is None:
+        return v
+    if not v.startswith("/") or any(c.isspace() or c == "," for c in v):
+        raise ValueError(f"expected a request target starting with '/', no spaces or commas, "
+                         f"got {v!r}")
+    try:
+        v.format(**{f: 0 for f in fields})
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(f"{v!r}: unknown placeholder {e} (known: "
+                         + ", ".join("{" + f + "}" for f in fields) + ")") from None
+    return v
+
+
+class Connection(_Model):
+    """``devices[].connection``: what each device of a websocket/chunked group does on its
+    connection (wot-fleet's connections file, CONTRACTS §3c)."""
+    path: str = Field("/dev/{device}/{shard}", description="the attach request target; "
+                      "`{device}` = the device's id, `{shard}` = id mod `applications.reply_shards` "
+                      "(the reply channel the server relays its messages to)")
+    reply_path: Optional[str] = Field(
+        None, description="chunked groups: where the device POSTs its replies, heartbeats and "
+        "events on its second (keep-alive) connection; default `/up/{device}/{shard}`. Not for "
+        "websocket (they travel on the WebSocket)")
+    heartbeat_s: float = Field(60.0, ge=0, le=86400, description="heartbeat interval, s "
+                               "(websocket: a ping frame; chunked: a POST); 0 = none")
+    event_mean_s: float = Field(0.0, ge=0, le=86400, description="upstream events: mean of the "
+                                "exponential gap, s (an open-loop schedule per device); 0 = none")
+    service_time_ms: float = Field(1.0, ge=0, le=60000, description="the device's service time "
+                                   "before it replies to a message that carries an id")
+    reply_bytes: dict[int, float] = Field(
+        default_factory=lambda: {32: 1.0, 256: 1.0, 1024: 1.0},
+        description="reply sizes (bytes, 16..65536) and their weights; each device gets one size, "
+        "the devices of the group split by the weights (the study: 32, 256 and 1 024)")
+    reconnect_ms: int = Field(1000, ge=0, le=86400000, description="after a disconnect, connect "
+                              "again after this plus uniform jitter up to as much again; 0 = never")
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _path_template(v, PATH_FIELDS) or v
+
+    @field_validator("reply_path")
+    @classmethod
+    def _reply_path(cls, v: Optional[str]) -> Optional[str]:
+        return _path_template(v, PATH_FIELDS)
+
+    @field_validator("reply_bytes", mode="before")
+    @classmethod
+    def _sizes(cls, v: Any) -> Any:
+        if not isinstance(v, dict) or not v:
+            raise ValueError(f"expected sizes and weights such as {{32: 1, 256: 1}}, got {v!r}")
+        # a mapping written back as JSON/YAML by a tool may carry the sizes as digit strings
+        v = {int(k) if isinstance(k, str) and k.isdigit() else k: w for k, w in v.items()}
+        for k, w in v.items():
+            if isinstance(k, bool) or not isinstance(k, int) or not 16 <= k <= MAX_REPLY_BYTES:
+                raise ValueError(f"size {k!r}: expected an integer 16..{MAX_REPLY_BYTES}")
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0:
+                raise ValueError(f"weight of {k} must be a number >= 0, got {w!r}")
+        if sum(v.values()) <= 0:
+            raise ValueError("the weights must not all be 0")
+        return v
+
+
+class Applications(_Model):
+    """``applications``: wot-rpcapp (CONTRACTS §3d) — closed-loop applications that send an RPC
+    to a uniformly chosen connected device through the edge server and match its reply by id."""
+    count: int = Field(2000, ge=1, le=60000, description="applications (one keep-alive "
+                       "connection each)")
+    think_ms: tuple[int, int] = Field((1000, 3000), description="think time between a reply "
+                                      "(or timeout) and the next RPC: uniform [min, max] ms")
+    timeout_ms: int = Field(5000, ge=1, le=600000, description="no reply by then = timeout")
+    rpc_path: str = Field("/rpc/{device}", description="the POST target of an RPC to a device")
+    reply_path: str = Field("/replies/{shard}", description="the WebSocket subscription for "
+                            "reply channel `{shard}`")
+    reply_shards: int = Field(16, ge=1, le=4096, description="reply channels (the application "
+                              "process subscribes to all; device d replies on d mod shards)")
+    body_template: str = Field('{"id":"{id}","method":"ping"}', description="the RPC body; "
+                               "`{id}` is replaced by the RPC's id (`<app>-<seq>`)")
+    id_marker: str = Field('"id":"', min_length=1, max_length=31, description="the id follows "
+                           "this text in an RPC and in its reply (both sides find it there)")
+    warmup_s: int = Field(5, ge=0, description="RPCs scheduled before this are not measured")
+
+    @field_validator("think_ms")
+    @classmethod
+    def _think(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if v[0] < 0 or v[1] < v[0]:
+            raise ValueError(f"expected [min, max] with 0 <= min <= max, got {list(v)}")
+        return v
+
+    @field_validator("rpc_path")
+    @classmethod
+    def _rpc(cls, v: str) -> str:
+        return _path_template(v, ("device",)) or v
+
+    @field_validator("reply_path")
+    @classmethod
+    def _reply(cls, v: str) -> str:
+        return _path_template(v, ("shard",)) or v
+
+    @model_validator(mode="after")
+    def _body(self) -> "Applications":
+        if "{id}" not in self.body_template or self.id_marker + "{id}" not in self.body_template:
+            raise ValueError(f"body_template must hold id_marker followed by {{id}} "
+                             f"({self.id_marker}{{id}}), so the device finds the id it copies "
+                             f"into its reply; got {self.body_template!r}")
+        return self
+
+
+class EdgeServer(Program):
+    """``edge_server``: the server under test that holds the devices' connections and relays
+    the applications' RPCs (e.g. nginx + nchan, configs/attached-devices-nchan.conf)."""
+    port: int = Field(EDGE_PORT, ge=1024, le=65535, description="the port it listens on "
+                      "(unprivileged)")
+
+
+def connected_groups(config: Any) -> list[Any]:
+    return [g for g in config.devices if g.protocol in CONNECTED_PROTOCOLS]
+
+
+def check(config: Any) -> list[str]:
+    """Cross-block rules of connected device groups; problems as ``key: message``."""
+    out: list[str] = []
+    groups = connected_groups(config)
+    for i, g in enumerate(config.devices):
+        key = f"devices[{i}]"
+        if g.protocol not in CONNECTED_PROTOCOLS:
+            if g.connection is not None:
+                out.append(f"{key}.connection: only for protocol websocket or chunked")
+            continue
+        if g.connection is None:
+            out.append(f"{key}.connection: protocol {g.protocol} needs a connection block "
+                       "(path, heartbeat_s, reply_bytes, ...; docs/CONNECTED.md)")
+        elif g.protocol == "websocket" and g.connection.reply_path is not None:
+            out.append(f"{key}.connection.reply_path: a websocket device replies on its "
+                       "WebSocket; reply_path is for chunked groups")
+        if g.engine == "process":
+            out.append(f"{key}.engine: connected devices run in wot-fleet engines only "
+                       "(engine: fleet or auto)")
+        for k in ("server", "external", "observe", "push", "network", "cpu_quota"):
+            if getattr(g, k) is not None:
+                out.append(f"{key}.{k}: not with protocol {g.protocol} (a connected device is "
+                           "a client of edge_server)")
+    es = config.edge_server
+    if es is not None and es.config_template is not None:
+        from pathlib import Path
+        if not Path(es.config_template).is_file():
+            out.append(f"edge_server.config_template: file not found: {es.config_template}")
+    if es is not None and not es.command:
+        out.append("edge_server.command: required (a program of this host and its arguments, "
+                   "e.g. [nginx, -e, stderr, -c, '{config}', -p, '{scratch}/'])")
+    if groups and config.edge_server is None:
+        out.append("edge_server: connected device groups need the server they attach to "
+                   "(e.g. nginx + nchan: configs/attached-devices.yaml)")
+    if config.applications is not None and not groups:
+        out.append("applications: needs connected device groups (protocol websocket or chunked)")
+    if config.edge_server is not None and not groups:
+        out.append("edge_server: needs connected device groups (protocol websocket or chunked)")
+    return out
+
+
+def reply_size_of(sizes: dict[int, float], k: int, n: int) -> int:
+    """The reply size of the k-th of n devices: contiguous blocks in proportion to the weights
+    (deterministic, so a sweep's runs get the same split)."""
+    total = sum(sizes.values())
+    acc = 0.0
+    for size, w in sorted(sizes.items()):
+        acc += w / total * n
+        if k < round(acc):
+            return size
+    return max(sizes)
+
+
+def connection_rows(group: Any, first_id: int, server: str, shards: int,
+                    sources: tuple[str, ...] = (), offset: int = 0,
+                    count: Optional[int] = None) -> Iterator[str]:
+    """Rows of wot-fleet's connections file (CONTRACTS §3c) for the group's devices
+    ``offset .. offset + count - 1`` (all by default); ``first_id``: the id of its device 0."""
+    c: Connection = group.connection
+    for k in range(offset, offset + (group.count - offset if count is None else count)):
+        dev = first_id + k
+        fields = {"device": dev, "shard": dev % shards}
+        path = c.path.format(**fields)
+        reply = ((c.reply_path or CHUNKED_REPLY_PATH).format(**fields)
+                 if group.protocol == "chunked" else "")
+        src = sources[dev % len(sources)] if sources else ""
+        yield (f"{dev},{group.group}-{k},{group.protocol},{server},{src},{path},{reply},"
+               f"{round(c.heartbeat_s * 1000)},{round(c.event_mean_s * 1000)},"
+               f"{round(c.service_time_ms * 1000)},{reply_size_of(c.reply_bytes, k, group.count)},"
+               f"{c.reconnect_ms}")

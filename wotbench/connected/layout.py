@@ -1,0 +1,77 @@
+"""How a connected run is laid out on this host: engines of at most as many connections as one
+process may open (the hard RLIMIT_NOFILE; nothing here may raise it), the edge server's workers
+sized the same way, and the loopback source addresses the devices connect from (one source
+address, the server's address and port leave ~28 000 ephemeral ports)."""
+from __future__ import annotations
+
+import math
+import resource
+from dataclasses import dataclass
+
+from wotbench.config.connected import CONNECTED_PROTOCOLS
+
+FD_MARGIN = 64                 # each engine's epoll/timer/event fds, stdio, its files
+SERVER_FD_MARGIN = 1000        # an nginx worker's listeners, logs, nchan's own
+PORTS_PER_SOURCE = 20000       # below ip_local_port_range's ~28 000, with room for TIME_WAIT
+EDGE_ADDRESS = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    group: str
+    group_index: int
+    first_id: int        # device id of its first device (ids count across connected groups)
+    count: int
+    offset: int          # position of its first device in its group
+
+
+@dataclass(frozen=True)
+class Layout:
+    engines: list[Engine]
+    fds_per_process: int
+    server_workers: int
+    worker_connections: int
+    sources: tuple[str, ...]
+    devices: int
+    applications: int
+
+    def describe(self) -> str:
+        return (f"{self.devices} connected devices in {len(self.engines)} wot-fleet engine(s) of "
+                f"<= {max(e.count for e in self.engines)} (hard RLIMIT_NOFILE {self.fds_per_process}); "
+                f"edge server: {self.server_workers} worker(s) x {self.worker_connections} "
+                f"connections; {self.applications} applications; {len(self.sources)} source "
+                f"address(es)")
+
+
+def hard_nofile() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+def make_layout(cfg, fds: int | None = None) -> Layout:
+    fds = fds or hard_nofile()
+    engines: list[Engine] = []
+    next_id = 0
+    for gi, g in enumerate(cfg.devices):
+        if g.protocol not in CONNECTED_PROTOCOLS:
+            continue
+        per_fd = 2 if g.protocol == "chunked" else 1
+        most = max(1, (fds - FD_MARGIN) // per_fd)
+        if g.per_container != "auto":
+            most = min(most, int(g.per_container))
+        n = math.ceil(g.count / most)
+        size = math.ceil(g.count / n)
+        for j in range(n):
+            count = min(size, g.count - j * size)
+            engines.append(Engine(f"{g.group}-conn{j}", g.group, gi, next_id + j * size, count,
+                                  j * size))
+        next_id += g.count
+    conns = sum(e.count * (2 if cfg.devices[e.group_index].protocol == "chunked" else 1)
+                for e in engines)
+    apps = cfg.applications.count if cfg.applications else 0
+    shards = cfg.applications.reply_shards if cfg.applications else 0
+    per_worker = max(1024, fds - SERVER_FD_MARGIN)
+    workers = max(1, math.ceil((conns + apps + shards) * 1.25 / per_worker))
+    sources = tuple(f"127.0.{1 + k // 250}.{1 + k % 250}"
+                    for k in range(max(1, math.ceil(conns / PORTS_PER_SOURCE))))
+    return Layout(engines, fds, workers, per_worker, sources, next_id, apps)

@@ -1,0 +1,160 @@
+"""The timeline of a connected run (process backend, loopback): edge server (rendered, checked,
+started unprivileged, ready) -> engines (connections files, staggered attach, DIR/attached) ->
+applications for ``duration_s`` -> engines stopped (their files) -> server stopped ->
+``connected-summary.json`` and its verdict. Ctrl-C or a failure stops what was started and
+keeps what was measured.
+
+Run directory ``reports/<name>-<UTC>/``: ``config.resolved.yaml``, ``edge/`` (rendered config,
+its stderr), ``engines/<group>-conn<j>/`` (connections.csv, the engine's files, stderr),
+``apps/`` (wot-rpcapp's files), ``connected-summary.json``."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Optional
+
+import yaml
+
+from wotbench.config.connected import connection_rows
+from wotbench.config.load import load_config
+from wotbench.connected.edge import Edge
+from wotbench.connected.layout import EDGE_ADDRESS, make_layout
+from wotbench.connected.verdict import summarize
+from wotbench.detector.tolerance import parse_tolerance
+from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.rundir import atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
+RPCAPP_BIN = ROOT / "rpc-app" / "build" / "wot-rpcapp"
+ATTACH_RATE = 5000            # first connects per second over all engines
+CONN_HEADER = ("index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,"
+               "service_us,reply_bytes,reconnect_ms")
+
+
+def _mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _stop(p: Optional[subprocess.Popen], grace: float = 60) -> None:
+    if p is not None and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_connected(config_path: str, out_root: str = "reports", log=print) -> int:
+    cfg = load_config(config_path)
+    for b in (FLEET_BIN, RPCAPP_BIN):
+        if not b.exists():
+            raise EnvironmentProblem(f"{b} is missing: run `make build`")
+    if cfg.backend not in ("process", "auto"):
+        raise ConfigError([f"backend: {cfg.backend}: connected devices run on the process "
+                           "backend only so far (docs/CONNECTED.md \"Not done\")"])
+    lay = make_layout(cfg)
+    run_dir = Path(out_root) / f"{cfg.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    run_dir.mkdir(parents=True)
+    os.chmod(run_dir, 0o755)
+    atomic.write_text(run_dir / "config.resolved.yaml",
+                      yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    edge = Edge(cfg.edge_server, run_dir / "edge", EDGE_ADDRESS, lay.server_workers,
+                lay.worker_connections, lay.fds_per_process)
+    try:
+        edge.prepare()                               # the server's own check, before anything
+    except BaseException:
+        edge.remove()
+        raise
+    log(f"connected run {run_dir}: {lay.describe()}")
+    procs: list[subprocess.Popen] = []
+    dirs: list[Path] = []
+    app_proc: Optional[subprocess.Popen] = None
+    apps = cfg.applications
+    extra: dict = {"load_before": os.getloadavg()}
+    attached_all = False
+    interrupted = False
+    try:
+        edge.start()
+        m0 = _mem_available()
+        t0 = time.monotonic()
+        first_of = {}
+        nid = 0
+        for g in cfg.devices:
+            if g.connection is not None:
+                first_of[g.group] = nid
+                nid += g.count
+        rate = max(1, ATTACH_RATE // max(1, len(lay.engines)))
+        shards = apps.reply_shards if apps else 1
+        for e in lay.engines:
+            g = cfg.devices[e.group_index]
+            d = run_dir / "engines" / e.name
+            (d / "out").mkdir(parents=True)
+            rows = connection_rows(g, first_of[g.group], edge.endpoint, shards, lay.sources,
+                                   offset=e.offset, count=e.count)
+            (d / "connections.csv").write_text(CONN_HEADER + "\n" + "\n".join(rows) + "\n")
+            argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
+                    str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
+            if apps:
+                argv += ["--id-marker", apps.id_marker]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                          stderr=open(d / "stderr.log", "wb")))
+            dirs.append(d / "out")
+        deadline = t0 + 60 + 2 * lay.devices / ATTACH_RATE
+        while time.monotonic() < deadline:
+            if all((d / "attached").exists() for d in dirs):
+                attached_all = True
+                break
+            if any(p.poll() is not None for p in procs) or not edge.running():
+                break
+            time.sleep(0.1)
+        extra["attach_s"] = time.monotonic() - t0
+        extra["host_memory_per_device_bytes"] = (m0 - _mem_available()) / max(1, lay.devices)
+        log(f"attached: {'all' if attached_all else 'NOT all'} after {extra['attach_s']:.1f} s")
+        warm_end = 0
+        if attached_all and apps:
+            (run_dir / "apps").mkdir()
+            start = time.monotonic_ns() + 1_000_000_000
+            warm_end = start + apps.warmup_s * 1_000_000_000
+            body = apps.body_template
+            argv = [str(RPCAPP_BIN), "--server", edge.endpoint, "--devices", f"0:{lay.devices}",
+                    "--log-dir", str(run_dir / "apps"), "--apps", str(apps.count),
+                    "--shards", str(apps.reply_shards),
+                    "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
+                    "--reply-path", apps.reply_path.replace("{shard}", "%u"),
+                    "--body", body, "--id-marker", apps.id_marker,
+                    "--think-ms", f"{apps.think_ms[0]}:{apps.think_ms[1]}",
+                    "--timeout-ms", str(apps.timeout_ms),
+                    "--duration-s", str(max(1, round(cfg.duration_s))),
+                    "--warmup-s", str(apps.warmup_s), "--start-at", str(start),
+                    "--source", "127.0.0.250"]
+            app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                        stderr=open(run_dir / "apps" / "stderr.log", "wb"))
+            app_proc.wait(cfg.duration_s + apps.timeout_ms / 1000 + 60)
+        elif attached_all:
+            time.sleep(cfg.duration_s)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        _stop(app_proc, 10)
+        extra["edge_running_at_end"] = edge.running()
+        for p in procs:
+            _stop(p)
+        edge.stop()
+        edge.remove()
+    extra["load_after"] = os.getloadavg()
+    summary = summarize(run_dir, dirs, run_dir / "apps" if apps and attached_all else None,
+                        lay.devices, attached_all,
+                        parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
+                        apps.think_ms[0] if apps else 0, warm_end, extra)
+    atomic.write_json(run_dir / "connected-summary.json", summary)
+    v = summary["verdict"]
+    log(f"verdict: {v['status']}" + (f" ({'; '.join(v['reasons'])})" if v["reasons"] else ""))
+    return 130 if interrupted else v["exit_code"]

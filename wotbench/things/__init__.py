@@ -1,0 +1,8 @@
+"""Things from W3C Thing Descriptions (TD 1.1) and Thing Models (TM 1.1), issue 34, docs/WOT.md.
+
+``spec`` (the ``things:`` config block) -> ``tdfile`` (read, instantiate a model) ->
+``tdschema`` (the TD 1.1 JSON Schema) -> ``affordances`` (CoAP forms) -> ``model`` (one entry
+resolved: resources and workload) -> ``expand`` (device groups, at config load) ->
+``workload``/``instances``/``files`` (trace rows, resource files, each instance's TD, at trace
+time) -> ``report`` (the table by Thing Model and affordance).
+"""

@@ -1,0 +1,147 @@
+"""``things:`` → device groups: the translation of Thing Descriptions into the config model.
+
+:func:`expand` runs on the raw config mapping before it is validated
+(:func:`wotbench.config.load.config_from_dict`): each ``things[k]`` entry becomes one device
+group appended to ``devices`` (``thing: k`` marks it), with the values the rest of WoTbench
+reads from a group: ``count``, ``mode``, ``threads``, ``engine``, ``resources`` (the TD's form
+paths and ``.well-known/wot``), the request-weighted service time and the request rate (for the
+planner, the CD's ``auto`` and the trace summary), the largest bodies (block-wise and engine
+checks) and ``observe`` when an observe op is in the workload (so the engine refuses it with
+its reason). What the trace and the resource files hold comes from the TD itself at trace time
+(:mod:`wotbench.things.workload`). Groups already marked ``thing`` (a resolved config read
+back) are dropped first and made again, so expanding twice gives the same config.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from wotbench.schema_errors import problems as schema_problems
+from wotbench.config.schema import Network
+from wotbench.deploy.fleet import AUTO_MIN_DEVICES
+from wotbench.things.directory import body_template
+from wotbench.things.directory import group_of as directory_group
+from wotbench.things.instances import compact, instance_td
+from wotbench.things.model import ThingPlan, plan
+from wotbench.things.spec import DirectorySpec, ThingSpec
+from wotbench.things.tdfile import TdError
+
+
+DEFAULT_SUBNET = Network.model_fields["subnet"].default
+
+
+def _absolute(p: Any, base_dir: Path) -> Any:
+    if isinstance(p, str) and p and not Path(p).expanduser().is_absolute():
+        return str((base_dir / p).resolve())
+    return p
+
+
+def _td_bytes(tp: ThingPlan) -> int:
+    """About the largest instance TD (the last instance, the longest IPv4 address): what
+    ``/.well-known/wot`` answers, for the block-wise and engine checks."""
+    last = tp.spec.count - 1
+    return len(compact(instance_td(tp, last, f"{tp.group}-{last}", "255.255.255.255:65535"))
+               .encode())
+
+
+def group_of(tp: ThingPlan, k: int) -> dict:
+    """The device group (raw mapping) of things entry ``k``."""
+    s = tp.spec
+    rate = tp.request_rate_per_s()
+    g: dict[str, Any] = {
+        "group": tp.group, "count": s.count, "threads": s.threads, "mode": s.mode,
+        "engine": s.engine, "thing": k, "resources": len(tp.resources),
+        "service_time": {"dist": "deterministic", "mean": max(tp.weighted_service_ms(), 1e-3)},
+        "rit": {"dist": "exponential", "mean": 1000.0 / rate if rate > 0 else 1000.0},
+        "requests": rate > 0,
+        "payload_bytes": max([r.response_bytes for r in tp.resources] + [_td_bytes(tp)]),
+        "request_payload_bytes": max([lp.request_bytes for lp in tp.loads] or [0]),
+    }
+    obs = [lp for lp in tp.loads if lp.method == "OBSERVE"]
+    if obs:   # what the generic checks and the engine look at; the trace comes from the TD
+        e = obs[0].entry
+        g["observe"] = {"resources": 1, "interval": e.notify.model_dump(exclude_none=True),
+                        "observers": max(lp.entry.observers for lp in obs),
+                        "type": e.notify_type}
+    return g
+
+
+def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
+    """(the mapping with the things' groups in ``devices``, problems as ``key: message``)."""
+    things = raw.get("things")
+    if things is None:
+        return raw, []
+    if not isinstance(things, list):
+        return raw, ["things: must be a list of {td | model, count, load, ...} entries"]
+    for t in things:
+        if isinstance(t, dict):
+            for key in ("td", "model"):
+                if key in t:
+                    t[key] = _absolute(t[key], base_dir)
+    specs, problems = [], []
+    for k, t in enumerate(things):
+        try:
+            specs.append(ThingSpec.model_validate(t))
+        except ValidationError as e:
+            problems += schema_problems(e, ThingSpec, ("things", k))
+    if problems:
+        return raw, problems
+    if isinstance(raw.get("gateways"), dict) and raw["gateways"].get("loop") == "closed":
+        return raw, ["things: a Thing's workload is open loop (rates per affordance), expected "
+                     "gateways.loop: open"]
+    devices = raw.get("devices")
+    if devices is None:
+        devices = []
+    if not isinstance(devices, list):
+        return raw, []   # the schema names it
+    kept = [g for g in devices if not (isinstance(g, dict) and (g.get("thing") is not None
+                                                                 or g.get("directory")))]
+    directory = None
+    if raw.get("directory") is not None:
+        try:
+            directory = DirectorySpec.model_validate(raw["directory"])
+        except ValidationError as e:
+            return raw, schema_problems(e, DirectorySpec, ("directory",))
+    dur = raw.get("duration_s", 60.0)
+    if directory is not None and isinstance(dur, (int, float)) and directory.register_within_s \
+            + directory.verify_within_s + directory.deregister_within_s > dur:
+        return raw, [f"directory: register_within_s + verify_within_s + deregister_within_s = "
+                     f"{directory.register_within_s + directory.verify_within_s + directory.deregister_within_s:g} s, "
+                     f"expected at most duration_s ({dur:g} s): the phases follow one another"]
+    seed = raw.get("seed", 1) if isinstance(raw.get("seed"), int) else 1
+    plans = []
+    for k, spec in enumerate(specs):
+        try:
+            plans.append(plan(spec, k, seed))
+        except TdError as e:
+            problems += [f"things[{k}].{'model' if spec.is_model else 'td'}: {p}"
+                         for p in e.problems]
+    if problems:
+        return raw, problems
+    total = sum(s.count for s in specs)
+    for k, tp in enumerate(plans):
+        obs = [lp for lp in tp.loads if lp.method == "OBSERVE"]
+        if obs and directory is None and total > AUTO_MIN_DEVICES and tp.spec.engine != "process":
+            problems.append(f"things[{k}].load[{obs[0].index}].op: {obs[0].entry.op} needs CoAP "
+                            f"Observe, which the wot-fleet engine (the devices' engine above "
+                            f"{AUTO_MIN_DEVICES} devices, docs/FLEET.md) does not have yet; "
+                            "expected no observe op here, or fewer Things (or engine: process)")
+    if problems:
+        return raw, problems
+    if directory is None:
+        kept += [group_of(tp, k) for k, tp in enumerate(plans)]
+    else:   # registered, not emulated: the run speaks HTTP to the directory
+        kept.append(directory_group(directory))
+        gw = raw.setdefault("gateways", {})
+        http = gw.setdefault("http", {}) if isinstance(gw, dict) else None
+        if isinstance(http, dict):   # the TD as the body, unless the config gives one
+            net = raw.get("network", {}).get("subnet", DEFAULT_SUBNET) \
+                if isinstance(raw.get("network"), dict) else DEFAULT_SUBNET
+            http.setdefault("headers", ["Content-Type: application/td+json"])
+            if http.get("body_template") is None and http.get("body_template_file") is None:
+                http["body_template"] = body_template(plans[0], net)
+    raw["devices"] = kept
+    raw["things"] = [s.model_dump(exclude_defaults=True) | {"count": s.count} for s in specs]
+    return raw, problems

@@ -1,0 +1,48 @@
+"""Each Thing instance's own TD: its forms addressed to the instance.
+
+An instance's TD is its TD (or its model instantiated with the instance's values) with
+``base`` set to the instance's ``coap://ADDRESS:PORT/`` and every CoAP form's ``href``
+relative to it (HTTP forms, which no emulated device serves, are left as they are), and an
+``id`` unique in the run (``urn:wotbench:<group>:<device>`` where the TD has none, or when one
+TD file gives many instances). WoT Discovery §6.1 names ``/.well-known/wot`` as where a
+Thing serves its TD; the device serves a body of this TD's size there
+(:mod:`wotbench.things.workload`; the devices send filler bytes of the configured size, not
+content) and the TD text itself is in the trace directory's ``things/tds.jsonl``, which a
+directory registration sends (docs/WOT.md).
+"""
+from __future__ import annotations
+
+import copy
+import json
+from urllib.parse import urljoin, urlsplit
+
+from wotbench.things.affordances import COAP_SCHEMES, KINDS
+from wotbench.things.model import ThingPlan
+
+
+def _relative(base: str, href: str) -> str:
+    parts = urlsplit(urljoin(base, href) if base else href)
+    if parts.scheme not in COAP_SCHEMES:
+        return href
+    return parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
+
+
+def instance_td(tp: ThingPlan, index: int, device: str, authority: str, scheme: str = "coap"
+                ) -> dict:
+    """The TD instance ``index`` (device ``device`` at ``authority``) serves."""
+    td = copy.deepcopy(tp.td(index, device))
+    old_base = td.get("base") if isinstance(td.get("base"), str) else ""
+    for kind in KINDS:
+        for aff in (td.get(kind) or {}).values():
+            for form in aff.get("forms") or []:
+                if isinstance(form, dict) and isinstance(form.get("href"), str):
+                    form["href"] = _relative(old_base, form["href"])
+    td["base"] = f"{scheme}://{authority}/"
+    shared_id = tp.spec.count > 1 and "{{" not in str(tp.template.get("id", ""))
+    if "id" not in td or shared_id:
+        td["id"] = f"urn:wotbench:{tp.group}:{device}"
+    return td
+
+
+def compact(td: dict) -> str:
+    return json.dumps(td, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,86 @@
+"""Values that conform to a TD data schema (TD 1.1 §5.3.2 DataSchema), for payload sizes.
+
+The trace carries a body's size, not its bytes (docs/CONTRACTS.md §1: the GE and the devices
+send filler of that size), so each affordance's request and response sizes are those of one
+value generated from its data schema with the run's seed, serialised as compact JSON, and
+checked against the schema with ``jsonschema`` (``pattern`` and ``format`` are not generated
+for, and so left out of that check).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import numpy as np
+
+# keys of an affordance that are not part of its data schema (TD 1.1 InteractionAffordance)
+_NOT_SCHEMA = {"forms", "observable", "uriVariables", "safe", "idempotent", "synchronous",
+               "input", "output", "data", "subscription", "cancellation", "dataResponse"}
+_UNCHECKED = ("pattern", "format", "contentMediaType", "contentEncoding")
+
+
+def data_schema(affordance_or_schema: dict) -> dict:
+    return {k: v for k, v in affordance_or_schema.items() if k not in _NOT_SCHEMA}
+
+
+def generate(schema: Any, rng: np.random.Generator, depth: int = 0) -> Any:
+    """One value conforming to ``schema`` (a TD DataSchema)."""
+    if not isinstance(schema, dict) or depth > 20:
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][int(rng.integers(len(schema["enum"])))]
+    for key in ("oneOf", "anyOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return generate(schema[key][0], rng, depth + 1)
+    t = schema.get("type")
+    if t == "boolean":
+        return bool(rng.integers(2))
+    if t in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", lo + 100))
+        if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or hi < lo:
+            lo, hi = 0, 100
+        if t == "integer":
+            a, b = int(np.ceil(lo)) + ("exclusiveMinimum" in schema), int(np.floor(hi)) - ("exclusiveMaximum" in schema)
+            return int(rng.integers(a, b + 1)) if b >= a else a
+        x = round(float(lo + (hi - lo) * (0.05 + 0.9 * rng.random())), 2)
+        return min(max(x, lo), hi)
+    if t == "string":
+        n = max(int(schema.get("minLength", 0)), min(8, int(schema.get("maxLength", 8))))
+        return "x" * n
+    if t == "array":
+        n = max(int(schema.get("minItems", 1)), 0)
+        n = min(n, int(schema.get("maxItems", n)))
+        return [generate(schema.get("items", {}), rng, depth + 1) for _ in range(n)]
+    if t == "object":
+        props = schema.get("properties") or {}
+        return {k: generate(v, rng, depth + 1) for k, v in props.items()}
+    if t == "null":
+        return None
+    return None
+
+
+def _checkable(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _checkable(v) for k, v in schema.items() if k not in _UNCHECKED}
+    if isinstance(schema, list):
+        return [_checkable(v) for v in schema]
+    return schema
+
+
+def body(schema: dict | None, rng: np.random.Generator) -> tuple[int, str | None]:
+    """(bytes of a compact JSON value of ``schema``, a problem or None); no schema: 0 bytes."""
+    if not schema:
+        return 0, None
+    value = generate(schema, rng)
+    try:
+        jsonschema.validate(value, _checkable(schema))
+    except jsonschema.ValidationError as e:
+        return 0, f"cannot generate a value it accepts ({e.message}), expected a data schema " \
+                  "with type/enum/const and satisfiable limits"
+    except jsonschema.SchemaError as e:
+        return 0, f"not a valid data schema ({e.message})"
+    return len(json.dumps(value, separators=(",", ":")).encode()), None

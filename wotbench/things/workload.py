@@ -1,0 +1,124 @@
+"""The trace rows and resource files of a device group made from a ``things:`` entry.
+
+Per instance, its resources are the TD's CoAP form paths (service time per affordance, the
+response size of a value of the affordance's data schema, Observe columns for an observed
+property or subscribed event) and ``.well-known/wot`` (the size of the instance's own TD).
+Per instance and ``load`` entry: a renewal process of requests (``rate_per_s``: Poisson, or
+``interval``) to the op's form with its method and the request body size of the schema; an
+observe op gives ``observers`` OBSERVE lines at uniform instants in
+``[0, register_within_s)`` and their CANCEL at the end of the test (observer k of a device
+has its own URI ``?o=k``). Every draw comes from ``numpy.random.default_rng([seed, group
+index, 100 + entry index])``: the same seed gives the same trace, and adding an entry does
+not change the others' rows.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from wotbench.config.distributions import make_distribution
+from wotbench.config.schema import Config, DistSpec
+from wotbench.deploy.resolve import DeviceAddress
+from wotbench.things.instances import compact, instance_td
+from wotbench.things.model import ThingPlan, cached_plan
+from wotbench.workload.formats import TRACE_METHODS, authority
+from wotbench.workload.renewal import stationary_arrivals as arrivals
+
+_STREAM_BASE = 100
+_OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
+
+
+@dataclass
+class ThingRows:
+    """The group's part of the trace (arrays as :class:`GeneratedTrace` holds them)."""
+    device_id: list[np.ndarray] = field(default_factory=list)
+    send_time_us: list[np.ndarray] = field(default_factory=list)
+    method: list[np.ndarray] = field(default_factory=list)
+    resource: list[np.ndarray] = field(default_factory=list)
+    payload: list[np.ndarray] = field(default_factory=list)
+    observer: list[np.ndarray] = field(default_factory=list)
+    resources: dict[str, list[tuple]] = field(default_factory=dict)   # device -> rows
+    paths: dict[int, list[str]] = field(default_factory=dict)         # device id -> paths
+    tds: dict[str, str] = field(default_factory=dict)                 # device -> its TD (JSON)
+
+
+def thing_plan(cfg: Config, gi: int) -> ThingPlan:
+    g = cfg.devices[gi]
+    return cached_plan(cfg.things[g.thing], g.thing, cfg.seed)
+
+
+def _interval(e) -> DistSpec:
+    if e.rate_per_s is not None:
+        return DistSpec(dist="exponential", mean=1000.0 / e.rate_per_s)
+    return DistSpec(dist=e.interval.dist, mean=e.interval.mean, cv=e.interval.cv)
+
+
+def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> ThingRows:
+    """Rows of group ``gi`` (devices ``first`` .. ``first + count - 1``)."""
+    g = cfg.devices[gi]
+    tp = thing_plan(cfg, gi)
+    out = ThingRows()
+    duration_us = int(round(cfg.duration_s * 1e6))
+    paths = [r.path for r in tp.resources]
+    observable = any(r.notify[0] != "none" for r in tp.resources)
+    scheme = "coaps" if cfg.dtls.enabled else "coap"
+    for k in range(g.count):
+        a = addrs[first + k]
+        text = compact(instance_td(tp, k, a.name, authority(a), scheme))
+        out.tds[a.name] = text
+        rows = []
+        for r in tp.resources:
+            size = len(text.encode()) if r.affordance == "" else r.response_bytes
+            row = (r.path, r.service_us, g.mode, size)
+            rows.append(row + r.notify if observable else row)
+        out.resources[a.name] = rows
+        out.paths[a.id] = paths
+    ids = np.arange(first, first + g.count, dtype=np.int64)
+    next_observer = np.zeros(g.count, np.int64)
+    for lp in tp.loads:
+        rng = np.random.default_rng([cfg.seed, gi, _STREAM_BASE + lp.index])
+        e = lp.entry
+        if lp.method == "OBSERVE":
+            n = g.count * e.observers
+            dev = np.repeat(ids, e.observers)
+            obs = np.repeat(next_observer, e.observers) + np.tile(np.arange(e.observers), g.count)
+            next_observer += e.observers
+            reg = np.floor(rng.random(n) * e.register_within_s * 1e6).astype(np.int64)
+            reg = np.minimum(reg, max(duration_us - 2, 0))
+            end = np.full(n, duration_us, np.int64)
+            out.device_id += [dev, dev]
+            out.send_time_us += [reg, end]
+            out.method += [np.full(n, _OBSERVE, np.int8), np.full(n, _CANCEL, np.int8)]
+            out.resource += [np.full(n, lp.resource, np.int64)] * 2
+            out.payload += [np.zeros(n, np.int64)] * 2
+            out.observer += [obs, obs]
+            continue
+        times = arrivals(make_distribution(_interval(e)), rng, g.count, cfg.duration_s * 1000.0)
+        n = sum(len(t) for t in times)
+        out.device_id.append(np.repeat(ids, [len(t) for t in times]))
+        out.send_time_us.append(np.floor(np.concatenate(times) * 1000.0).astype(np.int64)
+                                if n else np.zeros(0, np.int64))
+        out.method.append(np.full(n, TRACE_METHODS.index(lp.method), np.int8))
+        out.resource.append(np.full(n, lp.resource, np.int64))
+        out.payload.append(np.full(n, lp.request_bytes, np.int64))
+        out.observer.append(np.full(n, -1, np.int64))
+    return out
+
+
+def affordance_rows(cfg: Config) -> list[dict]:
+    """One row per group, load entry: what the report groups requests by (things/affordances.csv)."""
+    rows, first = [], 0
+    for gi, g in enumerate(cfg.devices):
+        if g.thing is not None:
+            tp = thing_plan(cfg, gi)
+            for lp in tp.loads:
+                rows.append({"group": g.group, "model": tp.model_name, "first_device": first,
+                             "devices": g.count, "affordance": lp.entry.affordance,
+                             "op": lp.entry.op, "method": lp.method,
+                             "path": tp.resources[lp.resource].path,
+                             # the observers' ?o=k, a query a form's href may not have had
+                             "pattern": re.escape(tp.resources[lp.resource].path) + r"(\?.*)?"})
+        first += g.count
+    return rows
