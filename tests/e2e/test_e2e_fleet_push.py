@@ -17,7 +17,7 @@ import yaml
 
 from e2e_support import REPO, run_dir_of
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]   # ~20 s: RD start, a 2.5 s test, the drain
 RD_BIN = Path(sys.executable).parent / "aiocoap-rd"
 STORE_BIN = shutil.which("coap-server-notls")
 FLEET_BIN = REPO / "wot-device" / "build" / "wot-fleet"
