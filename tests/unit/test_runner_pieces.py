@@ -202,7 +202,7 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
 
     r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
     rd = RunDir(tmp_path)
-    r.inputs = SimpleNamespace(rd=rd, pushing=frozenset())   # what stopping reads of stage 1
+    r.inputs = SimpleNamespace(rd=rd, pushing=frozenset(), resolved=None)   # what stopping reads of stage 1
     backend = r.backend = DockerBackend(Client(), "run", log=lambda msg: None)
 
     def device(name):

@@ -534,7 +534,7 @@ class Runner:
             self.ge_exit.setdefault(name, code)
         if self.sink is not None and self.sink.stop() not in (0, None):
             self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
-        h = inp.resolved.gateways.http if inp is not None else None
+        h = inp.resolved.gateways.http if inp is not None and inp.resolved is not None else None
         if h is not None and h.verify is not None and not (self.interrupted or self.error):
             http_phases.run("verify", inp.resolved, self._http_targets(),
                             self.rd.path / "phases" / "verify", log)   # judged by the analysis
