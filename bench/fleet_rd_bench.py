@@ -195,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         a.set = ["devices[2].count=300", "duration_s=3", "contention_detector.calibration_s=1",
                  "devices[2].push[0].interval.mean=3000",
                  "devices[2].push[1].interval.mean=3000"] + a.set
+    elif not any(x.startswith("devices[2].count=") for x in a.set):
+        a.set = ["devices[2].count=100000"] + a.set   # the size; the example has 10 000
     if not (REPO / ".venv" / "bin" / "aiocoap-rd").exists():
         print("fleet-rd bench skipped: .venv/bin/aiocoap-rd is missing (make build installs it)")
         return 0
