@@ -29,6 +29,12 @@ def ge_bin() -> Path:
 
 
 @pytest.fixture(scope="session")
+def sink_bin() -> Path:
+    """The notification sink (issue 35), ASan+UBSan (tests/c/test_notify_sink.py)."""
+    return _make("gateway-emulator", "build/notify-sink-asan", "notify-sink-asan")
+
+
+@pytest.fixture(scope="session")
 def ge_asan_bin() -> Path:
     return _make("gateway-emulator", "asan", "gateway-emulator-asan")
 

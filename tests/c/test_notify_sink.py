@@ -18,13 +18,6 @@ from testkit.nchan import Nchan, nchan_available
 from testkit.nginx import free_tcp_port
 from wotbench.analysis import notify_sink
 
-from conftest import _make
-
-
-@pytest.fixture(scope="session")
-def sink_bin() -> Path:
-    return _make("gateway-emulator", "build/notify-sink-asan", "notify-sink-asan")
-
 
 class Sink:
     def __init__(self, binary, out: Path, *args, duration_ms=4000):
