@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from testkit import hostlock                                   # noqa: E402
+from testkit.bench import SMOKE_BANNER, SMOKE_HELP             # noqa: E402
 from testkit.ge import run_ge, write_trace                     # noqa: E402
 from testkit.nchan import Nchan, nchan_available               # noqa: E402
 from wotbench.analysis import notify_sink                      # noqa: E402
@@ -58,11 +59,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="100,1000,5000")
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     a = ap.parse_args()
     if not nchan_available():
         print("skipped: nginx's nchan module is not installed (apt-get install libnginx-mod-nchan)")
         return 0
-    hostlock.hold()
+    if a.smoke:     # one short rate, the same path, no host lock
+        print(SMOKE_BANNER)
+        a.rates, a.seconds = "50", 1.0
+    else:
+        hostlock.hold()
     print(f"load average before: {Path('/proc/loadavg').read_text().strip()}")
     print("| updates/s | subscriber | updates | notified | lost | dup | notif/s | p50 ms | "
           "p99 ms | max ms |")

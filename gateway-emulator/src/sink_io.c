@@ -362,6 +362,9 @@ static int open_listener(sink_t *S, sink_sub_t *s, uint32_t si) {
                 s->spec, strerror(errno));
         return 1;
     }
+    /* on the listening socket too: a connection inherits it at accept, so bytes that arrived
+     * before accept4() returned (a client that sends right after connecting) carry a stamp */
+    rxstamp_enable(fd);
     s->fd = fd;
     s->ready = 1;
     return 0;

@@ -105,6 +105,9 @@ SMOKES = [
                                  r"^  testbed-attributed connection losses: 0$",
                                  rf"^  round trip \(app send -> reply\) p50 {NUM} ms"),
           needs=("nginx",)),
+    Smoke("notify_bench.py", (r"^\| 50 \| sse-a \| 50 \| 50 \| 0 \| 0 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$",
+                              r"^\| 50 \| sse-b \| 50 \| 50 \| 0 \| 0 \| "),
+          needs=("nginx",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
           needs=("docker",)),
