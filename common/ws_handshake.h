@@ -73,17 +73,18 @@ static inline int http_header(const char *head, size_t len, const char *name, ch
         if ((i == 0 || head[i - 1] != '\n') || strncasecmp(head + i, name, nl) != 0 ||
             head[i + nl] != ':')
             continue;
-        size_t v = i + nl + 1, o = 0;
+        size_t v = i + nl + 1, e;
         while (v < len && (head[v] == ' ' || head[v] == '\t'))
             v++;
-        while (v < len && head[v] != '\r' && head[v] != '\n') {
-            if (o + 1 >= cap)
-                return -1;
-            out[o++] = head[v++];
+        for (e = v; e < len && head[e] != '\r' && head[e] != '\n'; e++) {
         }
-        while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == '\t'))
-            o--;
-        out[o] = '\0';
+        /* the value without its trailing whitespace (RFC 9110 OWS) must fit, not the raw line */
+        while (e > v && (head[e - 1] == ' ' || head[e - 1] == '\t'))
+            e--;
+        if (e - v + 1 > cap || memchr(head + v, '\0', e - v))   /* NUL: not a field value */
+            return -1;
+        memcpy(out, head + v, e - v);
+        out[e - v] = '\0';
         return 0;
     }
     return -1;
