@@ -11,7 +11,8 @@ from typing import Callable, TypeVar
 from wotbench.config.schema import Config
 
 T = TypeVar("T")
-KEEP = 4                       # configs remembered per function (a run uses one or two)
+KEEP = 2                       # configs remembered per function (a run uses one or two; 10^6
+                               # devices hold ~250 MB of layout each)
 
 
 def per_config(fn: Callable[..., list[T]]) -> Callable[..., list[T]]:
