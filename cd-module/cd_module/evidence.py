@@ -43,7 +43,7 @@ from wotbench.csvcheck import read_optional_csv
 from wotbench.deploy.plan import parse_cpuset
 from scipy.stats import binom
 
-from cd_module import hostshare
+from cd_module import hostshare, loop_lag
 from wotbench.rundir import GeIntegrityParams, RunDir, RunRecord
 from wotbench.rundir.evidence import (Antagonist, EvidenceBlock, EvidenceParams, EvidenceSources,
                                       Flag, PlaceWindow, WindowEvidence)
@@ -306,7 +306,8 @@ def _flags(w: WindowEvidence, p: EvidenceParams, places: "Places",
         if pw.requests < p.min_requests:
             continue
         if pw.beyond_tolerance:
-            rule = pw.added_by if pw.added_by in ("cpu_wait", "stretch", "wakeup", "queueing") \
+            rule = pw.added_by if pw.added_by in ("cpu_wait", "stretch", "wakeup", "queueing",
+                                                  "loop_lag") \
                 else "cpu_wait"
             out.append(Flag(rule=rule, place=pw.place, text=hostshare.describe_window(
                 pw, where, p.verdict) + _measures_text(pw, their)))
@@ -355,13 +356,18 @@ def describe(a: Antagonist) -> str:
 def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
            services: dict[str, pd.DataFrame], sends: dict[str, GeSends], test_start_ns: int,
            duration_s: float, window_s: float, p: Optional[EvidenceParams] = None,
-           responses: Optional[pd.DataFrame] = None) -> tuple[EvidenceBlock, pd.DataFrame]:
+           responses: Optional[pd.DataFrame] = None,
+           loops: Optional[dict[str, loop_lag.LoopLags]] = None
+           ) -> tuple[EvidenceBlock, pd.DataFrame]:
     """The evidence block and its per-window, per-place series (``series/evidence.csv``).
 
     ``logs``/``services``: each device's log and resource table (the CD node's too), by name;
     ``sends``: each GE's send lags with its GE-integrity tolerance; ``responses``: the answered
-    requests (device, sent_ns absolute, rt_ms) whose mean R the host's share is a share of."""
+    requests (device, sent_ns absolute, rt_ms) whose mean R the host's share is a share of;
+    ``loops``: the wot-fleet loops' per-request lags (places, flags and host-share source of
+    their own, cd_module/loop_lag.py)."""
     p = p or EvidenceParams()
+    loops = loops or {}
     files = MonitorFiles.read(rd)
     sources = _sources(rd, files.cgroups)
     if not logs:
@@ -381,10 +387,16 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     windows = _windows(files, logs, services, sends, places, edges, p)
     for w in windows:       # the host share's quiet spans need the windows' times
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
+    loop_lag.add_places(windows, loops, edges, p)
+    if loops and sources.device_logs == "no device logs":   # the engines' logs are the devices'
+        sources.device_logs = None
     of = {name: place for name, place in places.of.items()
           if place in places.device_places() or place == "cd-node"}
-    share = hostshare.assess(_fine_inputs(files, logs, services, sends, places, edges, nwin, p),
-                             windows, set(places.device_places()), of, responses, edges, p)
+    loop_of = {d: place for place, lg in loops.items() for d in lg.devices}
+    fine = _fine_inputs(files, logs, services, sends, places, edges, nwin, p)
+    _loop_inputs(fine, loops, edges, nwin)
+    share = hostshare.assess(fine, windows, set(places.device_places()), of, responses, edges, p,
+                             loop_of)
     share.per_group = hostshare.by_group(share.per_device, {
         d.name: d.group or d.name.rpartition("-")[0] for d in run.devices})
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
@@ -395,6 +407,7 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         calibration.window = -1
     for w in windows:
         w.flags = _flags(w, p, places, push_devices)
+    loop_lag.add_flags(windows, loops, p)
     block = EvidenceBlock(params=p, sources=sources, calibration=calibration, windows=windows,
                           other_runs=run.other_runs, host_share=share)
     return block, series(block)
@@ -428,6 +441,21 @@ def _fine_inputs(files: MonitorFiles, logs, services, sends: dict[str, GeSends],
         inside = (idx >= 0) & (idx < nwin * k)
         inp.lag_ms[ge] = [s.lag_ms[inside & (idx == i)] for i in range(nwin * k)]
     return inp
+
+
+def _loop_inputs(inp: hostshare.Inputs, loops: dict[str, loop_lag.LoopLags], edges: np.ndarray,
+                 nwin: int) -> None:
+    """Each loop's per-request lag on the fine grid (the host share's ``loop_lag`` sample)."""
+    k = inp.k
+    fine = edges[0] + np.arange(nwin * k + 1) * ((edges[1] - edges[0]) / k if len(edges) > 1
+                                                 else 1e9 / k)
+    for place, lg in loops.items():
+        idx = np.searchsorted(fine, lg.arrival_ns, side="right") - 1
+        inside = (idx >= 0) & (idx < nwin * k)
+        order = np.argsort(idx[inside], kind="stable")
+        counts = np.bincount(idx[inside], minlength=nwin * k)
+        inp.loop_ms[place] = np.split(lg.added_ms()[inside][order], np.cumsum(counts)[:-1])
+        inp.requests[place] = counts.astype(np.float64)
 
 
 def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,

@@ -18,7 +18,11 @@ level of that measure, with a confidence interval from the window's sample:
   request stretched by the host delays every request queued behind it, which no per-thread wait
   shows. Only for devices whose workers do not share a CPU in the real deployment (one worker,
   or sleep service); a busy device of several workers is left to the other measures;
-- ``send_lag`` (GEs only): how much later than scheduled each request left, minus its level.
+- ``send_lag`` (GEs only): how much later than scheduled each request left, minus its level;
+- ``loop_lag`` (wot-fleet loops): how much later than its kernel arrival a request was read plus
+  how much later than due its sleep service ended, minus its level: the engine's own delay,
+  which the devices' run-queue wait cannot show (one loop thread serves thousands of devices).
+  Its level is its lowest window's, not the median: only disturbance raises a loop's lag.
 
 These measures overlap (a preempted busy service is run-queue wait *and* stretch; a late
 wake-up is run-queue wait of the I/O thread), so a place's added latency is the **largest**
@@ -81,6 +85,8 @@ class Inputs:
     # end − the end on a device of its own (replay_ends): stretch, wake-up and the queueing they
     # caused behind them, per request
     queue_ms: dict[str, list[list[float]]] = field(default_factory=dict)
+    # a wot-fleet loop's read lag + timer lateness per request (cd_module/loop_lag.py)
+    loop_ms: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
     def sub(self, w: int) -> slice:
         return slice(w * self.k, (w + 1) * self.k)
@@ -113,9 +119,23 @@ def _level(values: list[tuple[int, float]], quiet: dict[tuple[str, int], bool], 
     return float(min(v for _, v in values)), "no quiet window: the quietest window's (may under-state)"
 
 
-def _sample_source(name: str, samples: dict[str, list], per_request_of: str) -> Source:
+def _floor_level(values: list[tuple[int, float]], quiet: dict[tuple[str, int], bool], place: str
+                 ) -> tuple[Optional[float], str]:
+    """The lowest window's value (quiet ones first): for a lag that only disturbance can raise
+    (a wot-fleet loop's), so a loop late for most of the test does not make that its level."""
+    if not values:
+        return None, "no window with enough requests"
+    q = [v for w, v in values if quiet.get((place, w), True)]
+    if q:
+        return float(min(q)), f"lowest of {len(q)} quiet window(s)"
+    return float(min(v for _, v in values)), "no quiet window: the lowest window's"
+
+
+def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
+                   level=_level) -> Source:
     """A source whose measure is a per-request sample (stretch, wake-up, send lag): the added
-    latency per request of the place = (Σx − own·n_x) / n, n the window's requests."""
+    latency per request of the place = (Σx − own·n_x) / n, n the window's requests; the own
+    level by ``level`` (default: the median of the quiet windows)."""
     def source(inp: Inputs, windows, quiet, v: VerdictParams):
         out = {}
         for place, subs in samples(inp).items():
@@ -129,7 +149,7 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str) -> 
                     n = len(x)
                 per_win.append((x, n))
             vals = [(w, float(x.mean())) for w, (x, n) in enumerate(per_win) if len(x) >= 10]
-            own, how = _level(vals, quiet, place)
+            own, how = level(vals, quiet, place)
             if own is None:
                 continue
             for w, (x, n) in enumerate(per_win):
@@ -202,6 +222,8 @@ SOURCES: list[Source] = [
     _sample_source("wakeup", lambda i: i.wakeup_ms, "all"),
     _sample_source("queueing", lambda i: i.queue_ms, "all"),
     _sample_source("send_lag", lambda i: {k: list(v) for k, v in i.lag_ms.items()}, "own"),
+    _sample_source("loop_lag", lambda i: {k: list(v) for k, v in i.loop_ms.items()}, "own",
+                   _floor_level),
 ]
 
 
@@ -228,9 +250,11 @@ def _quiet(windows: list[WindowEvidence], v: VerdictParams) -> dict[tuple[str, i
     return out
 
 
-def _r_per_window(responses: Optional[pd.DataFrame], of: dict[str, str], edges_ns: np.ndarray
+def _r_per_window(responses: Optional[pd.DataFrame], of: dict[str, str], edges_ns: np.ndarray,
+                  also: Optional[dict[str, str]] = None
                   ) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], tuple[int, float]]]:
-    """Mean R per (place, window), and per (device, window) (count, mean R)."""
+    """Mean R per (place, window), and per (device, window) (count, mean R); ``also``: a second
+    place of some devices (a wot-fleet loop), whose R is its devices' too."""
     by_place: dict[tuple[str, int], float] = {}
     by_dev: dict[tuple[str, int], tuple[int, float]] = {}
     if responses is None or not len(responses):
@@ -238,11 +262,15 @@ def _r_per_window(responses: Optional[pd.DataFrame], of: dict[str, str], edges_n
     df = responses.assign(win=np.searchsorted(edges_ns, responses["sent_ns"].to_numpy(np.float64),
                                               side="right") - 1)
     df = df[(df["win"] >= 0) & (df["win"] < len(edges_ns) - 1)]
-    df = df.assign(place=df["device"].map(of))
-    for (place, w), g in df.dropna(subset=["place"]).groupby(["place", "win"]):
-        by_place[(str(place), int(w))] = float(g["rt_ms"].mean())
-    for (dev, w), g in df.groupby(["device", "win"]):
-        by_dev[(str(dev), int(w))] = (len(g), float(g["rt_ms"].mean()))
+    # aggregated by pandas, read back as arrays: a 10^5-device run has 10^6 (device, window)
+    # groups, too many for a Python loop over groups
+    for mapping in (of, also or {}):
+        placed = df.assign(place=df["device"].map(mapping)).dropna(subset=["place"])
+        agg = placed.groupby(["place", "win"], observed=True)["rt_ms"].mean()
+        by_place.update({(str(pl), int(w)): float(r) for (pl, w), r in agg.items()})
+    agg = df.groupby(["device", "win"], observed=True)["rt_ms"].agg(["count", "mean"])
+    by_dev.update({(str(d), int(w)): (int(c), float(r)) for (d, w), c, r in
+                   zip(agg.index, agg["count"].to_numpy(), agg["mean"].to_numpy())})
     return by_place, by_dev
 
 
@@ -258,14 +286,17 @@ def tolerance_text(v: VerdictParams) -> str:
 
 
 def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: dict[str, str],
-           responses: Optional[pd.DataFrame], edges_ns: np.ndarray, p: EvidenceParams
-           ) -> HostShare:
+           responses: Optional[pd.DataFrame], edges_ns: np.ndarray, p: EvidenceParams,
+           loop_of: Optional[dict[str, str]] = None) -> HostShare:
     """Fill every PlaceWindow's host-share fields in place and return the run's block.
     ``devices``: the device places, whose amounts are the run's (the summary, the grade);
     they and the CD node (a device stand-in on the same cores) are judged against the
     tolerance; ``of``: device -> place; ``responses``: device, sent_ns (absolute), rt_ms of
-    answered requests."""
-    judged = set(devices) | {"cd-node"}
+    answered requests; ``loop_of``: a wot-fleet device -> its loop's place (judged too: the
+    loop serves its devices, and a device's amount is the larger of its place's and its
+    loop's)."""
+    loop_of = loop_of or {}
+    judged = set(devices) | {"cd-node"} | set(loop_of.values())
     v = p.verdict
     quiet = _quiet(windows, v)
     estimates: dict[tuple[str, int], Estimate] = {}
@@ -273,7 +304,7 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
         for key, e in source(inp, windows, quiet, v).items():
             if key not in estimates or e.ms > estimates[key].ms:
                 estimates[key] = e
-    r_place, r_dev = _r_per_window(responses, of, edges_ns)
+    r_place, r_dev = _r_per_window(responses, of, edges_ns, loop_of)
     block = HostShare(tolerance=tolerance_text(v))
     own_from: dict[str, set[str]] = {}
     for (place, _), e in estimates.items():
@@ -282,7 +313,7 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
         for pw in w.places:
             _fill(pw, estimates.get((pw.place, w.window)), r_place.get((pw.place, w.window)),
                   pw.place in judged and pw.requests >= p.min_requests, v)
-    _summarise(block, windows, set(devices), of, r_dev, v)
+    _summarise(block, windows, judged - {"cd-node"}, of, r_dev, v, loop_of)
     for place, ps in block.per_place.items():
         ps.own_from = "; ".join(sorted(own_from.get(place, ())))
     return block
@@ -311,7 +342,7 @@ def _fill(pw: PlaceWindow, e: Optional[Estimate], r_ms: Optional[float], judge: 
 
 def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str],
                of: dict[str, str], r_dev: dict[tuple[str, int], tuple[int, float]],
-               v: VerdictParams) -> None:
+               v: VerdictParams, loop_of: dict[str, str]) -> None:
     added_by: dict[tuple[str, int], float] = {}
     for w in windows:
         for pw in w.places:
@@ -345,15 +376,20 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         ps.windows_beyond = sum(1 for _, pw in rows if pw.beyond_tolerance)
         block.per_place[place] = ps
     # per device: its own requests and R, its place's added latency per request in each window
-    for dev, place in of.items():
-        if place not in judged:
+    by_dev: dict[str, list[tuple[int, int, float]]] = {}
+    for (d, w), (c, r) in r_dev.items():
+        by_dev.setdefault(d, []).append((w, c, r))
+    for dev in {**of, **loop_of}:
+        place, loop = of.get(dev), loop_of.get(dev)
+        if place not in judged and loop is None:
             continue
-        counts = [(w, c, r) for (d, w), (c, r) in r_dev.items() if d == dev]
+        counts = by_dev.get(dev, [])
         if not counts:
             continue
         ps = PlaceShare(requests=sum(c for _, c, _ in counts))
         ps.r_ms = round(sum(c * r for _, c, r in counts) / ps.requests, 4)
-        known = [(c, added_by[(place, w)]) for w, c, _ in counts if (place, w) in added_by]
+        known = [(c, max(added_by.get((place, w), 0.0), added_by.get((loop, w), 0.0)))
+                 for w, c, _ in counts if (place, w) in added_by or (loop, w) in added_by]
         if known and sum(c for c, _ in known):
             ps.added_ms = round(sum(c * a for c, a in known) / sum(c for c, _ in known), 4)
             ps.added_share = round(ps.added_ms / ps.r_ms, 4) if ps.r_ms else None
@@ -368,8 +404,11 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         block.worst_window, block.worst_place = w, worst.place
         block.worst_added_ms, block.worst_share = worst.added_ms, worst.added_share
         block.grade = worst.grade or "none"
-    dev_rows = [ps for place, ps in block.per_place.items() if place in judged and ps.added_ms
-                is not None and ps.r_ms]
+    # the run's amount per request: over the device places; with wot-fleet loops, whose
+    # requests are also their devices' places', over the devices (each the larger of the two)
+    rows = block.per_device.items() if loop_of else block.per_place.items()
+    dev_rows = [ps for key, ps in rows if (loop_of or key in judged) and ps.added_ms is not None
+                and ps.r_ms]
     n = sum(ps.requests for ps in dev_rows)
     if n:
         block.added_ms = round(sum(ps.requests * ps.added_ms for ps in dev_rows) / n, 4)
@@ -411,4 +450,5 @@ def describe_window(pw: PlaceWindow, where: str, v: VerdictParams) -> str:
 
 MEASURE_WORDS = {"cpu_wait": "run-queue wait (the CPU)", "stretch": "busy-service stretch",
                  "wakeup": "wake-up delay", "queueing": "the queueing they caused (replayed on a "
-                 "device of its own)", "send_lag": "send lag"}
+                 "device of its own)", "send_lag": "send lag",
+                 "loop_lag": "the engine loop's lag (read late, timer late)"}

@@ -5,12 +5,14 @@ An engine hosts thousands of devices on one event loop per core, so the devices'
 served on time: the loop is one thread for all of them. The engine stamps each request instead:
 the kernel's arrival, when the loop read it, when its service was due to end and when it did
 (docs/CONTRACTS.md §3b). Per window of the evidence grid and per loop (place
-``fleet <engine> loop <k>``), :func:`apply` adds the loop's requests, p99 read lag, p99 timer
-lateness and late share to the evidence block, and flags the window when more than
-``loop_max_late_share`` of them were read or ended more than ``loop_lag_ms`` late (one-sided
-binomial test at ``loop_alpha``): an engine that falls behind its devices is the testbed's
-distortion, as a GE that sends late is. The verdict takes the flag like any other
-(:func:`cd_module.verdict.combine`).
+``fleet <engine> loop <k>``), :func:`add_places` adds the loop's requests, p99 read lag, p99
+timer lateness and late share to the evidence windows, and :func:`add_flags` flags the window
+when more than ``loop_max_late_share`` of them were read or ended more than ``loop_lag_ms``
+late (one-sided binomial test at ``loop_alpha``): an engine that falls behind its devices is the
+testbed's distortion, as a GE that sends late is. The verdict takes the flag like any other
+(:func:`cd_module.verdict.combine`). The same per-request lags are the host share's
+``loop_lag`` source (:mod:`cd_module.hostshare`): how many ms per request the loop added beyond
+its own level, as a share of its devices' R.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Optional
 import numpy as np
 from scipy.stats import binom
 
-from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams, Flag, PlaceWindow
+from wotbench.rundir.evidence import EvidenceParams, Flag, PlaceWindow, WindowEvidence
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,13 @@ class LoopLags:
     timer_late_ms: np.ndarray
     cores: tuple[int, ...] = ()
     engine: str = ""
+    devices: frozenset[str] = frozenset()    # the loop's devices (their R is the loop's R)
+
+    def added_ms(self) -> np.ndarray:
+        """What the loop added to each request: read late plus timer late (a missing stamp or
+        a busy service: that part 0), the host share's per-request sample."""
+        return np.clip(np.nan_to_num(self.read_lag_ms), 0, None) + \
+            np.clip(np.nan_to_num(self.timer_late_ms), 0, None)
 
 
 def _p99(v: np.ndarray) -> Optional[float]:
@@ -57,19 +66,13 @@ def flag(pw: PlaceWindow, p: EvidenceParams) -> Optional[Flag]:
         f"{_ms(pw.timer_late_p99_ms)}): the engine fell behind its devices"))
 
 
-def apply(block: EvidenceBlock, loops: dict[str, LoopLags], test_start_ns: int) -> EvidenceBlock:
-    """Each loop's place in every test window of ``block`` (the evidence grid), and its flags."""
-    p = block.params
-    if not loops or not block.windows:
-        return block
-    if block.sources.device_logs == "no device logs":   # the engines' logs are the devices'
-        block.sources.device_logs = None
-    edges = test_start_ns + np.array([w.start_s for w in block.windows] +
-                                     [block.windows[-1].end_s]) * 1e9
+def add_places(windows: list[WindowEvidence], loops: dict[str, LoopLags], edges_ns: np.ndarray,
+               p: EvidenceParams) -> None:
+    """Each loop's place in every window (``edges_ns``: the windows' edges, absolute ns)."""
     for place, lg in loops.items():
-        idx = np.searchsorted(edges, lg.arrival_ns, side="right") - 1
+        idx = np.searchsorted(edges_ns, lg.arrival_ns, side="right") - 1
         late = (lg.read_lag_ms > p.loop_lag_ms) | (lg.timer_late_ms > p.loop_lag_ms)
-        for i, w in enumerate(block.windows):
+        for i, w in enumerate(windows):
             sel = idx == i
             pw = PlaceWindow(place=place, requests=int(sel.sum()))
             if pw.requests:
@@ -77,7 +80,13 @@ def apply(block: EvidenceBlock, loops: dict[str, LoopLags], test_start_ns: int) 
                 pw.timer_late_p99_ms = _p99(lg.timer_late_ms[sel])
                 pw.late_share = round(float(late[sel].mean()), 4)
             w.places.append(pw)
-            f = flag(pw, p)
-            if f is not None:
-                w.flags.append(f)
-    return block
+
+
+def add_flags(windows: list[WindowEvidence], loops: dict[str, LoopLags], p: EvidenceParams
+              ) -> None:
+    for w in windows:
+        for pw in w.places:
+            if pw.place in loops:
+                f = flag(pw, p)
+                if f is not None:
+                    w.flags.append(f)

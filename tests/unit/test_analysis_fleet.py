@@ -88,6 +88,26 @@ def test_a_loop_that_falls_behind_flags_its_windows(tmp_path):
     assert "fleet sensor-fleet0 loop 1" in text and "late" in text
 
 
+def test_the_loops_lag_is_the_hosts_share_of_its_devices_response_time(tmp_path):
+    # loop 1 reads every request 5 ms late from 12 s of a 30 s test: the host share's
+    # loop_lag source says so per window (its level the lowest window's, not the late median),
+    # and its devices carry it; loop 0 adds nothing
+    root = make_fleet_run(tmp_path, FleetSpec(n_devices=40, loops=2, duration_s=30,
+                                              late_loop=1, late_from_s=12.0))
+    s = analyze(root)
+    late = "fleet sensor-fleet0 loop 1"
+    by = {(pw.place, w.window): pw for w in s.evidence.windows for pw in w.places}
+    assert by[(late, 2)].added_by == "loop_lag"
+    assert by[(late, 2)].added_ms == pytest.approx(5.0, rel=0.05)
+    assert by[(late, 1)].added_ms == pytest.approx(5.0 * 0.8, rel=0.1)    # late from 12 s of 10-20
+    assert by[(late, 0)].added_ms < 0.05 and by[(late, 2)].beyond_tolerance
+    assert by[("fleet sensor-fleet0 loop 0", 2)].added_ms < 0.05
+    share = s.evidence.host_share
+    loop_devices = {d for d, ps in share.per_device.items() if ps.added_ms and ps.added_ms > 1}
+    assert loop_devices and share.per_place[late].windows_beyond == 2
+    assert share.added_ms > 1 and share.grade == "severe"
+
+
 def test_lag_below_the_limit_does_not_flag(tmp_path):
     root = make_fleet_run(tmp_path, FleetSpec(n_devices=40, duration_s=20, late_loop=0,
                                               late_extra_us=600.0))   # 0.6 ms < 1 ms

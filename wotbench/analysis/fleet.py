@@ -149,7 +149,8 @@ def analyse(run: RunData, names: list[str], window_s: float, loop_lag_ms: float
                 arrival_ns=f.log["arrival_ns"].to_numpy(np.float64)[mine],
                 read_lag_ms=lags["read_lag"][mine] / 1e3,
                 timer_late_ms=lags["timer_late"][mine] / 1e3, cores=_loop_cores(cores, lp, rec),
-                engine=f.name)
+                engine=f.name, devices=frozenset(
+                    names[c] for c in np.unique(codes[mine]) if c >= 0))
             for w in range(nwin):
                 k = j * nwin + w
                 q = {key: per_win[key]["quantiles"][k] for key in LAGS}
@@ -175,7 +176,8 @@ def with_flags(block: Optional[FleetBlock], evidence: Optional[EvidenceBlock]
         return block
     for e in block.engines:
         for lp in e.per_loop:
-            lp.windows_flagged = [w.window for w in evidence.windows for fl in w.flags
-                                  if fl.rule == "loop_lag" and fl.place == place(e.name, lp.loop)]
+            lp.windows_flagged = sorted({w.window for w in evidence.windows for fl in w.flags
+                                         if fl.rule == "loop_lag"
+                                         and fl.place == place(e.name, lp.loop)})
     block.behind = any(lp.windows_flagged for e in block.engines for lp in e.per_loop)
     return block

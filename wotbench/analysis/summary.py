@@ -14,7 +14,6 @@ import pandas as pd
 from wotbench.analysis import http_phases, notify_sink, notify_slo, sut_faults
 from wotbench.analysis import blockwise as blkm
 from cd_module import evidence as evid
-from cd_module import loop_lag
 from cd_module import verdict as cont
 from wotbench.analysis import decomposition as decomp
 from wotbench.analysis import dtls as dtlsm
@@ -341,10 +340,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
         run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s,
-        _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run))
-    if loop_lags:   # the engines' loops: evidence of their own (cd_module/loop_lag.py)
-        evidence = loop_lag.apply(evidence, loop_lags, run.test_start_ns)
-        series["evidence"] = evid.series(evidence)
+        _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run),
+        loop_lags)    # the engines' loops: evidence of their own (cd_module/loop_lag.py)
     series["host_share"] = evid.host_share_series(evidence)
     fleet_block = fleetm.with_flags(fleet_block, evidence)
     contention = cont.combine(contention, evidence)

@@ -15,6 +15,19 @@ RULE_NAMES = {"cd": "CD node R_d", "cpu_wait": "CPU wait", "stretch": "busy stre
               "loop_lag": "engine loop lag"}   # every FlagRule (tests/unit/test_report.py)
 
 
+LIST_ALL_UP_TO = 50      # devices; above, the table lists the TOP_DEVICES the host added most to
+TOP_DEVICES = 10         # (as the report's slowest/fastest lists)
+
+
+def _most_added(per_device: dict) -> list[dict]:
+    """Every device (small runs), or the TOP_DEVICES with the most added per request (a
+    fleet of 10^5 devices: summary.json keeps them all)."""
+    items = sorted(per_device.items())
+    if len(items) > LIST_ALL_UP_TO:
+        items = sorted(items, key=lambda kv: -(kv[1].added_ms or 0.0))[:TOP_DEVICES]
+    return [{"name": k, **p.model_dump()} for k, p in items]
+
+
 def host_share(e) -> Optional[dict]:
     """The host's share for the report: the run's grade and amounts, per place and per
     device (None before the host share existed)."""
@@ -32,7 +45,8 @@ def host_share(e) -> Optional[dict]:
             "worst_window": (f"{e.windows[hs.worst_window].start_s:g}–"
                              f"{e.windows[hs.worst_window].end_s:g} s"
                              if hs.worst_window is not None else None),
-            "places": rows(hs.per_place), "devices": rows(hs.per_device),
+            "places": rows(hs.per_place), "devices": _most_added(hs.per_device),
+            "devices_total": len(hs.per_device),
             "grades": {"mild": v.mild, "moderate": v.moderate, "severe": v.severe}}
 
 
