@@ -277,6 +277,42 @@ def test_report_table_groups_requests_by_model_and_affordance(tmp_path):
     assert sum(r["requests"] for r in t["rows"]) == 4     # request 4 belongs to no row
 
 
+def test_observe_rows_count_their_notifications(tmp_path):
+    """An OBSERVE row's notifications: the GE's notifications.csv rows of its group's devices
+    and a path of its pattern (another group's, or another path's, are not counted)."""
+    from wotbench.rundir import RunDir
+    from wotbench.things.report import things_table
+    rd = RunDir(tmp_path / "run")
+    (rd.trace_dir / "things").mkdir(parents=True)
+    (rd.trace_dir / "things" / "affordances.csv").write_text(
+        "group,model,first_device,devices,affordance,op,method,path,pattern\n"
+        "t,Thermostat,0,2,properties/temperature,observeproperty,OBSERVE,properties/temperature,"
+        "properties/temperature(\\?.*)?\n"
+        "t,Thermostat,0,2,properties/temperature,readproperty,GET,properties/temperature,"
+        "properties/temperature(\\?.*)?\n"
+        "o,Occupancy,2,1,events/presence,subscribeevent,OBSERVE,events/presence,"
+        "events/presence(\\?.*)?\n")
+    ge = rd.ge_dir("ge-0")
+    ge.mkdir(parents=True)
+    (ge / "requests.csv").write_text(
+        "index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions\n"
+        "0,0,OBSERVE,properties/temperature?o=0,0,0,1000,2.05,ok,0\n"
+        "1,1,OBSERVE,properties/temperature?o=0,0,0,1000,2.05,ok,0\n"
+        "2,2,OBSERVE,events/presence?o=1,0,0,1000,2.05,ok,0\n")
+    (ge / "notifications.csv").write_text(
+        "observation,device,path,seq,received_ns,type,code,flags\n"
+        "0,0,properties/temperature?o=0,3,5000,con,2.05,\n"
+        "0,0,properties/temperature?o=0,4,6000,con,2.05,\n"
+        "1,1,properties/temperature?o=0,3,5000,con,2.05,\n"
+        "2,2,events/presence?o=1,7,5000,non,2.05,\n"
+        "2,2,properties/temperature?o=0,7,5000,non,2.05,\n")   # not a form of device 2's
+    rows = {(r["group"], r["op"]): r for r in things_table(rd, ["ge/ge-0"], 10.0)["rows"]}
+    assert rows[("t", "observeproperty")]["notifications"] == 3
+    assert rows[("t", "observeproperty")]["requests"] == 2
+    assert rows[("o", "subscribeevent")]["notifications"] == 1
+    assert rows[("t", "readproperty")]["notifications"] is None   # not an observation
+
+
 def test_no_things_no_table(tmp_path):
     from wotbench.rundir import RunDir
     from wotbench.things.report import things_table

@@ -2,7 +2,8 @@
 
 Per instance, its resources are the TD's CoAP form paths (service time per affordance, the
 response size of a value of the affordance's data schema, Observe columns for an observed
-property or subscribed event) and ``.well-known/wot`` (the size of the instance's own TD).
+property or subscribed event) and ``.well-known/wot``, whose ``body`` column is the instance's
+own TD (the devices serve those bytes; every other resource answers with filler bytes).
 Per instance and ``load`` entry: a renewal process of requests (``rate_per_s``: Poisson, or
 ``interval``) to the op's form with its method and the request body size of the schema; an
 observe op gives ``observers`` OBSERVE lines at uniform instants in
@@ -23,7 +24,7 @@ from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
-from wotbench.workload.formats import TRACE_METHODS, authority
+from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 _STREAM_BASE = 100
@@ -55,6 +56,17 @@ def _interval(e) -> DistSpec:
     return DistSpec(dist=e.interval.dist, mean=e.interval.mean, cv=e.interval.cv)
 
 
+def resource_rows(tp: ThingPlan, mode: str, td: bytes, observable: bool) -> list[tuple]:
+    """One instance's resource file rows: ``.well-known/wot`` answers with ``td`` itself (the
+    ``body`` column), every other resource with filler bytes of its data schema's size."""
+    rows = []
+    for r in tp.resources:
+        own = r.affordance == ""
+        row = (r.path, r.service_us, mode, len(td) if own else r.response_bytes)
+        rows.append((row + r.notify if observable else row) + (encode_body(td) if own else "",))
+    return rows
+
+
 def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> ThingRows:
     """Rows of group ``gi`` (devices ``first`` .. ``first + count - 1``)."""
     g = cfg.devices[gi]
@@ -68,12 +80,7 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
         a = addrs[first + k]
         text = compact(instance_td(tp, k, a.name, authority(a), scheme))
         out.tds[a.name] = text
-        rows = []
-        for r in tp.resources:
-            size = len(text.encode()) if r.affordance == "" else r.response_bytes
-            row = (r.path, r.service_us, g.mode, size)
-            rows.append(row + r.notify if observable else row)
-        out.resources[a.name] = rows
+        out.resources[a.name] = resource_rows(tp, g.mode, text.encode(), observable)
         out.paths[a.id] = paths
     ids = np.arange(first, first + g.count, dtype=np.int64)
     next_observer = np.zeros(g.count, np.int64)
