@@ -403,3 +403,44 @@ def test_an_unsatisfiable_schema_is_named(tmp_path):
     p = _problems(_cfg(tmp_path, [{"td": f, "load": LAMP_LOAD}]), tmp_path)
     assert len(p) == 1 and p[0].startswith(f"things[0].td: {f}: /properties/status: cannot "
                                            "generate a value it accepts"), p
+
+
+# -- service time per affordance: a number or a distribution ---------------------------------
+
+def _thermostats(tmp_path, n: int, service, entry_service=None) -> dict:
+    load = {"affordance": "properties/temperature", "op": "readproperty", "rate_per_s": 1}
+    if entry_service is not None:
+        load["service_time_ms"] = entry_service
+    return _cfg(tmp_path, [{"model": str(THINGS / "thermostat.tm.json"), "group": "t",
+                            "count": n, "instance": {"ROOM": "r{index}"},
+                            "service_time_ms": service, "load": [load]}], duration_s=2)
+
+
+def test_service_time_distribution_is_drawn_per_instance(tmp_path):
+    """The group's instances get the distribution's bin means (as a device group's resources
+    do): their mean is the distribution's, they differ, and their cv is about the given one."""
+    raw = _thermostats(tmp_path, 400, 3, entry_service={"dist": "gamma", "mean": 2, "cv": 0.5})
+    cfg = config_from_dict(raw, tmp_path)
+    write_trace(cfg, tmp_path / "trace")
+    names = [a.name for a in device_addresses(cfg)]
+    svc = {n: {r.path: r.service_time_us for r in
+               read_resources(tmp_path / "trace" / "resources" / f"{n}.csv").itertuples()}
+           for n in names}
+    temp = np.array([s["properties/temperature"] for s in svc.values()], float)
+    assert temp.mean() == pytest.approx(2000, rel=0.01)
+    assert temp.std() / temp.mean() == pytest.approx(0.5, rel=0.15)
+    assert len(set(temp.tolist())) > 300
+    # every other affordance keeps the entry's fixed 3 ms
+    assert {s["properties/targetTemperature"] for s in svc.values()} == {3000}
+    again = config_from_dict(raw, tmp_path)
+    write_trace(again, tmp_path / "trace2")           # same seed, same draws
+    assert (tmp_path / "trace" / "resources" / "t-7.csv").read_text() == \
+        (tmp_path / "trace2" / "resources" / "t-7.csv").read_text()
+
+
+def test_bad_service_time_distribution_names_its_key(tmp_path):
+    msgs = _problems(_thermostats(tmp_path, 2, {"dist": "uniform", "mean": 2, "cv": 5}), tmp_path)
+    assert any(m.startswith("things[0].service_time_ms") and "cv" in m for m in msgs), msgs
+    msgs = _problems(_thermostats(tmp_path, 2, 1, entry_service={"dist": "gamma"}), tmp_path)
+    assert any(m.startswith("things[0].load[0].service_time_ms") and "mean" in m
+               for m in msgs), msgs
