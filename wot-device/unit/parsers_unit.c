@@ -29,6 +29,7 @@ static int res_read(const char *text, struct resource_set *rs, char *err, size_t
 
 #define H "path,service_time_us,mode,payload_bytes\n"
 #define HO H "notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,notify_type,max_age_s\n"
+#define H_BODY "path,service_time_us,mode,payload_bytes,body\n"
 #define HOBS "path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,notify_jitter_us," \
              "notify_service_us,notify_type,max_age_s\n"
 
@@ -48,11 +49,17 @@ static void resources_tests(void) {
                                           rs.v[0].max_age_s == 60,
              "rc %d err '%s'", rc, err);
     resources_free(&rs);
+    /* the body column: %-decoded once, exactly payload_bytes long; empty = filler (NULL) */
+    rc = res_read(H_BODY "w,0,sleep,7,{%22a%22%2C%25}\nr,0,sleep,3,\n", &rs, err, sizeof err);
+    UC_CHECK("resources: body", rc == 0 && rs.n == 2 && rs.v[0].body &&
+                                    !memcmp(rs.v[0].body, "{\"a\",%}", 7) && !rs.v[1].body,
+             "rc %d err '%s'", rc, err);
+    resources_free(&rs);
     static const struct { const char *name, *text, *err; } BAD[] = {
         {"empty file", "", "r.csv:0: empty file, expected the header '" "path,service_time_us,mode,payload_bytes'"},
         {"no header", "r0,0,sleep,8\n", "r.csv:1: missing or wrong header, expected 'path,service_time_us,"
          "mode,payload_bytes' or 'path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,"
-         "notify_jitter_us,notify_service_us,notify_type,max_age_s'"},
+         "notify_jitter_us,notify_service_us,notify_type,max_age_s', either with ',body' at the end"},
         {"header only", H, "r.csv:1: no resources, expected at least one resource line"},
         {"three fields", H "r0,0,sleep\n", "r.csv:2: 3 fields, expected 4 fields path,service_time_us,mode,payload_bytes"},
         {"leading slash", H "/r0,0,sleep,8\n", "r.csv:2: path starts with '/', expected a path without "
@@ -68,6 +75,12 @@ static void resources_tests(void) {
         {"payload above 1 MiB", H "r0,0,sleep,1048577\n", "r.csv:2: bad payload_bytes, expected an integer 0..1048576"},
         {"jitter above the mean", HOBS "t,0,sleep,4,uniform,10,11,0,con,60\n", "r.csv:2: notify_jitter_us "
          "above notify_mean_us, expected a uniform half-width <= the mean (intervals must stay >= 0)"},
+        {"body shorter than payload_bytes", H_BODY "w,0,sleep,4,abc\n", "r.csv:2: body of 3 bytes "
+         "with payload_bytes 4, expected a body of exactly payload_bytes bytes (decoded)"},
+        {"body with a cut escape", H_BODY "w,0,sleep,2,a%4\n", "r.csv:2: bad %-escape in body, "
+         "expected %XX with two hex digits"},
+        {"body without its column", H_BODY "w,0,sleep,2\n", "r.csv:2: 4 fields, expected 5 fields "
+         "path,service_time_us,mode,payload_bytes,body"},
         {"observable payload above 1024", HOBS "t,0,sleep,1025,deterministic,10,0,0,non,0\n",
          "r.csv:2: payload_bytes above 1024 on an observable resource, expected at most 1024 "
          "(notifications are not sent block-wise)"},
