@@ -3,6 +3,7 @@
  * (coapio.c, via device_inproc.c) and wot-fleet's datagram parser (fleet/coap_wire.c). Good
  * inputs with what they parse or answer to, bad inputs with their exact error. Run by
  * tests/c/test_parsers_inprocess.py. */
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <coap3/coap.h>
 
 #include "../src/fleet/coap_wire.h"
+#include "../src/notify_interval.h"
 #include "../src/resources.h"
 #include "device_inproc.h"
 #include "unit_check.h"
@@ -90,6 +92,30 @@ static void resources_tests(void) {
         UC_CHECK(BAD[i].name, rc == -1 && !strcmp(err, BAD[i].err) && rs.n == 0 && !rs.v,
                  "rc %d stderr\n  '%s'\n expected\n  '%s'", rc, err, BAD[i].err);
     }
+}
+
+/* ---------------- the first notification of a process (notify_interval.c) ---------------- */
+
+/* the mean time to the first notification over n starts, in units of the mean interval */
+static double first_mean(enum notify_dist d, double jitter) {
+    struct resource r = {.notify_dist = d, .notify_mean_ns = 1000000, .notify_jitter_ns =
+                         (uint64_t)(jitter * 1000000)};
+    uint64_t rng = 12345;
+    double sum = 0;
+    for (int i = 0; i < 200000; i++)
+        sum += (double)notify_first_ns(&r, &rng);
+    return sum / 200000 / 1e6;
+}
+
+static void notify_first_tests(void) {
+    /* the stationary residual's mean E[X^2] / 2E[X]: exponential 1, deterministic 1/2,
+     * uniform on [0, 2] 2/3, normal (mean 1, sd 0.5) (1 + 0.25) / 2 */
+    double e = first_mean(NOTIFY_EXP, 0), d = first_mean(NOTIFY_DET, 0);
+    double u = first_mean(NOTIFY_UNIFORM, 1), n = first_mean(NOTIFY_NORMAL, 0.5);
+    UC_CHECK("notify_first: stationary residuals", fabs(e - 1) < 0.02 && fabs(d - 0.5) < 0.01 &&
+                                                       fabs(u - 2.0 / 3) < 0.015 &&
+                                                       fabs(n - 0.625) < 0.015,
+             "exp %.4f det %.4f uniform %.4f normal %.4f", e, d, u, n);
 }
 
 /* ---------------- wot-fleet's datagram parser ---------------- */
@@ -279,6 +305,7 @@ static void request_tests(void) {
 
 int main(void) {
     resources_tests();
+    notify_first_tests();
     fleet_tests();
     request_tests();
     return uc_report("wot-device parsers_unit");

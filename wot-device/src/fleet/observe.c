@@ -160,8 +160,9 @@ void fl_obs_start(struct fl_loop *l) {
             uint32_t j = fl_job_take(l, od->dev, FL_JOB_TICK);
             if (j == FL_NIL)
                 continue;   /* cannot happen: the pool counts one per resource */
-            /* random phase: devices started together are not in lock step */
-            r->next_ns = now + (uint64_t)(notify_uniform01(&o->rng) * (double)r->res->notify_mean_ns);
+            /* a stationary start: devices started together are not in lock step, and the
+             * first interval is not shorter than the others on average (notify_interval.h) */
+            r->next_ns = now + notify_first_ns(r->res, &o->rng);
             l->jobs[j].state = JS_TICK;
             l->jobs[j].res = r->res;
             l->jobs[j].obs = k;
