@@ -283,6 +283,12 @@ static void on_reply(const char *msg, size_t len) {
 static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
     (void)flags;
     struct ra_sub *s = u;
+    if (s->hoff < s->hlen) {       /* first the frames that arrived with the Upgrade's answer */
+        size_t left = (size_t)(s->hlen - s->hoff), k = left < len ? left : len;
+        memcpy(buf, s->head + s->hoff, k);
+        s->hoff = (uint16_t)(s->hoff + k);
+        return (ssize_t)k;
+    }
     ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
     if (n > 0) {
         G.st.bytes_in += (uint64_t)n;
@@ -360,7 +366,12 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         wslay_event_config_set_max_recv_msg_length(ws, 1 << 20);
         s->ws = ws;
         s->state = AS_THINK;       /* open */
-        return 0;
+        /* a message published right after the subscription can share the 101's segment: its
+         * bytes are already read, so wslay must get them before the socket's next bytes */
+        s->hoff = (uint16_t)end;
+        if (s->hoff == s->hlen)
+            return 0;
+        ev = EPOLLIN;
     }
     int rc = 0;
     if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))

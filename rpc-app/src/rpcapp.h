@@ -46,6 +46,7 @@ struct ra_sub {                  /* one WebSocket reply subscription */
     void *ws;
     char key[WS_KEY_LEN + 1];
     uint16_t hlen;
+    uint16_t hoff;                       /* open: frames that came with the 101, not yet read */
     char head[1024];
 };
 

@@ -3,6 +3,7 @@ WebSocket and chunked-HTTP device connections held by Debian's nginx + nchan, RP
 wot-rpcapp relayed through it and matched by id, and disconnects attributed to their cause.
 Skips, saying why, without nginx / libnginx-mod-nchan / libwslay-dev (make build installs
 them)."""
+import json
 import subprocess
 import time
 
@@ -37,7 +38,7 @@ def test_rpcs_round_trip_over_websocket_and_chunked_devices(tmp_path, fleet_bin,
                          shards=shards, duration_s=3, think_ms=(20, 60), timeout_ms=3000)
         s = fleet.stop()
     # every RPC answered, through the server, by the device it was sent to
-    assert app["rpcs"] > 300, app
+    assert app["rpcs"] > 300, json.dumps({"app": app, "fleet": s})
     assert app["ok"] == app["rpcs"], app
     assert app["timeout"] == app["lost"] == app["rejected"] == app["unmatched"] == 0, app
     assert s["rpcs_in"] == app["rpcs"] and s["replies"] == app["rpcs"], s

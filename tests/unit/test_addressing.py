@@ -54,3 +54,29 @@ def test_subnet_message_counts_the_block_layout():
     assert e.value.problems == ["network.subnet: 10.0.0.0/21 has room for 2008 devices (1004 per /22 "
                                 "bridge block, from offset 10 of each block), 2101 needed (devices or "
                                 "pods + CD node); use a larger subnet such as /16"]
+
+
+@pytest.mark.parametrize("subnet", ["172.28.0.0/16", "10.0.0.0/8", "127.0.0.0/8", "192.168.7.0/24"])
+def test_the_fast_layout_gives_the_ipaddress_arithmetic(subnet):
+    # address_of computes with integers; the layout it must match, written with ipaddress
+    net = ipaddress.ip_network(subnet)
+    n, size = addressing.per_block(net), addressing.block_size(net)
+    fast = addressing.address_of(subnet)
+    room = addressing.capacity(net)
+    for index in list(range(0, min(3000, room), 7)) + [room - 1]:
+        block, pos = divmod(index, n)
+        want = net.network_address + block * size + addressing.FIRST_DEVICE_OFFSET + pos
+        assert fast(index) == str(want) == addressing.host_address(net, index)
+    with pytest.raises(ConfigError, match="too small"):
+        fast(room)
+
+
+def test_the_layout_memo_follows_the_config():
+    # device_addresses is remembered per config: a changed config gets its own layout, and a
+    # caller that changes the list it got does not change the next caller's
+    cfg = config_from_dict({"name": "t", "devices": [{"group": "a", "count": 3, "per_container": 1}]})
+    first = device_addresses(cfg)
+    first.append("junk")
+    assert len(device_addresses(cfg)) == 3
+    cfg.network.subnet = "10.9.0.0/16"
+    assert [a.ip for a in device_addresses(cfg)] == ["10.9.0.10", "10.9.0.11", "10.9.0.12"]

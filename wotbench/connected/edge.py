@@ -30,6 +30,18 @@ def render(template: str, values: dict[str, str]) -> str:
     return _FIELD.sub(lambda m: values[m.group(1)], template)
 
 
+def _ensure_compiled_temp_dirs(exe: str) -> None:
+    """nginx with a module loaded (nchan) still creates its compiled-in temp directories
+    (``nginx -V``: --http-*-temp-path=/var/lib/nginx/...) at start and at ``-t``, though the
+    template points every temp path at {scratch}; unprivileged, that mkdir fails unless they
+    exist. Create them as root (nginx's own first start would); nothing is written there."""
+    if os.getuid() != 0 or Path(exe).name != "nginx":
+        return
+    r = subprocess.run([exe, "-V"], capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+    for path in re.findall(r"--http-[a-z-]+-temp-path=(\S+)", r.stdout + r.stderr):
+        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 def _drop_privileges() -> None:
     if os.getuid() == 0:
         os.setgroups([])
@@ -79,6 +91,7 @@ class Edge:
             self.config.write_text(text)
             self.config.chmod(0o644)
             (self.dir / template.name).write_text(text)
+        _ensure_compiled_temp_dirs(self._argv(self.spec.command or ["true"])[0])
         if self.spec.check:
             r = subprocess.run(self._argv(self.spec.check), capture_output=True, text=True,
                                timeout=CHECK_TIMEOUT_S, stdin=subprocess.DEVNULL,

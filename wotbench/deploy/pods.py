@@ -23,6 +23,7 @@ from wotbench.config.schema import MAX_PER_CONTAINER, Config, DeviceGroup
 from wotbench.deploy import fleet
 from wotbench.deploy import addressing
 from wotbench.deploy.addressing import device_name
+from wotbench.deploy.memo import per_config
 
 
 AUTO_MAX_CONTAINERS = 128   # ~35 CPU-s of container starts here: 1000 devices ready in < 70 s
@@ -82,6 +83,7 @@ def fleet_address_room(cfg: Config, sizes: list[int], in_fleets: list[bool]) -> 
     return max(1, addressing.capacity(cfg.network.subnet) - others - 1)
 
 
+@per_config
 def slots(cfg: Config) -> list[Slot]:
     """Every device's slot, in config order (the order of ``Config.device_names``). A fleet
     device on a loopback subnet (the process backend) has an address of its own, port 5683;

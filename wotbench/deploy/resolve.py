@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import typing
 from pathlib import Path
@@ -18,13 +19,15 @@ from typing import Optional, Sequence
 
 import yaml
 
-from wotbench.deploy.addressing import CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, device_name, host_address
+from wotbench.deploy.addressing import (CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, address_of,
+                                        device_name, host_address)
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
 from wotbench.config import dtls as dtls_spec
 from wotbench.deploy.fleet import engine_of
 from wotbench.deploy.plan import Plan, make_plan
 from cd_module.sizing import resolve_cd
+from wotbench.deploy.memo import per_config
 from wotbench.deploy.pods import address_count, slots
 from wotbench.rundir import atomic
 
@@ -63,6 +66,7 @@ class DeviceAddress(typing.NamedTuple):
     container: str = ""    # its container (wotbench.deploy.pods): its own name, or its pod's
 
 
+@per_config
 def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAddress]:
     """Every device in config order: name ``<group>-<i>``, group, id 0..N-1, IPv4, port.
 
@@ -78,6 +82,7 @@ def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAd
     net = ipaddress.ip_network(subnet or cfg.network.subnet)
     out, i = [], 0
     where = iter(slots(cfg))
+    ip_of = functools.lru_cache(maxsize=None)(address_of(net))   # pods share an address
     for g in cfg.devices:
         port = g.server.port if g.server is not None else \
             COAPS_PORT if cfg.dtls.enabled else COAP_PORT
@@ -89,7 +94,7 @@ def device_addresses(cfg: Config, subnet: Optional[str] = None) -> list[DeviceAd
                                          s.container))
             else:
                 out.append(DeviceAddress(device_name(g.group, k), g.group, i,
-                                         host_address(net, s.address_index),
+                                         ip_of(s.address_index),
                                          port + s.port_offset, s.container))
             i += 1
     return out

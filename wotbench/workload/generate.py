@@ -208,15 +208,20 @@ def generate(cfg: Config) -> GeneratedTrace:
         else:
             base = resource_service_times_us(s_dist, g.resources)
             rng_res = _rng(cfg, gi, _STREAM_RESOURCES)
+            cols = notify_columns(g) if g.observe is not None else None
+            same = None      # one resource: every device's rows are the same (no draw is made)
             for k in range(g.count):
+                if same is not None:
+                    resources[addrs[first + k].name] = same
+                    continue
                 st = rng_res.permutation(base)
-                resources[addrs[first + k].name] = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes)
-                                                    for j in range(g.resources)]
-                if g.observe is not None:
-                    cols = notify_columns(g)
-                    resources[addrs[first + k].name] = [
-                        row + (cols if j < g.observe.resources else NOT_OBSERVABLE)
-                        for j, row in enumerate(resources[addrs[first + k].name])]
+                rows = [(f"r{j}", int(st[j]), g.mode, g.payload_bytes) for j in range(g.resources)]
+                if cols is not None:
+                    rows = [row + (cols if j < g.observe.resources else NOT_OBSERVABLE)
+                            for j, row in enumerate(rows)]
+                resources[addrs[first + k].name] = rows
+                if g.resources == 1:
+                    same = rows
         closed = cfg.gateways.loop == "closed"
         if closed:   # the closed loop's targets: each resource of each device once, at 0
             rows = [np.zeros(n_res) for _ in range(g.count)]
@@ -334,7 +339,7 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
                 else 1000.0 / make_distribution(g.rit).mean)
         names = all_names[first:first + g.count]
         # a Thing's resources are not chosen uniformly: its group carries the weighted mean
-        st = [np.mean([row[1] for row in resources[n]]) / 1000.0 for n in names
+        st = [sum(row[1] for row in resources[n]) / len(resources[n]) / 1000.0 for n in names
               if n in resources and g.thing is None]
         # a third-party server's service time is unknown: 0 (no rho, no CPU demand)
         s_ms = float(np.mean(st)) if st else (0.0 if g.third_party
@@ -369,8 +374,9 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     _write_rows(out_dir / "trace.csv", tr, addrs, schemes=_schemes(cfg, addrs),
                 clients=open_clients, via=httpproxy.via(cfg))
     durable = len(tr.resources) <= DURABLE_RESOURCE_FILES
+    res_dir = str(out_dir / "resources")   # a str: 10^5 Path joins cost more than the writes
     for name, rows in tr.resources.items():
-        write_resources(out_dir / "resources" / f"{name}.csv", rows, durable)
+        write_resources(f"{res_dir}/{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     if tr.thing_tds or tr.directory_ops:
         write_thing_files(cfg, out_dir, tr.thing_tds, tr.directory_ops)
