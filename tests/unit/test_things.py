@@ -277,6 +277,42 @@ def test_report_table_groups_requests_by_model_and_affordance(tmp_path):
     assert sum(r["requests"] for r in t["rows"]) == 4     # request 4 belongs to no row
 
 
+def test_observe_rows_count_their_notifications(tmp_path):
+    """An OBSERVE row's notifications: the GE's notifications.csv rows of its group's devices
+    and a path of its pattern (another group's, or another path's, are not counted)."""
+    from wotbench.rundir import RunDir
+    from wotbench.things.report import things_table
+    rd = RunDir(tmp_path / "run")
+    (rd.trace_dir / "things").mkdir(parents=True)
+    (rd.trace_dir / "things" / "affordances.csv").write_text(
+        "group,model,first_device,devices,affordance,op,method,path,pattern\n"
+        "t,Thermostat,0,2,properties/temperature,observeproperty,OBSERVE,properties/temperature,"
+        "properties/temperature(\\?.*)?\n"
+        "t,Thermostat,0,2,properties/temperature,readproperty,GET,properties/temperature,"
+        "properties/temperature(\\?.*)?\n"
+        "o,Occupancy,2,1,events/presence,subscribeevent,OBSERVE,events/presence,"
+        "events/presence(\\?.*)?\n")
+    ge = rd.ge_dir("ge-0")
+    ge.mkdir(parents=True)
+    (ge / "requests.csv").write_text(
+        "index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,retransmissions\n"
+        "0,0,OBSERVE,properties/temperature?o=0,0,0,1000,2.05,ok,0\n"
+        "1,1,OBSERVE,properties/temperature?o=0,0,0,1000,2.05,ok,0\n"
+        "2,2,OBSERVE,events/presence?o=1,0,0,1000,2.05,ok,0\n")
+    (ge / "notifications.csv").write_text(
+        "observation,device,path,seq,received_ns,type,code,flags\n"
+        "0,0,properties/temperature?o=0,3,5000,con,2.05,\n"
+        "0,0,properties/temperature?o=0,4,6000,con,2.05,\n"
+        "1,1,properties/temperature?o=0,3,5000,con,2.05,\n"
+        "2,2,events/presence?o=1,7,5000,non,2.05,\n"
+        "2,2,properties/temperature?o=0,7,5000,non,2.05,\n")   # not a form of device 2's
+    rows = {(r["group"], r["op"]): r for r in things_table(rd, ["ge/ge-0"], 10.0)["rows"]}
+    assert rows[("t", "observeproperty")]["notifications"] == 3
+    assert rows[("t", "observeproperty")]["requests"] == 2
+    assert rows[("o", "subscribeevent")]["notifications"] == 1
+    assert rows[("t", "readproperty")]["notifications"] is None   # not an observation
+
+
 def test_no_things_no_table(tmp_path):
     from wotbench.rundir import RunDir
     from wotbench.things.report import things_table
@@ -367,3 +403,44 @@ def test_an_unsatisfiable_schema_is_named(tmp_path):
     p = _problems(_cfg(tmp_path, [{"td": f, "load": LAMP_LOAD}]), tmp_path)
     assert len(p) == 1 and p[0].startswith(f"things[0].td: {f}: /properties/status: cannot "
                                            "generate a value it accepts"), p
+
+
+# -- service time per affordance: a number or a distribution ---------------------------------
+
+def _thermostats(tmp_path, n: int, service, entry_service=None) -> dict:
+    load = {"affordance": "properties/temperature", "op": "readproperty", "rate_per_s": 1}
+    if entry_service is not None:
+        load["service_time_ms"] = entry_service
+    return _cfg(tmp_path, [{"model": str(THINGS / "thermostat.tm.json"), "group": "t",
+                            "count": n, "instance": {"ROOM": "r{index}"},
+                            "service_time_ms": service, "load": [load]}], duration_s=2)
+
+
+def test_service_time_distribution_is_drawn_per_instance(tmp_path):
+    """The group's instances get the distribution's bin means (as a device group's resources
+    do): their mean is the distribution's, they differ, and their cv is about the given one."""
+    raw = _thermostats(tmp_path, 400, 3, entry_service={"dist": "gamma", "mean": 2, "cv": 0.5})
+    cfg = config_from_dict(raw, tmp_path)
+    write_trace(cfg, tmp_path / "trace")
+    names = [a.name for a in device_addresses(cfg)]
+    svc = {n: {r.path: r.service_time_us for r in
+               read_resources(tmp_path / "trace" / "resources" / f"{n}.csv").itertuples()}
+           for n in names}
+    temp = np.array([s["properties/temperature"] for s in svc.values()], float)
+    assert temp.mean() == pytest.approx(2000, rel=0.01)
+    assert temp.std() / temp.mean() == pytest.approx(0.5, rel=0.15)
+    assert len(set(temp.tolist())) > 300
+    # every other affordance keeps the entry's fixed 3 ms
+    assert {s["properties/targetTemperature"] for s in svc.values()} == {3000}
+    again = config_from_dict(raw, tmp_path)
+    write_trace(again, tmp_path / "trace2")           # same seed, same draws
+    assert (tmp_path / "trace" / "resources" / "t-7.csv").read_text() == \
+        (tmp_path / "trace2" / "resources" / "t-7.csv").read_text()
+
+
+def test_bad_service_time_distribution_names_its_key(tmp_path):
+    msgs = _problems(_thermostats(tmp_path, 2, {"dist": "uniform", "mean": 2, "cv": 5}), tmp_path)
+    assert any(m.startswith("things[0].service_time_ms") and "cv" in m for m in msgs), msgs
+    msgs = _problems(_thermostats(tmp_path, 2, 1, entry_service={"dist": "gamma"}), tmp_path)
+    assert any(m.startswith("things[0].load[0].service_time_ms") and "mean" in m
+               for m in msgs), msgs

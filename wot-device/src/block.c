@@ -16,7 +16,8 @@
  * them (ETag, Content-Format, Block2, Size2, the block), except for the ETag: libcoap hashes
  * the whole body for every block, so serving one block cost O(body) (67 % of the device's CPU
  * for a 16 KiB body, measured with perf) and a transfer O(body^2 / block size). Every body
- * here is n bytes of 'x', so n itself names the representation: the ETag is n (4 bytes).
+ * here is n bytes of 'x' or the resource's own bytes (its `body` column, fixed for the run),
+ * so n itself names the representation: the ETag is n (4 bytes).
  * Counters in device-summary.json "blockwise". */
 #include "block.h"
 
@@ -49,7 +50,8 @@ const uint8_t *block_payload(size_t n) {
 
 /* The block of an n-byte body the request asks for (block 0 at 1024 bytes when it asks for
  * none), with the options coap_add_data_blocked_response() would add. */
-static void add_block2(const coap_pdu_t *req, coap_pdu_t *resp, size_t n) {
+static void add_block2(const coap_pdu_t *req, coap_pdu_t *resp, const struct resource *res) {
+    size_t n = res->payload_bytes;
     coap_block_t b = {0, 0, 6};
     if (coap_get_block(req, COAP_OPTION_BLOCK2, &b) && b.num != 0 &&
         n <= ((size_t)b.num << (b.szx + 4))) {
@@ -67,19 +69,21 @@ static void add_block2(const coap_pdu_t *req, coap_pdu_t *resp, size_t n) {
         return;
     }
     coap_add_option(resp, COAP_OPTION_SIZE2, coap_encode_var_safe8(v, sizeof v, n), v);
-    coap_add_block(resp, n, buf, b.num, b.szx);
+    coap_add_block(resp, n, res->body ? (const uint8_t *)res->body : buf, b.num, b.szx);
 }
 
 void block_add_payload(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req,
-                       const coap_string_t *query, coap_pdu_t *resp, size_t n) {
+                       const coap_string_t *query, coap_pdu_t *resp,
+                       const struct resource *res) {
     (void)r, (void)s, (void)query;
+    size_t n = res->payload_bytes;
     coap_opt_iterator_t it;
     if (n <= ONE_DATAGRAM && !coap_check_option(req, COAP_OPTION_BLOCK2, &it)) {
         if (n)
-            coap_add_data(resp, n, buf);
+            coap_add_data(resp, n, res->body ? (const uint8_t *)res->body : buf);
         return;
     }
-    add_block2(req, resp, n);
+    add_block2(req, resp, res);
 }
 
 int block_continue(const struct resource *res, const coap_pdu_t *req, coap_pdu_t *resp) {
@@ -88,7 +92,7 @@ int block_continue(const struct resource *res, const coap_pdu_t *req, coap_pdu_t
     coap_pdu_code_t m = coap_pdu_get_code(req);
     if (m == COAP_REQUEST_CODE_GET && (o = coap_check_option(req, COAP_OPTION_BLOCK2, &it)) &&
         coap_decode_var_bytes(coap_opt_value(o), coap_opt_length(o)) >> 4) {
-        add_block2(req, resp, res->payload_bytes);
+        add_block2(req, resp, res);
         block2_follow_ups++;
         return 1;
     }

@@ -80,7 +80,7 @@ static void respond(coap_resource_t *r, coap_session_t *s, const coap_pdu_t *req
     if (method == COAP_REQUEST_PUT || method == COAP_REQUEST_POST)
         block_echo_block1(req, resp);
     if (method == COAP_REQUEST_GET && res->payload_bytes)  /* block-wise above 1 KiB */
-        block_add_payload(r, s, req, query, resp, res->payload_bytes);
+        block_add_payload(r, s, req, query, resp, res);
     struct log_entry e = *times;
     e.res = (int32_t)(res - D->rs->v);
     e.method = method;

@@ -29,3 +29,23 @@ uint64_t notify_interval_ns(const struct resource *res, uint64_t *rng) {
     }
     return (uint64_t)(v < 1 ? 1 : v);
 }
+
+uint64_t notify_first_ns(const struct resource *res, uint64_t *rng) {
+    double m = (double)res->notify_mean_ns, j = (double)res->notify_jitter_ns;
+    if (res->notify_dist == NOTIFY_EXP)     /* memoryless: the residual is an interval */
+        return notify_interval_ns(res, rng);
+    /* a length-biased interval by rejection (accept x with probability x / bound), then a
+     * uniform point in it; the normal's tail beyond 6 sd is ignored */
+    double bound = res->notify_dist == NOTIFY_UNIFORM ? m + j
+                 : res->notify_dist == NOTIFY_NORMAL  ? m + 6.0 * j : m;
+    double len = m;
+    for (int k = 0; k < 1000 && bound > 0; k++) {
+        double x = (double)notify_interval_ns(res, rng);
+        if (notify_uniform01(rng) * bound <= x) {
+            len = x;
+            break;
+        }
+    }
+    double v = notify_uniform01(rng) * len;
+    return (uint64_t)(v < 1 ? 1 : v);
+}

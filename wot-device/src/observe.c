@@ -69,7 +69,6 @@ static struct {
         registrations, cancels;
 } S = {.tfd = -1};
 
-static double uniform01(void) { return notify_uniform01(&S.rng); }
 
 static uint64_t interval_ns(const struct resource *res) { return notify_interval_ns(res, &S.rng); }
 
@@ -131,8 +130,9 @@ int observe_init(const struct resource_set *rs, struct workq *wq, size_t log_cap
     for (size_t i = 0; i < rs->n; i++) {
         if (rs->v[i].notify_dist == NOTIFY_NONE)
             continue;
-        /* random phase: devices started together are not in lock step */
-        S.o[i].next_ns = now + (uint64_t)(uniform01() * (double)rs->v[i].notify_mean_ns);
+        /* a stationary start: devices started together are not in lock step, and the first
+         * interval is not shorter than the others on average (notify_interval.h) */
+        S.o[i].next_ns = now + notify_first_ns(&rs->v[i], &S.rng);
     }
     return 0;
 }

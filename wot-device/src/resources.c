@@ -1,6 +1,9 @@
 /* resources.c - parse the resource file:
- *   path,service_time_us,mode,payload_bytes     (header required)
- * Blank lines and lines starting with '#' are ignored; CRLF accepted. */
+ *   path,service_time_us,mode,payload_bytes[,OBSERVE COLUMNS][,body]     (header required)
+ * Blank lines and lines starting with '#' are ignored; CRLF accepted. The optional last
+ * column `body` is the response body itself, percent-encoded ('%' ',' CR LF and NUL as %XX;
+ * empty: payload_bytes filler bytes 'x'): a Thing's own TD at /.well-known/wot (docs/WOT.md).
+ * It is decoded once here, so serving it allocates nothing. */
 #include "resources.h"
 
 #include <errno.h>
@@ -12,7 +15,9 @@
 /* with Observe columns (RFC 7641 notifications, see README "Observe") */
 #define OBS_COLS "notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,notify_type,max_age_s"
 #define HEADER_OBS HEADER "," OBS_COLS
-#define MAX_FIELDS 10
+#define BODY_COL ",body"
+#define OBS_FIELDS 10
+#define MAX_FIELDS 11
 
 int csv_fail(const char *file, long line, const char *what, const char *expected) {
     fprintf(stderr, "%s:%ld: %s, expected %s\n", file, line, what, expected);
@@ -129,14 +134,56 @@ static int parse_observe(const char *file, long ln, char **f, struct resource *r
     return 0;
 }
 
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The `body` column: percent-decoded into a copy of exactly r->payload_bytes bytes. */
+static int parse_body(const char *file, long ln, const char *v, struct resource *r) {
+    if (*v == '\0')
+        return 0;
+    if (r->notify_dist != NOTIFY_NONE)
+        return csv_fail(file, ln, "a body on an observable resource",
+                        "an empty body (notifications carry filler bytes)");
+    char *b = malloc(r->payload_bytes ? r->payload_bytes : 1);
+    if (!b)
+        return csv_fail(file, ln, "out of memory", "a smaller body");
+    size_t n = 0;
+    for (const char *c = v; *c; c++, n++) {
+        int hi = 0, lo = 0;
+        if (*c == '%' && ((hi = hexval(c[1])) < 0 || (lo = hexval(c[2])) < 0)) {
+            free(b);
+            return csv_fail(file, ln, "bad %-escape in body", "%XX with two hex digits");
+        }
+        if (n < r->payload_bytes)
+            b[n] = *c == '%' ? (char)(hi << 4 | lo) : *c;
+        if (*c == '%')
+            c += 2;
+    }
+    if (n != r->payload_bytes) {
+        free(b);
+        char what[96];
+        snprintf(what, sizeof what, "body of %zu bytes with payload_bytes %u", n,
+                 r->payload_bytes);
+        return csv_fail(file, ln, what, "a body of exactly payload_bytes bytes (decoded)");
+    }
+    r->body = b;
+    return 0;
+}
+
 static int parse_line(const char *file, long ln, char *line, struct resource_set *rs, size_t *cap,
                       int want) {
     char *f[MAX_FIELDS];
     int nf = csv_split(line, f, MAX_FIELDS);
+    int obs = want >= OBS_FIELDS, body = want == 5 || want == MAX_FIELDS;
     if (nf != want) {
         char what[64];
         snprintf(what, sizeof what, "%d fields", nf);
-        return csv_fail(file, ln, what, want == 4 ? "4 fields " HEADER : "10 fields " HEADER_OBS);
+        return csv_fail(file, ln, what, !obs ? (body ? "5 fields " HEADER BODY_COL
+                                                     : "4 fields " HEADER)
+                                             : (body ? "11 fields " HEADER_OBS BODY_COL
+                                                     : "10 fields " HEADER_OBS));
     }
     const char *why = bad_path(f[0]);
     if (why)
@@ -157,14 +204,17 @@ static int parse_line(const char *file, long ln, char *line, struct resource_set
     if (csv_parse_uint(f[3], RES_MAX_PAYLOAD, &pb))
         return csv_fail(file, ln, "bad payload_bytes", "an integer 0..1048576");
     r.payload_bytes = (uint32_t)pb;
-    if (want == MAX_FIELDS && parse_observe(file, ln, f, &r))
+    if (obs && parse_observe(file, ln, f, &r))
         return -1;
     if (r.notify_dist != NOTIFY_NONE && r.payload_bytes > RES_MAX_NOTIFY_PAYLOAD)
         return csv_fail(file, ln, "payload_bytes above 1024 on an observable resource",
                     "at most 1024 (notifications are not sent block-wise)");
+    if (body && parse_body(file, ln, f[want - 1], &r))
+        return -1;
     r.path = strdup(f[0]);
     if (!r.path || add(rs, cap, r)) {
         free(r.path);
+        free((char *)r.body);
         return csv_fail(file, ln, "out of memory", "a smaller file");
     }
     return 0;
@@ -199,9 +249,14 @@ int resources_read(FILE *fp, const char *file, struct resource_set *out) {
         }
         if (!seen_header) {
             if (strcmp(line, HEADER_OBS) == 0)
+                want = OBS_FIELDS;
+            else if (strcmp(line, HEADER_OBS BODY_COL) == 0)
                 want = MAX_FIELDS;
+            else if (strcmp(line, HEADER BODY_COL) == 0)
+                want = 5;
             else if (strcmp(line, HEADER) != 0) {
-                rc = csv_fail(file, ln, "missing or wrong header", "'" HEADER "' or '" HEADER_OBS "'");
+                rc = csv_fail(file, ln, "missing or wrong header",
+                              "'" HEADER "' or '" HEADER_OBS "', either with ',body' at the end");
                 break;
             }
             seen_header = 1;
@@ -221,8 +276,10 @@ int resources_read(FILE *fp, const char *file, struct resource_set *out) {
 }
 
 void resources_free(struct resource_set *rs) {
-    for (size_t i = 0; i < rs->n; i++)
+    for (size_t i = 0; i < rs->n; i++) {
         free(rs->v[i].path);
+        free((char *)rs->v[i].body);
+    }
     free(rs->v);
     rs->v = NULL;
     rs->n = 0;

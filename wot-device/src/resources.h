@@ -24,6 +24,9 @@ struct resource {
     uint64_t notify_mean_ns, notify_jitter_ns, notify_service_ns;
     int notify_con;               /* 1 CON notifications, 0 NON */
     uint32_t max_age_s;
+    /* the optional `body` column: payload_bytes bytes of a file mapped read-only once per
+     * process (a Thing's own TD at /.well-known/wot, docs/WOT.md); NULL: filler bytes 'x' */
+    const char *body;
 };
 
 struct resource_set {

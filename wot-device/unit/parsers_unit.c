@@ -3,6 +3,7 @@
  * (coapio.c, via device_inproc.c) and wot-fleet's datagram parser (fleet/coap_wire.c). Good
  * inputs with what they parse or answer to, bad inputs with their exact error. Run by
  * tests/c/test_parsers_inprocess.py. */
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <coap3/coap.h>
 
 #include "../src/fleet/coap_wire.h"
+#include "../src/notify_interval.h"
 #include "../src/resources.h"
 #include "device_inproc.h"
 #include "unit_check.h"
@@ -29,6 +31,7 @@ static int res_read(const char *text, struct resource_set *rs, char *err, size_t
 
 #define H "path,service_time_us,mode,payload_bytes\n"
 #define HO H "notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,notify_type,max_age_s\n"
+#define H_BODY "path,service_time_us,mode,payload_bytes,body\n"
 #define HOBS "path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,notify_jitter_us," \
              "notify_service_us,notify_type,max_age_s\n"
 
@@ -48,11 +51,17 @@ static void resources_tests(void) {
                                           rs.v[0].max_age_s == 60,
              "rc %d err '%s'", rc, err);
     resources_free(&rs);
+    /* the body column: %-decoded once, exactly payload_bytes long; empty = filler (NULL) */
+    rc = res_read(H_BODY "w,0,sleep,7,{%22a%22%2C%25}\nr,0,sleep,3,\n", &rs, err, sizeof err);
+    UC_CHECK("resources: body", rc == 0 && rs.n == 2 && rs.v[0].body &&
+                                    !memcmp(rs.v[0].body, "{\"a\",%}", 7) && !rs.v[1].body,
+             "rc %d err '%s'", rc, err);
+    resources_free(&rs);
     static const struct { const char *name, *text, *err; } BAD[] = {
         {"empty file", "", "r.csv:0: empty file, expected the header '" "path,service_time_us,mode,payload_bytes'"},
         {"no header", "r0,0,sleep,8\n", "r.csv:1: missing or wrong header, expected 'path,service_time_us,"
          "mode,payload_bytes' or 'path,service_time_us,mode,payload_bytes,notify_dist,notify_mean_us,"
-         "notify_jitter_us,notify_service_us,notify_type,max_age_s'"},
+         "notify_jitter_us,notify_service_us,notify_type,max_age_s', either with ',body' at the end"},
         {"header only", H, "r.csv:1: no resources, expected at least one resource line"},
         {"three fields", H "r0,0,sleep\n", "r.csv:2: 3 fields, expected 4 fields path,service_time_us,mode,payload_bytes"},
         {"leading slash", H "/r0,0,sleep,8\n", "r.csv:2: path starts with '/', expected a path without "
@@ -68,6 +77,12 @@ static void resources_tests(void) {
         {"payload above 1 MiB", H "r0,0,sleep,1048577\n", "r.csv:2: bad payload_bytes, expected an integer 0..1048576"},
         {"jitter above the mean", HOBS "t,0,sleep,4,uniform,10,11,0,con,60\n", "r.csv:2: notify_jitter_us "
          "above notify_mean_us, expected a uniform half-width <= the mean (intervals must stay >= 0)"},
+        {"body shorter than payload_bytes", H_BODY "w,0,sleep,4,abc\n", "r.csv:2: body of 3 bytes "
+         "with payload_bytes 4, expected a body of exactly payload_bytes bytes (decoded)"},
+        {"body with a cut escape", H_BODY "w,0,sleep,2,a%4\n", "r.csv:2: bad %-escape in body, "
+         "expected %XX with two hex digits"},
+        {"body without its column", H_BODY "w,0,sleep,2\n", "r.csv:2: 4 fields, expected 5 fields "
+         "path,service_time_us,mode,payload_bytes,body"},
         {"observable payload above 1024", HOBS "t,0,sleep,1025,deterministic,10,0,0,non,0\n",
          "r.csv:2: payload_bytes above 1024 on an observable resource, expected at most 1024 "
          "(notifications are not sent block-wise)"},
@@ -77,6 +92,30 @@ static void resources_tests(void) {
         UC_CHECK(BAD[i].name, rc == -1 && !strcmp(err, BAD[i].err) && rs.n == 0 && !rs.v,
                  "rc %d stderr\n  '%s'\n expected\n  '%s'", rc, err, BAD[i].err);
     }
+}
+
+/* ---------------- the first notification of a process (notify_interval.c) ---------------- */
+
+/* the mean time to the first notification over n starts, in units of the mean interval */
+static double first_mean(enum notify_dist d, double jitter) {
+    struct resource r = {.notify_dist = d, .notify_mean_ns = 1000000, .notify_jitter_ns =
+                         (uint64_t)(jitter * 1000000)};
+    uint64_t rng = 12345;
+    double sum = 0;
+    for (int i = 0; i < 200000; i++)
+        sum += (double)notify_first_ns(&r, &rng);
+    return sum / 200000 / 1e6;
+}
+
+static void notify_first_tests(void) {
+    /* the stationary residual's mean E[X^2] / 2E[X]: exponential 1, deterministic 1/2,
+     * uniform on [0, 2] 2/3, normal (mean 1, sd 0.5) (1 + 0.25) / 2 */
+    double e = first_mean(NOTIFY_EXP, 0), d = first_mean(NOTIFY_DET, 0);
+    double u = first_mean(NOTIFY_UNIFORM, 1), n = first_mean(NOTIFY_NORMAL, 0.5);
+    UC_CHECK("notify_first: stationary residuals", fabs(e - 1) < 0.02 && fabs(d - 0.5) < 0.01 &&
+                                                       fabs(u - 2.0 / 3) < 0.015 &&
+                                                       fabs(n - 0.625) < 0.015,
+             "exp %.4f det %.4f uniform %.4f normal %.4f", e, d, u, n);
 }
 
 /* ---------------- wot-fleet's datagram parser ---------------- */
@@ -266,6 +305,7 @@ static void request_tests(void) {
 
 int main(void) {
     resources_tests();
+    notify_first_tests();
     fleet_tests();
     request_tests();
     return uc_report("wot-device parsers_unit");

@@ -29,9 +29,10 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, Optional
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 DISTS = ("deterministic", "exponential", "uniform", "normal", "lognormal", "gamma",
          "weibull", "pareto", "empirical")
@@ -39,6 +40,26 @@ _NEEDS_CV = ("uniform", "normal", "lognormal", "gamma", "weibull")
 _SQRT3 = math.sqrt(3.0)
 # weibull shape range we can solve for; cv(0.1) ~ 1.9e2, cv(200) ~ 6.4e-3
 _WEIBULL_K = (0.1, 200.0)
+
+
+class DistSpec(BaseModel):
+    """``{dist, mean, cv?, shape?, file?}``; all values in ms (the module docstring). Here, not in
+    wotbench.config.schema, so that the things: block (wotbench.things.spec), which that module
+    imports, takes the same distributions."""
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    dist: Literal[DISTS] = Field(  # type: ignore[valid-type]
+        description="the distribution; `normal` is truncated at 0 (the truncated distribution has "
+                    "the given mean and cv)")
+    mean: Optional[float] = Field(
+        None, gt=0, description="mean, ms; required except for `empirical`, whose samples it "
+                                "rescales to this mean")
+    cv: Optional[float] = Field(
+        None, ge=0, description="coefficient of variation, for uniform (≤ 1/√3), normal (< 1), "
+                                "lognormal, gamma, weibull; and pareto (instead of `shape`)")
+    shape: Optional[float] = Field(None, gt=0, description="pareto: shape α (> 1)")
+    file: Optional[str] = Field(
+        None, description="empirical: a file with one sample (ms) per line, relative to the "
+                          "config file")
 
 
 class DistributionError(ValueError):

@@ -216,9 +216,9 @@ SECTIONS: list[Section] = [
     Section("things[].load[]", things_spec.OpLoad,
             "The workload of one affordance and op, per instance: `rate_per_s` or `interval` for "
             "readproperty/writeproperty/invokeaction; `observers` and `notify` for "
-            "observeproperty/subscribeevent (CoAP Observe)."),
-    Section("things[].load[].interval", things_spec.Interval,
-            "A distribution of the time between events, ms (as the `Distributions` above)."),
+            "observeproperty/subscribeevent (CoAP Observe). `interval`, `notify` and "
+            "`service_time_ms` (here and in `things[]`) take a distribution `{dist, mean, cv?}` "
+            "as the `Distributions` above (`service_time_ms` also a number, ms)."),
     Section("directory", things_spec.DirectorySpec,
             "Register the `things:` with a Thing Description Directory instead of emulating "
             "them: registration storm, verification, updates and queries, deregistration "

@@ -20,7 +20,7 @@ from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
 from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
-from wotbench.config.distributions import DISTS
+from wotbench.config.distributions import DISTS, DistSpec  # noqa: F401 (DistSpec: re-exported)
 from wotbench.config import dtls as dtls_spec
 from wotbench.config.http import HTTP_PORT, HttpClient
 from wotbench.config.push import PushOp
@@ -49,23 +49,6 @@ THINK_DISTS = ("deterministic", "exponential", "uniform")   # think times the GE
 class _Model(BaseModel):
     # inf/nan are never meaningful here and would only fail later, deep in the trace generator
     model_config = ConfigDict(extra="forbid", validate_assignment=False, allow_inf_nan=False)
-
-
-class DistSpec(_Model):
-    """``{dist, mean, cv?, shape?, file?}``; all values in ms. See wotbench.config.distributions."""
-    dist: Literal[DISTS] = Field(  # type: ignore[valid-type]
-        description="the distribution; `normal` is truncated at 0 (the truncated distribution has "
-                    "the given mean and cv)")
-    mean: Optional[float] = Field(
-        None, gt=0, description="mean, ms; required except for `empirical`, whose samples it "
-                                "rescales to this mean")
-    cv: Optional[float] = Field(
-        None, ge=0, description="coefficient of variation, for uniform (≤ 1/√3), normal (< 1), "
-                                "lognormal, gamma, weibull; and pareto (instead of `shape`)")
-    shape: Optional[float] = Field(None, gt=0, description="pareto: shape α (> 1)")
-    file: Optional[str] = Field(
-        None, description="empirical: a file with one sample (ms) per line, relative to the "
-                          "config file")
 
 
 NOTIFY_DISTS = ("deterministic", "uniform", "exponential", "normal")   # what wot-device emulates

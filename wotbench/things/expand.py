@@ -45,6 +45,15 @@ def _td_bytes(tp: ThingPlan) -> int:
                .encode())
 
 
+def _largest_body(tp: ThingPlan) -> int:
+    """The group's ``payload_bytes``: its largest body, the instance's TD included; with an
+    observe op the largest notification (the generic one-datagram check is about those: a TD
+    above 1024 bytes goes block-wise, an observable resource's value may not)."""
+    if tp.observed:
+        return max(r.response_bytes for r in tp.resources if r.notify[0] != "none")
+    return max([r.response_bytes for r in tp.resources] + [_td_bytes(tp)])
+
+
 def group_of(tp: ThingPlan, k: int) -> dict:
     """The device group (raw mapping) of things entry ``k``."""
     s = tp.spec
@@ -55,7 +64,7 @@ def group_of(tp: ThingPlan, k: int) -> dict:
         "service_time": {"dist": "deterministic", "mean": max(tp.weighted_service_ms(), 1e-3)},
         "rit": {"dist": "exponential", "mean": 1000.0 / rate if rate > 0 else 1000.0},
         "requests": rate > 0,
-        "payload_bytes": max([r.response_bytes for r in tp.resources] + [_td_bytes(tp)]),
+        "payload_bytes": _largest_body(tp),
         "request_payload_bytes": max([lp.request_bytes for lp in tp.loads] or [0]),
     }
     obs = [lp for lp in tp.loads if lp.method == "OBSERVE"]

@@ -2,7 +2,7 @@
 
 - ``things/tds.jsonl``: one line per instance, ``{"device": NAME, "td": {...}}``, the TD the
   instance stands for, addressed to it (:mod:`.instances`): what a directory registration sends
-  and what ``/.well-known/wot`` stands for;
+  and what the instance serves at ``/.well-known/wot``;
 - ``things/affordances.csv``: ``group,model,first_device,devices,affordance,op,method,path,
   pattern``, one row per group and workload entry: how the report maps a request (device id,
   method, path matching the regular expression ``pattern`` whole) to its Thing Model and

@@ -5,10 +5,9 @@ An instance's TD is its TD (or its model instantiated with the instance's values
 relative to it (HTTP forms, which no emulated device serves, are left as they are), and an
 ``id`` unique in the run (``urn:wotbench:<group>:<device>`` where the TD has none, or when one
 TD file gives many instances). WoT Discovery §6.1 names ``/.well-known/wot`` as where a
-Thing serves its TD; the device serves a body of this TD's size there
-(:mod:`wotbench.things.workload`; the devices send filler bytes of the configured size, not
-content) and the TD text itself is in the trace directory's ``things/tds.jsonl``, which a
-directory registration sends (docs/WOT.md).
+Thing serves its TD: the device serves these bytes there (the resource file's ``body`` column,
+:mod:`wotbench.things.workload`), and the trace directory's ``things/tds.jsonl`` holds them
+too, which a directory registration reads (docs/WOT.md).
 """
 from __future__ import annotations
 

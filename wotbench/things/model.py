@@ -23,7 +23,7 @@ from wotbench.config.schema import NOTIFY_DISTS
 from wotbench.things import payloads
 from wotbench.things.affordances import (WELL_KNOWN_WOT, Affordance, affordances, find,
                                         with_default_forms)
-from wotbench.things.spec import OBSERVE_OPS, OpLoad, ThingSpec
+from wotbench.things.spec import OBSERVE_OPS, OpLoad, ServiceTime, ThingSpec, service_mean_ms
 from wotbench.things.tdfile import (TdError, TdProblem, instance_values, instantiate,
                                     model_problems, read_json)
 from wotbench.things.tdschema import td_problems
@@ -36,9 +36,10 @@ MAX_AGE_S = 60
 class Resource:
     path: str
     affordance: str            # properties/NAME, ... or "" for .well-known/wot
-    service_us: int
+    service_us: int            # the mean (the workload draws each instance's from `service`)
     response_bytes: int
     notify: tuple = NOT_OBSERVABLE   # the six Observe columns of the resource file
+    service: ServiceTime = 0.0       # ms, or a distribution (spec.ServiceTime)
 
 
 @dataclass
@@ -85,7 +86,7 @@ class ThingPlan:
         w = [(1000.0 / lp.entry.mean_interval_ms, self.resources[lp.resource].service_us)
              for lp in self.loads if lp.method != "OBSERVE"]
         if not w:
-            return self.spec.service_time_ms
+            return service_mean_ms(self.spec.service_time_ms)
         return sum(r * s for r, s in w) / sum(r for r, _ in w) / 1000.0
 
 
@@ -119,6 +120,10 @@ def _notify_cols(e: OpLoad, service_us: int) -> tuple:
             MAX_AGE_S)
 
 
+def _shown(v: ServiceTime) -> str:
+    return str(v.model_dump(exclude_none=True)) if hasattr(v, "model_dump") else f"{v:g}"
+
+
 def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
     """Resolve entry ``k``; raises TdError (every problem) when it cannot be emulated."""
     key = f"things[{k}]"
@@ -142,26 +147,27 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
     affs, problems = affordances(file, td)
     rng = np.random.default_rng([seed, _seed(file, "payload") % 2**32])
     # service time per affordance: its load entries' (they must agree), else the entry's default
-    service: dict[str, float] = {}
+    service: dict[str, ServiceTime] = {}
     for i, e in enumerate(spec.load):
         if e.service_time_ms is None:
             continue
         prev = service.setdefault(e.affordance, e.service_time_ms)
         if prev != e.service_time_ms:
             problems.append(TdProblem(file, f"/{e.affordance}", f"{key}.load[{i}].service_time_ms "
-                            f"{e.service_time_ms} but an earlier entry of {e.affordance} says "
-                            f"{prev}, expected one service time per affordance"))
+                            f"{_shown(e.service_time_ms)} but an earlier entry of {e.affordance} "
+                            f"says {_shown(prev)}, expected one service time per affordance"))
     resources: list[Resource] = []
     by_path: dict[str, int] = {}
     for a in affs:
         resp, why = payloads.body(_schema_for(a, request=False), rng)
         if why:
             problems.append(TdProblem(file, a.pointer, why))
-        st = round(service.get(a.key, spec.service_time_ms) * 1000)
+        sv = service.get(a.key, spec.service_time_ms)
+        st = round(service_mean_ms(sv) * 1000)
         for f in a.forms.values():
             if f.path not in by_path:
                 by_path[f.path] = len(resources)
-                resources.append(Resource(f.path, a.key, st, resp))
+                resources.append(Resource(f.path, a.key, st, resp, service=sv))
     loads = []
     for i, e in enumerate(spec.load):
         at = f"{key}.load[{i}]"

@@ -2,8 +2,9 @@
 
 Rows come from the trace directory's ``things/affordances.csv`` (:mod:`.files`): a request of
 the GEs' ``requests.csv`` belongs to a row when its device id is in the row's group, its
-method is the row's and its path matches the row's ``pattern`` (an OBSERVE row counts registrations; their notifications are
-in the report's Observe section). Per row: the outcomes (every request ends in exactly one),
+method is the row's and its path matches the row's ``pattern`` (an OBSERVE row counts
+registrations, and ``notifications`` the notifications the GEs received for them, from their
+``notifications.csv``; latency and losses of those are in the report's Observe section). Per row: the outcomes (every request ends in exactly one),
 R percentiles of the ok answers (answer received − sent, ms; p95 also from the scheduled send,
 which counts a wait before the send, e.g. for a free HTTP connection), the ok throughput over the
 test and over the op's own span (first send to last answer: a registration storm's rate). Recomputed from the run's files, as nothing in ``summary.json`` groups by affordance.
@@ -27,6 +28,23 @@ def _ge_request_files(rd: RunDir, ge_dirs: list[str]) -> list[Path]:
     return [d / "requests.csv" for d in dirs if (d / "requests.csv").is_file()]
 
 
+def _notifications(files: list[Path]) -> Optional[pd.DataFrame]:
+    """(device, path) of every notification the GEs received; None: no observation in the run."""
+    frames = [pd.read_csv(p.parent / "notifications.csv", usecols=["device", "path"])
+              for p in files if (p.parent / "notifications.csv").is_file()]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def _notified(notes: Optional[pd.DataFrame], a) -> Optional[int]:
+    """Notifications of the observe row ``a`` (its group's devices, a path of its pattern)."""
+    if notes is None or a.method != "OBSERVE":
+        return None
+    dev = notes["device"].to_numpy()
+    m = ((dev >= a.first_device) & (dev < a.first_device + a.devices)
+         & notes["path"].astype(str).str.fullmatch(a.pattern).to_numpy())
+    return int(m.sum())
+
+
 def _pct(x: np.ndarray, q: float) -> Optional[float]:
     return float(np.percentile(x, q, method="inverted_cdf")) if len(x) else None
 
@@ -46,11 +64,12 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
     if not f.is_file():
         return {"available": False}
     aff = pd.read_csv(f)
+    files = _ge_request_files(rd, ge_dirs)
     try:
         frames = [read_requests(p)[["device", "method", "path", "scheduled_ns", "sent_ns",
-                                    "received_ns", "outcome"]]
-                  for p in _ge_request_files(rd, ge_dirs)]
-    except WotbenchError as e:
+                                    "received_ns", "outcome"]] for p in files]
+        notes = _notifications(files)
+    except (WotbenchError, ValueError) as e:
         return {"available": True, "rows": [], "note": f"requests.csv cannot be read: {e}"}
     if not frames:
         return {"available": True, "rows": [], "note": "no GE requests.csv in the run"}
@@ -75,7 +94,7 @@ def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) ->
                      "max": float(r_ms.max()) if len(r_ms) else None,
                      "p95_scheduled": _pct(r_sched, 95),
                      "throughput": len(ok) / duration_s if duration_s else None,
-                     "span_rate": _span_rate(ok)})
+                     "span_rate": _span_rate(ok), "notifications": _notified(notes, a)})
     rows.sort(key=lambda r: (r["model"], r["group"], r["affordance"], r["op"]))
     # a directory's verify phase: each instance's TD read back, found = answered ok
     verify = [{"group": r["group"], "found": r["ok"], "requests": r["requests"]}

@@ -23,11 +23,11 @@ pointer.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from wotbench.config.distributions import DISTS
+from wotbench.config.distributions import DistSpec, validate_spec
 
 # the operations a Thing's emulated device serves (TD 1.1 §5.3.4.2 "op" values)
 REQUEST_OPS = ("readproperty", "writeproperty", "invokeaction")
@@ -40,12 +40,26 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class Interval(_Model):
-    """A distribution of the time between events, ms (as ``devices[].rit``)."""
-    dist: Literal[DISTS] = Field(description="the distribution")   # type: ignore[valid-type]
-    mean: float = Field(gt=0, description="mean, ms")
-    cv: Optional[float] = Field(None, ge=0, description="coefficient of variation (uniform, "
-                                                        "normal, lognormal, gamma, weibull)")
+ServiceTime = Union[float, DistSpec]
+
+
+def _checked(v: ServiceTime) -> ServiceTime:
+    """A service time: ms, or a distribution (``{dist, mean, cv?}``, as ``devices[].
+    service_time``); every instance draws its own per affordance (:mod:`.workload`)."""
+    if isinstance(v, DistSpec):
+        if v.dist == "empirical":
+            raise ValueError("dist: empirical, expected a parametric distribution (a sample "
+                             "file is not read for Things)")
+        bad = validate_spec(v.model_dump())
+        if bad:
+            raise ValueError(f"{bad[0][0]}: {bad[0][1]}")
+    elif v < 0:
+        raise ValueError(f"{v:g} ms, expected >= 0")
+    return v
+
+
+def service_mean_ms(v: ServiceTime) -> float:
+    return float(v.mean) if isinstance(v, DistSpec) else float(v)
 
 
 class OpLoad(_Model):
@@ -58,20 +72,40 @@ class OpLoad(_Model):
     rate_per_s: Optional[float] = Field(
         None, gt=0, description="requests per second per instance, Poisson arrivals; or give "
                                 "`interval`")
-    interval: Optional[Interval] = Field(
+    interval: Optional[DistSpec] = Field(
         None, description="instead of rate_per_s: the time between requests (ms, a distribution)")
-    service_time_ms: Optional[float] = Field(
-        None, ge=0, description="the affordance's service time (one per resource path: every op "
-        "of the affordance's form shares it); null: the entry's `service_time_ms`")
+    service_time_ms: Optional[ServiceTime] = Field(
+        None, description="the affordance's service time, ms or a distribution `{dist, mean, "
+        "cv?}` (each instance draws its own; one per resource path: every op of the "
+        "affordance's form shares it); null: the entry's `service_time_ms`")
     observers: int = Field(1, ge=1, le=100, description="observe ops: observers per instance")
     register_within_s: float = Field(
         1.0, ge=0, description="observe ops: each observer registers at a uniform instant in "
                                "[0, this) of the test and stays until its end")
-    notify: Optional[Interval] = Field(
+    notify: Optional[DistSpec] = Field(
         None, description="observe ops: time between notifications (ms; dist deterministic | "
                           "uniform | exponential | normal): the property's change rate or the "
                           "event's rate")
     notify_type: Literal["con", "non"] = Field("con", description="observe ops: CON or NON")
+
+    @field_validator("service_time_ms")
+    @classmethod
+    def _service(cls, v: Optional[ServiceTime]) -> Optional[ServiceTime]:
+        return None if v is None else _checked(v)
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: Optional[DistSpec]) -> Optional[DistSpec]:
+        if v is not None and v.mean is None:
+            raise ValueError("mean: required (ms between requests)")
+        return None if v is None else _checked(v)
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(cls, v: Optional[DistSpec]) -> Optional[DistSpec]:
+        if v is not None and v.mean is None:
+            raise ValueError("mean: required (ms between notifications)")
+        return v
 
     @field_validator("affordance")
     @classmethod
@@ -120,8 +154,10 @@ class ThingSpec(_Model):
     instance: dict[str, object] = Field(
         default_factory=dict, description="placeholder values of a TM, `NAME: value`; a string "
         "may contain `{index}` (the instance's number) and `{device}` (its device name)")
-    service_time_ms: float = Field(1.0, ge=0, description="service time of every affordance "
-                                                          "without its own, ms")
+    service_time_ms: ServiceTime = Field(
+        1.0, description="service time of every affordance without its own: ms, or a "
+        "distribution `{dist, mean, cv?}` (as `devices[].service_time`; each instance draws "
+        "its own per affordance)")
     mode: Literal["sleep", "busy"] = Field("sleep", description="service: `sleep` (sensor-bound) "
                                                                 "or `busy` (CPU)")
     threads: int = Field(1, ge=1, le=1024, description="worker threads per instance")
@@ -129,6 +165,11 @@ class ThingSpec(_Model):
         "auto", description="as `devices[].engine` (docs/FLEET.md)")
     load: list[OpLoad] = Field(default_factory=list, description="the workload, per affordance "
                                                                  "and op")
+
+    @field_validator("service_time_ms")
+    @classmethod
+    def _service(cls, v: ServiceTime) -> ServiceTime:
+        return _checked(v)
 
     @model_validator(mode="after")
     def _one_file(self) -> "ThingSpec":

@@ -2,7 +2,8 @@
 
 Per instance, its resources are the TD's CoAP form paths (service time per affordance, the
 response size of a value of the affordance's data schema, Observe columns for an observed
-property or subscribed event) and ``.well-known/wot`` (the size of the instance's own TD).
+property or subscribed event) and ``.well-known/wot``, whose ``body`` column is the instance's
+own TD (the devices serve those bytes; every other resource answers with filler bytes).
 Per instance and ``load`` entry: a renewal process of requests (``rate_per_s``: Poisson, or
 ``interval``) to the op's form with its method and the request body size of the schema; an
 observe op gives ``observers`` OBSERVE lines at uniform instants in
@@ -23,10 +24,11 @@ from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
-from wotbench.workload.formats import TRACE_METHODS, authority
+from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 _STREAM_BASE = 100
+_STREAM_SERVICE = 99    # the instances' service times (the load entries' streams are 100 + i)
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 
 
@@ -52,7 +54,36 @@ def thing_plan(cfg: Config, gi: int) -> ThingPlan:
 def _interval(e) -> DistSpec:
     if e.rate_per_s is not None:
         return DistSpec(dist="exponential", mean=1000.0 / e.rate_per_s)
-    return DistSpec(dist=e.interval.dist, mean=e.interval.mean, cv=e.interval.cv)
+    return e.interval
+
+
+def service_times_us(tp: ThingPlan, count: int, rng: np.random.Generator) -> np.ndarray:
+    """Each instance's service time per resource (µs, ``[count, resources]``): a fixed one as
+    written; a distribution as a device group's resources get theirs: the ``count`` bin means
+    (each equally likely) in a random order, so the group has the distribution itself."""
+    out = np.zeros((count, len(tp.resources)), np.int64)
+    for j, r in enumerate(tp.resources):
+        if isinstance(r.service, DistSpec) and r.service.dist != "deterministic":
+            d = make_distribution(r.service)
+            out[:, j] = rng.permutation(np.maximum(np.rint(d.bin_means(count) * 1000.0), 0))
+        else:
+            out[:, j] = r.service_us
+    return out
+
+
+def resource_rows(tp: ThingPlan, mode: str, td: bytes, observable: bool,
+                  service_us: np.ndarray) -> list[tuple]:
+    """One instance's resource file rows (``service_us``: its service time per resource):
+    ``.well-known/wot`` answers with ``td`` itself (the ``body`` column), every other resource
+    with filler bytes of its data schema's size; a notification's sensor read takes the
+    resource's service time."""
+    rows = []
+    for r, st in zip(tp.resources, service_us.tolist()):
+        own = r.affordance == ""
+        row = (r.path, st, mode, len(td) if own else r.response_bytes)
+        notify = r.notify[:3] + (st,) + r.notify[4:] if r.notify[0] != "none" else r.notify
+        rows.append((row + notify if observable else row) + (encode_body(td) if own else "",))
+    return rows
 
 
 def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> ThingRows:
@@ -64,16 +95,12 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
     paths = [r.path for r in tp.resources]
     observable = any(r.notify[0] != "none" for r in tp.resources)
     scheme = "coaps" if cfg.dtls.enabled else "coap"
+    service = service_times_us(tp, g.count, np.random.default_rng([cfg.seed, gi, _STREAM_SERVICE]))
     for k in range(g.count):
         a = addrs[first + k]
         text = compact(instance_td(tp, k, a.name, authority(a), scheme))
         out.tds[a.name] = text
-        rows = []
-        for r in tp.resources:
-            size = len(text.encode()) if r.affordance == "" else r.response_bytes
-            row = (r.path, r.service_us, g.mode, size)
-            rows.append(row + r.notify if observable else row)
-        out.resources[a.name] = rows
+        out.resources[a.name] = resource_rows(tp, g.mode, text.encode(), observable, service[k])
         out.paths[a.id] = paths
     ids = np.arange(first, first + g.count, dtype=np.int64)
     next_observer = np.zeros(g.count, np.int64)

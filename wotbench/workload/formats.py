@@ -3,6 +3,7 @@ request URIs, resource rows. Reading them back is :mod:`wotbench.workload.trace_
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from wotbench.config.schema import HTTP_METHODS
@@ -15,6 +16,15 @@ TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
 RESOURCE_OBSERVE_COLUMNS = (",notify_dist,notify_mean_us,notify_jitter_us,notify_service_us,"
                             "notify_type,max_age_s")
+# optional last column: the response body itself (a Thing's TD, docs/WOT.md), see encode_body
+RESOURCE_BODY_COLUMN = ",body"
+_BODY_ESCAPE = re.compile(r"[^\x21-\x24\x26-\x2b\x2d-\x7e]")   # not printable, '%', ','
+
+
+def encode_body(data: bytes) -> str:
+    """A resource file's ``body`` field: ``data`` with every byte that is not printable ASCII,
+    '%' or ',' as %XX (wot-device resources.c decodes it once at start)."""
+    return _BODY_ESCAPE.sub(lambda m: f"%{ord(m.group()):02X}", data.decode("latin-1"))
 
 
 def authority(a: DeviceAddress) -> str:
@@ -48,7 +58,9 @@ def _resource_text(rows: list[tuple]) -> str:
     global _last
     if _last[0] is rows:
         return _last[1]
-    header = RESOURCE_HEADER + (RESOURCE_OBSERVE_COLUMNS if rows and len(rows[0]) > 4 else "")
+    n = len(rows[0]) if rows else 4   # 4 (+6 Observe columns) (+1 body)
+    header = RESOURCE_HEADER + (RESOURCE_OBSERVE_COLUMNS if n >= 10 else "") \
+        + (RESOURCE_BODY_COLUMN if n in (5, 11) else "")
     text = header + "\n" + "".join(",".join(str(x) for x in row) + "\n" for row in rows)
     _last = (rows, text)
     return text

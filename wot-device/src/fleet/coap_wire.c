@@ -136,6 +136,13 @@ struct fl_opt fl_opt_uint(uint16_t num, uint32_t value) {
 size_t fl_coap_build_opts(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
                           const uint8_t *token, uint8_t tkl, const struct fl_opt *opts,
                           int nopts, size_t nx) {
+    return fl_coap_build_opts_body(out, cap, type, code, mid, token, tkl, opts, nopts, NULL, nx);
+}
+
+size_t fl_coap_build_opts_body(uint8_t *out, size_t cap, uint8_t type, uint8_t code,
+                               uint16_t mid, const uint8_t *token, uint8_t tkl,
+                               const struct fl_opt *opts, int nopts, const char *body,
+                               size_t nx) {
     size_t i = fl_coap_build(out, cap, type, code, mid, token, tkl, -1, NULL, 0);
     if (i == 0)
         return 0;
@@ -151,7 +158,10 @@ size_t fl_coap_build_opts(uint8_t *out, size_t cap, uint8_t type, uint8_t code, 
         if (cap - i < 1 + nx)
             return 0;
         out[i++] = 0xFF;
-        memset(out + i, 'x', nx);
+        if (body)
+            memcpy(out + i, body, nx);
+        else
+            memset(out + i, 'x', nx);
         i += nx;
     }
     return i;

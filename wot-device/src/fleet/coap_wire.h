@@ -71,5 +71,10 @@ struct fl_opt fl_opt_uint(uint16_t num, uint32_t value);
 size_t fl_coap_build_opts(uint8_t *out, size_t cap, uint8_t type, uint8_t code, uint16_t mid,
                           const uint8_t *token, uint8_t tkl, const struct fl_opt *opts,
                           int nopts, size_t nx);
+/* the same with `body` (nx bytes; NULL: 'x') as the payload */
+size_t fl_coap_build_opts_body(uint8_t *out, size_t cap, uint8_t type, uint8_t code,
+                               uint16_t mid, const uint8_t *token, uint8_t tkl,
+                               const struct fl_opt *opts, int nopts, const char *body,
+                               size_t nx);
 
 #endif

@@ -214,7 +214,7 @@ static size_t build_response(struct fl_loop *l, const struct fl_job *J) {
         return len;
     size_t nx = J->code == FL_CONTENT ? J->res->payload_bytes : 0;
     return fl_coap_build(l->tx, sizeof l->tx, type, (uint8_t)J->code, mid, J->token, J->tkl, -1,
-                         NULL, nx);
+                         J->res->body, nx);   /* its own bytes, or filler when NULL */
 }
 
 /* An answer decided at once (4.04, 5.03): piggy-backed for CON, NON for NON. */

@@ -124,18 +124,18 @@ int fl_obs_init(struct fleet *f, struct fl_loop *l) {
         o->rng = (uint64_t)mono_ns() | 1;
     for (uint32_t i = 0; i < l->ndev; i++) {
         const struct resource_set *rs = &l->dev[i].rf->rs;
-        struct fl_obs_dev *od = &o->devs[o->ndevs];
-        od->dev = i;
-        od->res0 = o->nres;
-        od->observers = FL_NIL;
+        uint32_t res0 = o->nres;
         for (size_t r = 0; r < rs->n; r++)
             if (observable(&rs->v[r]))
                 o->res[o->nres++] = (struct obs_res){.res = &rs->v[r], .seq = OBSERVE_INITIAL};
-        od->nres = (uint16_t)(o->nres - od->res0);
-        if (od->nres) {
-            l->dev[i].obs = od;
-            o->ndevs++;
-        }
+        if (o->nres == res0)
+            continue;   /* no record: devs holds the ndevs observable devices only */
+        struct fl_obs_dev *od = &o->devs[o->ndevs++];
+        od->dev = i;
+        od->res0 = res0;
+        od->observers = FL_NIL;
+        od->nres = (uint16_t)(o->nres - res0);
+        l->dev[i].obs = od;
     }
     return 0;
 }
@@ -160,8 +160,9 @@ void fl_obs_start(struct fl_loop *l) {
             uint32_t j = fl_job_take(l, od->dev, FL_JOB_TICK);
             if (j == FL_NIL)
                 continue;   /* cannot happen: the pool counts one per resource */
-            /* random phase: devices started together are not in lock step */
-            r->next_ns = now + (uint64_t)(notify_uniform01(&o->rng) * (double)r->res->notify_mean_ns);
+            /* a stationary start: devices started together are not in lock step, and the
+             * first interval is not shorter than the others on average (notify_interval.h) */
+            r->next_ns = now + notify_first_ns(r->res, &o->rng);
             l->jobs[j].state = JS_TICK;
             l->jobs[j].res = r->res;
             l->jobs[j].obs = k;
