@@ -26,8 +26,6 @@ from wotbench.config.load import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
-from wotbench.connected.analysis import Inputs
-from wotbench.connected.finish import write_run_dir
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import atomic
@@ -173,6 +171,9 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
         edge.remove()
     extra["load_after"] = os.getloadavg()
     extra["attached_all"] = attached_all
+    # the analysis (pandas, the report's matplotlib) only now: `wotbench check` imports this
+    from wotbench.connected.analysis import Inputs
+    from wotbench.connected.finish import write_run_dir
     inp = Inputs(engine_dirs=dirs, app_dir=run_dir / "apps" if apps and attached_all else None,
                  sched_csv=sampler.path, devices=lay.devices, test_start_ns=start,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
