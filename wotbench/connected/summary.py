@@ -127,7 +127,9 @@ def judge(b: ConnectedBlock, tolerance: float, think_min_ms: float,
     if r:
         if r.replied_not_received:
             notes.append(f"{r.replied_not_received} RPC(s) timed out although their device sent "
-                         "the reply: lost between the server and the applications (the system's)")
+                         f"the reply ({r.late_replies} replies came after their timeout, the rest "
+                         "never): lost or delayed between the server and the applications "
+                         "(the system's)")
         if r.not_delivered:
             notes.append(f"{r.not_delivered} RPC(s) timed out without reaching their device "
                          "(the server did not deliver them: the system's)")

@@ -53,7 +53,7 @@ class RpcFigures(Record):
     send_lag: ConnStats              # app send - its think timer's end (the testbed's)
     engine_part: ConnStats           # engine's timer lateness + reply write (the testbed's)
     testbed_share: ShareStats        # engine_part / round_trip, per RPC
-    replied_not_received: int = 0    # timeouts whose device sent the reply: lost in the server
+    replied_not_received: int = 0    # timeouts whose device sent the reply (late or lost: server)
     not_delivered: int = 0           # timeouts whose device never got the RPC
 
 
