@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import re
 import resource
 import sys
 import tempfile
@@ -186,6 +187,11 @@ def main() -> int:
         for f in fleets:
             if f.proc:
                 f.stop()
+        srv.stop()
+        try:                                      # nchan's own account of what it dropped
+            server_said = srv.stderr().splitlines()
+        except OSError:
+            server_said = []
         srv.__exit__()
     disc = {k: sum(s["disconnects"][k] for s in sums) for k in sums[0]["disconnects"]}
     cf = {k: sum(s["connect_failures"][k] for s in sums) for k in sums[0]["connect_failures"]}
@@ -223,6 +229,13 @@ def main() -> int:
     cpu = sum(sum(l["cpu_ns"] for l in s["loop"]) for s in sums) / 1e9
     print(f"engines' loop CPU {cpu:.1f} s over {held:.0f} s; timer lateness p99 (worst engine) "
           f"{max((l['timer_late_ns']['p99'] or 0) for s in sums for l in s['loop']) / 1e3:.0f} µs")
+    kinds: dict[str, int] = {}
+    for line in server_said:   # "DATE TIME [warn] PID#TID: *CONN message": by level + message
+        m = re.search(r"\[(\w+)\] \d+#\d+: (?:\*\d+ )?(.*)", line)
+        key = re.sub(r"\d+", "N", f"[{m.group(1)}] {m.group(2)}" if m else line)[:100]
+        kinds[key] = kinds.get(key, 0) + 1
+    print(f"nginx/nchan stderr (error_log warn): {len(server_said)} line(s)"
+          + "".join(f"\n  {n} x {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:6]))
     print(f"load average after: {loadavg()}")
     if lock is not None:
         os.close(lock)

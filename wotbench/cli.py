@@ -100,9 +100,6 @@ def _cmd_run(args) -> int:
     from wotbench.dispatch import run_config   # one host or swarm (docs/CLUSTER.md)
 
     def run(path) -> int:
-        if _connected(str(path)):                    # docs/CONNECTED.md: their own timeline
-            from wotbench.connected.run import run_connected
-            return run_connected(str(path), args.out_root)
         return run_config(path, args.out_root, args.backend, args.clock_bound_ms).exit_code
     if not args.set:
         return run(args.config)
@@ -155,14 +152,16 @@ def _gate(args):
 def _refuse_connected(path: Optional[str], command: str) -> None:
     if path and _connected(path):
         raise ConfigError([f"devices[].protocol: connected device groups (websocket, chunked) "
-                           f"are not run by `wotbench {command}` yet: run each point with "
-                           "`wotbench run CONFIG --set KEY=VALUE`, or bench/connected_bench.py "
+                           f"are not run by `wotbench {command}` yet: `wotbench sweep --vary "
+                           "devices[0].count=...` gives the latency-vs-devices curve, or run each "
+                           "point with `wotbench run CONFIG --set KEY=VALUE` "
                            "(docs/CONNECTED.md \"Not done\")"], path)
 
 
 def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
-    _refuse_connected(args.config, "sweep")
+    if args.backend not in (None, "process"):   # connected points run on one host only
+        _refuse_connected(args.config, f"sweep --backend {args.backend}")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,

@@ -2,6 +2,7 @@
 the validation study call :func:`run_config`, which chooses how the config runs.
 
 - one host: :func:`wotbench.run_command.run` (the runner, then analysis and report);
+- connected devices (``devices[].protocol: websocket | chunked``): :mod:`wotbench.connected`;
 - across hosts (``backend: swarm`` or ``--backend swarm``): the coordinator of
   :mod:`wotbench.distributed`, whose cells run the same runner on their nodes.
 
@@ -22,6 +23,10 @@ def run_config(config_path, out_root="reports", backend: Optional[str] = None,
     The YAML is read here, once; the run goes on with the typed config."""
     source = read_config_file(config_path)
     cfg = source.config
+    from wotbench.config.connected import connected_groups
+    if connected_groups(cfg):   # connected devices: their own timeline (docs/CONNECTED.md)
+        from wotbench.connected.run import run_connected
+        return run_connected(str(config_path), out_root, backend=backend)
     if runs_on_swarm(cfg, backend):
         from wotbench.distributed.coordinator import run as run_cells
         return run_cells(config_path, out_root, clock_bound_ms(cfg, bound_ms), source=source)

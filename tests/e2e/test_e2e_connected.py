@@ -1,7 +1,9 @@
 """`wotbench run` of a connected-devices config (docs/CONNECTED.md): nginx + nchan started
 unprivileged from the config's template after `nginx -t`, WebSocket and chunked devices in
-wot-fleet-conn engines, wot-rpcapp applications for the test, one connected-summary.json with
-the verdict; a template nginx refuses stops the run before anything starts, naming it."""
+wot-fleet-conn engines, wot-rpcapp applications for the test, a run directory like every run's
+(summary.json with the connected block and the verdict, report.html with its section, the
+components' run-queue wait); `wotbench sweep --vary` over the number of devices with repeats;
+a template nginx refuses stops the run before anything starts, naming it."""
 import json
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import yaml
 
 from testkit.connected import missing_prerequisite
 from testkit.nginx import free_tcp_port
+from wotbench.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[2]
 why = missing_prerequisite()
@@ -52,6 +55,39 @@ def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
     assert s["verdict"]["status"] in ("trustworthy", "contention"), s["verdict"]
     assert (r.returncode == 0) == (s["verdict"]["status"] == "trustworthy")
     assert (d / "edge" / "attached-devices-nchan.conf").is_file()     # what the server ran
+    # the run directory of every run: summary.json (typed), run.json, report.html
+    summ = RunDir(d).read_summary()
+    assert summ.verdict.status == s["verdict"]["status"]
+    assert summ.overall.outcomes.ok == rpc["ok"] and summ.connected.rpc.round_trip.n > 200
+    comps = {w.component: w for w in summ.connected.sched}
+    assert {"edge-server", "wot-rpcapp", "meter-conn0", "hub-conn0"} <= set(comps), comps
+    assert comps["wot-rpcapp"].cpu_s > 0 and comps["edge-server"].role == "system"
+    html = (d / "report.html").read_text()
+    assert 'id="connected"' in html and 'id="fig-connected-rpc"' in html
+    assert "Not available because" not in html.split('id="connected"')[1].split("</section>")[0]
+    assert (d / "run.json").is_file()
+
+
+def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path):
+    tmp_path.chmod(0o755)
+    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
+    c = yaml.safe_load(cfg.read_text())
+    c["devices"] = c["devices"][:1]
+    c["applications"].update(count=20, warmup_s=1)
+    cfg.write_text(yaml.safe_dump(c))
+    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "sweep", str(cfg),
+                        "--vary", "devices[0].count=50,200", "--repeats", "2", "--out-root",
+                        str(tmp_path / "s"), "--no-progress"],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (sweep,) = (tmp_path / "s").iterdir()
+    points = json.loads((sweep / "sweep.json").read_text())["points"]
+    assert len(points) == 4 and all(p["status"] == "done" for p in points), points
+    for p in points:
+        summ = RunDir(sweep / p["run_dir"]).read_summary()
+        assert summ.connected.devices == p["overrides"]["devices[0].count"]
+        assert summ.overall.response_time_ms.from_sent.p50_ms is not None
+    assert (sweep / "report.html").is_file()
 
 
 def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):

@@ -25,7 +25,8 @@ def summary_of(run_dir, *args, **kw) -> dict:
 
 TOP_KEYS = {"run", "overall", "per_device", "ge_integrity", "rd", "contention", "verdict",
             "monitor", "loss", "decomposition", "slo", "observe", "blockwise", "dtls", "http", "push",
-            "evidence", "sut_resources", "load", "fleet", "notify", "phases", "sut_faults"}
+            "evidence", "sut_resources", "load", "fleet", "notify", "phases", "sut_faults",
+            "connected"}   # connected runs (issue 30): null here
 SERIES = {"response_times", "outcomes", "outcomes_over_time", "rit_cdf", "send_lag_cdf", "rt_cdf",
           "loss_over_time",
           "rd_over_time", "cd_samples", "contention_windows", "evidence", "per_device",

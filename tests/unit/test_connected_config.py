@@ -84,8 +84,15 @@ def test_sizes_written_back_as_strings_load_again():
     assert c.devices[0].connection.reply_bytes == {32: 1, 1024: 1}
 
 
-def test_sweep_and_capacity_refuse_connected_configs_naming_the_key(capsys):
+def test_capacity_and_a_cluster_sweep_refuse_connected_configs_naming_the_key(capsys, tmp_path):
+    """(A sweep on this host runs them: tests/e2e/test_e2e_connected.py.) Both refuse before
+    anything runs or is created."""
     from wotbench.cli import main
     path = str(ROOT / "configs" / "attached-devices.yaml")
-    assert main(["sweep", path, "--vary", "devices[0].count=100,200"]) == 2
+    assert main(["capacity", path, "--out-root", str(tmp_path)]) == 2
     assert "connected device groups" in capsys.readouterr().err
+    assert main(["sweep", path, "--vary", "devices[0].count=100,200", "--backend", "swarm",
+                 "--out-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "connected device groups" in err and "sweep --backend swarm" in err
+    assert not any(tmp_path.iterdir())

@@ -1,12 +1,15 @@
 """The timeline of a connected run (process backend, loopback): edge server (rendered, checked,
 started unprivileged, ready) -> engines (connections files, staggered attach, DIR/attached) ->
-applications for ``duration_s`` -> engines stopped (their files) -> server stopped ->
-``connected-summary.json`` and its verdict. Ctrl-C or a failure stops what was started and
-keeps what was measured.
+applications for ``duration_s`` -> engines stopped (their files) -> server stopped -> the run
+directory (:mod:`wotbench.connected.finish`: summary.json with its verdict, report.html). The
+CPU time and run-queue wait of every component's threads are sampled throughout
+(:mod:`wotbench.connected.sched`). Ctrl-C or a failure stops what was started and keeps what
+was measured.
 
 Run directory ``reports/<name>-<UTC>/``: ``config.resolved.yaml``, ``edge/`` (rendered config,
 its stderr), ``engines/<group>-conn<j>/`` (connections.csv, the engine's files, stderr),
-``apps/`` (wot-rpcapp's files), ``connected-summary.json``."""
+``apps/`` (wot-rpcapp's files), ``monitor/connected-sched.csv``, ``run.json``, ``series/``,
+``summary.json``, ``report.html``, ``connected-summary.json``."""
 from __future__ import annotations
 
 import os
@@ -22,10 +25,11 @@ from wotbench.config.connected import connection_rows
 from wotbench.config.load import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
-from wotbench.connected.verdict import summarize
+from wotbench.connected import sched
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import atomic
+from wotbench.run_result import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
@@ -52,14 +56,16 @@ def _stop(p: Optional[subprocess.Popen], grace: float = 60) -> None:
             p.wait()
 
 
-def run_connected(config_path: str, out_root: str = "reports", log=print) -> int:
+def run_connected(config_path: str, out_root: str = "reports", log=print,
+                  backend: Optional[str] = None) -> RunResult:
     cfg = load_config(config_path)
+    if (backend or cfg.backend) not in ("process", "auto"):
+        raise ConfigError([f"backend: {backend or cfg.backend}: connected devices run on the "
+                           "process backend of one host only so far (no cells on the emulated "
+                           "cluster; docs/CONNECTED.md \"Not done\")"], config_path)
     for b in (FLEET_BIN, RPCAPP_BIN):
         if not b.exists():
             raise EnvironmentProblem(f"{b} is missing: run `make build`")
-    if cfg.backend not in ("process", "auto"):
-        raise ConfigError([f"backend: {cfg.backend}: connected devices run on the process "
-                           "backend only so far (docs/CONNECTED.md \"Not done\")"])
     lay = make_layout(cfg)
     run_dir = Path(out_root) / f"{cfg.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     run_dir.mkdir(parents=True)
@@ -81,8 +87,13 @@ def run_connected(config_path: str, out_root: str = "reports", log=print) -> int
     extra: dict = {"load_before": os.getloadavg()}
     attached_all = False
     interrupted = False
+    sampler = sched.SchedSampler(run_dir / "monitor" / "connected-sched.csv")
+    extra["sched_missing"] = sched.available()
+    start = 0
     try:
         edge.start()
+        sampler.add("edge-server", "system", edge.pids)
+        sampler.start()
         m0 = _mem_available()
         t0 = time.monotonic()
         first_of = {}
@@ -104,8 +115,10 @@ def run_connected(config_path: str, out_root: str = "reports", log=print) -> int
                     str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
             if apps:
                 argv += ["--id-marker", apps.id_marker]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=open(d / "stderr.log", "wb")))
+            p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                 stderr=open(d / "stderr.log", "wb"))
+            procs.append(p)
+            sampler.add(e.name, "testbed", lambda pid=p.pid: [pid])
             dirs.append(d / "out")
         deadline = t0 + 60 + 2 * lay.devices / ATTACH_RATE
         while time.monotonic() < deadline:
@@ -118,7 +131,7 @@ def run_connected(config_path: str, out_root: str = "reports", log=print) -> int
         extra["attach_s"] = time.monotonic() - t0
         extra["host_memory_per_device_bytes"] = (m0 - _mem_available()) / max(1, lay.devices)
         log(f"attached: {'all' if attached_all else 'NOT all'} after {extra['attach_s']:.1f} s")
-        warm_end = 0
+        warm_end = start = time.monotonic_ns()
         if attached_all and apps:
             (run_dir / "apps").mkdir()
             start = time.monotonic_ns() + 1_000_000_000
@@ -137,24 +150,37 @@ def run_connected(config_path: str, out_root: str = "reports", log=print) -> int
                     "--source", "127.0.0.250"]
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=open(run_dir / "apps" / "stderr.log", "wb"))
+            sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])
             app_proc.wait(cfg.duration_s + apps.timeout_ms / 1000 + 60)
         elif attached_all:
             time.sleep(cfg.duration_s)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        try:
+            sampler.sample()              # the last counters of every component still alive
+        except OSError:
+            pass
         _stop(app_proc, 10)
         extra["edge_running_at_end"] = edge.running()
         for p in procs:
             _stop(p)
+        extra["engines_s"] = time.monotonic() - t0 if procs else None
+        sampler.stop()
         edge.stop()
         edge.remove()
     extra["load_after"] = os.getloadavg()
-    summary = summarize(run_dir, dirs, run_dir / "apps" if apps and attached_all else None,
-                        lay.devices, attached_all,
-                        parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
-                        apps.think_ms[0] if apps else 0, warm_end, extra)
-    atomic.write_json(run_dir / "connected-summary.json", summary)
-    v = summary["verdict"]
-    log(f"verdict: {v['status']}" + (f" ({'; '.join(v['reasons'])})" if v["reasons"] else ""))
-    return 130 if interrupted else v["exit_code"]
+    extra["attached_all"] = attached_all
+    # the analysis (pandas, the report's matplotlib) only now: `wotbench check` imports this
+    from wotbench.connected.analysis import Inputs
+    from wotbench.connected.finish import write_run_dir
+    inp = Inputs(engine_dirs=dirs, app_dir=run_dir / "apps" if apps and attached_all else None,
+                 sched_csv=sampler.path, devices=lay.devices, test_start_ns=start,
+                 duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
+    s = write_run_dir(run_dir, cfg.name, inp, interrupted=interrupted,
+                      tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
+                      think_min_ms=apps.think_ms[0] if apps else 0, log=log)
+    v = s.verdict
+    log(f"verdict: {v.status}" + (f" ({'; '.join(v.reasons)})" if v.reasons else ""))
+    log(f"report: {run_dir / 'report.html'}")
+    return RunResult(130 if interrupted else v.exit_code, run_dir, s)

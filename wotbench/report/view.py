@@ -26,6 +26,7 @@ from wotbench.report import sections
 from wotbench.report.evidence import evidence as evidence_section
 from wotbench.report.http_section import http as http_section
 from wotbench.report.push_section import push as push_section
+from wotbench.report.connected_section import connected as connected_section
 from wotbench.report.sut import sut
 from wotbench.report.data import FigureData, figure_data
 from wotbench.report.slo_table import slo_table
@@ -99,6 +100,7 @@ class RunReport:
     blockwise: Any
     dtls: Any
     push: Any
+    connected: Any                      # issue 30: connected devices and their RPCs
     http: Any
     things: Any
     network: Any
@@ -170,6 +172,7 @@ def build_view(run_dir: Path | str) -> RunReport:
         blockwise=sections.blockwise(s),
         dtls=sections.dtls(s),
         push=push_section(s),
+        connected=connected_section(s, rd),
         http=http_section(s),
         things=things_table(rd, [g.dir for g in run.ges or []], duration),
         cd_enabled=run.cd is not None or s.rd.cd is not None,

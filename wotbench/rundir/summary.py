@@ -17,6 +17,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from wotbench.rundir._model import Record
+from wotbench.rundir.connected_block import ConnectedBlock
 from wotbench.rundir.evidence import EvidenceBlock, EvidenceParams
 from wotbench.rundir.notify import NotifyBlock
 from wotbench.rundir.phases import PhasesBlock
@@ -577,6 +578,7 @@ class Summary(Record):
     sut_resources: Optional[SutResourcesBlock] = None   # the SUT's own CPU and memory (rundir/sut.py)
     load: Optional[LoadBlock] = None   # throughput, latency, fairness, open/closed (rundir/load_block.py)
     fleet: Optional[FleetBlock] = None   # the wot-fleet engines' own lag (rundir/fleet.py, issue 29)
+    connected: Optional[ConnectedBlock] = None   # connected devices (rundir/connected_block.py, issue 30)
 
     @property
     def contended_share(self) -> Optional[float]:

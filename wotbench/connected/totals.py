@@ -1,11 +1,7 @@
-"""A connected run's figures and verdict, from its components' files: the engines'
-conn-summary.json and conn-log-*.csv (CONTRACTS §3c), wot-rpcapp's rpc-summary.json and
-rpc-log.csv (§3d). What is the testbed's: connections the engines lost by their own limits
-(cause `testbed`, a full reply pool or timer heap, dropped log rows, the application's rows
-running out) is testbed loss; an engine whose own part of the RPC round trip (timer lateness +
-writing the reply) or an application whose send lag exceeds the tolerance distorted the
-latencies (contention). What the server did (closed, reset, refused, 202) is the system's and
-is reported, not flagged."""
+"""``connected-summary.json``: a connected run's totals in one file, from its components'
+files: the engines' conn-summary.json and conn-log-*.csv (CONTRACTS §3c), wot-rpcapp's
+rpc-summary.json and rpc-log.csv (§3d). The run's verdict is summary.json's
+(:mod:`wotbench.connected.summary`); :mod:`wotbench.connected.finish` copies it in."""
 from __future__ import annotations
 
 import csv
@@ -53,9 +49,8 @@ def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
     return np.asarray(rtt, float), np.asarray(mine, float)
 
 
-def summarize(run_dir: Path, engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
-              attached_all: bool, tolerance: float, think_min_ms: int,
-              warmup_end_ns: int, extra: dict[str, Any]) -> dict[str, Any]:
+def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
+              attached_all: bool, warmup_end_ns: int, extra: dict[str, Any]) -> dict[str, Any]:
     eng = engine_files(engine_dirs)
     disc = {c: sum(e["disconnects"][c] for e in eng) for c in CAUSES}
     cfail = {c: sum(e["connect_failures"][c] for e in eng) for c in CAUSES}
@@ -78,8 +73,6 @@ def summarize(run_dir: Path, engine_dirs: list[Path], app_dir: Optional[Path], d
         "engine_cpu_s": sum(lp["cpu_ns"] for lp in loops) / 1e9,
         "engine_timer_late_p99_ns": max([lp["timer_late_ns"]["p99"] or 0 for lp in loops] or [0]),
         **extra}
-    reasons: list[str] = []
-    app = None
     if app_dir is not None and (app_dir / "rpc-summary.json").exists():
         app = json.loads((app_dir / "rpc-summary.json").read_text())
         rtt, mine = rpc_join(app_dir, engine_dirs, warmup_end_ns)
@@ -92,23 +85,4 @@ def summarize(run_dir: Path, engine_dirs: list[Path], app_dir: Optional[Path], d
         out["rpc"]["testbed_share"] = _pct(share)
         if app.get("rows_full"):
             testbed["app_rows_full"] = 1
-        lag99 = (app.get("send_lag_ns") or {}).get("p99", 0)
-        if lag99 > max(1e6, tolerance * think_min_ms * 1e6):
-            reasons.append(f"the applications sent late: send lag p99 {lag99 / 1e6:.2f} ms")
-        if len(rtt) and np.quantile(mine, 0.99) > tolerance * np.quantile(rtt, 0.5):
-            reasons.append(f"the engines fell behind their devices: their own part of the round "
-                           f"trip p99 {np.quantile(mine, 0.99) / 1e6:.2f} ms > {tolerance:.0%} of "
-                           f"the median round trip {np.quantile(rtt, 0.5) / 1e6:.2f} ms")
-    lost = sum(testbed.values())
-    if not eng or not attached_all or (app_dir is not None and (app is None or not app["ok"])):
-        status, why = "invalid", ["not every device attached" if not attached_all
-                                  else "no RPC answered or a component wrote no files"]
-    elif lost:
-        status, why = "testbed_loss", [f"the testbed lost connections or RPCs: {testbed}"]
-    elif reasons:
-        status, why = "contention", reasons
-    else:
-        status, why = "trustworthy", []
-    out["verdict"] = {"status": status, "reasons": why,
-                      "exit_code": 0 if status == "trustworthy" else 3}
     return out

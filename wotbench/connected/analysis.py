@@ -1,0 +1,216 @@
+"""A connected run's figures from its components' files (CONTRACTS §3c, §3d) and the kernel's
+evidence (``monitor/connected-sched.csv``, :mod:`wotbench.connected.sched`): the
+:class:`~wotbench.rundir.connected_block.ConnectedBlock` of summary.json and the series the
+report draws (``series/connected_*.csv``).
+
+The RPC join: the application's row (``send_ns``, ``reply_ns``) meets the device's row
+(``arrival_ns``, ``due_ns``, ``end_ns``, ``sent_ns``) by the RPC's id; both stamp
+CLOCK_MONOTONIC on this host. The engine's part of a round trip is its timer lateness
+(end − due) plus building and writing the reply (sent − end): the testbed's. A timeout whose
+device sent the reply was lost by the server (or the application's read, no kernel stamps on
+TCP); one whose device never got the RPC was not delivered by the server."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from wotbench.analysis.stats import quantiles_of
+from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
+                                             CountStats, PerDeviceCounts, RpcFigures, SchedWait,
+                                             ShareStats, Traffic)
+
+WINDOW_S = 1.0          # the over-time series' bin
+WORST_DEVICES = 20      # devices listed by their disconnects
+
+
+@dataclass
+class Inputs:
+    """Where a connected run's files are and the run's clock (from run.py)."""
+    engine_dirs: list[Path]
+    app_dir: Optional[Path]
+    sched_csv: Path
+    devices: int
+    test_start_ns: int       # the applications' start (or the end of the attach without them)
+    duration_s: float
+    warmup_end_ns: int
+    extra: dict[str, Any]
+
+
+def _engine_summaries(dirs: list[Path]) -> list[dict[str, Any]]:
+    return [json.loads((d / "conn-summary.json").read_text()) for d in dirs
+            if (d / "conn-summary.json").exists()]
+
+
+def _device_log(dirs: list[Path]) -> pd.DataFrame:
+    cols = ["device", "id", "arrival_ns", "due_ns", "end_ns", "sent_ns", "outcome"]
+    frames = [pd.read_csv(f, dtype={"id": str}) for d in dirs
+              for f in sorted(d.glob("conn-log-*.csv"))]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+
+def _ms(family, ns: np.ndarray):
+    return quantiles_of(family, np.asarray(ns, float) / 1e6)
+
+
+def _traffic(msgs_out: int, msgs_in: int, b_out: int, b_in: int, secs: float) -> Traffic:
+    per = (lambda x: x / secs) if secs > 0 else (lambda x: None)
+    kb = (lambda x: x / secs / 1000) if secs > 0 else (lambda x: None)
+    return Traffic(messages_out=msgs_out, messages_in=msgs_in, bytes_out=b_out, bytes_in=b_in,
+                   messages_out_per_s=per(msgs_out), messages_in_per_s=per(msgs_in),
+                   kbytes_out_per_s=kb(b_out), kbytes_in_per_s=kb(b_in))
+
+
+def rpc_frame(app_dir: Path, dev: pd.DataFrame) -> pd.DataFrame:
+    """Every RPC of rpc-log.csv with its device row's stamps (NaN where the device has none)."""
+    app = pd.read_csv(app_dir / "rpc-log.csv", dtype={"id": str})
+    sent = dev[dev["outcome"] == "sent"].drop_duplicates("id")
+    return app.merge(sent[["id", "arrival_ns", "due_ns", "end_ns", "sent_ns"]], on="id",
+                     how="left", suffixes=("", "_dev"))
+
+
+def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFrame
+                 ) -> tuple[RpcFigures, np.ndarray]:
+    m = j[j["sched_ns"] >= warm]
+    ok = m[(m["outcome"] == "ok") & m["sent_ns"].notna()]
+    rtt = (ok["reply_ns"] - ok["send_ns"]).to_numpy(float)
+    mine = (np.maximum(ok["end_ns"] - ok["due_ns"], 0) + (ok["sent_ns"] - ok["end_ns"])
+            ).to_numpy(float)
+    okall = m[m["outcome"] == "ok"]
+    to = m[m["outcome"] == "timeout"]
+    arrived = set(dev["id"])
+    fig = RpcFigures(
+        apps=app["apps"], rpcs=app["rpcs"], measured=app["measured"],
+        rpc_per_s=app.get("rpc_per_s"),
+        outcomes={k: int(app[k]) for k in ("ok", "timeout", "rejected", "lost")},
+        post_202=app.get("post_202", 0), late_replies=app.get("late_replies", 0),
+        unmatched=app.get("unmatched", 0),
+        round_trip=_ms(ConnStats, rtt),
+        from_schedule=_ms(ConnStats, (okall["reply_ns"] - okall["sched_ns"]).to_numpy(float)),
+        send_lag=_ms(ConnStats, (m["send_ns"] - m["sched_ns"]).to_numpy(float)),
+        engine_part=_ms(ConnStats, mine),
+        testbed_share=quantiles_of(ShareStats, mine / rtt if len(rtt) else np.zeros(0)),
+        replied_not_received=int(to["sent_ns"].notna().sum()),
+        not_delivered=int((~to["id"].isin(arrived)).sum()))
+    return fig, mine
+
+
+def rpc_over_time(j: pd.DataFrame, start_ns: int) -> pd.DataFrame:
+    """Per second of the test: RPCs by outcome (by send time), replies, round-trip p50/p99."""
+    if not len(j):
+        return pd.DataFrame(columns=["t_s", "sent", "ok", "timeout", "rejected", "lost",
+                                     "rt_p50_ms", "rt_p99_ms"])
+    t = ((j["send_ns"] - start_ns) / 1e9 // WINDOW_S * WINDOW_S).rename("t_s")
+    counts = pd.crosstab(t, j["outcome"]).reindex(columns=["ok", "timeout", "rejected", "lost"],
+                                                  fill_value=0)
+    counts.insert(0, "sent", counts.sum(axis=1))
+    ok = j["outcome"] == "ok"
+    rt = ((j.loc[ok, "reply_ns"] - j.loc[ok, "send_ns"]) / 1e6).groupby(t[ok])
+    out = counts.join(rt.quantile(0.5).rename("rt_p50_ms")).join(rt.quantile(0.99)
+                                                                 .rename("rt_p99_ms"))
+    return out.reset_index()
+
+
+def sched_figures(path: Path, start_ns: int, end_ns: int, rpcs: int
+                  ) -> tuple[list[SchedWait], pd.DataFrame]:
+    """Per component: CPU and run-queue wait over [start, end] (the samples nearest inside), and
+    the per-window wait share series."""
+    if not path.exists():
+        return [], pd.DataFrame()
+    df = pd.read_csv(path)
+    df = df[(df["mono_ns"] >= start_ns - 1_500_000_000) & (df["mono_ns"] <= end_ns + 1_500_000_000)]
+    out, series = [], []
+    for (name, role), g in df.groupby(["component", "role"], sort=True):
+        g = g.sort_values("mono_ns")
+        if len(g) < 2:
+            continue
+        cpu = (g["cpu_ns"].iloc[-1] - g["cpu_ns"].iloc[0]) / 1e9
+        wait = (g["runqueue_ns"].iloc[-1] - g["runqueue_ns"].iloc[0]) / 1e9
+        out.append(SchedWait(component=name, role=role, cpu_s=cpu, runqueue_s=wait,
+                             wait_of_cpu=wait / cpu if cpu > 0 else None,
+                             wait_per_rpc_ms=wait * 1e3 / rpcs if rpcs else None))
+        d = g[["cpu_ns", "runqueue_ns"]].diff().iloc[1:]
+        span = g["mono_ns"].diff().iloc[1:]
+        series.append(pd.DataFrame({"t_s": (g["mono_ns"].iloc[1:] - start_ns) / 1e9,
+                                    "component": name, "role": role,
+                                    "cpu_share": d["cpu_ns"] / span,
+                                    "wait_share": d["runqueue_ns"] / span,
+                                    "wait_s": d["runqueue_ns"] / 1e9}))
+    return out, (pd.concat(series, ignore_index=True) if series else pd.DataFrame())
+
+
+def _per_device(dirs: list[Path]) -> Optional[PerDeviceCounts]:
+    frames = [pd.read_csv(d / "conn-devices.csv") for d in dirs if (d / "conn-devices.csv").exists()]
+    if not frames:
+        return None
+    df = pd.concat(frames, ignore_index=True)
+    disc = df[["server_closed", "reset", "testbed", "protocol_error"]].sum(axis=1)
+    worst = df.assign(disconnects=disc)[disc > 0].nlargest(WORST_DEVICES, "disconnects")
+    cols = ["device", "name", "protocol", "disconnects", "server_closed", "reset", "testbed",
+            "protocol_error", "attaches", "rpcs_in", "replies"]
+
+    def counts(c: str):
+        return quantiles_of(CountStats, df[c].to_numpy(float))
+    return PerDeviceCounts(
+        devices=len(df), rpcs_in=counts("rpcs_in"), replies=counts("replies"),
+        attaches=counts("attaches"), with_disconnects=int((disc > 0).sum()),
+        never_attached_at_exit=int((df["attached_at_exit"] == 0).sum()),
+        worst=[{k: (str(v) if isinstance(v, str) else int(v)) for k, v in r.items()}
+               for r in worst[cols].to_dict("records")])
+
+
+def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.ndarray]:
+    """The block, the series (name -> frame) and the engine's part of each measured RPC (ns)."""
+    eng = _engine_summaries(inp.engine_dirs)
+    loops = [lp for e in eng for lp in e["loop"]]
+    disc = Causes(**{c: sum(e["disconnects"][c] for e in eng) for c in CAUSES})
+    cfail = Causes(**{c: sum(e["connect_failures"][c] for e in eng) for c in CAUSES})
+    lost = {"disconnects": disc.testbed, "connect_failures": cfail.testbed,
+            "pool_full": sum(lp["pool_full"] for lp in loops),
+            "heap_full": sum(lp["heap_full"] for lp in loops),
+            "log_dropped": sum(lp["log_dropped"] for lp in loops)}
+    secs, x = inp.duration_s, inp.extra
+    series: dict[str, pd.DataFrame] = {}
+    dev = _device_log(inp.engine_dirs)
+    rpc, mine, apps_side = None, np.zeros(0), None
+    app_file = inp.app_dir / "rpc-summary.json" if inp.app_dir else None
+    if app_file is not None and app_file.exists():
+        app = json.loads(app_file.read_text())
+        if app.get("rows_full"):
+            lost["app_rows_full"] = 1
+        j = rpc_frame(inp.app_dir, dev)
+        rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev)
+        series["connected_rpc_over_time"] = rpc_over_time(j, inp.test_start_ns)
+        apps_side = _traffic(app["rpcs"], app["ok"] + app.get("late_replies", 0) +
+                             app.get("events_in", 0), app["bytes_out"], app["bytes_in"],
+                             app.get("duration_s") or secs)
+    sched, sched_series = sched_figures(inp.sched_csv, inp.test_start_ns,
+                                        inp.test_start_ns + int(secs * 1e9),
+                                        rpc.measured if rpc else 0)
+    if len(sched_series):
+        series["connected_sched"] = sched_series
+    late = [lp["timer_late_ns"]["p99"] for lp in loops if lp["timer_late_ns"]["p99"] is not None]
+    block = ConnectedBlock(
+        devices=inp.devices, engines=len(inp.engine_dirs),
+        attached_all=bool(x.get("attached_all")), attach_s=x.get("attach_s"),
+        attached_at_exit=sum(e["attached_at_exit"] for e in eng),
+        attaches=sum(e["attaches"] for e in eng), disconnects=disc, connect_failures=cfail,
+        testbed_loss=lost, host_memory_per_device_bytes=x.get("host_memory_per_device_bytes"),
+        engine_cpu_s=sum(lp["cpu_ns"] for lp in loops) / 1e9,
+        engine_timer_late_p99_ms=max(late) / 1e6 if late else None,
+        heartbeats=sum(e["heartbeats"] for e in eng), pongs=sum(e["pongs"] for e in eng),
+        devices_side=_traffic(sum(e["replies"] + e["events"] + e["heartbeats"] for e in eng),
+                              sum(e["msgs_in"] for e in eng), sum(e["bytes_out"] for e in eng),
+                              sum(e["bytes_in"] for e in eng), x.get("engines_s") or secs),
+        apps_side=apps_side, rpc=rpc, sched=sched,
+        sched_missing=x.get("sched_missing") or (None if sched else
+                                                 "no run-queue samples of the components"),
+        per_device=_per_device(inp.engine_dirs),
+        load_before=list(x.get("load_before", [])), load_after=list(x.get("load_after", [])),
+        edge_running_at_end=x.get("edge_running_at_end"))
+    return block, series, mine

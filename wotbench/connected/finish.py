@@ -1,0 +1,65 @@
+"""The end of a connected run: what was measured becomes a run directory like every other run's
+(CONTRACTS §4): ``run.json``, ``series/connected_*.csv``, ``summary.json`` (a
+:class:`~wotbench.rundir.summary.Summary` with the ``connected`` block), ``report.html``, and
+``connected-summary.json`` (the components' totals in one file, as before). Runs also after a
+failure or Ctrl-C: it keeps what was measured."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+import numpy as np
+
+from wotbench.connected import analysis, summary as csummary
+from wotbench.connected.totals import summarize
+from wotbench.rundir import RunDir, atomic
+from wotbench.rundir.record import HostRecord, RunRecord, TestWindow
+from wotbench.rundir.summary import Summary
+from wotbench.stamps import iso_stamp
+
+
+def _rtts(inp: analysis.Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """Round trip (send → reply) and from the schedule of every ok RPC after the warm-up, ms."""
+    if inp.app_dir is None or not (inp.app_dir / "rpc-log.csv").exists():
+        return np.zeros(0), np.zeros(0)
+    import pandas as pd
+    j = pd.read_csv(inp.app_dir / "rpc-log.csv", usecols=["sched_ns", "send_ns", "reply_ns",
+                                                          "outcome"])
+    ok = j[(j["outcome"] == "ok") & (j["sched_ns"] >= inp.warmup_end_ns)]
+    return ((ok["reply_ns"] - ok["send_ns"]) / 1e6).to_numpy(float), \
+        ((ok["reply_ns"] - ok["sched_ns"]) / 1e6).to_numpy(float)
+
+
+def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted: bool,
+                  tolerance: float, think_min_ms: float, log=print) -> Summary:
+    rd = RunDir(run_dir)
+    rd.write_run(RunRecord(
+        name=name, run_id=run_dir.name, backend="process",
+        host=HostRecord(hostname=socket.gethostname(), kernel=os.uname().release,
+                        machine=os.uname().machine, cpus=os.cpu_count(),
+                        python=sys.version.split()[0]),
+        test=TestWindow(start_mono_ns=inp.test_start_ns, duration_s=inp.duration_s),
+        t0_mono_ns=inp.test_start_ns, interrupted=interrupted, written_at_utc=iso_stamp()))
+    block, series, _ = analysis.analyse(inp)
+    rtt, sched = _rtts(inp)
+    s = csummary.build(block, series, rtt, sched, name=name, run_dir=str(run_dir),
+                       test_start_ns=inp.test_start_ns, duration_s=inp.duration_s,
+                       interrupted=interrupted, tolerance=tolerance, think_min_ms=think_min_ms)
+    rd.series_dir.mkdir(exist_ok=True)
+    for key, df in series.items():
+        with atomic.replacing_path(rd.series(key)) as tmp:
+            df.to_csv(tmp, index=False, float_format="%.6g")
+    rd.write_summary(s)
+    # the components' totals (as before summary.json existed), with the run's verdict
+    legacy = summarize(inp.engine_dirs, inp.app_dir, inp.devices, bool(inp.extra.get(
+        "attached_all")), inp.warmup_end_ns, inp.extra)
+    legacy["verdict"] = s.verdict.model_dump(mode="json")
+    atomic.write_json(run_dir / "connected-summary.json", legacy)
+    try:
+        from wotbench.report import render
+        render(run_dir)
+    except Exception as e:   # the data stay; `wotbench report RUN_DIR` can try again
+        log(f"report.html not written: {type(e).__name__}: {e}")
+    return s
+

@@ -1,0 +1,105 @@
+"""summary.json ``connected`` (issue 30, docs/CONNECTED.md): a connected run's figures — the
+devices' connections (attached, disconnects and connect failures by cause, per-device counts),
+the applications' RPCs (outcomes, round trip, messages and bytes both ways), the testbed's part
+of the round trip, and the kernel's run-queue wait of each component
+(``wotbench.connected.analysis`` builds it; the report's "Connected devices" section shows it)."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from wotbench.rundir._model import Record
+from wotbench.rundir.quantiles import quantiles
+
+ConnStats = quantiles("ConnStats", ("p50", "p90", "p99"), "_ms", count="n", tail=True)
+ShareStats = quantiles("ShareStats", ("p50", "p90", "p99"), count="n", mean=False, tail=True)
+CountStats = quantiles("CountStats", ("p50", "p99"), mean=True, count=None, min=True)
+CAUSES = ("server_closed", "reset", "testbed", "protocol")
+
+
+class Causes(Record):
+    """By cause (CONTRACTS §3c): server_closed, reset, protocol are the system's; testbed ours."""
+    server_closed: int = 0
+    reset: int = 0
+    testbed: int = 0
+    protocol: int = 0
+
+
+class Traffic(Record):
+    """Messages and bytes each way at one end, per second of that end's lifetime (the engines:
+    attach to stop, heartbeats and events included; the applications: their run)."""
+    messages_out: int
+    messages_in: int
+    bytes_out: int
+    bytes_in: int
+    messages_out_per_s: Optional[float] = None
+    messages_in_per_s: Optional[float] = None
+    kbytes_out_per_s: Optional[float] = None     # kB = 1000 bytes
+    kbytes_in_per_s: Optional[float] = None
+
+
+class RpcFigures(Record):
+    apps: int
+    rpcs: int                        # every RPC sent (warm-up included)
+    measured: int                    # scheduled after the warm-up
+    rpc_per_s: Optional[float] = None
+    outcomes: dict[str, int]         # ok, timeout, rejected, lost (exactly one per RPC)
+    post_202: int = 0                # published with no subscriber on the device's channel
+    late_replies: int = 0
+    unmatched: int = 0
+    round_trip: ConnStats            # app send -> reply decoded, ok RPCs after the warm-up
+    from_schedule: ConnStats         # app's think timer end -> reply (includes its send lag)
+    send_lag: ConnStats              # app send - its think timer's end (the testbed's)
+    engine_part: ConnStats           # engine's timer lateness + reply write (the testbed's)
+    testbed_share: ShareStats        # engine_part / round_trip, per RPC
+    replied_not_received: int = 0    # timeouts whose device sent the reply (late or lost: server)
+    not_delivered: int = 0           # timeouts whose device never got the RPC
+
+
+class SchedWait(Record):
+    """One component's threads over the test: CPU time and run-queue wait from
+    /proc/<pid>/task/*/schedstat (the kernel's evidence of contention)."""
+    component: str
+    role: Literal["testbed", "system"]
+    cpu_s: float
+    runqueue_s: float
+    wait_of_cpu: Optional[float] = None       # run-queue wait / CPU time
+    wait_per_rpc_ms: Optional[float] = None   # run-queue wait / RPCs measured
+
+
+class PerDeviceCounts(Record):
+    """Across the devices (conn-devices.csv of every engine)."""
+    devices: int
+    rpcs_in: CountStats
+    replies: CountStats
+    attaches: CountStats
+    with_disconnects: int            # devices that lost their connection at least once
+    never_attached_at_exit: int      # devices not attached when the engines stopped
+    worst: list[dict[str, int | str]] = Field(default_factory=list)   # most disconnects first
+
+
+class ConnectedBlock(Record):
+    devices: int
+    engines: int
+    attached_all: bool
+    attach_s: Optional[float] = None
+    attached_at_exit: int
+    attaches: int
+    disconnects: Causes
+    connect_failures: Causes
+    testbed_loss: dict[str, int]             # what the testbed itself lost (any > 0: testbed_loss)
+    host_memory_per_device_bytes: Optional[float] = None
+    engine_cpu_s: float
+    engine_timer_late_p99_ms: Optional[float] = None
+    heartbeats: int = 0
+    pongs: int = 0
+    devices_side: Traffic                    # at the devices (engines): in = RPCs, out = replies
+    apps_side: Optional[Traffic] = None      # at the applications: out = RPC POSTs, in = replies
+    rpc: Optional[RpcFigures] = None
+    sched: list[SchedWait] = Field(default_factory=list)
+    sched_missing: Optional[str] = None      # why there is no run-queue evidence
+    per_device: Optional[PerDeviceCounts] = None
+    load_before: list[float] = Field(default_factory=list)
+    load_after: list[float] = Field(default_factory=list)
+    edge_running_at_end: Optional[bool] = None
