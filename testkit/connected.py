@@ -84,7 +84,11 @@ class NchanServer:
         self.edge.stop()
 
     def __enter__(self):
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:        # __exit__ is not called when __enter__ raises
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc):
         self.stop()
