@@ -82,6 +82,9 @@ typedef struct uri_s {
     uint8_t *obs_opts[2]; /* the options with Observe: 0 (OBSERVE) and Observe: 1 (CANCEL) */
     uint16_t obs_len[2];
     char *authority; /* http://: the Host header value (host[:port] as written), else NULL */
+    struct tv_slot_s *tv; /* coap://: per-request values' slots in opts (coap_tmpl.h), or NULL */
+    uint8_t ntv;
+    uint8_t tv_clock; /* one of them is the clock's: filled at the send */
 } uri_t;
 
 typedef struct {

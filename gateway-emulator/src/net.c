@@ -16,6 +16,7 @@
 #include <coap3/coap.h>
 
 #include "ge.h"
+#include "coap_tmpl.h"
 #include "rxstamp.h" /* common/rxstamp.h */
 
 #define EXCHANGE_LIFETIME_NS (247LL * 1000000000LL)
@@ -406,6 +407,10 @@ int net_prepare(ge_t *g) {
                     free(checked);
                     goto fail;
                 }
+            }
+            if (u->ntv) { /* per-request values known before the start (coap_tmpl.h) */
+                tv_values_t v = {idx, (uint32_t)r->sock, g->http_opt.seed, 0};
+                coap_tmpl_fill(g->arena + pos, u->tv, u->ntv, &v, TV_EARLY);
             }
             r->dgram_off = (uint32_t)pos;
             r->dgram_len = (uint16_t)len;

@@ -54,6 +54,7 @@ def analyse(run_dir: Path, req: pd.DataFrame, ids: dict[str, int]
         out.append(FaultFigures(
             device=r["device"], action=r["action"], at_s=r["at_s"], applied_s=s["applied"],
             resumed_s=s["resumed"], stopped_s=s["stopped"], cpus=r.get("cpus"),
+            throttled_periods=r.get("throttled_periods"),
             downtime_s=(s["resumed"] - s["applied"]) if r["action"] == "restart"
             and s["resumed"] is not None and s["applied"] is not None else None,
             error=r["error"], before=_window(mine, max(at - w, 0.0), at),

@@ -226,10 +226,11 @@ def phase_problems(h: HttpClient) -> list[str]:
 
 
 def ge_args(cfg: Config) -> list[str]:
-    """The main GEs' ``--http-*`` options but the body template's file ([] for a CoAP run; the
-    runner adds ``--http-body-template`` with the file's path as the GE sees it)."""
+    """The main GEs' ``--http-*`` options but the body template's file (a CoAP run: only
+    ``--seed`` for a path's {{rand}}; the runner adds ``--http-body-template`` with the file's
+    path as the GE sees it)."""
     if not is_http(cfg):
-        return []
+        return seed_args(cfg)   # a CoAP path's {{rand}} (gateway-emulator/src/coap_tmpl.c)
     h = cfg.gateways.http or HttpClient()
     a = ["--http-connections", str(h.connections)] if h.connections else []
     if h.connection_per_request:

@@ -31,6 +31,8 @@ class FaultFigures(Record):
     stopped_s: F = None                # a restart: its old tree gone, the new one started
     downtime_s: F = None               # a restart: resumed_s - applied_s
     cpus: F = None                     # a cpu_quota change: the new quota (cores)
+    throttled_periods: Optional[int] = None   # ... process backend: CFS periods its cgroup
+                                       # was throttled in (the kernel enforcing it)
     error: Optional[str] = None
     before: FaultWindow
     during: FaultWindow                # a kill or cpu_quota change: window_s after it

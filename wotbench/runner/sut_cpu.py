@@ -83,6 +83,17 @@ class ProcessQuota:
             (self.path / "cpu.cfs_period_us").write_text(f"{PERIOD_US}\n")
             (self.path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
 
+    def throttled(self) -> Optional[int]:
+        """CFS periods in which the cgroup was throttled so far (the quota's evidence)."""
+        try:
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "nr_throttled":
+                    return int(v)
+        except (OSError, ValueError):
+            pass
+        return None
+
     def remove(self) -> None:
         """Back to the parent (the processes may still be stopping), then the cgroup goes."""
         try:

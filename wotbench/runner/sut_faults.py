@@ -91,7 +91,7 @@ class FaultRunner(threading.Thread):
         self.records = [{"device": f.device, "action": f.action, "at_s": f.at_s,
                          "for_s": f.for_s, "cpus": f.cpus, "window_s": f.window_s,
                          "applied_ns": None, "resumed_ns": None, "stopped_ns": None,
-                         "error": None} for f in faults]
+                         "throttled_periods": None, "error": None} for f in faults]
         self.halt = threading.Event()
         self.scheduled = threading.Event()   # every step done (or halted)
         self.restarts = Restarts(backend, {d.name: d for d in devices}, process_tree)
@@ -175,6 +175,9 @@ class FaultRunner(threading.Thread):
                     signal_tree(self.backend, f.device, signal.SIGCONT)
                 except Exception:
                     pass
+        for k, f in enumerate(self.faults):
+            if f.action == "cpu_quota" and f.device in self.quotas:
+                self.records[k]["throttled_periods"] = self.quotas[f.device].throttled()
         for q in self.quotas.values():
             q.remove()
         self.quotas.clear()
