@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h" /* common/clock.h */
+#include "coap_payload.h"
 #include "coap_tmpl.h"
 #include "coapx.h"
 #include "dgram.h"
@@ -80,10 +81,13 @@ static void issue(void *ctx, uint32_t k, req_t *r, uint32_t tmpl) {
     d[3] = (uint8_t)C->mid[k];
     token_for(g, idx, d + 4);
     const uri_t *u = P.uri[tmpl];
-    if (u->ntv) { /* {{seq}}: the request's row (send order), {{client}}: k (coap_tmpl.h) */
+    if (u->ntv || g->cpl) { /* {{seq}}: the request's row (send order), {{client}}: k
+                             * (coap_tmpl.h, coap_payload.h) */
         tv_values_t v = {idx, k, g->http_opt.seed,
-                         u->tv_clock ? clock_read_ns(CLOCK_REALTIME) : 0};
+                         u->tv_clock || coap_payload_has_clock(g) ? clock_read_ns(CLOCK_REALTIME)
+                                                                  : 0};
         coap_tmpl_fill(d, u->tv, u->ntv, &v, TV_ALL);
+        coap_payload_fill(g, tmpl, d, &v, TV_ALL);
     }
     r->mid = C->mid[k]++;
     r->dgram_len = P.len[tmpl];

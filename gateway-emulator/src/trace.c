@@ -229,8 +229,7 @@ static int scheme_check(loader_t *L, const char *uristr, int scheme) {
     if (opt)
         return bad(L, "http:// uri '%s' with %s, expected no CoAP-only option with an HTTP "
                       "trace", uristr, opt), -1;
-    if (!http && (g->http_opt.conns || g->http_opt.per_request || g->http_opt.nheaders ||
-                  g->http_opt.body_file))
+    if (!http && (g->http_opt.conns || g->http_opt.per_request || g->http_opt.nheaders))
         return bad(L, "%s uri '%s' with --http-* options, expected http:// URIs (or no --http-* "
                       "option)", SCHEME_NAME[scheme], uristr), -1;
     return 0;

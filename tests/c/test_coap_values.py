@@ -2,6 +2,7 @@
 {{seq}} {{client}} {{rand}} {{time_ms}} {{time_ns}} in a coap:// path, open and closed loop,
 checked by a server nobody here wrote: libcoap's coap-server-notls with dynamic resources
 (-d), which creates one resource per PUT to a new path and lists them in /.well-known/core."""
+import json
 import re
 import shutil
 import subprocess
@@ -98,3 +99,42 @@ def test_bad_values_are_refused_naming_the_line(ge_asan_bin, tmp_path):
     trace = write_trace(tmp_path / "t.csv", [(0, 0, "OBSERVE", "coap://127.0.0.1:5683/e{{seq}}")])
     p = run_ge(ge_asan_bin, trace, tmp_path / "o")
     assert p.returncode == 2 and "an observation's path must not change" in p.stderr, p.stderr
+
+
+def get(uri: str) -> str:
+    return subprocess.run(["coap-client-notls", "-m", "get", uri], capture_output=True,
+                          text=True, timeout=20).stdout.strip()
+
+
+PAYLOAD = '{"id":"urn:e:{{seq}}","c":"{{client}}","r":"{{rand}}","t":{{time_ms}},"d":{{device}}}'
+
+
+def test_payload_values_open_and_closed_loop(ge_asan_bin, tmp_path):
+    """--http-body-template with a coap:// trace: the PUT payload, stored by the server's
+    dynamic resource and read back with GET: each resource holds its own request's values."""
+    (tmp_path / "p.json").write_text(PAYLOAD)
+    with coap_server() as base:
+        rows = [(i % 2, 3000 * i, "PUT", f"{base}/o/{{{{seq}}}}") for i in range(10)]
+        trace = write_trace(tmp_path / "t.csv", rows)
+        t0 = time.time_ns()
+        p = run_ge(ge_asan_bin, trace, tmp_path / "o", "--seed", "7", "--timeout-ms", "2000",
+                   "--http-body-template", str(tmp_path / "p.json"))
+        t1 = time.time_ns()
+        assert p.returncode == 0, p.stderr
+        bodies = {s: json.loads(get(f"{base}/o/{s:010d}")) for s in range(10)}
+        trace = write_trace(tmp_path / "c.csv", [(0, 0, "PUT", f"{base}/c/{{{{seq}}}}")])
+        p = run_ge(ge_asan_bin, trace, tmp_path / "oc", "--clients", "3", "--requests-per-client",
+                   "4", "--duration-ms", "20000", "--timeout-ms", "2000", "--http-body-template",
+                   str(tmp_path / "p.json"), timeout=60)
+        assert p.returncode == 0, p.stderr
+        closed = {s: json.loads(get(f"{base}/c/{s:010d}")) for s in range(12)}
+    for s, b in bodies.items():
+        assert b["id"] == f"urn:e:{s:010d}" and b["d"] == s % 2          # its own request's
+        assert t0 // 10**6 <= b["t"] <= t1 // 10**6
+    assert len({b["r"] for b in bodies.values()}) == 10
+    for s, b in closed.items():
+        assert b["id"] == f"urn:e:{s:010d}"
+    per = {}
+    for b in closed.values():
+        per[b["c"]] = per.get(b["c"], 0) + 1
+    assert per == {f"{k:05d}": 4 for k in range(3)}                      # {{client}}: the client
