@@ -56,9 +56,16 @@ def test_per_request_values_in_paths_and_templates(tmp_path):
     ([web(paths=["e/{{payload}}"])], {}, "devices[0].paths[0]:1:3: unknown placeholder 'payload'"),
     ([web()], {"http": {"body_template": "{{seq}} {{time_us}}"}},
      "gateways.http.body_template:1:9: unknown placeholder 'time_us'"),
-    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r/{{seq}}"]}], {},
-     "devices[0].paths[0]: 'r/{{seq}}' has a template field, but a CoAP group's paths are not "
-     "templated (the literal text would be requested; per-request values are HTTP only"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r/{{index}}"]}], {},
+     "devices[0].paths[0]:1:3: unknown placeholder 'index', expected one of {{seq}} {{client}} "
+     "{{rand}} {{time_ms}} {{time_ns}} (a literal '{{' cannot be written) (a CoAP path takes "
+     "the per-request values only)"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r?x={{seq}}"]}], {},
+     "devices[0].paths[0]: 'r?x={{seq}}': a value in the query"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r"]}],
+     {"payload_template": "{{id}}"}, "gateways.payload_template:1:1: unknown placeholder 'id'"),
+    ([web()], {"payload_template": "{{seq}}"},
+     "gateways.payload_template: a CoAP key, expected gateways.http.body_template"),
 ])
 def test_unknown_values_are_refused_with_the_key(groups, gw, message):
     got = problems_of(*groups, gateways=gw)
@@ -389,3 +396,16 @@ def test_a_quota_the_process_backend_cannot_set_is_refused_before_the_start(monk
     assert "sut_faults[0].cpus: the process backend changes" in str(e.value)
     assert "cgroup v2 without the cpu controller" in str(e.value)
     sut_faults.preflight(f, "docker")   # the container's quota: nothing of this host's
+
+
+def test_coap_values_in_paths_and_payload_reach_the_trace_and_the_ge_args(tmp_path):
+    """A CoAP group's path keeps its per-request values in the trace (the GE fills them); a
+    {{rand}} anywhere brings --seed; the payload template is the GE's body template file."""
+    coap = {"group": "c", "server": {"command": ["coap-server"]}, "paths": ["e/{{rand}}"],
+            "methods": {"PUT": 1}, "rit": {"dist": "deterministic", "mean": 100}}
+    c = config_of(coap, gateways={"payload_template": '{"id":"urn:u:{{seq}}"}'}, duration_s=2)
+    assert http_spec.ge_args(c) == ["--seed", str(c.seed)]
+    assert http_spec.ge_body_text(c) == '{"id":"urn:u:{{seq}}"}'
+    write_trace(c, tmp_path)
+    t = read_trace(tmp_path / "trace.csv")
+    assert len(t) and t.uri.str.endswith("/e/{{rand}}").all()

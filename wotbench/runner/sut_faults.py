@@ -24,6 +24,7 @@ from wotbench.runner import sut_cpu
 from wotbench.runner.sut_restart import Restarts
 
 RESUME = "resume"   # the second step of a pause
+RESTART_WAIT_S = 90  # at the test's end, for a restart still under way
 
 
 def process_tree(pid: int) -> list[int]:
@@ -95,6 +96,7 @@ class FaultRunner(threading.Thread):
         self.halt = threading.Event()
         self.scheduled = threading.Event()   # every step done (or halted)
         self.restarts = Restarts(backend, {d.name: d for d in devices}, process_tree)
+        self.restarting: list[tuple[threading.Thread, threading.Event]] = []   # in start order
         self.quotas: dict[str, sut_cpu.ProcessQuota] = {}
         self.run_id = run_id
 
@@ -124,12 +126,31 @@ class FaultRunner(threading.Thread):
                 sut_cpu.docker_limit(self.backend.ctr[name], f.cpus)
             else:
                 self.quotas[name].limit(f.cpus)
-        elif step == "restart":
-            self.restarts.stop_and_start(name, f.stop_grace_s)
+        elif step == "restart":   # in a thread of its own: the schedule goes on meanwhile
+            t = threading.Thread(target=self._restart, args=(k,), daemon=True,
+                                 name=f"sut-restart-{name}")
+            self.restarting.append((t, threading.Event()))
+            t.start()
+
+    def _restart(self, k: int) -> None:
+        """Stops and starts the server, records when it answered again, then stays alive while
+        the server runs (it started it: the parent-death signal, sut_restart.Restarts.hold)."""
+        f, rec = self.faults[k], self.records[k]
+        done = next(e for t, e in self.restarting if t is threading.current_thread())
+        try:
+            self.restarts.stop_and_start(f.device, f.stop_grace_s)
             rec["stopped_ns"] = time.monotonic_ns() - self.t0   # started again from here
-            if name in self.quotas:   # a quota set before stays on the new process
-                self.quotas[name].adopt(self._tree(name))
-            self.restarts.wait_ready(name)
+            if f.device in self.quotas:   # a quota set before stays on the new process
+                self.quotas[f.device].adopt(self._tree(f.device))
+            self.restarts.wait_ready(f.device)
+            rec["resumed_ns"] = time.monotonic_ns() - self.t0
+            self.log(f"sut fault: restart {f.device} at {f.at_s:g} s (answering again after "
+                     f"{(rec['resumed_ns'] - rec['applied_ns']) / 1e9:.2f} s)")
+        except Exception as e:   # recorded; the run goes on (the analysis says it)
+            rec["error"] = f"restart: {e}"
+        finally:
+            done.set()
+        self.restarts.hold([f.device])
 
     def run(self) -> None:
         try:
@@ -137,7 +158,6 @@ class FaultRunner(threading.Thread):
         finally:
             self.write()
             self.scheduled.set()
-        self.restarts.hold()
 
     def start(self) -> None:
         self.prepare()
@@ -155,20 +175,22 @@ class FaultRunner(threading.Thread):
                 self._apply(name, step, k)
             except Exception as e:   # recorded; the run goes on (the analysis says it)
                 rec["error"] = f"{step}: {e}"
-                if step != RESUME and step != "restart":
+                if step != RESUME:
                     rec["applied_ns"] = None
                 continue
-            if step in (RESUME, "restart"):   # a restart: when it answered again
+            if step == RESUME:
                 rec["resumed_ns"] = time.monotonic_ns() - self.t0
-            self.log(f"sut fault: {step} {name} at {at_s:g} s"
-                     + (f" (answering again after {(rec['resumed_ns'] - rec['applied_ns']) / 1e9:.2f} s)"
-                        if step == "restart" else ""))
+            if step != "restart":   # a restart logs when it answers again
+                self.log(f"sut fault: {step} {name} at {at_s:g} s")
 
     def finish(self) -> None:
-        """Stops scheduling (the test ended); a paused server is continued, so it can stop;
-        the cgroups are left to :meth:`release`. Safe to call twice."""
+        """Stops scheduling (the test ended) and waits for a restart under way; a paused server
+        is continued, so it can stop; the cpu cgroups go (their processes back to the parent,
+        their throttling recorded). Safe to call twice."""
         self.halt.set()
         self.scheduled.wait(timeout=15)
+        for _, done in self.restarting:   # stopping, starting, its ready_timeout_s
+            done.wait(timeout=RESTART_WAIT_S)
         for rec, f in zip(self.records, self.faults):
             if rec["applied_ns"] is not None and f.action == "pause" and rec["resumed_ns"] is None:
                 try:

@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 
 
 def _alive(pid: int) -> bool:
+    """Running, and not a zombie (the warden is this harness's child: it stays a zombie until
+    the restart reaps it, and the server is the warden's)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stop_tree(pids: list[int], grace_s: float) -> float:
@@ -93,8 +93,10 @@ class Restarts:
         timeout = d.program.ready_timeout_s if d.program is not None else 10.0
         thirdparty.wait_answering([d], {name: d.program_key or name}, timeout)
 
-    def hold(self) -> None:
-        """Process backend: keep the starting thread alive while a respawned server runs (its
-        parent-death signal fires when this thread ends); the run's stop or cleanup ends it."""
-        while any(self.backend.exit_code(n) is None for n in self.respawned):
+    def hold(self, names: list[str]) -> None:
+        """Process backend: keep the starting thread alive while the servers it respawned run
+        (their parent-death signal fires when that thread ends); the run's stop or cleanup
+        ends them."""
+        mine = [n for n in names if n in self.respawned]
+        while any(self.backend.exit_code(n) is None for n in mine):
             time.sleep(0.2)
