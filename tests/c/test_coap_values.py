@@ -138,3 +138,19 @@ def test_payload_values_open_and_closed_loop(ge_asan_bin, tmp_path):
     for b in closed.values():
         per[b["c"]] = per.get(b["c"], 0) + 1
     assert per == {f"{k:05d}": 4 for k in range(3)}                      # {{client}}: the client
+
+
+def test_bad_payload_templates_are_refused(ge_asan_bin, tmp_path):
+    trace = write_trace(tmp_path / "t.csv", [(0, 0, "PUT", "coap://127.0.0.1:5683/e")])
+    body = tmp_path / "b.txt"
+    body.write_text('{"a": 1,\n "b": {{sq}}}\n')
+    p = run_ge(ge_asan_bin, trace, tmp_path / "o", "--http-body-template", str(body))
+    assert p.returncode == 2 and f"{body}:2:7: unknown placeholder" in p.stderr, p.stderr
+    body.write_text("{{payload}}")
+    big = write_trace(tmp_path / "b.csv", [(0, 0, "PUT", "coap://127.0.0.1:5683/e", 1000)],
+                      header=False)
+    big.write_text("device_id,send_time_us,method,uri,payload_bytes\n" + big.read_text())
+    p = run_ge(ge_asan_bin, big, tmp_path / "o", "--http-body-template", str(body),
+               "--block-size", "64")
+    assert p.returncode == 2 and "a templated CoAP payload fits one datagram" in p.stderr, p.stderr
+    assert not (tmp_path / "o" / "requests.csv").exists()
