@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "clock.h" /* common/clock.h */
+#include "coap_payload.h"
+#include "coap_tmpl.h"
 #include "coapx.h"
 #include "dgram.h"
 #include "pace.h"
@@ -27,6 +29,7 @@
 typedef struct {
     uint8_t **bytes; /* per template: the prepared datagram (MID, token patched per request) */
     uint16_t *len;
+    const uri_t **uri; /* per template: its URI (its per-request values' slots, coap_tmpl.h) */
     size_t buflen; /* per-client datagram buffer */
     pace_t pace;
 } closed_prep_t;
@@ -77,6 +80,15 @@ static void issue(void *ctx, uint32_t k, req_t *r, uint32_t tmpl) {
     d[2] = (uint8_t)(C->mid[k] >> 8);
     d[3] = (uint8_t)C->mid[k];
     token_for(g, idx, d + 4);
+    const uri_t *u = P.uri[tmpl];
+    if (u->ntv || g->cpl) { /* {{seq}}: the request's row (send order), {{client}}: k
+                             * (coap_tmpl.h, coap_payload.h) */
+        tv_values_t v = {idx, k, g->http_opt.seed,
+                         u->tv_clock || coap_payload_has_clock(g) ? clock_read_ns(CLOCK_REALTIME)
+                                                                  : 0};
+        coap_tmpl_fill(d, u->tv, u->ntv, &v, TV_ALL);
+        coap_payload_fill(g, tmpl, d, &v, TV_ALL);
+    }
     r->mid = C->mid[k]++;
     r->dgram_len = P.len[tmpl];
     int64_t t;
@@ -114,7 +126,8 @@ static int closed_prepare(ge_t *g) {
         return rc;
     P.bytes = calloc(g->n ? g->n : 1, sizeof *P.bytes);
     P.len = calloc(g->n ? g->n : 1, sizeof *P.len);
-    if (!P.bytes || !P.len)
+    P.uri = calloc(g->n ? g->n : 1, sizeof *P.uri);
+    if (!P.bytes || !P.len || !P.uri)
         goto oom;
     size_t maxlen = 16;
     for (size_t i = 0; i < g->n; i++) {
@@ -123,6 +136,7 @@ static int closed_prepare(ge_t *g) {
             goto oom;
         memcpy(P.bytes[i], g->arena + r->dgram_off, r->dgram_len);
         P.len[i] = r->dgram_len;
+        P.uri[i] = &g->uris[r->path_id];
         if (P.len[i] > maxlen)
             maxlen = P.len[i];
     }

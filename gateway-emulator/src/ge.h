@@ -82,6 +82,9 @@ typedef struct uri_s {
     uint8_t *obs_opts[2]; /* the options with Observe: 0 (OBSERVE) and Observe: 1 (CANCEL) */
     uint16_t obs_len[2];
     char *authority; /* http://: the Host header value (host[:port] as written), else NULL */
+    struct tv_slot_s *tv; /* coap://: per-request values' slots in opts (coap_tmpl.h), or NULL */
+    uint8_t ntv;
+    uint8_t tv_clock; /* one of them is the clock's: filled at the send */
 } uri_t;
 
 typedef struct {
@@ -136,9 +139,10 @@ typedef struct {
         int per_request; /* --http-connection-per-request: a new connection for each request */
         const char *headers[32]; /* --http-header 'Name: value' (templates, http_tmpl.c) */
         int nheaders;
-        const char *body_file;   /* --http-body-template FILE */
+        const char *body_file;   /* --http-body-template FILE (coap://: the PUT/POST payload) */
         uint64_t seed;           /* --seed: the run's seed, {{rand}} (template_vars.h) */
     } http_opt;
+    struct coap_payload_s *cpl; /* coap:// with --http-body-template (coap_payload.c), or NULL */
     struct http_s *http; /* http_*.c state; NULL unless the trace is http:// */
     uint32_t trace_clients; /* open loop: the trace's `client` column names N source endpoints */
     const struct transport *tp; /* chosen once from `scheme` (transport.c) */

@@ -49,6 +49,7 @@ http_tmpl_t *http_tmpl_compile(const char *text, const char *where);
 size_t http_tmpl_render(const http_tmpl_t *t, const http_vars_t *v, char *out);
 void http_tmpl_free(http_tmpl_t *t);
 int http_tmpl_dynamic(const http_tmpl_t *t); /* it has a per-request value (template_vars.h) */
+char *http_read_file(const char *path); /* a template file's text (malloc'd), or NULL */
 
 /* ---- connections ---- */
 enum { CS_CLOSED = 0, CS_CONNECTING, CS_BUSY, CS_FREE };

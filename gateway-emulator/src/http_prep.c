@@ -50,7 +50,7 @@ static http_tmpl_t *header_tmpl(const char *h, int k) {
     return http_tmpl_compile(h, where);
 }
 
-static char *read_file(const char *path) {
+char *http_read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -196,7 +196,7 @@ static int render_with(ge_t *g, http_t *H, tmpls_t *T) {
         if (!(T->hdr[k] = header_tmpl(g->http_opt.headers[k], k)))
             return 2;
     if (g->http_opt.body_file) {
-        char *text = read_file(g->http_opt.body_file);
+        char *text = http_read_file(g->http_opt.body_file);
         if (!text) {
             fprintf(stderr, "%s:0: cannot read the --http-body-template (%s), expected a "
                             "readable text file\n", g->http_opt.body_file, strerror(errno));

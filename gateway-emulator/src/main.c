@@ -30,7 +30,8 @@ static void usage(FILE *f) {
           "          [--mark-cooldown-ms N] [--max-requests N]\n"
           "          [--requests-per-client M] [--ramp-ms N]]\n"
           "         [--http-connections N] [--http-connection-per-request]\n"
-          "         [--http-header 'Name: value' ...] [--http-body-template FILE]   (http://)\n"
+          "         [--http-header 'Name: value' ...]   (http://)\n"
+          "         [--http-body-template FILE]   (http:// body; coap:// PUT/POST payload)\n"
           "         [--seed N]   ({{rand}} in templates)\n"
           "         [--journal FILE]   (the request table in FILE, on a tmpfs: kept if killed)\n",
           f);

@@ -16,6 +16,8 @@
 #include <coap3/coap.h>
 
 #include "ge.h"
+#include "coap_payload.h"
+#include "coap_tmpl.h"
 #include "rxstamp.h" /* common/rxstamp.h */
 
 #define EXCHANGE_LIFETIME_NS (247LL * 1000000000LL)
@@ -348,6 +350,11 @@ int net_prepare(ge_t *g) {
         goto oom;
 
     /* datagrams */
+    int prc = coap_payload_prepare(g); /* --http-body-template: the PUT/POST payloads' sizes */
+    if (prc == 2)
+        goto fail_rc;
+    if (prc)
+        goto oom;
     size_t total = 0;
     for (size_t i = 0; i < g->n; i++) {
         size_t pay = block_first_payload(g, (uint32_t)i, g->reqs[i].dgram_len);
@@ -406,6 +413,14 @@ int net_prepare(ge_t *g) {
                     free(checked);
                     goto fail;
                 }
+            }
+            if (coap_payload_render(g, idx, g->arena + pos, len)) {
+                free(checked);
+                goto oom;
+            }
+            if (u->ntv) { /* per-request values known before the start (coap_tmpl.h) */
+                tv_values_t v = {idx, (uint32_t)r->sock, g->http_opt.seed, 0};
+                coap_tmpl_fill(g->arena + pos, u->tv, u->ntv, &v, TV_EARLY);
             }
             r->dgram_off = (uint32_t)pos;
             r->dgram_len = (uint16_t)len;

@@ -12,7 +12,7 @@
 
 enum { TV_NONE = 0, TV_SEQ, TV_CLIENT, TV_RAND, TV_TIME_MS, TV_TIME_NS, TV_KINDS };
 
-typedef struct {
+typedef struct tv_slot_s {
     uint32_t off; /* from the first byte of the request */
     uint8_t kind; /* TV_* */
 } tv_slot_t;

@@ -11,6 +11,7 @@
 
 #include <coap3/coap.h>
 
+#include "coap_tmpl.h"
 #include "coapopt.h"
 #include "ge.h"
 #include "proxy.h"
@@ -228,8 +229,7 @@ static int scheme_check(loader_t *L, const char *uristr, int scheme) {
     if (opt)
         return bad(L, "http:// uri '%s' with %s, expected no CoAP-only option with an HTTP "
                       "trace", uristr, opt), -1;
-    if (!http && (g->http_opt.conns || g->http_opt.per_request || g->http_opt.nheaders ||
-                  g->http_opt.body_file))
+    if (!http && (g->http_opt.conns || g->http_opt.per_request || g->http_opt.nheaders))
         return bad(L, "%s uri '%s' with --http-* options, expected http:// URIs (or no --http-* "
                       "option)", SCHEME_NAME[scheme], uristr), -1;
     return 0;
@@ -303,6 +303,22 @@ static int uri_for(loader_t *L, const char *uristr) {
     if (strncmp(uristr, "https://", 8) == 0)
         return bad(L, "https:// uri '%s': TLS is not supported, expected http:// (or coap://, "
                       "coaps://)", uristr), -1;
+    /* per-request values in the path (coap_tmpl.h): encoded as slots of zeros */
+    char rendered[MAX_OPTS * 2 + 512], vname[32];
+    coap_tmpl_t T;
+    const char *why, *tmpl_uri = uristr;
+    int has_tv = coap_tmpl_render(uristr, rendered, sizeof rendered, &T, &why, vname, sizeof vname);
+    if (has_tv < 0 && !strcmp(why, "unknown value"))
+        return bad(L, "bad uri '%s': unknown value '{{%s}}', expected one of %s", uristr, vname,
+                   tv_names()), -1;
+    if (has_tv < 0)
+        return bad(L, "bad uri '%s': %s, expected the values %s in the path only", uristr, why,
+                   tv_names()), -1;
+    if (has_tv && g->proxy.host)
+        return bad(L, "bad uri '%s': per-request values through --proxy, expected a literal "
+                      "path (the proxy options are not templated)", uristr), -1;
+    if (has_tv)
+        uristr = rendered;
     int coaps = strncmp(uristr, "coaps://", 8) == 0;
     if (!coaps && strncmp(uristr, "coap://", 7) != 0)
         return bad(L, "bad uri '%s', expected coap://host[:port]/path[?query] (or coaps://, "
@@ -371,11 +387,23 @@ static int uri_for(loader_t *L, const char *uristr) {
     }
     size_t olen = olens[0];
 
-    int r = intern_uri(L, slot, uristr, ep, (const char *)u.path.s, u.path.length,
-                       (const char *)u.query.s, u.query.length);
+    int r = has_tv ? intern_uri(L, slot, tmpl_uri, ep, tmpl_uri + T.path_off, T.path_len,
+                                (const char *)u.query.s, u.query.length)
+                   : intern_uri(L, slot, uristr, ep, (const char *)u.path.s, u.path.length,
+                                (const char *)u.query.s, u.query.length);
     if (r < 0)
         return -1;
     uri_t *ur = &g->uris[r];
+    if (has_tv) { /* the slots' offsets in the plain encoding's Uri-Path options */
+        if (!(ur->tv = malloc(T.n * sizeof *ur->tv)))
+            return -1;
+        if (coap_tmpl_locate(&T, rendered, optv[0], olens[0], ur->tv) < 0)
+            return bad(L, "bad uri '%s': a value's path segment was not encoded as one Uri-Path "
+                          "option, expected plain segments", tmpl_uri), -1;
+        ur->ntv = (uint8_t)T.n;
+        for (size_t i = 0; i < T.n; i++)
+            ur->tv_clock |= (uint8_t)tv_is_clock(T.slot[i].kind);
+    }
     ur->opts = malloc(olens[0] + olens[1] + olens[2] + 1);
     if (!ur->opts)
         return -1;
@@ -524,6 +552,9 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     if (observe && g->dtls_opt.identity && g->dtls_opt.mode == 1 /* per-request */)
         return bad(L, "method %s with --dtls-sessions per-request, expected GET, PUT, POST or "
                       "DELETE (an observation needs a session that outlives its request)", f[2]);
+    if (observe && g->uris[uri].ntv)
+        return bad(L, "method %s with per-request values in its uri '%s', expected GET, PUT, "
+                      "POST or DELETE (an observation's path must not change)", f[2], f[3]);
     if (observe && g->proxy.host)
         return bad(L, "method %s through --proxy, expected GET, PUT, POST or DELETE (Observe "
                       "through a forward proxy is not supported)", f[2]);

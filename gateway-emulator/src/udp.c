@@ -5,6 +5,8 @@
 #include <sys/epoll.h>
 
 #include "clock.h" /* common/clock.h */
+#include "coap_payload.h"
+#include "coap_tmpl.h"
 #include "coapx.h"
 #include "dgram.h"
 #include "transport.h"
@@ -21,6 +23,13 @@ static int udp_send_req(void *ctx, uint32_t idx, int64_t *t) {
     const ge_t *g = U->g;
     const req_t *r = &g->reqs[idx];
     const endpoint_t *e = &g->eps[r->ep];
+    const uri_t *u = &g->uris[r->path_id];
+    if (u->tv_clock || coap_payload_has_clock(g)) { /* {{time_ms}} {{time_ns}}: the wall
+                                                       * clock at this transmission */
+        tv_values_t v = {idx, r->sock, 0, clock_read_ns(CLOCK_REALTIME)};
+        coap_tmpl_fill(g->arena + r->dgram_off, u->tv, u->ntv, &v, TV_CLOCK);
+        coap_payload_fill(g, idx, g->arena + r->dgram_off, &v, TV_CLOCK);
+    }
     *t = mono_ns();
     return sendto(g->socks[r->sock], g->arena + r->dgram_off, r->dgram_len, 0,
                   (const struct sockaddr *)&e->addr, e->addrlen) < 0 ? -1 : 1;

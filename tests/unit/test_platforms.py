@@ -56,9 +56,16 @@ def test_per_request_values_in_paths_and_templates(tmp_path):
     ([web(paths=["e/{{payload}}"])], {}, "devices[0].paths[0]:1:3: unknown placeholder 'payload'"),
     ([web()], {"http": {"body_template": "{{seq}} {{time_us}}"}},
      "gateways.http.body_template:1:9: unknown placeholder 'time_us'"),
-    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r/{{seq}}"]}], {},
-     "devices[0].paths[0]: 'r/{{seq}}' has a template field, but a CoAP group's paths are not "
-     "templated (the literal text would be requested; per-request values are HTTP only"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r/{{index}}"]}], {},
+     "devices[0].paths[0]:1:3: unknown placeholder 'index', expected one of {{seq}} {{client}} "
+     "{{rand}} {{time_ms}} {{time_ns}} (a literal '{{' cannot be written) (a CoAP path takes "
+     "the per-request values only)"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r?x={{seq}}"]}], {},
+     "devices[0].paths[0]: 'r?x={{seq}}': a value in the query"),
+    ([{"group": "c", "server": {"command": ["coap-server"]}, "paths": ["r"]}],
+     {"payload_template": "{{id}}"}, "gateways.payload_template:1:1: unknown placeholder 'id'"),
+    ([web()], {"payload_template": "{{seq}}"},
+     "gateways.payload_template: a CoAP key, expected gateways.http.body_template"),
 ])
 def test_unknown_values_are_refused_with_the_key(groups, gw, message):
     got = problems_of(*groups, gateways=gw)
@@ -347,3 +354,58 @@ def test_notification_figures_per_subscriber():
     assert a.latency_ms["p50"] == pytest.approx(3.5) and a.latency_ms["max"] == pytest.approx(5)
     assert a.notifications_per_s == pytest.approx(3 / 2.498) and a.kernel_share == 0.75
     assert (b.notified, b.lost) == (1, 2) and b.latency_ms["min"] == pytest.approx(4)
+
+
+def test_restart_and_quota_windows_and_notes(tmp_path):
+    """A restart's during window runs from its stop to its answer, then an after window; a
+    quota change has none (it lasts)."""
+    import json as _json
+    from wotbench.analysis.sut_faults import analyse, notes
+    (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [
+        {"device": "d", "action": "restart", "at_s": 1.0, "for_s": None, "cpus": None,
+         "window_s": 1.0, "applied_ns": 1e9, "stopped_ns": 1.2e9, "resumed_ns": 1.5e9,
+         "error": None},
+        {"device": "d", "action": "cpu_quota", "at_s": 2.0, "for_s": None, "cpus": 0.25,
+         "window_s": 1.0, "applied_ns": 2e9, "stopped_ns": None, "resumed_ns": None,
+         "error": None}]}))
+    sched = np.arange(0, 3, 0.1) * 1e9
+    down = (sched >= 1e9) & (sched < 1.5e9)
+    req = pd.DataFrame({"device": 5, "sched": sched, "recv": np.where(down, np.nan, sched + 1e6),
+                        "outcome": np.where(down, "timeout", "ok"),
+                        "rt_sched_ms": np.where(down, np.nan, 1.0 + (sched >= 2e9) * 4)})
+    restart, quota = analyse(tmp_path, req, {"d": 5})
+    assert restart.downtime_s == pytest.approx(0.5) and restart.stopped_s == pytest.approx(1.2)
+    assert (restart.during.sent, restart.during.failed, restart.after.failed) == (5, 5, 0)
+    assert restart.after.start_s == pytest.approx(1.5) and quota.after is None
+    assert quota.cpus == 0.25 and quota.during.p50_ms == pytest.approx(5)
+    r, q = notes([restart, quota])
+    assert r.startswith("sut fault restart d at 1.00 s: throughput 10 → 0 → ") and \
+        "while it was down (0.50 s until it answered again)" in r, r
+    assert q.startswith("sut fault cpu_quota d to 0.25 cpus at 2.00 s:") and \
+        "p50 1.00 → 5.00 ms" in q, q
+
+
+def test_a_quota_the_process_backend_cannot_set_is_refused_before_the_start(monkeypatch):
+    from wotbench.config.sut_faults import SutFault
+    from wotbench.errors import ConfigError
+    from wotbench.runner import sut_cpu, sut_faults
+    monkeypatch.setattr(sut_cpu, "unavailable", lambda: "cgroup v2 without the cpu controller")
+    f = [SutFault(device="s-0", at_s=1, action="cpu_quota", cpus=0.5)]
+    with pytest.raises(ConfigError) as e:
+        sut_faults.preflight(f, "process")
+    assert "sut_faults[0].cpus: the process backend changes" in str(e.value)
+    assert "cgroup v2 without the cpu controller" in str(e.value)
+    sut_faults.preflight(f, "docker")   # the container's quota: nothing of this host's
+
+
+def test_coap_values_in_paths_and_payload_reach_the_trace_and_the_ge_args(tmp_path):
+    """A CoAP group's path keeps its per-request values in the trace (the GE fills them); a
+    {{rand}} anywhere brings --seed; the payload template is the GE's body template file."""
+    coap = {"group": "c", "server": {"command": ["coap-server"]}, "paths": ["e/{{rand}}"],
+            "methods": {"PUT": 1}, "rit": {"dist": "deterministic", "mean": 100}}
+    c = config_of(coap, gateways={"payload_template": '{"id":"urn:u:{{seq}}"}'}, duration_s=2)
+    assert http_spec.ge_args(c) == ["--seed", str(c.seed)]
+    assert http_spec.ge_body_text(c) == '{"id":"urn:u:{{seq}}"}'
+    write_trace(c, tmp_path)
+    t = read_trace(tmp_path / "trace.csv")
+    assert len(t) and t.uri.str.endswith("/e/{{rand}}").all()

@@ -1,6 +1,7 @@
 """summary.json ``sut_faults`` (issue 35): per fault of ``RUN/sut-faults.json`` (the harness's
 record, wotbench.runner.sut_faults), the faulty device's requests sent in ``window_s`` before it, while it
-lasted (a pause; a kill: ``window_s`` after it) and ``window_s`` after a pause ended —
+lasted (a pause; a restart: until the server answered again; a kill or a CPU-quota change:
+``window_s`` after it) and ``window_s`` after a pause or restart ended —
 throughput (ok answers that arrived in the window, per second), failures and R from the
 scheduled send p50/p99 of the requests scheduled in it — and one verdict note each."""
 from __future__ import annotations
@@ -44,30 +45,42 @@ def analyse(run_dir: Path, req: pd.DataFrame, ids: dict[str, int]
     dev = req["device"].to_numpy()
     for r in json.loads(f.read_text())["faults"]:
         mine = req[dev == ids.get(r["device"], -1)]
-        at = r["applied_ns"] / 1e9 if r["applied_ns"] is not None else r["at_s"]
-        end = r["resumed_ns"] / 1e9 if r["resumed_ns"] is not None else at + (r["for_s"] or
-                                                                              r["window_s"])
+        s = {k: (r.get(k + "_ns") / 1e9 if r.get(k + "_ns") is not None else None)
+             for k in ("applied", "resumed", "stopped")}
+        at = s["applied"] if s["applied"] is not None else r["at_s"]
+        ends = r["action"] in ("pause", "restart")   # a kill or a quota change lasts
+        end = s["resumed"] if s["resumed"] is not None else at + (r["for_s"] or r["window_s"])
         w = r["window_s"]
         out.append(FaultFigures(
-            device=r["device"], action=r["action"], at_s=r["at_s"],
-            applied_s=None if r["applied_ns"] is None else r["applied_ns"] / 1e9,
-            resumed_s=None if r["resumed_ns"] is None else r["resumed_ns"] / 1e9,
+            device=r["device"], action=r["action"], at_s=r["at_s"], applied_s=s["applied"],
+            resumed_s=s["resumed"], stopped_s=s["stopped"], cpus=r.get("cpus"),
+            throttled_periods=r.get("throttled_periods"),
+            downtime_s=(s["resumed"] - s["applied"]) if r["action"] == "restart"
+            and s["resumed"] is not None and s["applied"] is not None else None,
             error=r["error"], before=_window(mine, max(at - w, 0.0), at),
             during=_window(mine, at, end),
-            after=_window(mine, end, end + w) if r["action"] == "pause" else None))
+            after=_window(mine, end, end + w) if ends else None))
     return out
 
 
 def notes(faults: Optional[list[FaultFigures]]) -> list[str]:
     out = []
     for f in faults or []:
+        what = f"{f.action} {f.device}" + (f" to {f.cpus:g} cpus" if f.cpus is not None else "")
         if f.applied_s is None:
-            out.append(f"sut fault {f.action} {f.device} at {f.at_s:g} s was not applied: "
-                       f"{f.error}")
+            out.append(f"sut fault {what} at {f.at_s:g} s was not applied: {f.error}")
             continue
         seq = [f.before, f.during] + ([f.after] if f.after is not None else [])
-        out.append(f"sut fault {f.action} {f.device} at {f.applied_s:.2f} s: throughput "
+        lasted = {"restart": f"while it was down ({f.downtime_s:.2f} s until it answered "
+                             "again)" if f.downtime_s is not None else
+                             f"after it (it did not answer again: {f.error})",
+                  "cpu_quota": f"in the {f.during.end_s - f.during.start_s:g} s after it"
+                  }.get(f.action, "while it lasted")
+        out.append(f"sut fault {what} at {f.applied_s:.2f} s: throughput "
                    + " → ".join(f"{w.throughput_rps:.0f}" for w in seq)
-                   + " req/s (before → during" + (" → after" if f.after else "") + f"), "
-                   f"{f.during.failed} requests failed while it lasted")
+                   + " req/s (before → during" + (" → after" if f.after else "") + "), "
+                   + (f"p50 {f.before.p50_ms:.2f} → {f.during.p50_ms:.2f} ms, "
+                      if f.action == "cpu_quota" and f.before.p50_ms is not None
+                      and f.during.p50_ms is not None else "")
+                   + f"{f.during.failed} requests failed {lasted}")
     return out

@@ -214,15 +214,29 @@ def group_problems(i: int, g: Any, count_given: bool) -> list[str]:
                    "wot-device serves the synthetic resources r0..r{resources-1}")
     for j, path in enumerate(g.paths or []):   # an http group's are templates (config.http)
         if g.protocol != "http" and ("{{" in path or "}}" in path):
-            out.append(f"{key}.paths[{j}]: {path!r} has a template field, but a CoAP group's "
-                       "paths are not templated (the literal text would be requested; "
-                       "per-request values are HTTP only, docs/PLATFORMS.md); give the literal "
-                       "paths, e.g. [sensors/0, sensors/1] (the trace picks one uniformly per "
-                       "request)")
+            out += coap_path_problems(path, f"{key}.paths[{j}]")
     if (g.server is not None or g.external is not None) and g.paths is None:
         out.append(f"{key}.paths: required with {'server' if g.server else 'external'}: the "
                    "resource paths the trace may request, e.g. [time] for coap-server")
     return out
+
+
+def coap_path_problems(path: str, key: str) -> list[str]:
+    """A CoAP path may hold the per-request values (the GE fills them in its Uri-Path options,
+    gateway-emulator/src/coap_tmpl.c), in the path only: not the trace line's {{index}} or
+    {{device}} (HTTP only), not in the query, not beside a percent-escape."""
+    from wotbench.config.http import PER_REQUEST, template_problems
+    out = template_problems(path, key, PER_REQUEST)
+    if out:
+        return [p + " (a CoAP path takes the per-request values only)" for p in out]
+    query = path.partition("?")[2]
+    if "{{" in query:
+        return [f"{key}: {path!r}: a value in the query, expected the per-request values in "
+                "the path's segments only (they are filled in its Uri-Path options)"]
+    if "%" in path:
+        return [f"{key}: {path!r}: a percent-escape in a path with values, expected plain "
+                "segments (the option holds the decoded bytes)"]
+    return []
 
 
 def _uses(p: Program, placeholder: str) -> bool:

@@ -137,7 +137,7 @@ def problems(cfg: Config) -> list[str]:
     """Every problem of an HTTP run's config (none for a CoAP run without ``gateways.http``)."""
     hg = http_groups(cfg)
     gw = cfg.gateways
-    out: list[str] = []
+    out: list[str] = payload_problems(cfg)
     for i, g in enumerate(cfg.devices):
         for k, path in enumerate(g.paths or []):   # a CoAP group's: refused in config.byo
             if g.protocol == "http" and "{{" in path:
@@ -226,10 +226,11 @@ def phase_problems(h: HttpClient) -> list[str]:
 
 
 def ge_args(cfg: Config) -> list[str]:
-    """The main GEs' ``--http-*`` options but the body template's file ([] for a CoAP run; the
-    runner adds ``--http-body-template`` with the file's path as the GE sees it)."""
+    """The main GEs' ``--http-*`` options but the body template's file (a CoAP run: only
+    ``--seed`` for a path's {{rand}}; the runner adds ``--http-body-template`` with the file's
+    path as the GE sees it)."""
     if not is_http(cfg):
-        return []
+        return seed_args(cfg)   # a CoAP path's {{rand}} (gateway-emulator/src/coap_tmpl.c)
     h = cfg.gateways.http or HttpClient()
     a = ["--http-connections", str(h.connections)] if h.connections else []
     if h.connection_per_request:
@@ -239,10 +240,53 @@ def ge_args(cfg: Config) -> list[str]:
     return a + seed_args(cfg)
 
 
+COAP_PAYLOAD_MAX = 1024   # one datagram: the GE does not send a templated payload block-wise
+FIXED_WIDTH = {"index": 10, "device": 10, "method": 6, "seq": 10, "client": 5, "rand": 16,
+               "time_ms": 13, "time_ns": 19}
+
+
+def ge_body_text(cfg: Config) -> Optional[str]:
+    """The GE's --http-body-template file's text: the HTTP body template of an HTTP run, or
+    the CoAP PUT/POST payload template (gateways.payload_template) of a CoAP run."""
+    if not is_http(cfg):
+        return cfg.gateways.payload_template
+    return body_template_text(cfg.gateways.http) if cfg.gateways.http is not None else None
+
+
+def payload_problems(cfg: Config) -> list[str]:
+    """gateways.payload_template: a CoAP run's, its placeholders, and at most one datagram
+    (an upper bound: each value at its width, {{path}} the longest path, {{payload}} the
+    largest request_payload_bytes)."""
+    t = cfg.gateways.payload_template
+    if t is None:
+        return []
+    key = "gateways.payload_template"
+    if is_http(cfg):
+        return [f"{key}: a CoAP key, expected gateways.http.body_template for protocol: http"]
+    out = template_problems(t, key)
+    if out:
+        return out
+    if cfg.ge_block_size() is not None:
+        return [f"{key}: with block-wise transfer (gateways.block_size, or a body above 1024 "
+                "bytes), expected none (a templated CoAP payload fits one datagram)"]
+    widths = dict(FIXED_WIDTH,
+                  path=max([len(p) for g in cfg.devices for p in (g.paths or [])] + [16]),
+                  payload=max(g.request_payload_bytes for g in cfg.devices))
+    size = len(t.encode())
+    for name, w in widths.items():
+        size += t.count("{{" + name + "}}") * (w - len(name) - 4)
+    if size > COAP_PAYLOAD_MAX:
+        out.append(f"{key}: up to {size} bytes once rendered, expected at most "
+                   f"{COAP_PAYLOAD_MAX} (one datagram: a templated CoAP payload is not sent "
+                   "block-wise)")
+    return out
+
+
 def uses(cfg: Config, name: str) -> bool:
     """Does a path, header or the body template of the run hold ``{{name}}``?"""
     h = cfg.gateways.http or HttpClient()
-    texts = [p for g in cfg.devices for p in (g.paths or [])] + list(h.headers)
+    texts = [p for g in cfg.devices for p in (g.paths or [])] + list(h.headers) \
+        + [cfg.gateways.payload_template or ""]
     try:
         texts.append(body_template_text(h) or "")
     except OSError:

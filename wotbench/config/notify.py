@@ -2,7 +2,8 @@
 ``build/notify-sink`` on this host before T0 with one subscriber per entry and waits until every
 subscription holds; the analysis matches each notification to the update that caused it by the
 id the config places in the update: ``marker`` directly followed by ``{{seq}}`` in a path, a
-header or the body template of the HTTP updates (``gateways.http``).
+header or the body template of the HTTP updates (``gateways.http``), or in the path or the
+payload template (``gateways.payload_template``) of CoAP updates.
 
 Subscribers: ``stream`` (an HTTP GET held open: chunked, Server-Sent Events with ``accept:
 text/event-stream``), ``websocket`` and ``observe`` (CoAP, RFC 7641) to a device of the run
@@ -71,7 +72,8 @@ class Notify(_Model):
 
 def _templates(cfg: Config) -> list[str]:
     h = cfg.gateways.http
-    out = [p for g in cfg.devices for p in (g.paths or [])]
+    out = [p for g in cfg.devices for p in (g.paths or [])] \
+        + [cfg.gateways.payload_template or ""]   # a CoAP run's PUT/POST payload
     if h is not None:
         out += list(h.headers) + [h.body_template or ""]
         if h.body_template_file:

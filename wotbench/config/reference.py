@@ -177,9 +177,12 @@ SECTIONS: list[Section] = [
             "Faults in the system under test at given seconds of the test (issue 35, "
             "[PLATFORMS.md](PLATFORMS.md)): `pause` stops a started server's whole process "
             "tree (SIGSTOP) for `for_s`, `kill` ends it (SIGKILL; its death is then not a "
-            "component failure). Recorded in `sut-faults.json`, measured before/during/after "
-            "in `summary.json` `sut_faults`, drawn on the report's time series. Restart and "
-            "CPU-quota changes are not implemented."),
+            "component failure), `restart` stops the tree and starts the same command again "
+            "(downtime until it answers its readiness probe), `cpu_quota` limits it to `cpus` "
+            "cores from then on (Docker: the container's quota; process backend: a cgroup the "
+            "harness creates, refused before the start when it cannot). Recorded in "
+            "`sut-faults.json`, measured before/during/after in `summary.json` `sut_faults`, "
+            "drawn on the report's time series."),
     Section("notify", Notify,
             "The notification sink (issue 35, [PLATFORMS.md](PLATFORMS.md)): the harness starts "
             "`build/notify-sink` on this host before T0 with one subscriber per entry and waits "

@@ -253,6 +253,12 @@ class Gateways(_Model):
         None, description="HTTP/1.1 client settings for `protocol: http` device groups "
         "(wotbench.config.http, docs/HTTP.md); null: keep-alive, one connection per target, "
         "no extra headers")
+    payload_template: Optional[str] = Field(
+        None, description="CoAP runs: the payload of every PUT and POST request, with the "
+        "placeholders of gateways.http.body_template ({{index}} {{device}} {{method}} {{path}} "
+        "{{payload}} and the per-request values {{seq}} {{client}} {{rand}} {{time_ms}} "
+        "{{time_ns}}, docs/PLATFORMS.md); at most one datagram (1024 bytes); null: "
+        "request_payload_bytes of filler")
     block_size: Optional[int] = Field(
         None, description="block-wise transfer (RFC 7959): block size in bytes, a power of two "
         "16..1024; null = 1024 when a body exceeds one datagram (1024 bytes), else no block-wise "

@@ -25,15 +25,20 @@ def _end_marker(ax, rep: RunReport) -> None:
 
 
 def _faults(ax, rep: RunReport, label: bool = True) -> None:
-    """sut_faults (issue 35): a kill as a line, a pause as a band from SIGSTOP to SIGCONT."""
-    for i, f in enumerate(rep.sut_faults or []):
+    """sut_faults (issue 35): a pause as a band from SIGSTOP to SIGCONT, a restart as a band
+    from its stop until it answered again, a kill as a dashed line, a CPU-quota change as a
+    dash-dotted one."""
+    for f in rep.sut_faults or []:
         if f.applied_s is None:
             continue
-        lab = f"{f.action} {f.device}" if label else None
+        lab = (f"{f.action} {f.device}" + (f" → {f.cpus:g} cpus" if f.cpus is not None else "")
+               if label else None)
         if f.resumed_s is not None:
-            ax.axvspan(f.applied_s, f.resumed_s, color=PURPLE, alpha=0.18, lw=0, label=lab)
+            ax.axvspan(f.applied_s, f.resumed_s, color=PURPLE if f.action == "pause" else RED,
+                       alpha=0.18, lw=0, label=lab)
         else:
-            ax.axvline(f.applied_s, color=PURPLE, ls="--", lw=1.2, label=lab)
+            ax.axvline(f.applied_s, color=PURPLE, ls="-." if f.action == "cpu_quota" else "--",
+                       lw=1.2, label=lab)
 
 
 def _finish_time_plot(fig, ax, rep: RunReport, ylabel: str, title: str, ncol: int, ylim=(0, None)) -> str:

@@ -23,11 +23,17 @@ class FaultWindow(Record):
 
 class FaultFigures(Record):
     device: str
-    action: str                        # pause | kill
+    action: str                        # pause | kill | restart | cpu_quota
     at_s: float                        # scheduled
     applied_s: F = None                # when it took effect (null: it did not, see error)
-    resumed_s: F = None                # a pause: when SIGCONT was sent
+    resumed_s: F = None                # a pause: when SIGCONT was sent; a restart: when the
+                                       # server answered its readiness probe again
+    stopped_s: F = None                # a restart: its old tree gone, the new one started
+    downtime_s: F = None               # a restart: resumed_s - applied_s
+    cpus: F = None                     # a cpu_quota change: the new quota (cores)
+    throttled_periods: Optional[int] = None   # ... process backend: CFS periods its cgroup
+                                       # was throttled in (the kernel enforcing it)
     error: Optional[str] = None
     before: FaultWindow
-    during: FaultWindow
-    after: Optional[FaultWindow] = None   # a kill has no after
+    during: FaultWindow                # a kill or cpu_quota change: window_s after it
+    after: Optional[FaultWindow] = None   # a pause's or restart's window_s after it ended

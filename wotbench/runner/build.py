@@ -126,10 +126,10 @@ def _render_server_configs(devices: list[DeviceRun], in_container: bool) -> None
 
 
 def _write_body_template(cfg: Config, ge_dir: Path) -> bool:
-    """gateways.http body template into the GE's directory (it reads it from there)."""
-    h = cfg.gateways.http
-    text = http_spec.body_template_text(h) if h is not None else None
-    if text is None or not http_spec.is_http(cfg):
+    """gateways.http body template (a CoAP run: gateways.payload_template) into the GE's
+    directory (it reads it from there)."""
+    text = http_spec.ge_body_text(cfg)
+    if text is None:
         return False
     f = ge_dir / http_spec.BODY_TEMPLATE_FILE
     f.write_text(text)

@@ -294,6 +294,7 @@ class Runner:
             self.warnings.append(note)
         self.backend.prepare(inp.binaries)
         self.backend.prepare_programs(thirdparty.programs(inp.resolved))
+        sut_faults.preflight(inp.resolved.sut_faults, self.backend.name)   # issue 35
         self.hogs = Hogs(self.backend, inp.run_id, self.rd, log)
         self.backend.setup_network(inp.resolved.network.subnet,
                                    {d.container: d.address for d in parts.started_devices}
@@ -488,9 +489,10 @@ class Runner:
         faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
         if faults:
             self.faults = sut_faults.FaultRunner(self.backend, faults, tl.test_start_ns,
-                                                 self.rd.path / "sut-faults.json", log)
+                                                 self.rd.path / "sut-faults.json", log,
+                                                 sut_faults.device_runs(parts), inp.run_id)
             self.faults.start()
-        killed = {f.device for f in faults if f.action == "kill"}
+        killed = sut_faults.unwatched(faults)   # killed or restarted: their exit is expected
         self.ge_exit.update(watch_test(self.backend, self.rd, parts.ges, parts.cd_ge,
                                        {d.name for d in parts.devices} - killed
                                        | {f.name for f in parts.fleets}, tl, self.fail,
