@@ -27,6 +27,12 @@ METRICS: list[tuple[str, str, str]] = [
     # the testbed's part of the devices' response time (docs/DETECTOR.md "The host's share")
     ("testbed_ms", "host added per request", "ms"),
     ("testbed_share", "host's share of R", "share"),
+    # the notification sink's (issue 35; summary.json notify): the worst subscriber's latency
+    # and lost share, the subscribers' notifications/s together
+    ("notify_p50_ms", "update -> notification p50", "ms"),
+    ("notify_p99_ms", "update -> notification p99", "ms"),
+    ("notify_per_s", "notifications", "1/s"),
+    ("notify_lost_share", "updates never notified", "share"),
 ]
 
 

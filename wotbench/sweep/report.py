@@ -29,7 +29,8 @@ def _facts(s: Optional[Summary]) -> dict[str, Any]:
                               "rt_p95_ms", "rt_p99_ms", "loss_share", "timeouts", "rd_devices",
                               "rd_cd", "rd_cd_baseline", "ge_kept_up", "late_share", "ks",
                               "lag_p99_us", "cpu_total_pct", "sut_cpu_cores", "sut_rss_peak_mib",
-                              "testbed_ms", "testbed_share", "testbed_worst_share"))
+                              "testbed_ms", "testbed_share", "testbed_worst_share",
+                              *NOTIFY_FACTS))
     o, rt, cd, ge = s.overall, s.overall.response_time_ms.from_sent, s.rd.cd, s.ge_integrity
     lag_ms = ge.worst_lag_p99_ms      # GE integrity is per GE: the row shows the worst GE
     sut = s.sut_resources.total if s.sut_resources else None
@@ -47,7 +48,26 @@ def _facts(s: Optional[Summary]) -> dict[str, Any]:
             "cpu_total_pct": s.monitor.host_cpu_busy_pct if s.monitor else None,
             # how much of the devices' response time the host added (evidence.host_share)
             "testbed_ms": s.contention.added_ms, "testbed_share": s.contention.added_share,
-            "testbed_worst_share": s.contention.worst_share}
+            "testbed_worst_share": s.contention.worst_share, **_notify_facts(s)}
+
+
+NOTIFY_FACTS = ("notify_p50_ms", "notify_p99_ms", "notify_per_s", "notify_lost_share")
+
+
+def _notify_facts(s: Summary) -> dict[str, Any]:
+    """The notification sink's figures (None without ``notify:``): the worst subscriber's
+    latency and lost share, every subscriber's notifications/s together."""
+    subs = s.notify.subscribers if s.notify else []
+    if not subs:
+        return dict.fromkeys(NOTIFY_FACTS)
+
+    def worst(values) -> Optional[float]:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+    return {"notify_p50_ms": worst(x.latency_ms.p50 for x in subs),
+            "notify_p99_ms": worst(x.latency_ms.p99 for x in subs),
+            "notify_per_s": sum(x.notifications_per_s for x in subs),
+            "notify_lost_share": worst(x.lost_share for x in subs)}
 
 
 def _affinity(sweep: Sweep, p: Point, plan: Optional[Plan]) -> str:
@@ -106,7 +126,8 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
 
 # digits and scale of a metric's unit in the results table
 _UNIT_FORMAT = {"req/s": (1, 1.0, ""), "ms": (2, 1.0, ""), "share": (2, 100.0, " %"),
-                "requests": (1, 1.0, ""), "cores": (3, 1.0, ""), "MiB": (1, 1.0, "")}
+                "requests": (1, 1.0, ""), "cores": (3, 1.0, ""), "MiB": (1, 1.0, ""),
+                "1/s": (1, 1.0, "")}
 
 
 def ci_text(iv: Interval, unit: str) -> str:
@@ -122,7 +143,7 @@ def ci_text(iv: Interval, unit: str) -> str:
 
 def _shown(res) -> list[tuple[str, str, str]]:
     """The metrics of the results table: the SUT's only when some setting has them."""
-    return [m for m in METRICS if not m[0].startswith("sut_")
+    return [m for m in METRICS if not m[0].startswith(("sut_", "notify_"))
             or any(st.metrics[m[0]].mean is not None for st in res.settings)]
 
 
