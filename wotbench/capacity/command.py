@@ -43,13 +43,13 @@ from pydantic import ValidationError
 
 from wotbench.capacity.search import CapacitySearch, overrides_for
 from wotbench.capacity.slo_search import SloSearch, slo_exit_code, slo_metric_text
-from wotbench.config.load import ConfigFile, read_config_file
+from wotbench.config.yaml_loader import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate
 from wotbench.rundir import atomic
 from wotbench.schema_errors import problems as schema_problems
-from wotbench.config.slo import Slo, merge_exprs
+from wotbench.config.slo_spec import Slo, merge_exprs
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn, derive_config
 from wotbench.sweep.paths import format_key, parse_key
 from wotbench.sweep.report import write_report

@@ -31,7 +31,7 @@ from typing import Any, Optional
 from wotbench.capacity.search import CapacitySearch, testbed_note
 from wotbench.rundir import Summary
 from wotbench.distributed.answer import hosts_text
-from wotbench.config.slo import Objective
+from wotbench.config.slo_spec import Objective
 
 KINDS = ("system", "host", "inconclusive", "incomplete")
 

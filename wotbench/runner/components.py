@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Optional
 
-from wotbench.config.http import BODY_TEMPLATE_FILE
+from wotbench.config.http_spec import BODY_TEMPLATE_FILE
 from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 from wotbench.rundir.layout import PUSH_SCHEDULE

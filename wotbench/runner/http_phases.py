@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config.http_phases import HttpPhase
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner.binaries import GE, ensure_binary

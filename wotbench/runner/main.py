@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from cd_module import node as cd_node
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config.schema import Config
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import EnvironmentProblem, WotbenchError

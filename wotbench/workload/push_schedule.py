@@ -1,4 +1,4 @@
-"""Per-device push schedules (``devices[].push``, :mod:`wotbench.config.push`): every request a
+"""Per-device push schedules (``devices[].push``, :mod:`wotbench.config.push_spec`): every request a
 device will send, with its path and body rendered, in the file wot-device replays
 (``wot-device --push``, docs/CONTRACTS.md §3 "Push"):
 
@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from wotbench.config.distributions import make_distribution
-from wotbench.config.push import LOCATION, PLACEHOLDER, PushOp
+from wotbench.config.push_spec import LOCATION, PLACEHOLDER, PushOp
 from wotbench.workload import cbor
 
 HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex,retransmit"
@@ -48,7 +48,7 @@ class PushDevice:
     targets: tuple[str, ...]        # per op: IP:PORT
 
     def fields(self) -> dict[str, Any]:
-        """The template fields fixed per device (wotbench.config.push.VERIFY_FIELDS)."""
+        """The template fields fixed per device (wotbench.config.push_spec.VERIFY_FIELDS)."""
         return {"device": self.name, "id": self.id, "group": self.group, "index": self.index,
                 "address": self.address, "port": self.port}
 
