@@ -112,7 +112,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from wotbench.runner.doctor import main as doctor
+    from wotbench.runner.commands.doctor import main as doctor
     return doctor()
 
 
@@ -120,7 +120,7 @@ def _cmd_clean(args) -> int:
     if args.cluster:
         from wotbench.distributed.clean import main as clean_cluster
         return clean_cluster(force=args.force)
-    from wotbench.runner.clean_command import main as clean
+    from wotbench.runner.commands.clean_command import main as clean
     return clean(force=args.force)
 
 

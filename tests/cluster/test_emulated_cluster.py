@@ -369,7 +369,7 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     search's conclusion, read from these two real merged runs, names the victim too."""
     sys.path.insert(0, str(REPO))
     from wotbench.distributed.answer import hosts_text
-    from wotbench.runner.progress import read_progress
+    from wotbench.runner.during.progress import read_progress
     victim = state.nodes[1]
     out_root = ROOT / "test" / "naming"
     p = swarmrun.wotbench(ROOT, "sweep", str(CONFIGS / "cells-recorded.yaml"), "--vary",

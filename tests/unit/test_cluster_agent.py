@@ -15,7 +15,7 @@ from wotbench.distributed import agentimage, wire
 from wotbench.config.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.distributed import agents as ag
-from wotbench.runner.build import share_addresses, share_ids
+from wotbench.runner.deployment.build import share_addresses, share_ids
 from wotbench.runner.main import Runner
 from wotbench.runner.stages import CellSeat
 from wotbench.workload.generate import generate, keep_devices, write_trace

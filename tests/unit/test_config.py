@@ -237,7 +237,7 @@ def test_observable_payload_stays_one_datagram():
 def test_response_path_keys():
     """devices[].response and contention_detector.response: validated, defaulted, and passed to
     wot-device as --response."""
-    from wotbench.runner.components import DeviceRun
+    from wotbench.runner.deployment.components import DeviceRun
     assert problems(with_group(response="fast")) == \
         ["devices[0].response: must be 'auto', 'piggyback' or 'separate', got 'fast'"]
     assert problems({**MIN, "contention_detector": {"response": "piggyback-ish"}}) == \

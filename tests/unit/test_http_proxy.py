@@ -19,7 +19,7 @@ from wotbench.config import byo
 from wotbench.config.yaml_loader import config_from_dict
 from wotbench.deploy.resolve import device_addresses, proxy_address
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.runner import thirdparty
+from wotbench.runner.deployment import thirdparty
 from wotbench.workload import httpproxy
 from wotbench.workload.generate import write_trace
 

@@ -15,7 +15,7 @@ from wotbench.config.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import GeIntegrityParams, RunRecord
 from wotbench.rundir.ge_files import GeSummary
-from wotbench.runner import clientlimits
+from wotbench.runner.prepare import clientlimits
 from wotbench.workload.generate import write_trace
 from wotbench.workload.trace_io import read_trace
 

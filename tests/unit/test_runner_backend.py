@@ -13,13 +13,13 @@ from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.netimpair import DeviceTarget
 from wotbench.rundir import BridgeRecord, HostRecord
-from wotbench.runner import backend as b
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.fleets import FleetRun
+from wotbench.runner.backends import interface as b
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment.fleets import FleetRun
 from wotbench.runner.backends.docker.backend import DockerBackend, DockerKind
-from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.during.hogspec import HogSpec
 from wotbench.runner.backends.process.backend import ProcessBackend, ProcessKind
-from wotbench.runner.timeline import END_MARGIN_S, NS, Timeline, lead_s
+from wotbench.runner.during.timeline import END_MARGIN_S, NS, Timeline, lead_s
 from wotbench.runner.backends.process import loopslot
 
 PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Stressor, b.ImpairTargets, b.Describer)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from wotbench.errors import ConfigError
-from wotbench.runner import progress, readiness
+from wotbench.runner.during import progress
+from wotbench.runner.deployment import readiness
 from wotbench.runner.backends.docker import network
-from wotbench.runner.cleanup import _labelled
+from wotbench.runner.teardown.cleanup import _labelled
 from wotbench.runner.backends.process.backend import loopback_address
 
 
@@ -140,7 +141,7 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
     import subprocess
     import sys
 
-    from wotbench.runner.hogs import Hogs
+    from wotbench.runner.during.hogs import Hogs
     from wotbench.runner.backends.process.backend import ProcessHog
 
     from wotbench.rundir import RunDir
@@ -168,7 +169,7 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
     from wotbench.runner.backends.docker import containers
     from types import SimpleNamespace
 
-    from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.deployment.components import DeviceRun, GeRun
     from wotbench.runner.stages import Components
     from wotbench.rundir import RunDir
     from wotbench.runner.backends.docker.backend import DockerBackend

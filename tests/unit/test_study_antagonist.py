@@ -15,7 +15,7 @@ from sweep_fakes import FakeRunner
 from wotbench.deploy.plan import Plan
 from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
-from wotbench.runner.progress import MAGIC
+from wotbench.runner.during.progress import MAGIC
 from wotbench.validation.antagonist import (RECORD_NAME, AntagonistSpec, Launcher, Watcher,
                                             parse_antagonist, resolve_core, with_antagonist)
 from wotbench.validation.scenarios import points, read_manifest

@@ -2,7 +2,7 @@
 (``devices[].server``), endpoints WoTbench does not start (``devices[].external``), the paths
 the trace requests of them (``devices[].paths``) and a forward proxy in the path
 (``gateways.proxy``). Schema and checks only; the runner deploys them
-(``wotbench.runner.thirdparty``).
+(``wotbench.runner.deployment.thirdparty``).
 
 ``server`` and ``gateways.proxy`` run either a local Docker image (``image``, its entrypoint
 gets ``args``) or a program of this host (``command``: program and arguments). The process

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.labels import IMAGE_LABEL
-from wotbench.runner import binaries
+from wotbench.runner.prepare import binaries
 
 REPO = Path(__file__).resolve().parents[2]
 CD_MODULE_DIR = "cd-module"     # holds the package cd_module (pyproject: packages.find)

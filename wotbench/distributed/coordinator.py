@@ -27,7 +27,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.run_result import RunResult
 from wotbench.rundir import MergedRunDir
 from wotbench.rundir.summary import Summary
-from wotbench.runner.inputs import make_run_dir
+from wotbench.runner.prepare.inputs import make_run_dir
 
 ACCEPT_S = 180.0          # agents' tasks start, the cell containers start and call
 DEPLOY_S = 600.0

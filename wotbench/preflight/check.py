@@ -38,12 +38,14 @@ from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.preflight import capacity, programs
-from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push_run, thirdparty
-from wotbench.runner.backend import BackendKind
+from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs
+from wotbench.runner import push_run
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.backends.interface import BackendKind
 from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
                                                          CONNTRACK_PER_FLEET_DEVICE)
-from wotbench.runner.hogspec import episodes_for_run
-from wotbench.runner.impair import Impairments
+from wotbench.runner.during.hogspec import episodes_for_run
+from wotbench.runner.deployment.impair import Impairments
 
 Log = Callable[[str], None]
 

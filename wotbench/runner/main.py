@@ -46,19 +46,23 @@ from wotbench.monitor.recorder import Monitor
 from wotbench.preflight import preflight
 from wotbench.rundir import (ContentionParams, HostRecord, Phases, PlanNote, RunDir, RunRecord,
                              TestWindow, Window, disk, ge_journal)
-from wotbench.runner import dtlskey, hostlimits, inputs, journal, push_run, push_verify
-from wotbench.runner import fleets as fleet_runs
-from wotbench.runner import notify_sink, readiness, thirdparty
-from wotbench.runner.backend import RunBackend
-from wotbench.runner.build import build_components, share_ids
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.hogs import Hogs
-from wotbench.runner.lease import STOP_MARGIN_S, Lease
+from wotbench.runner.prepare import dtlskey, hostlimits, inputs
+from wotbench.runner.deployment import journal
+from wotbench.runner import push_run
+from wotbench.runner.during import push_verify
+from wotbench.runner.deployment import fleets as fleet_runs
+from wotbench.runner import notify_sink
+from wotbench.runner.deployment import readiness, thirdparty
+from wotbench.runner.backends.interface import RunBackend
+from wotbench.runner.deployment.build import build_components, share_ids
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.during.hogs import Hogs
+from wotbench.runner.deployment.lease import STOP_MARGIN_S, Lease
 from wotbench.runner import http_phases, sut_faults
 from wotbench.runner.stages import CellSeat, Components, Inputs, RunOutcome
-from wotbench.runner.timeline import Timeline, lead_s
-from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
+from wotbench.runner.during.timeline import Timeline, lead_s
+from wotbench.runner.during.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
 
 __all__ = ["CellSeat", "Runner", "RunOutcome", "log"]
@@ -126,7 +130,7 @@ class Runner:
         self.monitor: Monitor | None = None
         self.hogs: Hogs | None = None
         self.lease: Lease | None = None      # components stop themselves when it lapses
-        self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
+        self.journal_dir: Path | None = None  # the GEs' journals (runner/deployment/journal.py)
         self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
         self.started = False
         # what happened (run.json)

@@ -5,7 +5,7 @@
 ``Inputs``: what the pre-flight decided and the run directory written from it (resolved config,
 plan, trace, push schedules, DTLS key); everything the deployment is built from.
 ``Components``: what the run deploys (devices, wot-fleet engines, gateway emulators, the CD's
-pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.build`).
+pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.deployment.build`).
 ``RunOutcome``: how the run ended, before any analysis (:mod:`wotbench.run_command` concludes).
 ``CellSeat``: what makes a run one cell of a run across hosts, given at construction.
 """
@@ -19,11 +19,11 @@ from cd_module.node import CdSettings
 from wotbench.config.schema import Config
 from wotbench.deploy.plan import Plan
 from wotbench.rundir import RunDir
-from wotbench.runner.backend import BackendKind
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.dtlskey import DtlsCreds
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.impair import Impairments
+from wotbench.runner.backends.interface import BackendKind
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.prepare.dtlskey import DtlsCreds
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.deployment.impair import Impairments
 
 
 @dataclass(frozen=True)

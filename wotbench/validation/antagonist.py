@@ -364,7 +364,7 @@ class ContainerHog(Launcher):
     def prepare(self, log: Callable[[str], None]) -> None:
         import docker
         from wotbench.runner.backends.docker.images import ensure_image
-        from wotbench.runner.binaries import HOG, ensure_binary
+        from wotbench.runner.prepare.binaries import HOG, ensure_binary
         self.image = ensure_image(docker.from_env(timeout=60), "hog", ensure_binary(HOG, log), log)
 
     def start(self, at_ns: int, core: Optional[int]) -> None:
@@ -517,7 +517,7 @@ class SecondRun(Launcher):
 # --------------------------------------------------------------------------- the watcher
 
 def _read_progress_sent(path: Path) -> int:
-    from wotbench.runner.progress import read_progress
+    from wotbench.runner.during.progress import read_progress
     p = read_progress(path)
     return int(p["sent"]) if p else 0
 

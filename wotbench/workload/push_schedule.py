@@ -150,7 +150,7 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
     rng = np.random.default_rng([seed, d.id, 23])
     rows: dict[str, list[tuple[int, int, Row]]] = {p: [] for p in PHASES}
     for j, op in enumerate(ops):
-        if op.phase == "verify":       # the harness's request (runner/push_verify.py)
+        if op.phase == "verify":       # the harness's request (runner/during/push_verify.py)
             continue
         key = f"{d.group_key}.push[{j}]"
         values = _distribution(op.value, base_dir) if op.value is not None else None
