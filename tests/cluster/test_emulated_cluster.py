@@ -445,7 +445,7 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     # the capacity search's conclusion from the same two merged runs (threads 1 and 2): the
     # first flagged setting is the faulted one unless the noisy host flagged the first
     res = _capacity_over(sweep_dir, [first, second])
-    print(f"  capacity ({res['status']}): {res['conclusion']}")
+    print(f"  capacity ({res.status}): {res.conclusion}")
     flagged = first if first["verdict"] != "trustworthy" else second
     threads = flagged["overrides"]["devices[0].threads"]
     assert res["first_flagged"] == threads

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]   # wotbench/runner/prepare/ -> the checkout
 
 
 @dataclass(frozen=True)
