@@ -448,12 +448,12 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     print(f"  capacity ({res.status}): {res.conclusion}")
     flagged = first if first["verdict"] != "trustworthy" else second
     threads = flagged["overrides"]["devices[0].threads"]
-    assert res["first_flagged"] == threads
-    assert res["conclusion"].endswith(
+    assert res.first_flagged == threads
+    assert res.conclusion.endswith(
         f"At devices[0].threads = {threads}, {hosts_text([flagged['host']])}.")
     if flagged is second:
-        assert res["status"] == "found" and res["answer"] == 1
-        assert f"At devices[0].threads = 2, {named})" in res["conclusion"]
+        assert res.status == "found" and res.answer == 1
+        assert f"At devices[0].threads = 2, {named})" in res.conclusion
 
 
 def _capacity_over(sweep_dir: Path, points: list[dict]) -> dict:
