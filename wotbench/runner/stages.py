@@ -1,6 +1,7 @@
 """The typed values a run hands from stage to stage (:class:`wotbench.runner.main.Runner`):
 
-    CellSeat (given)  ->  Inputs (prepared)  ->  Components (deployed)  ->  RunOutcome (ended)
+    CellSeat (given)  ->  Inputs (prepared)  ->  Components (deployed)  ->  Timeline (the test
+    ran on it, :mod:`wotbench.runner.during.timeline`)  ->  RunOutcome (ended)
 
 ``Inputs``: what the pre-flight decided and the run directory written from it (resolved config,
 plan, trace, push schedules, DTLS key); everything the deployment is built from.
@@ -8,6 +9,8 @@ plan, trace, push schedules, DTLS key); everything the deployment is built from.
 pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.deployment.build`).
 ``RunOutcome``: how the run ended, before any analysis (:mod:`wotbench.run_command` concludes).
 ``CellSeat``: what makes a run one cell of a run across hosts, given at construction.
+What the runner holds besides these (resources to release, run.json's account) is typed in
+:mod:`wotbench.runner.run_state`.
 """
 from __future__ import annotations
 
