@@ -283,9 +283,9 @@ class Runner:
         self.held.backend.prepare_programs(thirdparty.programs(inp.resolved))
         self.held.hogs = Hogs(self.held.backend, inp.run_id, self.rd, log)
         self.held.backend.setup_network(inp.resolved.network.subnet,
-                                   {d.container: d.address for d in parts.started_devices}
-                                   | {f.name: f.address for f in parts.fleets},
-                                   [g.name for g in parts.all_ges])
+                                        {d.container: d.address for d in parts.started_devices}
+                                        | {f.name: f.address for f in parts.fleets},
+                                        [g.name for g in parts.all_ges])
         t = time.monotonic()
         self.held.started = True
         self.held.backend.start_devices(parts.started_devices)
@@ -397,10 +397,10 @@ class Runner:
         cfg = inp.resolved
         # per-component CPU accounting always; collectl only with monitor.enabled
         self.held.monitor = Monitor(self.rd, cfg.monitor.interval_s,
-                               cpus=inp.plan.os_cores or None,
-                               collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
-                               run_cores=set(inp.plan.usable_cores),
-                               lookup=self.held.backend.container_info)
+                                    cpus=inp.plan.os_cores or None,
+                                    collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
+                                    run_cores=set(inp.plan.usable_cores),
+                                    lookup=self.held.backend.container_info)
         self.held.monitor.start()
         for d in parts.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)

@@ -25,7 +25,7 @@ from wotbench.runner.prepare.hostlimits import HostTuning
 
 @dataclass
 class Resources:
-    """Acquired by the stages, released by ``Runner.cleanup`` (in the reverse order)."""
+    """Acquired by the stages, released by ``Runner.cleanup`` (each only if it was acquired)."""
     tuning: HostTuning                       # host settings raised for the run (prepare)
     lease: Optional[Lease] = None            # components stop themselves when it lapses
     journal_dir: Optional[Path] = None       # the GEs' journals (deployment/journal.py)
