@@ -87,7 +87,7 @@ class Run(Harness):
 def leftovers(run_id: str | None) -> str:
     if not run_id:
         return "?"
-    from wotbench.runner.cleanup import leftover_processes
+    from wotbench.runner.teardown.cleanup import leftover_processes
     procs = [p for p, r in leftover_processes() if r == run_id]
     return (f"{len(faults.containers_of(run_id))} containers, {len(faults.networks_of(run_id))} "
             f"networks, {len(procs)} processes")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from wotbench.runner.hostlimits import read_int
+from wotbench.runner.prepare.hostlimits import read_int
 from wotbench.runner.backends.docker.scalelimits import dockerd_pid
 
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP

@@ -19,7 +19,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 def _connected(path: str) -> bool:
     """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
     from wotbench.config.connected import connected_groups
-    from wotbench.config.load import load_config
+    from wotbench.config.yaml_loader import load_config
     return bool(connected_groups(load_config(path)))
 
 
@@ -47,7 +47,7 @@ def _cmd_trace(args) -> int:
         raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
-    from wotbench.config.load import load_config
+    from wotbench.config.yaml_loader import load_config
     from wotbench.workload.generate import print_summary, write_trace
     cfg = load_config(args.config)
     if args.seed is not None:
@@ -81,7 +81,7 @@ def _parse_cores(text: str) -> list[int]:
 
 
 def _cmd_plan(args) -> int:
-    from wotbench.config.load import load_config
+    from wotbench.config.yaml_loader import load_config
     from wotbench.deploy.plan import make_plan, print_plan
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)
@@ -109,7 +109,7 @@ def _cmd_run(args) -> int:
 
 
 def _cmd_doctor(args) -> int:
-    from wotbench.runner.doctor import main as doctor
+    from wotbench.runner.commands.doctor import main as doctor
     return doctor()
 
 
@@ -117,7 +117,7 @@ def _cmd_clean(args) -> int:
     if args.cluster:
         from wotbench.distributed.clean import main as clean_cluster
         return clean_cluster(force=args.force)
-    from wotbench.runner.clean_command import main as clean
+    from wotbench.runner.commands.clean_command import main as clean
     return clean(force=args.force)
 
 

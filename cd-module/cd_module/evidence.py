@@ -41,6 +41,7 @@ import pandas as pd
 
 from wotbench.csvcheck import read_optional_csv
 from wotbench.deploy.plan import parse_cpuset
+from wotbench.monitor.counters import monotone
 from scipy.stats import binom
 
 from cd_module import hostshare, loop_lag
@@ -130,9 +131,11 @@ def _component_deltas(cg: Optional[pd.DataFrame], edges_ns: np.ndarray
     cg = cg[cg["role"] != "device-group"]
     for comp, g in cg.groupby("component", observed=True, sort=False):
         t = g["mono_ns"].to_numpy(np.float64)
-        cpu = _interp(t, pd.to_numeric(g["cpu_ns"], errors="coerce").to_numpy(np.float64), edges_ns)
-        wait = _interp(t, pd.to_numeric(g["runqueue_ns"], errors="coerce").to_numpy(np.float64),
-                       edges_ns)
+        # a restarted component's counters start again from 0 (wotbench.monitor.counters)
+        cpu = _interp(t, monotone(pd.to_numeric(g["cpu_ns"], errors="coerce").to_numpy(
+            np.float64)), edges_ns)
+        wait = _interp(t, monotone(pd.to_numeric(g["runqueue_ns"], errors="coerce").to_numpy(
+            np.float64)), edges_ns)
         out[str(comp)] = (np.diff(cpu), np.diff(wait))
     return out
 

@@ -13,7 +13,7 @@ def build_on_host(log=print) -> list[str]:
     """The image tags of the project's binaries (built with make when stale; the images are
     reused when unchanged). Needs this host's Docker daemon."""
     from wotbench.errors import WotbenchError
-    from wotbench.runner import binaries
+    from wotbench.runner.prepare import binaries
     from wotbench.runner.backends.docker import images
     from wotbench.runner.backends.docker.backend import docker_client
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.runner.lease import Lease, lease_state, lease_text
+from wotbench.runner.deployment.lease import Lease, lease_state, lease_text
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_missing_program_is_126(warden, lease):
 
 
 def test_harness_lease_keeps_a_warden_alive_and_release_stops_it(warden, tmp_path):
-    """The harness side (runner/lease.py) against the real warden."""
+    """The harness side (runner/deployment/lease.py) against the real warden."""
     lease = Lease(tmp_path / "lease", "t")
     lease.start()
     assert lease_state(lease.path) == "live"

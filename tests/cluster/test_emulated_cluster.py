@@ -296,7 +296,7 @@ def _record(tmp: Path) -> Path:
     """cells-recorded.yaml with its own generated workload recorded beside it (trace:)."""
     import yaml
     sys.path.insert(0, str(REPO))
-    from wotbench.config.load import load_config
+    from wotbench.config.yaml_loader import load_config
     from wotbench.workload.generate import write_trace
     base = CONFIGS / "cells-recorded.yaml"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -369,7 +369,7 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     search's conclusion, read from these two real merged runs, names the victim too."""
     sys.path.insert(0, str(REPO))
     from wotbench.distributed.answer import hosts_text
-    from wotbench.runner.progress import read_progress
+    from wotbench.runner.during.progress import read_progress
     victim = state.nodes[1]
     out_root = ROOT / "test" / "naming"
     p = swarmrun.wotbench(ROOT, "sweep", str(CONFIGS / "cells-recorded.yaml"), "--vary",
@@ -445,15 +445,16 @@ def test_swarm_sweep_names_the_node_whose_device_was_killed_in_one_point(state):
     # the capacity search's conclusion from the same two merged runs (threads 1 and 2): the
     # first flagged setting is the faulted one unless the noisy host flagged the first
     res = _capacity_over(sweep_dir, [first, second])
-    print(f"  capacity ({res['status']}): {res['conclusion']}")
+    print(f"  capacity ({res.status}): {res.conclusion}")
     flagged = first if first["verdict"] != "trustworthy" else second
     threads = flagged["overrides"]["devices[0].threads"]
-    assert res["first_flagged"] == threads
-    assert res["conclusion"].endswith(
-        f"At devices[0].threads = {threads}, {hosts_text([flagged['host']])}.")
+    assert res.first_flagged == threads
+    # the host sentence, then (issue 31) how much the host added at the answer, when measured
+    assert (f"At devices[0].threads = {threads}, {hosts_text([flagged['host']])}."
+            in res.conclusion)
     if flagged is second:
-        assert res["status"] == "found" and res["answer"] == 1
-        assert f"At devices[0].threads = 2, {named})" in res["conclusion"]
+        assert res.status == "found" and res.answer == 1
+        assert f"At devices[0].threads = 2, {named})" in res.conclusion
 
 
 def _capacity_over(sweep_dir: Path, points: list[dict]) -> dict:

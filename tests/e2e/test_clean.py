@@ -20,7 +20,7 @@ def _docker(*args) -> str:
 def image():
     """Any local image to create (never start) containers from: the wot-device image."""
     import docker
-    from wotbench.runner import binaries
+    from wotbench.runner.prepare import binaries
     from wotbench.runner.backends.docker import images
     from e2e_support import build_standins as _build_standins
     client = docker.from_env()

@@ -13,7 +13,7 @@ import pytest
 
 from byo_run import run as _run, run_id as _run_id
 from e2e_support import HERE, labelled, run_dir_of
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
 AIOCOAP = [sys.executable, str(HERE / "servers" / "aiocoap_server.py"), "--bind", "{address}",

@@ -11,7 +11,7 @@ import yaml
 
 from e2e_support import CONFIGS, Harness, run_dir_of
 from testkit.tmpfs import NoTmpfs, small_tmpfs
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.long]   # ~25 s each of real runs: make test-long (CI runs it)

@@ -11,7 +11,7 @@ import pytest
 from e2e_support import REPO, labelled, run_dir_of
 from wotbench.rundir import RunRecord
 from wotbench.rundir.fleet_files import read_devices
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 FLEET_BIN = REPO / "wot-device" / "build" / "wot-fleet"
 GE_BIN = REPO / "gateway-emulator" / "build" / "gateway-emulator"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from e2e_support import NEEDS_HTTP, REPO, Harness, labelled, run_dir_of
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = NEEDS_HTTP
 NGINX = ["nginx", "-e", "stderr", "-c", "{config}", "-p", "{scratch}/"]

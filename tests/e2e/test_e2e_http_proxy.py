@@ -18,7 +18,7 @@ import yaml
 
 from byo_run import run as _run, run_id as _run_id
 from e2e_support import REPO, run_dir_of
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "configs" / "http-coap-proxy.yaml"

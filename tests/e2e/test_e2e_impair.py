@@ -18,7 +18,7 @@ import pytest
 
 from e2e_support import labelled, run_dir_of
 from wotbench import netimpair
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

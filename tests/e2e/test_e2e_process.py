@@ -6,7 +6,7 @@ import json
 import pytest
 
 from e2e_support import run_dir_of
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
 

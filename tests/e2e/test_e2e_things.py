@@ -16,7 +16,7 @@ import yaml
 
 from e2e_support import REPO, run_dir_of
 from testkit.coap import ping
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.rundir import RunRecord
 from wotbench.workload.generate import write_trace
 

@@ -37,6 +37,32 @@ SLOW = (
     "test_report.py::test_real_analysis_output_renders",
     "test_c_file_models.py::test_a_missing_ge_key_names_the_file_and_the_key",
     "test_preflight_capacity.py::test_the_engine_form_is_counted_with_its_own_costs",
+    # the next heaviest, from `pytest tests/unit -n 2 -m "not slow" --durations=40` on 2026-11-27
+    # (make check 174 s wall at load 3.2 -> 5.3, other helpers' work on the host): each 2.5-7.5 s
+    "test_report.py::test_a_series_an_older_analysis_did_not_write_says_how_to_get_it",
+    "test_report.py::test_unfaithful_plan_warnings_prominent_and_autoescape",
+    "test_report.py::test_missing_optional_parts_render_with_notes",
+    "test_report.py::test_network_section_names_backend_and_exact_settings",
+    "test_report.py::test_split_table_shows_r_minus_s_by_place",
+    "test_report.py::test_contention_banner_and_shaded_windows",   # its module fixture renders
+    "test_report_fleet.py::",             # each analyses and renders an engine run
+    "test_analysis_fleet.py::test_many_devices_go_to_the_per_device_table",
+    "test_tracegen.py::test_million_requests_benchmark",
+    "test_sweep_repeats.py::test_resume_runs_the_missing_repeats_and_can_add_rounds",
+    "test_sweep_repeats.py::test_repeats_run_in_interleaved_rounds_of_alternating_direction",
+    "test_sweep_repeats.py::test_interval_from_values_that_differ",
+    "test_sweep_repeats.py::test_mean_and_interval_per_setting_and_every_repeats_verdict",
+    "test_fleet_plan.py::test_engines_are_sized_by_the_hard_file_descriptor_limit",
+    "test_fleet_plan.py::test_requirements_of_the_100k_example",
+    "test_fleet_plan.py::test_process_backend_engine_devices_take_the_addresses_again",
+    "test_fleet_plan.py::test_pinned_plan_puts_each_fleet_on_one_core",
+    "test_fleet_plan.py::test_one_ge_cannot_carry_100k_endpoints",
+    "test_capacity.py::test_repeats_majority_vote_absorbs_a_noisy_flag",
+    "test_runner_pieces.py::test_process_backend_stop_reports_the_one_that_ignores_sigterm",
+    "test_cluster_trace_targets.py::test_a_cell_imports_its_slice_of_a_recorded_trace",
+    "test_cluster_answer.py::test_a_sweep_on_swarm_names_the_host_per_point",
+    "test_cluster_answer.py::test_wotbench_report_of_a_merged_run_draws_the_merged_report",
+    "test_sut_resources.py::test_sampler_follows_a_process_tree_and_keeps_only_the_sut",
 )
 
 

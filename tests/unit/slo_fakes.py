@@ -13,7 +13,7 @@ from sweep_fakes import FakeRunner
 from wotbench.analysis import slo_judge as sloa
 from wotbench.rundir import RunDir
 from wotbench.run_result import RunResult
-from wotbench.config.slo import Slo
+from wotbench.config.slo_spec import Slo
 
 
 def rate_of(cfg: dict) -> float:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from testkit.groups import config_of, problems_of
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import device_addresses, proxy_address
 from cd_module.sizing import resolve_cd
-from wotbench.runner import coapprobe, thirdparty
+from wotbench.runner.deployment import coapprobe, thirdparty
 from wotbench.runner.backends.docker import hostimage
 from wotbench.workload.generate import write_trace
 

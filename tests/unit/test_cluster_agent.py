@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from wotbench.distributed import agentimage, wire
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.distributed import agents as ag
-from wotbench.runner.build import share_addresses, share_ids
+from wotbench.runner.deployment.build import share_addresses, share_ids
 from wotbench.runner.main import Runner
 from wotbench.runner.stages import CellSeat
 from wotbench.workload.generate import generate, keep_devices, write_trace

@@ -97,10 +97,10 @@ def test_a_capacity_search_on_swarm_names_the_host_at_the_first_flagged_setting(
                        bad_node="n3", why="GE fell behind")
     res = run_capacity(write_base(tmp_path), out_root=tmp_path / "r", run_fn=runner,
                        console=Console(file=io.StringIO()))
-    assert res["answer"] == 36 and res["first_flagged"] == 37
-    assert res["conclusion"].endswith("At devices[0].count = 37, the host that stopped being "
+    assert res.answer == 36 and res.first_flagged == 37
+    assert res.conclusion.endswith("At devices[0].count = 37, the host that stopped being "
                                       "faithful: n3 (contention: GE fell behind).")
-    hosts = {s["value"]: s["hosts"] for s in res["steps"]}
+    hosts = {s.value: s.hosts for s in res.steps}
     assert hosts[37][0]["node"] == "n3" and hosts[36] == [None]   # clean: no host named
 
 
@@ -110,9 +110,9 @@ def test_an_slo_search_on_swarm_names_the_host_that_stopped_being_faithful(tmp_p
     res = run_capacity(write_base(tmp_path), out_root=tmp_path / "r", run_fn=runner,
                        console=Console(file=io.StringIO()), key="devices[0].rate", start=10,
                        maximum=60, step=10, slo=["p95<=35ms"])
-    o = res["outcome"]
-    assert o["kind"] == "host"
-    assert o["sentence"].endswith("On this cluster, the host that stopped being faithful: n2 "
+    o = res.outcome
+    assert o.kind == "host"
+    assert o.sentence.endswith("On this cluster, the host that stopped being faithful: n2 "
                                   "(contention: CD-node R_d rose 3x over its calibration).")
 
 

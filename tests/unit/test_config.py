@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config.load import config_from_dict, load_config
+from wotbench.config.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved, resolve
 from wotbench.errors import ConfigError
 
@@ -237,7 +237,7 @@ def test_observable_payload_stays_one_datagram():
 def test_response_path_keys():
     """devices[].response and contention_detector.response: validated, defaulted, and passed to
     wot-device as --response."""
-    from wotbench.runner.components import DeviceRun
+    from wotbench.runner.deployment.components import DeviceRun
     assert problems(with_group(response="fast")) == \
         ["devices[0].response: must be 'auto', 'piggyback' or 'separate', got 'fast'"]
     assert problems({**MIN, "contention_detector": {"response": "piggyback-ish"}}) == \

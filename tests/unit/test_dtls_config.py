@@ -1,5 +1,5 @@
 """The dtls: block (wotbench.config.dtls) and its plumbing: device addresses and coaps:// trace URIs,
-the key file of a run (wotbench.runner.dtlskey) and the flags both programs get. No network."""
+the key file of a run (wotbench.runner.prepare.dtlskey) and the flags both programs get. No network."""
 from __future__ import annotations
 
 import os
@@ -10,12 +10,12 @@ from types import SimpleNamespace
 import pytest
 
 from wotbench.config import dtls as dtls_spec
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved
 from wotbench.rundir import RunDir
-from wotbench.runner import dtlskey
-from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.prepare import dtlskey
+from wotbench.runner.deployment.components import DeviceRun, GeRun
 from wotbench.runner.backends.docker.backend import DockerBackend
 from wotbench.labels import NOBODY
 from wotbench.workload.trace_io import read_trace

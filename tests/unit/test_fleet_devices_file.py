@@ -1,17 +1,17 @@
 """The devices file the runner writes for wot-fleet (docs/CONTRACTS.md §3b) and the engine's
-command line (wotbench.rundir.fleet_files, wotbench.runner.fleets)."""
+command line (wotbench.rundir.fleet_files, wotbench.runner.deployment.fleets)."""
 from pathlib import Path
 
 import pytest
 
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import device_addresses
 from wotbench.rundir import RunDir
 from wotbench.rundir.fleet_files import (DEVICES_HEADER, DevicesFileError, FleetDevice,
                                          read_devices, write_devices)
-from wotbench.runner import fleets
+from wotbench.runner.deployment import fleets
 
 SLEEP = {"mode": "sleep", "service_time": {"dist": "deterministic", "mean": 5},
          "rit": {"dist": "exponential", "mean": 1000}}

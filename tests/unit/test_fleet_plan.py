@@ -3,7 +3,7 @@ the engine choice, refusals naming the key, the fleets' layout, addresses and po
 backends, and the per-fleet requirements and host limits."""
 import pytest
 
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER
 from wotbench.deploy import fleet, fleet_capacity, pods
 from wotbench.deploy.plan import make_plan
@@ -240,7 +240,7 @@ def test_an_explicit_engine_size_is_kept_and_checked():
 
 
 def test_the_warm_up_budget_of_engine_devices_has_no_arp_term_per_device():
-    from wotbench.runner import readiness
+    from wotbench.runner.deployment import readiness
     # 50 000 engine devices of one GE on 6 engine addresses: seconds, not the hours the
     # per-address ARP term would give them as 50 000 addresses
     budget = readiness.warmup_ms(0, 6, 50_000)

@@ -3,7 +3,7 @@ import pytest
 
 from wotbench.config.hog_episodes import ContentionEpisode, parse_contention, validate_contention
 from wotbench.runner.backends.docker.backend import hog_container_kwargs
-from wotbench.runner.hogspec import default_buffer_bytes, episodes_for_run
+from wotbench.runner.during.hogspec import default_buffer_bytes, episodes_for_run
 from wotbench.runner.backends.process.backend import hog_process_argv
 from wotbench.errors import ConfigError
 

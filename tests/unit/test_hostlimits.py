@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner import hostlimits as hl
+from wotbench.runner.prepare import hostlimits as hl
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_backlog_raised_for_a_bridge_of_many_ports(tmp_path):
 
 
 def test_conntrack_is_raised_for_the_flows_a_run_adds_to_those_in_use(tmp_path):
-    from wotbench.runner.hostlimits import conntrack_plan
+    from wotbench.runner.prepare.hostlimits import conntrack_plan
     mx, count = tmp_path / "max", tmp_path / "count"
     mx.write_text("262144\n")
     count.write_text("40000\n")

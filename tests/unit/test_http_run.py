@@ -16,12 +16,13 @@ import pytest
 from testkit.groups import config_of, problems_of
 from testkit.http_server import HttpServer
 from wotbench.analysis import http_figures as http_analysis
-from wotbench.config import http as http_spec
-from wotbench.config.load import config_from_dict, load_config
+from wotbench.config import http_spec
+from wotbench.config.yaml_loader import config_from_dict, load_config
 from wotbench.errors import ConfigError
 from wotbench.report.http_section import http as http_section
-from wotbench.runner import httpprobe, serverconf
-from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.deployment import httpprobe
+from wotbench.runner import serverconf
+from wotbench.runner.deployment.components import DeviceRun, GeRun
 from wotbench.rundir.ge_files import GeHttp
 from wotbench.sweep.core import derive_config
 from wotbench.workload.generate import write_trace

@@ -1,8 +1,8 @@
-"""The GEs' journal directories: made whole, and only dead runs' removed (runner/journal.py)."""
+"""The GEs' journal directories: made whole, and only dead runs' removed (runner/deployment/journal.py)."""
 from __future__ import annotations
 
-from wotbench.runner import journal
-from wotbench.runner.lease import Lease
+from wotbench.runner.deployment import journal
+from wotbench.runner.deployment.lease import Lease
 
 
 def test_a_live_runs_journals_are_kept_and_a_dead_runs_removed(tmp_path):

@@ -10,8 +10,8 @@ from wotbench.analysis import killed
 from wotbench.analysis.errors import AnalysisError
 from wotbench.rundir import RunDir, RunRecord
 from wotbench.rundir import TestWindow as Window
-from wotbench.runner import clean_command
-from wotbench.runner.lease import LEASE_FILE
+from wotbench.runner.commands import clean_command
+from wotbench.runner.deployment.lease import LEASE_FILE
 
 
 def _run_dir(tmp_path, lease_age_s=None, test=True) -> tuple[RunDir, RunRecord]:

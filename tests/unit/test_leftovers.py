@@ -1,4 +1,4 @@
-"""Which runs' objects a new run or `wotbench clean` may remove (runner/leftovers.py)."""
+"""Which runs' objects a new run or `wotbench clean` may remove (runner/teardown/leftovers.py)."""
 from __future__ import annotations
 
 import os
@@ -6,8 +6,8 @@ import re
 import time
 from types import SimpleNamespace
 
-from wotbench.runner import leftovers
-from wotbench.runner.lease import LEASE_LABEL, Lease, lease_state
+from wotbench.runner.teardown import leftovers
+from wotbench.runner.deployment.lease import LEASE_LABEL, Lease, lease_state
 
 
 class FakeClient:
@@ -81,7 +81,7 @@ def test_lease_state_follows_renewal_and_release(tmp_path):
 
 
 def test_doctor_tells_runs_in_progress_from_what_dead_runs_left(tmp_path, monkeypatch):
-    from wotbench.runner import doctor
+    from wotbench.runner.commands import doctor
     monkeypatch.setattr(doctor, "leftover_processes", lambda **kw: [])
     (tmp_path / "a").mkdir()
     live = Lease(tmp_path / "a", "a")
@@ -101,7 +101,7 @@ def test_process_leftovers_of_a_live_run_are_not_leftovers(tmp_path):
     import subprocess
     import sys
     from wotbench.labels import PROCESS_ENV, PROCESS_LEASE_ENV
-    from wotbench.runner.cleanup import leftover_processes
+    from wotbench.runner.teardown.cleanup import leftover_processes
     (tmp_path / "l").mkdir()
     live = Lease(tmp_path / "l", "live-run")
     live.set_deadline(0)

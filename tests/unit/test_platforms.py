@@ -11,7 +11,7 @@ from testkit.groups import config_of, problems_of
 from wotbench.analysis.ge_integrity import _rit_arrays, ge_integrity, time_varying
 from wotbench.analysis.load_figures import MIN_REALISED_SHARE, load_block, shortfall
 from wotbench.analysis.loading import GeData, RunData
-from wotbench.config import http as http_spec, loadloop
+from wotbench.config import http_spec, loadloop
 from wotbench.rundir import GeIntegrityParams, RunRecord
 from wotbench.rundir.ge_files import GeSummary
 from wotbench.rundir.load_block import ClientFairness

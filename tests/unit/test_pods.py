@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from wotbench.deploy import pods
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses
-from wotbench.runner.components import DeviceRun
+from wotbench.runner.deployment.components import DeviceRun
 from wotbench.runner.backends.docker.pods import group_by_container, is_pod, member_pids, pod_spec
 
 
@@ -159,7 +159,7 @@ def test_docker_backend_maps_a_pods_exit_and_stop_to_its_devices():
 
 
 def test_pod_spec_mounts_the_dtls_key_once_and_passes_its_path(tmp_path):
-    from wotbench.runner.dtlskey import KEY_IN, DtlsCreds
+    from wotbench.runner.prepare.dtlskey import KEY_IN, DtlsCreds
     creds = DtlsCreds("wotbench", tmp_path / "secrets" / "dtls-psk.key", "reuse")
     ms = [_dev("g-0", 5684, tmp_path), _dev("g-1", 5685, tmp_path)]
     for d in ms:

@@ -1,4 +1,4 @@
-"""devices[].push phase verify (runner/push_verify.py) against aiocoap's Resource Directory
+"""devices[].push phase verify (runner/during/push_verify.py) against aiocoap's Resource Directory
 (a server nobody here wrote): two of three devices registered, the lookup names two, the third
 is named as missing; the config rules of the phase."""
 import asyncio
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.errors import ConfigError
-from wotbench.runner import push_verify
+from wotbench.runner.during import push_verify
 
 RD_BIN = Path(sys.executable).parent / "aiocoap-rd"
 

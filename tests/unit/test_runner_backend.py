@@ -13,13 +13,13 @@ from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.netimpair import DeviceTarget
 from wotbench.rundir import BridgeRecord, HostRecord
-from wotbench.runner import backend as b
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.fleets import FleetRun
+from wotbench.runner.backends import interface as b
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment.fleets import FleetRun
 from wotbench.runner.backends.docker.backend import DockerBackend, DockerKind
-from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.during.hogspec import HogSpec
 from wotbench.runner.backends.process.backend import ProcessBackend, ProcessKind
-from wotbench.runner.timeline import END_MARGIN_S, NS, Timeline, lead_s
+from wotbench.runner.during.timeline import END_MARGIN_S, NS, Timeline, lead_s
 from wotbench.runner.backends.process import loopslot
 
 PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Stressor, b.ImpairTargets, b.Describer)
@@ -164,7 +164,7 @@ class _Networks:
 
 
 def test_process_kind_moves_devices_to_loopback():
-    from wotbench.config.load import config_from_dict
+    from wotbench.config.yaml_loader import config_from_dict
     cfg = config_from_dict({"name": "t", "devices": [{"group": "a"}]})
     adapted, notes = ProcessKind().adapt(cfg, None)
     try:
@@ -197,7 +197,7 @@ def test_concurrent_process_runs_get_loopback_blocks_of_their_own(tmp_path):
 def test_docker_kind_moves_a_default_subnet_that_is_taken_and_stops_on_a_chosen_one():
     """A network left behind (or anyone's) never blocks the next run: the default subnet moves
     to a free one; a subnet the user chose stops the run before anything exists, naming it."""
-    from wotbench.config.load import config_from_dict
+    from wotbench.config.yaml_loader import config_from_dict
     from wotbench.errors import ConfigError
     taken = _Networks({"bridge": "172.17.0.0/16", "wb-old-run-net0": "172.28.0.0/22",
                        "other": "172.16.0.0/16"})

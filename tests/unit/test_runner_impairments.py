@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from wotbench.config.load import config_from_dict
+from wotbench.config.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.runner.components import DeviceRun
+from wotbench.runner.deployment.components import DeviceRun
 from wotbench.rundir import RunDir
 from wotbench.runner.backends.docker.backend import DockerKind
-from wotbench.runner.impair import Impairments
+from wotbench.runner.deployment.impair import Impairments
 from wotbench.runner.backends.process.backend import ProcessKind
 
 DOCKER, PROCESS = DockerKind(), ProcessKind()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from wotbench.errors import ConfigError
-from wotbench.runner import doctor, inputs
+from wotbench.runner.commands import doctor
+from wotbench.runner.prepare import inputs
 from wotbench.runner.backends.docker.backend import DockerKind
 
 

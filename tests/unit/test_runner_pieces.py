@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from wotbench.errors import ConfigError
-from wotbench.runner import progress, readiness
+from wotbench.runner.during import progress
+from wotbench.runner.deployment import readiness
 from wotbench.runner.backends.docker import network
-from wotbench.runner.cleanup import _labelled
+from wotbench.runner.teardown.cleanup import _labelled
 from wotbench.runner.backends.process.backend import loopback_address
 
 
@@ -121,7 +122,7 @@ def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
         pytest.skip("needs >= 2 cores to observe the pin")
     seen = {}
 
-    def failing_deploy(self):
+    def failing_deploy(self, inputs):
         seen["during"] = os.sched_getaffinity(0)
         raise EnvironmentProblem("deploy stopped by the test")
 
@@ -140,7 +141,7 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
     import subprocess
     import sys
 
-    from wotbench.runner.hogs import Hogs
+    from wotbench.runner.during.hogs import Hogs
     from wotbench.runner.backends.process.backend import ProcessHog
 
     from wotbench.rundir import RunDir
@@ -168,7 +169,7 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
     from wotbench.runner.backends.docker import containers
     from types import SimpleNamespace
 
-    from wotbench.runner.components import DeviceRun, GeRun
+    from wotbench.runner.deployment.components import DeviceRun, GeRun
     from wotbench.runner.stages import Components
     from wotbench.rundir import RunDir
     from wotbench.runner.backends.docker.backend import DockerBackend
@@ -202,8 +203,8 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
 
     r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
     rd = RunDir(tmp_path)
-    r.inputs = SimpleNamespace(rd=rd, pushing=frozenset(), resolved=None)   # what stopping reads of stage 1
-    backend = r.backend = DockerBackend(Client(), "run", log=lambda msg: None)
+    inputs = SimpleNamespace(rd=rd, pushing=frozenset(), resolved=None)   # what stopping reads of stage 1
+    backend = r.held.backend = DockerBackend(Client(), "run", log=lambda msg: None)   # as deploy() holds it
 
     def device(name):
         d = rd.device_dir(name)
@@ -214,18 +215,18 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
     devices = [device("d-0"), device("d-1"), device("d-never")]
     for d in devices[:2]:
         backend.ctr[d.name] = Container(d.name, d.log_dir)
-    r.parts = Components(
+    parts = Components(
         devices=devices, fleets=[],
         ges=[GeRun(name="ge-0", role="ge", cpu=2, trace=tmp_path / "t.csv",
                    out_dir=tmp_path / "ge-0", stdout=tmp_path / "ge-0.log", wait="hybrid", msg_type="con", timeout_ms=100)],
         cd_ge=GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
                     out_dir=tmp_path / "cd-ge", stdout=tmp_path / "cd-ge.log", wait="hybrid", msg_type="con", timeout_ms=100))
 
-    r.stop_components()
+    r.stop_components(inputs, parts)
 
     assert [backend.ctr[n].signals for n in ("d-0", "d-1")] == [["SIGTERM"], ["SIGTERM"]]
     assert all((d.log_dir / "device-log.csv").exists() for d in devices[:2])
-    assert r.failures == [] and r.ge_exit == {}
+    assert r.happened.failures == [] and r.happened.ge_exit == {}
 
 
 def test_process_backend_stop_reports_the_one_that_ignores_sigterm(tmp_path):

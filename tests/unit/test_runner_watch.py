@@ -1,4 +1,4 @@
-"""The poll loop of a running test (runner/watch.py) against a scripted backend: no processes."""
+"""The poll loop of a running test (runner/during/watch.py) against a scripted backend: no processes."""
 from __future__ import annotations
 
 import time
@@ -8,9 +8,9 @@ from typing import Optional, Sequence
 import pytest
 
 from wotbench.rundir import RunDir
-from wotbench.runner import watch
-from wotbench.runner.components import GeRun
-from wotbench.runner.timeline import NS, Timeline
+from wotbench.runner.during import watch
+from wotbench.runner.deployment.components import GeRun
+from wotbench.runner.during.timeline import NS, Timeline
 
 
 class ScriptedBackend:

@@ -12,16 +12,19 @@ from pathlib import Path
 import pytest
 
 from sweep_fakes import FakeRunner
+from wotbench.deploy.plan import Plan
 from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
-from wotbench.runner.progress import MAGIC
+from wotbench.runner.during.progress import MAGIC
 from wotbench.validation.antagonist import (RECORD_NAME, AntagonistSpec, Launcher, Watcher,
                                             parse_antagonist, resolve_core, with_antagonist)
 from wotbench.validation.scenarios import points, read_manifest
 from wotbench.validation.study import run_study
 
 NO_WAIT = QuietGate(wait=False)
-PLAN = {"usable_cores": [0, 1], "ge_cores": {"ge-0": 0}, "device_cores": [1]}
+PLAN = Plan(cores_total=2, usable_cores=[0, 1], os_cores=[], ge_cores={"ge-0": 0}, cd_ge_core=None,
+            device_cores=[1], cd_node_cpuset=None, devices={"d0": "1"}, ge_wait="busy",
+            affinity="pinned", faithful=True, warnings=[])
 
 
 def _manifest(tmp_path: Path, scenario: str) -> Path:
@@ -141,7 +144,7 @@ def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp
     w, fake = _watcher(tmp_path, spec, wait_test_s=0.5)
     rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"    # the run's dir, after the watcher
     rd.mkdir()
-    _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
+    _write_whole(rd / "plan.json", PLAN.to_json().encode())
     w.start()
     w.thread.join(5)
     rec = w.stop()
@@ -167,7 +170,7 @@ def test_the_antagonist_starts_start_s_after_the_test_start_on_the_resolved_core
     w.start()
     rd = out / "v-20261124T000000Z"
     rd.mkdir()
-    _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
+    _write_whole(rd / "plan.json", PLAN.to_json().encode())
     time.sleep(0.1)
     _progress(rd / "ge" / "ge-0" / "progress.bin", 0)     # loading: not yet
     time.sleep(0.1)
@@ -200,7 +203,7 @@ def test_the_wrapper_ends_the_antagonist_when_the_run_raises(tmp_path):
     def run_fn(config, out_root, backend=None):
         rd = Path(out_root) / "v-20261124T000000Z"
         rd.mkdir(parents=True)
-        _write_whole(rd / "plan.json", json.dumps(PLAN).encode())
+        _write_whole(rd / "plan.json", PLAN.to_json().encode())
         _progress(rd / "ge" / "ge-0" / "progress.bin", 1)
         for _ in range(300):
             if fakes and fakes[0].launcher.started_at:

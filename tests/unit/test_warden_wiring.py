@@ -5,7 +5,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from wotbench.runner.backends.docker import containers
-from wotbench.runner.lease import LEASE_LABEL
+from wotbench.runner.deployment.lease import LEASE_LABEL
 
 
 def _client(entrypoint, cmd):

@@ -77,7 +77,7 @@ def _family(g: dict[str, np.ndarray], i: int) -> EngineLag:
 
 def _loop_cores(cores: list[int], loop: int, rec) -> tuple[int, ...]:
     """The core a loop ran on: the runner pins loop i to the i-th core of the engine's cpuset
-    when it has one per loop (runner/fleets.py), else the loops share the whole set."""
+    when it has one per loop (runner/deployment/fleets.py), else the loops share the whole set."""
     if rec is not None and len(cores) >= rec.loops and loop < len(cores):
         return (cores[loop],)
     return tuple(cores)

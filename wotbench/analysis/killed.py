@@ -1,6 +1,6 @@
 """A run whose harness was killed (SIGKILL, OOM, a lost machine): its run.json still says
 ``in_progress`` (written when the run started, never completed). What the components wrote
-when their lease lapsed (wotbench.runner.lease: the GEs' requests.csv, the device logs) is
+when their lease lapsed (wotbench.runner.deployment.lease: the GEs' requests.csv, the device logs) is
 analysed, and the verdict is invalid, naming the kill and the last moment measured."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 
 from wotbench.analysis.errors import AnalysisError
 from wotbench.rundir import RunDir, RunRecord
-from wotbench.runner.lease import LEASE_FILE, lease_state
+from wotbench.runner.deployment.lease import LEASE_FILE, lease_state
 
 
 def check(rd: RunDir, run: RunRecord) -> None:

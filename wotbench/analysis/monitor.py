@@ -99,8 +99,10 @@ def cpu_components(rd: RunDir, start_ns: int) -> tuple[Optional[pd.DataFrame], O
     out = out.sort_values(["component", "t_s"])
     g = out.groupby("component")
     dt = g["t_s"].diff()
-    out["cpu_pct"] = (g["cpu"].diff() / 1e9 / dt * 100).where(dt > 0)
-    out["runq_ms_per_s"] = (g["rq"].diff() / 1e6 / dt).where(dt > 0)
+    # a counter that dropped (a restarted component counts from 0 again): that interval unknown
+    cpu_d, rq_d = g["cpu"].diff(), g["rq"].diff()
+    out["cpu_pct"] = (cpu_d / 1e9 / dt * 100).where((dt > 0) & ~(cpu_d < 0))
+    out["runq_ms_per_s"] = (rq_d / 1e6 / dt).where((dt > 0) & ~(rq_d < 0))
     out = out.dropna(subset=["cpu_pct"])[["t_s", "component", "cpu_pct", "runq_ms_per_s"]]
     if not len(out):
         return None, "monitor/cgroups.csv has fewer than two samples per component"

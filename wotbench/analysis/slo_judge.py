@@ -1,4 +1,4 @@
-"""Judge a run against its service-level objectives (``slo:``, :mod:`wotbench.config.slo`).
+"""Judge a run against its service-level objectives (``slo:``, :mod:`wotbench.config.slo_spec`).
 
 :func:`evaluate` takes the requests as a :class:`RequestFrame` (one entry per main-GE request)
 and returns the typed ``summary.json`` ``slo`` block (:class:`wotbench.rundir.SloBlock`):
@@ -27,7 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from wotbench.rundir import SloBlock, SloObjectiveResult, SloOffender, SloWindow
-from wotbench.config.slo import PERCENTILES, Objective, Slo, objectives
+from wotbench.config.slo_spec import PERCENTILES, Objective, Slo, objectives
 
 from wotbench.analysis.stats import grouped_stats
 

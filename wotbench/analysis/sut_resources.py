@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.errors import AnalysisError
+from wotbench.monitor.counters import monotone
 from wotbench.rundir import RunDir
 from wotbench.rundir.sut import MIB, SutComponent, SutResourcesBlock, SutWindow, read_sut_samples
 
@@ -40,7 +41,7 @@ def _arr(rows: pd.DataFrame, col: str) -> np.ndarray:
 
 def _cpu_cores(t: np.ndarray, cpu: np.ndarray, a: float, b: float) -> Optional[float]:
     ok = ~np.isnan(cpu)
-    t, cpu = t[ok], cpu[ok]
+    t, cpu = t[ok], monotone(cpu[ok])      # a restarted server counts from 0 again
     if len(t) < 2:
         return None
     lo, hi = max(a, t[0]), min(b, t[-1])

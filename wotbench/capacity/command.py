@@ -41,15 +41,16 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
+from wotbench.capacity.result import CapacityParams, CapacityResult
 from wotbench.capacity.search import CapacitySearch, overrides_for
 from wotbench.capacity.slo_search import SloSearch, slo_exit_code, slo_metric_text
-from wotbench.config.load import ConfigFile, read_config_file
+from wotbench.config.yaml_loader import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate
 from wotbench.rundir import atomic
 from wotbench.schema_errors import problems as schema_problems
-from wotbench.config.slo import Slo, merge_exprs
+from wotbench.config.slo_spec import Slo, merge_exprs
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn, derive_config
 from wotbench.sweep.paths import format_key, parse_key
 from wotbench.sweep.report import write_report
@@ -111,8 +112,8 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
                  out_root: str | Path = "reports", backend: Optional[str] = None,
                  run_fn: Optional[RunFn] = None, console: Any = None, report: bool = True,
                  gate: Optional[QuietGate] = None, fixed: Optional[dict] = None,
-                 slo: Optional[list[str]] = None) -> dict:
-    """``wotbench capacity``; returns the capacity.json content (also written to the dir).
+                 slo: Optional[list[str]] = None) -> CapacityResult:
+    """``wotbench capacity``; returns capacity.json's content (also written to the dir).
     ``gate``: wait for a quiet host before every run. ``fixed``: keys every run gets
     (``--set``, the what-if); ``slo``: ``--slo`` expressions. With SLOs (these, or the config's
     ``slo:``) the search looks for the largest setting that meets them on a faithful host
@@ -121,7 +122,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
         sweep = Sweep.open(resume)
         if sweep.header.kind != "capacity":
             raise ConfigError([f"--resume {resume}: not a capacity search dir (kind {sweep.header.kind!r})"])
-        params = sweep.header.capacity_params
+        params = CapacityParams.model_validate(sweep.header.capacity_params)
     else:
         if config is None:
             raise ConfigError(["capacity: give a CONFIG (or --resume DIR)"])
@@ -135,19 +136,19 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
         slo_spec = _slo_of(base, list(slo or []))
         if slo:
             fixed["slo"] = slo_spec
-        params = {"key": key, "start": start, "max": maximum, "step": step, "bisect": bool(bisect),
-                  "repeats": int(repeats),
-                  "resolution": resolution if resolution is not None else (1 if integer else (step or start) / 8),
-                  "set": {k: v for k, v in fixed.items() if k != "slo"}, "slo": slo_spec}
+        params = CapacityParams(
+            key=key, start=start, max=maximum, step=step, bisect=bool(bisect), repeats=int(repeats),
+            resolution=resolution if resolution is not None else (1 if integer else (step or start) / 8),
+            set={k: v for k, v in fixed.items() if k != "slo"}, slo=slo_spec)
         _check_key(base, key, start, fixed)
         sweep = Sweep.create(base, [], out_root=out_root, kind="capacity", backend=backend,
-                             extra={"capacity_params": params, "set": fixed,
+                             extra={"capacity_params": params.model_dump(), "set": fixed,
                                     "vary": [{"key": key, "values": "search"}]})
-    engine = SloSearch if params.get("slo") else CapacitySearch
+    engine = SloSearch if params.slo else CapacitySearch
     search = engine(sweep, params, run_fn or default_run_fn(), console, backend, gate)
     result = search.run()
-    result["sweep_dir"] = str(sweep.dir)
-    atomic.write_json(sweep.dir / "capacity.json", result, default=str)
+    result.sweep_dir = str(sweep.dir)
+    atomic.write_text(sweep.dir / "capacity.json", result.to_json())
     if report:
         write_report(sweep, capacity=result)
     if console is not None:
@@ -157,44 +158,44 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
     return result
 
 
-def capacity_exit_code(result: dict) -> int:
+def capacity_exit_code(result: CapacityResult) -> int:
     """0 an answer was found (or the maximum was clean), 3 nothing clean, 1 a run failed.
     An SLO search: 0 an answer about the system, 3 the host stopped being faithful first,
     5 inconclusive, 1 a run failed (:func:`wotbench.capacity.slo_search.slo_exit_code`)."""
-    if "outcome" in result:
+    if result.outcome is not None:
         return slo_exit_code(result)
-    return {"found": 0, "max_clean": 0, "none_clean": 3}.get(result["status"], 1)
+    return {"found": 0, "max_clean": 0, "none_clean": 3}.get(result.status, 1)
 
 
-def print_capacity(result: dict, console: Any) -> None:
+def print_capacity(result: CapacityResult, console: Any) -> None:
     from rich.table import Table
-    t = Table(title=f"Capacity search over {result['key']}", title_justify="left")
-    slo = "outcome" in result
-    for col in ("#", "phase", result["key"], "runs", "result", "R_d devices", "R_d CD", "verdicts"):
+    t = Table(title=f"Capacity search over {result.key}", title_justify="left")
+    slo = result.outcome is not None
+    for col in ("#", "phase", result.key, "runs", "result", "R_d devices", "R_d CD", "verdicts"):
         t.add_column(col, justify="right" if col in ("#", "R_d devices", "R_d CD") else "left")
     if slo:
         t.add_column("deciding SLO metric (median, range)")
     fmt = lambda v: cell(v, 3)  # noqa: E731
-    for i, s in enumerate(result["steps"], 1):
-        res = {True: "[red]flagged[/]", False: "[green]clean[/]", None: "[red]failed[/]"}[s["flagged"]]
+    for i, s in enumerate(result.steps, 1):
+        res = {True: "[red]flagged[/]", False: "[green]clean[/]", None: "[red]failed[/]"}[s.flagged]
         extra = []
         if slo:
-            j = s.get("slo")
+            j = s.slo
             res = res if j is None else {"meets": "[green]meets[/]", "misses": "[red]misses[/]",
-                                         "unfaithful": "[yellow]unfaithful[/]"}[j["class"]]
+                                         "unfaithful": "[yellow]unfaithful[/]"}[j.cls]
             extra = [slo_metric_text(j)]
-        t.add_row(str(i), s["phase"], str(s["value"]), ", ".join(s["points"]), res, fmt(s["rd_devices"]),
-                  fmt(s["rd_cd"]), ", ".join(str(v) for v in s["verdicts"]), *extra)
+        t.add_row(str(i), s.phase, str(s.value), ", ".join(s.points), res, fmt(s.rd_devices),
+                  fmt(s.rd_cd), ", ".join(str(v) for v in s.verdicts), *extra)
     console.print(t)
-    if "outcome" in result:
-        o = result["outcome"]
-        style = {"system": "green", "host": "yellow"}.get(o["kind"], "red")
-        console.print(f"[bold {style}]{o['sentence']}[/]", highlight=False)
-        for e in o["evidence"]:
+    if result.outcome is not None:
+        o = result.outcome
+        style = {"system": "green", "host": "yellow"}.get(o.kind, "red")
+        console.print(f"[bold {style}]{o.sentence}[/]", highlight=False)
+        for e in o.evidence:
             console.print(f"  evidence: {e}", highlight=False)
-        if o["confidence"]:
-            console.print(f"  confidence: {o['confidence']}", highlight=False)
-        console.print(f"  ({result['runs']} runs; {result['sweep_dir']})", highlight=False)
+        if o.confidence:
+            console.print(f"  confidence: {o.confidence}", highlight=False)
+        console.print(f"  ({result.runs} runs; {result.sweep_dir})", highlight=False)
         return
-    style = "green" if result["status"] in ("found", "max_clean") else "red"
-    console.print(f"[{style}]{result['conclusion']}[/]  ({result['runs']} runs; {result['sweep_dir']})")
+    style = "green" if result.status in ("found", "max_clean") else "red"
+    console.print(f"[{style}]{result.conclusion}[/]  ({result.runs} runs; {result.sweep_dir})")

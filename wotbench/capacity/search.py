@@ -9,13 +9,11 @@ from __future__ import annotations
 import statistics
 from typing import Any, Optional
 
+from wotbench.capacity.result import SCHEMA, CapacityParams, CapacityResult, CapacityStep
 from wotbench.distributed.answer import hosts_text
 from wotbench.monitor.quiet import QuietGate
 from wotbench.sweep.core import RunFn, Sweep, SweepInterrupted
 from wotbench.sweep.paths import expand_pseudo, get_path
-
-SCHEMA = "wotbench-capacity/1"
-
 
 class Failed(Exception):
     pass
@@ -34,31 +32,31 @@ def _policy(repeats: int) -> str:
 
 
 class CapacitySearch:
-    def __init__(self, sweep: Sweep, params: dict, run_fn: RunFn, console: Any, backend: Optional[str],
+    def __init__(self, sweep: Sweep, params: CapacityParams, run_fn: RunFn, console: Any, backend: Optional[str],
                  gate: Optional[QuietGate] = None):
         self.sweep, self.p, self.run_fn, self.console, self.backend = sweep, params, run_fn, console, backend
         self.gate = gate
         self.interrupted: Optional[SweepInterrupted] = None   # a run stopped by SIGINT/SIGTERM
-        self.steps: list[dict] = []
+        self.steps: list[CapacityStep] = []
         self.base_seed = int(get_path(sweep.base_raw, "seed", 1) or 1)
 
     def run_setting(self, value: Any, phase: str) -> list:
         """Run (or reuse) the ``repeats`` points of one setting; :class:`Failed` when one did
         not complete (the failed step is recorded)."""
         pts = []
-        for r in range(self.p["repeats"]):
-            ov = overrides_for(self.p["key"], value)
+        for r in range(self.p.repeats):
+            ov = overrides_for(self.p.key, value)
             if r:
                 ov["seed"] = self.base_seed + r
             p = self.sweep.add_point(ov)
             if p.status != "done" or not self.sweep.refresh(p):
-                self._say(f"[bold]{phase}[/] {self.p['key']}={value} (run {r + 1}/{self.p['repeats']}, {p.id}) …")
+                self._say(f"[bold]{phase}[/] {self.p.key}={value} (run {r + 1}/{self.p.repeats}, {p.id}) …")
                 self.sweep.run_point(p, self.run_fn, self.backend, self.gate,
                                      log=self._say)
             pts.append(p)
             if p.status != "done":
                 self.steps.append(self._step(phase, value, pts, None))
-                raise Failed(f"{p.id} ({self.p['key']}={value}) {p.status}: {p.error}")
+                raise Failed(f"{p.id} ({self.p.key}={value}) {p.status}: {p.error}")
         return pts
 
     def evaluate(self, value: Any, phase: str) -> bool:
@@ -66,30 +64,31 @@ class CapacitySearch:
         pts = self.run_setting(value, phase)
         flagged = 2 * sum(p.verdict != "trustworthy" for p in pts) >= len(pts)
         self.steps.append(self._step(phase, value, pts, flagged))
-        self._say(f"  → {self.p['key']}={value}: " + ("[red]flagged[/]" if flagged else "[green]clean[/]") +
+        self._say(f"  → {self.p.key}={value}: " + ("[red]flagged[/]" if flagged else "[green]clean[/]") +
                   f" ({', '.join(str(p.verdict) for p in pts)})")
         return flagged
 
-    def _step(self, phase: str, value: Any, pts: list, flagged: Optional[bool]) -> dict:
+    def _step(self, phase: str, value: Any, pts: list, flagged: Optional[bool]) -> CapacityStep:
         summaries = [s for s in (self.sweep.summary(p) for p in pts) if s is not None]
-        return {"phase": phase, "value": value, "points": [p.id for p in pts], "flagged": flagged,
-                "verdicts": [p.verdict for p in pts], "reasons": [r for p in pts for r in p.reasons],
-                "run_dirs": [p.run_dir for p in pts],
-                "hosts": [p.host for p in pts],     # swarm: the unfaithful node per run
-                "rd_devices": _median([s.rd.overall.rd.p50 for s in summaries]),
-                # how much of the devices' response time the host added (median over the runs)
-                "testbed_ms": _median([s.contention.added_ms for s in summaries]),
-                "testbed_share": _median([s.contention.added_share for s in summaries]),
-                "testbed_worst_share": _median([s.contention.worst_share for s in summaries]),
-                "rd_cd": _median([s.rd.cd.test.p50 for s in summaries if s.rd.cd])}
+        return CapacityStep(
+            phase=phase, value=value, points=[p.id for p in pts], flagged=flagged,
+            verdicts=[p.verdict for p in pts], reasons=[r for p in pts for r in p.reasons],
+            run_dirs=[p.run_dir for p in pts],
+            hosts=[p.host for p in pts],     # swarm: the unfaithful node per run
+            rd_devices=_median([s.rd.overall.rd.p50 for s in summaries]),
+            # how much of the devices' response time the host added (median over the runs)
+            testbed_ms=_median([s.contention.added_ms for s in summaries]),
+            testbed_share=_median([s.contention.added_share for s in summaries]),
+            testbed_worst_share=_median([s.contention.worst_share for s in summaries]),
+            rd_cd=_median([s.rd.cd.test.p50 for s in summaries if s.rd.cd]))
 
     def _say(self, msg: str) -> None:
         if self.console is not None:
             self.console.print(msg)
 
-    def run(self) -> dict:
+    def run(self) -> CapacityResult:
         p = self.p
-        start, maximum, step, res = p["start"], p["max"], p["step"], p["resolution"]
+        start, maximum, step, res = p.start, p.max, p.step, p.resolution
         integer = all(isinstance(v, int) for v in (start, maximum, step or 1))
         status, answer, first_flagged, error = "failed", None, None, None
         try:
@@ -102,7 +101,7 @@ class CapacitySearch:
                 if v >= maximum:
                     break
                 v = min(maximum, v + step if step else v * 2)
-            if first_flagged is not None and last_clean is not None and p["bisect"]:
+            if first_flagged is not None and last_clean is not None and p.bisect:
                 lo, hi = last_clean, first_flagged
                 while hi - lo > res:
                     mid = (lo + hi) // 2 if integer else (lo + hi) / 2
@@ -118,35 +117,36 @@ class CapacitySearch:
             error = str(e)
         except SweepInterrupted as e:      # the caller writes what was found, then re-raises
             status, error, self.interrupted = "interrupted", str(e), e
-        clean = [s["value"] for s in self.steps if s["flagged"] is False]
+        clean = [s.value for s in self.steps if s.flagged is False]
         if status in ("failed", "interrupted"):
             answer = max(clean) if clean else None
-        return {"schema": SCHEMA, "key": p["key"], "params": p, "status": status, "answer": answer,
-                "first_flagged": first_flagged, "runs": sum(len(s["points"]) for s in self.steps),
-                "steps": self.steps, "error": error, "policy": _policy(p["repeats"]),
-                "conclusion": _conclusion(status, p, answer, first_flagged, error)
-                + _host_note(self.steps, p["key"], first_flagged)
-                + testbed_note(self.steps, p["key"], answer)}
+        return CapacityResult(
+            schema=SCHEMA, key=p.key, params=p, status=status, answer=answer,
+            first_flagged=first_flagged, runs=sum(len(s.points) for s in self.steps),
+            steps=self.steps, error=error, policy=_policy(p.repeats),
+            conclusion=_conclusion(status, p, answer, first_flagged, error)
+            + _host_note(self.steps, p.key, first_flagged)
+            + testbed_note(self.steps, p.key, answer))
 
 
-def testbed_note(steps: list[dict], key: str, answer: Any) -> str:
+def testbed_note(steps: list[CapacityStep], key: str, answer: Any) -> str:
     """" At KEY = X the host added 0.12 ms per request (1.9 % of the devices' response time;
     the worst window 3.1 %).": how much of the latency at the answer was the testbed's."""
-    step = next((s for s in reversed(steps) if s["value"] == answer and answer is not None
-                 and s.get("testbed_ms") is not None), None)
+    step = next((s for s in reversed(steps) if s.value == answer and answer is not None
+                 and s.testbed_ms is not None), None)
     if step is None:
         return ""
-    share = (f" ({100 * step['testbed_share']:.1f} % of the devices' response time"
-             + (f"; the worst window {100 * step['testbed_worst_share']:.1f} %"
-                if step.get("testbed_worst_share") is not None else "") + ")"
-             if step.get("testbed_share") is not None else "")
-    return f" At {key} = {answer} the host added {step['testbed_ms']:.2f} ms per request{share}."
+    share = (f" ({100 * step.testbed_share:.1f} % of the devices' response time"
+             + (f"; the worst window {100 * step.testbed_worst_share:.1f} %"
+                if step.testbed_worst_share is not None else "") + ")"
+             if step.testbed_share is not None else "")
+    return f" At {key} = {answer} the host added {step.testbed_ms:.2f} ms per request{share}."
 
 
-def _host_note(steps: list[dict], key: str, flagged: Any) -> str:
+def _host_note(steps: list[CapacityStep], key: str, flagged: Any) -> str:
     """On swarm: which node's cell stopped being faithful at the first flagged setting."""
-    step = next((s for s in reversed(steps) if s["value"] == flagged and s.get("hosts")), None)
-    text = hosts_text(step["hosts"]) if step else None
+    step = next((s for s in reversed(steps) if s.value == flagged and s.hosts), None)
+    text = hosts_text(step.hosts) if step else None
     return f" At {key} = {flagged}, {text}." if text else ""
 
 
@@ -156,15 +156,16 @@ def _median(vals: list[Optional[float]]) -> Optional[float]:
     return statistics.median(v) if v else None
 
 
-def _conclusion(status: str, p: dict, answer: Any, flagged: Any, error: Optional[str]) -> str:
-    k = p["key"]
+def _conclusion(status: str, p: CapacityParams, answer: Any, flagged: Any,
+                error: Optional[str]) -> str:
+    k = p.key
     if status == "found":
         return (f"{k} = {answer} is the largest setting with a trustworthy verdict; {k} = {flagged} was "
-                f"flagged (resolution {p['resolution'] if p['bisect'] else p['step']}).")
+                f"flagged (resolution {p.resolution if p.bisect else p.step}).")
     if status == "max_clean":
-        return f"every setting up to the maximum {k} = {p['max']} was trustworthy: the limit lies above it."
+        return f"every setting up to the maximum {k} = {p.max} was trustworthy: the limit lies above it."
     if status == "none_clean":
-        return (f"already the first setting {k} = {p['start']} was flagged: lower --start, or give the "
+        return (f"already the first setting {k} = {p.start} was flagged: lower --start, or give the "
                 f"emulation more cores.")
     if status == "interrupted":
         return (f"the search was interrupted ({error}); largest clean setting so far: {answer}. "

@@ -2,7 +2,7 @@
 (``devices[].server``), endpoints WoTbench does not start (``devices[].external``), the paths
 the trace requests of them (``devices[].paths``) and a forward proxy in the path
 (``gateways.proxy``). Schema and checks only; the runner deploys them
-(``wotbench.runner.thirdparty``).
+(``wotbench.runner.deployment.thirdparty``).
 
 ``server`` and ``gateways.proxy`` run either a local Docker image (``image``, its entrypoint
 gets ``args``) or a program of this host (``command``: program and arguments). The process
@@ -225,7 +225,7 @@ def coap_path_problems(path: str, key: str) -> list[str]:
     """A CoAP path may hold the per-request values (the GE fills them in its Uri-Path options,
     gateway-emulator/src/coap_tmpl.c), in the path only: not the trace line's {{index}} or
     {{device}} (HTTP only), not in the query, not beside a percent-escape."""
-    from wotbench.config.http import PER_REQUEST, template_problems
+    from wotbench.config.http_spec import PER_REQUEST, template_problems
     out = template_problems(path, key, PER_REQUEST)
     if out:
         return [p + " (a CoAP path takes the per-request values only)" for p in out]

@@ -12,7 +12,7 @@ from pathlib import Path
 from wotbench.config import byo
 from wotbench.config import connected as connected_spec
 from wotbench.config import dtls as dtls_spec
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config import loadloop
 from wotbench.config import notify as notify_spec
 from wotbench.config import sut_faults as sut_faults_spec
@@ -20,7 +20,7 @@ from wotbench.config.distributions import validate_spec
 from wotbench.config.hog_episodes import check_episodes
 from wotbench.config.schema import (MAX_DATAGRAM_PAYLOAD, MAX_PER_CONTAINER, NOTIFY_DISTS, Config,
                                     DeviceGroup)
-from wotbench.config.slo import group_problems as slo_group_problems
+from wotbench.config.slo_spec import group_problems as slo_group_problems
 from wotbench.deploy import fleet, pods
 from wotbench.deploy.addressing import capacity as address_capacity
 from wotbench.deploy.addressing import describe_capacity

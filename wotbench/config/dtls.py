@@ -1,6 +1,6 @@
 """The ``dtls:`` config block (DTLS-PSK between the gateway emulators and the wot-devices,
 docs/DTLS.md): schema, its checks against the rest of the config, and the key
-bytes the runner hands to both programs (``wotbench.runner.dtlskey``).
+bytes the runner hands to both programs (``wotbench.runner.prepare.dtlskey``).
 
     dtls:
       enabled: true

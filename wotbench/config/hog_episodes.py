@@ -1,5 +1,5 @@
 """The ``contention:`` config block: deliberate host contention episodes (schema only; the
-runner launches them as hogs, :mod:`wotbench.runner.hogs`).
+runner launches them as hogs, :mod:`wotbench.runner.during.hogs`).
 
 A test can inject deliberate host contention to check that the contention detector (CD) sees it
 (validation) or to study its effect. The config block is a list of episodes, each relative to
@@ -15,9 +15,9 @@ the test start (the instant after calibration, ``run.json`` ``test.start_mono_ns
 - ``start_s`` ≥ 0, ``duration_s`` > 0 (≤ 3600); the episode must end by ``duration_s`` of the test.
 - ``threads``: hog threads in total, spread round-robin over ``cores``; default one per core.
 - ``bytes``: buffer per thread (membw/cache), default from the host's LLC size (see
-  ``wotbench.runner.hogs.default_buffer_bytes``).
+  ``wotbench.runner.during.hogs.default_buffer_bytes``).
 
-The runner turns the episodes into hogs (``wotbench.runner.hogs.episodes_for_run``), launches
+The runner turns the episodes into hogs (``wotbench.runner.during.hogs.episodes_for_run``), launches
 them before the test starts (they sleep until their own start instant) and records them in
 run.json ``contention``.
 

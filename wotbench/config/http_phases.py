@@ -4,7 +4,7 @@ the test left), each a gateway-emulator run of its own on this host with its own
 (``summary.json`` ``phases``), never mixed into the test's. A setup request that is not
 answered 2xx stops the run before T0; a verify request that is not is named in the verdict's
 notes. Paths and bodies are the GE's templates ({{seq}}, {{device}}, ...). Schema only: the checks are
-``wotbench.config.http.phase_problems``, the runs ``wotbench.runner.http_phases``."""
+``wotbench.config.http_spec.phase_problems``, the runs ``wotbench.runner.http_phases``."""
 from __future__ import annotations
 
 from typing import Literal, Optional

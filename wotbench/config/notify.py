@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from wotbench.config.slo import _share
+from wotbench.config.slo_spec import _share
 
 Config = Any   # wotbench.config.schema.Config (which imports this module's models)
 
@@ -80,7 +80,7 @@ def _templates(cfg: Config) -> list[str]:
             try:
                 out.append(open(h.body_template_file).read())
             except OSError:
-                pass   # refused by wotbench.config.http
+                pass   # refused by wotbench.config.http_spec
     return out
 
 

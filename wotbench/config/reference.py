@@ -23,10 +23,10 @@ import annotated_types as at
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from wotbench.config import byo, dtls, hog_episodes, slo
-from wotbench.config import http as http_spec
+from wotbench.config import byo, dtls, hog_episodes, slo_spec
+from wotbench.config import http_spec
 from wotbench.config import schema
-from wotbench.config import push as push_spec
+from wotbench.config import push_spec
 from wotbench.netimpair import model as netimpair
 from wotbench.config import connected
 from wotbench.config.rate_profile import RateProfile
@@ -199,7 +199,7 @@ SECTIONS: list[Section] = [
             "Objectives on the notifications, judged on every subscriber (the worst decides) "
             "and listed with the run's `slo:` objectives (exit code 4 when one is missed on a "
             "faithful run)."),
-    Section("slo", slo.Slo,
+    Section("slo", slo_spec.Slo,
             "Service-level objectives the run is judged on ([SLO-CAPACITY.md](SLO-CAPACITY.md)); "
             "every key optional, at least one objective required. A limit is inclusive "
             "(`p95_ms: 50` passes at exactly 50 ms); percentiles are numpy's linear "
@@ -244,8 +244,8 @@ VALIDATED: dict[tuple[type[BaseModel], str], str] = {
     (netimpair.Delay, "jitter_ms"): "≤ time_ms",
     (netimpair.Impairment, "rate"): "> 0",
     (hog_episodes.ContentionEpisode, "cores"): "distinct, ≥ 0, usable cores of the plan",
-    (slo.Objectives, "loss_max"): "0..1 or 'N%'",
-    (slo.Objectives, "success_min"): "0..1 or 'N%'",
+    (slo_spec.Objectives, "loss_max"): "0..1 or 'N%'",
+    (slo_spec.Objectives, "success_min"): "0..1 or 'N%'",
     (dtls.Dtls, "psk_identity"): "1..128 bytes, no control characters",
     (dtls.Dtls, "psk_key"): "1..64 bytes",
     (byo.Program, "command"): "placeholders {address}, {port}, {name}, {config}, {scratch}",
@@ -270,7 +270,7 @@ for _m, _fs in ((netimpair.GilbertElliott, ("p", "r", "one_minus_h", "one_minus_
 ALIASES: dict[type[BaseModel], type[BaseModel]] = {
     byo.ServerSpec: byo.ProxySpec,
     netimpair.Impairment: netimpair.NetworkImpairment,
-    slo.Objectives: slo.Slo,
+    slo_spec.Objectives: slo_spec.Slo,
 }
 
 HEADER = f"""# Configuration reference

@@ -2,7 +2,7 @@
 
 Field rules live here; rules that span blocks (duplicate groups, addresses the devices need,
 pods, proxies with Observe, ...) are in :mod:`wotbench.config.checks`, and reading a file in
-:mod:`wotbench.config.load`. Each block with rules of its own has its module beside this one
+:mod:`wotbench.config.yaml_loader`. Each block with rules of its own has its module beside this one
 (``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
 :mod:`wotbench.netimpair.model`). What depends on the host sits above: :mod:`wotbench.deploy.plan`
 (core placement), :mod:`wotbench.deploy.resolve` (``auto`` values, device addresses).
@@ -22,13 +22,13 @@ from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
 from wotbench.config.distributions import DISTS, DistSpec  # noqa: F401 (DistSpec: re-exported)
 from wotbench.config import dtls as dtls_spec
-from wotbench.config.http import HTTP_PORT, HttpClient
-from wotbench.config.push import PushOp
+from wotbench.config.http_spec import HTTP_PORT, HttpClient
+from wotbench.config.push_spec import PushOp
 from wotbench.config.notify import Notify
 from wotbench.config.sut_faults import SutFault
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
-from wotbench.config.slo import Slo
+from wotbench.config.slo_spec import Slo
 from wotbench.things.spec import DirectorySpec, ThingSpec
 
 Mode = Literal["sleep", "busy"]
@@ -36,7 +36,7 @@ Mode = Literal["sleep", "busy"]
 Response = Literal["auto", "piggyback", "separate"]
 Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
-HTTP_METHODS = METHODS + ("PATCH",)   # PATCH: protocol http only (wotbench.config.http)
+HTTP_METHODS = METHODS + ("PATCH",)   # PATCH: protocol http only (wotbench.config.http_spec)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
@@ -168,7 +168,7 @@ class DeviceGroup(_Model):
         "from the host's network namespace")
     push: Optional[list[PushOp]] = Field(
         None, min_length=1, description="requests the devices send themselves (client devices, "
-        "wotbench.config.push): setup (e.g. registration) before T0, an open-loop schedule "
+        "wotbench.config.push_spec): setup (e.g. registration) before T0, an open-loop schedule "
         "during the test, teardown after it; each device sends from its own address")
     paths: Optional[list[str]] = Field(
         None, min_length=1, description="the resource paths the trace may request (uniformly) of a "
@@ -251,7 +251,7 @@ class Gateways(_Model):
                           "(docs/BYO.md), or null; the CD's probes go to its node directly")
     http: Optional[HttpClient] = Field(
         None, description="HTTP/1.1 client settings for `protocol: http` device groups "
-        "(wotbench.config.http, docs/HTTP.md); null: keep-alive, one connection per target, "
+        "(wotbench.config.http_spec, docs/HTTP.md); null: keep-alive, one connection per target, "
         "no extra headers")
     payload_template: Optional[str] = Field(
         None, description="CoAP runs: the payload of every PUT and POST request, with the "
@@ -489,7 +489,7 @@ class Config(_Model):
         None, description="the notification sink: subscribers whose notifications are matched "
         "to the updates that caused them (wotbench.config.notify, docs/PLATFORMS.md)")
     slo: Optional[Slo] = Field(
-        None, description="service-level objectives the run is judged on (wotbench.config.slo; "
+        None, description="service-level objectives the run is judged on (wotbench.config.slo_spec; "
                           "exit code 4 when missed)")
     dtls: dtls_spec.Dtls = Field(
         default_factory=dtls_spec.Dtls,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected.run import FLEET_BIN, RPCAPP_BIN

@@ -18,7 +18,7 @@ from typing import Optional
 
 from wotbench.config.connected import EdgeServer
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.runner import thirdparty
+from wotbench.runner.deployment import thirdparty
 
 NOBODY = 65534
 READY_TIMEOUT_S = 20

@@ -22,7 +22,7 @@ from typing import Optional
 import yaml
 
 from wotbench.config.connected import connection_rows
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.labels import IMAGE_LABEL
-from wotbench.runner import binaries
+from wotbench.runner.prepare import binaries
 
 REPO = Path(__file__).resolve().parents[2]
 CD_MODULE_DIR = "cd-module"     # holds the package cd_module (pyproject: packages.find)
@@ -41,7 +41,10 @@ REPO_NAME = "wotbench/cell-agent"
 KEEP = ("numpy", "numpy.libs", "pandas", "scipy", "scipy.libs", "pydantic", "pydantic_core",
         "annotated_types", "typing_extensions.py", "typing_inspection", "docker", "requests",
         "urllib3", "idna", "certifi", "charset_normalizer", "yaml", "_yaml", "dateutil",
-        "tzdata", "rich", "pygments", "markdown_it", "mdurl", "packaging", "six.py", "pytz")
+        "tzdata", "rich", "pygments", "markdown_it", "mdurl", "packaging", "six.py", "pytz",
+        # wotbench.things (the config's things: block, read by every run) validates with
+        # jsonschema; without these the agent died at import (make test-cluster, 2026-11-27)
+        "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attr", "attrs")
 STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip",
                "lib2to3", "__phello__"}
 SKIP_DIRS = {"tests", "__pycache__"}    # a package's own tests; bytecode (recompiled on import)

@@ -22,7 +22,7 @@ from typing import Optional
 
 from wotbench.distributed import targets, tracesplit, wire
 from wotbench.distributed.clock import t0_mono_ns
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.config.schema import Config
 from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.runner.main import Runner
@@ -53,7 +53,7 @@ def dial(addr: str, timeout: float = CONNECT_S) -> wire.Conn:
 def node_limit() -> Optional[int]:
     """How many devices this node's limits carry (the smallest), None when none is known."""
     from wotbench.runner.backends.docker.scalelimits import host_limits
-    from wotbench.runner.hostlimits import supported_devices
+    from wotbench.runner.prepare.hostlimits import supported_devices
     found = [lim.devices for lim in host_limits()] + [supported_devices()]
     found = [f for f in found if f is not None]
     return min(found) if found else None
@@ -63,7 +63,7 @@ def missing_images(client) -> list[str]:
     """The tags of the run's images (hashes of the binaries packed with this agent) that this
     node's Engine lacks."""
     import docker.errors
-    from wotbench.runner import binaries
+    from wotbench.runner.prepare import binaries
     from wotbench.runner.backends.docker.images import image_tag
     out = []
     for comp in (binaries.GE, binaries.DEVICE, binaries.HOG, binaries.FLEET):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from wotbench.config import backend_choice as choose
-from wotbench.config.load import ConfigFile, read_config_file
+from wotbench.config.yaml_loader import ConfigFile, read_config_file
 from wotbench.deploy.plan import cpuset_str, make_plan
 from wotbench.distributed import (agentimage, clock, merge, mergedsummary, service, split,
                                   tracesplit, verdict, wire)
@@ -27,7 +27,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.run_result import RunResult
 from wotbench.rundir import MergedRunDir
 from wotbench.rundir.summary import Summary
-from wotbench.runner.inputs import make_run_dir
+from wotbench.runner.prepare.inputs import make_run_dir
 
 ACCEPT_S = 180.0          # agents' tasks start, the cell containers start and call
 DEPLOY_S = 600.0

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from wotbench.distributed.launcher import CELL_LABEL
-from wotbench.runner.cleanup import remove_run
-from wotbench.runner.leftovers import find
+from wotbench.runner.teardown.cleanup import remove_run
+from wotbench.runner.teardown.leftovers import find
 
 
 def main(node: str, work: Path, force: bool, live_runs: set[str]) -> int:

@@ -72,7 +72,7 @@ def _coap_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Ta
 
 
 def _http_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Target]:
-    from wotbench.runner.httpprobe import probe_all
+    from wotbench.runner.deployment.httpprobe import probe_all
     silent, _ = probe_all([(t.key, t.host, t.port, t.path) for t in targets], timeout_s)
     return [t for t in targets if t.key in set(silent)]
 
@@ -89,7 +89,7 @@ def preflight(cfg: Config, devices: Iterable[str], node: str, has_image: Callabl
     """None when this node reaches every target of its share and holds every server image;
     else why not, naming the node, each key and target, and the fix."""
     if ping is None:
-        from wotbench.runner.coapprobe import ping_all
+        from wotbench.runner.deployment.coapprobe import ping_all
         ping = ping_all
     devices = list(devices)
     problems = []

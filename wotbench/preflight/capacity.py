@@ -19,7 +19,7 @@ from wotbench.deploy.addressing import device_name
 from wotbench.deploy.plan import Plan
 from wotbench.preflight.costs import (CHECKED_BY_FLEET_CAPACITY, FORMS, MIB, PROCESS, Need,
                                       cost_of, form_of)
-from wotbench.runner.hostlimits import read_int
+from wotbench.runner.prepare.hostlimits import read_int
 
 HOST_RESERVE_TASKS = 2000      # the harness, the GEs, the monitor and the host's own growth
 HOST_RESERVE_BYTES = 512 * MIB

@@ -4,7 +4,7 @@ this host, in one function. ``wotbench check`` calls it and prints what it check
 the impairment backend, the adapted config, the plan), so the two cannot disagree.
 
 Steps, in order (``host``: needs this host, skipped by ``--offline``, which says so):
-  config         the schema and the cross-block rules (wotbench.config.load)
+  config         the schema and the cross-block rules (wotbench.config.yaml_loader)
   trace          a recorded trace: every line of it and of its resource files
   backend        host: the runtime (Docker, or local processes) answers
   impairments    host: a backend for devices[].network that this host and the devices have
@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 from wotbench.config.connected import connected_groups
 from wotbench.config.backend_choice import runs_on_swarm
-from wotbench.config.load import load_config
+from wotbench.config.yaml_loader import load_config
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet, fleet_capacity
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
@@ -38,12 +38,14 @@ from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.preflight import capacity, programs
-from wotbench.runner import binaries, clientlimits, hostlimits, inputs, push_run, thirdparty
-from wotbench.runner.backend import BackendKind
+from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs
+from wotbench.runner import push_run
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.backends.interface import BackendKind
 from wotbench.runner.backends.docker.scalelimits import (CONNTRACK_PER_DEVICE,
                                                          CONNTRACK_PER_FLEET_DEVICE)
-from wotbench.runner.hogspec import episodes_for_run
-from wotbench.runner.impair import Impairments
+from wotbench.runner.during.hogspec import episodes_for_run
+from wotbench.runner.deployment.impair import Impairments
 
 Log = Callable[[str], None]
 

@@ -12,8 +12,9 @@ from wotbench.config.schema import Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import proxy_address
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner import serverconf, thirdparty
-from wotbench.runner.backend import BackendKind
+from wotbench.runner import serverconf
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.backends.interface import BackendKind
 from wotbench.runner.backends.docker import hostimage
 
 

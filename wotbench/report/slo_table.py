@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from wotbench.rundir import SloBlock, SloObjectiveResult
-from wotbench.config.slo import Objective
+from wotbench.config.slo_spec import Objective
 
 STATE = {"pass": ("ok", "pass"), "fail": ("bad", "fail"), "no_data": ("unknown", "no data")}
 HEADLINE = {"met": ("ok", "SLOs met"), "missed": ("bad", "SLO missed"),

@@ -213,7 +213,7 @@ class RunDir:
 
     @property
     def lease_dir(self) -> Path:
-        """The harness's lease (wotbench.runner.lease), mounted read-only into every container."""
+        """The harness's lease (wotbench.runner.deployment.lease), mounted read-only into every container."""
         return self.path / "lease"
 
     @property

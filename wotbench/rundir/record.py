@@ -195,7 +195,7 @@ class Failure(Record):
 
 
 class PushVerify(Record):
-    """One ``phase: verify`` op (devices[].push, runner/push_verify.py): the harness's request
+    """One ``phase: verify`` op (devices[].push, runner/during/push_verify.py): the harness's request
     after the test and before the teardown, and how many of its devices the answers named."""
     key: str                         # devices[i].push[j]
     op: str

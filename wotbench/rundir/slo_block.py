@@ -1,5 +1,5 @@
 """``summary.json`` ``slo``: how the run did against the config's service-level objectives
-(written by :mod:`wotbench.analysis.slo_judge`, the schema in :mod:`wotbench.config.slo`).
+(written by :mod:`wotbench.analysis.slo_judge`, the schema in :mod:`wotbench.config.slo_spec`).
 
 Every objective is judged on the whole test (``state``, which decides) and on each window of
 ``window_s`` seconds of scheduled send time (``windows_*``, reported). A limit is inclusive: a

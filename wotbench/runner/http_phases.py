@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config.http_phases import HttpPhase
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.binaries import GE, ensure_binary
+from wotbench.runner.prepare.binaries import GE, ensure_binary
 from wotbench.workload.formats import TRACE_HEADER
 
 

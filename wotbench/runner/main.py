@@ -7,18 +7,20 @@ The stages (``Runner.execute``), each ending in a typed value (:mod:`wotbench.ru
 1. ``prepare() -> Inputs``: the pre-flight (:mod:`wotbench.preflight`, what ``wotbench check``
    runs: every refusal before anything exists -- backend, impairments, host checks, stale
    binaries built, plan, capacity, third-party programs), then the run directory with the
-   resolved config, plan.json, trace/, push schedules and the DTLS key (``inputs.py``);
+   resolved config, plan.json, trace/, push schedules and the DTLS key (``prepare/inputs.py``);
    run.json ``in_progress``.
-2. ``deploy() -> Components``: what runs, built from the inputs (``build.py``); the backend's
-   images and network, devices, wot-fleet engines and the CD node started, readiness (CoAP
-   ping, HTTP, third-party programs), the pushing devices' setup, netem/pumba impairments.
-3. ``run_test()``: monitor, hogs, GEs with absolute start times from ``timeline.py`` (T0 from
-   the cell's coordinator when a :class:`CellSeat` was given), the poll loop of ``watch.py``;
-   then the impairments removed, the GEs and devices SIGTERMed so they write their logs.
+2. ``deploy(inputs) -> Components``: what runs, built from the inputs
+   (``deployment/build.py``); the backend's images and network, devices, wot-fleet engines and
+   the CD node started, readiness (CoAP ping, HTTP, third-party programs), the pushing devices'
+   setup, netem/pumba impairments.
+3. ``run_test(inputs, parts) -> Timeline``: monitor, hogs, GEs with absolute start times from
+   ``during/timeline.py`` (T0 from the cell's coordinator when a :class:`CellSeat` was given),
+   the poll loop of ``during/watch.py``; then the impairments removed, the GEs and devices
+   SIGTERMed so they write their logs.
 4. ``cleanup()`` and run.json, on every path; ``outcome() -> RunOutcome``.
 
 The runner talks to its backend (Docker containers or local processes) only through the
-declared interface of ``backend.py``.
+declared interface of ``backends/interface.py``.
 
 Cleanup runs on every path (normal end, failed step, Ctrl-C, SIGTERM): SIGINT/SIGTERM become
 an :class:`Interrupted` exception; the ``finally`` block ignores further signals while it
@@ -38,27 +40,28 @@ from pathlib import Path
 from typing import Optional
 
 from cd_module import node as cd_node
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config.schema import Config
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.monitor.recorder import Monitor
 from wotbench.preflight import preflight
-from wotbench.rundir import (ContentionParams, HostRecord, Phases, PlanNote, RunDir, RunRecord,
+from wotbench.rundir import (ContentionParams, HostRecord, PlanNote, RunDir, RunRecord,
                              TestWindow, Window, disk, ge_journal)
-from wotbench.runner import dtlskey, hostlimits, inputs, journal, push_run, push_verify
-from wotbench.runner import fleets as fleet_runs
-from wotbench.runner import notify_sink, readiness, thirdparty
-from wotbench.runner.backend import RunBackend
-from wotbench.runner.build import build_components, share_ids
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.hogs import Hogs
-from wotbench.runner.lease import STOP_MARGIN_S, Lease
-from wotbench.runner import http_phases, sut_faults
+from wotbench.runner import http_phases, notify_sink, push_run, sut_faults
+from wotbench.runner.deployment import fleets as fleet_runs
+from wotbench.runner.deployment import journal, readiness, thirdparty
+from wotbench.runner.deployment.build import build_components, share_ids
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.deployment.lease import STOP_MARGIN_S, Lease
+from wotbench.runner.during import push_verify
+from wotbench.runner.during.hogs import Hogs
+from wotbench.runner.during.timeline import Timeline, lead_s
+from wotbench.runner.during.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
+from wotbench.runner.prepare import dtlskey, hostlimits, inputs
+from wotbench.runner.run_state import Resources, RunLog
 from wotbench.runner.stages import CellSeat, Components, Inputs, RunOutcome
-from wotbench.runner.timeline import Timeline, lead_s
-from wotbench.runner.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
 from wotbench.stamps import iso_stamp
 
 __all__ = ["CellSeat", "Runner", "RunOutcome", "log"]
@@ -106,45 +109,29 @@ def log(msg: str) -> None:
 
 
 class Runner:
-    """One run, stage by stage (module docstring): each stage's typed value is kept (``inputs``,
-    ``parts``) because the cleanup, which runs on every path, releases what the stages made;
-    the runtime's resources (backend, lease, monitor, hogs) are attributes for the same reason."""
+    """One run, stage by stage (module docstring), each stage taking the previous one's typed
+    value: ``prepare() -> Inputs``, ``deploy(Inputs) -> Components``, ``run_test(Inputs,
+    Components) -> Timeline``, ``outcome() -> RunOutcome``. Besides what the constructor is
+    given (the config, the cell's seat), the runner keeps each stage value the moment it exists,
+    ``held`` (:class:`~wotbench.runner.run_state.Resources`, what the cleanup releases on every
+    path) and ``happened`` (:class:`~wotbench.runner.run_state.RunLog`, run.json's account)."""
 
     def __init__(self, config_path, out_root="reports", backend=None,
                  cell: Optional[CellSeat] = None, cfg: Optional[Config] = None):
         """``cfg``: ``config_path`` already read (the dispatcher's or the cell's), else the
-        pre-flight reads it; ``cell``: this run is one cell of a run across hosts."""
+        pre-flight reads it; ``cell``: this run is one cell of a run across hosts (its devices
+        and T0); ``backend``: the ``--backend`` asked for. Nothing is set from outside later."""
         self.config_path = Path(config_path)
         self.loaded = cfg
         self.out_root = Path(out_root)
         self.requested_backend = backend
         self.cell = cell                    # None: a single-host run (every device, own T0)
-        self.inputs: Optional[Inputs] = None      # stage 1 (once the run directory exists)
-        self.parts: Optional[Components] = None   # stage 2: what runs
-        # the runtime's resources, released by cleanup()
-        self.backend: RunBackend | None = None
-        self.monitor: Monitor | None = None
-        self.hogs: Hogs | None = None
-        self.lease: Lease | None = None      # components stop themselves when it lapses
-        self.journal_dir: Path | None = None  # the GEs' journals (runner/journal.py)
-        self.tuning = hostlimits.HostTuning(log)   # host settings raised for the run
-        self.started = False
-        # what happened (run.json)
-        self.failures: list[dict] = []
-        self.warnings: list[str] = []
-        self.other_runs: dict[str, int] = {}   # other WoTbench runs on this host at deploy
-        self.timeline: Timeline | None = None
-        self.sink: Optional[notify_sink.SinkRun] = None   # notify: (issue 35)
-        self.faults: Optional[sut_faults.FaultRunner] = None   # sut_faults: (issue 35)
-        self.contention: list = []           # the hog episodes launched
-        self.ge_exit: dict[str, int | None] = {}
-        self.ge_died_ns: dict[str, int] = {}  # GEs that failed: when their exit was seen
-        self.push_verify: list = []          # devices[].push phase verify: what it found
-        self.phases = Phases()
-        self.interrupted: int | None = None
-        self.error: BaseException | None = None
-        self.aborted = False                # the test could not complete (GE failure)
-        self.exit_hint: int | None = None   # 2 when a GE rejected its input
+        # each stage's value, kept from the moment it exists (the cleanup reads what there is)
+        self.inputs: Optional[Inputs] = None      # 1. prepare()
+        self.parts: Optional[Components] = None   # 2. deploy()
+        self.timeline: Optional[Timeline] = None  # 3. run_test(): T0, calibration, test, deadline
+        self.held = Resources(tuning=hostlimits.HostTuning(log))   # released by cleanup()
+        self.happened = RunLog()                                   # run.json's account
 
     @property
     def share(self) -> Optional[frozenset[str]]:
@@ -170,13 +157,12 @@ class Runner:
 
     def _runtime_lost(self, e: Exception) -> Exception:
         """The clear error for an exception that came from a runtime gone under the run."""
-        lost = self.backend.runtime_lost(probe=True, error=e) if self.backend else None
+        lost = self.held.backend.runtime_lost(probe=True, error=e) if self.held.backend else None
         return runtime_gone(lost, self.run_dir) if lost else e
 
     def fail(self, component: str, what: str) -> None:
         what += disk.full_note(self.rd.path) if self.rd else ""   # why it could not write
-        self.failures.append({"component": component, "what": what,
-                              "at_mono_ns": time.monotonic_ns()})
+        self.happened.failure(component, what)
         log(f"FAILURE {component}: {what}")
 
     # -------------------------------------------------------------- main
@@ -187,21 +173,21 @@ class Runner:
         affinity = os.sched_getaffinity(0)
         try:
             try:
-                self.prepare()     # -> self.inputs
-                self.deploy()      # -> self.parts
-                self.run_test()
+                inputs = self.prepare()
+                parts = self.deploy(inputs)
+                self.run_test(inputs, parts)
                 self.remove_impairments()
-                self.stop_components()
+                self.stop_components(inputs, parts)
             except Interrupted as e:
-                self.interrupted = e.signum
+                self.happened.interrupted = e.signum
                 log(f"{e} received: stopping the run")
             except WotbenchError as e:
-                self.error = e
+                self.happened.error = e
             except Exception as e:  # a bug: still clean up, then show the traceback
-                self.error = disk.as_problem(e, self.run_dir or self.out_root)
-                if self.error is e:   # (a full disk is the host's problem, not a bug)
-                    self.error = self._runtime_lost(e)
-                if self.error is e:   # (nor a container runtime that went away)
+                self.happened.error = disk.as_problem(e, self.run_dir or self.out_root)
+                if self.happened.error is e:   # (a full disk is the host's problem, not a bug)
+                    self.happened.error = self._runtime_lost(e)
+                if self.happened.error is e:   # (nor a container runtime that went away)
                     traceback.print_exc()
             finally:
                 self._set_handlers(self._during_cleanup)
@@ -220,9 +206,9 @@ class Runner:
         if pf.impair.backend is not None:
             log(f"network impairments on {len(pf.impair.plan.devices)} device(s): "
                 f"{pf.impair.name} backend ({pf.impair.reasons[-1]})")
-        self.warnings += pf.warnings
+        self.happened.warnings += pf.warnings
         resolved = pf.resolved or resolve(pf.cfg, pf.plan)
-        self.tuning.apply(pf.tuning)
+        self.held.tuning.apply(pf.tuning)
 
         rd = inputs.make_run_dir(self.out_root, pf.cfg.name + (f"-{self.cell.node}"
                                                                if self.cell else ""))
@@ -236,7 +222,7 @@ class Runner:
                                              only=share_ids(resolved, self.share),
                                              recorded=pf.recorded)
         self.inputs = inp = replace(inp, trace_summary=summary)
-        self.warnings += notes
+        self.happened.warnings += notes
         # devices[].push, rendered by the pre-flight: a process device's schedule goes to its
         # directory now, an engine's devices' into the engine's (fleet_runs.build)
         in_engines = push_run.fleet_devices(inp.cfg, pf.push_schedules)
@@ -272,43 +258,44 @@ class Runner:
         """(device id, address, port) of every HTTP device: where setup/verify requests go."""
         return [(d.id, d.address, d.port) for d in self.parts.devices if d.protocol == "http"]
 
-    def deploy(self) -> Components:
-        inp = self.inputs
+    def deploy(self, inp: Inputs) -> Components:
+        """Stage 2: what runs, built from the inputs, started and answering."""
         self.parts = parts = build_components(inp)
-        self.lease = Lease(self.rd.lease_dir, inp.run_id)
-        self.lease.start()
-        self.journal_dir = journal.make_dir(inp.run_id, self.lease.path)
-        for g in parts.all_ges if self.journal_dir else []:
-            g.journal = self.journal_dir / f"{g.name}.journal"
-        self.backend = inp.kind.create(inp.run_id, self.rd.path, log, inp.connection)
-        for rid in self.backend.remove_abandoned():
-            self.warnings.append(f"removed what run {rid} left behind (its harness was gone)")
+        self.held.lease = Lease(self.rd.lease_dir, inp.run_id)
+        self.held.lease.start()
+        self.held.journal_dir = journal.make_dir(inp.run_id, self.held.lease.path)
+        for g in parts.all_ges if self.held.journal_dir else []:
+            g.journal = self.held.journal_dir / f"{g.name}.journal"
+        self.held.backend = inp.kind.create(inp.run_id, self.rd.path, log, inp.connection)
+        for rid in self.held.backend.remove_abandoned():
+            self.happened.warnings.append(
+                f"removed what run {rid} left behind (its harness was gone)")
         journal.remove_abandoned(log)
-        self.other_runs = self.backend.other_runs()
-        if self.other_runs:
+        self.happened.other_runs = self.held.backend.other_runs()
+        if self.happened.other_runs:
             note = ("another WoTbench run is active on this host ("
                     + ", ".join(f"{rid}: {n} container(s)/process(es)"
-                                for rid, n in sorted(self.other_runs.items()))
+                                for rid, n in sorted(self.happened.other_runs.items()))
                     + "); the verdict flags the windows in which it loads this run's cores")
             log(note)
-            self.warnings.append(note)
-        self.backend.prepare(inp.binaries)
-        self.backend.prepare_programs(thirdparty.programs(inp.resolved))
-        sut_faults.preflight(inp.resolved.sut_faults, self.backend.name)   # issue 35
-        self.hogs = Hogs(self.backend, inp.run_id, self.rd, log)
-        self.backend.setup_network(inp.resolved.network.subnet,
-                                   {d.container: d.address for d in parts.started_devices}
-                                   | {f.name: f.address for f in parts.fleets},
-                                   [g.name for g in parts.all_ges])
+            self.happened.warnings.append(note)
+        self.held.backend.prepare(inp.binaries)
+        self.held.backend.prepare_programs(thirdparty.programs(inp.resolved))
+        sut_faults.preflight(inp.resolved.sut_faults, self.held.backend.name)   # issue 35
+        self.held.hogs = Hogs(self.held.backend, inp.run_id, self.rd, log)
+        self.held.backend.setup_network(inp.resolved.network.subnet,
+                                        {d.container: d.address for d in parts.started_devices}
+                                        | {f.name: f.address for f in parts.fleets},
+                                        [g.name for g in parts.all_ges])
         t = time.monotonic()
-        self.started = True
-        self.backend.start_devices(parts.started_devices)
-        self.backend.start_fleets(parts.fleets)
+        self.held.started = True
+        self.held.backend.start_devices(parts.started_devices)
+        self.held.backend.start_fleets(parts.fleets)
         if inp.impair.applies_at_start:  # app: the --impair flags are in effect already
             inp.impair.apply([], self._impair_duration_s())
-        self.phases.start_devices_s = round(time.monotonic() - t, 3)
+        self.happened.phases.start_devices_s = round(time.monotonic() - t, 3)
         log(f"{len(parts.started_devices) + len(parts.fleets)} component(s) started in "
-            f"{self.phases.start_devices_s:.1f} s; "
+            f"{self.happened.phases.start_devices_s:.1f} s; "
             + ("waiting for HTTP answers" if http_spec.is_http(inp.resolved)
                else "waiting for CoAP pings"))
         took = readiness.wait_listening(
@@ -317,7 +304,7 @@ class Runner:
             timeout_s=15 + 0.05 * len(parts.devices) + readiness.fleet_bind_s(
                 sum(len(f.endpoints) for f in parts.fleets)), dead=self._dead)
         took += self._third_party_ready()
-        self.phases.listening_s = round(took, 3)
+        self.happened.phases.listening_s = round(took, 3)
         log(f"all devices listen ({took:.2f} s)")
         if inp.pushing or parts.push_fleets:   # the targets answer: the setup requests
             for n in inp.pushing:
@@ -371,7 +358,7 @@ class Runner:
         return time.monotonic() - t
 
     def _exited(self, name: str) -> Optional[str]:
-        code = self.backend.exited({name}).get(name)
+        code = self.held.backend.exited({name}).get(name)
         return None if code is None else f"exited with {code}"
 
     def _dead(self) -> dict[str, str]:
@@ -379,7 +366,7 @@ class Runner:
         timeout)."""
         parts = self.parts
         names = {d.name for d in parts.devices} | {f.name for f in parts.fleets}
-        return {n: f"exited with {c}" for n, c in self.backend.exited(names).items()}
+        return {n: f"exited with {c}" for n, c in self.held.backend.exited(names).items()}
 
     def _impair_duration_s(self) -> float:
         inp, parts = self.inputs, self.parts
@@ -395,7 +382,7 @@ class Runner:
             return
         names = [d.name for d in parts.devices if d.role == "device" and imp.plan.get(d.name)]
         log(f"applying network impairments ({imp.name} backend) to {len(names)} device(s)")
-        imp.apply(self.backend.impairment_targets(names), self._impair_duration_s())
+        imp.apply(self.held.backend.impairment_targets(names), self._impair_duration_s())
 
     def remove_impairments(self) -> None:
         imp = self.inputs.impair if self.inputs else None
@@ -405,16 +392,17 @@ class Runner:
                 log(f"network impairments removed ({imp.name} backend)")
 
     # -------------------------------------------------------------- 7-9: test
-    def run_test(self) -> None:
-        inp, parts = self.inputs, self.parts
+    def run_test(self, inp: Inputs, parts: Components) -> Timeline:
+        """Stage 3: the monitor, the hogs, the GEs on the run's timeline, the poll loop; returns
+        the timeline the test ran on."""
         cfg = inp.resolved
         # per-component CPU accounting always; collectl only with monitor.enabled
-        self.monitor = Monitor(self.rd, cfg.monitor.interval_s,
-                               cpus=inp.plan.os_cores or None,
-                               collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
-                               run_cores=set(inp.plan.usable_cores),
-                               lookup=self.backend.container_info)
-        self.monitor.start()
+        self.held.monitor = Monitor(self.rd, cfg.monitor.interval_s,
+                                    cpus=inp.plan.os_cores or None,
+                                    collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
+                                    run_cores=set(inp.plan.usable_cores),
+                                    lookup=self.held.backend.container_info)
+        self.held.monitor.start()
         for d in parts.started_devices:
             self._watch(d.name, d.role, d.group if d.role == "device" else None)
         for f in parts.fleets:
@@ -429,7 +417,7 @@ class Runner:
                     "answered 2xx (phases/setup/ge/requests.csv has each one's status); the run "
                     "stops before T0")
         if cfg.notify is not None:   # issue 35: subscriptions hold before any update
-            self.sink = notify_sink.start(
+            self.held.sink = notify_sink.start(
                 cfg, self.rd.path / "sink", {d.name: (d.address, d.port) for d in parts.devices},
                 cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
         all_ges = parts.all_ges
@@ -454,8 +442,8 @@ class Runner:
                                   inp.trace_summary.requests) + warm_s),
             inp.cd.calibration_s if parts.cd_ge else 0.0, cfg.duration_s,
             cfg.gateways.timeout_ms)
-        self.monitor.align(*evidence_marks(tl))
-        self.lease.set_deadline(tl.deadline_ns + int(STOP_MARGIN_S * 1e9))
+        self.held.monitor.align(*evidence_marks(tl))
+        self.held.lease.set_deadline(tl.deadline_ns + int(STOP_MARGIN_S * 1e9))
         if parts.cd_ge:
             parts.cd_ge.start_at = tl.t0_ns
         for g in parts.ges:
@@ -464,23 +452,24 @@ class Runner:
                              tuple(f.name for f in parts.push_fleets))
         # the timeline and what runs: what the analysis of a killed run needs
         self.rd.write_run(self.record(in_progress=True))
-        self.contention = self.hogs.launch(inp.resolved, inp.plan, tl.test_start_ns)
+        self.happened.contention = self.held.hogs.launch(inp.resolved, inp.plan, tl.test_start_ns)
         for g in all_ges:
-            self.backend.create_ge(g)
+            self.held.backend.create_ge(g)
         for g in ([parts.cd_ge] if parts.cd_ge else []) + parts.ges:
-            self.backend.start_ge(g)
+            self.held.backend.start_ge(g)
             self._watch(g.name, g.role)
         late = time.monotonic_ns() - tl.t0_ns
         if late > 0:
-            self.warnings.append(f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
+            self.happened.warnings.append(
+                f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
         warm = readiness.wait_warm(
             [(g.name, self.rd.ge_warmup(g.name)) for g in all_ges if g.warmup_ms],
             {f"{d.address}:{d.port}": d.name for d in parts.devices_and_proxy}
             | {e: n for f in parts.fleets for e, n in f.endpoints.items()},
             tl.t0_ns, dead=self._dead,
-            ge_gone=lambda name: self.backend.exit_code(name) is not None)
+            ge_gone=lambda name: self.held.backend.exit_code(name) is not None)
         if warm:
-            self.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
+            self.happened.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
             log("every device answers its gateway emulator's "
                 + ("CoAP ping or HTTP connections (" if http_spec.is_http(cfg) else "CoAP ping (")
                 + ", ".join(f"{g}: {w.took_ms:.0f} ms" for g, w in warm.items()) + ")")
@@ -488,123 +477,132 @@ class Runner:
             f"{tl.calibration_s:g} s, then the test for {cfg.duration_s:g} s")
         faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
         if faults:
-            self.faults = sut_faults.FaultRunner(self.backend, faults, tl.test_start_ns,
-                                                 self.rd.path / "sut-faults.json", log,
-                                                 sut_faults.device_runs(parts), inp.run_id)
-            self.faults.start()
+            self.held.faults = sut_faults.FaultRunner(self.held.backend, faults, tl.test_start_ns,
+                                                      self.rd.path / "sut-faults.json", log,
+                                                      sut_faults.device_runs(parts), inp.run_id,
+                                                      on_restarted=self._watch_again)
+            self.held.faults.start()
         killed = sut_faults.unwatched(faults)   # killed or restarted: their exit is expected
-        self.ge_exit.update(watch_test(self.backend, self.rd, parts.ges, parts.cd_ge,
-                                       {d.name for d in parts.devices} - killed
-                                       | {f.name for f in parts.fleets}, tl, self.fail,
-                                       self._ge_failed))
-        if self.faults is not None:
-            self.faults.finish()
+        self.happened.ge_exit.update(watch_test(self.held.backend, self.rd, parts.ges,
+                                                parts.cd_ge, {d.name for d in parts.devices}
+                                                - killed | {f.name for f in parts.fleets}, tl,
+                                                self.fail, self._ge_failed))
+        if self.held.faults is not None:
+            self.held.faults.finish()
+        return tl
+
+    def _watch_again(self, name: str) -> None:
+        """A restarted server (sut_faults restart): its new processes accounted from now on."""
+        d = next((d for d in self.parts.devices if d.name == name), None)
+        if d is not None:
+            self._watch(d.name, d.role, d.group if d.role == "device" else None)
 
     def _watch(self, name: str, role: str, group: str | None = None) -> None:
         """Account the component's CPU: its own cgroup when it has one, else its threads."""
-        cgroup = self.backend.cgroup(name)
-        pid = None if cgroup else self.backend.pid(name)
+        cgroup = self.held.backend.cgroup(name)
+        pid = None if cgroup else self.held.backend.pid(name)
         if cgroup or pid:
-            self.monitor.watch(name, role, pid=pid, cgroup=cgroup, group=group)
+            self.held.monitor.watch(name, role, pid=pid, cgroup=cgroup, group=group)
 
     def _ge_failed(self, g: GeRun, code: int, running: dict[str, GeRun]) -> None:
-        self.ge_died_ns.setdefault(g.name, time.monotonic_ns())
+        self.happened.ge_died_ns.setdefault(g.name, time.monotonic_ns())
         out = self.rd.ge_container_log(g.name)
-        self.backend.save_output(g.name, out)
+        self.held.backend.save_output(g.name, out)
         why = {2: "rejected its input (exit 2)", 1: "environment failure (exit 1)"}.get(
             code, f"exited with {code}")
         self.fail(g.name, f"gateway emulator {why}; see {self.rd.rel(out)}"
                   if out.exists() else f"gateway emulator {why}")
         if code == 2:
-            self.exit_hint = 2
+            self.happened.exit_hint = 2
         if g.role == "ge":  # a main GE is gone: the test is compromised, stop the rest
-            self.aborted = True
+            self.happened.aborted = True
             for name in list(running):
-                self.backend.signal(name, signal.SIGTERM)
+                self.held.backend.signal(name, signal.SIGTERM)
 
     # -------------------------------------------------------------- 10: stop
-    def stop_components(self) -> None:
+    def stop_components(self, inp: Inputs, parts: Components) -> None:
         """Stop GEs that still run, then SIGTERM every device and wait for its logs. Components
         never created (deploy failed first) are skipped: pid() is None for such a GE, created()
         False for such a device."""
-        inp, parts = self.inputs, self.parts
-        if self.backend is None:
+        if self.held.backend is None:
             return
+        rd = inp.rd
         running = [g.name for g in parts.all_ges
-                   if self.backend.pid(g.name) and self.backend.exit_code(g.name) is None]
-        for name, code in self.backend.stop(running, GE_STOP_WAIT_S).items():
-            self.ge_exit.setdefault(name, code)
-        if self.sink is not None and self.sink.stop() not in (0, None):
-            self.fail("notify-sink", f"exited with {self.sink.proc.returncode} (sink/sink.log)")
-        h = inp.resolved.gateways.http if inp is not None and inp.resolved is not None else None
-        if h is not None and h.verify is not None and not (self.interrupted or self.error):
+                   if self.held.backend.pid(g.name) and self.held.backend.exit_code(g.name) is None]
+        for name, code in self.held.backend.stop(running, GE_STOP_WAIT_S).items():
+            self.happened.ge_exit.setdefault(name, code)
+        if self.held.sink is not None and self.held.sink.stop() not in (0, None):
+            self.fail("notify-sink",
+                      f"exited with {self.held.sink.proc.returncode} (sink/sink.log)")
+        h = inp.resolved.gateways.http if inp.resolved is not None else None
+        if h is not None and h.verify is not None and not self.happened.stopped:
             http_phases.run("verify", inp.resolved, self._http_targets(),
-                            self.rd.path / "phases" / "verify", log)   # judged by the analysis
-        names = [d.name for d in parts.started_devices if self.backend.created(d.name)]
-        already = self.backend.exited(set(names))
+                            rd.path / "phases" / "verify", log)   # judged by the analysis
+        names = [d.name for d in parts.started_devices if self.held.backend.created(d.name)]
+        already = self.held.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         third_party = {d.name for d in parts.started_devices if d.program is not None}
-        self._drain_push()
-        self._verify_push()
+        self._drain_push(inp, parts)
+        self._verify_push(inp, parts)
         t = time.monotonic()
         # pushing devices first: their teardown requests need the servers they registered with
         first = [n for n in alive if n in inp.pushing]
-        codes = self.backend.stop(first, STOP_GRACE_S) if first else {}
-        self._stop_fleets(parts.push_fleets)
-        codes.update(self.backend.stop([n for n in alive if n not in inp.pushing], STOP_GRACE_S))
-        self._stop_fleets([f for f in parts.fleets if f not in parts.push_fleets])
-        self.phases.stop_s = round(time.monotonic() - t, 3)
+        codes = self.held.backend.stop(first, STOP_GRACE_S) if first else {}
+        self._stop_fleets(rd, parts.push_fleets)
+        codes.update(self.held.backend.stop([n for n in alive if n not in inp.pushing],
+                                            STOP_GRACE_S))
+        self._stop_fleets(rd, [f for f in parts.fleets if f not in parts.push_fleets])
+        self.happened.phases.stop_s = round(time.monotonic() - t, 3)
         for n in alive:
             code = codes.get(n)
             if code is None:
-                self.backend.signal(n, signal.SIGKILL)
+                self.held.backend.signal(n, signal.SIGKILL)
                 self.fail(n, f"did not stop within {STOP_GRACE_S:g} s of SIGTERM; killed, "
                           "its device log is lost")
             elif code != 0 and not (code == 128 + signal.SIGTERM and n in third_party):
                 # (a third-party program may simply die of the SIGTERM: a normal stop)
                 self.fail(n, f"exited with {code} after SIGTERM")
-        self._salvage_ges()
-        reported = {f["component"] for f in self.failures}
+        self._salvage_ges(parts)
+        reported = {f["component"] for f in self.happened.failures}
         for d in parts.started_devices:
-            if not self.backend.created(d.name):
+            if not self.held.backend.created(d.name):
                 continue    # never created: nothing to stop, no output to save
             if d.name in reported or d.name in already or not d.emulated:
-                self.backend.save_output(d.name, self.rd.device_container_log(d.name))
-            if d.emulated and d.name not in reported and not self.rd.device_log(d.name).exists():
+                self.held.backend.save_output(d.name, rd.device_container_log(d.name))
+            if d.emulated and d.name not in reported and not rd.device_log(d.name).exists():
                 self.fail(d.name, "no device-log.csv written")
 
-    def _stop_fleets(self, fleets: list[FleetRun]) -> None:
+    def _stop_fleets(self, rd: RunDir, fleets: list[FleetRun]) -> None:
         """SIGTERM these engines and wait for their files (fleet logs of many devices take longer
         than one device's); a failed engine is a failure, its output kept."""
         if not fleets:
             return
-        names = [f.name for f in fleets if self.backend.created(f.name)]
-        already = self.backend.exited(set(names))
+        names = [f.name for f in fleets if self.held.backend.created(f.name)]
+        already = self.held.backend.exited(set(names))
         alive = [n for n in names if n not in already]
         codes = dict(already)
         if alive:
-            codes.update(self.backend.stop(alive, fleet_runs.stop_grace_s(fleets)))
+            codes.update(self.held.backend.stop(alive, fleet_runs.stop_grace_s(fleets)))
         for f in fleets:
             if f.name not in codes:
                 continue
             code = codes[f.name]
             if code is None:
-                self.backend.signal(f.name, signal.SIGKILL)
+                self.held.backend.signal(f.name, signal.SIGKILL)
                 self.fail(f.name, "did not stop after SIGTERM; killed, its fleet logs are lost")
             elif code != 0:
                 self.fail(f.name, f"wot-fleet exited with {code}" + (
                     " before the stop" if f.name in already else " after SIGTERM"))
-            elif not self.rd.fleet_summary(f.name).exists():
+            elif not rd.fleet_summary(f.name).exists():
                 self.fail(f.name, "no fleet-summary.json written")
             if code != 0:
-                self.backend.save_output(f.name, self.rd.fleet_container_log(f.name))
+                self.held.backend.save_output(f.name, rd.fleet_container_log(f.name))
 
-    def _drain_push(self) -> None:
+    def _drain_push(self, inp: Inputs, parts: Components) -> None:
         """The pushing devices' last test requests get their timeout to be answered (the GEs
         may finish sooner): a SIGTERM earlier would end them as errors."""
-        inp, parts = self.inputs, self.parts
         tl = self.timeline
-        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
+        if not (inp.pushing or parts.push_fleets) or self.happened.stopped \
                 or tl is None:
             return
         end = tl.test_end_ns + inp.resolved.gateways.timeout_ms * 1_000_000
@@ -613,27 +611,26 @@ class Runner:
             log(f"waiting {wait_s:.1f} s for the answers to the devices' last requests (timeout)")
             time.sleep(wait_s)
 
-    def _verify_push(self) -> None:
+    def _verify_push(self, inp: Inputs, parts: Components) -> None:
         """devices[].push phase verify (e.g. an RD lookup): after a completed test, before the
         devices deregister."""
-        inp, parts = self.inputs, self.parts
-        if not (inp.pushing or parts.push_fleets) or self.interrupted or self.error \
-                or self.timeline is None or self.push_verify:
+        if not (inp.pushing or parts.push_fleets) or self.happened.stopped \
+                or self.timeline is None or self.happened.push_verify:
             return
         try:
-            self.push_verify = push_verify.verify(inp.resolved)
+            self.happened.push_verify = push_verify.verify(inp.resolved)
         except OSError as e:      # e.g. no socket for the client context: the run stays valid
-            self.warnings.append(f"devices[].push verify: could not ask the targets: {e}")
+            self.happened.warnings.append(f"devices[].push verify: could not ask the targets: {e}")
             return
-        for v in self.push_verify:
+        for v in self.happened.push_verify:
             log(v.describe())
 
-    def _salvage_ges(self) -> None:
+    def _salvage_ges(self, parts: Optional[Components]) -> None:
         """A GE that died without writing its files: write them from its journal."""
-        for g in self.parts.all_ges if self.parts else []:
+        for g in parts.all_ges if parts else []:
             if not ge_journal.salvage_needed(g.out_dir, g.journal):
                 continue
-            died = self.ge_died_ns.get(g.name, time.monotonic_ns())
+            died = self.happened.ge_died_ns.get(g.name, time.monotonic_ns())
             try:
                 counts = ge_journal.salvage(g.journal, g.trace, g.out_dir, g.name, died, {
                     "wait": g.wait, "type": g.msg_type, "retransmit": g.retransmit})
@@ -644,40 +641,40 @@ class Runner:
                     "were written from its journal ("
                     + ", ".join(f"{v} {k}" for k, v in counts.items() if v) + ")")
             log(note)
-            self.warnings.append(note)
+            self.happened.warnings.append(note)
 
     # -------------------------------------------------------------- cleanup + run.json
     def cleanup(self) -> None:
         self.remove_impairments()   # before the containers go (netem needs their namespaces)
-        if (self.interrupted or self.error) and self.backend is not None and self.started:
+        if self.happened.stopped and self.held.backend is not None and self.held.started:
             try:
-                self.stop_components()
+                self.stop_components(self.inputs, self.parts)
             except Exception as e:
                 log(f"stopping components failed: {e}")
-        if self.sink is not None:   # stopped already unless the run failed before that
-            self.sink.stop()
-        if self.faults is not None:   # a paused server continues, so that it can stop
-            self.faults.finish()
-        if self.hogs is not None:
-            self.hogs.stop()
-        if self.monitor is not None:
-            self.monitor.stop()
-        if self.backend is not None:
+        if self.held.sink is not None:   # stopped already unless the run failed before that
+            self.held.sink.stop()
+        if self.held.faults is not None:   # a paused server continues, so that it can stop
+            self.held.faults.finish()
+        if self.held.hogs is not None:
+            self.held.hogs.stop()
+        if self.held.monitor is not None:
+            self.held.monitor.stop()
+        if self.held.backend is not None:
             t = time.monotonic()
             try:
-                removed = self.backend.cleanup()
+                removed = self.held.backend.cleanup()
                 log("removed " + ", ".join(f"{v} {k}" for k, v in removed.items()))
             except Exception as e:
                 log(f"cleanup failed: {e}; run `wotbench clean`")
-            self.phases.teardown_s = round(time.monotonic() - t, 3)
+            self.happened.phases.teardown_s = round(time.monotonic() - t, 3)
         try:   # stop_components salvages a dead GE's journal; not if it failed before that
-            self._salvage_ges()
+            self._salvage_ges(self.parts)
         except Exception as e:  # noqa: BLE001 - never let it stop the cleanup
             log(f"salvaging a gateway emulator's journal failed: {e}")
-        journal.remove_dir(self.journal_dir)
-        if self.lease is not None:   # after the components: a renewal gap would stop them
-            self.lease.release()
-        self.tuning.restore()
+        journal.remove_dir(self.held.journal_dir)
+        if self.held.lease is not None:   # after the components: a renewal gap would stop them
+            self.held.lease.release()
+        self.held.tuning.restore()
         if self.rd is not None:
             dtlskey.remove(self.rd)
             self.rd.write_run(self.record())
@@ -687,12 +684,12 @@ class Runner:
         return HostRecord(hostname=u.nodename, kernel=u.release, machine=u.machine,
                           cpus=os.cpu_count(), python=platform.python_version(),
                           harness_cpus=sorted(os.sched_getaffinity(0)), cpu_model=cpu_model(),
-                          **(self.backend.describe() if self.backend else {}))
+                          **(self.held.backend.describe() if self.held.backend else {}))
 
     def record(self, in_progress: bool = False) -> RunRecord:
         """run.json: what was deployed and what happened, so far (every path writes it at the
         end; ``in_progress`` at the start)."""
-        inp, rd, tl, err = self.inputs, self.rd, self.timeline, self.error
+        inp, rd, tl, h = self.inputs, self.rd, self.timeline, self.happened
         parts = self.parts or Components(devices=[], fleets=[], ges=[])   # before the deploy
         cd_on = bool(inp.cd and parts.cd_ge)
         return RunRecord(
@@ -710,22 +707,21 @@ class Runner:
             cd_ge=parts.cd_ge.record(rd) if parts.cd_ge else None,
             proxy=parts.proxy.record(rd) if parts.proxy else None,
             proxy_mode=inp.resolved.gateways.proxy.mode if parts.proxy else None,
-            ge_exit_codes=self.ge_exit,
-            networks=self.backend.network_record() if self.backend else [],
+            ge_exit_codes=h.ge_exit,
+            networks=self.held.backend.network_record() if self.held.backend else [],
             plan=PlanNote(faithful=inp.plan.faithful, warnings=inp.plan.warnings),
-            contention=self.contention,
+            contention=h.contention,
             network=inp.impair.record(rd, fleet_runs.impair_counters(rd, parts.fleets)),
-            host_tuning=self.tuning.record(), phases=self.phases,
-            failures=self.failures, warnings=self.warnings, other_runs=self.other_runs,
-            push_verify=self.push_verify,
-            interrupted=self.interrupted is not None, aborted=self.aborted,
-            error=str(err) if err else None, written_at_utc=iso_stamp(),
+            host_tuning=self.held.tuning.record(), phases=h.phases,
+            failures=h.failures, warnings=h.warnings, other_runs=h.other_runs,
+            push_verify=h.push_verify, interrupted=h.interrupted is not None, aborted=h.aborted,
+            error=str(h.error) if h.error else None, written_at_utc=iso_stamp(),
             in_progress=in_progress)
 
     def outcome(self) -> RunOutcome:
         """How the run ended, for the ``run`` verb (:mod:`wotbench.run_command`)."""
-        return RunOutcome(run_dir=self.run_dir, interrupted=self.interrupted, error=self.error,
-                          aborted=self.aborted, exit_hint=self.exit_hint,
-                          failures=len(self.failures),
+        h = self.happened
+        return RunOutcome(run_dir=self.run_dir, interrupted=h.interrupted, error=h.error,
+                          aborted=h.aborted, exit_hint=h.exit_hint, failures=len(h.failures),
                           report=bool(self.inputs and self.inputs.resolved.report.enabled))
 

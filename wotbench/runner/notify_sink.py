@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from wotbench.config import notify as notify_spec
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.binaries import Component, ensure_binary
+from wotbench.runner.prepare.binaries import Component, ensure_binary
 
 SINK = Component("notify-sink", "WOTBENCH_SINK_BIN", source="gateway-emulator")
 READY_TIMEOUT_S = 10.0

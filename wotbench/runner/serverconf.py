@@ -4,7 +4,7 @@ the server's own checker (``server.check``, e.g. ``nginx -t``) so a config error
 with the template's file:line, and the paths the program sees (``{config}``, ``{scratch}``).
 
 In a container the rendered file is mounted read-only and ``{scratch}`` is a small tmpfs (the
-root file system stays read-only; :mod:`wotbench.runner.serverfiles`); a local process (process
+root file system stays read-only; :mod:`wotbench.runner.deployment.serverfiles`); a local process (process
 backend) gets the host paths, its scratch directory writable by the unprivileged user.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from wotbench.config.byo import Program
 from wotbench.errors import ConfigError
-from wotbench.runner import thirdparty
-from wotbench.runner.serverfiles import ServerFiles
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.deployment.serverfiles import ServerFiles
 
 if TYPE_CHECKING:
-    from wotbench.runner.components import DeviceRun
+    from wotbench.runner.deployment.components import DeviceRun
 
 CHECK_TIMEOUT_S = 30
 CHECK_ADDRESS = "127.0.0.1"

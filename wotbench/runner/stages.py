@@ -1,13 +1,16 @@
 """The typed values a run hands from stage to stage (:class:`wotbench.runner.main.Runner`):
 
-    CellSeat (given)  ->  Inputs (prepared)  ->  Components (deployed)  ->  RunOutcome (ended)
+    CellSeat (given)  ->  Inputs (prepared)  ->  Components (deployed)  ->  Timeline (the test
+    ran on it, :mod:`wotbench.runner.during.timeline`)  ->  RunOutcome (ended)
 
 ``Inputs``: what the pre-flight decided and the run directory written from it (resolved config,
 plan, trace, push schedules, DTLS key); everything the deployment is built from.
 ``Components``: what the run deploys (devices, wot-fleet engines, gateway emulators, the CD's
-pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.build`).
+pair, the proxy), built from the inputs alone (:mod:`wotbench.runner.deployment.build`).
 ``RunOutcome``: how the run ended, before any analysis (:mod:`wotbench.run_command` concludes).
 ``CellSeat``: what makes a run one cell of a run across hosts, given at construction.
+What the runner holds besides these (resources to release, run.json's account) is typed in
+:mod:`wotbench.runner.run_state`.
 """
 from __future__ import annotations
 
@@ -19,11 +22,11 @@ from cd_module.node import CdSettings
 from wotbench.config.schema import Config
 from wotbench.deploy.plan import Plan
 from wotbench.rundir import RunDir
-from wotbench.runner.backend import BackendKind
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner.dtlskey import DtlsCreds
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.impair import Impairments
+from wotbench.runner.backends.interface import BackendKind
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.prepare.dtlskey import DtlsCreds
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.deployment.impair import Impairments
 
 
 @dataclass(frozen=True)

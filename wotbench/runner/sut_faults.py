@@ -81,9 +81,11 @@ def preflight(faults, backend_name: str) -> None:
 class FaultRunner(threading.Thread):
     def __init__(self, backend, faults, test_start_ns: int, out: Path,
                  log: Callable[[str], None] = print, devices: Sequence = (),
-                 run_id: str = "run"):
+                 run_id: str = "run", on_restarted: Callable[[str], None] = lambda name: None):
         super().__init__(name="sut-faults", daemon=True)
         self.backend, self.t0, self.out, self.log = backend, test_start_ns, out, log
+        # a restarted server is new processes: the monitor must follow them (runner._watch)
+        self.on_restarted = on_restarted
         # (when, fault index, step): a pause is a stop and a resume
         self.steps = sorted([(f.at_s, k, f.action) for k, f in enumerate(faults)]
                             + [(f.at_s + f.for_s, k, RESUME) for k, f in enumerate(faults)
@@ -140,6 +142,7 @@ class FaultRunner(threading.Thread):
         try:
             self.restarts.stop_and_start(f.device, f.stop_grace_s)
             rec["stopped_ns"] = time.monotonic_ns() - self.t0   # started again from here
+            self.on_restarted(f.device)
             if f.device in self.quotas:   # a quota set before stays on the new process
                 self.quotas[f.device].adopt(self._tree(f.device))
             self.restarts.wait_ready(f.device)

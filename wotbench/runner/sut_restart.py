@@ -16,10 +16,10 @@ import signal
 import time
 from typing import TYPE_CHECKING, Callable
 
-from wotbench.runner import thirdparty
+from wotbench.runner.deployment import thirdparty
 
 if TYPE_CHECKING:
-    from wotbench.runner.components import DeviceRun
+    from wotbench.runner.deployment.components import DeviceRun
 
 
 def _alive(pid: int) -> bool:

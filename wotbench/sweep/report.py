@@ -153,9 +153,11 @@ def _varied(sweep: Sweep) -> list[str]:
     return keys + sorted({k for p in sweep.points for k in p.overrides} - set(keys))
 
 
-def write_report(sweep: Sweep, capacity: Optional[dict] = None) -> Path:
+def write_report(sweep: Sweep, capacity: Optional[Any] = None) -> Path:
     """Write ``<sweep dir>/report.html`` (self-contained) with the results beside it
-    (``results.json``, ``points.csv``, ``settings.csv``) and return the report's path."""
+    (``results.json``, ``points.csv``, ``settings.csv``) and return the report's path.
+    ``capacity``: a capacity search's ``wotbench.capacity.result.CapacityResult`` (typed; not
+    imported here, the capacity search sits above the sweep)."""
     from wotbench.sweep import ci_figures, figures, results
     rows = collect(sweep)
     varied = _varied(sweep)

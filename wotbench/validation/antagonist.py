@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from wotbench.deploy.plan import Plan
 from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
 from wotbench.run_result import RunResult
@@ -145,30 +146,29 @@ def _duty_keys(raw: dict, kind: str) -> dict[str, Any]:
     return out
 
 
-def resolve_cores(core: Union[str, int, None], plan: dict) -> list[int]:
+def resolve_cores(core: Union[str, int, None], plan: Plan) -> list[int]:
     """``all``: every usable core of the plan; else the one core of :func:`resolve_core`."""
     if core == "all":
-        cores = [int(c) for c in plan.get("usable_cores") or []]
+        cores = list(plan.usable_cores)
         if not cores:
             raise ValueError("plan.json has no usable_cores")
         return cores
     return [resolve_core(core, plan)]
 
 
-def resolve_core(core: Union[str, int, None], plan: dict) -> int:
+def resolve_core(core: Union[str, int, None], plan: Plan) -> int:
     """The core number of ``device`` (the run's first device core), ``ge`` (the first main GE's
     core) or a number (which must be one of the plan's usable cores); ValueError saying why not."""
     if core == "device":
-        cores = plan.get("device_cores") or []
-        if not cores:
+        if not plan.device_cores:
             raise ValueError("plan.json has no device_cores")
-        return int(cores[0])
+        return plan.device_cores[0]
     if core == "ge":
-        ges = plan.get("ge_cores") or {}
+        ges = plan.ge_cores
         if not ges:
             raise ValueError("plan.json has no ge_cores")
-        return int(ges[sorted(ges)[0]])
-    usable = plan.get("usable_cores") or []
+        return ges[sorted(ges)[0]]
+    usable = plan.usable_cores
     if core not in usable:
         raise ValueError(f"core {core} is not one of the run's usable cores {usable}")
     return int(core)
@@ -364,7 +364,7 @@ class ContainerHog(Launcher):
     def prepare(self, log: Callable[[str], None]) -> None:
         import docker
         from wotbench.runner.backends.docker.images import ensure_image
-        from wotbench.runner.binaries import HOG, ensure_binary
+        from wotbench.runner.prepare.binaries import HOG, ensure_binary
         self.image = ensure_image(docker.from_env(timeout=60), "hog", ensure_binary(HOG, log), log)
 
     def start(self, at_ns: int, core: Optional[int]) -> None:
@@ -517,7 +517,7 @@ class SecondRun(Launcher):
 # --------------------------------------------------------------------------- the watcher
 
 def _read_progress_sent(path: Path) -> int:
-    from wotbench.runner.progress import read_progress
+    from wotbench.runner.during.progress import read_progress
     p = read_progress(path)
     return int(p["sent"]) if p else 0
 
@@ -585,10 +585,10 @@ class Watcher:
             rd = self._wait_run_dir(deadline)
             self.run_dir = rd
             try:
-                plan = json.loads(RunDir(rd).plan_json.read_text())
-            except (OSError, ValueError) as e:
+                plan = Plan.model_validate_json(RunDir(rd).plan_json.read_text())
+            except (OSError, ValueError) as e:   # (pydantic's ValidationError is a ValueError)
                 raise NotStarted(f"{rd / 'plan.json'}: unreadable ({e})") from None
-            ges = sorted(plan.get("ge_cores") or {})
+            ges = sorted(plan.ge_cores)
             if not ges:
                 raise NotStarted(f"{rd / 'plan.json'}: no gateway emulator (ge_cores)")
             core = None

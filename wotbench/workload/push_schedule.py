@@ -1,4 +1,4 @@
-"""Per-device push schedules (``devices[].push``, :mod:`wotbench.config.push`): every request a
+"""Per-device push schedules (``devices[].push``, :mod:`wotbench.config.push_spec`): every request a
 device will send, with its path and body rendered, in the file wot-device replays
 (``wot-device --push``, docs/CONTRACTS.md §3 "Push"):
 
@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from wotbench.config.distributions import make_distribution
-from wotbench.config.push import LOCATION, PLACEHOLDER, PushOp
+from wotbench.config.push_spec import LOCATION, PLACEHOLDER, PushOp
 from wotbench.workload import cbor
 
 HEADER = "phase,op,at_us,method,type,target,path,content_format,payload_hex,retransmit"
@@ -48,7 +48,7 @@ class PushDevice:
     targets: tuple[str, ...]        # per op: IP:PORT
 
     def fields(self) -> dict[str, Any]:
-        """The template fields fixed per device (wotbench.config.push.VERIFY_FIELDS)."""
+        """The template fields fixed per device (wotbench.config.push_spec.VERIFY_FIELDS)."""
         return {"device": self.name, "id": self.id, "group": self.group, "index": self.index,
                 "address": self.address, "port": self.port}
 
@@ -150,7 +150,7 @@ def device_rows(d: PushDevice, ops: list[PushOp], duration_s: float, seed: int,
     rng = np.random.default_rng([seed, d.id, 23])
     rows: dict[str, list[tuple[int, int, Row]]] = {p: [] for p in PHASES}
     for j, op in enumerate(ops):
-        if op.phase == "verify":       # the harness's request (runner/push_verify.py)
+        if op.phase == "verify":       # the harness's request (runner/during/push_verify.py)
             continue
         key = f"{d.group_key}.push[{j}]"
         values = _distribution(op.value, base_dir) if op.value is not None else None

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from wotbench.config.push import PLACEHOLDER
+from wotbench.config.push_spec import PLACEHOLDER
 from wotbench.config.schema import Config
 from wotbench.csvcheck import MAX_LISTED
 from wotbench.errors import ConfigError

@@ -21,21 +21,22 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.netimpair import DeviceTarget
 from wotbench.netimpair.tcimage import ensure_tc_image
 from wotbench.rundir import BridgeRecord, RunDir
-from wotbench.runner import cleanup, leftovers, serverfiles, thirdparty
-from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL
+from wotbench.runner.teardown import cleanup, leftovers
+from wotbench.runner.deployment import serverfiles, thirdparty
+from wotbench.runner.deployment.lease import LEASE_FILE, LEASE_LABEL
 from wotbench.runner.backends.docker import containers
 from wotbench.runner.backends.docker import pods as docker_pods
 from wotbench.runner.backends.docker import hostimage
 from wotbench.runner.backends.docker import images
 from wotbench.runner.backends.docker import network
 from wotbench.runner.backends.docker import scalelimits
-from wotbench.runner.backend import Log
-from wotbench.runner.binaries import WARDEN
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner import fleets as fleet_runs
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.dtlskey import KEY_IN
-from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.backends.interface import Log
+from wotbench.runner.prepare.binaries import WARDEN
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment import fleets as fleet_runs
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.prepare.dtlskey import KEY_IN
+from wotbench.runner.during.hogspec import HogSpec
 from wotbench.labels import COMPONENT_LABEL, NOBODY, RUN_LABEL
 from wotbench.monitor.recorder import container_cgroup_dirs
 
@@ -379,7 +380,7 @@ class DockerBackend:
         if g.dtls:
             binds[g.dtls.key_file] = (KEY_IN, "ro")
         journal = None
-        if g.journal is not None:   # its directory on the host's tmpfs (runner/journal.py)
+        if g.journal is not None:   # its directory on the host's tmpfs (runner/deployment/journal.py)
             binds[g.journal.parent] = (JOURNAL_IN, "rw")
             journal = f"{JOURNAL_IN}/{g.journal.name}"
         self._create(containers.Spec(

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from wotbench.labels import COMPONENT_LABEL, NOBODY, ROLE_LABEL, RUN_LABEL
-from wotbench.runner.lease import LEASE_FILE, LEASE_LABEL, warden_argv
+from wotbench.runner.deployment.lease import LEASE_FILE, LEASE_LABEL, warden_argv
 
 # Every container runs the static binary as nobody, without capabilities, on a read-only root.
 LEAST_PRIVILEGE = dict(read_only=True, user=f"{NOBODY}:{NOBODY}", cap_drop=["ALL"],
@@ -18,7 +18,7 @@ WARDEN_IN, LEASE_IN = "/.wb/warden", "/.wb/lease"
 
 @dataclass(frozen=True)
 class Warden:
-    """The run's keeper (runner/lease.py): its static binary and the lease directory, both
+    """The run's keeper (runner/deployment/lease.py): its static binary and the lease directory, both
     mounted read-only; the container's entrypoint becomes the warden, its command the
     image's own entrypoint and arguments."""
     binary: Path

@@ -1,4 +1,4 @@
-"""The FROM scratch images that wrap the static binaries (:mod:`wotbench.runner.binaries`).
+"""The FROM scratch images that wrap the static binaries (:mod:`wotbench.runner.prepare.binaries`).
 
 Images are built locally through the Docker SDK from an in-memory tar context, so no registry
 is needed or used. The tag is a hash of the binary and the Dockerfile, so an unchanged binary
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from wotbench.errors import EnvironmentProblem
-from wotbench.runner.binaries import is_static
+from wotbench.runner.prepare.binaries import is_static
 from wotbench.labels import IMAGE_LABEL
 
 def dockerfile(program: str) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from wotbench.deploy.plan import cpuset_str, parse_cpuset
-from wotbench.runner.components import DeviceRun
+from wotbench.runner.deployment.components import DeviceRun
 from wotbench.runner.backends.docker.containers import Spec
-from wotbench.runner.dtlskey import KEY_IN
+from wotbench.runner.prepare.dtlskey import KEY_IN
 
 RES_DIR_IN, LOGS_DIR_IN = "/res", "/logs"
 PIDS_PER_DEVICE = 64       # as a one-device container: the device's threads plus headroom

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from wotbench.runner.hostlimits import read_int
+from wotbench.runner.prepare.hostlimits import read_int
 
 TASKS_PER_DEVICE = 7           # a sleep device with 4 workers: ~5 threads (solved: 4.8)
 TASKS_PER_CONTAINER = 13       # its containerd-shim (one-device containers: 18-19 in all)

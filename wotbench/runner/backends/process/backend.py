@@ -26,19 +26,19 @@ from wotbench.errors import ConfigError
 from wotbench.netimpair import DeviceTarget
 from wotbench.deploy.plan import parse_cpuset
 from wotbench.rundir import BridgeRecord
-from wotbench.runner import thirdparty
-from wotbench.runner.backend import Log
-from wotbench.runner.cleanup import kill_processes, leftover_processes
-from wotbench.runner.components import DeviceRun, GeRun
-from wotbench.runner import fleets as fleet_runs
-from wotbench.runner.fleets import FleetRun
-from wotbench.runner.hogspec import HogSpec
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.backends.interface import Log
+from wotbench.runner.teardown.cleanup import kill_processes, leftover_processes
+from wotbench.runner.deployment.components import DeviceRun, GeRun
+from wotbench.runner.deployment import fleets as fleet_runs
+from wotbench.runner.deployment.fleets import FleetRun
+from wotbench.runner.during.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child
 from wotbench.rundir import RunDir
 from wotbench.runner.backends.process import loopslot
-from wotbench.runner.binaries import WARDEN
-from wotbench.runner.lease import LEASE_FILE, warden_argv
+from wotbench.runner.prepare.binaries import WARDEN
+from wotbench.runner.deployment.lease import LEASE_FILE, warden_argv
 
 
 def loopback_address(ip: str, subnet: str) -> str:
@@ -210,7 +210,7 @@ class ProcessBackend:
                 cwd=cwd, start_new_session=True, preexec_fn=child_setup(cpus, nofile), **kw)
 
     def _kept(self, argv: list[str]) -> list[str]:
-        """Under the run's warden (runner/lease.py), which outlives no harness: it also gets the
+        """Under the run's warden (runner/deployment/lease.py), which outlives no harness: it also gets the
         parent-death signal and forwards it."""
         warden = self.bins.get(WARDEN.name)
         return warden_argv(str(warden), self.lease) + argv if warden else argv

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wotbench.runner.timeline import Timeline
+    from wotbench.runner.during.timeline import Timeline
 
 MAGIC = 0x57544250524F4731
 STATES = {0: "loading", 1: "waiting", 2: "sending", 3: "draining", 4: "done"}

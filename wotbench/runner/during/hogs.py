@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wotbench.rundir import EpisodeRecord, RunDir, atomic
-from wotbench.runner.hogspec import HogSpec, episodes_for_run
+from wotbench.runner.during.hogspec import HogSpec, episodes_for_run
 
 if TYPE_CHECKING:
     from wotbench.config.schema import Config
     from wotbench.deploy.plan import Plan
-    from wotbench.runner.backend import HogHandle, Log, Stressor
+    from wotbench.runner.backends.interface import HogHandle, Log, Stressor
 
 STOP_TIMEOUT_S = 10.0
 

@@ -1,7 +1,7 @@
 """What earlier runs left behind, by run, and whether their harness still lives.
 
 A run's containers and networks carry ``wotbench.run=<id>`` and ``wotbench.lease=<path>`` (the
-lease file its harness renews, :mod:`wotbench.runner.lease`). A run whose lease is live is in
+lease file its harness renews, :mod:`wotbench.runner.deployment.lease`). A run whose lease is live is in
 progress — another user's run, or a study's second run — and is never touched by a new run; a
 run whose lease is stale or gone left its objects behind (a SIGKILLed or crashed harness, a
 host reboot). Only labelled objects are ever listed.
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Optional
 
 from wotbench.labels import RUN_LABEL
-from wotbench.runner.cleanup import remove_run
-from wotbench.runner.lease import LEASE_LABEL, LeaseState, lease_state
+from wotbench.runner.teardown.cleanup import remove_run
+from wotbench.runner.deployment.lease import LEASE_LABEL, LeaseState, lease_state
 
 
 @dataclass(frozen=True)

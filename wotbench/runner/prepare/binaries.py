@@ -10,7 +10,7 @@ from pathlib import Path
 
 from wotbench.errors import EnvironmentProblem
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]   # wotbench/runner/prepare/ -> the checkout
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Component:
 GE = Component("gateway-emulator", "WOTBENCH_GE_BIN")
 DEVICE = Component("wot-device", "WOTBENCH_DEVICE_BIN", skip="src/fleet")
 HOG = Component("hog", "WOTBENCH_HOG_BIN", source="contention-injector")
-WARDEN = Component("wb-warden", "WOTBENCH_WARDEN_BIN", source="warden")   # runner/lease.py
+WARDEN = Component("wb-warden", "WOTBENCH_WARDEN_BIN", source="warden")   # runner/deployment/lease.py
 FLEET = Component("wot-fleet", "WOTBENCH_FLEET_BIN", source="wot-device")  # CONTRACTS §3b
 COMPONENTS = (GE, DEVICE, WARDEN)   # every run needs these; the hog only with contention
 # episodes, wot-fleet only when a group runs in the engine (wotbench.deploy.fleet)

@@ -141,7 +141,7 @@ def leftover_processes(run_id: str | None = None,
                        abandoned_only: bool = False) -> list[tuple[int, str]]:
     """(pid, run id) of this user's processes started by a process-backend run;
     ``abandoned_only``: only those of runs whose lease is not live (their harness is gone)."""
-    from wotbench.runner.lease import lease_state
+    from wotbench.runner.deployment.lease import lease_state
     found = []
     me = os.getpid()
     for d in Path("/proc").iterdir():

@@ -1,6 +1,6 @@
 """The hogs a run launches for its ``contention:`` episodes (:mod:`wotbench.config.hog_episodes`): one
 :class:`HogSpec` per episode, with the hog's argv and resource limits. Pure data; the backend
-launches them (``RunBackend.launch_hog``), :mod:`wotbench.runner.hogs` runs the episode life cycle.
+launches them (``RunBackend.launch_hog``), :mod:`wotbench.runner.during.hogs` runs the episode life cycle.
 """
 from __future__ import annotations
 

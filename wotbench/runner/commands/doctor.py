@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wotbench.netimpair.probe import NO_NETEM_HINT, probe_netem
-from wotbench.runner import binaries
-from wotbench.runner.cleanup import leftover_processes
+from wotbench.runner.prepare import binaries
+from wotbench.runner.teardown.cleanup import leftover_processes
 from wotbench.runner.backends.docker.backend import docker_client
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -117,7 +117,7 @@ def check_netem() -> Check:
 
 
 def check_neighbour_table() -> Check:
-    from wotbench.runner.hostlimits import NEIGH_DIR, THRESHOLDS, supported_devices
+    from wotbench.runner.prepare.hostlimits import NEIGH_DIR, THRESHOLDS, supported_devices
     vals = {k: (NEIGH_DIR / k).read_text().strip() if (NEIGH_DIR / k).exists() else "?"
             for k in THRESHOLDS}
     n = supported_devices()
@@ -180,7 +180,7 @@ def check_cores(sample_s: float = 0.5) -> Check:
 
 def check_leftovers(client=None) -> Check:
     """Runs in progress (their harness renews its lease) and what dead runs left behind."""
-    from wotbench.runner.leftovers import find
+    from wotbench.runner.teardown.leftovers import find
     try:
         if client is None:
             raise ConnectionError("no Docker client")

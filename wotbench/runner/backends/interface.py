@@ -26,7 +26,7 @@ Life cycle, as the runner calls it::
     b.prepare_programs(programs)           # third-party servers / proxy (wotbench.config.byo)
     b.setup_network(subnet, devices, gateways)
     b.start_devices(devices)               # bounded parallel, inside the backend
-    b.start_fleets(fleets)                 # wot-fleet engines: many devices each (runner/fleets.py)
+    b.start_fleets(fleets)                 # wot-fleet engines: many devices each (runner/deployment/fleets.py)
     ... readiness (CoAP ping), b.impairment_targets(names) for netem/pumba ...
     b.create_ge(g) for every GE; b.start_ge(g) in start order (absolute start times: fast)
     b.launch_hog(spec) for injected contention
@@ -65,9 +65,9 @@ if TYPE_CHECKING:   # type names only: the data types live with their modules
     from wotbench.netimpair import DeviceTarget
     from wotbench.rundir import BridgeRecord
 
-    from wotbench.runner.components import DeviceRun, GeRun
-    from wotbench.runner.fleets import FleetRun
-    from wotbench.runner.hogspec import HogSpec
+    from wotbench.runner.deployment.components import DeviceRun, GeRun
+    from wotbench.runner.deployment.fleets import FleetRun
+    from wotbench.runner.during.hogspec import HogSpec
 
 Log = Callable[[str], None]
 
@@ -197,7 +197,7 @@ class Neighbours(Protocol):
         """A container's name and labels (None: unknown, or no container runtime)."""
 
     def remove_abandoned(self) -> list[str]:
-        """Remove what earlier runs without a live harness left (runner/leftovers.py), saying
+        """Remove what earlier runs without a live harness left (runner/teardown/leftovers.py), saying
         what was found by which run; the ids of those runs. Never raises."""
 
 

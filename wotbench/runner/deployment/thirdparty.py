@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable, Optional, Sequence
 from wotbench.config.byo import Program
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.runner import coapprobe, httpprobe
+from wotbench.runner.deployment import coapprobe, httpprobe
 from wotbench.workload import httpproxy
 
 if TYPE_CHECKING:
-    from wotbench.runner.components import DeviceRun
+    from wotbench.runner.deployment.components import DeviceRun
 
 PROXY_KEY = "gateways.proxy"
 # what a forward proxy answers when it does not forward

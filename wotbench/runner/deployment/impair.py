@@ -150,7 +150,7 @@ class Impairments:
         """run.json ``network``: backend.record() + requested/backend/reasons; with the app
         backend also each impaired device's counters from its device-summary.json ``impair``
         (``fleet_counters``: those of the devices in wot-fleet engines, by name:
-        ``wotbench.runner.fleets.impair_counters``)."""
+        ``wotbench.runner.deployment.fleets.impair_counters``)."""
         if self.backend is None:
             return NetworkRecord(backend=None, requested=self.requested, reasons=self.reasons,
                                  devices={}, removed=True, removal=[])

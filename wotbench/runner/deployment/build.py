@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Optional
 
 from cd_module import node as cd_node
-from wotbench.config import http as http_spec
+from wotbench.config import http_spec
 from wotbench.config import loadloop
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.resolve import DeviceAddress, cd_node_address, device_addresses, proxy_address
-from wotbench.runner import fleets as fleet_runs
-from wotbench.runner import inputs as run_inputs
-from wotbench.runner import serverconf, thirdparty
-from wotbench.runner.components import DeviceRun, GeRun
+from wotbench.runner.deployment import fleets as fleet_runs
+from wotbench.runner.prepare import inputs as run_inputs
+from wotbench.runner import serverconf
+from wotbench.runner.deployment import thirdparty
+from wotbench.runner.deployment.components import DeviceRun, GeRun
 from wotbench.runner.stages import Components, Inputs
 
 

@@ -10,10 +10,10 @@ from typing import Callable, Optional, Protocol
 
 from wotbench.errors import EnvironmentProblem
 from wotbench.rundir import RunDir
-from wotbench.runner.backend import Inspector, Lifecycle
-from wotbench.runner.components import GeRun
-from wotbench.runner.progress import ProgressView
-from wotbench.runner.timeline import Timeline
+from wotbench.runner.backends.interface import Inspector, Lifecycle
+from wotbench.runner.deployment.components import GeRun
+from wotbench.runner.during.progress import ProgressView
+from wotbench.runner.during.timeline import Timeline
 
 POLL_S = 0.25           # progress refresh
 CHECK_S = 1.0           # device / GE exit checks (one backend query each)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from wotbench.labels import NOBODY
-from wotbench.runner.lease import lease_state
+from wotbench.runner.deployment.lease import lease_state
 
 ROOT = Path("/dev/shm/wotbench")
 LEASE_NOTE = "lease-path"

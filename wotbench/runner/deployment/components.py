@@ -7,15 +7,15 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Optional
 
-from wotbench.config.http import BODY_TEMPLATE_FILE
+from wotbench.config.http_spec import BODY_TEMPLATE_FILE
 from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
 from wotbench.rundir.layout import PUSH_SCHEDULE
 
 if TYPE_CHECKING:
     from wotbench.config.byo import Program
-    from wotbench.runner.dtlskey import DtlsCreds
-    from wotbench.runner.serverfiles import ServerFiles
+    from wotbench.runner.prepare.dtlskey import DtlsCreds
+    from wotbench.runner.deployment.serverfiles import ServerFiles
 
 
 @dataclass
@@ -119,7 +119,7 @@ class GeRun:
     host_network: bool = False   # in the host's network namespace (to reach external endpoints)
     extra: list[str] = field(default_factory=list)
     dtls: Optional["DtlsCreds"] = None   # main GEs with dtls.enabled (never the CD-GE)
-    journal: Optional[Path] = None       # host path of its journal (runner/journal.py)
+    journal: Optional[Path] = None       # host path of its journal (runner/deployment/journal.py)
     http_body_template: bool = False     # --http-body-template <out dir>/HTTP body template file
 
     def args(self, trace: str, out_dir: str, key_file: str = "",

@@ -17,8 +17,8 @@ from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import Plan
 from wotbench.deploy.resolve import dump_resolved
 from wotbench.rundir import RunDir
-from wotbench.runner import doctor
-from wotbench.runner.backend import BackendKind, Log
+from wotbench.runner.commands import doctor
+from wotbench.runner.backends.interface import BackendKind, Log
 from wotbench.runner.backends.docker.backend import DockerKind
 from wotbench.labels import NOBODY
 from wotbench.runner.backends.process.backend import ProcessKind

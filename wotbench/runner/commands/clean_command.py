@@ -2,7 +2,7 @@
 
 Runs whose harness still renews its lease are in progress and are left alone unless
 ``--force``; everything else labelled ``wotbench.run`` goes, torn down as a normal stop does
-(:func:`wotbench.runner.cleanup.remove_run`). Process-backend leftovers are found by their
+(:func:`wotbench.runner.teardown.cleanup.remove_run`). Process-backend leftovers are found by their
 ``WOTBENCH_RUN`` environment variable. Nothing unlabelled is touched. A run whose harness
 was killed during its test gets the command that analyses what it measured.
 """
@@ -13,9 +13,9 @@ from typing import Optional
 
 from wotbench.labels import RUN_LABEL
 from wotbench.rundir import RunDir
-from wotbench.runner import journal
-from wotbench.runner.cleanup import kill_processes, leftover_processes, process_lease, remove_run
-from wotbench.runner.leftovers import find
+from wotbench.runner.deployment import journal
+from wotbench.runner.teardown.cleanup import kill_processes, leftover_processes, process_lease, remove_run
+from wotbench.runner.teardown.leftovers import find
 
 
 def _say_killed(run_id: str, lease: Optional[str]) -> None:

@@ -1,0 +1,1 @@
+"""The runner's own verbs: ``wotbench doctor`` and ``wotbench clean``."""
