@@ -97,6 +97,9 @@ Source = Callable[[Inputs, list[WindowEvidence], dict[tuple[str, int], bool], Ve
                   dict[tuple[str, int], Estimate]]
 
 
+PER_DEVICE_MAX = 1000   # engine devices listed per device in summary.json (see _summarise)
+
+
 def grade_of(share: Optional[float], v: VerdictParams) -> Optional[Grade]:
     if share is None:
         return None
@@ -376,6 +379,7 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         ps.windows_beyond = sum(1 for _, pw in rows if pw.beyond_tolerance)
         block.per_place[place] = ps
     # per device: its own requests and R, its place's added latency per request in each window
+    amounts: dict[str, PlaceShare] = {}
     by_dev: dict[str, list[tuple[int, int, float]]] = {}
     for (d, w), (c, r) in r_dev.items():
         by_dev.setdefault(d, []).append((w, c, r))
@@ -393,7 +397,11 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         if known and sum(c for c, _ in known):
             ps.added_ms = round(sum(c * a for c, a in known) / sum(c for c, _ in known), 4)
             ps.added_share = round(ps.added_ms / ps.r_ms, 4) if ps.r_ms else None
-        block.per_device[dev] = ps
+        amounts[dev] = ps
+    # summary.json lists the engine devices one by one only for a small fleet (10^5 entries
+    # would be megabytes; series/host_share.csv and the loops' places carry a large one)
+    block.per_device.update({d: ps for d, ps in amounts.items()
+                             if d in of or len(loop_of) <= PER_DEVICE_MAX})
     judged_rows = [(w.window, pw) for w in windows for pw in w.places
                    if pw.place in judged and pw.beyond_tolerance is not None]
     block.windows_judged = len({w for w, _ in judged_rows})
@@ -406,7 +414,7 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
         block.grade = worst.grade or "none"
     # the run's amount per request: over the device places; with wot-fleet loops, whose
     # requests are also their devices' places', over the devices (each the larger of the two)
-    rows = block.per_device.items() if loop_of else block.per_place.items()
+    rows = amounts.items() if loop_of else block.per_place.items()
     dev_rows = [ps for key, ps in rows if (loop_of or key in judged) and ps.added_ms is not None
                 and ps.r_ms]
     n = sum(ps.requests for ps in dev_rows)
@@ -419,8 +427,12 @@ def _summarise(block: HostShare, windows: list[WindowEvidence], judged: set[str]
 def by_group(per_device: dict[str, PlaceShare], group_of: dict[str, str]) -> dict[str, PlaceShare]:
     """The devices' amounts folded per group (request-weighted)."""
     out: dict[str, PlaceShare] = {}
-    for group in sorted(set(group_of.get(d, d) for d in per_device)):
-        ds = [ps for d, ps in per_device.items() if group_of.get(d, d) == group]
+    members: dict[str, list[PlaceShare]] = {}
+    for d, ps in per_device.items():
+        # an engine device is not in the run's device records: its name is <group>-<i>
+        members.setdefault(group_of.get(d) or d.rpartition("-")[0] or d, []).append(ps)
+    for group in sorted(members):
+        ds = members[group]
         n = sum(ps.requests for ps in ds)
         g = PlaceShare(requests=n)
         if n:
