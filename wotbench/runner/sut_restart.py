@@ -11,44 +11,14 @@ therefore lives until the restarted server has exited (:meth:`Restarts.hold`).
 Docker backend: ``container.restart`` (the same container, command and limits)."""
 from __future__ import annotations
 
-import os
-import signal
 import time
 from typing import TYPE_CHECKING, Callable
 
 from wotbench.runner.deployment import thirdparty
+from wotbench.runner.teardown.cleanup import kill_processes
 
 if TYPE_CHECKING:
     from wotbench.runner.deployment.components import DeviceRun
-
-
-def _alive(pid: int) -> bool:
-    """Running, and not a zombie (the warden is this harness's child: it stays a zombie until
-    the restart reaps it, and the server is the warden's)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def stop_tree(pids: list[int], grace_s: float) -> float:
-    """SIGTERM to each, SIGKILL to the ones alive after ``grace_s``; the seconds it took."""
-    t = time.monotonic()
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    while time.monotonic() - t < grace_s and any(_alive(p) for p in pids):
-        time.sleep(0.01)
-    for p in pids:
-        if _alive(p):
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    return time.monotonic() - t
 
 
 class Restarts:
@@ -69,7 +39,9 @@ class Restarts:
         if pid is None:
             raise ProcessLookupError(f"{name} has no process")
         warden = self.backend.procs[name]
-        stop_tree(self.tree(warden.pid), grace_s)
+        # the warden stays a zombie until it is reaped below: kill_processes does not wait
+        # on zombies; polled finely, the downtime is the restart's, not the poll's
+        kill_processes(self.tree(warden.pid), grace_s, poll_s=0.01)
         warden.wait(timeout=5)   # reaped: its exit is the restart's, not a failure
         if d.stdout.exists():
             d.stdout.replace(d.stdout.with_name(d.stdout.name + ".before-restart"))

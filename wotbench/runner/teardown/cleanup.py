@@ -164,7 +164,9 @@ def leftover_processes(run_id: str | None = None,
     return found
 
 
-def kill_processes(pids: list[int], grace_s: float = 5.0) -> None:
+def kill_processes(pids: list[int], grace_s: float = 5.0, poll_s: float = 0.05) -> None:
+    """SIGTERM to each, SIGKILL to those still running (zombies do not count) after
+    ``grace_s``, checked every ``poll_s``."""
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -172,7 +174,7 @@ def kill_processes(pids: list[int], grace_s: float = 5.0) -> None:
             pass
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(_exists(p) for p in pids):
-        time.sleep(0.05)
+        time.sleep(poll_s)
     for pid in pids:
         if _exists(pid):
             try:
