@@ -4,6 +4,7 @@ modules import it as ``e2e_support``; ``from conftest import`` resolved to which
 pytest had imported first, so ``pytest tests/e2e tests/c`` failed to collect.)"""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import os
 
 import pytest
+import yaml
 
 from testkit.harness import WOTBENCH, Harness  # noqa: F401 - the e2e tests import both from here
 
@@ -46,6 +48,18 @@ def run_dir_of(tmp_path: Path) -> Path:
     dirs = [d for d in (tmp_path / "reports").iterdir() if d.is_dir()]
     assert len(dirs) == 1, dirs
     return dirs[0]
+
+
+def run_config(cfg: dict, env: dict, tmp_path: Path, timeout_s: float = 150
+               ) -> tuple[int, Harness, Path, dict]:
+    """``wotbench run`` of ``cfg`` (written to tmp_path/cfg.yaml) into tmp_path/reports: its
+    exit code, the harness (its output), the run directory and summary.json as a dict."""
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], env, tmp_path)
+    rc = h.wait(timeout_s)
+    rd = run_dir_of(tmp_path)
+    return rc, h, rd, json.loads((rd / "summary.json").read_text())
 
 
 def labelled(run_id: str) -> tuple[list[str], list[str]]:

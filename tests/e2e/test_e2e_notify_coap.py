@@ -5,13 +5,11 @@ notifications that arrive are matched to their updates (summary.json `notify`). 
 update rate, so the server notifies each state before the next replaces it."""
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
-import yaml
 
-from e2e_support import Harness, run_dir_of
+from e2e_support import run_config
 
 pytestmark = pytest.mark.skipif(not shutil.which("coap-server-notls"),
                                 reason="coap-server-notls not installed (apt-get install libcoap3-bin)")
@@ -29,12 +27,7 @@ def test_coap_updates_matched_to_their_observe_notifications(harness_env, tmp_pa
                         "payload_template": '{"id":"urn:upd:{{seq}}","t":{{time_ns}}}'},
            "notify": {"marker": "urn:upd:", "subscribers": [
                {"name": "obs", "kind": "observe", "device": "srv-0", "path": "example_data"}]}}
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], harness_env, tmp_path)
-    rc = h.wait(150)
-    rd = run_dir_of(tmp_path)
-    s = json.loads((rd / "summary.json").read_text())
+    rc, h, rd, s = run_config(cfg, harness_env, tmp_path)
     assert rc in (0, 3), h.output
     (x,) = s["notify"]["subscribers"]
     assert x["updates"] == 60 and x["notified"] >= 0.9 * 60 and x["unknown_ids"] == 0, x

@@ -5,12 +5,10 @@ failure, and summary.json `sut_faults` shows the throughput and latency before, 
 each (the report draws them on the time series)."""
 from __future__ import annotations
 
-import json
 
 import pytest
-import yaml
 
-from e2e_support import NEEDS_HTTP, Harness, nginx_run, run_dir_of
+from e2e_support import NEEDS_HTTP, nginx_run, run_config
 
 pytestmark = NEEDS_HTTP
 
@@ -20,12 +18,7 @@ def test_pause_and_kill_are_applied_recorded_and_measured(harness_env, tmp_path)
     cfg = nginx_run("faults", 5, 10, gateways={"timeout_ms": 3000},
                     sut_faults=[{"device": "web-0", "at_s": 1.0, "action": "pause", "for_s": 1.0},
                                 {"device": "web-1", "at_s": 3.0, "action": "kill"}])
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], harness_env, tmp_path)
-    rc = h.wait(150)
-    rd = run_dir_of(tmp_path)
-    s = json.loads((rd / "summary.json").read_text())
+    rc, h, rd, s = run_config(cfg, harness_env, tmp_path)
     assert rc == 3 or rc == 0, h.output
     assert not s["run"].get("failures"), s["run"]     # the kill is expected, not a failure
     pause, kill = s["sut_faults"]

@@ -5,13 +5,11 @@ cores at 2 s through a cpu cgroup the harness created (its throttling read back 
 cgroup). Neither exit is a component failure; summary.json `sut_faults` has the windows."""
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
-import yaml
 
-from e2e_support import Harness, run_dir_of
+from e2e_support import run_config
 from wotbench.runner import sut_cpu
 
 COAP_SERVER = ["coap-server-notls", "-A", "{address}", "-p", "{port}"]
@@ -33,12 +31,7 @@ def test_restart_and_cpu_quota_are_applied_recorded_and_measured(harness_env, tm
            "sut_faults": [{"device": "srv-0", "at_s": 1.5, "action": "restart"},
                           {"device": "srv-1", "at_s": 2.0, "action": "cpu_quota",
                            "cpus": 0.02}]}
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    h = Harness(["run", str(path), "--out-root", str(tmp_path / "reports")], harness_env, tmp_path)
-    rc = h.wait(150)
-    rd = run_dir_of(tmp_path)
-    s = json.loads((rd / "summary.json").read_text())
+    rc, h, rd, s = run_config(cfg, harness_env, tmp_path)
     assert rc in (0, 3), h.output
     assert not s["run"].get("failures"), s["run"]   # neither fault is a component failure
     restart, quota = s["sut_faults"]
