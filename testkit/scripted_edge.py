@@ -99,8 +99,10 @@ def parse_head(head: str) -> Request:
 
 class ScriptedEdge:
     def __init__(self, on_open: Optional[Callable[[Conn], None]] = None,
-                 on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200):
+                 on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200,
+                 first_frames: bytes = b""):
         self.on_open, self.on_post, self.post_status = on_open, on_post, post_status
+        self.first_frames = first_frames    # sent in the same segment as a 101
         self.port = free_tcp_port("127.0.0.1")
         self.requests: list[Request] = []
         self.ws_messages: list[str] = []
@@ -175,7 +177,7 @@ class ScriptedEdge:
             (req.headers["sec-websocket-key"] + GUID).encode()).digest()).decode()
         sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept.encode()
-                     + b"\r\n\r\n")
+                     + b"\r\n\r\n" + self.first_frames)
         c = Conn(sock, "ws", req)
         self._opened(c)
         while True:
