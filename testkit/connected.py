@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testkit.nginx import free_tcp_port, nginx_path
-from wotbench.config.connected import EdgeServer
+from wotbench.config.connected import CONNECTIONS_HEADER, EdgeServer
+from wotbench.config.connected_wire import file_field, header_block, render
 from wotbench.connected.edge import Edge
 
 ROOT = Path(__file__).resolve().parents[1]
 NCHAN_TEMPLATE = ROOT / "configs" / "attached-devices-nchan.conf"
 NCHAN_MODULE = Path("/usr/lib/nginx/modules/ngx_nchan_module.so")
-CONN_HEADER = ("index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,"
-               "service_us,reply_bytes,reconnect_ms")
+CONN_HEADER = CONNECTIONS_HEADER
 
 
 def missing_prerequisite() -> str | None:
@@ -108,18 +108,25 @@ class ConnSpec:
     reply_bytes: int = 256
     reconnect_ms: int = 0
     sources: tuple[str, ...] = ()      # source addresses, round-robin ('' = the kernel's)
+    attach_headers: dict[str, str] | None = None   # {device}/{shard} filled per device
+    attach_body: str | None = None
+    path: str = "/dev/{device}/{shard}"
+    reply_path: str = "/up/{device}/{shard}"       # chunked; may hold {id} (--reply-id path)
 
 
 def write_connections(path: Path, server: str, specs: list[ConnSpec]) -> Path:
     lines = [CONN_HEADER]
     for s in specs:
         for i in range(s.first, s.first + s.count):
-            p = f"/dev/{i}/{i % s.shards}"
-            up = f"/up/{i}/{i % s.shards}" if s.protocol == "chunked" else ""
+            fields = {"device": i, "shard": i % s.shards}
+            p = render(s.path, fields)
+            up = render(s.reply_path, fields) if s.protocol == "chunked" else ""
             src = s.sources[i % len(s.sources)] if s.sources else ""
+            hdr = file_field(render(header_block(s.attach_headers or {}), fields))
+            body = file_field(render(s.attach_body, fields)) if s.attach_body else ""
             lines.append(f"{i},c{i},{s.protocol},{server},{src},{p},{up},"
                          f"{s.heartbeat_ms},{s.event_ms},"
-                         f"{s.service_us},{s.reply_bytes},{s.reconnect_ms}")
+                         f"{s.service_us},{s.reply_bytes},{s.reconnect_ms},{hdr},{body}")
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -176,9 +176,9 @@ static void app_down(struct ra_app *a, uint64_t now) {
     a->events = 0;
 }
 
-/* "{id}" of the body template replaced by id, into out; returns the length */
-static size_t fill_body(char *out, size_t cap, const char *id) {
-    const char *t = G.cfg->body, *p = strstr(t, "{id}");
+/* template t with its "{id}" replaced by id, into out; returns the length, 0 when too long */
+static size_t fill_id(char *out, size_t cap, const char *t, const char *id) {
+    const char *p = strstr(t, "{id}");
     int n = p ? snprintf(out, cap, "%.*s%s%s", (int)(p - t), t, id, p + 4)
               : snprintf(out, cap, "%s", t);
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
@@ -192,12 +192,24 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
         return;
     }
     uint32_t dev = c->dev_first + (uint32_t)(rnd() % c->dev_count);
-    char id[32], body[4096], path[256];
+    char id[32], body[4096], fmt[256], path[256], idh[96] = "";
     snprintf(id, sizeof id, "%u-%u", ai, a->seq);
-    size_t blen = fill_body(body, sizeof body, id);
-    snprintf(path, sizeof path, c->rpc_path, dev);
-    int hn = snprintf(G.tx, sizeof G.tx, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
-                      "text/plain\r\nContent-Length: %zu\r\n\r\n", path, c->host, blen);
+    /* the id where the config puts it: the body template's or the path's {id}, or a header */
+    size_t blen = fill_id(body, sizeof body, c->body, id);
+    snprintf(fmt, sizeof fmt, c->rpc_path, dev);
+    fill_id(path, sizeof path, fmt, id);
+    if (c->id_header)
+        snprintf(idh, sizeof idh, "%s: %s\r\n", c->id_header, id);
+    int hn;
+    if (strcmp(c->method, "GET") == 0) {   /* everything in the target (webdis /PUBLISH/..) */
+        blen = 0;
+        hn = snprintf(G.tx, sizeof G.tx, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path,
+                      c->host, idh);
+    } else {
+        hn = snprintf(G.tx, sizeof G.tx, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                      "text/plain\r\n%sContent-Length: %zu\r\n\r\n", c->method, path,
+                      c->host, idh, blen);
+    }
     struct ra_row *r = &G.rows[G.nrows];
     *r = (struct ra_row){.sched_ns = sched, .app = ai, .seq = a->seq, .device = dev};
     a->row = (uint32_t)G.nrows++;
@@ -260,9 +272,10 @@ static void app_read(struct ra_app *a) {
 
 static void on_reply(const char *msg, size_t len) {
     uint64_t now = (uint64_t)mono_ns();
-    const char *p = G.marker_len <= len ? memmem(msg, len, G.cfg->id_marker, G.marker_len) : NULL;
-    if (!p) {
-        G.st.events_in++;          /* no id: a device's event or heartbeat relayed */
+    const char *p = G.marker_len <= len ? memmem(msg, len, G.cfg->reply_marker, G.marker_len)
+                                        : NULL;
+    if (!p || p + G.marker_len >= msg + len || p[G.marker_len] < '0' || p[G.marker_len] > '9') {
+        G.st.events_in++;          /* no RPC id: a device's event, heartbeat or attach relayed */
         return;
     }
     char *end;
@@ -333,6 +346,19 @@ static const struct wslay_event_callbacks ws_cb = {
     .recv_callback = ws_recv, .send_callback = ws_send, .genmask_callback = ws_mask,
     .on_msg_recv_callback = ws_msg};
 
+/* a server that subscribes by message (webdis: ["SUBSCRIBE","reply.3"]) gets it first */
+static int subscribe(struct ra_sub *s) {
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, G.cfg->reply_subscribe, s->k);
+    if (n <= 0 || (size_t)n >= sizeof msg)
+        return -1;
+    struct wslay_event_msg m = {.opcode = WSLAY_TEXT_FRAME, .msg = (const uint8_t *)msg,
+                                .msg_length = (size_t)n};
+    if (wslay_event_queue_msg(s->ws, &m))
+        return -1;
+    return wslay_event_send(s->ws) ? -1 : 0;
+}
+
 static int sub_event(struct ra_sub *s, uint32_t ev) {
     if (s->state == AS_CONNECTING) {
         int err = 0;
@@ -341,7 +367,8 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         char path[256];
         snprintf(path, sizeof path, G.cfg->reply_path, s->k);
         ws_make_key(s->key, &G.rng);
-        size_t n = ws_request(G.tx, sizeof G.tx, G.cfg->host, path, s->key, "");
+        size_t n = ws_request(G.tx, sizeof G.tx, G.cfg->host, path, s->key,
+                              G.cfg->reply_headers);
         if (err || send(s->fd, G.tx, n, MSG_NOSIGNAL) != (ssize_t)n)
             return -1;
         s->state = AS_WAIT;
@@ -369,8 +396,11 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         /* a message published right after the subscription can share the 101's segment: its
          * bytes are already read, so wslay must get them before the socket's next bytes */
         s->hoff = (uint16_t)end;
+        if (G.cfg->reply_subscribe && subscribe(s))
+            return -1;
         if (s->hoff == s->hlen)
-            return 0;
+            return watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(ws) ? EPOLLOUT : 0),
+                         s);
         ev = EPOLLIN;
     }
     int rc = 0;
@@ -396,7 +426,7 @@ static int all_subs_open(void) {
 
 int ra_run(const struct ra_config *c) {
     G.cfg = c;
-    G.marker_len = strlen(c->id_marker);
+    G.marker_len = strlen(c->reply_marker);
     G.rng = 0x2545F4914F6CDD1DULL ^ (uint64_t)mono_ns();
     G.apps = calloc(c->apps, sizeof *G.apps);
     G.subs = calloc(c->shards, sizeof *G.subs);

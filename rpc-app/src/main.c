@@ -20,7 +20,9 @@ static void on_signal(int sig) {
 static void usage(void) {
     fputs("usage: wot-rpcapp --server IPv4:PORT --devices FIRST:COUNT --log-dir DIR\n"
           "       [--apps N] [--shards K] [--rpc-path FMT] [--reply-path FMT] [--body TEMPLATE]\n"
-          "       [--id-marker TEXT] [--think-ms MIN:MAX] [--timeout-ms N] [--duration-s S]\n"
+          "       [--id-marker TEXT] [--id-header NAME] [--think-ms MIN:MAX] [--timeout-ms N]\n"
+          "       [--duration-s S] [--method POST|PUT|GET] [--reply-header 'NAME: VALUE']...\n"
+          "       [--reply-subscribe MESSAGE]\n"
           "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n",
           stderr);
 }
@@ -67,9 +69,28 @@ static int one_u(const char *opt, const char *f) {
     return 0;
 }
 
+/* no '%' but at most one "%u" */
+static int at_most_one_u(const char *f) {
+    const char *p = strchr(f, '%');
+    return p && (p[1] != 'u' || strchr(p + 2, '%'));
+}
+
+/* "Name: value" (a token, a colon, one line) appended to lines with its CRLF; -1 if bad */
+static int add_header(char *lines, size_t cap, const char *h) {
+    size_t nl = strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                          "!#$%&'*+-.^_`|~"), used = strlen(lines);
+    if (nl == 0 || h[nl] != ':' || strpbrk(h, "\r\n") || used + strlen(h) + 3 > cap) {
+        fprintf(stderr, "wot-rpcapp: bad --reply-header '%s', expected 'Name: value' on one "
+                "line (all of them at most %zu bytes)\n", h, cap - 3);
+        return -1;
+    }
+    snprintf(lines + used, cap - used, "%s\r\n", h);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct ra_config c = {.rpc_path = "/rpc/%u", .reply_path = "/replies/%u",
-                          .body = "{\"id\":\"{id}\",\"method\":\"ping\"}", .id_marker = "\"id\":\"",
+                          .body = "{\"id\":\"{id}\",\"method\":\"ping\"}", .reply_marker = "\"id\":\"",
                           .apps = 100, .shards = 1, .think_min_ms = 1000, .think_max_ms = 3000,
                           .timeout_ms = 5000, .duration_ns = 10000000000ULL, .max_rows = 4000000,
                           .cpu = -1};
@@ -82,8 +103,11 @@ int main(int argc, char **argv) {
         {"think-ms", 1, 0, 't'},   {"timeout-ms", 1, 0, 'T'}, {"duration-s", 1, 0, 'D'},
         {"warmup-s", 1, 0, 'w'},   {"start-at", 1, 0, 'S'},   {"source", 1, 0, 'o'},
         {"max-rows", 1, 0, 'R'},   {"cpu", 1, 0, 'c'},        {"help", 0, 0, 'h'},
+        {"id-header", 1, 0, 'H'},  {"method", 1, 0, 'M'},     {"reply-header", 1, 0, 'e'},
+        {"reply-subscribe", 1, 0, 'u'},
         {0, 0, 0, 0}};
     int o, bad = 0;
+    c.method = "POST";
     while (!bad && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 's': server = optarg; break;
@@ -92,9 +116,24 @@ int main(int argc, char **argv) {
         case 'a': bad = num("--apps", optarg, 1, 1000000, &v); c.apps = (uint32_t)v; break;
         case 'k': bad = num("--shards", optarg, 1, 4096, &v); c.shards = (uint32_t)v; break;
         case 'p': c.rpc_path = optarg; bad = one_u("--rpc-path", optarg); break;
-        case 'r': c.reply_path = optarg; bad = one_u("--reply-path", optarg); break;
+        case 'r':
+            c.reply_path = optarg;
+            bad = optarg[0] != '/' || at_most_one_u(optarg);
+            if (bad)   /* without %u every subscription asks for the same target (webdis /.json) */
+                fprintf(stderr, "wot-rpcapp: bad --reply-path '%s', expected a path with at most "
+                        "one %%u (the shard), e.g. /replies/%%u\n", optarg);
+            break;
         case 'b': c.body = optarg; break;
-        case 'm': c.id_marker = optarg; bad = !*optarg; break;
+        case 'm': c.reply_marker = optarg; bad = !*optarg; break;
+        case 'H':
+            c.id_header = optarg;
+            bad = !*optarg || strlen(optarg) > 63 ||
+                  strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                 "!#$%&'*+-.^_`|~") != strlen(optarg);
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --id-header '%s', expected an HTTP header name "
+                        "(a token of 1..63 characters)\n", optarg);
+            break;
         case 't': bad = pair("--think-ms", optarg, 3600000, &c.think_min_ms, &c.think_max_ms); break;
         case 'T': bad = num("--timeout-ms", optarg, 1, 600000, &v); c.timeout_ms = (uint32_t)v; break;
         case 'D': bad = num("--duration-s", optarg, 1, 86400, &v); c.duration_ns = v * 1000000000ULL; break;
@@ -103,6 +142,20 @@ int main(int argc, char **argv) {
         case 'o': source = optarg; break;
         case 'R': bad = num("--max-rows", optarg, 1, 100000000, &v); c.max_rows = v; break;
         case 'c': bad = num("--cpu", optarg, 0, 1023, &v); c.cpu = (int)v; break;
+        case 'M':
+            c.method = optarg;
+            bad = strcmp(optarg, "POST") && strcmp(optarg, "PUT") && strcmp(optarg, "GET");
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --method '%s', expected POST, PUT or GET\n", optarg);
+            break;
+        case 'e': bad = add_header(c.reply_headers, sizeof c.reply_headers, optarg); break;
+        case 'u':
+            c.reply_subscribe = optarg;
+            bad = at_most_one_u(optarg) || !*optarg;
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --reply-subscribe '%s', expected a message with "
+                        "at most one %%u (the shard) and no other %%\n", optarg);
+            break;
         case 'h': usage(); return 0;
         default: bad = 1;
         }
@@ -132,6 +185,11 @@ int main(int argc, char **argv) {
     c.source.sin_family = AF_INET;
     if (pair("--devices", devices, 4294967294ULL, &c.dev_first, &c.dev_count))
         return 2;
+    if (!c.id_header && !strstr(c.rpc_path, "{id}") && !strstr(c.body, "{id}")) {
+        fputs("wot-rpcapp: the RPC carries no id: expected {id} in --body or --rpc-path, or "
+              "--id-header\n", stderr);
+        return 2;
+    }
     if (c.dev_count == 0 || c.think_max_ms < c.think_min_ms || c.warmup_ns >= c.duration_ns) {
         fputs("wot-rpcapp: expected --devices COUNT >= 1, --think-ms MIN <= MAX and --warmup-s "
               "below --duration-s\n", stderr);

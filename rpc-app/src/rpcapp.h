@@ -1,12 +1,13 @@
 /* rpcapp.h - wot-rpcapp: the application side of connected devices (docs/CONNECTED.md,
  * CONTRACTS §3d). N applications in one process, each a closed loop: think a uniform
  * [think_min, think_max] time, send one RPC to a uniformly chosen device id through the server
- * under test (an HTTP/1.1 POST on the application's keep-alive connection), wait for the
+ * under test (an HTTP/1.1 request on the application's keep-alive connection), wait for the
  * reply or the timeout, again. Replies come back on K WebSocket subscriptions of the process
  * (the server relays each device's replies to one of K reply channels) and are matched to
- * their request by the id the body template places: "<app>-<seq>", found after the id
- * marker. Every RPC ends in exactly one outcome: ok, timeout, rejected (the server refused the
- * POST), or lost (the application's connection ended before the reply). */
+ * their request by its id "<app>-<seq>", found after the reply marker. The RPC carries the id
+ * where the config puts it: the body template's or the path's "{id}", or a header. Every RPC
+ * ends in exactly one outcome: ok, timeout, rejected (the server refused the request), or lost
+ * (the application's connection ended before the reply). */
 #ifndef WOT_RPCAPP_H
 #define WOT_RPCAPP_H
 #include <netinet/in.h>
@@ -54,10 +55,16 @@ struct ra_config {
     struct sockaddr_in server;
     struct sockaddr_in source;           /* 0: the kernel's choice */
     char host[64];
-    const char *rpc_path;                /* printf-style with one %u: the device id */
-    const char *reply_path;              /* printf-style with one %u: the reply shard */
+    const char *rpc_path;                /* printf-style with one %u: the device id; "{id}" the
+                                            RPC's id */
+    const char *reply_path;              /* printf-style with at most one %u: the reply shard */
     const char *body;                    /* the RPC body; {id} is replaced by the id */
-    const char *id_marker;
+    const char *id_header;               /* NULL, or the header that carries the RPC's id */
+    const char *reply_marker;            /* a reply's id follows this */
+    const char *method;                  /* of an RPC: POST (default), PUT, or GET (no body) */
+    char reply_headers[1024];            /* extra header lines of the subscriptions' Upgrade */
+    const char *reply_subscribe;         /* NULL, or a message sent once a subscription is
+                                            open, printf-style with at most one %u: the shard */
     const char *log_dir;
     uint32_t apps, shards, dev_first, dev_count;
     uint32_t think_min_ms, think_max_ms, timeout_ms;

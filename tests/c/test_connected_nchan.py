@@ -86,14 +86,21 @@ def test_server_restart_is_counted_as_the_servers_and_devices_reconnect(tmp_path
 
 BAD = {
     "header": ("index,name\n0,a\n", 1, "header"),
-    "protocol": (CONN_HEADER + "\n0,a,mqtt,127.0.0.1:80,,/d,,0,0,0,32,0\n", 2, "bad protocol"),
-    "server": (CONN_HEADER + "\n0,a,websocket,127.0.0.1,,/d,,0,0,0,32,0\n", 2, "bad server"),
-    "reply_path on websocket": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,/r,0,0,0,32,0\n",
+    "protocol": (CONN_HEADER + "\n0,a,mqtt,127.0.0.1:80,,/d,,0,0,0,32,0,,\n", 2, "bad protocol"),
+    "server": (CONN_HEADER + "\n0,a,websocket,127.0.0.1,,/d,,0,0,0,32,0,,\n", 2, "bad server"),
+    "reply_path on websocket": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,/r,0,0,0,32,0,,\n",
                                 2, "bad reply_path"),
-    "reply_bytes": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,8,0\n", 2,
+    "reply_bytes": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,8,0,,\n", 2,
                     "bad reply_bytes"),
-    "duplicate index": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,32,0\n"
-                        "0,b,websocket,127.0.0.1:80,,/d,,0,0,0,32,0\n", 3,
+    "attach_headers": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,32,0,"
+                       "X-A:%201%0D%0Abad,\n", 2, "bad attach_headers"),
+    "attach_body": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,32,0,,a%00b\n", 2,
+                    "bad attach_body"),
+    "reply_path {id} without --reply-id path": (
+        CONN_HEADER + "\n0,a,chunked,127.0.0.1:80,,/d,/up/{id},0,0,0,32,0,,\n", 2,
+        "bad reply_path"),
+    "duplicate index": (CONN_HEADER + "\n0,a,websocket,127.0.0.1:80,,/d,,0,0,0,32,0,,\n"
+                        "0,b,websocket,127.0.0.1:80,,/d,,0,0,0,32,0,,\n", 3,
                         "index already used on line 2"),
 }
 

@@ -43,10 +43,19 @@ def run(cfg: Path, out: Path) -> subprocess.CompletedProcess:
 
 def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
     tmp_path.chmod(0o755)
-    r = run(config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf"), tmp_path / "r")
+    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf")
+    c = yaml.safe_load(cfg.read_text())
+    for g in c["devices"]:       # attach headers and an attach message, taken by nchan too
+        g["connection"] = {**g["connection"], "attach_headers": {"X-Device": "{device}"},
+                           "attach_body": '{"attach":{device}}'}
+    cfg.write_text(yaml.safe_dump(c))
+    r = run(cfg, tmp_path / "r")
     assert r.returncode in (0, 3), r.stdout + r.stderr
     (d,) = (tmp_path / "r").iterdir()
     s = json.loads((d / "connected-summary.json").read_text())
+    for e in (d / "engines").iterdir():      # every chunked attach message's POST accepted
+        assert ',X-Device:%20' in (e / "connections.csv").read_text()
+        assert json.loads((e / "out" / "conn-summary.json").read_text())["posts_rejected"] == 0
     assert s["attached_all"] and s["attached_at_exit"] == 300 and s["engines"] == 2, s
     assert sum(s["testbed"].values()) == 0 and sum(s["disconnects"].values()) == 0, s
     rpc = s["rpc"]

@@ -47,6 +47,37 @@ def test_the_study_config_loads():
     ({**WS, "connection": {"reply_bytes": {8: 1}}}, {}, "size 8"),
     (WS, {"applications": {"body_template": "{}"}}, "body_template must hold"),
     (WS, {"applications": {"think_ms": [3000, 1000]}}, "think_ms"),
+    # attach headers and message: names, reserved headers, one-line values, placeholders
+    ({**WS, "connection": {"attach_headers": {"Bad Name": "x"}}}, {},
+     "devices[0].connection.attach_headers: header name 'Bad Name': expected an HTTP token"),
+    ({**WS, "connection": {"attach_headers": {"Host": "x"}}}, {},
+     "devices[0].connection.attach_headers: header 'Host': set by the engine"),
+    ({**WS, "connection": {"attach_headers": {"X-A": "a\r\nB: c"}}}, {},
+     "devices[0].connection.attach_headers: header 'X-A': expected a one-line text value"),
+    ({**WS, "connection": {"attach_headers": {"X-A": "{dev}"}}}, {},
+     "devices[0].connection.attach_headers: '{dev}': unknown placeholder {dev}"),
+    ({**WS, "connection": {"attach_body": '{"d":{id}}'}}, {},
+     "devices[0].connection.attach_body: '{\"d\":{id}}': unknown placeholder {id}"),
+    ({**WS, "connection": {"attach_body": ""}}, {},
+     "devices[0].connection.attach_body: expected a non-empty message"),
+    # where the id travels: the request's place must hold {id}, and only that place
+    (WS, {"applications": {"rpc_id": "path"}}, "rpc_path: with rpc_id path, expected {id}"),
+    (WS, {"applications": {"rpc_id": "header", "body_template": '{"id":"{id}"}'}},
+     "body_template: with rpc_id header the id is not in the body"),
+    (WS, {"applications": {"rpc_path": "/rpc/{device}/{id}"}}, "rpc_path: {id} only with rpc_id path"),
+    (WS, {"applications": {"rpc_id": "path", "rpc_path": "/p/{device}/{id}", "rpc_method": "GET",
+                           "body_template": "x"}}, "rpc_method: GET sends no body"),
+    (WS, {"applications": {"rpc_id": "place"}}, "applications.rpc_id"),
+    (WS, {"applications": {"id_header": "X Rpc"}}, "applications.id_header: header name"),
+    (WS, {"applications": {"reply_id": "header"}},
+     "applications.reply_id: header needs chunked devices (a reply POST); devices[0] replies in "
+     "WebSocket frames"),
+    ({**WS, "protocol": "chunked"}, {"applications": {"reply_id": "path"}},
+     "devices[0].connection.reply_path: with applications.reply_id path, expected {id} in it"),
+    ({**WS, "protocol": "chunked", "connection": {"reply_path": "/up/{id}"}}, {"applications": {}},
+     "devices[0].connection.reply_path: {id} only with applications.reply_id path"),
+    ({**WS, "connection": {"reply_method": "PUT"}}, {}, "devices[0].connection.reply_method"),
+    (WS, {"applications": {"reply_subscribe": "50%"}}, "applications.reply_subscribe: expected no '%'"),
 ])
 def test_refusals_name_the_key(group, top, key):
     assert key in problems(group, **top)
@@ -72,7 +103,8 @@ def test_connection_rows_are_the_engines_file():
                                               "service_time_ms": 1.5}})
     rows = list(connection_rows(c.devices[0], 100, "127.0.0.1:8080", 4, ("127.0.1.1",),
                                 offset=2, count=3))
-    assert rows[0] == "102,m-2,websocket,127.0.0.1:8080,127.0.1.1,/dev/102/2,,60000,0,1500,1024,1000"
+    assert rows[0] == ("102,m-2,websocket,127.0.0.1:8080,127.0.1.1,/dev/102/2,,60000,0,1500,1024,"
+                       "1000,,")
     assert len(rows) == 3
     assert [reply_size_of({32: 1, 1024: 2}, k, 6) for k in range(6)] == [32, 32, 1024, 1024, 1024,
                                                                          1024]
@@ -96,3 +128,37 @@ def test_capacity_and_a_cluster_sweep_refuse_connected_configs_naming_the_key(ca
     err = capsys.readouterr().err
     assert "connected device groups" in err and "sweep --backend swarm" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_attach_headers_and_message_are_rendered_per_device_and_percent_encoded():
+    c = cfg({"group": "h", "count": 3, "protocol": "chunked", "connection": {
+        "attach_headers": {"Origin": "http://e", "X-Device": "{device}/{shard}"},
+        "attach_body": '["SUBSCRIBE","rpc.{device}"] 100%',
+        "reply_path": "/up/{device}/{id}"}}, applications={"reply_id": "path"})
+    (row,) = connection_rows(c.devices[0], 7, "127.0.0.1:8080", 4, offset=1, count=1)
+    f = row.split(",")
+    assert len(f) == 14 and f[0] == "8" and f[6] == "/up/8/{id}"   # {id}: the engine's, per reply
+    # a row is one line without commas: CRLF, blanks, commas and % are escaped
+    assert f[12] == "Origin:%20http://e%0D%0AX-Device:%208/0"
+    assert f[13] == '["SUBSCRIBE"%2C"rpc.8"]%20100%25'
+
+
+def test_the_id_placements_resolve_their_defaults():
+    a = cfg(WS, applications={}).applications
+    assert a.body_template == '{"id":"{id}","method":"ping"}' and a.reply_id_marker == a.id_marker
+    h = cfg(WS, applications={"rpc_id": "header", "reply_id_marker": "id\\\":\\\""}).applications
+    assert h.body_template == '{"method":"ping"}' and h.reply_id_marker == 'id\\":\\"'
+    g = cfg(WS, applications={"rpc_id": "path", "rpc_method": "GET",
+                              "rpc_path": "/PUBLISH/rpc.{device}/rpc:{id}"}).applications
+    assert g.body_template is None
+    # a resolved config (config.resolved.yaml, a sweep's points) loads again unchanged
+    again = cfg(WS, applications=g.model_dump(mode="json")).applications
+    assert again == g
+
+
+def test_the_webdis_config_loads():
+    c = load_config(ROOT / "configs" / "attached-devices-webdis.yaml")
+    g, a = c.devices[0], c.applications
+    assert g.protocol == "chunked" and g.connection.reply_method == "PUT"
+    assert a.rpc_id == "path" and a.rpc_method == "GET" and a.reply_id_marker == 'id\\":\\"'
+    assert Path(c.edge_server.config_template).is_file()

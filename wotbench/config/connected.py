@@ -9,17 +9,23 @@ Schema and cross-block rules only; the devices' connections file is rendered by
 :func:`connection_rows`."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wotbench.config.byo import Program
+from wotbench.config.connected_wire import (DEFAULT_ID_HEADER, IdPlace, check_attach_body,
+                                            check_attach_headers, check_header_name,
+                                            file_field, header_block, render)
 
 CONNECTED_PROTOCOLS = ("websocket", "chunked")
 PATH_FIELDS = ("device", "shard")
+REPLY_PATH_FIELDS = ("device", "shard", "id")   # {id}: filled by the engine per reply
 EDGE_PORT = 8080
 CHUNKED_REPLY_PATH = "/up/{device}/{shard}"
 MAX_REPLY_BYTES = 65536
+CONNECTIONS_HEADER = ("index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,"
+                      "service_us,reply_bytes,reconnect_ms,attach_headers,attach_body")
 
 
 class _Model(BaseModel):
@@ -49,7 +55,19 @@ class Connection(_Model):
     reply_path: Optional[str] = Field(
         None, description="chunked groups: where the device POSTs its replies, heartbeats and "
         "events on its second (keep-alive) connection; default `/up/{device}/{shard}`. Not for "
-        "websocket (they travel on the WebSocket)")
+        "websocket (they travel on the WebSocket). `{id}` (only with `applications.reply_id: "
+        "path`): the RPC's id in a reply's target (`none` for heartbeats and events)")
+    reply_method: Literal["POST", "PUT"] = Field(
+        "POST", description="chunked groups: the method of the upstream requests (PUT for a "
+        "server that publishes a PUT's body, e.g. webdis `PUT /PUBLISH/reply.{shard}`)")
+    attach_headers: dict[str, str] = Field(
+        default_factory=dict, description="extra header lines of the attach request (the "
+        "WebSocket Upgrade or the chunked subscription GET), name: value; `{device}` and "
+        "`{shard}` are filled per device (e.g. `{Origin: 'http://edge', X-Device: '{device}'}`)")
+    attach_body: Optional[str] = Field(
+        None, description="the device's first message once attached, `{device}` and `{shard}` "
+        "filled per device (websocket: a text frame, e.g. webdis's "
+        "`[\"SUBSCRIBE\",\"rpc.{device}\"]`; chunked: the first POST to reply_path)")
     heartbeat_s: float = Field(60.0, ge=0, le=86400, description="heartbeat interval, s "
                                "(websocket: a ping frame; chunked: a POST); 0 = none")
     event_mean_s: float = Field(0.0, ge=0, le=86400, description="upstream events: mean of the "
@@ -71,7 +89,17 @@ class Connection(_Model):
     @field_validator("reply_path")
     @classmethod
     def _reply_path(cls, v: Optional[str]) -> Optional[str]:
-        return _path_template(v, PATH_FIELDS)
+        return _path_template(v, REPLY_PATH_FIELDS)
+
+    @field_validator("attach_headers")
+    @classmethod
+    def _attach_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_attach_headers(v, PATH_FIELDS)
+
+    @field_validator("attach_body")
+    @classmethod
+    def _attach_body(cls, v: Optional[str]) -> Optional[str]:
+        return None if v is None else check_attach_body(v, PATH_FIELDS)
 
     @field_validator("reply_bytes", mode="before")
     @classmethod
@@ -98,16 +126,46 @@ class Applications(_Model):
     think_ms: tuple[int, int] = Field((1000, 3000), description="think time between a reply "
                                       "(or timeout) and the next RPC: uniform [min, max] ms")
     timeout_ms: int = Field(5000, ge=1, le=600000, description="no reply by then = timeout")
-    rpc_path: str = Field("/rpc/{device}", description="the POST target of an RPC to a device")
+    rpc_path: str = Field("/rpc/{device}", description="the POST target of an RPC to a device; "
+                          "`{id}` the RPC's id (with `rpc_id: path`)")
     reply_path: str = Field("/replies/{shard}", description="the WebSocket subscription for "
-                            "reply channel `{shard}`")
+                            "reply channel `{shard}` (without `{shard}` every subscription asks "
+                            "for the same target and says which channel by `reply_subscribe`)")
     reply_shards: int = Field(16, ge=1, le=4096, description="reply channels (the application "
                               "process subscribes to all; device d replies on d mod shards)")
-    body_template: str = Field('{"id":"{id}","method":"ping"}', description="the RPC body; "
-                               "`{id}` is replaced by the RPC's id (`<app>-<seq>`)")
+    body_template: Optional[str] = Field(
+        None, description="the RPC body; `{id}` is replaced by the RPC's id (`<app>-<seq>`); "
+        "default `{\"id\":\"{id}\",\"method\":\"ping\"}` with `rpc_id: body`, "
+        "`{\"method\":\"ping\"}` otherwise; none with `rpc_method: GET`")
+    rpc_id: IdPlace = Field("body", description="where an RPC carries its id: `body` "
+                            "(body_template's `{id}`), `path` (rpc_path's `{id}`, e.g. webdis "
+                            "`/PUBLISH/rpc.{device}/rpc:{id}`) or `header` (`id_header`). The "
+                            "device finds it after `id_marker` in the message the server relays")
+    reply_id: IdPlace = Field("body", description="where a device's reply carries the id back: "
+                              "`body` (`{\"id\":\"<id>\",...}`), or for chunked devices a "
+                              "header (`id_header`) or the reply POST's target (reply_path's "
+                              "`{id}`); the application finds it after `reply_id_marker` in the "
+                              "message the server relays")
+    id_header: str = Field(DEFAULT_ID_HEADER, description="the header that carries the id "
+                           "(rpc_id or reply_id `header`)")
     id_marker: str = Field('"id":"', min_length=1, max_length=31, description="the id follows "
-                           "this text in an RPC and in its reply (both sides find it there)")
+                           "this text in the message a device receives (an id is the run of "
+                           "letters, digits and `-_.` after it)")
+    reply_id_marker: Optional[str] = Field(
+        None, min_length=1, max_length=31, description="the id follows this text in the message "
+        "an application receives; default id_marker (a server that escapes what it relays "
+        "needs its own, e.g. `id\\\":\\\"` for webdis's JSON)")
     warmup_s: int = Field(5, ge=0, description="RPCs scheduled before this are not measured")
+    rpc_method: Literal["POST", "PUT", "GET"] = Field(
+        "POST", description="the method of an RPC request; GET sends no body (everything in "
+        "rpc_path, e.g. webdis `/PUBLISH/rpc.{device}/rpc:{id}`)")
+    reply_headers: dict[str, str] = Field(
+        default_factory=dict, description="extra header lines of the reply subscriptions' "
+        "WebSocket Upgrade (webdis wants an `Origin`)")
+    reply_subscribe: Optional[str] = Field(
+        None, description="a message each reply subscription sends once open, `{shard}` "
+        "filled (a server that subscribes by message: webdis "
+        "`[\"SUBSCRIBE\",\"reply.{shard}\"]` on `reply_path: /.json`)")
 
     @field_validator("think_ms")
     @classmethod
@@ -116,22 +174,58 @@ class Applications(_Model):
             raise ValueError(f"expected [min, max] with 0 <= min <= max, got {list(v)}")
         return v
 
-    @field_validator("rpc_path")
-    @classmethod
-    def _rpc(cls, v: str) -> str:
-        return _path_template(v, ("device",)) or v
-
     @field_validator("reply_path")
     @classmethod
     def _reply(cls, v: str) -> str:
         return _path_template(v, ("shard",)) or v
 
+    @field_validator("rpc_path")
+    @classmethod
+    def _rpc(cls, v: str) -> str:
+        return _path_template(v, ("device", "id")) or v
+
+    @field_validator("reply_headers")
+    @classmethod
+    def _reply_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        return check_attach_headers(v, ())
+
+    @field_validator("reply_subscribe")
+    @classmethod
+    def _reply_subscribe(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and "%" in v:
+            raise ValueError(f"expected no '%' in the message, got {v!r}")
+        return None if v is None else check_attach_body(v, ("shard",))
+
+    @field_validator("id_header")
+    @classmethod
+    def _id_header(cls, v: str) -> str:
+        return check_header_name(v)
+
     @model_validator(mode="after")
     def _body(self) -> "Applications":
-        if "{id}" not in self.body_template or self.id_marker + "{id}" not in self.body_template:
+        if self.rpc_method == "GET":
+            if self.rpc_id == "body" or self.body_template is not None:
+                raise ValueError("rpc_method: GET sends no body, expected rpc_id path or header "
+                                 "and no body_template")
+        elif self.body_template is None:
+            self.body_template = ('{"id":"{id}","method":"ping"}' if self.rpc_id == "body"
+                                  else '{"method":"ping"}')
+        if self.reply_id_marker is None:
+            self.reply_id_marker = self.id_marker
+        in_body, in_path = "{id}" in (self.body_template or ""), "{id}" in self.rpc_path
+        if self.rpc_id == "body" and self.id_marker + "{id}" not in self.body_template:
             raise ValueError(f"body_template must hold id_marker followed by {{id}} "
                              f"({self.id_marker}{{id}}), so the device finds the id it copies "
                              f"into its reply; got {self.body_template!r}")
+        if self.rpc_id == "path" and not in_path:
+            raise ValueError(f"rpc_path: with rpc_id path, expected {{id}} in it, got "
+                             f"{self.rpc_path!r}")
+        if self.rpc_id != "body" and in_body:
+            raise ValueError(f"body_template: with rpc_id {self.rpc_id} the id is not in the "
+                             f"body, expected no {{id}} in it, got {self.body_template!r}")
+        if self.rpc_id != "path" and in_path:
+            raise ValueError(f"rpc_path: {{id}} only with rpc_id path (rpc_id is "
+                             f"{self.rpc_id}), got {self.rpc_path!r}")
         return self
 
 
@@ -184,6 +278,34 @@ def check(config: Any) -> list[str]:
         out.append("applications: needs connected device groups (protocol websocket or chunked)")
     if config.edge_server is not None and not groups:
         out.append("edge_server: needs connected device groups (protocol websocket or chunked)")
+    out += _reply_id_rules(config, groups)
+    return out
+
+
+def _reply_id_rules(config: Any, groups: list[Any]) -> list[str]:
+    """Where replies carry the id must suit every group: a frame has no header or path, and
+    {id} in a chunked group's reply_path exactly when the id travels there."""
+    out: list[str] = []
+    apps = config.applications
+    reply_id = apps.reply_id if apps is not None else "body"
+    for i, g in enumerate(config.devices):
+        if g.protocol not in CONNECTED_PROTOCOLS or g.connection is None:
+            continue
+        if g.protocol == "websocket" and reply_id != "body":
+            out.append(f"applications.reply_id: {reply_id} needs chunked devices (a reply POST); "
+                       f"devices[{i}] replies in WebSocket frames, expected body")
+        if g.protocol == "websocket" and g.connection.reply_method != "POST":
+            out.append(f"devices[{i}].connection.reply_method: a websocket device replies in "
+                       "frames; reply_method is for chunked groups")
+        if g.protocol == "chunked":
+            rp = g.connection.reply_path or CHUNKED_REPLY_PATH
+            if reply_id == "path" and "{id}" not in rp:
+                out.append(f"devices[{i}].connection.reply_path: with applications.reply_id "
+                           f"path, expected {{id}} in it (e.g. /up/{{device}}/{{shard}}/{{id}}), "
+                           f"got {rp!r}")
+            elif reply_id != "path" and "{id}" in rp:
+                out.append(f"devices[{i}].connection.reply_path: {{id}} only with "
+                           f"applications.reply_id path (it is {reply_id}), got {rp!r}")
     return out
 
 
@@ -202,17 +324,21 @@ def reply_size_of(sizes: dict[int, float], k: int, n: int) -> int:
 def connection_rows(group: Any, first_id: int, server: str, shards: int,
                     sources: tuple[str, ...] = (), offset: int = 0,
                     count: Optional[int] = None) -> Iterator[str]:
-    """Rows of wot-fleet's connections file (CONTRACTS §3c) for the group's devices
+    """Rows of wot-fleet's connections file (CONTRACTS §3c: attach headers and message
+    rendered per device, percent-encoded) for the group's devices
     ``offset .. offset + count - 1`` (all by default); ``first_id``: the id of its device 0."""
     c: Connection = group.connection
+    header_template = header_block(c.attach_headers)
     for k in range(offset, offset + (group.count - offset if count is None else count)):
         dev = first_id + k
         fields = {"device": dev, "shard": dev % shards}
         path = c.path.format(**fields)
-        reply = ((c.reply_path or CHUNKED_REPLY_PATH).format(**fields)
+        reply = ((c.reply_path or CHUNKED_REPLY_PATH).format(**fields, id="{id}")
                  if group.protocol == "chunked" else "")
         src = sources[dev % len(sources)] if sources else ""
+        headers = file_field(render(header_template, fields))
+        body = file_field(render(c.attach_body, fields)) if c.attach_body else ""
         yield (f"{dev},{group.group}-{k},{group.protocol},{server},{src},{path},{reply},"
                f"{round(c.heartbeat_s * 1000)},{round(c.event_mean_s * 1000)},"
                f"{round(c.service_time_ms * 1000)},{reply_size_of(c.reply_bytes, k, group.count)},"
-               f"{c.reconnect_ms}")
+               f"{c.reconnect_ms},{headers},{body}")

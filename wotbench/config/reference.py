@@ -128,13 +128,15 @@ SECTIONS: list[Section] = [
             "[CONNECTED.md](CONNECTED.md)."),
     Section("applications", connected.Applications,
             "wot-rpcapp (CONTRACTS §3d): closed-loop applications sending RPCs to connected "
-            "devices through `edge_server`; each reply is matched by the id the body template "
-            "places. [CONNECTED.md](CONNECTED.md)."),
+            "devices through `edge_server`; the RPC carries its id where `rpc_id` says (body, "
+            "path or a header), the reply where `reply_id` says, and each reply is matched by "
+            "it. [CONNECTED.md](CONNECTED.md)."),
     Section("edge_server", connected.EdgeServer,
             "The server under test connected devices attach to, started like "
             "`devices[].server` on the process backend (unprivileged, its template's fields also "
             "`{workers}`, `{worker_connections}`, `{worker_nofile}`, checked with `check` "
-            "before anything starts); e.g. nginx + nchan: configs/attached-devices.yaml."),
+            "before anything starts); e.g. nginx + nchan: configs/attached-devices.yaml, webdis "
+            "+ redis-server: configs/attached-devices-webdis.yaml."),
     Section("gateways", schema.Gateways,
             "The gateway emulators: open-loop load generators replaying the trace."),
     Section("gateways.http", http_spec.HttpClient,

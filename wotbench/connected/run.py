@@ -21,7 +21,7 @@ from typing import Optional
 
 import yaml
 
-from wotbench.config.connected import connection_rows
+from wotbench.config.connected import CONNECTIONS_HEADER as CONN_HEADER, connection_rows
 from wotbench.config.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
@@ -35,8 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
 RPCAPP_BIN = ROOT / "rpc-app" / "build" / "wot-rpcapp"
 ATTACH_RATE = 5000            # first connects per second over all engines
-CONN_HEADER = ("index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,"
-               "service_us,reply_bytes,reconnect_ms")
 
 
 def _mem_available() -> int:
@@ -114,7 +112,10 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
             argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
                     str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
             if apps:
-                argv += ["--id-marker", apps.id_marker]
+                argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
+                         "--id-header", apps.id_header]
+            if g.protocol == "chunked":
+                argv += ["--reply-method", g.connection.reply_method]
             p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                  stderr=open(d / "stderr.log", "wb"))
             procs.append(p)
@@ -136,18 +137,25 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
             (run_dir / "apps").mkdir()
             start = time.monotonic_ns() + 1_000_000_000
             warm_end = start + apps.warmup_s * 1_000_000_000
-            body = apps.body_template
+            body = apps.body_template or ""          # none with rpc_method GET
             argv = [str(RPCAPP_BIN), "--server", edge.endpoint, "--devices", f"0:{lay.devices}",
                     "--log-dir", str(run_dir / "apps"), "--apps", str(apps.count),
                     "--shards", str(apps.reply_shards),
                     "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
                     "--reply-path", apps.reply_path.replace("{shard}", "%u"),
-                    "--body", body, "--id-marker", apps.id_marker,
+                    "--body", body, "--id-marker", apps.reply_id_marker,
                     "--think-ms", f"{apps.think_ms[0]}:{apps.think_ms[1]}",
                     "--timeout-ms", str(apps.timeout_ms),
                     "--duration-s", str(max(1, round(cfg.duration_s))),
                     "--warmup-s", str(apps.warmup_s), "--start-at", str(start),
                     "--source", "127.0.0.250"]
+            if apps.rpc_id == "header":
+                argv += ["--id-header", apps.id_header]
+            argv += ["--method", apps.rpc_method]
+            for name, value in apps.reply_headers.items():
+                argv += ["--reply-header", f"{name}: {value}"]
+            if apps.reply_subscribe:
+                argv += ["--reply-subscribe", apps.reply_subscribe.replace("{shard}", "%u")]
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=open(run_dir / "apps" / "stderr.log", "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])

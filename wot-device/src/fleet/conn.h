@@ -23,6 +23,8 @@
 #define FL_CN_NIL UINT32_MAX
 #define CN_ID_MAX 40              /* longest RPC id copied from a message into its reply */
 #define CN_REPLY_MAX 65536
+#define CN_ATTACH_HEADERS_MAX 2048  /* attach header lines, decoded */
+#define CN_ATTACH_BODY_MAX 8192     /* attach message, decoded */
 
 enum cn_proto { CN_WEBSOCKET = 0, CN_CHUNKED = 1 };
 enum cn_kind { CK_WS = 0, CK_SUB = 1, CK_PUB = 2 };
@@ -30,6 +32,9 @@ enum cn_state { CS_DOWN = 0, CS_CONNECTING, CS_HEAD, CS_OPEN };
 /* who ended a connection (conn-summary.json "disconnects") */
 enum cn_cause { CC_SERVER_CLOSED = 0, CC_RESET, CC_TESTBED, CC_PROTOCOL, CC_N };
 enum cn_timer { CT_CONNECT = 0, CT_HEARTBEAT, CT_EVENT, CT_REPLY };
+/* where a reply carries the RPC's id back (--reply-id): in its body (every device), in a header
+ * of a chunked device's reply POST, or in that POST's target (reply_path's "{id}") */
+enum cn_reply_id { CR_BODY = 0, CR_HEADER, CR_PATH };
 
 /* counters of one device (conn-devices.csv) */
 struct cn_counters {
@@ -59,6 +64,9 @@ struct cn_device {
     uint8_t proto;
     struct sockaddr_in server, source;  /* source.sin_addr 0: the kernel's choice */
     const char *name, *host, *path, *reply_path;
+    const char *attach_headers;   /* whole header lines of the attach request, NULL = none */
+    const char *attach_body;      /* the first message once attached, NULL = none */
+    uint32_t attach_body_len;
     uint32_t heartbeat_ms, event_ms, service_us, reply_bytes, reconnect_ms;
     uint32_t gen;                 /* +1 per disconnect: timers and replies of an old session */
     uint32_t loop_pos;            /* index in its loop's block */
@@ -134,11 +142,17 @@ struct cn_set {
     uint32_t attach_rate;         /* first connects per second per engine (staggered) */
     size_t log_capacity;
     char id_marker[32];           /* the RPC id follows this in a message: "id":" */
+    uint8_t reply_id;             /* enum cn_reply_id */
+    char id_header[64];           /* CR_HEADER: the reply POST's header that carries the id */
+    const char *post_method;      /* a chunked device's upstream requests: POST (or PUT:
+                                     webdis publishes a PUT's body) */
     volatile uint32_t attached_total;  /* devices that attached at least once (all loops) */
     int attached_marked;          /* DIR/attached written (by the first loop that saw it) */
 };
 
-/* conn_file.c: the connections file; "FILE:LINE: what, expected what" and -1 on bad input */
+/* conn_file.c: the connections file; "FILE:LINE: what, expected what" and -1 on bad input
+ * (s->reply_id set before: a websocket row then needs CR_BODY, a chunked row's reply_path
+ * "{id}" exactly with CR_PATH) */
 int cn_load(const char *file, struct cn_set *s);
 void cn_free(struct cn_set *s);
 
@@ -152,7 +166,14 @@ uint64_t cn_needed_fds(const struct cn_set *s);
 void cn_disconnect(struct cn_loop *l, struct cn_device *d, int cause);
 void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len,
                    size_t total);
-void cn_on_attached(struct cn_loop *l, struct cn_device *d);
+/* the session is open: timers, and the attach message when the device has one; 0, or -1 when
+ * sending it ended the session */
+int cn_on_attached(struct cn_loop *l, struct cn_device *d);
+/* the characters of an RPC id after the marker (the application's ids are <app>-<seq>) */
+static inline int cn_id_char(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           c == '-' || c == '_' || c == '.';
+}
 int cn_watch(struct cn_loop *l, struct cn_conn *c, uint32_t events);
 int cn_cause_of_errno(int err);
 /* recv on c: > 0 bytes (counted), 0 nothing now, -1 the session ended (EOF or error,
@@ -171,7 +192,10 @@ void cn_ws_close(struct cn_device *d);
 /* conn_http.c: the chunked subscription (d->sub) and the POST connection (d->pub) */
 int cn_http_send_request(struct cn_loop *l, struct cn_device *d);
 void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev);
-int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len);
+/* a POST to reply_path; `id` (NULL: not a reply) fills reply_path's "{id}" ("none" otherwise)
+ * and, with CR_HEADER, the id header */
+int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len,
+                 const char *id);
 void cn_http_close(struct cn_device *d);
 
 /* conn_output.c: conn-log-<loop>.csv, conn-devices.csv, conn-summary.json */

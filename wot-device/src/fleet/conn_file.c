@@ -1,7 +1,9 @@
 /* conn_file.c - the connections file of wot-fleet (CONTRACTS §3c):
- *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms
- * One row per connected device; blank and '#' lines skipped. Bad input: exit 2 with
- * "FILE:LINE: what, expected what". */
+ *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms,attach_headers,attach_body
+ * One row per connected device; blank and '#' lines skipped. attach_headers and attach_body are
+ * percent-encoded (a row stays one line without commas): the attach request's header lines
+ * ("Name: value" joined by CRLF) and the device's first message once attached, both rendered
+ * per device by the runner. Bad input: exit 2 with "FILE:LINE: what, expected what". */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,8 +14,8 @@
 #include "conn.h"
 
 #define HEADER "index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms," \
-               "service_us,reply_bytes,reconnect_ms"
-#define NFIELDS 12
+               "service_us,reply_bytes,reconnect_ms,attach_headers,attach_body"
+#define NFIELDS 14
 #define MAX_MS 86400000ULL        /* one day */
 
 static int parse_addr(const char *s, struct sockaddr_in *a, int with_port) {
@@ -59,7 +61,87 @@ static int bad_path(const char *p) {
     return 0;
 }
 
-static int parse_row(const char *file, long ln, char **f, struct cn_device *d) {
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* percent-decodes s in place; its length, or -1 for a bad escape, %00 or more than max bytes */
+static long pct_decode(char *s, size_t max) {
+    size_t o = 0;
+    for (size_t i = 0; s[i]; i++, o++) {
+        if (s[i] == '%') {
+            int hi = hexval(s[i + 1]), lo = hi < 0 ? -1 : hexval(s[i + 2]);
+            if (lo < 0 || (hi | lo) == 0)
+                return -1;
+            s[o] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            s[o] = s[i];
+        }
+        if (o >= max)
+            return -1;
+    }
+    s[o] = '\0';
+    return (long)o;
+}
+
+static int token_char(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* "Name: value" lines joined by CRLF (decoded) -> each line ending in CRLF, malloc'd; NULL
+ * when bad (a name that is not a token, a line without ": ", a lone CR or LF) */
+static char *header_lines(const char *s) {
+    size_t n = strlen(s);
+    char *out = malloc(n + 3);
+    if (!out)
+        return NULL;
+    const char *p = s;
+    for (;;) {
+        const char *name = p;
+        while (token_char(*p))
+            p++;
+        if (p == name || *p != ':')
+            break;
+        for (p++; *p && *p != '\r' && *p != '\n'; p++) {
+        }
+        if (*p == '\0') {
+            memcpy(out, s, n);
+            memcpy(out + n, "\r\n", 3);
+            return out;
+        }
+        if (p[0] != '\r' || p[1] != '\n')
+            break;
+        p += 2;
+    }
+    free(out);
+    return NULL;
+}
+
+static int parse_attach(const char *file, long ln, char *hdr, char *body, struct cn_device *d) {
+    if (*hdr) {
+        char *lines = NULL;
+        if (pct_decode(hdr, CN_ATTACH_HEADERS_MAX) < 0 || !(lines = header_lines(hdr)))
+            return csv_fail(file, ln, "bad attach_headers",
+                            "percent-encoded 'Name: value' lines joined by CRLF, at most "
+                            "2048 bytes");
+        d->attach_headers = lines;
+    }
+    if (*body) {
+        long n = pct_decode(body, CN_ATTACH_BODY_MAX);
+        if (n < 0)
+            return csv_fail(file, ln, "bad attach_body",
+                            "a percent-encoded message, no %00, at most 8192 bytes");
+        if (!(d->attach_body = strdup(body)))
+            return csv_fail(file, ln, "out of memory", "a smaller connections file");
+        d->attach_body_len = (uint32_t)n;
+    }
+    return 0;
+}
+
+static int parse_row(const char *file, long ln, char **f, struct cn_device *d, int reply_id) {
     unsigned long long idx;
     if (csv_parse_uint(f[0], 4294967294ULL, &idx))
         return csv_fail(file, ln, "bad index", "an integer 0..4294967294");
@@ -79,15 +161,25 @@ static int parse_row(const char *file, long ln, char **f, struct cn_device *d) {
         return csv_fail(file, ln, "bad source", "an IPv4 address or empty");
     if (bad_path(f[5]))
         return csv_fail(file, ln, "bad path", "a request target starting with '/', no blanks or commas");
-    if (d->proto == CN_CHUNKED ? bad_path(f[6]) : *f[6] != '\0')
+    if (d->proto == CN_CHUNKED ? bad_path(f[6]) || strlen(f[6]) > 200 : *f[6] != '\0')
         return csv_fail(file, ln, "bad reply_path",
-                        "a path starting with '/' for chunked (its POSTs), empty for websocket "
+                        "a path starting with '/' (at most 200 characters) for chunked (its "
+                        "POSTs), empty for websocket "
                         "(replies travel on the WebSocket)");
     if (parse_u32(file, ln, "heartbeat_ms", f[7], 0, MAX_MS, &d->heartbeat_ms) ||
         parse_u32(file, ln, "event_ms", f[8], 0, MAX_MS, &d->event_ms) ||
         parse_u32(file, ln, "service_us", f[9], 0, 60000000ULL, &d->service_us) ||
         parse_u32(file, ln, "reply_bytes", f[10], 16, CN_REPLY_MAX, &d->reply_bytes) ||
         parse_u32(file, ln, "reconnect_ms", f[11], 0, MAX_MS, &d->reconnect_ms))
+        return -1;
+    if (d->proto == CN_WEBSOCKET && reply_id != CR_BODY)
+        return csv_fail(file, ln, "websocket device with a reply id outside the body",
+                        "--reply-id body for websocket devices (a frame has no header or path)");
+    if (d->proto == CN_CHUNKED && (reply_id == CR_PATH) != (strstr(f[6], "{id}") != NULL))
+        return csv_fail(file, ln, "bad reply_path",
+                        reply_id == CR_PATH ? "{id} in it (--reply-id path)"
+                                            : "no {id} in it (only with --reply-id path)");
+    if (parse_attach(file, ln, f[12], f[13], d))
         return -1;
     d->name = strdup(f[1]);
     d->host = strdup(f[3]);
@@ -147,15 +239,14 @@ int cn_load(const char *file, struct cn_set *s) {
         if (nf != NFIELDS) {
             char what[64];
             snprintf(what, sizeof what, "%d fields", nf);
-            rc = csv_fail(file, ln, what, "12 (" HEADER ")");
+            rc = csv_fail(file, ln, what, "14 (" HEADER ")");
             break;
         }
         struct cn_device *d = &s->dev[s->ndev];
         d->sub.fd = d->pub.fd = -1;
-        if (parse_row(file, ln, f, d))
+        if (parse_row(file, ln, f, d, s->reply_id))
             rc = -1;
-        else
-            s->ndev++;
+        s->ndev++;                /* also a bad row: what it allocated is freed by cn_free */
     }
     if (rc == 0 && r < 0)
         rc = -1;
@@ -174,6 +265,8 @@ void cn_free(struct cn_set *s) {
         free((void *)s->dev[i].host);
         free((void *)s->dev[i].path);
         free((void *)s->dev[i].reply_path);
+        free((void *)s->dev[i].attach_headers);
+        free((void *)s->dev[i].attach_body);
     }
     free(s->dev);
     s->dev = NULL;

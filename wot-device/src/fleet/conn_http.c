@@ -22,7 +22,8 @@ static __thread uint32_t feed_gen;   /* the session hc_feed decodes for */
 
 int cn_http_send_request(struct cn_loop *l, struct cn_device *d) {
     int n = snprintf(l->tx, sizeof l->tx, "GET %s HTTP/1.1\r\nHost: %s\r\nAccept: text/plain\r\n"
-                     "TE: chunked\r\n\r\n", d->path, d->host);
+                     "TE: chunked\r\n%s\r\n", d->path, d->host,
+                     d->attach_headers ? d->attach_headers : "");
     if (n <= 0 || (size_t)n >= sizeof l->tx ||
         send(d->sub.fd, l->tx, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) != n)
         return -1;
@@ -75,12 +76,12 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
         return;
     }
     c->state = CS_OPEN;
-    cn_on_attached(l, d);
     size_t rest = c->hlen - end;
     char *hb = c->hbuf;
     c->hbuf = NULL;
     c->hlen = 0;
-    if (rest)
+    /* the attach message first; a POST that fails ends the session (nothing left to feed) */
+    if (cn_on_attached(l, d) == 0 && rest)
         feed(l, d, hb + end, rest);
     free(hb);
 }
@@ -192,13 +193,29 @@ static int backlog(struct cn_conn *c, const char *p, size_t n) {
     return 0;
 }
 
-int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len) {
+/* reply_path with "{id}" replaced by id ("none" for what is not a reply) into out */
+static const char *target(const struct cn_device *d, const char *id, char *out, size_t cap) {
+    const char *p = strstr(d->reply_path, "{id}");
+    if (!p)
+        return d->reply_path;
+    int n = snprintf(out, cap, "%.*s%s%s", (int)(p - d->reply_path), d->reply_path,
+                     id ? id : "none", p + 4);
+    return n > 0 && (size_t)n < cap ? out : NULL;
+}
+
+int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len,
+                 const char *id) {
     struct cn_conn *c = &d->pub;
     if (c->state != CS_OPEN && c->state != CS_CONNECTING)
         return -1;
-    char head[512];
-    int hn = snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
-                      "text/plain\r\nContent-Length: %zu\r\n\r\n", d->reply_path, d->host, len);
+    char head[768], path[256], idh[128] = "";
+    const char *tgt = target(d, id, path, sizeof path);
+    if (id && l->set->reply_id == CR_HEADER)
+        snprintf(idh, sizeof idh, "%s: %s\r\n", l->set->id_header, id);
+    int hn = tgt ? snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                            "text/plain\r\n%sContent-Length: %zu\r\n\r\n",
+                            l->set->post_method ? l->set->post_method : "POST", tgt, d->host,
+                            idh, len) : -1;
     if (hn <= 0 || (size_t)hn >= sizeof head)
         return -1;
     size_t done = 0, total = (size_t)hn + len;

@@ -273,9 +273,10 @@ static size_t build_body(struct cn_loop *l, struct cn_device *d, const char *key
     return len + 2;
 }
 
-static int device_send(struct cn_loop *l, struct cn_device *d, size_t len) {
+/* l->tx[0..len) upstream; id: the RPC it answers (NULL: an event or the attach message) */
+static int device_send(struct cn_loop *l, struct cn_device *d, size_t len, const char *id) {
     return d->proto == CN_WEBSOCKET ? cn_ws_send(l, d, l->tx, len, 0)
-                                    : cn_http_post(l, d, l->tx, len);
+                                    : cn_http_post(l, d, l->tx, len, id);
 }
 
 static uint64_t exp_interval_ns(struct cn_loop *l, uint32_t mean_ms) {
@@ -285,7 +286,7 @@ static uint64_t exp_interval_ns(struct cn_loop *l, uint32_t mean_ms) {
     return ns > 1e15 ? (uint64_t)1e15 : (uint64_t)ns;
 }
 
-void cn_on_attached(struct cn_loop *l, struct cn_device *d) {
+int cn_on_attached(struct cn_loop *l, struct cn_device *d) {
     uint64_t now = (uint64_t)mono_ns();
     d->attached_ns = now;
     d->c.attaches++;
@@ -299,6 +300,16 @@ void cn_on_attached(struct cn_loop *l, struct cn_device *d) {
                   d->gen);
     if (d->event_ms)
         timer_add(l, now + exp_interval_ns(l, d->event_ms), d->loop_pos, CT_EVENT, d->gen);
+    if (!d->attach_body)
+        return 0;
+    /* e.g. a subscription of a server that takes it as a message (webdis: ["SUBSCRIBE",..]) */
+    uint32_t gen = d->gen;
+    memcpy(l->tx, d->attach_body, d->attach_body_len);
+    if (device_send(l, d, d->attach_body_len, NULL) == 0)
+        return 0;
+    if (gen == d->gen)
+        cn_disconnect(l, d, CC_TESTBED);   /* not queued and the session still up: ours */
+    return -1;
 }
 
 static void log_reply(struct cn_loop *l, const struct cn_job *J, struct cn_device *d,
@@ -327,9 +338,11 @@ static void send_reply(struct cn_loop *l, uint32_t j) {
         char id[CN_ID_MAX + 1];
         memcpy(id, J->id, J->idlen);
         id[J->idlen] = '\0';
-        size_t len = build_body(l, d, "id", id, 1);
+        /* with the id in the POST's header or target the body does not repeat it */
+        size_t len = l->set->reply_id == CR_BODY ? build_body(l, d, "id", id, 1)
+                                                 : build_body(l, d, "reply", "1", 0);
         uint64_t sent = (uint64_t)mono_ns();
-        if (device_send(l, d, len) == 0) {
+        if (device_send(l, d, len, id) == 0) {
             d->c.replies++;
             log_reply(l, J, d, end, sent, CO_SENT);
         } else {
@@ -342,7 +355,10 @@ static void send_reply(struct cn_loop *l, uint32_t j) {
 }
 
 /* A message that arrived on a device's connection: an RPC when it carries an id after the
- * marker (copied into the reply), anything else is counted and not answered. */
+ * marker (the id characters that follow it, copied into the reply), anything else is counted
+ * and not answered. The id ends at the first other character, so it is found the same way in
+ * a message the server relays as it came ("id":"3-7") and in one it wraps and escapes
+ * (webdis: {"SUBSCRIBE":["message","rpc.5","{\"id\":\"3-7\"}"]} with marker id\":\"). */
 void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len,
                    size_t total) {
     uint64_t now = (uint64_t)mono_ns();
@@ -351,7 +367,9 @@ void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size
     const char *mk = l->set->id_marker;
     size_t ml = strlen(mk);
     const char *p = ml <= len ? memmem(msg, len, mk, ml) : NULL;
-    const char *end = p ? memchr(p + ml, '"', len - (size_t)(p + ml - msg)) : NULL;
+    const char *end = p ? p + ml : NULL;
+    while (end && end < msg + len && end - (p + ml) <= CN_ID_MAX && cn_id_char(*end))
+        end++;
     if (!end || end - (p + ml) > CN_ID_MAX || end == p + ml) {
         d->c.no_id++;
         return;
@@ -392,7 +410,7 @@ static void on_timers(struct cn_loop *l) {
         } else if (d->attached_ns && e.kind == CT_HEARTBEAT) {
             int r = d->proto == CN_WEBSOCKET
                         ? cn_ws_send(l, d, "", 0, 1)
-                        : cn_http_post(l, d, l->tx, build_body(l, d, "hb", "1", 0));
+                        : cn_http_post(l, d, l->tx, build_body(l, d, "hb", "1", 0), NULL);
             if (r == 0)
                 d->c.heartbeats++;
             if (d->gen == e.gen_or_job)
@@ -401,7 +419,7 @@ static void on_timers(struct cn_loop *l) {
         } else if (d->attached_ns && e.kind == CT_EVENT) {
             char seq[24];
             snprintf(seq, sizeof seq, "%llu", (unsigned long long)++d->event_seq);
-            if (device_send(l, d, build_body(l, d, "event", seq, 0)) == 0)
+            if (device_send(l, d, build_body(l, d, "event", seq, 0), NULL) == 0)
                 d->c.events++;
             if (d->gen == e.gen_or_job)
                 timer_add(l, e.at + exp_interval_ns(l, d->event_ms), e.dev, CT_EVENT, d->gen);

@@ -101,7 +101,8 @@ static const struct wslay_event_callbacks callbacks = {
 
 int cn_ws_send_request(struct cn_loop *l, struct cn_device *d) {
     ws_make_key(d->key, &l->rng);
-    size_t n = ws_request(l->tx, sizeof l->tx, d->host, d->path, d->key, "");
+    size_t n = ws_request(l->tx, sizeof l->tx, d->host, d->path, d->key,
+                          d->attach_headers ? d->attach_headers : "");
     /* a fresh socket's send buffer takes a few hundred bytes whole */
     if (n == 0 || send(d->sub.fd, l->tx, n, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)n)
         return -1;
@@ -137,8 +138,8 @@ static void on_head(struct cn_loop *l, struct cn_device *d) {
     wslay_event_config_set_max_recv_msg_length(ws, CN_REPLY_MAX);
     d->ws = ws;
     c->state = CS_OPEN;
-    cn_on_attached(l, d);
-    if (c->hlen)
+    /* the attach message (if any) goes first; sending it may end the session */
+    if (cn_on_attached(l, d) == 0 && c->hlen)
         cn_ws_on_event(l, d, EPOLLIN);
 }
 

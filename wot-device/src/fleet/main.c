@@ -29,7 +29,9 @@ static void usage(void) {
           "                 [--log-capacity N] [--cpus LIST] [--rcvbuf BYTES] [--spin-us N]\n"
           "                 [--observers N] [--push FILE [--push-timeout-ms N]]\n"
           "                 [--connections FILE] [--conn-loops N] [--attach-rate N]\n"
-          "                 [--id-marker TEXT]   (--devices or --connections or both)\n", stderr);
+          "                 [--id-marker TEXT] [--reply-id body|header|path] [--id-header NAME]\n"
+          "                 [--reply-method POST|PUT]\n"
+          "                 (--devices or --connections or both)\n", stderr);
 }
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out) {
@@ -195,7 +197,8 @@ int main(int argc, char **argv) {
     long spin_us = 0, observers = DEFAULT_OBSERVERS, push_timeout_ms = 10000;
     long conn_loops = 1, attach_rate = 2000;
     const char *devices = NULL, *log_dir = NULL, *cpus = NULL, *push = NULL, *conns = NULL;
-    const char *id_marker = "\"id\":\"";
+    const char *id_marker = "\"id\":\"", *id_header = "X-Rpc-Id", *post_method = "POST";
+    int reply_id = CR_BODY;
     static const struct option opts[] = {
         {"devices", required_argument, 0, 'D'}, {"log-dir", required_argument, 0, 'd'},
         {"loops", required_argument, 0, 'L'},   {"workers", required_argument, 0, 'W'},
@@ -205,6 +208,8 @@ int main(int argc, char **argv) {
         {"push", required_argument, 0, 'P'},    {"push-timeout-ms", required_argument, 0, 'T'},
         {"connections", required_argument, 0, 'N'}, {"conn-loops", required_argument, 0, 'K'},
         {"attach-rate", required_argument, 0, 'A'}, {"id-marker", required_argument, 0, 'I'},
+        {"reply-id", required_argument, 0, 'Y'}, {"id-header", required_argument, 0, 'H'},
+        {"reply-method", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -230,6 +235,30 @@ int main(int argc, char **argv) {
             bad = !*optarg || strlen(optarg) >= sizeof ((struct cn_set *)0)->id_marker;
             if (bad)
                 fputs("wot-fleet: bad --id-marker, expected 1..31 characters\n", stderr);
+            break;
+        case 'Y':
+            reply_id = !strcmp(optarg, "body") ? CR_BODY : !strcmp(optarg, "header") ? CR_HEADER
+                     : !strcmp(optarg, "path") ? CR_PATH : -1;
+            bad = reply_id < 0;
+            if (bad)
+                fprintf(stderr, "wot-fleet: bad --reply-id '%s', expected body, header or path\n",
+                        optarg);
+            break;
+        case 'H':
+            id_header = optarg;
+            bad = !*optarg || strlen(optarg) >= sizeof ((struct cn_set *)0)->id_header ||
+                  strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                 "!#$%&'*+-.^_`|~") != strlen(optarg);
+            if (bad)
+                fputs("wot-fleet: bad --id-header, expected an HTTP header name (a token of 1..63 "
+                      "characters)\n", stderr);
+            break;
+        case 'M':
+            post_method = optarg;
+            bad = strcmp(optarg, "POST") && strcmp(optarg, "PUT");
+            if (bad)
+                fprintf(stderr, "wot-fleet: bad --reply-method '%s', expected POST or PUT\n",
+                        optarg);
             break;
         case 'h': usage(); return 0;
         default: bad = 1; break;
@@ -274,6 +303,9 @@ int main(int argc, char **argv) {
                         .nloops = (int)conn_loops, .attach_rate = (uint32_t)attach_rate,
                         .log_capacity = (size_t)log_cap, .cpus = f.cpus, .ncpus = f.ncpus};
     snprintf(cs.id_marker, sizeof cs.id_marker, "%s", id_marker);
+    snprintf(cs.id_header, sizeof cs.id_header, "%s", id_header);
+    cs.reply_id = (uint8_t)reply_id;
+    cs.post_method = post_method;
     int bad = (devices && fl_devices_load(devices, &f)) || (conns && cn_load(conns, &cs));
     if (!bad && push && !devices) {
         fputs("wot-fleet: --push needs --devices (the pushing devices' endpoints)\n", stderr);

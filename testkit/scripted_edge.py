@@ -1,0 +1,203 @@
+"""A scripted edge server for wire tests of connected devices and wot-rpcapp
+(docs/CONNECTED.md): it records every request as it arrived on the wire (method, target,
+header lines, body) and every WebSocket message a client sent, and lets a test answer: a
+WebSocket Upgrade gets its 101 (Sec-WebSocket-Accept computed), a GET a chunked 200 held open,
+a POST `post_status` with an empty body. `on_open(conn)` runs once a WebSocket or chunked
+subscription is open, `on_post(request)` for every POST; `conn.send(text)` pushes a message
+down a subscription (an unmasked text frame, or a chunk)."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from testkit.nginx import free_tcp_port
+
+GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    head: str                                   # the request line and header lines as sent
+    headers: dict[str, str]                     # lower-case names
+    body: bytes = b""
+
+
+@dataclass
+class Conn:
+    sock: socket.socket
+    kind: str                                   # "ws" | "chunked"
+    request: Request
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, text: str) -> None:
+        data = text.encode()
+        if self.kind == "ws":
+            n = len(data)
+            head = (bytes([0x81, n]) if n < 126 else bytes([0x81, 126]) + struct.pack("!H", n))
+            out = head + data
+        else:
+            out = f"{len(data):x}\r\n".encode() + data + b"\r\n"
+        with self.lock:
+            self.sock.sendall(out)
+
+
+class _Reader:
+    def __init__(self, sock: socket.socket, stop: threading.Event):
+        self.sock, self.stop, self.buf = sock, stop, b""
+
+    def _more(self) -> None:
+        while not self.stop.is_set():
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                raise EOFError
+            self.buf += data
+            return
+        raise EOFError
+
+    def take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._more()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def head(self) -> str:
+        while b"\r\n\r\n" not in self.buf:
+            self._more()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        return head.decode("latin-1")
+
+    def frame(self) -> tuple[int, bytes]:
+        """One client frame: (opcode, unmasked payload)."""
+        b0, b1 = self.take(2)
+        n = b1 & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self.take(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self.take(8))[0]
+        mask = self.take(4) if b1 & 0x80 else b"\0\0\0\0"
+        data = bytes(c ^ mask[i % 4] for i, c in enumerate(self.take(n)))
+        return b0 & 0x0F, data
+
+
+def parse_head(head: str) -> Request:
+    lines = head.split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+    return Request(method, target, head, headers)
+
+
+class ScriptedEdge:
+    def __init__(self, on_open: Optional[Callable[[Conn], None]] = None,
+                 on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200,
+                 first_frames: bytes = b""):
+        self.on_open, self.on_post, self.post_status = on_open, on_post, post_status
+        self.first_frames = first_frames    # sent in the same segment as a 101
+        self.port = free_tcp_port("127.0.0.1")
+        self.requests: list[Request] = []
+        self.ws_messages: list[str] = []
+        self.conns: list[Conn] = []
+        self.errors: list[str] = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", self.port))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._accept, daemon=True)]
+        self.threads[0].start()
+
+    @property
+    def server(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait_for(self, cond: Callable[[], bool], timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            time.sleep(0.02)
+        return cond()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            conn.settimeout(0.2)
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        r = _Reader(sock, self.stop)
+        try:
+            with sock:
+                while True:
+                    req = parse_head(r.head())
+                    if req.headers.get("upgrade", "").lower() == "websocket":
+                        self._websocket(sock, r, req)
+                        return
+                    req.body = r.take(int(req.headers.get("content-length", "0")))
+                    self.requests.append(req)
+                    if req.method == "GET":
+                        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                     b"Transfer-Encoding: chunked\r\n\r\n")
+                        self._opened(Conn(sock, "chunked", req))
+                        while True:           # held open until the client ends it
+                            r.take(1)
+                    if self.on_post:
+                        self.on_post(req)
+                    sock.sendall(f"HTTP/1.1 {self.post_status} X\r\nContent-Length: 0\r\n\r\n"
+                                 .encode())
+        except (EOFError, OSError):
+            return
+        except Exception as e:                # a failed check in a callback: the test reads it
+            self.errors.append(repr(e))
+
+    def _opened(self, c: Conn) -> None:
+        self.conns.append(c)
+        if self.on_open:
+            self.on_open(c)
+
+    def _websocket(self, sock: socket.socket, r: _Reader, req: Request) -> None:
+        self.requests.append(req)
+        accept = base64.b64encode(hashlib.sha1(
+            (req.headers["sec-websocket-key"] + GUID).encode()).digest()).decode()
+        sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                     b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept.encode()
+                     + b"\r\n\r\n" + self.first_frames)
+        c = Conn(sock, "ws", req)
+        self._opened(c)
+        while True:
+            op, data = r.frame()
+            if op == 0x8:
+                return
+            if op == 0x9:                     # ping: pong with the same payload
+                with c.lock:
+                    sock.sendall(bytes([0x8A, len(data)]) + data)
+            elif op in (0x1, 0x2):
+                self.ws_messages.append(data.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(2)
+        self.sock.close()
+
+    def __enter__(self) -> "ScriptedEdge":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,78 @@
+"""What connected devices and applications put on the wire beyond the path (issue 30,
+docs/CONNECTED.md): the attach request's headers and the attach message of a device group,
+rendered per device, and the choice of where an RPC's id travels. Checks raise ValueError with
+what is expected (pydantic names the key); :func:`file_field` is the percent-encoding of
+wot-fleet's connections file (CONTRACTS §3c)."""
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+# where an RPC's id travels: in the body, in a header, or in the request target
+IdPlace = Literal["body", "header", "path"]
+DEFAULT_ID_HEADER = "X-Rpc-Id"
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# set by the engine for the attach request itself (Host, the Upgrade, the chunked GET)
+RESERVED_HEADERS = frozenset({
+    "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
+    "content-length", "transfer-encoding", "te", "accept"})
+ATTACH_HEADERS_MAX = 2048     # decoded bytes, as the engine takes them
+ATTACH_BODY_MAX = 8192
+
+
+def check_placeholders(text: str, known: tuple[str, ...]) -> str:
+    """Every ``{name}`` of text is a known field (other braces, e.g. JSON's, are text)."""
+    for m in _PLACEHOLDER.finditer(text):
+        if m.group(1) not in known:
+            raise ValueError(f"{text!r}: unknown placeholder {{{m.group(1)}}} (known: "
+                             + ", ".join("{" + f + "}" for f in known) + ")")
+    return text
+
+
+def check_header_name(name: str) -> str:
+    if not isinstance(name, str) or not _TOKEN.fullmatch(name) or len(name) > 63:
+        raise ValueError(f"header name {name!r}: expected an HTTP token of 1..63 characters "
+                         "(letters, digits, !#$%&'*+-.^_`|~)")
+    return name
+
+
+def check_attach_headers(headers: dict[str, str], known: tuple[str, ...]) -> dict[str, str]:
+    for name, value in headers.items():
+        check_header_name(name)
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"header {name!r}: set by the engine for the attach request, "
+                             f"expected another name (not {', '.join(sorted(RESERVED_HEADERS))})")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"header {name!r}: expected a one-line text value, got {value!r}")
+        check_placeholders(value, known)
+    if len(header_block(headers).encode()) > ATTACH_HEADERS_MAX - 64:
+        raise ValueError(f"expected at most {ATTACH_HEADERS_MAX - 64} bytes of header lines "
+                         "(before the device's fields are filled in)")
+    return headers
+
+
+def check_attach_body(body: str, known: tuple[str, ...]) -> str:
+    if "\0" in body or not body:
+        raise ValueError("expected a non-empty message without NUL characters")
+    if len(body.encode()) > ATTACH_BODY_MAX - 64:
+        raise ValueError(f"expected at most {ATTACH_BODY_MAX - 64} bytes")
+    return check_placeholders(body, known)
+
+
+def render(template: str, fields: dict[str, object]) -> str:
+    """Plain substitution of ``{field}`` (no str.format: the text may be JSON with braces)."""
+    for k, v in fields.items():
+        template = template.replace("{" + k + "}", str(v))
+    return template
+
+
+def header_block(headers: dict[str, str]) -> str:
+    return "\r\n".join(f"{k}: {v}" for k, v in headers.items())
+
+
+def file_field(text: str) -> str:
+    """Percent-encoding for a connections file column: the row stays one line, no commas."""
+    return "".join(chr(b) if 0x20 < b < 0x7f and b not in (0x25, 0x2c) else f"%{b:02X}"
+                   for b in text.encode())
