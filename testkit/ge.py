@@ -8,6 +8,7 @@ import struct
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REQ_HEADER = ("index,device,method,path,scheduled_ns,sent_ns,received_ns,code,outcome,"
@@ -139,6 +140,22 @@ class Responder:
     def _next_mid(self) -> int:
         self._mid = (self._mid + 1) & 0xFFFF
         return self._mid
+
+
+@contextmanager
+def libcoap_dynamic_server():
+    """libcoap's coap-server-notls with dynamic resources (-d): a PUT to a new path creates a
+    resource holding the PUT's payload and listed in /.well-known/core; yields its base URI."""
+    host = loopback_addr()
+    port = free_port(host)
+    srv = subprocess.Popen(["coap-server-notls", "-A", host, "-p", str(port), "-d", "1000"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)
+        yield f"coap://{host}:{port}"
+    finally:
+        srv.terminate()
+        srv.wait(timeout=5)
 
 
 def write_trace(path: Path, rows, header: bool = True) -> Path:

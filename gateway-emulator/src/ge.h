@@ -143,6 +143,11 @@ typedef struct {
         uint64_t seed;           /* --seed: the run's seed, {{rand}} (template_vars.h) */
     } http_opt;
     struct coap_payload_s *cpl; /* coap:// with --http-body-template (coap_payload.c), or NULL */
+    struct {
+        char *bytes;  /* the trace's body column (trace.c), decoded: the bodies back to back */
+        size_t used, cap;
+        uint64_t *at; /* per request: 1 + its body's offset in bytes; 0: filler bytes 'x' */
+    } tbody;          /* read at the load, copied into the requests before the start, freed */
     struct http_s *http; /* http_*.c state; NULL unless the trace is http:// */
     uint32_t trace_clients; /* open loop: the trace's `client` column names N source endpoints */
     const struct transport *tp; /* chosen once from `scheme` (transport.c) */
@@ -196,6 +201,12 @@ int trace_load(ge_t *g); /* 0 ok; prints FILE:LINE message and returns 2 on bad 
 /* the reader itself, on an open stream named `name` in messages (tests and fuzz targets) */
 int trace_read(ge_t *g, FILE *fp, const char *name);
 void trace_free(ge_t *g); /* what trace_read allocated (the GE itself exits instead) */
+/* request i's body from the trace's body column (payload_bytes bytes), or NULL: filler bytes.
+ * Valid until trace_body_release, which main.c calls once the requests are prepared. */
+static inline const char *trace_body(const ge_t *g, size_t i) {
+    return g->tbody.at && g->tbody.at[i] ? g->tbody.bytes + g->tbody.at[i] - 1 : NULL;
+}
+void trace_body_release(ge_t *g);
 
 /* proxy.c (more in proxy.h): --proxy HOST:PORT [--proxy-mode uri|scheme] */
 enum { PROXY_URI = 0, PROXY_SCHEME = 1 };

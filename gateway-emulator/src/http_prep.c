@@ -1,6 +1,6 @@
 /* http_prep.c - the http:// transport before the start (main thread, may allocate): checks the
  * --http-* options, renders every request's bytes (request line, Host, the header templates,
- * Content-Length, the body) into g->arena, sizes the per-target pools and request queues, and
+ * Content-Length, the body: the template's, the trace's own or filler) into g->arena, sizes the per-target pools and request queues, and
  * opens the keep-alive pools before the start instant (the GE's readiness for HTTP) and holds the
  * kernel's receive stamps on for the run (hold_stamps_on). */
 #include <errno.h>
@@ -135,8 +135,11 @@ static size_t render(const ge_t *g, tmpls_t *T, uint32_t i, uint64_t payload, ch
     if (out)
         memcpy(out + n, head, (size_t)hn);
     n += (size_t)hn;
+    const char *own = has_body ? trace_body(g, i) : NULL; /* the trace's body column */
     if (has_body && T->body)
         put_tmpl(T->body, &v, out, n, T);
+    else if (own && out)
+        memcpy(out + n, own, body);
     else if (has_body && out)
         memset(out + n, 'x', body);
     return n + body;

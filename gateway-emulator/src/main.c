@@ -314,6 +314,7 @@ int main(int argc, char **argv) {
     rc = transport_select(g); /* coap:// -> UDP, coaps:// -> DTLS, http:// -> TCP, once */
     if (rc)
         return rc;
+    trace_body_release(g); /* the trace's bodies are in the prepared requests now */
     if (g->cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);

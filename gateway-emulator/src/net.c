@@ -396,9 +396,9 @@ int net_prepare(ge_t *g) {
                 ol = block_opts(g, idx, o, ol, ob, sizeof ob);
                 o = ob;
             }
+            size_t pay = block_first_payload(g, idx, r->dgram_len);
             size_t len = net_encode_request(g->arena + pos, total - pos, g->non,
-                                            wire_code(r->method), r->mid, tok, o, ol,
-                                            block_first_payload(g, idx, r->dgram_len));
+                                            wire_code(r->method), r->mid, tok, o, ol, pay);
             if (len == 0 || len > 65507) {
                 fprintf(stderr, "gateway-emulator: request %u does not fit a datagram\n", idx);
                 free(checked);
@@ -414,6 +414,9 @@ int net_prepare(ge_t *g) {
                     goto fail;
                 }
             }
+            const char *own = trace_body(g, idx); /* the trace's body column (one datagram) */
+            if (own && len > 0 && pay <= len)
+                memcpy(g->arena + pos + len - pay, own, pay);
             if (coap_payload_render(g, idx, g->arena + pos, len)) {
                 free(checked);
                 goto oom;

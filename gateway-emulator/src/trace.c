@@ -14,6 +14,7 @@
 #include "coap_tmpl.h"
 #include "coapopt.h"
 #include "ge.h"
+#include "pct_body.h" /* common/pct_body.h */
 #include "proxy.h"
 
 #define MAX_PAYLOAD 1024          /* one datagram */
@@ -92,6 +93,8 @@ typedef struct {
     size_t reqs_cap, uris_cap, eps_cap;
     ep_index_t ep_ix; /* endpoint by address: each new URI finds its endpoint in O(1) */
     int clients_col; /* -1 not known yet, 0 no client column, 1 every line has one */
+    int body_col;    /* the header ends in ",body": every line's last field is its body */
+    size_t at_cap;   /* entries of g->tbody.at */
 } loader_t;
 
 static int bad(loader_t *L, const char *fmt, ...) {
@@ -449,11 +452,69 @@ static int intern_uri(loader_t *L, size_t slot, const char *uristr, int ep, cons
     return (int)g->nuris++;
 }
 
+/* request idx's body (`pay` bytes, percent-encoded in `text`) appended to g->tbody */
+static int body_keep(loader_t *L, size_t idx, const char *text, uint64_t pay) {
+    ge_t *g = L->g;
+    if (idx >= L->at_cap) {
+        size_t cap = L->at_cap ? L->at_cap * 2 : 4096;
+        uint64_t *na = realloc(g->tbody.at, cap * sizeof *na);
+        if (!na)
+            return -1;
+        g->tbody.at = na;
+        L->at_cap = cap;
+    }
+    g->tbody.at[idx] = 0;
+    if (!pay)
+        return 0;
+    if (g->tbody.used + pay > g->tbody.cap) {
+        size_t cap = g->tbody.cap ? g->tbody.cap : 65536;
+        while (cap < g->tbody.used + pay)
+            cap *= 2;
+        char *nb = realloc(g->tbody.bytes, cap);
+        if (!nb)
+            return -1;
+        g->tbody.bytes = nb;
+        g->tbody.cap = cap;
+    }
+    pct_decode(text, g->tbody.bytes + g->tbody.used, (size_t)pay);
+    g->tbody.at[idx] = 1 + g->tbody.used;
+    g->tbody.used += pay;
+    return 0;
+}
+
+/* the body column of a line (text non-empty): what is wrong with it, or 0 */
+static int body_check(loader_t *L, const char *text, int m, int has_pay, uint64_t pay,
+                      int is_http, const char *method) {
+    if (!(m == M_PUT || m == M_POST || m == M_PATCH))
+        return bad(L, "a body with %s, expected a body only with PUT, POST or PATCH", method);
+    long n = pct_decode(text, NULL, 0);
+    if (n < 0)
+        return bad(L, "bad %%-escape in body, expected %%XX with two hex digits");
+    if (!has_pay || (uint64_t)n != pay)
+        return bad(L, "body of %ld bytes with payload_bytes %s%llu, expected a body of exactly "
+                      "payload_bytes bytes (decoded)", n, has_pay ? "" : "(none) ",
+                   (unsigned long long)pay);
+    uint64_t one = L->g->block_size ? (uint64_t)L->g->block_size : MAX_PAYLOAD;
+    if (!is_http && pay > one)
+        return bad(L, "a body of %llu bytes with a CoAP uri, expected at most %llu (a body from "
+                      "the trace is sent in one datagram, not block-wise)",
+                   (unsigned long long)pay, (unsigned long long)one);
+    return 0;
+}
+
 static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     ge_t *g = L->g;
     char *f[MAX_FIELDS];
     int nf = 0;
-    char *p = line;
+    char *p = line, *body = NULL;
+    if (L->body_col) { /* the last field: percent-encoded, so it holds no comma */
+        char *c = strrchr(line, ',');
+        if (!c)
+            return bad(L, "1 field, expected 5 to 7: device_id,send_time_us,method,uri"
+                          "[,payload_bytes[,client]],body (the header names a body column)");
+        *c = 0;
+        body = trim(c + 1);
+    }
     for (;;) {
         char *c = strchr(p, ',');
         if (nf == MAX_FIELDS)
@@ -464,6 +525,10 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
         *c = 0;
         p = c + 1;
     }
+    if ((nf < 4 || nf > 6 || strchr(p, ',')) && L->body_col)
+        return bad(L, "%d fields, expected 5 to 7: device_id,send_time_us,method,uri"
+                      "[,payload_bytes[,client]],body (the header names a body column)",
+                   (nf < MAX_FIELDS ? nf : MAX_FIELDS) + 1);
     if (nf < 4 || nf > 6 || strchr(p, ','))
         return bad(L, "%d fields, expected 4 to 6: device_id,send_time_us,method,uri[,payload_bytes"
                       "[,client]]",
@@ -536,6 +601,8 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
                           "or PATCH",
                        (unsigned long long)pay, f[2]);
     }
+    if (body && *body && body_check(L, body, m, nf >= 5 && *f[4], pay, is_http, f[2]))
+        return 2;
     int uri = uri_for(L, f[3]);
     if (uri < 0)
         return 2;
@@ -575,7 +642,8 @@ static int parse_line(loader_t *L, char *line, int64_t *last_us) {
     r->dgram_len = (uint16_t)(pay > MAX_PAYLOAD ? 0 : pay);
     if (is_http) /* the body's size until http_prep.c renders the request (up to MAX_BODY) */
         r->dgram_off = (uint32_t)pay;
-    if (block_note_body(g, (uint32_t)(g->n - 1), pay) < 0) {
+    if (block_note_body(g, (uint32_t)(g->n - 1), pay) < 0 ||
+        (L->body_col && body_keep(L, g->n - 1, body, *body ? pay : 0) < 0)) {
         fprintf(stderr, "gateway-emulator: out of memory loading the trace\n");
         return 1;
     }
@@ -617,8 +685,16 @@ int trace_read(ge_t *g, FILE *fp, const char *name) {
             continue;
         if (!seen_content) {
             seen_content = 1;
-            if (strncmp(s, "device_id", 9) == 0)
+            if (strncmp(s, "device_id", 9) == 0) {
+                size_t hl = strlen(s);
+                L.body_col = hl > 5 && strcmp(s + hl - 5, ",body") == 0;
+                if (L.body_col && g->http_opt.body_file) {
+                    rc = bad(&L, "a body column with --http-body-template, expected one of them "
+                                 "(each request's own body, or one template for all)");
+                    break;
+                }
                 continue;
+            }
         }
         rc = parse_line(&L, s, &last_us);
         if (rc)
@@ -647,6 +723,13 @@ void trace_free(ge_t *g) {
     free(g->eps);
     observe_free(g);
     block_free(g);
+    trace_body_release(g);
     g->uris = NULL, g->reqs = NULL, g->eps = NULL;
     g->nuris = g->n = g->neps = 0;
+}
+
+void trace_body_release(ge_t *g) {
+    free(g->tbody.bytes);
+    free(g->tbody.at);
+    memset(&g->tbody, 0, sizeof g->tbody);
 }

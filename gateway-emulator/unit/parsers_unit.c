@@ -12,7 +12,7 @@
 
 /* ---------------- trace reader ---------------- */
 
-enum { OPT_NONE = 0, OPT_BLOCK = 1, OPT_DTLS = 2, OPT_HTTP_CONNS = 4 };
+enum { OPT_NONE = 0, OPT_BLOCK = 1, OPT_DTLS = 2, OPT_HTTP_CONNS = 4, OPT_BODY_TMPL = 8 };
 
 static int load(const char *text, int opts, ge_t *g, char *err, size_t cap) {
     memset(g, 0, sizeof *g);
@@ -22,6 +22,8 @@ static int load(const char *text, int opts, ge_t *g, char *err, size_t cap) {
         g->dtls_opt.identity = "id";
     if (opts & OPT_HTTP_CONNS)
         g->http_opt.conns = 4;
+    if (opts & OPT_BODY_TMPL)
+        g->http_opt.body_file = "b.txt";
     FILE *fp = fmemopen((void *)text, strlen(text), "r");
     if (!fp) {
         perror("fmemopen");
@@ -33,6 +35,8 @@ static int load(const char *text, int opts, ge_t *g, char *err, size_t cap) {
     fclose(fp);
     return rc;
 }
+
+#define BODY_HDR "device_id,send_time_us,method,uri,payload_bytes,body\n"
 
 typedef struct {
     const char *name, *text;
@@ -66,6 +70,14 @@ static const trace_good_t TRACE_GOOD[] = {
      OPT_BLOCK, 1, 1, 1, SCHEME_COAP, 0, 0, M_POST, 0, 0, "big"},
     {"coaps:// with DTLS credentials", "0,0,DELETE,coaps://127.0.0.1/r0\n", OPT_DTLS, 1, 1, 1,
      SCHEME_COAPS, 0, 0, M_DELETE, 0, 0, "r0"},
+    {"a body column (coap://)", BODY_HDR "0,0,PUT,coap://127.0.0.1/p,13,{\"a\":1%2C\"b\":2}\n"
+     "1,5,GET,coap://127.0.0.1/p,,\n2,9,POST,coap://127.0.0.1/q,4,\n", OPT_NONE, 3, 2, 1,
+     SCHEME_COAP, 2, 9000, M_POST, 4, 0, "q"},
+    {"a body column with a client column (coap://)",
+     "device_id,send_time_us,method,uri,payload_bytes,client,body\n0,0,PUT,coap://127.0.0.1/p,2,3,ok\n",
+     OPT_NONE, 1, 1, 1, SCHEME_COAP, 0, 0, M_PUT, 2, 3, "p"},
+    {"a body column (http://)", BODY_HDR "0,0,PUT,http://127.0.0.1:8081/things/t1,8,%7B%22id%22:1}\n",
+     OPT_NONE, 1, 1, 1, SCHEME_HTTP, 0, 0, M_PUT, 8, 0, "things/t1"},
 };
 
 typedef struct {
@@ -135,6 +147,22 @@ static const trace_bad_t TRACE_BAD[] = {
      "OBSERVE line with the identical uri (CANCEL ends the oldest open one)"},
     {"client column with OBSERVE", "0,0,OBSERVE,coap://127.0.0.1/t,,0\n", OPT_NONE,
      "t.csv:1: method OBSERVE with a client column, expected GET, PUT, POST or DELETE"},
+    {"a body with GET", BODY_HDR "0,0,GET,coap://127.0.0.1/a,,x\n", OPT_NONE,
+     "t.csv:2: a body with GET, expected a body only with PUT, POST or PATCH"},
+    {"a bad escape in a body", BODY_HDR "0,0,PUT,coap://127.0.0.1/a,1,%G1\n", OPT_NONE,
+     "t.csv:2: bad %-escape in body, expected %XX with two hex digits"},
+    {"a body shorter than payload_bytes", BODY_HDR "0,0,PUT,http://127.0.0.1/a,3,%41b\n", OPT_NONE,
+     "t.csv:2: body of 2 bytes with payload_bytes 3, expected a body of exactly payload_bytes "
+     "bytes (decoded)"},
+    {"a body without payload_bytes", BODY_HDR "0,0,PUT,coap://127.0.0.1/a,,ab\n", OPT_NONE,
+     "t.csv:2: body of 2 bytes with payload_bytes (none) 0, expected a body of exactly "
+     "payload_bytes bytes (decoded)"},
+    {"too few fields with a body column", BODY_HDR "0,0,GET\n", OPT_NONE,
+     "t.csv:2: 3 fields, expected 5 to 7: device_id,send_time_us,method,uri[,payload_bytes"
+     "[,client]],body (the header names a body column)"},
+    {"a body column and --http-body-template", BODY_HDR "0,0,PUT,coap://127.0.0.1/a,1,x\n",
+     OPT_BODY_TMPL, "t.csv:1: a body column with --http-body-template, expected one of them (each "
+     "request's own body, or one template for all)"},
 };
 
 static void trace_tests(void) {
@@ -169,6 +197,31 @@ static void trace_tests(void) {
                  strcmp(g.uris[0].authority, "127.0.0.1:8080") == 0 && g.reqs[0].dgram_off == 2048,
              "authority %s body %u", g.n ? g.uris[0].authority : "-", g.n ? g.reqs[0].dgram_off : 0);
     trace_free(&g);
+    /* the body column: each request's own bytes, decoded once; an empty field is filler */
+    load(BODY_HDR "0,0,PUT,coap://127.0.0.1/p,13,{\"a\":1%2C\"b\":2}\n1,5,GET,coap://127.0.0.1/p,,\n"
+         "2,9,POST,coap://127.0.0.1/q,4,\n3,9,POST,coap://127.0.0.1/q,3,%25%0A%2c\n", 0, &g, err,
+         sizeof err);
+    UC_CHECK("body column: bytes", g.n == 4 && trace_body(&g, 0) &&
+                 memcmp(trace_body(&g, 0), "{\"a\":1,\"b\":2}", 13) == 0 && !trace_body(&g, 1) &&
+                 !trace_body(&g, 2) && trace_body(&g, 3) && memcmp(trace_body(&g, 3), "%\n,", 3) == 0,
+             "n %zu, stderr '%s'", (size_t)g.n, err);
+    trace_body_release(&g);
+    UC_CHECK("body column: released", !trace_body(&g, 0) && !g.tbody.bytes, "still held");
+    trace_free(&g);
+    load("device_id,send_time_us,method,uri\n0,0,PUT,coap://127.0.0.1/p,4\n", 0, &g, err, sizeof err);
+    UC_CHECK("no body column: filler", g.n == 1 && !trace_body(&g, 0), "a body without the column");
+    trace_free(&g);
+    { /* a CoAP body above the block size is refused (one datagram); an HTTP one is not */
+        static char big[2200];
+        int k = snprintf(big, sizeof big, BODY_HDR "0,0,PUT,coap://127.0.0.1/a,1025,");
+        memset(big + k, 'y', 1025);
+        strcpy(big + k + 1025, "\n");
+        int rc = load(big, OPT_BLOCK, &g, err, sizeof err);
+        UC_CHECK("a CoAP body above one block", rc == 2 && strcmp(err, "t.csv:2: a body of 1025 "
+                 "bytes with a CoAP uri, expected at most 1024 (a body from the trace is sent in "
+                 "one datagram, not block-wise)") == 0, "rc %d, stderr '%s'", rc, err);
+        trace_free(&g);
+    }
     for (size_t i = 0; i < sizeof TRACE_BAD / sizeof *TRACE_BAD; i++) {
         const trace_bad_t *c = &TRACE_BAD[i];
         const char *text = c->text;

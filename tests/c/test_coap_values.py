@@ -7,28 +7,13 @@ import re
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
 
 import pytest
 
-from testkit.ge import check_consistent, free_port, loopback_addr, run_ge, write_trace
+from testkit.ge import check_consistent, libcoap_dynamic_server as coap_server, run_ge, write_trace
 
 pytestmark = pytest.mark.skipif(not shutil.which("coap-server-notls"),
                                 reason="coap-server-notls not installed (apt-get install libcoap3-bin)")
-
-
-@contextmanager
-def coap_server():
-    host = loopback_addr()
-    port = free_port(host)
-    srv = subprocess.Popen(["coap-server-notls", "-A", host, "-p", str(port), "-d", "1000"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        time.sleep(0.3)
-        yield f"coap://{host}:{port}"
-    finally:
-        srv.terminate()
-        srv.wait(timeout=5)
 
 
 def created(base: str) -> list[str]:

@@ -141,3 +141,63 @@ def test_things_register_with_a_real_directory(harness, tmp_path):
     html = (rd / "report.html").read_text()
     assert "Thing Description Directory" in html and "register" in html
     assert "Directory verification: 6 of 6 registered Things found" in html
+
+
+@pytest.mark.skipif(not TDD_BIN.exists() or shutil.which("node") is None,
+                    reason="needs wotbench-tdd (make build: domus-tdd-api, pyoxigraph) and node.js "
+                           "(Debian nodejs), which Domus runs to turn JSON-LD into triples")
+@pytest.mark.skipif(not GE_BIN.exists(), reason="needs the real gateway-emulator (make build)")
+def test_each_registration_stores_its_own_td_in_a_real_directory(tmp_path):
+    """td-directory's registrations (its trace's PUT lines, the body column) sent by the GE to
+    Domus TDD API; each instance's TD read back from the directory is its own."""
+    import socket
+    import urllib.request
+    src = yaml.safe_load((REPO / "configs" / "td-directory.yaml").read_text())
+    src["things"][0]["model"] = str(REPO / "configs" / src["things"][0]["model"])
+    src["things"][0]["count"] = 4
+    src["directory"]["server"]["command"][0] = str(TDD_BIN)
+    p = tmp_path / "td-directory.yaml"
+    p.write_text(yaml.safe_dump(src))
+    write_trace(load_config(p), tmp_path / "trace")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lines = (tmp_path / "trace/trace.csv").read_text().splitlines()
+    regs = [x.split(",", 4) for x in lines[1:] if ",PUT," in x and "?" not in x.split(",")[3]]
+    assert len(regs) == 4
+    rows = [f"{d},{100_000 * k},PUT,http://127.0.0.1:{port}/{uri.split('/', 3)[3]},{rest}"
+            for k, (d, _, _, uri, rest) in enumerate(regs)]
+    (tmp_path / "reg.csv").write_text(lines[0] + "\n" + "\n".join(rows) + "\n")
+    tdd = subprocess.Popen([str(TDD_BIN), "--listen", f"127.0.0.1:{port}", "--workdir",
+                            str(tmp_path)], stdout=subprocess.DEVNULL,
+                           stderr=open(tmp_path / "tdd.txt", "w"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(base + "/", timeout=2).read()
+                break
+            except OSError:
+                assert tdd.poll() is None and time.monotonic() < deadline, \
+                    (tmp_path / "tdd.txt").read_text()[-2000:]
+                time.sleep(0.3)
+        ge = subprocess.run([str(GE_BIN), "--trace", str(tmp_path / "reg.csv"), "--out",
+                             str(tmp_path / "ge"), "--timeout-ms", "30000", "--http-header",
+                             "Content-Type: application/td+json"],
+                            capture_output=True, text=True, timeout=180)
+        assert ge.returncode == 0, ge.stderr
+        with open(tmp_path / "ge/requests.csv") as f:
+            assert [r["code"] for r in csv.DictReader(f)] == ["201"] * 4   # each one created
+        own = [json.loads(x)["td"] for x in
+               (tmp_path / "trace/things/tds.jsonl").read_text().splitlines()]
+        stored = [json.loads(urllib.request.urlopen(f"{base}/things/{td['id']}", timeout=30).read())
+                  for td in own]
+    finally:
+        tdd.terminate()
+        tdd.wait(10)
+    keys = ("id", "title", "description", "base")
+    for mine, theirs in zip(own, stored):
+        assert {k: theirs.get(k) for k in keys} == {k: mine[k] for k in keys}
+        assert theirs["properties"].keys() == mine["properties"].keys()
+    assert len({td["base"] for td in stored}) == len({td["description"] for td in stored}) == 4

@@ -77,3 +77,26 @@ def test_good_resource_file_reads_and_the_analysis_gets_its_own_error(tmp_path):
     assert str(e.value).splitlines() == [
         f"{f}:2: column service_time_us: 'x' is not an integer, expected an integer 0..3600000000",
         f"{f}:3: column service_time_us: 'y' is not an integer, expected an integer 0..3600000000"]
+
+
+def test_the_body_column_is_read_and_every_bad_body_is_named(tmp_path):
+    """The trace's optional last column (the header names it): each request's own body,
+    percent-encoded; judged as the GE judges it (gateway-emulator trace.c body_check)."""
+    f = tmp_path / "trace.csv"
+    f.write_text("device_id,send_time_us,method,uri,payload_bytes,body\n"
+                 f'0,10,PUT,{URI},13,{{"a":1%2C"b":2}}\n'   # 2 fine: the comma escaped
+                 f"0,20,GET,{URI},,\n"                        # 3 fine: no body
+                 f"0,30,POST,{URI},4,\n")                     # 4 fine: filler
+    df = read_trace(f)
+    assert list(df.body) == ['{"a":1%2C"b":2}', "", ""]
+    assert list(df.payload_bytes) == [13, 0, 4]
+    f.write_text("device_id,send_time_us,method,uri,payload_bytes,body\n"
+                 f"0,10,GET,{URI},,x\n"        # 2 a body with GET
+                 f"0,20,PUT,{URI},1,%G1\n"     # 3 bad escape
+                 f"0,30,PUT,{URI},3,%41b\n"    # 4 2 bytes, not 3
+                 f"0,40,PUT,{URI},2,ok\n")     # 5 fine
+    got = _problems(read_trace, f)
+    assert got == [f"{f}:2: a body with GET, expected a body only with PUT, POST or PATCH",
+                   f"{f}:3: bad %-escape in body, expected %XX with two hex digits",
+                   f"{f}:4: body of 2 bytes with payload_bytes 3, expected a body of exactly "
+                   "payload_bytes bytes (decoded)"]

@@ -214,8 +214,11 @@ def test_trace_comes_from_the_forms_and_the_rates(tmp_path):
     assert abs(by[("GET", "status")] - 120) < 55
     assert abs(by[("PUT", "status")] - 30) < 28 and abs(by[("POST", "toggle")] - 30) < 28
     puts = lamp[lamp.method == "PUT"]
-    assert puts.payload_bytes.nunique() == 1 and int(puts.payload_bytes.iloc[0]) in (4, 5)
+    # each write carries its own value of the enum, sized by it (the trace's body column)
+    assert set(puts.body) <= {'"on"', '"off"'} and len(set(puts.body)) == 2
+    assert list(puts.payload_bytes) == [len(b) for b in puts.body]
     assert set(lamp[lamp.method == "GET"].payload_bytes.fillna(0)) == {0}
+    assert set(lamp[lamp.method != "PUT"].body) == {""}       # toggle has no input: no body
 
     aff = list(csv.DictReader(open(out / "things" / "affordances.csv")))
     assert [(r["group"], r["affordance"], r["op"], r["method"], r["path"]) for r in aff][:3] == [
@@ -223,6 +226,62 @@ def test_trace_comes_from_the_forms_and_the_rates(tmp_path):
         ("lamp", "properties/status", "writeproperty", "PUT", "status"),
         ("lamp", "actions/toggle", "invokeaction", "POST", "toggle")]
     assert aff[-1]["model"] == "Thermostat" and aff[-1]["first_device"] == "3"
+
+
+def _decoded(body: str):
+    from urllib.parse import unquote_to_bytes
+    return json.loads(unquote_to_bytes(body))
+
+
+def test_writes_and_invocations_carry_values_of_their_schema_drawn_with_the_seed(tmp_path):
+    """writeproperty/invokeaction requests carry JSON values generated from the affordance's
+    data schema (type, minimum/maximum, enum), one per request, the same for the same seed."""
+    import jsonschema
+    from wotbench.workload.formats import TRACE_BODY_COLUMN
+    model = json.loads((THINGS / "thermostat.tm.json").read_text())
+    schemas = {"targetTemperature": model["properties"]["targetTemperature"],
+               "setMode": model["actions"]["setMode"]["input"]}
+    load = [{"affordance": "properties/targetTemperature", "op": "writeproperty", "rate_per_s": 2},
+            {"affordance": "actions/setMode", "op": "invokeaction", "rate_per_s": 2},
+            {"affordance": "properties/temperature", "op": "readproperty", "rate_per_s": 1}]
+    entry = {"model": str(THINGS / "thermostat.tm.json"), "group": "t", "count": 4,
+             "instance": {"ROOM": "r{index}"}, "load": load}
+    bodies = {}
+    for seed in (1, 1, 2):
+        cfg = config_from_dict(_cfg(tmp_path, [entry], seed=seed), tmp_path)
+        out = tmp_path / f"s{seed}-{len(bodies)}"
+        write_trace(cfg, out)
+        assert (out / "trace.csv").read_text().splitlines()[0].endswith(TRACE_BODY_COLUMN)
+        tr = read_trace(out / "trace.csv")
+        path = tr.uri.str.replace(r"^coap://[^/]+/", "", regex=True)
+        got = {}
+        for name, p in (("targetTemperature", "properties/targetTemperature"),
+                        ("setMode", "actions/setMode")):
+            rows = tr[path == p]
+            assert len(rows) > 40                                  # 4 x 2/s x 20 s
+            values = [_decoded(b) for b in rows.body]
+            for v in values:
+                jsonschema.validate(v, schemas[name])               # a value of its schema
+            assert list(rows.payload_bytes) == [len(json.dumps(v, separators=(",", ":")))
+                                                for v in values]
+            got[name] = values
+        assert len(set(got["targetTemperature"])) > 20              # drawn per request
+        assert set(got["setMode"]) == {"heat", "cool", "off"}
+        assert all(10 <= v <= 30 for v in got["targetTemperature"])
+        assert set(tr[path == "properties/temperature"].body) == {""}   # a read has none
+        bodies[(seed, len(bodies))] = got
+    (a, b, c) = bodies.values()
+    assert a == b and a["targetTemperature"] != c["targetTemperature"]
+
+
+def test_a_payload_template_with_things_bodies_is_refused(tmp_path):
+    load = [{"affordance": "properties/targetTemperature", "op": "writeproperty", "rate_per_s": 1}]
+    entry = {"model": str(THINGS / "thermostat.tm.json"), "count": 1,
+             "instance": {"ROOM": "r{index}"}, "load": load}
+    p = _problems(_cfg(tmp_path, [entry], gateways={"payload_template": "{{seq}}"}), tmp_path)
+    assert p == ["gateways.payload_template: a Thing's writeproperty/invokeaction requests carry "
+                 "their own values of the affordance's data schema, expected no payload template "
+                 "with things:"]
 
 
 def test_same_seed_same_trace(tmp_path):
@@ -332,14 +391,28 @@ def test_directory_run_registers_verifies_and_deregisters_every_instance(tmp_pat
     cfg = load_config(p)
     assert [(g.group, g.protocol, g.count, g.directory) for g in cfg.devices] == [
         ("tdd", "http", 1, True)]
-    body = json.loads(cfg.gateways.http.body_template)
-    assert "id" not in body and body["title"] == "Thermostat"     # the directory takes the URL's
+    assert cfg.gateways.http.body_template is None                # each request has its own
+    assert cfg.gateways.http.headers == ["Content-Type: application/td+json"]
     assert cfg.gateways.http.connections == 2                     # the config's, kept
     write_trace(cfg, tmp_path / "t")
     tr = read_trace(tmp_path / "t" / "trace.csv")
     path = tr.uri.str.replace(r"^http://[^/]+/", "", regex=True)
     reg = path[(tr.method == "PUT") & ~path.str.contains(r"\?")]
     assert len(reg) == 20 and reg.nunique() == 20
+    # every registration and update carries its instance's own TD: its id the URL's, its own
+    # base address and room, the bytes of its line of things/tds.jsonl
+    tds = [json.loads(x)["td"] for x in (tmp_path / "t/things/tds.jsonl").read_text().splitlines()]
+    by_id = {td["id"]: td for td in tds}
+    assert len(by_id) == 20 and len({td["base"] for td in tds}) == 20
+    puts = tr[tr.method == "PUT"]
+    assert len(puts) > 20                                         # registrations and updates
+    for p, body, size in zip(path[puts.index], puts.body, puts.payload_bytes):
+        td = _decoded(body)
+        tid = p.split("?")[0].removeprefix("things/")
+        assert td == by_id[tid] and td["id"] == tid
+        assert size == len(json.dumps(td, separators=(",", ":"), ensure_ascii=False).encode())
+    assert by_id[reg.iloc[0].removeprefix("things/")]["description"].startswith("Room thermostat in room-")
+    assert set(tr[tr.method != "PUT"].body) == {""}
     assert (tr.send_time_us[reg.index] < 30e6).all()               # the registration storm
     ver = path[(tr.method == "GET") & path.str.endswith("?verify")]
     assert sorted(ver.str.replace("?verify", "", regex=False)) == sorted(reg)
@@ -351,6 +424,15 @@ def test_directory_run_registers_verifies_and_deregisters_every_instance(tmp_pat
     assert [r["op"] for r in aff] == ["register", "verify", "update", "deregister", "query"]
     again = load_config(dump_resolved(cfg, tmp_path / "resolved.yaml"))
     assert [g.model_dump() for g in again.devices] == [g.model_dump() for g in cfg.devices]
+
+
+def test_a_body_template_with_a_directory_is_refused(tmp_path):
+    src = yaml.safe_load((REPO / "configs" / "td-directory.yaml").read_text())
+    src["things"][0]["model"] = str(THINGS / "thermostat.tm.json")
+    src["gateways"]["http"]["body_template"] = "{}"
+    p = _problems(src, tmp_path)
+    assert p == ["gateways.http.body_template: every registration carries its instance's own TD, "
+                 "expected no body template with directory:"]
 
 
 def test_directory_phases_must_fit_the_test(tmp_path):

@@ -6,6 +6,8 @@
  * It is decoded once here, so serving it allocates nothing. */
 #include "resources.h"
 
+#include "pct_body.h" /* common/pct_body.h */
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,12 +136,8 @@ static int parse_observe(const char *file, long ln, char **f, struct resource *r
     return 0;
 }
 
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-         : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* The `body` column: percent-decoded into a copy of exactly r->payload_bytes bytes. */
+/* The `body` column: percent-decoded (common/pct_body.h) into a copy of exactly
+ * r->payload_bytes bytes. */
 static int parse_body(const char *file, long ln, const char *v, struct resource *r) {
     if (*v == '\0')
         return 0;
@@ -149,22 +147,15 @@ static int parse_body(const char *file, long ln, const char *v, struct resource 
     char *b = malloc(r->payload_bytes ? r->payload_bytes : 1);
     if (!b)
         return csv_fail(file, ln, "out of memory", "a smaller body");
-    size_t n = 0;
-    for (const char *c = v; *c; c++, n++) {
-        int hi = 0, lo = 0;
-        if (*c == '%' && ((hi = hexval(c[1])) < 0 || (lo = hexval(c[2])) < 0)) {
-            free(b);
-            return csv_fail(file, ln, "bad %-escape in body", "%XX with two hex digits");
-        }
-        if (n < r->payload_bytes)
-            b[n] = *c == '%' ? (char)(hi << 4 | lo) : *c;
-        if (*c == '%')
-            c += 2;
+    long n = pct_decode(v, b, r->payload_bytes);
+    if (n < 0) {
+        free(b);
+        return csv_fail(file, ln, "bad %-escape in body", "%XX with two hex digits");
     }
-    if (n != r->payload_bytes) {
+    if ((unsigned long)n != r->payload_bytes) {
         free(b);
         char what[96];
-        snprintf(what, sizeof what, "body of %zu bytes with payload_bytes %u", n,
+        snprintf(what, sizeof what, "body of %ld bytes with payload_bytes %u", n,
                  r->payload_bytes);
         return csv_fail(file, ln, what, "a body of exactly payload_bytes bytes (decoded)");
     }

@@ -7,18 +7,18 @@ trace of the gateway emulator, per instance (its TD id ``ID``):
 
 | phase | when (test time) | request |
 |---|---|---|
-| register | uniform in `[0, R)` | `PUT things/ID` with the TD |
+| register | uniform in `[0, R)` | `PUT things/ID` with the instance's own TD |
 | verify | uniform in `[R, R + V)` | `GET things/ID?verify`: 200 = found |
-| update | Poisson at `updates_per_s` in `[R + V, D - X)` | `PUT things/ID?update` |
+| update | Poisson at `updates_per_s` in `[R + V, D - X)` | `PUT things/ID?update`, its TD again |
 | query | Poisson at `queries_per_s` (all instances) in `[R + V, D - X)` | `GET <query>` |
 | deregister | uniform in `[D - X, D)` | `DELETE things/ID` |
 
 (R ``register_within_s``, V ``verify_within_s``, X ``deregister_within_s``, D the test;
 the query strings ``?verify``/``?update`` only tell the phases apart in requests.csv: the
-directory ignores them.) The TD body is one template for the run (``gateways.http``
-``body_template``): the first entry's TD of instance 0 without its ``id``, which the
-directory then takes from the URL (WoT Discovery: PUT with the id in the path); the GE has
-no per-request bodies yet, so every registration carries the same TD apart from its id.
+directory ignores them.) Each PUT carries its instance's own TD (the trace's ``body``
+column, docs/CONTRACTS.md §1): its ``id`` (the URL's, as WoT Discovery's PUT wants), its
+``base`` address and a model's instance values; the same bytes as its line of
+``things/tds.jsonl``.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from wotbench.deploy.addressing import host_address
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
 from wotbench.things.spec import DirectorySpec
-from wotbench.workload.formats import TRACE_METHODS
+from wotbench.workload.formats import TRACE_METHODS, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 GROUP = "tdd"
@@ -44,24 +44,29 @@ OPS = (("register", "PUT", r"things/[^?]+"), ("verify", "GET", r"things/[^?]+\?v
        ("update", "PUT", r"things/[^?]+\?update"), ("deregister", "DELETE", r"things/[^?]+"))
 
 
-def instance_ids(cfg: Config) -> list[tuple[ThingPlan, int, str]]:
-    """(plan, instance, TD id) of every instance of every ``things:`` entry."""
+@dataclass
+class Registered:
+    """One instance as the directory sees it."""
+    plan: ThingPlan
+    index: int
+    device: str
+    id: str            # its TD's id: the URL's things/ID
+    td: str            # its TD, compact JSON: the registration's body
+
+
+def instances(cfg: Config) -> list[Registered]:
+    """Every instance of every ``things:`` entry, with its own TD (addressed as an emulated
+    instance would be: the subnet's addresses in order, port 5683)."""
     out, j = [], 1
     net = ipaddress.ip_network(cfg.network.subnet)
     for k, spec in enumerate(cfg.things or []):
         tp = cached_plan(spec, k, cfg.seed)
         for i in range(spec.count):
-            td = instance_td(tp, i, f"{tp.group}-{i}", f"{host_address(net, j)}:5683")
-            out.append((tp, i, str(td["id"])))
+            device = f"{tp.group}-{i}"
+            td = instance_td(tp, i, device, f"{host_address(net, j)}:5683")
+            out.append(Registered(tp, i, device, str(td["id"]), compact(td)))
             j += 1
     return out
-
-
-def body_template(tp: ThingPlan, subnet: str) -> str:
-    """The registration body: instance 0's TD without ``id`` (the directory takes the URL's)."""
-    td = instance_td(tp, 0, f"{tp.group}-0", f"{host_address(ipaddress.ip_network(subnet), 1)}:5683")
-    td.pop("id", None)
-    return compact(td)
 
 
 def group_of(d: DirectorySpec) -> dict:
@@ -78,12 +83,17 @@ class DirectoryRows:
     payload: np.ndarray
     paths: list[str]
     ops: list[tuple[str, str, str, int]]   # (op, method, path regex, requests)
+    body: np.ndarray = None                # per row: index into bodies (-1: none)
+    bodies: list[str] = None               # instance i's TD, encoded (encode_body)
+    tds: dict[str, str] = None             # device -> its TD (things/tds.jsonl)
 
 
 def rows(cfg: Config, device: int) -> DirectoryRows:
     """The directory's trace (every row to device ``device``, the directory)."""
     d = cfg.directory
-    ids = [x[2] for x in instance_ids(cfg)]
+    regs = instances(cfg)
+    ids = [r.id for r in regs]
+    tds = [r.td.encode() for r in regs]
     n = len(ids)
     D = cfg.duration_s * 1e6
     R, V, X = d.register_within_s * 1e6, d.verify_within_s * 1e6, d.deregister_within_s * 1e6
@@ -113,10 +123,15 @@ def rows(cfg: Config, device: int) -> DirectoryRows:
     meth = np.concatenate(m).astype(np.int8)
     res = np.concatenate(r).astype(np.int64)
     order = np.argsort(times, kind="stable")
+    # register (res < n) and update (2n <= res < 3n) carry the instance's TD, sized by it
+    own = np.where(meth == put, res % n if n else res, -1)
+    size = np.array([len(x) for x in tds] or [0], np.int64)
+    payload = np.where(own >= 0, size[np.maximum(own, 0)], 0).astype(np.int64)
     ops = [(o, mm, rx, int(((meth == TRACE_METHODS.index(mm)) & _in_op(o, res, n)).sum()))
            for o, mm, rx in OPS] + [("query", "GET", _regex(d.query), int((res == 3 * n).sum()))]
     return DirectoryRows(np.full(len(times), device, np.int64), times[order], meth[order],
-                         res[order], np.zeros(len(times), np.int64), paths, ops)
+                         res[order], payload[order], paths, ops, own[order],
+                         [encode_body(x) for x in tds], {g.device: g.td for g in regs})
 
 
 def _in_op(op: str, res: np.ndarray, n: int) -> np.ndarray:

@@ -19,16 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from wotbench.schema_errors import problems as schema_problems
-from wotbench.config.schema import Network
-from wotbench.things.directory import body_template
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, plan
 from wotbench.things.spec import DirectorySpec, ThingSpec
 from wotbench.things.tdfile import TdError
-
-
-DEFAULT_SUBNET = Network.model_fields["subnet"].default
 
 
 def _absolute(p: Any, base_dir: Path) -> Any:
@@ -128,18 +123,24 @@ def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
                          for p in e.problems]
     if problems:
         return raw, problems
+    gw = raw.get("gateways") if isinstance(raw.get("gateways"), dict) else {}
     if directory is None:
         kept += [group_of(tp, k) for k, tp in enumerate(plans)]
+        if gw.get("payload_template") is not None and any(lp.request_schema for tp in plans
+                                                          for lp in tp.loads):
+            return raw, ["gateways.payload_template: a Thing's writeproperty/invokeaction "
+                         "requests carry their own values of the affordance's data schema, "
+                         "expected no payload template with things:"]
     else:   # registered, not emulated: the run speaks HTTP to the directory
         kept.append(directory_group(directory))
         gw = raw.setdefault("gateways", {})
         http = gw.setdefault("http", {}) if isinstance(gw, dict) else None
-        if isinstance(http, dict):   # the TD as the body, unless the config gives one
-            net = raw.get("network", {}).get("subnet", DEFAULT_SUBNET) \
-                if isinstance(raw.get("network"), dict) else DEFAULT_SUBNET
+        if isinstance(http, dict):   # the schema names a gateways or http that is no mapping
+            given = [k for k in ("body_template", "body_template_file") if http.get(k) is not None]
+            if given:
+                return raw, [f"gateways.http.{given[0]}: every registration carries its "
+                             "instance's own TD, expected no body template with directory:"]
             http.setdefault("headers", ["Content-Type: application/td+json"])
-            if http.get("body_template") is None and http.get("body_template_file") is None:
-                http["body_template"] = body_template(plans[0], net)
     raw["devices"] = kept
     raw["things"] = [s.model_dump(exclude_defaults=True) | {"count": s.count} for s in specs]
     return raw, problems

@@ -48,7 +48,8 @@ class LoadPlan:
     index: int                 # position in the entry's load list
     resource: int              # index into ThingPlan.resources
     method: str                # GET | PUT | POST | DELETE | OBSERVE
-    request_bytes: int
+    request_bytes: int         # of one value (the trace's bodies are drawn per request)
+    request_schema: Optional[dict] = None   # a PUT/POST's data schema: its bodies' values
 
 
 @dataclass
@@ -190,15 +191,16 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
             problems.append(TdProblem(file, a.pointer, f"{at}.notify.dist: {e.notify.dist}, "
                             f"expected one of {', '.join(NOTIFY_DISTS)} (what wot-device emulates)"))
             continue
-        req = 0
+        req, req_schema = 0, None
         if form.method in ("PUT", "POST"):
-            req, why = payloads.body(_schema_for(a, request=True), rng)
+            req_schema = _schema_for(a, request=True) or None
+            req, why = payloads.body(req_schema, rng)
             if why:
                 problems.append(TdProblem(file, a.pointer, why))
         r = by_path[form.path]
         if e.op in OBSERVE_OPS:
             resources[r].notify = _notify_cols(e, resources[r].service_us)
-        loads.append(LoadPlan(e, i, r, form.method, req))
+        loads.append(LoadPlan(e, i, r, form.method, req, req_schema if req else None))
     if problems:
         raise TdError(problems)
     resources.append(Resource(WELL_KNOWN_WOT, "", 0, 0))   # size: per instance, its own TD

@@ -1,10 +1,12 @@
-"""Values that conform to a TD data schema (TD 1.1 §5.3.2 DataSchema), for payload sizes.
+"""Values that conform to a TD data schema (TD 1.1 §5.3.2 DataSchema): request bodies and sizes.
 
-The trace carries a body's size, not its bytes (docs/CONTRACTS.md §1: the GE and the devices
-send filler of that size), so each affordance's request and response sizes are those of one
-value generated from its data schema with the run's seed, serialised as compact JSON, and
-checked against the schema with ``jsonschema`` (``pattern`` and ``format`` are not generated
-for, and so left out of that check).
+A writeproperty/invokeaction request carries a value generated from the affordance's data
+schema (its property schema, the action's ``input``) as compact JSON: the trace's ``body``
+column (docs/CONTRACTS.md §1), one value per request drawn with the run's seed
+(:func:`value_text`, :mod:`.workload`). Responses are the size of one such value (the devices
+send filler bytes of that size). :func:`body` checks one generated value against the schema
+with ``jsonschema`` when the config is read (``pattern`` and ``format`` are not generated for,
+and so left out of that check).
 """
 from __future__ import annotations
 
@@ -83,4 +85,9 @@ def body(schema: dict | None, rng: np.random.Generator) -> tuple[int, str | None
                   "with type/enum/const and satisfiable limits"
     except jsonschema.SchemaError as e:
         return 0, f"not a valid data schema ({e.message})"
-    return len(json.dumps(value, separators=(",", ":")).encode()), None
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()), None
+
+
+def value_text(schema: dict, rng: np.random.Generator) -> str:
+    """One value of ``schema`` as compact JSON (what a request's body carries)."""
+    return json.dumps(generate(schema, rng), separators=(",", ":"), ensure_ascii=False)

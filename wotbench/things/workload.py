@@ -5,7 +5,10 @@ response size of a value of the affordance's data schema, Observe columns for an
 property or subscribed event) and ``.well-known/wot``, whose ``body`` column is the instance's
 own TD (the devices serve those bytes; every other resource answers with filler bytes).
 Per instance and ``load`` entry: a renewal process of requests (``rate_per_s``: Poisson, or
-``interval``) to the op's form with its method and the request body size of the schema; an
+``interval``) to the op's form with its method; a PUT/POST (writeproperty, invokeaction with an
+``input``) carries its own value of the affordance's data schema as compact JSON (the trace's
+``body`` column, its size the ``payload_bytes``), drawn from ``[seed, group index, 200 + entry
+index]`` so the bodies do not move the requests' times; an
 observe op gives ``observers`` OBSERVE lines at uniform instants in
 ``[0, register_within_s)`` and their CANCEL at the end of the test (observer k of a device
 has its own URI ``?o=k``). Every draw comes from ``numpy.random.default_rng([seed, group
@@ -22,12 +25,14 @@ import numpy as np
 from wotbench.config.distributions import make_distribution
 from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.resolve import DeviceAddress
+from wotbench.things import payloads
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
 from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 _STREAM_BASE = 100
+_STREAM_BODY = 200      # + entry index: the request bodies' values
 _STREAM_SERVICE = 99    # the instances' service times (the load entries' streams are 100 + i)
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 
@@ -44,6 +49,8 @@ class ThingRows:
     resources: dict[str, list[tuple]] = field(default_factory=dict)   # device -> rows
     paths: dict[int, list[str]] = field(default_factory=dict)         # device id -> paths
     tds: dict[str, str] = field(default_factory=dict)                 # device -> its TD (JSON)
+    body: list[np.ndarray] = field(default_factory=list)   # per row: index into bodies, -1 none
+    bodies: list[str] = field(default_factory=list)        # distinct bodies, encoded (encode_body)
 
 
 def thing_plan(cfg: Config, gi: int) -> ThingPlan:
@@ -121,6 +128,7 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
             out.resource += [np.full(n, lp.resource, np.int64)] * 2
             out.payload += [np.zeros(n, np.int64)] * 2
             out.observer += [obs, obs]
+            out.body += [np.full(n, -1, np.int64)] * 2
             continue
         times = arrivals(make_distribution(_interval(e)), rng, g.count, cfg.duration_s * 1000.0)
         n = sum(len(t) for t in times)
@@ -129,9 +137,32 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
                                 if n else np.zeros(0, np.int64))
         out.method.append(np.full(n, TRACE_METHODS.index(lp.method), np.int8))
         out.resource.append(np.full(n, lp.resource, np.int64))
-        out.payload.append(np.full(n, lp.request_bytes, np.int64))
+        sizes, index = request_bodies(lp, n, np.random.default_rng([cfg.seed, gi, _STREAM_BODY + lp.index]),
+                                      out.bodies)
+        out.payload.append(sizes)
+        out.body.append(index)
         out.observer.append(np.full(n, -1, np.int64))
     return out
+
+
+def request_bodies(lp, n: int, rng: np.random.Generator, bodies: list[str]
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(payload bytes, index into ``bodies``) of ``n`` requests of load entry ``lp``: each a
+    value of its data schema as compact JSON (distinct texts kept once, encoded for the trace's
+    body column); no schema (a GET, an action without input): 0 bytes, no body."""
+    if lp.request_schema is None:
+        return np.full(n, lp.request_bytes, np.int64), np.full(n, -1, np.int64)
+    seen = {b: k for k, b in enumerate(bodies)}
+    sizes, index = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for j in range(n):
+        text = payloads.value_text(lp.request_schema, rng).encode()
+        enc = encode_body(text)
+        k = seen.get(enc)
+        if k is None:
+            k = seen[enc] = len(bodies)
+            bodies.append(enc)
+        sizes[j], index[j] = len(text), k
+    return sizes, index
 
 
 def affordance_rows(cfg: Config) -> list[dict]:

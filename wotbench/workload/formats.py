@@ -11,6 +11,9 @@ from wotbench.deploy.resolve import DeviceAddress
 from wotbench.rundir import atomic
 
 TRACE_HEADER = "device_id,send_time_us,method,uri"
+# optional last column of a trace (the header names it): the request's body, encoded as a
+# resource file's body (encode_body); empty: payload_bytes filler bytes
+TRACE_BODY_COLUMN = ",body"
 # the trace's method column; index = method code (PATCH: protocol http only)
 TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"
@@ -22,8 +25,8 @@ _BODY_ESCAPE = re.compile(r"[^\x21-\x24\x26-\x2b\x2d-\x7e]")   # not printable, 
 
 
 def encode_body(data: bytes) -> str:
-    """A resource file's ``body`` field: ``data`` with every byte that is not printable ASCII,
-    '%' or ',' as %XX (wot-device resources.c decodes it once at start)."""
+    """A resource file's or a trace's ``body`` field: ``data`` with every byte that is not
+    printable ASCII, '%' or ',' as %XX (common/pct_body.h decodes it once at start)."""
     return _BODY_ESCAPE.sub(lambda m: f"%{ord(m.group()):02X}", data.decode("latin-1"))
 
 

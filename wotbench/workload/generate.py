@@ -50,7 +50,8 @@ from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from cd_module.trace import write_cd_files
-from wotbench.workload.formats import TRACE_HEADER, TRACE_METHODS, authority, write_resources
+from wotbench.workload.formats import (TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,
+                                       write_resources)
 from wotbench.workload.renewal import arrivals as _arrivals
 from wotbench.things.directory import affordance_rows as directory_affordances
 from wotbench.things.directory import rows as directory_rows
@@ -114,6 +115,11 @@ class GeneratedTrace:
     # device -> the TD it serves, for devices made from ``things:`` (wotbench.things)
     thing_tds: dict[str, str] = field(default_factory=dict)
     directory_ops: list[dict] = field(default_factory=list)   # their things/affordances.csv rows
+    # the trace's body column (docs/CONTRACTS.md §1): per row an index into ``bodies`` (the
+    # encoded bodies), -1 for none (filler bytes); None when no row has a body
+    body: Optional[np.ndarray] = None
+    bodies: list[str] = field(default_factory=list)
+    directory_tds: dict[str, str] = field(default_factory=dict)   # registered instance -> TD
 
 
 def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
@@ -177,6 +183,15 @@ def generate(cfg: Config) -> GeneratedTrace:
     first = 0
     thing_tds: dict[str, str] = {}
     directory_ops: list[dict] = []
+    directory_tds: dict[str, str] = {}
+    bods: list[np.ndarray] = []    # per row: index into bodies, -1 none
+    bodies: list[str] = []
+
+    def with_bodies(index: list[np.ndarray], texts: list[str]) -> None:
+        off = len(bodies)
+        bods.extend(np.where(b >= 0, b + off, -1) for b in index)
+        bodies.extend(texts)
+
     for gi, g in enumerate(cfg.devices):
         if g.thing is not None:   # a Thing from its TD: its own paths, rates and bodies
             part = thing_rows(cfg, gi, first, addrs)
@@ -189,6 +204,7 @@ def generate(cfg: Config) -> GeneratedTrace:
             resources.update(part.resources)
             paths.update(part.paths)
             thing_tds.update(part.tds)
+            with_bodies(part.body, part.bodies)
             first += g.count
             continue
         if g.directory:   # the Things register with this directory (wotbench.things.directory)
@@ -196,6 +212,8 @@ def generate(cfg: Config) -> GeneratedTrace:
             ids.append(dr.device_id), times.append(dr.send_time_us), meths.append(dr.method)
             ress.append(dr.resource), pays.append(dr.payload)
             obs.append(np.full(len(dr.device_id), -1, np.int64))
+            with_bodies([dr.body], dr.bodies)
+            directory_tds.update(dr.tds)
             paths[first] = dr.paths
             directory_ops.extend(directory_affordances(cfg, first, dr.ops))
             first += g.count
@@ -247,18 +265,22 @@ def generate(cfg: Config) -> GeneratedTrace:
         has_body = np.isin(m, _WITH_BODY)
         pays.append(np.where(has_body, g.request_payload_bytes, 0).astype(np.int64))
         obs.append(np.full(n, -1, np.int64))
+        bods.append(np.full(n, -1, np.int64))
         if g.observe is not None:
             d, t, m, r, k = _observations(cfg, gi, g, first, int(round(duration_ms * 1000)))
             ids.append(d), times.append(t), meths.append(m), ress.append(r), obs.append(k)
             pays.append(np.zeros(len(d), np.int64))
+            bods.append(np.full(len(d), -1, np.int64))
         first += g.count
     device_id, send_time = np.concatenate(ids), np.concatenate(times)
     order = np.lexsort((device_id, send_time))   # stable: an OBSERVE stays before its CANCEL
     observer = np.concatenate(obs)[order]
+    body = np.concatenate(bods)[order]
     return GeneratedTrace(device_id[order], send_time[order], np.concatenate(meths)[order],
                           np.concatenate(ress)[order], np.concatenate(pays)[order], resources,
                           paths, observer if (observer >= 0).any() else None, thing_tds,
-                          directory_ops)
+                          directory_ops, body if (body >= 0).any() else None, bodies,
+                          directory_tds)
 
 
 def _schemes(cfg: Config, addrs: list[DeviceAddress]) -> list[str]:
@@ -279,9 +301,13 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
     d, t, m, r, p = tr.device_id, tr.send_time_us, tr.method, tr.resource, tr.payload
     if mask is not None:
         d, t, m, r, p = d[mask], t[mask], m[mask], r[mask], p[mask]
-    if tr.observer is not None:   # OBSERVE/CANCEL rows: each observer its own URI query
-        k = tr.observer if mask is None else tr.observer[mask]
-        return _write_rows_observe(path, d, t, m, r, p, k, addrs, schemes, tr.paths)
+    if tr.observer is not None or tr.body is not None:   # observers' URIs, bodies: row by row
+        k = tr.observer if tr.observer is not None else np.full(len(tr.device_id), -1, np.int64)
+        b = tr.body if tr.body is not None else None
+        if mask is not None:
+            k, b = k[mask], (None if b is None else b[mask])
+        return _write_rows_observe(path, d, t, m, r, p, k, addrs, schemes, tr.paths,
+                                   body=b, bodies=tr.bodies, clients=clients, via=via)
     schemes = schemes or ["coap"] * len(addrs)
     with_payload = bool(p.any()) or clients is not None
     prefix = [f"{a.id},"for a in addrs]
@@ -314,18 +340,28 @@ def _write_rows(path: Path, tr: GeneratedTrace, addrs: list[DeviceAddress], mask
 
 
 def _write_rows_observe(path: Path, d, t, m, r, p, k, addrs: list[DeviceAddress],
-                        schemes: Optional[list[str]], paths: dict[int, list[str]]) -> int:
-    """The trace rows of a workload with observations (slower, but only those runs take it);
-    ``paths``: the devices whose resource j is ``paths[id][j]`` instead of r<j>."""
-    with_payload = bool(p.any())
+                        schemes: Optional[list[str]], paths: dict[int, list[str]],
+                        body: Optional[np.ndarray] = None, bodies: list[str] = (),
+                        clients: Optional[int] = None, via: str = "") -> int:
+    """The trace rows of a workload with observations or request bodies (slower, but only
+    those runs take it); ``paths``: the devices whose resource j is ``paths[id][j]`` instead of
+    r<j>; ``body``: per row an index into ``bodies`` (encoded) or -1, the last column."""
+    with_payload = bool(p.any()) or body is not None or clients is not None
     schemes = schemes or ["coap"] * len(addrs)
-    base = [f"{sc}://{a.ip}:{a.port}/" for a, sc in zip(addrs, schemes)]
+    base = [f"{via}{sc}://{authority(a)}/" for a, sc in zip(addrs, schemes)]
+    bl = body.tolist() if body is not None else [-1] * len(d)
+    cl = (np.arange(len(d)) % clients).tolist() if clients is not None else [None] * len(d)
     with atomic.replacing(path, buffering=1 << 20) as f:
-        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "") + "\n")
-        for a, b, c, e, g, q in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(), p.tolist(), k.tolist()):
+        f.write(TRACE_HEADER + (",payload_bytes" if with_payload else "")
+                + (",client" if clients is not None else "")
+                + (TRACE_BODY_COLUMN if body is not None else "") + "\n")
+        for a, b, c, e, g, q, x, n in zip(d.tolist(), t.tolist(), m.tolist(), r.tolist(),
+                                          p.tolist(), k.tolist(), bl, cl):
             query = f"?o={q}" if q >= 0 else ""
             res = paths[a][e] if a in paths else f"r{e}"
-            f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{res}{query}" + (f",{g}\n" if with_payload else "\n"))
+            f.write(f"{a},{b},{TRACE_METHODS[c]},{base[a]}{res}{query}"
+                    + (f",{g}" if with_payload else "") + (f",{n}" if n is not None else "")
+                    + ("" if body is None else f",{bodies[x]}" if x >= 0 else ",") + "\n")
     return len(d)
 
 
@@ -379,7 +415,7 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
         write_resources(f"{res_dir}/{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs)
     if tr.thing_tds or tr.directory_ops:
-        write_thing_files(cfg, out_dir, tr.thing_tds, tr.directory_ops)
+        write_thing_files(cfg, out_dir, {**tr.thing_tds, **tr.directory_tds}, tr.directory_ops)
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(HTTP_METHODS)     # OBSERVE/CANCEL lines are not requests
     return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)
@@ -396,7 +432,8 @@ def keep_devices(tr: GeneratedTrace, ids: set[int], addrs: list[DeviceAddress]) 
                           {i: p for i, p in tr.paths.items() if i in ids},
                           None if tr.observer is None else tr.observer[mask],
                           {n: t for n, t in tr.thing_tds.items() if n in names},
-                          tr.directory_ops)
+                          tr.directory_ops, None if tr.body is None else tr.body[mask],
+                          tr.bodies, tr.directory_tds)
 
 
 def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs) -> list[str]:
@@ -479,21 +516,35 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
     cols = ["device_id", "send_time_us", "method"]
     out = df[cols].copy()
     out["uri"] = uris
-    if "payload_bytes" in df.columns:
-        out["payload_bytes"] = df.payload_bytes.fillna(0).astype(np.int64)
-    with atomic.replacing_path(out_dir / "trace.csv") as tmp:
-        out.to_csv(tmp, index=False)
+    if "payload_bytes" in df.columns or "body" in df.columns:
+        out["payload_bytes"] = (df.payload_bytes.fillna(0).astype(np.int64)
+                                if "payload_bytes" in df.columns else 0)
+    if "body" in df.columns:   # the requests' own bodies, as recorded (no CSV quoting)
+        out["body"] = df.body
     G = cfg.gateways.count
     ge_files = ["trace.csv"]
+    _write_frame(out_dir / "trace.csv", out)
     if G > 1:
         ge_files = []
         for k in range(G):
-            with atomic.replacing_path(out_dir / f"ge-{k}.csv") as tmp:
-                out[out.device_id % G == k].to_csv(tmp, index=False)
+            _write_frame(out_dir / f"ge-{k}.csv", out[out.device_id % G == k])
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = df.method.isin(HTTP_METHODS).to_numpy()
     return _summarise(cfg, df.device_id.to_numpy()[is_req], resources, out_dir, cd_requests, ge_files, True)
+
+
+def _write_frame(path: Path, out: pd.DataFrame) -> None:
+    """A recorded trace's rows as the GE reads them: a body is percent-encoded and so holds no
+    comma, but its quotes must not be CSV-quoted (to_csv would)."""
+    with atomic.replacing_path(path) as tmp:
+        if "body" not in out.columns:
+            out.to_csv(tmp, index=False)
+            return
+        cols = [out[c].astype(str).tolist() for c in out.columns]
+        with open(tmp, "w") as f:
+            f.write(",".join(out.columns) + "\n")
+            f.write("".join(",".join(row) + "\n" for row in zip(*cols)))
 
 
 def _emulated_names(cfg: Config) -> list[str]:

@@ -3,7 +3,9 @@ for ``wotbench trace --stats TRACE``) and resource files (``read_resources``).""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -53,8 +55,9 @@ _URI_RE = r"^(coaps?|http)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?/[^
 DEVICE_MARK = ">"      # before the method: the device sends this line itself (devices[].push)
 
 
-def trace_lines(path: Path) -> tuple[list[str], list[int]]:
-    """The data lines of a trace (no blank, comment or header line) and their line numbers."""
+def trace_lines(path: Path, header: Optional[list[str]] = None) -> tuple[list[str], list[int]]:
+    """The data lines of a trace (no blank, comment or header line) and their line numbers;
+    ``header``: a list that receives the header line, when the trace has one."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -68,6 +71,8 @@ def trace_lines(path: Path) -> tuple[list[str], list[int]]:
             continue
         if not header_seen and not keep and s.startswith("device_id"):
             header_seen = True
+            if header is not None:
+                header.append(s)
             continue
         keep.append(s)
         numbers.append(no)
@@ -81,17 +86,28 @@ def is_device_line(s: str) -> bool:
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
-    """Parse a trace CSV into a DataFrame (device_id, send_time_us, method, uri[, payload_bytes],
-    line): the gateway emulators' requests; device-originated lines (``>METHOD``) are
-    :func:`wotbench.workload.trace_push.read_device_lines`'s. Malformed input -> ConfigError
-    ``FILE:LINE: <what>, expected <what>``."""
+    """Parse a trace CSV into a DataFrame (device_id, send_time_us, method, uri[, payload_bytes]
+    [, client][, body], line): the gateway emulators' requests (``body``: the header names the
+    column; each request's body as written, percent-encoded, "" for filler); device-originated
+    lines (``>METHOD``) are :func:`wotbench.workload.trace_push.read_device_lines`'s. Malformed
+    input -> ConfigError ``FILE:LINE: <what>, expected <what>``."""
     path = Path(path)
-    lines, numbers = trace_lines(path)
+    header: list[str] = []
+    lines, numbers = trace_lines(path, header)
     ge = [i for i, s in enumerate(lines) if not is_device_line(s)]
     keep, numbers = [lines[i] for i in ge], [numbers[i] for i in ge]
     if not keep:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in _TRACE_COLUMNS[:4] + ["line"]})
+    bodies = None
+    if header and header[0].endswith(_BODY_COLUMN):   # the last field of every line
+        split = [s.rsplit(",", 1) for s in keep]
+        keep = [x[0] for x in split]
+        bodies = [x[1].strip() if len(x) == 2 else "" for x in split]
     df, problems = _parse_trace(keep)
+    if bodies is not None:
+        df["body"] = pd.Series(bodies, dtype=object).iloc[df.index].to_numpy() if len(df) else []
+        for i, why in _body_problems(df).items():
+            problems.setdefault(i, why)
     if problems:
         bad = sorted(problems)
         listed = [f"{path}:{numbers[i]}: {problems[i]}" for i in bad[:MAX_LISTED]]
@@ -115,6 +131,8 @@ def read_trace(path: str | Path) -> pd.DataFrame:
 
 
 _TRACE_COLUMNS = ["device_id", "send_time_us", "method", "uri", "payload_bytes", "client"]
+_BODY_COLUMN = ",body"
+_BAD_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
 _TRACE_FIELDS = "device_id,send_time_us,method,uri[,payload_bytes[,client]]"
 MAX_TRACE_CLIENT = 59999   # the GE's limit (a socket per client)
 _UINT = r"\d{1,18}"                  # fits an int64
@@ -178,6 +196,24 @@ def _parse_trace(lines: list[str]) -> tuple[pd.DataFrame, dict[int, str]]:
         problems.setdefault(int(t.index[k]), f"send_time_us {tv[k]} is before the previous "
                                              f"line's {tv[k - 1]}, expected non-decreasing times")
     return df, problems
+
+
+def _body_problems(df: pd.DataFrame) -> dict[int, str]:
+    """What is wrong with each line's body (as the GE judges it, gateway-emulator trace.c)."""
+    out = {}
+    for i, body, method, pl in zip(df.index, df.body, df.method, df.payload_bytes):
+        if not body:
+            continue
+        if method not in ("PUT", "POST", "PATCH"):
+            out[int(i)] = f"a body with {method}, expected a body only with PUT, POST or PATCH"
+        elif re.search(_BAD_ESCAPE, body):
+            out[int(i)] = "bad %-escape in body, expected %XX with two hex digits"
+        else:
+            n = len(body) - 2 * body.count("%")
+            if not pl.isdigit() or int(pl) != n:
+                out[int(i)] = (f"body of {n} bytes with payload_bytes {pl or '(none)'}, expected a "
+                               "body of exactly payload_bytes bytes (decoded)")
+    return out
 
 
 def trace_stats(path: str | Path) -> dict:
