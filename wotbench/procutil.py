@@ -50,3 +50,17 @@ def first_child(pid: int, wait_s: float = 2.0) -> Optional[int]:
         if time.monotonic() > end:
             return None
         time.sleep(0.01)
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and every descendant (from /proc/PID/task/*/children), parents first."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        for t in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in t.read_text().split()]
+            except OSError:
+                pass
+    return out

@@ -1,14 +1,15 @@
 """The report's "Connected devices" section (issue 30): mapped from summary.json ``connected``
 (:class:`~wotbench.rundir.connected_block.ConnectedBlock`) and drawn from
 ``series/connected_rpc_over_time.csv`` and ``series/connected_sched.csv``; nothing is
-recomputed here."""
+recomputed here. matplotlib (``report/plotting.py``) is imported where a figure is drawn: the
+report package's other users (the sweep, capacity and study commands, the validation table)
+import this module without drawing anything."""
 from __future__ import annotations
 
 from typing import Any, Optional
 
 import pandas as pd
 
-from wotbench.report.plotting import BLUE, CYCLE, GREEN, ORANGE, RED, close_all, plt, scope_ids, svg
 from wotbench.rundir import RunDir, Summary
 
 SYSTEM_CAUSES = ("server_closed", "reset", "protocol")
@@ -23,6 +24,7 @@ def _read(rd: RunDir, name: str) -> Optional[pd.DataFrame]:
 
 
 def fig_rpc_over_time(df: pd.DataFrame) -> str:
+    from wotbench.report.plotting import BLUE, GREEN, ORANGE, RED, plt, svg
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True,
                                  gridspec_kw={"height_ratios": [3, 2]})
     a1.plot(df["t_s"], df["rt_p50_ms"], color=BLUE, lw=1.3, label="p50")
@@ -45,6 +47,7 @@ def fig_rpc_over_time(df: pd.DataFrame) -> str:
 
 
 def fig_sched(df: pd.DataFrame) -> str:
+    from wotbench.report.plotting import CYCLE, plt, svg
     fig, ax = plt.subplots(figsize=(10, 3.2))
     for i, (comp, g) in enumerate(sorted(df.groupby("component"), key=lambda kv: kv[0])):
         role = g["role"].iloc[0]
@@ -61,6 +64,8 @@ def fig_sched(df: pd.DataFrame) -> str:
 
 def _figure(fid: str, fn, df: Optional[pd.DataFrame], why: str) -> dict[str, Any]:
     from markupsafe import Markup
+
+    from wotbench.report.plotting import close_all, scope_ids
     if df is None:
         return {"id": fid, "svg": None, "missing": why}
     try:

@@ -19,26 +19,13 @@ from typing import Callable, Sequence
 
 from wotbench.config.sut_faults import REPLACED
 from wotbench.errors import ConfigError
+from wotbench.procutil import process_tree
 from wotbench.rundir import atomic
 from wotbench.runner import sut_cpu
 from wotbench.runner.sut_restart import Restarts
 
 RESUME = "resume"   # the second step of a pause
 RESTART_WAIT_S = 90  # at the test's end, for a restart still under way
-
-
-def process_tree(pid: int) -> list[int]:
-    """pid and every descendant (from /proc/PID/task/*/children), parents first."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop(0)
-        out.append(p)
-        for t in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                todo += [int(c) for c in t.read_text().split()]
-            except OSError:
-                pass
-    return out
 
 
 def signal_tree(backend, name: str, sig: int) -> int:
@@ -97,7 +84,7 @@ class FaultRunner(threading.Thread):
                          "throttled_periods": None, "error": None} for f in faults]
         self.halt = threading.Event()
         self.scheduled = threading.Event()   # every step done (or halted)
-        self.restarts = Restarts(backend, {d.name: d for d in devices}, process_tree)
+        self.restarts = Restarts(backend, {d.name: d for d in devices})
         self.restarting: list[tuple[threading.Thread, threading.Event]] = []   # in start order
         self.quotas: dict[str, sut_cpu.ProcessQuota] = {}
         self.run_id = run_id

@@ -31,6 +31,7 @@ Life cycle, as the runner calls it::
     b.create_ge(g) for every GE; b.start_ge(g) in start order (absolute start times: fast)
     b.launch_hog(spec) for injected contention
     ... b.exited(device names), b.exit_code(ge) about once a second while the test runs ...
+    b.restart(device, grace_s)             # sut_faults restart, from the fault's own thread
     b.stop(names, grace_s)                 # SIGTERM, wait: components write their logs
     b.save_output(name, path)              # failed components
     b.cleanup()                            # every path; removes everything the run created
@@ -52,7 +53,8 @@ Rules every backend keeps:
 - ``cleanup`` is idempotent and never raises for objects already gone: it runs in the
   ``finally`` of every run, after Ctrl-C and after failed steps.
 - The runner calls every method from its main thread (the process backend relies on it: a
-  child's parent-death signal fires when the thread that spawned it ends).
+  child's parent-death signal fires when the thread that spawned it ends), except
+  ``restart``, which a SUT fault calls from a thread of its own (``Restarter``).
 """
 from __future__ import annotations
 
@@ -157,6 +159,24 @@ class Inspector(Protocol):
 
 
 @runtime_checkable
+class Restarter(Protocol):
+    """The ``restart`` SUT fault (``runner/sut_restart.py``): a started server stopped and
+    started again while the test runs."""
+
+    def restart(self, device: "DeviceRun", grace_s: float) -> bool:
+        """Stop the running component ``device`` (every process of it: a server's children too;
+        SIGTERM, SIGKILL to what is left after ``grace_s``) and start it again with the same
+        command, config, placement and limits; return once it was started again (it may not
+        answer yet). Its stop is not an exit: afterwards ``pid``/``exit_code``/``exited`` are
+        the new process's. ProcessLookupError when it was never started.
+
+        Returns whether the new process is bound to the calling thread (a local process gets
+        its parent-death signal when the thread that started it ends): the caller then keeps
+        that thread alive while the component runs. Called from the fault's own thread, not the
+        runner's main thread."""
+
+
+@runtime_checkable
 class HogHandle(Protocol):
     def stop(self, timeout: float) -> bytes:
         """SIGTERM if still running, wait, return the hog's stdout (its JSON report line);
@@ -202,8 +222,8 @@ class Neighbours(Protocol):
 
 
 @runtime_checkable
-class RunBackend(Networks, Lifecycle, Inspector, Stressor, ImpairTargets, Describer, Neighbours,
-                 Protocol):
+class RunBackend(Networks, Lifecycle, Inspector, Restarter, Stressor, ImpairTargets, Describer,
+                 Neighbours, Protocol):
     """Everything the runner uses. ``name`` is recorded in run.json, never branched on."""
     name: str
 

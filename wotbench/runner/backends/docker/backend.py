@@ -508,6 +508,26 @@ class DockerBackend:
                 time.sleep(0.05)
         return {n: codes.get(self._unit(n)) for n in names}
 
+    def restart(self, device: DeviceRun, grace_s: float) -> bool:
+        """``container.restart``: the same container, command, cgroup and limits (Docker stops
+        the container's whole process tree). The exit the event stream saw is the restart's,
+        not the server's end: it is taken back. A device in a pod cannot restart alone."""
+        name = device.name
+        if name in self.pod_of:
+            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: restarting it would "
+                             "restart its pod-mates")
+        c = self.ctr.get(name)
+        if c is None:
+            raise ProcessLookupError(f"{name} has no container")
+        c.restart(timeout=max(1, round(grace_s)))
+        exits = self.exits
+        end = time.monotonic() + 2
+        while exits is not None and name not in exits.codes and time.monotonic() < end:
+            time.sleep(0.02)
+        if exits is not None:
+            exits.codes.pop(name, None)
+        return False   # the daemon holds it, not this thread
+
     def _daemon_answers(self, wait_s: float) -> bool:
         """Ping until the daemon answers (a restart takes seconds), at most ``wait_s``."""
         end = time.monotonic() + wait_s

@@ -34,7 +34,7 @@ from wotbench.runner.deployment import fleets as fleet_runs
 from wotbench.runner.deployment.fleets import FleetRun
 from wotbench.runner.during.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
-from wotbench.procutil import child_setup, first_child
+from wotbench.procutil import child_setup, first_child, process_tree
 from wotbench.rundir import RunDir
 from wotbench.runner.backends.process import loopslot
 from wotbench.runner.prepare.binaries import WARDEN
@@ -312,6 +312,23 @@ class ProcessBackend:
                 pass
             out[n] = self.exit_code(n)
         return out
+
+    def restart(self, device: DeviceRun, grace_s: float) -> bool:
+        """The whole tree (the warden, the program and its children, e.g. webdis and its
+        redis) stopped, then the device started again from the calling thread (its earlier
+        output kept as ``<stdout>.before-restart``): the new process is bound to that thread."""
+        warden = self.procs.get(device.name)
+        if warden is None:
+            raise ProcessLookupError(f"{device.name} has no process")
+        # the warden stays a zombie until it is reaped below: kill_processes does not wait
+        # on zombies; polled finely, the downtime is the restart's, not the poll's
+        kill_processes(process_tree(warden.pid), grace_s, poll_s=0.01)
+        warden.wait(timeout=5)   # reaped: its exit is the restart's, not a failure
+        if device.stdout.exists():
+            device.stdout.replace(device.stdout.with_name(device.stdout.name + ".before-restart"))
+        self._pids.pop(device.name, None)   # the program's pid is the new one's
+        self.start_devices([device])
+        return True
 
     def runtime_lost(self, probe: bool = False,
                      error: Optional[BaseException] = None) -> Optional[str]:
