@@ -93,6 +93,8 @@ class Coordinator:
             self._await_cleanup()
             for a in self.agents.values():
                 ag.bye(a)
+            if self.run_id and self.dir is not None:
+                service.save_logs(self.client, self.run_id, MergedRunDir(self.dir).agents_log)
             left = service.remove(self.client, self.run_id) if self.run_id else None
             log(f"removed the agent service {service.service_name(self.run_id)}"
                 + (f"; {left}" if left else ": every cell stopped and removed what it created"))

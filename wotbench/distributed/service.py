@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Optional
 
 from pydantic import BaseModel
@@ -137,6 +138,20 @@ def last_words(client, run_id: str, tail: int = 6) -> str:
     except Exception:  # noqa: BLE001 - no logs (the service is gone, a log driver without)
         return ""
     return " | ".join(ln.strip() for ln in text.splitlines()[-tail:])
+
+
+def save_logs(client, run_id: str, path: Path) -> bool:
+    """Write everything the agents logged (``docker service logs``, with each line's task) to
+    ``path`` before the service goes, so a run whose cells failed keeps what they said: the
+    cells' runners print each step (preparation, start, readiness) with its time."""
+    try:
+        out = client.services.get(service_name(run_id)).logs(stdout=True, stderr=True,
+                                                             timestamps=True, details=False)
+        text = b"".join(out)
+    except Exception:  # noqa: BLE001 - no logs (the service is gone, a log driver without)
+        return False
+    path.write_bytes(text)
+    return True
 
 
 def remove(client, run_id: str, wait_s: float = 150.0) -> Optional[str]:

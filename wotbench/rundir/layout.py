@@ -354,6 +354,10 @@ class MergedRunDir:
         return self.path / "split.json"        # the coordinator's Split, before T0
 
     @property
+    def agents_log(self) -> Path:
+        return self.path / "agents.log"        # every cell agent's output (docker service logs)
+
+    @property
     def cluster_json(self) -> Path:
         return self.path / "cluster.json"      # MergedRun: per-cell figures, verdicts, clocks
 
