@@ -100,3 +100,11 @@ def test_the_body_column_is_read_and_every_bad_body_is_named(tmp_path):
                    f"{f}:3: bad %-escape in body, expected %XX with two hex digits",
                    f"{f}:4: body of 2 bytes with payload_bytes 3, expected a body of exactly "
                    "payload_bytes bytes (decoded)"]
+    # a raw UTF-8 character is counted in bytes, as the GE counts it
+    f.write_text("device_id,send_time_us,method,uri,payload_bytes,body\n"
+                 f"0,10,PUT,{URI},2,é\n"       # 2 fine: two bytes
+                 f"0,20,PUT,{URI},1,é\n",      # 3 one character, two bytes
+                 encoding="utf-8")
+    assert _problems(read_trace, f) == [
+        f"{f}:3: body of 2 bytes with payload_bytes 1, expected a body of exactly "
+        "payload_bytes bytes (decoded)"]

@@ -78,6 +78,15 @@ def test_the_study_config_loads():
      "devices[0].connection.reply_path: {id} only with applications.reply_id path"),
     ({**WS, "connection": {"reply_method": "PUT"}}, {}, "devices[0].connection.reply_method"),
     (WS, {"applications": {"reply_subscribe": "50%"}}, "applications.reply_subscribe: expected no '%'"),
+    # the binaries' own limits, judged before the run (placeholders at their longest value)
+    (WS, {"applications": {"reply_subscribe": '["SUBSCRIBE","a.{shard}","b.{shard}"]'}},
+     "applications.reply_subscribe: expected {shard} at most once"),
+    (WS, {"applications": {"reply_subscribe": "s" * 600}},
+     "applications.reply_subscribe: expected a message of fewer than 502 bytes"),
+    (WS, {"applications": {"reply_headers": {"X-A": "v" * 1100}}},
+     "applications.reply_headers: expected at most 1023 bytes"),
+    ({**WS, "connection": {"attach_body": "{device}" * 130}}, {},
+     "devices[0].connection.attach_body: expected at most 8128 bytes, each placeholder"),
 ])
 def test_refusals_name_the_key(group, top, key):
     assert key in problems(group, **top)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from wotbench.config.byo import Program
 from wotbench.config.connected_wire import (DEFAULT_ID_HEADER, IdPlace, check_attach_body,
                                             check_attach_headers, check_header_name,
+                                            check_reply_headers, check_reply_subscribe,
                                             file_field, header_block, render)
 
 CONNECTED_PROTOCOLS = ("websocket", "chunked")
@@ -187,14 +188,12 @@ class Applications(_Model):
     @field_validator("reply_headers")
     @classmethod
     def _reply_headers(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_attach_headers(v, ())
+        return check_reply_headers(v)
 
     @field_validator("reply_subscribe")
     @classmethod
     def _reply_subscribe(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and "%" in v:
-            raise ValueError(f"expected no '%' in the message, got {v!r}")
-        return None if v is None else check_attach_body(v, ("shard",))
+        return None if v is None else check_reply_subscribe(v)
 
     @field_validator("id_header")
     @classmethod

@@ -20,6 +20,14 @@ RESERVED_HEADERS = frozenset({
     "content-length", "transfer-encoding", "te", "accept"})
 ATTACH_HEADERS_MAX = 2048     # decoded bytes, as the engine takes them
 ATTACH_BODY_MAX = 8192
+REPLY_HEADERS_MAX = 1024      # wot-rpcapp's reply_headers buffer (lines + CRLFs + NUL)
+REPLY_SUBSCRIBE_MAX = 512     # wot-rpcapp's subscribe message buffer, the shard filled in
+FIELD_MAX = 64                # the longest value a placeholder is filled with (a device name)
+
+
+def rendered_max(text: str) -> int:
+    """The most bytes ``text`` can take once every placeholder is filled in."""
+    return len(text.encode()) + FIELD_MAX * len(_PLACEHOLDER.findall(text))
 
 
 def check_placeholders(text: str, known: tuple[str, ...]) -> str:
@@ -47,17 +55,39 @@ def check_attach_headers(headers: dict[str, str], known: tuple[str, ...]) -> dic
         if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
             raise ValueError(f"header {name!r}: expected a one-line text value, got {value!r}")
         check_placeholders(value, known)
-    if len(header_block(headers).encode()) > ATTACH_HEADERS_MAX - 64:
-        raise ValueError(f"expected at most {ATTACH_HEADERS_MAX - 64} bytes of header lines "
-                         "(before the device's fields are filled in)")
+    if rendered_max(header_block(headers)) > ATTACH_HEADERS_MAX - 64:
+        raise ValueError(f"expected at most {ATTACH_HEADERS_MAX - 64} bytes of header lines, "
+                         f"each placeholder counted as {FIELD_MAX} bytes (its longest value)")
     return headers
+
+
+def check_reply_headers(headers: dict[str, str]) -> dict[str, str]:
+    check_attach_headers(headers, ())
+    if sum(len(f"{k}: {v}".encode()) + 2 for k, v in headers.items()) + 1 > REPLY_HEADERS_MAX:
+        raise ValueError(f"expected at most {REPLY_HEADERS_MAX - 1} bytes of header lines "
+                         "(wot-rpcapp's limit, CRLFs included)")
+    return headers
+
+
+def check_reply_subscribe(message: str) -> str:
+    if "%" in message:
+        raise ValueError(f"expected no '%' in the message, got {message!r}")
+    if message.count("{shard}") > 1:
+        raise ValueError(f"expected {{shard}} at most once (the shard is filled in once), got "
+                         f"{message!r}")
+    check_attach_body(message, ("shard",))
+    if len(message.encode()) + 10 >= REPLY_SUBSCRIBE_MAX:
+        raise ValueError(f"expected a message of fewer than {REPLY_SUBSCRIBE_MAX - 10} bytes "
+                         "(wot-rpcapp's limit with the shard filled in)")
+    return message
 
 
 def check_attach_body(body: str, known: tuple[str, ...]) -> str:
     if "\0" in body or not body:
         raise ValueError("expected a non-empty message without NUL characters")
-    if len(body.encode()) > ATTACH_BODY_MAX - 64:
-        raise ValueError(f"expected at most {ATTACH_BODY_MAX - 64} bytes")
+    if rendered_max(body) > ATTACH_BODY_MAX - 64:
+        raise ValueError(f"expected at most {ATTACH_BODY_MAX - 64} bytes, each placeholder "
+                         f"counted as {FIELD_MAX} bytes (its longest value)")
     return check_placeholders(body, known)
 
 

@@ -147,10 +147,9 @@ def save_logs(client, run_id: str, path: Path) -> bool:
     try:
         out = client.services.get(service_name(run_id)).logs(stdout=True, stderr=True,
                                                              timestamps=True, details=False)
-        text = b"".join(out)
-    except Exception:  # noqa: BLE001 - no logs (the service is gone, a log driver without)
-        return False
-    path.write_bytes(text)
+        path.write_bytes(b"".join(out))
+    except Exception:  # noqa: BLE001 - no logs (service gone, no log driver, disk full): the
+        return False   # service must still be removed after this
     return True
 
 

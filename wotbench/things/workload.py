@@ -128,7 +128,7 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
             out.resource += [np.full(n, lp.resource, np.int64)] * 2
             out.payload += [np.zeros(n, np.int64)] * 2
             out.observer += [obs, obs]
-            out.body += [np.full(n, -1, np.int64)] * 2
+            out.body += [np.full(n, -1, np.int32)] * 2
             continue
         times = arrivals(make_distribution(_interval(e)), rng, g.count, cfg.duration_s * 1000.0)
         n = sum(len(t) for t in times)
@@ -151,9 +151,9 @@ def request_bodies(lp, n: int, rng: np.random.Generator, bodies: list[str]
     value of its data schema as compact JSON (distinct texts kept once, encoded for the trace's
     body column); no schema (a GET, an action without input): 0 bytes, no body."""
     if lp.request_schema is None:
-        return np.full(n, lp.request_bytes, np.int64), np.full(n, -1, np.int64)
+        return np.full(n, lp.request_bytes, np.int64), np.full(n, -1, np.int32)
     seen = {b: k for k, b in enumerate(bodies)}
-    sizes, index = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    sizes, index = np.zeros(n, np.int64), np.zeros(n, np.int32)
     for j in range(n):
         text = payloads.value_text(lp.request_schema, rng).encode()
         enc = encode_body(text)

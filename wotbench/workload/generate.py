@@ -265,12 +265,12 @@ def generate(cfg: Config) -> GeneratedTrace:
         has_body = np.isin(m, _WITH_BODY)
         pays.append(np.where(has_body, g.request_payload_bytes, 0).astype(np.int64))
         obs.append(np.full(n, -1, np.int64))
-        bods.append(np.full(n, -1, np.int64))
+        bods.append(np.full(n, -1, np.int32))
         if g.observe is not None:
             d, t, m, r, k = _observations(cfg, gi, g, first, int(round(duration_ms * 1000)))
             ids.append(d), times.append(t), meths.append(m), ress.append(r), obs.append(k)
             pays.append(np.zeros(len(d), np.int64))
-            bods.append(np.full(len(d), -1, np.int64))
+            bods.append(np.full(len(d), -1, np.int32))
         first += g.count
     device_id, send_time = np.concatenate(ids), np.concatenate(times)
     order = np.lexsort((device_id, send_time))   # stable: an OBSERVE stays before its CANCEL

@@ -209,7 +209,7 @@ def _body_problems(df: pd.DataFrame) -> dict[int, str]:
         elif re.search(_BAD_ESCAPE, body):
             out[int(i)] = "bad %-escape in body, expected %XX with two hex digits"
         else:
-            n = len(body) - 2 * body.count("%")
+            n = len(body.encode()) - 2 * body.count("%")   # bytes, as the GE counts
             if not pl.isdigit() or int(pl) != n:
                 out[int(i)] = (f"body of {n} bytes with payload_bytes {pl or '(none)'}, expected a "
                                "body of exactly payload_bytes bytes (decoded)")

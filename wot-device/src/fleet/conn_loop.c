@@ -363,14 +363,15 @@ void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size
                    size_t total) {
     uint64_t now = (uint64_t)mono_ns();
     d->c.msgs_in++;
-    (void)total;
     const char *mk = l->set->id_marker;
     size_t ml = strlen(mk);
     const char *p = ml <= len ? memmem(msg, len, mk, ml) : NULL;
     const char *end = p ? p + ml : NULL;
     while (end && end < msg + len && end - (p + ml) <= CN_ID_MAX && cn_id_char(*end))
         end++;
-    if (!end || end - (p + ml) > CN_ID_MAX || end == p + ml) {
+    /* an id that runs to the end of what was handed over while the message goes on (a
+     * chunk's head only) may be cut off: never answer with part of an id */
+    if (!end || end - (p + ml) > CN_ID_MAX || end == p + ml || (end == msg + len && len < total)) {
         d->c.no_id++;
         return;
     }
