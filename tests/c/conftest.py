@@ -52,3 +52,17 @@ def device_asan_bin() -> Path:
 @pytest.fixture(scope="session")
 def warden_bin() -> Path:
     return _make("warden", None, "wb-warden")
+
+
+@pytest.fixture(scope="session")
+def conn_fleet_bin() -> Path:
+    """wot-fleet-conn (ASan): connected devices (tests/c/test_connected_*.py)."""
+    from testkit.connected import build
+    return build("wot-device", "wot-fleet-conn-asan")
+
+
+@pytest.fixture(scope="session")
+def rpcapp_bin() -> Path:
+    """wot-rpcapp (ASan): the applications of connected runs."""
+    from testkit.connected import build
+    return build("rpc-app", "wot-rpcapp-asan")

@@ -9,31 +9,21 @@ import time
 
 import pytest
 
-from testkit.connected import (CONN_HEADER, ConnFleet, ConnSpec, NchanServer, build,
+from testkit.connected import (CONN_HEADER, ConnFleet, ConnSpec, NchanServer,
                                missing_prerequisite, run_rpcapp)
 
 why = missing_prerequisite()
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
 
 
-@pytest.fixture(scope="module")
-def fleet_bin():
-    return build("wot-device", "wot-fleet-conn-asan")
-
-
-@pytest.fixture(scope="module")
-def rpcapp_bin():
-    return build("rpc-app", "wot-rpcapp-asan")
-
-
-def test_rpcs_round_trip_over_websocket_and_chunked_devices(tmp_path, fleet_bin, rpcapp_bin):
+def test_rpcs_round_trip_over_websocket_and_chunked_devices(tmp_path, conn_fleet_bin, rpcapp_bin):
     shards = 2
     specs = [ConnSpec(30, "websocket", 0, shards, heartbeat_ms=300, event_ms=700,
                       service_us=2000, reply_bytes=256),
              ConnSpec(30, "chunked", 30, shards, heartbeat_ms=300, event_ms=700,
                       service_us=2000, reply_bytes=1024)]
     with NchanServer() as srv:
-        fleet = ConnFleet(fleet_bin, tmp_path, srv.server, specs, "--conn-loops", "2").start()
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, srv.server, specs, "--conn-loops", "2").start()
         app = run_rpcapp(rpcapp_bin, tmp_path / "app", srv.server, (0, 60), apps=30,
                          shards=shards, duration_s=3, think_ms=(20, 60), timeout_ms=3000)
         s = fleet.stop()
@@ -65,12 +55,12 @@ def test_rpcs_round_trip_over_websocket_and_chunked_devices(tmp_path, fleet_bin,
         assert int(d["sent_ns"]) < int(r["reply_ns"])
 
 
-def test_server_restart_is_counted_as_the_servers_and_devices_reconnect(tmp_path, fleet_bin):
+def test_server_restart_is_counted_as_the_servers_and_devices_reconnect(tmp_path, conn_fleet_bin):
     specs = [ConnSpec(10, "websocket", 0, 1, reconnect_ms=100),
              ConnSpec(10, "chunked", 10, 1, reconnect_ms=100)]
     srv = NchanServer().start()
     try:
-        fleet = ConnFleet(fleet_bin, tmp_path, srv.server, specs).start()
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, srv.server, specs).start()
         srv.stop()                       # every connection ends on the server's side
         time.sleep(0.5)
         srv.start()
@@ -106,11 +96,11 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_connections_file_names_file_and_line(tmp_path, fleet_bin, case):
+def test_bad_connections_file_names_file_and_line(tmp_path, conn_fleet_bin, case):
     text, line, words = BAD[case]
     f = tmp_path / "c.csv"
     f.write_text(text)
-    r = subprocess.run([str(fleet_bin), "--connections", str(f), "--log-dir", str(tmp_path)],
+    r = subprocess.run([str(conn_fleet_bin), "--connections", str(f), "--log-dir", str(tmp_path)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r.stderr
     assert f"{f}:{line}:" in r.stderr and words in r.stderr and "expected" in r.stderr, r.stderr

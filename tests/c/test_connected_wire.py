@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from testkit.connected import ConnFleet, ConnSpec, build, missing_prerequisite
+from testkit.connected import ConnFleet, ConnSpec, missing_prerequisite
 from testkit.scripted_edge import ScriptedEdge
 
 why = missing_prerequisite()
@@ -20,25 +20,15 @@ HEADERS = {"Origin": "http://edge.test", "X-Device": "{device}/{shard}"}
 ATTACH = '["SUBSCRIBE","rpc.{device}"]'
 
 
-@pytest.fixture(scope="module")
-def fleet_bin():
-    return build("wot-device", "wot-fleet-conn-asan")
-
-
-@pytest.fixture(scope="module")
-def rpcapp_bin():
-    return build("rpc-app", "wot-rpcapp-asan")
-
-
 def posts(edge: ScriptedEdge) -> list:
     return [r for r in edge.requests if r.method == "POST"]
 
 
-def test_attach_headers_and_message_are_on_the_wire(tmp_path, fleet_bin):
+def test_attach_headers_and_message_are_on_the_wire(tmp_path, conn_fleet_bin):
     specs = [ConnSpec(1, "websocket", 5, 2, attach_headers=HEADERS, attach_body=ATTACH),
              ConnSpec(1, "chunked", 6, 2, attach_headers=HEADERS, attach_body=ATTACH)]
     with ScriptedEdge() as edge:
-        fleet = ConnFleet(fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
         edge.wait_for(lambda: edge.ws_messages and posts(edge))
         s = fleet.stop()
     assert not edge.errors, edge.errors
@@ -55,10 +45,10 @@ def test_attach_headers_and_message_are_on_the_wire(tmp_path, fleet_bin):
     assert s["attaches"] == 2 and sum(s["disconnects"].values()) == 0, s
 
 
-def test_without_attach_settings_nothing_extra_is_sent(tmp_path, fleet_bin):
+def test_without_attach_settings_nothing_extra_is_sent(tmp_path, conn_fleet_bin):
     specs = [ConnSpec(1, "websocket", 5, 1), ConnSpec(1, "chunked", 6, 1)]
     with ScriptedEdge() as edge:
-        fleet = ConnFleet(fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
         edge.wait_for(lambda: len(edge.requests) >= 2)
         s = fleet.stop()
     assert edge.ws_messages == [] and posts(edge) == [], edge.requests
@@ -68,14 +58,14 @@ def test_without_attach_settings_nothing_extra_is_sent(tmp_path, fleet_bin):
 
 
 @pytest.mark.parametrize("place", ["body", "header", "path"])
-def test_a_chunked_reply_carries_the_id_where_configured(tmp_path, fleet_bin, place):
+def test_a_chunked_reply_carries_the_id_where_configured(tmp_path, conn_fleet_bin, place):
     # the RPC as a relay that wraps it delivers it (webdis: the PUBLISH's message in JSON);
     # the device finds the id after the marker and copies it into its reply
     rpc = '{"SUBSCRIBE":["message","rpc.6","rpc:3-9"]}'
     reply_path = "/up/{device}/{shard}/{id}" if place == "path" else "/up/{device}/{shard}"
     specs = [ConnSpec(1, "chunked", 6, 1, reply_path=reply_path, service_us=1000)]
     with ScriptedEdge(on_open=lambda c: c.send(rpc)) as edge:
-        fleet = ConnFleet(fleet_bin, tmp_path, edge.server, specs, "--id-marker", "rpc:",
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs, "--id-marker", "rpc:",
                           "--reply-id", place, "--id-header", "X-Rpc-Id").start(attach_timeout=20)
         edge.wait_for(lambda: posts(edge))
         s = fleet.stop()
@@ -92,9 +82,9 @@ def test_a_chunked_reply_carries_the_id_where_configured(tmp_path, fleet_bin, pl
     assert s["rpcs_in"] == 1 and s["replies"] == 1 and s["no_id"] == 0, s
 
 
-def test_a_websocket_reply_carries_the_id_in_its_frame(tmp_path, fleet_bin):
+def test_a_websocket_reply_carries_the_id_in_its_frame(tmp_path, conn_fleet_bin):
     with ScriptedEdge(on_open=lambda c: c.send('{"id":"4-2","method":"ping"}')) as edge:
-        fleet = ConnFleet(fleet_bin, tmp_path, edge.server,
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server,
                           [ConnSpec(1, "websocket", 5, 1)]).start(attach_timeout=20)
         edge.wait_for(lambda: edge.ws_messages)
         s = fleet.stop()
@@ -103,9 +93,9 @@ def test_a_websocket_reply_carries_the_id_in_its_frame(tmp_path, fleet_bin):
     assert s["replies"] == 1
 
 
-def test_a_websocket_device_refuses_a_reply_id_outside_the_body(tmp_path, fleet_bin):
-    f = ConnFleet(fleet_bin, tmp_path, "127.0.0.1:9", [ConnSpec(1, "websocket")]).file
-    r = subprocess.run([str(fleet_bin), "--connections", str(f), "--log-dir", str(tmp_path),
+def test_a_websocket_device_refuses_a_reply_id_outside_the_body(tmp_path, conn_fleet_bin):
+    f = ConnFleet(conn_fleet_bin, tmp_path, "127.0.0.1:9", [ConnSpec(1, "websocket")]).file
+    r = subprocess.run([str(conn_fleet_bin), "--connections", str(f), "--log-dir", str(tmp_path),
                         "--reply-id", "header"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and f"{f}:2:" in r.stderr and "--reply-id body" in r.stderr, r.stderr
 
