@@ -129,27 +129,33 @@ def tasks(client, run_id: str, names: dict[str, str]) -> list[TaskState]:
             for nid, t in newest.items()]
 
 
-def last_words(client, run_id: str, tail: int = 6) -> str:
-    """The last lines the agents logged (``docker service logs``), for a failure message."""
+def _agent_logs(client, run_id: str, **options) -> Optional[bytes]:
+    """What the agents logged (``docker service logs``); None when there is none to read (the
+    service is gone, a log driver without)."""
     try:
-        out = client.services.get(service_name(run_id)).logs(stdout=True, stderr=True,
-                                                             tail=tail)
-        text = b"".join(out).decode(errors="replace").strip()
-    except Exception:  # noqa: BLE001 - no logs (the service is gone, a log driver without)
-        return ""
+        return b"".join(client.services.get(service_name(run_id)).logs(
+            stdout=True, stderr=True, **options))
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
+def last_words(client, run_id: str, tail: int = 6) -> str:
+    """The last lines the agents logged, for a failure message."""
+    out = _agent_logs(client, run_id, tail=tail)
+    text = "" if out is None else out.decode(errors="replace").strip()
     return " | ".join(ln.strip() for ln in text.splitlines()[-tail:])
 
 
 def save_logs(client, run_id: str, path: Path) -> bool:
-    """Write everything the agents logged (``docker service logs``, with each line's task) to
-    ``path`` before the service goes, so a run whose cells failed keeps what they said: the
-    cells' runners print each step (preparation, start, readiness) with its time."""
+    """Write everything the agents logged, timestamped, to ``path`` before the service goes,
+    so a run whose cells failed keeps what they said."""
+    out = _agent_logs(client, run_id, timestamps=True)
+    if out is None:
+        return False
     try:
-        out = client.services.get(service_name(run_id)).logs(stdout=True, stderr=True,
-                                                             timestamps=True, details=False)
-        path.write_bytes(b"".join(out))
-    except Exception:  # noqa: BLE001 - no logs (service gone, no log driver, disk full): the
-        return False   # service must still be removed after this
+        path.write_bytes(out)
+    except OSError:   # a full disk: the service must still be removed after this
+        return False
     return True
 
 

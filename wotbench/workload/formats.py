@@ -14,6 +14,7 @@ TRACE_HEADER = "device_id,send_time_us,method,uri"
 # optional last column of a trace (the header names it): the request's body, encoded as a
 # resource file's body (encode_body); empty: payload_bytes filler bytes
 TRACE_BODY_COLUMN = ",body"
+BODY_METHODS = ("PUT", "POST", "PATCH")   # the only methods a trace line's body goes with
 # the trace's method column; index = method code (PATCH: protocol http only)
 TRACE_METHODS = HTTP_METHODS + ("OBSERVE", "CANCEL")
 RESOURCE_HEADER = "path,service_time_us,mode,payload_bytes"

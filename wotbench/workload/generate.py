@@ -50,7 +50,7 @@ from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
 from wotbench.deploy.addressing import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from cd_module.trace import write_cd_files
-from wotbench.workload.formats import (TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,
+from wotbench.workload.formats import (BODY_METHODS, TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,
                                        write_resources)
 from wotbench.workload.renewal import arrivals as _arrivals
 from wotbench.things.directory import affordance_rows as directory_affordances
@@ -64,7 +64,7 @@ from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
 
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
-_WITH_BODY = tuple(HTTP_METHODS.index(m) for m in ("PUT", "POST", "PATCH"))
+_WITH_BODY = tuple(HTTP_METHODS.index(m) for m in BODY_METHODS)
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 DURABLE_RESOURCE_FILES = 2000   # more (wot-fleet runs): written without an fsync each
 NOT_OBSERVABLE = ("none", 0, 0, 0, "con", 60)    # notification columns of a plain resource

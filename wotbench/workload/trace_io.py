@@ -14,6 +14,7 @@ from wotbench.config.schema import MAX_PAYLOAD_BYTES
 from wotbench.config.schema import METHODS as _METHODS
 from wotbench.csvcheck import MAX_LISTED, IntRange, Text, read_csv_checked
 from wotbench.errors import ConfigError, WotbenchError
+from wotbench.workload.formats import BODY_METHODS, TRACE_BODY_COLUMN
 
 MAX_SERVICE_US = 3_600_000_000          # wot-device's RES_MAX_SERVICE_US (one hour)
 
@@ -99,7 +100,7 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     if not keep:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in _TRACE_COLUMNS[:4] + ["line"]})
     bodies = None
-    if header and header[0].endswith(_BODY_COLUMN):   # the last field of every line
+    if header and header[0].endswith(TRACE_BODY_COLUMN):   # the last field of every line
         split = [s.rsplit(",", 1) for s in keep]
         keep = [x[0] for x in split]
         bodies = [x[1].strip() if len(x) == 2 else "" for x in split]
@@ -131,7 +132,6 @@ def read_trace(path: str | Path) -> pd.DataFrame:
 
 
 _TRACE_COLUMNS = ["device_id", "send_time_us", "method", "uri", "payload_bytes", "client"]
-_BODY_COLUMN = ",body"
 _BAD_ESCAPE = r"%(?![0-9A-Fa-f]{2})"
 _TRACE_FIELDS = "device_id,send_time_us,method,uri[,payload_bytes[,client]]"
 MAX_TRACE_CLIENT = 59999   # the GE's limit (a socket per client)
@@ -204,7 +204,7 @@ def _body_problems(df: pd.DataFrame) -> dict[int, str]:
     for i, body, method, pl in zip(df.index, df.body, df.method, df.payload_bytes):
         if not body:
             continue
-        if method not in ("PUT", "POST", "PATCH"):
+        if method not in BODY_METHODS:
             out[int(i)] = f"a body with {method}, expected a body only with PUT, POST or PATCH"
         elif re.search(_BAD_ESCAPE, body):
             out[int(i)] = "bad %-escape in body, expected %XX with two hex digits"
