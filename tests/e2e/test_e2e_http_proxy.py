@@ -1,5 +1,5 @@
 """The paper's Figure 1 end to end and short: the GE speaks HTTP/1.1 to a real HTTP->CoAP proxy
-(Eclipse Californium's proxy2, configs/http-coap-proxy.yaml's command) in front of wot-devices;
+(Eclipse Californium's proxy2, docs/examples/http-coap-proxy.yaml's command) in front of wot-devices;
 every request is answered, joined to its device's log, and R is split into "proxy + network"
 and "device". And an HTTP server that is no HTTP->CoAP proxy (the standard library's
 http.server) stops the run before T0 with the key and the fix.
@@ -21,7 +21,7 @@ from e2e_support import REPO, run_dir_of
 from wotbench.runner.teardown.cleanup import leftover_processes
 
 pytestmark = pytest.mark.slow
-EXAMPLE = REPO / "configs" / "http-coap-proxy.yaml"
+EXAMPLE = REPO / "docs" / "examples" / "http-coap-proxy.yaml"
 
 
 def _example_proxy() -> dict:
