@@ -138,3 +138,29 @@ def test_an_agent_that_falls_silent_or_hangs_up_is_lost_with_the_time(conns, mon
     b.close()
     ag.wait_done(other, time.monotonic() + 30, lambda n: "")
     assert "connection broke" in other.lost
+
+
+def test_a_cell_that_does_not_deploy_in_time_is_named_with_its_last_stage(conns):
+    a, b = conns
+    agent = ag.Agent(b, wire.Hello(node="n4", cores=[0]))
+
+    def beat():   # alive, stuck in one stage
+        for _ in range(20):
+            a.send(wire.Beat(phase="deploy: pre-flight: capacity"))
+            time.sleep(0.05)
+    t = threading.Thread(target=beat)
+    t.start()
+    ag.wait_deployed(agent, 0.4)
+    t.join()
+    assert agent.deployed is None
+    assert agent.lost == ("it did not deploy within 0 s (its last beat: deploy: pre-flight: "
+                          "capacity)")
+
+
+def test_a_cells_runner_reports_each_preparation_stage_and_one_host_stays_quiet():
+    said = []
+    seat = CellSeat(node="n1", devices=frozenset({"sensor-0"}), t0=lambda d, lead: 0,
+                    progress=said.append)
+    Runner(CONFIG, cell=seat).stage("pre-flight: plan")
+    Runner(CONFIG).stage("pre-flight: plan")   # no seat: nothing to call, no error
+    assert said == ["pre-flight: plan"]

@@ -150,3 +150,34 @@ devices:
                 "wbc-n3 within 0.5 s") in why
         assert "curl -sv http://127.0.0.1:9/sensors/t" in why
         assert [s.target for s in srv.seen][:1] == ["/sensors/t"]
+
+
+class _CountedShare(list):
+    """A share that counts how often it is walked whole (a membership test on a list walks it)."""
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+def test_a_cells_check_walks_its_share_once_not_once_per_device_of_the_config(tmp_path):
+    # a cell of a 10^6-device run once made a set of its 263 160 names for each of the 10^6
+    # devices (server_images): 600 s were not enough. The walks must not grow with the config.
+    raw = yaml.safe_load(BYO)
+    raw["devices"][0]["count"] = 3000
+    p = tmp_path / "big.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    cfg = load_config(p)
+    share = _CountedShare(f"sensor-{i}" for i in range(0, 3000, 2))
+    share += ["board-1", "srv-0"]
+    for check in (lambda: targets.server_images(cfg, share),
+                  lambda: targets.targets_of(cfg, share),
+                  lambda: targets.preflight(cfg, share, "n1", has_image=lambda i: True,
+                                            ping=lambda ts, s: [])):
+        _CountedShare.walks = 0
+        check()
+        assert _CountedShare.walks == 1
+    # what they find is the same
+    assert targets.server_images(cfg, share) == [("devices[2].server.image", "coap-srv:1")]
+    assert [t.name for t in targets.targets_of(cfg, share)] == ["board-1"]

@@ -27,6 +27,7 @@ class Agent:
         self.deployed: Optional[wire.Deployed] = None
         self.done: Optional[wire.Done] = None
         self.lost: Optional[str] = None     # why the cell is lost (None: it is not)
+        self.phase = ""                     # what its last beat said it was doing
 
 
 class Lost(BaseModel):
@@ -98,13 +99,16 @@ def wait_deployed(a: Agent, timeout_s: float) -> None:
         m = _recv(a, BEAT_TIMEOUT_S)
         if m is None:
             return
+        if isinstance(m, wire.Beat):
+            a.phase = m.phase
         if isinstance(m, wire.Deployed):
             a.deployed = m
             return
         if isinstance(m, wire.Done):
             a.done = m
             return
-    a.lost = f"it did not deploy within {timeout_s:.0f} s"
+    a.lost = f"it did not deploy within {timeout_s:.0f} s" + (
+        f" (its last beat: {a.phase})" if a.phase else "")
 
 
 def exchange(a: Agent, n: int = EXCHANGES) -> Optional[clock.Estimate]:

@@ -88,6 +88,16 @@ class Cell:
         self.conn, self.node, self.work = conn, node, work
         self.phase = "deploy"
         self._stop = threading.Event()
+        self._since = self._last = time.monotonic()   # the share's arrival, the last stage
+
+    def progress(self, done: str) -> None:
+        """A preparation stage ended: one line in the agent's log (what, how long it took, how
+        long since the share), and the beats carry it to the coordinator (its timeout names
+        the last stage a cell reached)."""
+        now = time.monotonic()
+        log(f"{done} (+{now - self._last:.1f} s, {now - self._since:.1f} s since the share)")
+        self._last = now
+        self.phase = f"deploy: {done}"
 
     def _beat(self) -> None:
         while not self._stop.wait(BEAT_S):
@@ -110,7 +120,7 @@ class Cell:
             elif isinstance(m, wire.Abort):
                 raise EnvironmentProblem(f"the coordinator stopped the run before T0: {m.why}")
 
-    def preflight(self, cfg: Config, devices: list[str]) -> Optional[str]:
+    def preflight(self, cfg: Config, devices: frozenset[str]) -> Optional[str]:
         """Whether this node reaches its share's external endpoints and holds its server
         images (``targets.preflight``); None, or why not (node, key, target, fix)."""
         import docker.errors
@@ -137,6 +147,7 @@ class Cell:
         if share.trace_csv is not None:   # a recorded trace: this cell's lines, on this node
             text = tracesplit.localise(text, out / "recorded", share.trace_csv, share.resources)
         config.write_text(text)
+        self.progress(f"config written ({len(share.devices)} device(s) in the share)")
         beats = threading.Thread(target=self._beat, name="cell-beat", daemon=True)
         beats.start()   # from here on: the checks below take seconds
         try:
@@ -144,13 +155,18 @@ class Cell:
                 cfg, problem = load_config(config), None
             except WotbenchError as e:
                 cfg, problem = None, f"{self.node}: the cell's config does not load there ({e})"
-            problem = problem or self.preflight(cfg, share.devices)
+            if cfg is not None:
+                self.progress(f"config loaded ({cfg.total_devices} device(s) in the run)")
+            mine = frozenset(share.devices)   # one set: every membership test below uses it
+            problem = problem or self.preflight(cfg, mine)
             if problem:   # before the deploy: the coordinator stops every cell before T0
                 log(problem)
                 self.conn.send(wire.Done(ok=False, why=problem, exit_hint=1))
                 return
+            self.progress("the share's targets and server images checked")
             _host_visible_warden(out)
-            seat = CellSeat(node=self.node, devices=frozenset(share.devices), t0=self.t0)
+            seat = CellSeat(node=self.node, devices=mine, t0=self.t0,
+                            progress=self.progress)
             outcome = Runner(config, out_root=out, backend="docker", cell=seat,
                              cfg=cfg).execute()
         finally:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
-from wotbench.deploy.resolve import device_addresses
+from wotbench.deploy.addressing import device_name
 
 PROBE_S = 5.0
 
@@ -39,18 +39,20 @@ class Target(BaseModel):
 
 def targets_of(cfg: Config, devices: Iterable[str]) -> list[Target]:
     """The endpoints WoTbench does not start that a cell with ``devices`` talks to: its
-    external devices, and an external proxy (every cell's GE goes through it)."""
-    mine = set(devices)
-    out, index = [], {g.group: i for i, g in enumerate(cfg.devices)}
-    seen: dict[str, int] = {}
-    for a in device_addresses(cfg):
-        g = cfg.devices[index[a.group]]
-        k = seen[a.group] = seen.get(a.group, -1) + 1
-        if g.external is not None and a.name in mine:
-            host, port = split_endpoint(g.external[k])
-            out.append(Target(key=f"devices[{index[a.group]}].external[{k}]", name=a.name,
-                              host=host, port=port, scheme=g.protocol,
-                              path=g.paths[0] if g.paths else ""))
+    external devices, and an external proxy (every cell's GE goes through it). Only the
+    groups with ``external`` are walked: a cell of a 10^6-device config has none, mostly."""
+    mine = devices if isinstance(devices, (set, frozenset)) else set(devices)
+    out = []
+    for i, g in enumerate(cfg.devices):
+        if g.external is None:
+            continue
+        for k in range(g.count):
+            name = device_name(g.group, k)
+            if name in mine:
+                host, port = split_endpoint(g.external[k])
+                out.append(Target(key=f"devices[{i}].external[{k}]", name=name, host=host,
+                                  port=port, scheme=g.protocol,
+                                  path=g.paths[0] if g.paths else ""))
     p = cfg.gateways.proxy
     if p is not None and p.endpoint is not None:
         host, port = split_endpoint(p.endpoint)
@@ -60,10 +62,12 @@ def targets_of(cfg: Config, devices: Iterable[str]) -> list[Target]:
 
 
 def server_images(cfg: Config, devices: Iterable[str]) -> list[tuple[str, str]]:
-    """(config key, image) of the ``server:`` groups with a device in the share."""
-    groups = {a.group for a in device_addresses(cfg) if a.name in set(devices)}
+    """(config key, image) of the ``server:`` groups with a device in the share (only those
+    groups are walked, the share's set made once)."""
+    mine = devices if isinstance(devices, (set, frozenset)) else set(devices)
     return [(f"devices[{i}].server.image", g.server.image) for i, g in enumerate(cfg.devices)
-            if g.group in groups and g.server is not None and g.server.image]
+            if g.server is not None and g.server.image
+            and any(device_name(g.group, k) in mine for k in range(g.count))]
 
 
 def _coap_silent(targets: list[Target], ping: Ping, timeout_s: float) -> list[Target]:
@@ -91,7 +95,7 @@ def preflight(cfg: Config, devices: Iterable[str], node: str, has_image: Callabl
     if ping is None:
         from wotbench.runner.deployment.coapprobe import ping_all
         ping = ping_all
-    devices = list(devices)
+    devices = frozenset(devices)   # one set for every test below (a share: 10^5 names)
     problems = []
     for key, image in server_images(cfg, devices):
         if not has_image(image):

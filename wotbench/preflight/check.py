@@ -79,12 +79,14 @@ class Preflight:
 
 def preflight(config_path, backend: Optional[str] = None, *, offline: bool = False,
               log: Log = lambda _m: None, build: bool = False,
-              share: capacity.Share = None, loaded: Optional[Config] = None) -> Preflight:
+              share: capacity.Share = None, loaded: Optional[Config] = None,
+              progress: Log = lambda _step: None) -> Preflight:
     """Check ``config_path`` for a run on this host (``backend``: the command line's); raise
     the refusal (ConfigError, EnvironmentProblem) ``run`` would make. ``build``: build stale
     binaries first (``run``; ``check`` checks the ones there and says what a run would build);
     ``share``: the devices a cell of a run across hosts runs here (capacity counts those);
-    ``loaded``: ``config_path`` already read by the caller (read here otherwise)."""
+    ``loaded``: ``config_path`` already read by the caller (read here otherwise);
+    ``progress``: called with each host step's name as it ends (a cell logs them)."""
     cfg = loaded if loaded is not None else load_config(config_path)
     if connected_groups(cfg):     # docs/CONNECTED.md: only `wotbench run`/`check` take them yet
         raise ConfigError([f"devices[].protocol: {connected_groups(cfg)[0].protocol}: connected "
@@ -109,14 +111,17 @@ def preflight(config_path, backend: Optional[str] = None, *, offline: bool = Fal
         pf.steps.append(Step("host", True, "skipped (backend: swarm): each node checks its cell "
                              "when the run starts (docs/CLUSTER.md)", skipped=True))
         return pf
-    _host(pf, config_path, backend, log, build, share)
+    _host(pf, config_path, backend, log, build, share, progress)
     return pf
 
 
 def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: bool,
-          share: capacity.Share) -> None:
+          share: capacity.Share, progress: Log) -> None:
     cfg = pf.loaded
-    add = pf.steps.append
+
+    def add(step: Step) -> None:
+        pf.steps.append(step)
+        progress(step.name)
     pf.kind, pf.explicit, pf.connection = inputs.select_kind(backend or cfg.backend, log)
     add(Step("backend", True, f"{pf.kind.name}" + ("" if pf.explicit else " (backend: auto)")))
     # network impairments: choose the backend before anything is created (fail early)

@@ -137,6 +137,11 @@ class Runner:
     def share(self) -> Optional[frozenset[str]]:
         return self.cell.devices if self.cell else None
 
+    def stage(self, done: str) -> None:
+        """A preparation stage ended: a cell says so (its seat's progress); one host is quiet."""
+        if self.cell is not None:
+            self.cell.progress(done)
+
     @property
     def rd(self) -> Optional[RunDir]:
         return self.inputs.rd if self.inputs else None
@@ -202,7 +207,8 @@ class Runner:
     def prepare(self) -> Inputs:
         # every refusal before anything exists: the same function `wotbench check` runs
         pf = preflight(self.config_path, self.requested_backend, log=log, build=True,
-                       share=self.share, loaded=self.loaded)
+                       share=self.share, loaded=self.loaded,
+                       progress=lambda step: self.stage(f"pre-flight: {step}"))
         if pf.impair.backend is not None:
             log(f"network impairments on {len(pf.impair.plan.devices)} device(s): "
                 f"{pf.impair.name} backend ({pf.impair.reasons[-1]})")
@@ -223,6 +229,7 @@ class Runner:
                                              recorded=pf.recorded)
         self.inputs = inp = replace(inp, trace_summary=summary)
         self.happened.warnings += notes
+        self.stage("config, plan and trace written")
         # devices[].push, rendered by the pre-flight: a process device's schedule goes to its
         # directory now, an engine's devices' into the engine's (fleet_runs.build)
         in_engines = push_run.fleet_devices(inp.cfg, pf.push_schedules)
@@ -238,6 +245,7 @@ class Runner:
         self.inputs = inp = replace(inp, dtls=dtlskey.write(rd, resolved.dtls,
                                                             inp.kind.needs_docker))
         rd.write_run(self.record(in_progress=True))   # a killed harness leaves it so
+        self.stage("inputs prepared")
         if inp.plan.os_cores:  # the harness (and its monitor thread) stays on the OS cores
             os.sched_setaffinity(0, inp.plan.os_cores)
         # Lower the harness's own priority (inherited by its monitor thread and collectl): on a
@@ -261,6 +269,8 @@ class Runner:
     def deploy(self, inp: Inputs) -> Components:
         """Stage 2: what runs, built from the inputs, started and answering."""
         self.parts = parts = build_components(inp)
+        self.stage(f"components built ({len(parts.devices)} device(s), "
+                   f"{len(parts.fleets)} engine(s), {len(parts.ges)} GE(s))")
         self.held.lease = Lease(self.rd.lease_dir, inp.run_id)
         self.held.lease.start()
         self.held.journal_dir = journal.make_dir(inp.run_id, self.held.lease.path)
@@ -281,12 +291,14 @@ class Runner:
             self.happened.warnings.append(note)
         self.held.backend.prepare(inp.binaries)
         self.held.backend.prepare_programs(thirdparty.programs(inp.resolved))
+        self.stage("backend and images ready")
         sut_faults.preflight(inp.resolved.sut_faults, self.held.backend.name)   # issue 35
         self.held.hogs = Hogs(self.held.backend, inp.run_id, self.rd, log)
         self.held.backend.setup_network(inp.resolved.network.subnet,
                                         {d.container: d.address for d in parts.started_devices}
                                         | {f.name: f.address for f in parts.fleets},
                                         [g.name for g in parts.all_ges])
+        self.stage("network set up")
         t = time.monotonic()
         self.held.started = True
         self.held.backend.start_devices(parts.started_devices)

@@ -34,10 +34,12 @@ class CellSeat:
     """A cell of a run across hosts (:mod:`wotbench.distributed.cell`): only ``devices`` (global
     names and ids kept) run here, the node's name is in the run id (unique across the nodes),
     and T0 comes from ``t0(run_dir, lead_s)`` (the coordinator's, on this node's
-    CLOCK_MONOTONIC)."""
+    CLOCK_MONOTONIC). ``progress(stage)``: the runner names each preparation stage as it ends
+    (the cell logs it with the time it took: a cell is never silent until its first line)."""
     node: str
     devices: frozenset[str]
     t0: Callable[[Path, float], int]
+    progress: Callable[[str], None] = lambda stage: None
 
 
 @dataclass(frozen=True)
