@@ -22,14 +22,15 @@ import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config
 from wotbench.deploy import fleet
-from wotbench.deploy.addressing import COAP_PORT
+from wotbench.deploy.addressing import COAP_PORT, device_name
 from wotbench.deploy.plan import Plan, parse_cpuset
 from wotbench.deploy import pods
 from wotbench.deploy.pods import slots
+from wotbench.deploy.memo import per_config
 from wotbench.errors import ConfigError, EnvironmentProblem
 
 BYTES_PER_DEVICE = 16 * 1024        # engine RSS + kernel UDP socket per device (contract target)
@@ -96,34 +97,61 @@ def _rate_per_device(cfg: Config, gi: int) -> float:
     return rate
 
 
-def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
-    """Every fleet of the run, in config order (none when no group runs in the engine)."""
-    fleet_groups = {g.group: gi for gi, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, gi)}
+class _Span(NamedTuple):
+    """One engine's devices in the layout: its group, first device id, how many, top port."""
+    container: str
+    group: str
+    first_id: int
+    devices: int
+    top_port_offset: int
+
+
+@per_config
+def _spans(cfg: Config) -> list[_Span]:
+    """Every engine's span, in config order: one walk of the layout per config (a cell of a
+    10^6-device run asked four times, 5 s each)."""
+    fleet_groups = {g.group for gi, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, gi)}
     if not fleet_groups:
         return []
-    members: dict[str, list[int]] = {}
-    where: dict[str, tuple[str, int]] = {}
-    top: dict[str, int] = {}            # the highest port offset of a fleet's devices
-    names = cfg.device_names()
     every = slots(cfg)
+    found: dict[str, list] = {}         # container -> [group, first id, count, top offset]
     k = 0
     for g in cfg.devices:
-        for _ in range(g.count):
-            s = every[k]
-            if g.group in fleet_groups:
-                members.setdefault(s.container, []).append(k)
-                where.setdefault(s.container, (g.group, s.port_offset))
-                top[s.container] = max(top.get(s.container, 0), s.port_offset)
+        if g.group not in fleet_groups:
+            k += g.count
+            continue
+        for s in every[k:k + g.count]:
+            f = found.get(s.container)
+            if f is None:
+                found[s.container] = [g.group, k, 1, s.port_offset]
+            else:
+                f[2] += 1
+                if s.port_offset > f[3]:
+                    f[3] = s.port_offset
             k += 1
-    out = []
+    return [_Span(c, *f) for c, f in found.items()]
+
+
+def requirements(cfg: Config, plan: Plan) -> list[FleetRequirement]:
+    """Every fleet of the run, in config order (none when no group runs in the engine)."""
+    spans = _spans(cfg)
+    if not spans:
+        return []
+    index = {g.group: gi for gi, g in enumerate(cfg.devices)}
     own = fleet.own_addresses(cfg.network.subnet)
-    for name, ids in members.items():
-        group = where[name][0]
-        gi = fleet_groups[group]
-        cpuset = plan.devices[names[ids[0]]]
-        out.append(_requirement(name, group, ids[0], len(ids), cpuset,
-                                _rate_per_device(cfg, gi), cfg.duration_s, own, top[name]))
+    out = []
+    for sp in spans:
+        gi = index[sp.group]
+        cpuset = plan.devices[device_name(sp.group, sp.first_id - _first_id(cfg, gi))]
+        out.append(_requirement(sp.container, sp.group, sp.first_id, sp.devices, cpuset,
+                                _rate_per_device(cfg, gi), cfg.duration_s, own,
+                                sp.top_port_offset))
     return out
+
+
+def _first_id(cfg: Config, gi: int) -> int:
+    """The id of group ``gi``'s first device (ids run 0..N-1 in config order)."""
+    return sum(g.count for g in cfg.devices[:gi])
 
 
 def _requirement(name: str, group: str, first_id: int, n: int, cpuset: str,

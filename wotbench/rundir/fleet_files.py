@@ -25,6 +25,7 @@ order, *are* the columns: the analysis reads them vectorised (``csv_spec``: the 
 from __future__ import annotations
 
 import csv
+import functools
 import ipaddress
 import types
 import typing
@@ -42,6 +43,17 @@ DEVICES_HEADER = ("index", "name", "listen", "resources", "slots", "queue", "res
 IMPAIR_COLUMNS = ("impair", "impair_ge", "impair_seed")   # optional, after DEVICES_HEADER
 DEFAULT_QUEUE = 1024              # wot-device --queue's default: the process form's bound
 DEFAULT_PIGGYBACK_MAX_US = 1000   # wot-device --piggyback-max-us's default
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_ipv4(host: str) -> bool:
+    """Cached: an engine's 10^5 rows share a few addresses (in a container, all 0.0.0.0), and
+    parsing each row's took most of a cell's devices-file time."""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
 
 
 class FleetDevice(Record):
@@ -74,10 +86,8 @@ class FleetDevice(Record):
     @classmethod
     def _listen(cls, v: str) -> str:
         host, sep, port = v.rpartition(":")
-        try:
-            ipaddress.IPv4Address(host)
-        except ValueError:
-            raise ValueError(f"expected IPv4:PORT, got {v!r}") from None
+        if not _is_ipv4(host):
+            raise ValueError(f"expected IPv4:PORT, got {v!r}")
         if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
             raise ValueError(f"expected IPv4:PORT with a port 1..65535, got {v!r}")
         return v
