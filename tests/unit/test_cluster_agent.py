@@ -164,3 +164,32 @@ def test_a_cells_runner_reports_each_preparation_stage_and_one_host_stays_quiet(
     Runner(CONFIG, cell=seat).stage("pre-flight: plan")
     Runner(CONFIG).stage("pre-flight: plan")   # no seat: nothing to call, no error
     assert said == ["pre-flight: plan"]
+
+
+def test_a_cells_kernel_tables_are_sized_for_its_share_not_the_whole_run(tmp_path, monkeypatch):
+    # a cell cannot raise sysctls (its /proc/sys is read-only): asking for the whole run's
+    # conntrack on every node stopped 200 000 devices on 4 nodes before T0
+    import yaml
+    from wotbench.deploy.plan import make_plan
+    from wotbench.preflight import check
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" /
+                          "fleet-100k.yaml").read_text())
+    raw["devices"][0]["count"] = 4000
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    cfg = load_config(p)
+    asked = {}
+    monkeypatch.setattr(check.hostlimits, "conntrack_plan",
+                        lambda flows: asked.setdefault("flows", []).append(flows) or [])
+    monkeypatch.setattr(check.hostlimits, "neighbour_plan",
+                        lambda hosts, ges: asked.setdefault("hosts", []).append(hosts) or [])
+    monkeypatch.setattr(check.hostlimits, "backlog_plan", lambda ports: [])
+
+    class Kind:
+        container_namespaces = True
+    plan = make_plan(cfg, cores=[0, 1])
+    check._tuning(cfg, plan, Kind())
+    check._tuning(cfg, plan, Kind(), share=frozenset(f"meter-{i}" for i in range(1000)))
+    assert asked["flows"] == [2 * 4000, 2 * 1000]   # 2 entries per engine device
+    engines = len(check.fleet_capacity.requirements(cfg, plan))
+    assert asked["hosts"] == [1 + engines, 1 + engines]   # the engines' addresses, the CD node

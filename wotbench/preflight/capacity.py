@@ -123,7 +123,7 @@ def host_limits(read: Callable[[str], Optional[int]] = read_int) -> list[HostLim
 Share = Optional[frozenset[str]]    # a cell's devices (a run across hosts); None: all
 
 
-def _count(g, share: Share) -> int:
+def devices_here(g, share: Share) -> int:
     """The group's devices this host runs."""
     if share is None:
         return g.count
@@ -138,7 +138,7 @@ def demand(cfg: Config, share: Share = None) -> dict[str, tuple[int, Need]]:
         if g.external is not None:
             continue
         form = PROCESS if g.server is not None else cost_of(cfg, i)
-        count = _count(g, share)
+        count = devices_here(g, share)
         n, need = out.get(form.form, (0, Need()))
         out[form.form] = (n + count, need + form.need(count, g.threads))
     return out
@@ -225,7 +225,7 @@ def request_rate(cfg: Config, share: Share = None) -> dict[str, float]:
         f = form_of(cfg, i)
         if f in CHECKED_BY_FLEET_CAPACITY:
             continue
-        out[f] = out.get(f, 0.0) + _count(g, share) * 1000.0 / mean
+        out[f] = out.get(f, 0.0) + devices_here(g, share) * 1000.0 / mean
     return out
 
 

@@ -176,7 +176,7 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
         pf.push_schedules = push_run.render_schedules(pf.resolved, Path(config_path).parent)
     add(Step("push", True, f"{len(pf.push_schedules)} device schedule(s) rendered"
              if pf.push_schedules else "no pushing devices: nothing to render"))
-    pf.tuning = _tuning(pf.cfg, pf.plan, pf.kind)
+    pf.tuning = _tuning(pf.cfg, pf.plan, pf.kind, share)
     add(Step("kernel tables", True, ", ".join(f"{s.name} {s.before} -> {s.wanted} (as root, "
                                               "for the run)" for s in pf.tuning) or "large enough"))
     keys = programs.check(pf.cfg, pf.kind, pf.connection)
@@ -191,18 +191,22 @@ def _device_binary() -> Optional[Path]:
     return b if b.exists() and not binaries.is_stale(binaries.DEVICE) else None
 
 
-def _tuning(cfg: Config, plan: Plan, kind: BackendKind) -> list[hostlimits.Sysctl]:
-    """The kernel settings too small for this run (the kernel's neighbour table serves every
-    network namespace); without root, the refusal ``HostTuning.apply`` would make."""
+def _tuning(cfg: Config, plan: Plan, kind: BackendKind,
+            share: capacity.Share = None) -> list[hostlimits.Sysctl]:
+    """The kernel settings too small for this run (``share``: a cell's devices, the ones this
+    node carries) (the kernel's neighbour table serves every network namespace); without root,
+    the refusal ``HostTuning.apply`` would make."""
     if not kind.container_namespaces:
         return []
     # an engine's devices share its container's address: one neighbour entry a fleet
     fleets = fleet_capacity.requirements(cfg, plan)
-    in_fleets = sum(f.devices for f in fleets)
-    hosts = cfg.total_devices + 1 - in_fleets + len(fleets)
+    here = [capacity.devices_here(g, share) for g in cfg.devices]
+    total = sum(here)
+    in_fleets = sum(n for gi, n in enumerate(here) if fleet.is_fleet(cfg, gi))
+    hosts = total + 1 - in_fleets + len(fleets)
     ports = min(hosts, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
     flows = (CONNTRACK_PER_FLEET_DEVICE * in_fleets
-             + CONNTRACK_PER_DEVICE * (cfg.total_devices - in_fleets))
+             + CONNTRACK_PER_DEVICE * (total - in_fleets))
     plan = hostlimits.neighbour_plan(hosts, cfg.gateways.count + 1) \
         + hostlimits.backlog_plan(ports) + (hostlimits.conntrack_plan(flows) if fleets else [])
     if plan and os.geteuid() != 0:
