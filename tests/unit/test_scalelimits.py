@@ -51,3 +51,22 @@ def test_engine_devices_cost_conntrack_flows_but_no_tasks():
     assert [lim.setting for lim in short] == ["net.netfilter.nf_conntrack_max"]
     msg = sl.message(1, 4, short, fleet_devices=200_000)
     assert "and 200000 engine devices" in msg and "2 per engine device" in msg
+
+
+def test_the_dockerd_found_is_the_one_of_the_cells_node_and_needs_no_pidof(tmp_path):
+    # a cell's image has no pidof: unknown, the engines were not sized to the node dockerd's
+    # 20 000 descriptors and runc refused 50 020 (the emulated cluster, 200 000 devices)
+    from wotbench.runner.backends.docker.scalelimits import dockerd_pid
+
+    def proc(pid: int, comm: str, cmd: str) -> None:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+        (tmp_path / str(pid) / "cmdline").write_bytes(cmd.replace(" ", "\0").encode())
+    (tmp_path / "self").mkdir()
+    proc(100, "dockerd", "/usr/sbin/dockerd")
+    proc(200, "dockerd", "dockerd -H unix:///var/lib/c/nodes/n2/docker.sock")
+    proc(300, "dockerd", "dockerd -H unix:///var/lib/c/nodes/n3/docker.sock")
+    proc(400, "python3", "python3 -m wotbench dockerd")
+    assert dockerd_pid(tmp_path, sock="/var/lib/c/nodes/n2/docker.sock") == 200
+    assert dockerd_pid(tmp_path, sock="") == 300      # no node named: the newest, as pidof
+    assert dockerd_pid(tmp_path / "self", sock="") is None

@@ -34,7 +34,10 @@ def cell_kwargs(image: str, env: dict[str, str], sock: str, work: str) -> dict:
     return {
         "image": image, "command": ["cell"], "detach": True,
         "name": cell_name(env["WB_RUN"], env["WB_NODE"]),
-        "environment": {k: env[k] for k in ("WB_RUN", "WB_NODE", "WB_COORD", "WB_WORK")},
+        # WB_SOCK: which of the host's dockerds is this node's (its descriptor limit sizes
+        # the engines; the emulated cluster's nodes share one pid namespace)
+        "environment": {k: env[k] for k in ("WB_RUN", "WB_NODE", "WB_COORD", "WB_WORK",
+                                            "WB_SOCK")},
         "network_mode": "host", "pid_mode": "host",
         "labels": {CELL_LABEL: env["WB_RUN"], COMPONENT_LABEL: "cell"},
         "mounts": [Mount("/var/run/docker.sock", sock, type="bind"),

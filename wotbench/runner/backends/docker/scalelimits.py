@@ -11,7 +11,7 @@ would pass a limit stops before creating anything, naming the setting and the co
 """
 from __future__ import annotations
 
-import subprocess
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -48,13 +48,23 @@ class Limit:
         return max(0, (self.current - HOST_RESERVE) // (self.per_device + self.per_container))
 
 
-def dockerd_pid() -> Optional[int]:
-    """The Docker daemon's pid on this host (None: not running here)."""
-    try:
-        return int(subprocess.run(["pidof", "dockerd"], capture_output=True, text=True,
-                                  timeout=5).stdout.split()[0])
-    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
-        return None
+def dockerd_pid(proc: Path = Path("/proc"), sock: Optional[str] = None) -> Optional[int]:
+    """The Docker daemon's pid on this host (None: not running here). Read from /proc (a
+    cluster cell's image has no pidof); where several run (the emulated cluster's nodes share
+    the host's pids), the one started with the node's socket ``sock`` (default: $WB_SOCK, the
+    cell's node's), else the newest, as pidof gave."""
+    sock = sock if sock is not None else os.environ.get("WB_SOCK", "")
+    found = []
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if (d / "comm").read_text().strip() == "dockerd":
+                found.append((int(d.name), (d / "cmdline").read_bytes().replace(b"\0", b" ")))
+        except OSError:
+            continue   # (it exited meanwhile)
+    mine = [pid for pid, cmd in found if sock and sock.encode() in cmd]
+    return (mine or sorted(pid for pid, _ in found)[-1:] or [None])[0]
 
 
 def dockerd_nofile(hard: bool = False) -> Optional[int]:
