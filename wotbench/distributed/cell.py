@@ -30,6 +30,10 @@ from wotbench.runner.stages import CellSeat
 
 CONNECT_S = 60.0
 BEAT_S = 1.0
+# after its Done, how long a cell waits for the coordinator's next word: it fetches and analyses
+# the cells' run directories one after another (at 10^6 devices over 2 minutes each: the cells
+# waiting 120 s left before theirs were fetched); a coordinator that dies closes the connection
+AFTER_S = 3600.0
 
 
 def log(msg: str) -> None:
@@ -182,7 +186,7 @@ class Cell:
         """Answer the clock exchange after the run, then send the run directory."""
         while True:
             try:
-                m = self.conn.recv(120)
+                m = self.conn.recv(AFTER_S)
             except (wire.Closed, socket.timeout):
                 return
             if isinstance(m, wire.Ping):
