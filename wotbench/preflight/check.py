@@ -122,6 +122,7 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     def add(step: Step) -> None:
         pf.steps.append(step)
         progress(step.name)
+
     pf.kind, pf.explicit, pf.connection = inputs.select_kind(backend or cfg.backend, log)
     add(Step("backend", True, f"{pf.kind.name}" + ("" if pf.explicit else " (backend: auto)")))
     # network impairments: choose the backend before anything is created (fail early)
@@ -193,9 +194,9 @@ def _device_binary() -> Optional[Path]:
 
 def _tuning(cfg: Config, plan: Plan, kind: BackendKind,
             share: capacity.Share = None) -> list[hostlimits.Sysctl]:
-    """The kernel settings too small for this run (``share``: a cell's devices, the ones this
-    node carries) (the kernel's neighbour table serves every network namespace); without root,
-    the refusal ``HostTuning.apply`` would make."""
+    """The kernel settings too small for this run, or for ``share`` (a cell's devices: what
+    this node carries); the kernel's neighbour table serves every network namespace. Without
+    root, the refusal ``HostTuning.apply`` would make."""
     if not kind.container_namespaces:
         return []
     # an engine's devices share its container's address: one neighbour entry a fleet
