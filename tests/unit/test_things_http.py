@@ -164,9 +164,16 @@ def test_a_mix_of_coap_and_http_forms_in_the_load_is_refused(tmp_path):
 
 
 def test_http_things_need_the_process_backend_and_no_engine(tmp_path):
-    p = _problems(_raw(str(PLUG_FILE), backend="docker"), tmp_path)
-    assert p == ["backend: docker, but things[] has HTTP forms: an HTTP Thing is a Python "
-                 "program of this host (wotbench.things.http_thing), expected backend: process"]
+    from types import SimpleNamespace
+
+    from wotbench.errors import EnvironmentProblem
+    from wotbench.preflight import programs
+    cfg = config_from_dict(_raw(str(PLUG_FILE), backend="docker"), tmp_path)
+    with pytest.raises(EnvironmentProblem) as e:    # the run's backend, --backend included
+        programs.check(cfg, SimpleNamespace(needs_docker=True), None)
+    assert str(e.value).startswith("devices[0] (things[0]) is an HTTP Thing, a Python program "
+                                   "of this host"), e.value
+    assert programs.check(cfg, SimpleNamespace(needs_docker=False), None) == ["devices[0].server"]
     raw = _raw(str(PLUG_FILE))
     raw["things"][0]["engine"] = "fleet"
     p = _problems(raw, tmp_path)

@@ -97,11 +97,7 @@ def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
             out.append(f"{tp.key}.threads: {s.threads} with mode busy, but its forms are HTTP: "
                        "an HTTP Thing's busy service holds its one event loop, expected "
                        "threads: 1 or mode: sleep")
-    if any(tp.protocol == "http" for tp in plans) and raw.get("backend", "docker") != "process":
-        out.append(f"backend: {raw.get('backend', 'docker')}, but things[] has HTTP forms: an "
-                   "HTTP Thing is a Python program of this host (wotbench.things.http_thing), "
-                   "expected backend: process")
-    return out
+    return out   # the backend is the run's (--backend): wotbench.preflight.programs checks it
 
 
 def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
