@@ -193,3 +193,14 @@ def test_a_bad_http_method_is_named_only_when_the_load_uses_the_form(tmp_path):
 def test_shipped_http_example_loads(tmp_path):
     cfg = load_config(REPO / "configs" / "td-http.yaml")
     assert [(g.group, g.protocol, g.count) for g in cfg.devices] == [("plug", "http", 4)]
+
+
+def test_http_things_register_with_their_http_address(tmp_path):
+    """With a directory, an HTTP Thing's registered TD names the http:// address it would have."""
+    raw = _raw(str(PLUG_FILE), directory={"server": {"command": ["true"]}, "register_within_s": 2,
+                                          "verify_within_s": 1, "deregister_within_s": 1})
+    write_trace(config_from_dict(raw, tmp_path), tmp_path / "trace")
+    tds = [json.loads(x)["td"] for x in (tmp_path / "trace/things/tds.jsonl").read_text().splitlines()]
+    assert len(tds) == 3 and all(t["base"].startswith("http://") and t["base"].endswith(":8080/")
+                                 for t in tds), [t["base"] for t in tds]
+    assert tds[0]["properties"]["power"]["forms"][0]["href"] == "api/power"
