@@ -42,7 +42,8 @@ strays by σ/√N (fewer requests, wider bound), plus the own level's own error,
 windows' overdispersion (their window-level spread beyond σ/√N, at least 1). The window's own
 shape in time (an episode covering half of it) no longer counts as noise. Without quiet data the
 bound is the window's own sample (its sub-intervals, its requests), which counts the shape and
-is wider; ``noise_from`` says which.
+is wider; ``noise_from`` says which. ``loop_lag`` keeps the window's own sample: a loop's lag
+rises with its own engine's backlog, which the process scan cannot see.
 
 A device window is **beyond the tolerance** when the lower confidence bound of its added latency
 exceeds the tolerance (``tolerance_ms``, or ``tolerance_share`` of the window's mean R); its
@@ -268,11 +269,12 @@ WINDOW_NOISE = ("the window's own sample (no quiet window to measure the run's n
 
 
 def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
-                   level=_level) -> Source:
+                   level=_level, run_noise: bool = True) -> Source:
     """A source whose measure is a per-request sample (stretch, wake-up, send lag): the added
     latency per request of the place = (Σx − own·n_x) / n, n the window's requests; the own
     level by ``level`` (default: the median of the quiet windows); the bound from the quiet
-    windows' requests (:func:`sample_noise`), else from the window's own."""
+    windows' requests (:func:`sample_noise`), else (or without ``run_noise``) from the
+    window's own."""
     def source(inp: Inputs, windows, quiet, v: VerdictParams):
         out = {}
         for place, subs in samples(inp).items():
@@ -290,7 +292,8 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
             if own is None:
                 continue
             noise_of, noise_how = _leave_one_out({w: x for w, (x, _) in enumerate(per_win)
-                                                  if quiet.get((place, w), True)}, sample_noise)
+                                                  if quiet.get((place, w), True)}, sample_noise) \
+                if run_noise else ((lambda w: None), "")
             for w, (x, n) in enumerate(per_win):
                 if len(x) < 2 or n <= 0:
                     continue
@@ -383,8 +386,10 @@ SOURCES: list[Source] = [
     _sample_source("wakeup", lambda i: i.wakeup_ms, "all"),
     _sample_source("queueing", lambda i: i.queue_ms, "all"),
     _sample_source("send_lag", lambda i: {k: list(v) for k, v in i.lag_ms.items()}, "own"),
+    # a loop's lag is raised by its own engine falling behind, which no process scan sees: its
+    # "quiet" windows are no reference of its noise, so its bound is the window's own sample
     _sample_source("loop_lag", lambda i: {k: list(v) for k, v in i.loop_ms.items()}, "own",
-                   _floor_level),
+                   _floor_level, run_noise=False),
 ]
 
 
