@@ -435,8 +435,11 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     loop_of = {d: place for place, lg in loops.items() for d in lg.devices}
     fine = _fine_inputs(files, logs, services, sends, places, edges, nwin, p, answers)
     _loop_inputs(fine, loops, edges, nwin)
+    # places of third-party servers only: their amount is at most their R's rise
+    server_places = frozenset(pl for pl in places.device_places()
+                              if {d for d, x in places.of.items() if x == pl} <= places.servers)
     share = hostshare.assess(fine, windows, set(places.device_places()), of, responses, edges, p,
-                             loop_of)
+                             loop_of, server_places)
     share.per_group = hostshare.by_group(share.per_device, {
         d.name: d.group or d.name.rpartition("-")[0] for d in run.devices})
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]

@@ -393,6 +393,56 @@ SOURCES: list[Source] = [
 ]
 
 
+def r_rise(responses: Optional[pd.DataFrame], of: dict[str, str], place: str,
+           edges_ns: np.ndarray, quiet: dict[tuple[str, int], bool], v: VerdictParams
+           ) -> dict[int, Estimate]:
+    """Per window: how much the place's mean response time rose above the run's own level (the
+    median of its quiet windows' means), bounded like a per-request measure by the run's own
+    noise (the quiet windows' R)."""
+    if responses is None or not len(responses):
+        return {}
+    mine = responses[responses["device"].map(of) == place]
+    win = np.searchsorted(edges_ns, mine["sent_ns"].to_numpy(np.float64), side="right") - 1
+    rt = mine["rt_ms"].to_numpy(np.float64)
+    per_win = {w: rt[win == w] for w in range(len(edges_ns) - 1)}
+    own, how = _level([(w, float(x.mean())) for w, x in per_win.items() if len(x) >= 10],
+                      quiet, place)
+    if own is None:
+        return {}
+    noise_of, noise_how = _leave_one_out({w: x for w, x in per_win.items()
+                                          if quiet.get((place, w), True)}, sample_noise)
+    out = {}
+    for w, x in per_win.items():
+        if len(x) < 2:
+            continue
+        est = float(x.mean()) - own
+        noise = noise_of(w)
+        if noise is not None:
+            se, df, nfrom = noise.se(len(x)), noise.dof(quiet.get((place, w), True)), noise_how
+        else:
+            se, df, nfrom = x.std(ddof=1) / np.sqrt(len(x)), len(x) - 1, WINDOW_NOISE
+        h = _tq(v.confidence, df) * se
+        out[w] = Estimate("r_rise", est, est - h, est + h, own, how, nfrom)
+    return out
+
+
+def cap_by_r_rise(estimates: dict[tuple[str, int], Estimate], place: str,
+                  rise: dict[int, Estimate]) -> None:
+    """A third-party server's amount is at most what its response time rose by. Its run-queue
+    wait need not be on the requests' path (measured 2026-11-27: libcoap's coap-server waited
+    0.15 ms per request under a duty-100 loop while its R did not rise against its twin: a
+    woken server preempts the loop, its wait fell between requests); without a device log the
+    rise of R is the only path-level measure. Point and bounds each the smaller of the two."""
+    for (pl, w), e in list(estimates.items()):
+        r = rise.get(w)
+        if pl != place or r is None or r.ms >= e.ms:
+            continue
+        estimates[(pl, w)] = Estimate(
+            e.measure, r.ms, min(e.low, r.low), min(e.high, r.high), e.own_ms, e.own_from,
+            f"{e.noise_from}; at most the rise of its response time over its own "
+            f"{r.own_ms:.3f} ms ({r.noise_from})")
+
+
 def _quiet(windows: list[WindowEvidence], v: VerdictParams) -> dict[tuple[str, int], bool]:
     """(place, window) -> True when nothing from outside the run used the place's cores, judged
     over spans of at least ``quiet_span_s``: the process scan may sample less often than a
@@ -453,14 +503,16 @@ def tolerance_text(v: VerdictParams) -> str:
 
 def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: dict[str, str],
            responses: Optional[pd.DataFrame], edges_ns: np.ndarray, p: EvidenceParams,
-           loop_of: Optional[dict[str, str]] = None) -> HostShare:
+           loop_of: Optional[dict[str, str]] = None,
+           r_capped: frozenset[str] = frozenset()) -> HostShare:
     """Fill every PlaceWindow's host-share fields in place and return the run's block.
     ``devices``: the device places, whose amounts are the run's (the summary, the grade);
     they and the CD node (a device stand-in on the same cores) are judged against the
     tolerance; ``of``: device -> place; ``responses``: device, sent_ns (absolute), rt_ms of
     answered requests; ``loop_of``: a wot-fleet device -> its loop's place (judged too: the
     loop serves its devices, and a device's amount is the larger of its place's and its
-    loop's)."""
+    loop's); ``r_capped``: places of third-party servers only, whose amount is at most their
+    response time's rise (:func:`cap_by_r_rise`)."""
     loop_of = loop_of or {}
     judged = set(devices) | {"cd-node"} | set(loop_of.values())
     v = p.verdict
@@ -470,6 +522,8 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
         for key, e in source(inp, windows, quiet, v).items():
             if key not in estimates or e.ms > estimates[key].ms:
                 estimates[key] = e
+    for place in r_capped:
+        cap_by_r_rise(estimates, place, r_rise(responses, of, place, edges_ns, quiet, v))
     r_place, r_dev = _r_per_window(responses, of, edges_ns, loop_of)
     block = HostShare(tolerance=tolerance_text(v))
     own_from: dict[str, set[str]] = {}

@@ -209,12 +209,14 @@ def test_cpu_wait_flags_the_window_and_names_the_antagonist(tmp_path):
     assert s.verdict.status == "contention" and s.verdict.exit_code == 3
 
 
-def _third_party_run(path, episode_s: range, added_ms: float, seed: int = 9):
+def _third_party_run(path, episode_s: range, added_ms: float, seed: int = 9,
+                     on_path: bool = True):
     """3 third-party servers (run.json devices[].server, no device log, no resource file) on
     core 1 at 20 req/s each; monitor/cgroups.csv written from the GE's answers: each second a
     server used 50 us of CPU per request it answered and waited for the CPU 0.3 x that x Exp(1)
     per request (its own level, with its scatter), plus Exp(``added_ms``) per request in the
-    seconds of ``episode_s`` (while an outside loop used 0.6 of core 1). Returns the run dir
+    seconds of ``episode_s`` (while an outside loop used 0.6 of core 1), which the request's R
+    carries too when ``on_path`` (else the wait fell between requests). Returns the run dir
     and the true added wait per request of each 10 s window."""
     d = make_run(path, duration_s=30, n_devices=3, rate_per_device=20, service_us=[200],
                  cd=False, seed=seed, missing_logs=("cpu-0", "cpu-1", "cpu-2"))
@@ -223,25 +225,31 @@ def _third_party_run(path, episode_s: range, added_ms: float, seed: int = 9):
     for dev in run["devices"]:
         dev["server"], dev["resources"] = "command coap-server-notls -A {address}", None
     rd.run_json.write_text(json.dumps(run))
-    req = pd.read_csv(d / "ge" / "ge-0" / "requests.csv")
-    req = req[req["outcome"] == "ok"]
+    req_path = d / "ge" / "ge-0" / "requests.csv"
+    req = pd.read_csv(req_path)
+    ok = (req["outcome"] == "ok").to_numpy()
+    second = (req["sent_ns"].fillna(-1) // int(1e9)).astype(int).to_numpy()
     rng = np.random.default_rng(seed)
+    a = np.where(ok & np.isin(second, list(episode_s)),
+                 rng.exponential(max(added_ms, 1e-9) * 1e6, len(req)), 0.0)
+    if on_path:
+        req["received_ns"] = (req["received_ns"] + np.round(a)).round().astype("Int64")
+        req.to_csv(req_path, index=False)
     rows, extra, count = [], np.zeros(3), np.zeros(3)
     for i, dev in enumerate(run["devices"]):
-        per_s = np.bincount((req[req["device"] == i]["sent_ns"] // int(1e9)).astype(int),
-                            minlength=31)
+        mine = ok & (req["device"].to_numpy() == i)
         cpu = wait = 0.0
         for t in range(-10, 31):
             rows.append([TEST_START_NS + t * int(1e9), dev["name"], "device", int(cpu),
                          int(wait), "", "", ""])
-            n = int(per_s[t]) if 0 <= t < 30 else 0
+            sel = mine & (second == t)
+            n = int(sel.sum()) if 0 <= t < 30 else 0
             c = 50e3 * n
-            a = rng.exponential(added_ms * 1e6, n).sum() if t in episode_s else 0.0
             cpu += c + rng.uniform(0, 5e3)               # a little housekeeping
             wait += 0.3 * c * rng.exponential(1.0, n).mean() if n else 0.0
-            wait += a
+            wait += a[sel].sum() if n else 0.0
             if 0 <= t < 30:
-                extra[t // 10] += a
+                extra[t // 10] += a[sel].sum()
                 count[t // 10] += n
     rd.monitor_dir.mkdir(exist_ok=True)
     pd.DataFrame(rows, columns=["mono_ns", "component", "role", "cpu_ns", "runqueue_ns",
@@ -287,6 +295,20 @@ def test_a_third_party_servers_host_share_from_its_wait_and_the_ges_answers(tmp_
     assert s2.contention.status == "none"
     assert all(next(p for p in w.places if p.place == "core 1").added_ms is not None
                for w in s2.evidence.windows)
+
+
+def test_a_third_party_servers_wait_off_the_requests_path_is_capped_by_its_r(tmp_path):
+    """Measured with coap-server under a duty-100 loop: it waited for the CPU 0.15 ms per
+    request while its R did not rise (the wait fell between requests). Without a device log
+    the rise of R caps the amount: nothing added, nothing flagged, and noise_from says so."""
+    d, truth = _third_party_run(tmp_path / "off", range(10, 20), added_ms=0.2, on_path=False)
+    s = analyze(d)
+    ep = next(p for p in s.evidence.windows[1].places if p.place == "core 1")
+    assert truth[1] > 0.15 and ep.wait_ms_per_request > 0.15
+    assert ep.added_ms < 0.02 and not ep.beyond_tolerance
+    assert s.contention.status == "none"
+    assert "at most the rise of its response time" in \
+        s.evidence.host_share.per_place["core 1"].noise_from
 
 
 def test_clean_windows_say_none_and_missing_sources_are_named(tmp_path):
