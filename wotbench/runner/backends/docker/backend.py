@@ -514,12 +514,7 @@ class DockerBackend:
         the container's whole process tree). The exit the event stream saw is the restart's,
         not the server's end: it is taken back. A device in a pod cannot restart alone."""
         name = device.name
-        if name in self.pod_of:
-            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: restarting it would "
-                             "restart its pod-mates")
-        c = self.ctr.get(name)
-        if c is None:
-            raise ProcessLookupError(f"{name} has no container")
+        c = self._own_container(name, "restarting it would restart its pod-mates")
         c.restart(timeout=max(1, round(grace_s)))
         exits = self.exits
         end = time.monotonic() + 2
@@ -528,6 +523,16 @@ class DockerBackend:
         if exits is not None:
             exits.codes.pop(name, None)
         return False   # the daemon holds it, not this thread
+
+    def _own_container(self, name: str, in_pod: str):
+        """The container of a component that has one to itself (a SUT fault acts on it alone);
+        ValueError saying ``in_pod`` for a device in a pod."""
+        if name in self.pod_of:
+            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: {in_pod}")
+        c = self.ctr.get(name)
+        if c is None:
+            raise ProcessLookupError(f"{name} has no container")
+        return c
 
     # -- the cpu_quota SUT fault: the container's own CFS quota -----------------------------
     def cpu_limit_unavailable(self) -> Optional[str]:
@@ -539,12 +544,7 @@ class DockerBackend:
     def limit_cpu(self, name: str, cpus: float) -> None:
         """``container.update`` (docker.errors.APIError when the engine refuses, e.g. a
         container created with NanoCpus); a device in a pod cannot be limited alone."""
-        if name in self.pod_of:
-            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: its quota would limit "
-                             "its pod-mates")
-        c = self.ctr.get(name)
-        if c is None:
-            raise ProcessLookupError(f"{name} has no container")
+        c = self._own_container(name, "its quota would limit its pod-mates")
         c.update(cpu_period=CFS_PERIOD_US, cpu_quota=max(1000, int(cpus * CFS_PERIOD_US)))
 
     def release_cpu_limit(self, name: str) -> Optional[int]:
