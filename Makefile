@@ -83,9 +83,12 @@ test-bench-smoke: build
 test-scale: build
 	@bash scripts/run-tests.sh tests/e2e -m scale $(PYTEST_ARGS)
 
-# the fast loop: no C build, no Docker; the benchmark-style tests marked slow run in make test
+# the fast loop: no C build, no Docker; the benchmark-style tests marked slow run in make test.
+# Python keeps its byte-code cache here even where PYTHONDONTWRITEBYTECODE is set (this host's
+# sessions set it): without it each of the two workers compiles and assertion-rewrites every
+# module anew, ~5 s of CPU each before the first test (docs/USAGE.md)
 check: bootstrap
-	@bash scripts/run-tests.sh tests/unit -n 2 -m "not slow" -q $(PYTEST_ARGS)
+	@PYTHONDONTWRITEBYTECODE= bash scripts/run-tests.sh tests/unit -n 2 -m "not slow" -q $(PYTEST_ARGS)
 
 # the C parsers' libFuzzer targets, one at a time, FUZZ_SECONDS each (make test: a few seconds)
 FUZZ_SECONDS ?= 300

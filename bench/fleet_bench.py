@@ -27,7 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from scale_bench import Sampler, _leftovers  # noqa: E402  (bench/ is the script's directory)
+from runpin import RunCorePin  # noqa: E402  (bench/ is the script's directory)
+from scale_bench import Sampler, _leftovers  # noqa: E402
 from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 from wotbench.labels import ROLE_LABEL  # noqa: E402
@@ -37,25 +38,35 @@ CONFIG = REPO / "configs" / "fleet-100k.yaml"
 
 
 class EngineMemory(threading.Thread):
-    """Peak memory.current of every running wot-fleet container (1 s period)."""
+    """Peak memory of every wot-fleet container (1 s period). The containers are listed until
+    two lists agree (every engine is up before ready), then only their cgroup files are read:
+    a Docker API call a second would make the daemon work on the device core during the test."""
 
-    def __init__(self) -> None:
+    def __init__(self, out_root: Path) -> None:
         super().__init__(daemon=True)
         self.stop_flag = threading.Event()
+        self.pinning = RunCorePin(out_root)
         self.peak: dict[str, int] = {}
 
     def run(self) -> None:
         import docker
         client = docker.from_env()
+        known: dict[str, dict[str, Path]] = {}
+        settled = False
         while not self.stop_flag.wait(1.0):
-            try:
-                found = client.containers.list(filters={"label": f"{ROLE_LABEL}=fleet"})
-            except Exception:  # noqa: BLE001 - the daemon is busy; the next sample counts
-                continue
-            for c in found:
-                v = _cgroup_memory(container_cgroup_dirs(c.id))
+            self.pinning.pin()
+            if not settled:
+                try:
+                    found = client.containers.list(filters={"label": f"{ROLE_LABEL}=fleet"})
+                except Exception:  # noqa: BLE001 - the daemon is busy; the next sample counts
+                    continue
+                now = {c.name: container_cgroup_dirs(c.id) for c in found}
+                settled = bool(now) and now.keys() == known.keys()
+                known = now
+            for name, dirs in known.items():
+                v = _cgroup_memory(dirs)
                 if v is not None:
-                    self.peak[c.name] = max(self.peak.get(c.name, 0), v)
+                    self.peak[name] = max(self.peak.get(name, 0), v)
 
 
 def _cgroup_memory(dirs: dict[str, Path]) -> int | None:
@@ -104,7 +115,7 @@ def measure(args) -> dict:
     cmd = [sys.executable, "-m", "wotbench.cli", "run", str(CONFIG), "--out-root", str(out),
            "--backend", args.backend] + [x for s in args.set for x in ("--set", s)]
     load0 = os.getloadavg()
-    host, engines = Sampler(), EngineMemory()
+    host, engines = Sampler(out), EngineMemory(out)
     host.start()
     if args.backend == "docker":
         engines.start()

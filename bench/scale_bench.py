@@ -29,6 +29,7 @@ from wotbench.runner.prepare.hostlimits import read_int
 from wotbench.runner.backends.docker.scalelimits import dockerd_pid
 
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP
+from runpin import RunCorePin  # bench/ is the script's directory
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "configs" / "scale-200.yaml"
@@ -69,9 +70,10 @@ def _open_fds(pid: int | None) -> int | None:
 class Sampler(threading.Thread):
     """Peaks of host-wide resources while a run is under way (1 s period, stops on demand)."""
 
-    def __init__(self) -> None:
+    def __init__(self, out_root: Path | None = None) -> None:
         super().__init__(daemon=True)
         self.stop_flag = threading.Event()
+        self.pinning = RunCorePin(out_root)   # off the run's device cores once it has a plan
         self.mem0 = _mem_available_kib()
         self.min_mem = self.mem0
         self.peak = {"neigh": 0, "conntrack": 0, "tasks": 0, "dockerd_fds": 0}
@@ -79,6 +81,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_flag.wait(1.0):
+            self.pinning.pin()
             self.min_mem = min(self.min_mem, _mem_available_kib())
             tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
             for k, v in (("neigh", _neigh_entries()),

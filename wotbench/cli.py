@@ -206,7 +206,8 @@ def _cmd_study(args) -> int:
     return run_study(Path(args.manifest), only=args.only, out_root=Path(args.out_root),
                      resume=Path(args.resume or args.evaluate) if (args.resume or args.evaluate) else None,
                      gate=_gate(args), reanalyze=args.reanalyze,
-                     evaluate_only=args.evaluate is not None, repeats_override=args.repeats)
+                     evaluate_only=args.evaluate is not None, repeats_override=args.repeats,
+                     seed_base=args.seed_base)
 
 
 RUN_EXIT_CODES = """exit codes:
@@ -335,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--only", nargs="+", metavar="NAME", help="only these scenarios")
     s.add_argument("--repeats", type=int, metavar="N",
                    help="runs per scenario (per value of a series) instead of the manifest's")
+    s.add_argument("--seed-base", type=int, metavar="N",
+                   help="seeds N, N+1, ... for every scenario's runs instead of each config's "
+                        "(twins share them): a study on new seeds")
     s.add_argument("--resume", metavar="STUDY_DIR", help="continue a study; finished points are not rerun")
     s.add_argument("--evaluate", metavar="STUDY_DIR", help="only recompute the table of a study")
     s.add_argument("--reanalyze", action="store_true", help="re-run the analysis of every point first")

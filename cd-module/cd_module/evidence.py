@@ -89,6 +89,10 @@ class Places:
         self.of: dict[str, str] = {}
         self.core_of: dict[str, list[int]] = {}
         self.workers: dict[str, int] = {d.name: int(d.threads or 1) for d in run.devices}
+        # third-party servers on this host (devices[].server): no device log; their requests
+        # come from the GEs' answers, their S from their CPU time (_add_servers)
+        self.servers: set[str] = {d.name for d in run.devices
+                                  if d.server is not None and d.role != "external"}
         for d in run.devices:
             cores = parse_cpuset(d.cpuset) if d.cpuset else []
             place = f"core {d.cpuset}" if cores else "devices"
@@ -206,6 +210,38 @@ def _log_measures(logs: dict[str, pd.DataFrame], services: dict[str, pd.DataFram
             for i, v in zip(idx[ok], (arr[ok] - k[ok]) / 1e6):
                 m["wakeup"][int(i)].append(float(v))
     return out
+
+
+def server_answers(responses: Optional[pd.DataFrame], places: Places) -> dict[str, np.ndarray]:
+    """Each third-party server's answered requests, by the instant they were sent (absolute ns):
+    its requests, since it writes no device log."""
+    if responses is None or not len(responses) or not places.servers:
+        return {}
+    mine = responses[responses["device"].isin(places.servers)]
+    return {str(d): g["sent_ns"].to_numpy(np.float64)
+            for d, g in mine.groupby("device", observed=True)}
+
+
+def _add_servers(logm: dict[str, dict[str, list]], answers: dict[str, np.ndarray],
+                 comp: dict[str, tuple[np.ndarray, np.ndarray]], places: Places,
+                 edges: np.ndarray) -> None:
+    """A third-party server's requests per interval (the GEs' answers from it) and its S: the
+    CPU time it used, per request (the kernel's; it has no resource file), so its run-queue wait
+    per request is judged as a device's: beyond the run's own level of wait per S."""
+    n = len(edges) - 1
+    for name, sent in answers.items():
+        place = places.of.get(name)
+        if place is None:
+            continue
+        idx = np.searchsorted(edges, sent, side="right") - 1
+        counts = np.bincount(idx[(idx >= 0) & (idx < n)], minlength=n)
+        cpu = comp.get(name, (np.full(n, np.nan), None))[0]
+        m = logm[place]
+        for i in np.flatnonzero(counts):
+            m["requests"][i] += int(counts[i])
+            if np.isfinite(cpu[i]):
+                m["service_us"][i] += float(cpu[i]) / 1e3
+                m["served"][i] += int(counts[i])
 
 
 @dataclass(frozen=True)
@@ -387,7 +423,8 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
         if not cores and k.startswith("push core "):   # an engine's devices: its cpuset
             cores = parse_cpuset(k.removeprefix("push core "))
         places.core_of[k] = cores
-    windows = _windows(files, logs, services, sends, places, edges, p)
+    answers = server_answers(responses, places)
+    windows = _windows(files, logs, services, sends, places, edges, p, answers)
     for w in windows:       # the host share's quiet spans need the windows' times
         w.start_s, w.end_s = w.window * window_s, (w.window + 1) * window_s
     loop_lag.add_places(windows, loops, edges, p)
@@ -396,10 +433,13 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
     of = {name: place for name, place in places.of.items()
           if place in places.device_places() or place == "cd-node"}
     loop_of = {d: place for place, lg in loops.items() for d in lg.devices}
-    fine = _fine_inputs(files, logs, services, sends, places, edges, nwin, p)
+    fine = _fine_inputs(files, logs, services, sends, places, edges, nwin, p, answers)
     _loop_inputs(fine, loops, edges, nwin)
+    # places of third-party servers only: their amount is at most their R's rise
+    server_places = frozenset(pl for pl in places.device_places()
+                              if {d for d, x in places.of.items() if x == pl} <= places.servers)
     share = hostshare.assess(fine, windows, set(places.device_places()), of, responses, edges, p,
-                             loop_of)
+                             loop_of, server_places)
     share.per_group = hostshare.by_group(share.per_device, {
         d.name: d.group or d.name.rpartition("-")[0] for d in run.devices})
     calibration = (_windows(files, logs, services, sends, places, cal_edges, p)[0]
@@ -417,20 +457,24 @@ def assess(rd: RunDir, run: RunRecord, logs: dict[str, pd.DataFrame],
 
 
 def _fine_inputs(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
-                 edges: np.ndarray, nwin: int, p: EvidenceParams) -> hostshare.Inputs:
+                 edges: np.ndarray, nwin: int, p: EvidenceParams,
+                 answers: Optional[dict[str, np.ndarray]] = None) -> hostshare.Inputs:
     """The measures on a grid of ``k`` sub-intervals per window: the host share's sample."""
     window_ns = float(edges[1] - edges[0]) if len(edges) > 1 else 1e9
     k = max(2, int(round(window_ns / 1e9 / p.verdict.sub_window_s)))
     fine = edges[0] + np.arange(nwin * k + 1) * (window_ns / k)
     inp = hostshare.Inputs(nwin=nwin, k=k)
-    for name, (_, wait) in _component_deltas(files.cgroups, fine).items():
+    comp = _component_deltas(files.cgroups, fine)
+    for name, (_, wait) in comp.items():
         place = places.of.get(name)
         if place is None:
             continue
         acc = inp.wait_ns.get(place)
         inp.wait_ns[place] = wait.copy() if acc is None else np.where(
             np.isfinite(acc), acc + np.nan_to_num(wait), wait)
-    for place, m in _log_measures(logs, services, places, fine).items():
+    logm = _log_measures(logs, services, places, fine)
+    _add_servers(logm, answers or {}, comp, places, fine)
+    for place, m in logm.items():
         inp.requests[place] = np.asarray(m["requests"], np.float64)
         inp.service_ms[place] = np.asarray(m["service_us"], np.float64) / 1e3
         inp.served[place] = np.asarray(m["served"], np.float64)
@@ -462,11 +506,13 @@ def _loop_inputs(inp: hostshare.Inputs, loops: dict[str, loop_lag.LoopLags], edg
 
 
 def _windows(files: MonitorFiles, logs, services, sends: dict[str, GeSends], places: Places,
-             edges: np.ndarray, p: EvidenceParams) -> list[WindowEvidence]:
+             edges: np.ndarray, p: EvidenceParams,
+             answers: Optional[dict[str, np.ndarray]] = None) -> list[WindowEvidence]:
     n = len(edges) - 1
     lengths = np.diff(edges)
     comp = _component_deltas(files.cgroups, edges)
     logm = _log_measures(logs, services, places, edges)
+    _add_servers(logm, answers or {}, comp, places, edges)
     for ge, s in sends.items():   # a GE's "requests" are its sends
         idx = np.searchsorted(edges, s.sched_ns, side="right") - 1
         inside = (idx >= 0) & (idx < n)

@@ -2,15 +2,15 @@
 
 Per window of the test and per place (the devices of a core, the CD node, each GE), every
 *source* of testbed distortion estimates the latency it added per request beyond the run's own
-level of that measure, with a confidence interval from the window's sample:
+level of that measure, with a confidence interval from **the run's own noise** (below):
 
 - ``cpu_wait``: the place's run-queue wait (kernel, ``/proc/<tid>/schedstat``) per request,
   minus the run's own level (the wait per request as a share of the service time S in the run's
-  quiet windows, times the window's S). The sample is the window's sub-intervals
-  (``sub_window_s``): the added wait is a ratio estimator Σ(wait_j − own_j)/Σn_j, whose standard
-  error comes from its linearised residuals over the sub-intervals (t, k − 1 degrees of freedom);
+  quiet windows, times the window's S): Σ(wait_j − own_j)/Σn_j over the window's sub-intervals
+  (``sub_window_s``). A third-party server has no device log: its requests per sub-interval are
+  the ones the GEs got answered by it, and its S the CPU time it used per request (evidence.py);
 - ``stretch``: a busy service's wall time beyond S (steal and preemption while serving), per
-  request, minus its own level; the sample is the busy requests (t on their mean);
+  request, minus its own level;
 - ``wakeup``: the device's read of a request after its kernel arrival stamp, minus its level;
 - ``queueing``: how much later each request ended than it would have on a device of its own —
   the same arrivals replayed through a FIFO queue of the device's workers, each request served
@@ -32,6 +32,18 @@ of its per-request value over the place's *quiet* windows (outside processes use
 the GE and each other) is the baseline and what the host added beyond it is the amount. Without a
 quiet window the own level is the quietest window's (run-queue wait: at most ``own_level_cap`` of
 S), which can only under-state the amount; ``own_from`` says so.
+
+**The bound** (:class:`Noise`). The measures are the kernel's and the logs' record of what
+happened to the window's own requests, not a sample of them; what is uncertain is how far the
+window would have strayed from the run's own level with nothing added. That is the run's own
+noise, measured in its quiet windows: the per-request scatter of the measure around the quiet
+level (pooled over the quiet sub-intervals, or the quiet requests), so a window of N requests
+strays by σ/√N (fewer requests, wider bound), plus the own level's own error, times the quiet
+windows' overdispersion (their window-level spread beyond σ/√N, at least 1). The window's own
+shape in time (an episode covering half of it) no longer counts as noise. Without quiet data the
+bound is the window's own sample (its sub-intervals, its requests), which counts the shape and
+is wider; ``noise_from`` says which. ``loop_lag`` keeps the window's own sample: a loop's lag
+rises with its own engine's backlog, which the process scan cannot see.
 
 A device window is **beyond the tolerance** when the lower confidence bound of its added latency
 exceeds the tolerance (``tolerance_ms``, or ``tolerance_share`` of the window's mean R); its
@@ -64,6 +76,7 @@ class Estimate:
     high: float
     own_ms: float
     own_from: str = ""            # how the run's own level was found
+    noise_from: str = ""          # what the bound's uncertainty came from (Noise.how)
 
 
 @dataclass
@@ -107,7 +120,7 @@ def grade_of(share: Optional[float], v: VerdictParams) -> Optional[Grade]:
             "mild" if share >= v.mild else "none")
 
 
-def _tq(conf: float, df: int) -> float:
+def _tq(conf: float, df: float) -> float:
     return float(student_t.ppf(conf, df)) if df >= 1 else float("inf")
 
 
@@ -134,11 +147,134 @@ def _floor_level(values: list[tuple[int, float]], quiet: dict[tuple[str, int], b
     return float(min(v for _, v in values)), "no quiet window: the lowest window's"
 
 
+MEDIAN_SE = float(np.sqrt(np.pi / 2))   # the median's standard error over the mean's
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What a measure scatters by in the place's quiet time: the run's own noise.
+
+    ``sd``: per request (ms), with ``df`` degrees of freedom; a window of N requests strays from
+    the level by sd/√N. ``level_se``: the own level's standard error per request (ms; for
+    run-queue wait in units of the quiet mean S, times the window's S). ``phi`` >= 1: the quiet
+    windows' squared deviations over what sd/√N predicts for them (scatter between windows that
+    the per-request model misses: the host drifting, a burst of the harness), known to
+    ``windows`` − 1 degrees of freedom."""
+    sd: float
+    df: int
+    level_se: float
+    phi: float
+    how: str
+    windows: int = 0
+
+    def se(self, n: float, level_scale: float = 1.0) -> float:
+        """The standard error of a window's added latency per request over n requests."""
+        return float(np.sqrt(self.phi * self.sd ** 2 / n + (self.level_se * level_scale) ** 2))
+
+    def dof(self, quiet: bool = False) -> float:
+        """The degrees of freedom of the bound's t. A window with an outside process on its
+        cores (not ``quiet``): Welch-Satterthwaite — sd's when the quiet windows scatter as
+        their requests explain (phi = 1), towards the few windows' (m − 1) when their own
+        spread (phi − 1) is most of the variance. A quiet window (nothing seen that could have
+        added anything): the few windows' m − 1 always, since phi near 1 from a handful of
+        windows does not show that they cannot drift; an amount nobody is seen to cause must
+        stand out from the other quiet windows by more than their own spread."""
+        if self.windows >= 2 and quiet:
+            return float(min(self.df, self.windows - 1))
+        if self.phi <= 1 or self.windows < 2:
+            return float(self.df)
+        return float(self.phi ** 2 / (1 / max(self.df, 1) +
+                                      (self.phi - 1) ** 2 / (self.windows - 1)))
+
+
+def _overdispersion(z2: list[float]) -> float:
+    """max(1, Σz²/(m − 1)) over the quiet windows' squared standardised deviations (one degree
+    of freedom goes to the level they are deviations from)."""
+    return max(1.0, float(np.sum(z2)) / (len(z2) - 1)) if len(z2) >= 2 else 1.0
+
+
+def sample_noise(x_q: list[np.ndarray]) -> Optional[Noise]:
+    """The run's own noise of a per-request measure from its quiet windows' values (one array
+    per quiet window); None with fewer than 2 values."""
+    x_q = [np.asarray(x, np.float64) for x in x_q if len(x)]
+    allx = np.concatenate(x_q) if x_q else np.zeros(0)
+    if len(allx) < 2:
+        return None
+    mu, sd = float(allx.mean()), float(allx.std(ddof=1))
+    m = len(x_q)
+    if sd <= 0:
+        return Noise(0.0, len(allx) - 1, 0.0, 1.0, f"the run's own noise: {m} quiet window(s) "
+                     f"of {len(allx)} requests, no scatter")
+    phi = _overdispersion([(x.mean() - mu) ** 2 * len(x) / sd ** 2 for x in x_q])
+    level_se = (MEDIAN_SE if m >= 3 else 1.0) * sd / np.sqrt(len(allx))
+    return Noise(sd, len(allx) - 1, float(level_se), phi,
+                 f"the run's own noise: {m} quiet window(s) of {len(allx)} requests" +
+                 (f", overdispersion {phi:.2g}" if phi > 1 else ""), m)
+
+
+def wait_noise(wait_ms: list[np.ndarray], requests: list[np.ndarray],
+               service_ms: list[np.ndarray]) -> Optional[Noise]:
+    """The run's own noise of the run-queue wait per request from the quiet windows'
+    sub-intervals (one array per quiet window: wait, requests and the requests' summed S per
+    sub-interval). The residual of a sub-interval is its wait minus the quiet ratio r = Σwait/ΣS
+    times its S; sd² = Σresidual²/Σrequests (each request adds its own scatter); ``level_se`` is
+    in units of the quiet mean S (the cpu_wait level is a share of S)."""
+    w = np.concatenate(wait_ms) if wait_ms else np.zeros(0)
+    n = np.concatenate(requests) if requests else np.zeros(0)
+    sv = np.concatenate(service_ms) if service_ms else np.zeros(0)
+    k, nn, ss = len(w), float(n.sum()), float(sv.sum())
+    if k < 2 or nn <= 0 or ss <= 0:
+        return None
+    r = float(w.sum()) / ss
+    e = w - r * sv
+    sd = float(np.sqrt(k / (k - 1) * (e ** 2).sum() / nn))
+    m = len(wait_ms)
+    how = f"the run's own noise: {m} quiet window(s), {k} sub-intervals of {nn:.0f} requests"
+    if sd <= 0:
+        return Noise(0.0, k - 1, 0.0, 1.0, how + ", no scatter")
+    z2 = [float((wj - r * sj).sum()) ** 2 / (sd ** 2 * nj.sum())
+          for wj, nj, sj in zip(wait_ms, requests, service_ms) if nj.sum() > 0]
+    phi = _overdispersion(z2)
+    # the level's error per request at the quiet mean S, and as a share of it: a window of
+    # mean S s_w carries level_se × s_w / s_q
+    level_se = (MEDIAN_SE if m >= 3 else 1.0) * sd / np.sqrt(nn) / (ss / nn)
+    return Noise(sd, k - 1, float(level_se), phi,
+                 how + (f", overdispersion {phi:.2g}" if phi > 1 else ""), len(z2))
+
+
+def _leave_one_out(quiet: dict[int, tuple], noise_of: Callable[[list[tuple]], Optional[Noise]]
+                   ) -> tuple[Callable[[int], Optional[Noise]], str]:
+    """(window -> the run's own noise, how it was found). A window that is not quiet is judged
+    against all the quiet windows; a quiet one against the *other* quiet windows, so that a
+    disturbance the process scan did not see (which left the window "quiet") does not widen its
+    own bound — unless fewer than two others remain, whose spread between windows could not be
+    measured: then against all of them, itself included (the cautious side)."""
+    everyone = noise_of(list(quiet.values()))
+    cache: dict[int, Optional[Noise]] = {}
+    loo = len(quiet) >= 3
+
+    def of(w: int) -> Optional[Noise]:
+        if w not in quiet or not loo:
+            return everyone
+        if w not in cache:
+            cache[w] = noise_of([v for u, v in quiet.items() if u != w])
+        return cache[w]
+    how = "" if everyone is None else everyone.how + (
+        "; a quiet window against the other quiet windows" if loo else "")
+    return of, how
+
+
+WINDOW_NOISE = ("the window's own sample (no quiet window to measure the run's noise in: the "
+                "episode's shape in time counts as noise, a wider bound)")
+
+
 def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
-                   level=_level) -> Source:
+                   level=_level, run_noise: bool = True) -> Source:
     """A source whose measure is a per-request sample (stretch, wake-up, send lag): the added
     latency per request of the place = (Σx − own·n_x) / n, n the window's requests; the own
-    level by ``level`` (default: the median of the quiet windows)."""
+    level by ``level`` (default: the median of the quiet windows); the bound from the quiet
+    windows' requests (:func:`sample_noise`), else (or without ``run_noise``) from the
+    window's own."""
     def source(inp: Inputs, windows, quiet, v: VerdictParams):
         out = {}
         for place, subs in samples(inp).items():
@@ -155,13 +291,22 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
             own, how = level(vals, quiet, place)
             if own is None:
                 continue
+            noise_of, noise_how = _leave_one_out({w: x for w, (x, _) in enumerate(per_win)
+                                                  if quiet.get((place, w), True)}, sample_noise) \
+                if run_noise else ((lambda w: None), "")
             for w, (x, n) in enumerate(per_win):
                 if len(x) < 2 or n <= 0:
                     continue
                 est = (x.sum() - own * len(x)) / n
-                se = x.std(ddof=1) * np.sqrt(len(x)) / n
-                h = _tq(v.confidence, len(x) - 1) * se
-                out[(place, w)] = Estimate(name, est, est - h, est + h, own * len(x) / n, how)
+                noise = noise_of(w)
+                if noise is not None:
+                    se, nfrom = noise.se(len(x)) * len(x) / n, noise_how
+                    df = noise.dof(quiet.get((place, w), True))
+                else:
+                    se, df, nfrom = x.std(ddof=1) * np.sqrt(len(x)) / n, len(x) - 1, WINDOW_NOISE
+                h = _tq(v.confidence, df) * se
+                out[(place, w)] = Estimate(name, est, est - h, est + h, own * len(x) / n, how,
+                                           nfrom)
         return out
     return source
 
@@ -181,8 +326,8 @@ def replay_ends(arrival_ns: np.ndarray, service_ns: np.ndarray, workers: int) ->
 
 def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
                     ) -> dict[tuple[str, int], Estimate]:
-    """The run-queue wait per request beyond the run's own level (share of S), with the ratio
-    estimator's bound over the window's sub-intervals."""
+    """The run-queue wait per request beyond the run's own level (share of S), bounded by the
+    run's own noise (:func:`wait_noise`), else by the window's sub-intervals."""
     out = {}
     for place, wait in inp.wait_ns.items():
         n = inp.requests.get(place)
@@ -190,17 +335,26 @@ def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
         if n is None or svc is None:
             continue
         vals = []
+        quiet_subs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for w in range(inp.nwin):
             s = inp.sub(w)
             ok = np.isfinite(wait[s])
             nn, sv = n[s][ok].sum(), served[s][ok].sum()
             if nn >= 10 and sv and svc[s][ok].sum() > 0:
                 vals.append((w, float(wait[s][ok].sum() / 1e6 / nn / (svc[s][ok].sum() / sv))))
+            if quiet.get((place, w), True) and ok.sum() and nn > 0 and sv:
+                # the summed S of the sub-interval's requests (one of unknown S: the mean)
+                nj, sj, dj = n[s][ok], svc[s][ok], served[s][ok]
+                quiet_subs[w] = (wait[s][ok] / 1e6, nj.astype(np.float64),
+                                 np.where(dj > 0, sj * nj / np.maximum(dj, 1),
+                                          nj * svc[s][ok].sum() / sv))
         level, how = _level(vals, quiet, place)
         if level is None:
             continue
         if not any(quiet.get((place, w), True) for w, _ in vals) and level > v.own_level_cap:
             level, how = v.own_level_cap, f"no quiet window: the cap {v.own_level_cap:g} of S"
+        noise_of, noise_how = _leave_one_out(
+            quiet_subs, lambda subs: wait_noise(*map(list, zip(*subs))) if subs else None)
         for w in range(inp.nwin):
             s = inp.sub(w)
             ok = np.isfinite(wait[s])
@@ -212,10 +366,17 @@ def cpu_wait_source(inp: Inputs, windows, quiet, v: VerdictParams
             wj = wait[s][ok] / 1e6
             own = level * s_bar * nn
             est = float((wj - own).sum() / nn.sum())
-            e = wj - own - est * nn
-            se = float(np.sqrt(k / (k - 1) * (e ** 2).sum()) / nn.sum())
-            h = _tq(v.confidence, k - 1) * se
-            out[(place, w)] = Estimate("cpu_wait", est, est - h, est + h, level * s_bar, how)
+            noise = noise_of(w)
+            if noise is not None:
+                se, nfrom = noise.se(nn.sum(), s_bar), noise_how
+                df = noise.dof(quiet.get((place, w), True))
+            else:   # the window's own sub-intervals: a ratio estimator's linearised residuals
+                e = wj - own - est * nn
+                se = float(np.sqrt(k / (k - 1) * (e ** 2).sum()) / nn.sum())
+                df, nfrom = k - 1, WINDOW_NOISE
+            h = _tq(v.confidence, df) * se
+            out[(place, w)] = Estimate("cpu_wait", est, est - h, est + h, level * s_bar, how,
+                                       nfrom)
     return out
 
 
@@ -225,9 +386,61 @@ SOURCES: list[Source] = [
     _sample_source("wakeup", lambda i: i.wakeup_ms, "all"),
     _sample_source("queueing", lambda i: i.queue_ms, "all"),
     _sample_source("send_lag", lambda i: {k: list(v) for k, v in i.lag_ms.items()}, "own"),
+    # a loop's lag is raised by its own engine falling behind, which no process scan sees: its
+    # "quiet" windows are no reference of its noise, so its bound is the window's own sample
     _sample_source("loop_lag", lambda i: {k: list(v) for k, v in i.loop_ms.items()}, "own",
-                   _floor_level),
+                   _floor_level, run_noise=False),
 ]
+
+
+def r_rise(responses: Optional[pd.DataFrame], of: dict[str, str], place: str,
+           edges_ns: np.ndarray, quiet: dict[tuple[str, int], bool], v: VerdictParams
+           ) -> dict[int, Estimate]:
+    """Per window: how much the place's mean response time rose above the run's own level (the
+    median of its quiet windows' means), bounded like a per-request measure by the run's own
+    noise (the quiet windows' R)."""
+    if responses is None or not len(responses):
+        return {}
+    mine = responses[responses["device"].map(of) == place]
+    win = np.searchsorted(edges_ns, mine["sent_ns"].to_numpy(np.float64), side="right") - 1
+    rt = mine["rt_ms"].to_numpy(np.float64)
+    per_win = {w: rt[win == w] for w in range(len(edges_ns) - 1)}
+    own, how = _level([(w, float(x.mean())) for w, x in per_win.items() if len(x) >= 10],
+                      quiet, place)
+    if own is None:
+        return {}
+    noise_of, noise_how = _leave_one_out({w: x for w, x in per_win.items()
+                                          if quiet.get((place, w), True)}, sample_noise)
+    out = {}
+    for w, x in per_win.items():
+        if len(x) < 2:
+            continue
+        est = float(x.mean()) - own
+        noise = noise_of(w)
+        if noise is not None:
+            se, df, nfrom = noise.se(len(x)), noise.dof(quiet.get((place, w), True)), noise_how
+        else:
+            se, df, nfrom = x.std(ddof=1) / np.sqrt(len(x)), len(x) - 1, WINDOW_NOISE
+        h = _tq(v.confidence, df) * se
+        out[w] = Estimate("r_rise", est, est - h, est + h, own, how, nfrom)
+    return out
+
+
+def cap_by_r_rise(estimates: dict[tuple[str, int], Estimate], place: str,
+                  rise: dict[int, Estimate]) -> None:
+    """A third-party server's amount is at most what its response time rose by. Its run-queue
+    wait need not be on the requests' path (measured 2026-11-27: libcoap's coap-server waited
+    0.15 ms per request under a duty-100 loop while its R did not rise against its twin: a
+    woken server preempts the loop, its wait fell between requests); without a device log the
+    rise of R is the only path-level measure. Point and bounds each the smaller of the two."""
+    for (pl, w), e in list(estimates.items()):
+        r = rise.get(w)
+        if pl != place or r is None or r.ms >= e.ms:
+            continue
+        estimates[(pl, w)] = Estimate(
+            e.measure, r.ms, min(e.low, r.low), min(e.high, r.high), e.own_ms, e.own_from,
+            f"{e.noise_from}; at most the rise of its response time over its own "
+            f"{r.own_ms:.3f} ms ({r.noise_from})")
 
 
 def _quiet(windows: list[WindowEvidence], v: VerdictParams) -> dict[tuple[str, int], bool]:
@@ -290,14 +503,16 @@ def tolerance_text(v: VerdictParams) -> str:
 
 def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: dict[str, str],
            responses: Optional[pd.DataFrame], edges_ns: np.ndarray, p: EvidenceParams,
-           loop_of: Optional[dict[str, str]] = None) -> HostShare:
+           loop_of: Optional[dict[str, str]] = None,
+           r_capped: frozenset[str] = frozenset()) -> HostShare:
     """Fill every PlaceWindow's host-share fields in place and return the run's block.
     ``devices``: the device places, whose amounts are the run's (the summary, the grade);
     they and the CD node (a device stand-in on the same cores) are judged against the
     tolerance; ``of``: device -> place; ``responses``: device, sent_ns (absolute), rt_ms of
     answered requests; ``loop_of``: a wot-fleet device -> its loop's place (judged too: the
     loop serves its devices, and a device's amount is the larger of its place's and its
-    loop's)."""
+    loop's); ``r_capped``: places of third-party servers only, whose amount is at most their
+    response time's rise (:func:`cap_by_r_rise`)."""
     loop_of = loop_of or {}
     judged = set(devices) | {"cd-node"} | set(loop_of.values())
     v = p.verdict
@@ -307,11 +522,15 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
         for key, e in source(inp, windows, quiet, v).items():
             if key not in estimates or e.ms > estimates[key].ms:
                 estimates[key] = e
+    for place in r_capped:
+        cap_by_r_rise(estimates, place, r_rise(responses, of, place, edges_ns, quiet, v))
     r_place, r_dev = _r_per_window(responses, of, edges_ns, loop_of)
     block = HostShare(tolerance=tolerance_text(v))
     own_from: dict[str, set[str]] = {}
+    noise_from: dict[str, set[str]] = {}
     for (place, _), e in estimates.items():
         own_from.setdefault(place, set()).add(f"{e.measure}: {e.own_from}")
+        noise_from.setdefault(place, set()).add(f"{e.measure}: {e.noise_from}")
     for w in windows:
         for pw in w.places:
             _fill(pw, estimates.get((pw.place, w.window)), r_place.get((pw.place, w.window)),
@@ -319,6 +538,7 @@ def assess(inp: Inputs, windows: list[WindowEvidence], devices: set[str], of: di
     _summarise(block, windows, judged - {"cd-node"}, of, r_dev, v, loop_of)
     for place, ps in block.per_place.items():
         ps.own_from = "; ".join(sorted(own_from.get(place, ())))
+        ps.noise_from = "; ".join(sorted(noise_from.get(place, ())))
     return block
 
 

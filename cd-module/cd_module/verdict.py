@@ -323,7 +323,8 @@ def amount_text(evidence: EvidenceBlock) -> Optional[str]:
 
 def _unconfirmed(evidence: EvidenceBlock) -> list[str]:
     """Unflagged windows whose point estimate is beyond the tolerance but whose lower bound is
-    not: the amount is said, with its bounds, never passed over."""
+    not (the run's own noise, hostshare.Noise, leaves it uncertain): the amount is said, with
+    its bounds, never passed over."""
     notes = []
     for w in evidence.windows:
         if w.flagged:
@@ -337,8 +338,8 @@ def _unconfirmed(evidence: EvidenceBlock) -> list[str]:
                     f"ms per request ({100 * (pw.added_share or 0):.1f} % of R, {pw.grade}), "
                     f"beyond the tolerance, but its "
                     f"{100 * evidence.params.verdict.confidence:g} % bounds "
-                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it (the "
-                    f"window's sample scatters): not flagged")
+                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it (it "
+                    f"is within the run's own noise): not flagged")
     return notes
 
 

@@ -2,7 +2,8 @@
 trace's resource file carries the instance's TD in its ``body`` column, and both device
 programs (wot-fleet, wot-device) answer with those bytes, block-wise above 1024 bytes.
 Fetched with clients nobody here wrote -- libcoap's coap-client and aiocoap -- and checked
-against the TD 1.1 JSON Schema and the instance's own address. ASan+UBSan builds."""
+against the TD 1.1 JSON Schema and the instance's own address; a property read answers with
+the instance's own value of its schema (the resource file's body). ASan+UBSan builds."""
 from __future__ import annotations
 
 import asyncio
@@ -97,12 +98,27 @@ def test_fleet_serves_every_instance_its_own_td(tmp_path):
         a = addrs[-1]
         _check_td(asyncio.run(_aiocoap_get(f"coap://{a.ip}:{a.port}/{WOT}")), tds[a.name],
                   a.ip, a.port)
+        temps = [_coap_get(f"coap://{a.ip}:{a.port}/properties/temperature")
+                 for a in addrs if a.group == "thermostat"]
         assert f.stop() == 0
         err = f.stderr()
     assert "AddressSanitizer" not in err and "runtime error" not in err, err
+    # a read answers with the instance's own value of the property's schema (its resource
+    # file's body), not filler; instances differ
+    own = [_body_of(out / "resources" / f"{a.name}.csv", "properties/temperature")
+           for a in addrs if a.group == "thermostat"]
+    assert temps == own and len(set(temps)) > 1, (temps, own)
+    assert all(-20 <= json.loads(t) <= 50 for t in temps)
     assert f.summary()["blockwise"]["block2_follow_ups"] > 0   # the lamps' TDs went block-wise
     rows = [r for r in f.log() if r["path"] == WOT]
     assert len(rows) == len(addrs) + 1 and {r["code"] for r in rows} == {"2.05"}
+
+
+def _body_of(res_file: Path, path: str) -> bytes:
+    from urllib.parse import unquote_to_bytes
+    head, *rows = res_file.read_text().splitlines()
+    col = head.split(",").index("body")
+    return next(unquote_to_bytes(r.split(",")[col]) for r in rows if r.split(",")[0] == path)
 
 
 async def _aiocoap_get(uri: str) -> bytes:

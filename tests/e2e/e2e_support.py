@@ -50,6 +50,20 @@ def run_dir_of(tmp_path: Path) -> Path:
     return dirs[0]
 
 
+def finished_run(h: Harness, tmp_path: Path, timeout_s: float = 180) -> tuple[Path, list[dict]]:
+    """A run that ended with its verdict (0, or 3: this small shared host may be flagged),
+    without failures: (its run directory, ge-0's requests.csv rows)."""
+    import csv
+    from wotbench.rundir import RunRecord
+    rc = h.wait(timeout_s)
+    assert rc in (0, 3), h.output
+    rd = run_dir_of(tmp_path)
+    run = RunRecord.model_validate_json((rd / "run.json").read_text())
+    assert run.failures == [] and not run.interrupted, h.output
+    with open(rd / "ge/ge-0/requests.csv") as f:
+        return rd, list(csv.DictReader(f))
+
+
 def run_config(cfg: dict, env: dict, tmp_path: Path, timeout_s: float = 150
                ) -> tuple[int, Harness, Path, dict]:
     """``wotbench run`` of ``cfg`` (written to tmp_path/cfg.yaml) into tmp_path/reports: its

@@ -10,14 +10,14 @@ import shutil
 import pytest
 
 from e2e_support import run_config
-from wotbench.runner import sut_cpu
+from wotbench.runner.backends.process import cpu_cgroup
 
 COAP_SERVER = ["coap-server-notls", "-A", "{address}", "-p", "{port}"]
 pytestmark = [
     pytest.mark.skipif(not shutil.which("coap-server-notls"),
                        reason="coap-server-notls not installed (apt-get install libcoap3-bin)"),
-    pytest.mark.skipif(sut_cpu.unavailable() is not None,
-                       reason=f"no writable cpu cgroup here: {sut_cpu.unavailable()}"),
+    pytest.mark.skipif(cpu_cgroup.unavailable() is not None,
+                       reason=f"no writable cpu cgroup here: {cpu_cgroup.unavailable()}"),
 ]
 
 

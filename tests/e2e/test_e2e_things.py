@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e_support import REPO, run_dir_of
+from e2e_support import REPO, finished_run, run_dir_of
 from testkit.coap import ping
 from wotbench.config.yaml_loader import load_config
-from wotbench.rundir import RunRecord
 from wotbench.workload.generate import write_trace
 
 DEVICE_BIN = REPO / "wot-device" / "build" / "wot-device"
@@ -44,14 +43,7 @@ def _config(tmp_path: Path, **over) -> Path:
 @pytest.mark.long    # ~33 s on this 2-core host (a 6 s test, 2 s calibration, report)
 @REAL
 def test_td_small_runs_and_reports_by_affordance(harness, tmp_path):
-    h = harness(str(_config(tmp_path)))
-    rc = h.wait(180)
-    assert rc in (0, 3), h.output            # 3: the verdict may flag this small shared host
-    rd = run_dir_of(tmp_path)
-    run = RunRecord.model_validate_json((rd / "run.json").read_text())
-    assert run.failures == [] and not run.interrupted, h.output
-    with open(rd / "ge/ge-0/requests.csv") as f:
-        reqs = list(csv.DictReader(f))
+    rd, reqs = finished_run(harness(str(_config(tmp_path))), tmp_path)
     seen = {(r["method"], r["path"].lstrip("/").split("?")[0]) for r in reqs}
     assert {("GET", "status"), ("PUT", "status"), ("POST", "toggle"), ("OBSERVE", "status"),
             ("OBSERVE", "oh"), ("GET", "properties/temperature"),

@@ -209,6 +209,108 @@ def test_cpu_wait_flags_the_window_and_names_the_antagonist(tmp_path):
     assert s.verdict.status == "contention" and s.verdict.exit_code == 3
 
 
+def _third_party_run(path, episode_s: range, added_ms: float, seed: int = 9,
+                     on_path: bool = True):
+    """3 third-party servers (run.json devices[].server, no device log, no resource file) on
+    core 1 at 20 req/s each; monitor/cgroups.csv written from the GE's answers: each second a
+    server used 50 us of CPU per request it answered and waited for the CPU 0.3 x that x Exp(1)
+    per request (its own level, with its scatter), plus Exp(``added_ms``) per request in the
+    seconds of ``episode_s`` (while an outside loop used 0.6 of core 1), which the request's R
+    carries too when ``on_path`` (else the wait fell between requests). Returns the run dir
+    and the true added wait per request of each 10 s window."""
+    d = make_run(path, duration_s=30, n_devices=3, rate_per_device=20, service_us=[200],
+                 cd=False, seed=seed, missing_logs=("cpu-0", "cpu-1", "cpu-2"))
+    rd = RunDir(d)
+    run = json.loads(rd.run_json.read_text())
+    for dev in run["devices"]:
+        dev["server"], dev["resources"] = "command coap-server-notls -A {address}", None
+    rd.run_json.write_text(json.dumps(run))
+    req_path = d / "ge" / "ge-0" / "requests.csv"
+    req = pd.read_csv(req_path)
+    ok = (req["outcome"] == "ok").to_numpy()
+    second = (req["sent_ns"].fillna(-1) // int(1e9)).astype(int).to_numpy()
+    rng = np.random.default_rng(seed)
+    a = np.where(ok & np.isin(second, list(episode_s)),
+                 rng.exponential(max(added_ms, 1e-9) * 1e6, len(req)), 0.0)
+    if on_path:
+        req["received_ns"] = (req["received_ns"] + np.round(a)).round().astype("Int64")
+        req.to_csv(req_path, index=False)
+    rows, extra, count = [], np.zeros(3), np.zeros(3)
+    for i, dev in enumerate(run["devices"]):
+        mine = ok & (req["device"].to_numpy() == i)
+        cpu = wait = 0.0
+        for t in range(-10, 31):
+            rows.append([TEST_START_NS + t * int(1e9), dev["name"], "device", int(cpu),
+                         int(wait), "", "", ""])
+            sel = mine & (second == t)
+            n = int(sel.sum()) if 0 <= t < 30 else 0
+            c = 50e3 * n
+            cpu += c + rng.uniform(0, 5e3)               # a little housekeeping
+            wait += 0.3 * c * rng.exponential(1.0, n).mean() if n else 0.0
+            wait += a[sel].sum() if n else 0.0
+            if 0 <= t < 30:
+                extra[t // 10] += a[sel].sum()
+                count[t // 10] += n
+    rd.monitor_dir.mkdir(exist_ok=True)
+    pd.DataFrame(rows, columns=["mono_ns", "component", "role", "cpu_ns", "runqueue_ns",
+                                "nr_periods", "nr_throttled", "throttled_ns"]).to_csv(
+        rd.cgroups_csv, index=False)
+    # a scan row covers the second before its instant
+    sh = _loop_rows(4242, core=1, share=0.6, seconds=range(episode_s.start + 1,
+                                                            episode_s.stop + 1))
+    pd.DataFrame(sh, columns=["mono_ns", "interval_ns", "pid", "comm", "owner_kind", "owner",
+                              "core", "cpu_ns"]).to_csv(rd.foreign_csv, index=False)
+    rd.monitor_sources_json.write_text(json.dumps(
+        {"thread_runqueue_wait": None, "per_core_cpu": None, "steal": None,
+         "cpu_pressure": None, "process_scan": None}))
+    return d, extra / count / 1e6
+
+
+def test_a_third_party_servers_host_share_from_its_wait_and_the_ges_answers(tmp_path):
+    """No device log (libcoap's coap-server): the requests per second are the GE's answers
+    from each server, its S its CPU time per request, its run-queue wait the kernel's; the
+    host's share is computed as a device's, and the episode window is flagged with an
+    amount close to the truth, the others are not."""
+    d, truth = _third_party_run(tmp_path / "byo", range(10, 20), added_ms=0.2)
+    s = analyze(d)
+    places = [next(p for p in w.places if p.place == "core 1") for w in s.evidence.windows]
+    assert [p.requests for p in places] == [pytest.approx(600, rel=0.15)] * 3
+    ep = places[1]
+    assert ep.added_by == "cpu_wait" and ep.added_ms == pytest.approx(truth[1], rel=0.15)
+    assert ep.r_ms < 1.0 and ep.added_low_ms > 0.05 * ep.r_ms and ep.beyond_tolerance
+    assert [p.beyond_tolerance for p in places] == [False, True, False]
+    # S = its CPU time per request: 50 us
+    assert ep.service_ms_per_request == pytest.approx(0.05, rel=0.1)
+    hs = s.evidence.host_share
+    assert hs.per_place["core 1"].noise_from.startswith("cpu_wait: the run's own noise: 2 "
+                                                        "quiet window(s)")
+    assert set(hs.per_device) == {"cpu-0", "cpu-1", "cpu-2"}
+    assert all(ps.added_ms is not None for ps in hs.per_device.values())
+    w = s.contention.flagged_windows
+    assert [x.start_s for x in w] == [10.0] and w[0].shown_by == ["cpu_wait"]
+    assert "devices on core 1: the host added" in " ".join(w[0].evidence)
+    # the same servers, nothing added: no window flagged, each with its amount
+    d2, _ = _third_party_run(tmp_path / "byo-clean", range(0), added_ms=0.0, seed=10)
+    s2 = analyze(d2)
+    assert s2.contention.status == "none"
+    assert all(next(p for p in w.places if p.place == "core 1").added_ms is not None
+               for w in s2.evidence.windows)
+
+
+def test_a_third_party_servers_wait_off_the_requests_path_is_capped_by_its_r(tmp_path):
+    """Measured with coap-server under a duty-100 loop: it waited for the CPU 0.15 ms per
+    request while its R did not rise (the wait fell between requests). Without a device log
+    the rise of R caps the amount: nothing added, nothing flagged, and noise_from says so."""
+    d, truth = _third_party_run(tmp_path / "off", range(10, 20), added_ms=0.2, on_path=False)
+    s = analyze(d)
+    ep = next(p for p in s.evidence.windows[1].places if p.place == "core 1")
+    assert truth[1] > 0.15 and ep.wait_ms_per_request > 0.15
+    assert ep.added_ms < 0.02 and not ep.beyond_tolerance
+    assert s.contention.status == "none"
+    assert "at most the rise of its response time" in \
+        s.evidence.host_share.per_place["core 1"].noise_from
+
+
 def test_clean_windows_say_none_and_missing_sources_are_named(tmp_path):
     d = _light_run(tmp_path / "c", seed=4)
     _add_monitor(d, [0.2, 0.25, 0.2])

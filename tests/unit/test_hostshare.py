@@ -73,18 +73,133 @@ def test_the_amount_is_the_wait_beyond_the_runs_own_level_with_a_bound():
     assert block.per_place["core 1"].own_from == "cpu_wait: median of 3 quiet window(s)"
 
 
-def test_a_point_estimate_beyond_the_tolerance_with_a_wide_bound_is_not_flagged():
-    # 0.09 of S extra = 0.45 ms = 7.5 % of R on average, but the sub-intervals alternate
-    # between 0 and 0.42 of S: the 95 % lower bound is below 5 % of R
-    inp = _inputs([0.12, 0.12, 0.21, 0.12])
-    s = slice(2 * K, 3 * K)
-    inp.wait_ns["core 1"][s] = np.tile([0.0, 0.42], K // 2) * S_MS * 2 * 1e6
+def _per_request(rng, nwin: int, added: dict[int, float] = {}, rate: float = 20.0,
+                 level: float = 0.2, drift: float = 0.0) -> tuple[hostshare.Inputs, dict]:
+    """A place ``core 1`` built request by request: per 1 s sub-interval Poisson(``rate``)
+    requests, S ~ Exp(5 ms), each waiting ``level`` × S × Exp(1) of its own (the run's noise:
+    a clean busy run's 0.12-0.3 S with a per-request spread as large as its mean), times
+    1 + ``drift`` × N(0, 1) per window (the host drifting between windows); ``added[j]``: the
+    mean extra wait (Exp) per request the host added in sub-interval j. Returns the inputs and
+    the truth: the added wait per request of each window."""
+    inp = hostshare.Inputs(nwin=nwin, k=K)
+    n = rng.poisson(rate, nwin * K).astype(np.float64)
+    wait, svc, extra = np.zeros(nwin * K), np.zeros(nwin * K), np.zeros(nwin * K)
+    scale = 1 + drift * rng.standard_normal(nwin)
+    for j in range(nwin * K):
+        s_i = rng.exponential(S_MS, int(n[j]))
+        a_i = rng.exponential(added[j], int(n[j])) if added.get(j) else np.zeros(int(n[j]))
+        svc[j] = s_i.sum()
+        extra[j] = a_i.sum()
+        wait[j] = (level * scale[j // K] * s_i * rng.exponential(1.0, int(n[j]))).sum() + \
+            extra[j]
+    inp.requests["core 1"] = n
+    inp.served["core 1"] = n
+    inp.service_ms["core 1"] = svc
+    inp.wait_ns["core 1"] = wait * 1e6
+    truth = {w: float(extra[inp.sub(w)].sum() / n[inp.sub(w)].sum()) for w in range(nwin)}
+    return inp, truth
+
+
+def test_a_half_window_episode_well_beyond_the_tolerance_is_flagged():
+    """Issue 31's miss: the host added ~2 ms per request in half of a window's seconds (1 ms
+    per request over the window, 3x the tolerance of 5 % of 6 ms). The episode's shape in
+    time is the kernel's measurement, not noise: the bound comes from the run's quiet
+    windows, and the window is flagged; the quiet windows are not."""
+    rng = np.random.default_rng(31)
+    inp, truth = _per_request(rng, 4, added={j: 2.0 for j in range(2 * K + 5, 3 * K)})
+    ws = _windows(4, foreign={2: 0.45})
+    block = _assess(inp, ws)
+    pw = ws[2].places[0]
+    assert pw.added_by == "cpu_wait" and pw.added_ms == pytest.approx(truth[2], abs=0.25)
+    assert pw.added_low_ms > 0.05 * 6.0 and pw.beyond_tolerance is True
+    assert [ws[w].places[0].beyond_tolerance for w in (0, 1, 3)] == [False] * 3
+    assert block.per_place["core 1"].noise_from.startswith(
+        "cpu_wait: the run's own noise: 3 quiet window(s), 30 sub-intervals")
+    assert block.per_place["core 1"].noise_from.endswith(
+        "; a quiet window against the other quiet windows")
+    # the same windows with no quiet window to measure the noise in: the window's own
+    # sub-intervals bound it (its shape counts as noise), a wider interval, and it says so
+    ws2 = _windows(4, foreign={w: 0.45 for w in range(4)})
+    block2 = _assess(inp, ws2)
+    wide = ws2[2].places[0]
+    assert wide.added_high_ms - wide.added_low_ms > pw.added_high_ms - pw.added_low_ms
+    assert "the window's own sample" in block2.per_place["core 1"].noise_from
+
+
+def test_an_amount_within_the_runs_own_noise_is_not_flagged():
+    """A point estimate beyond the tolerance that the run's own scatter could give with
+    nothing added: 3 requests a second (the bound grows as 1/sqrt(N) with fewer requests)."""
+    rng = np.random.default_rng(5)
+    inp, truth = _per_request(rng, 4, added={j: 0.6 for j in range(2 * K, 3 * K)}, rate=3.0)
     ws = _windows(4, foreign={2: 0.2})
     _assess(inp, ws)
     pw = ws[2].places[0]
-    assert pw.added_ms == pytest.approx(0.45, abs=0.01) and pw.grade == "moderate"
+    assert pw.added_ms > 0.05 * 6.0 and pw.beyond_tolerance is False
     assert pw.added_low_ms <= 0.05 * 6.0 < pw.added_high_ms
-    assert pw.beyond_tolerance is False
+
+
+def test_clean_runs_with_typical_scatter_raise_no_false_window():
+    """200 clean runs of 4 windows (2 busy devices' 20 requests a second, their own wait's
+    per-request spread as large as its mean, the host drifting 10 % between windows): no
+    window beyond the default tolerance; and against a tolerance of ~0 the bound is beyond it
+    in at most its 5 % of the windows (it is a 95 % bound)."""
+    beyond = beyond0 = total = 0
+    for seed in range(200):
+        rng = np.random.default_rng(1000 + seed)
+        inp, _ = _per_request(rng, 4, drift=0.1)
+        ws = _windows(4)
+        _assess(inp, ws)
+        beyond += sum(bool(w.places[0].beyond_tolerance) for w in ws)
+        ws0 = _windows(4)
+        _assess(inp, ws0, v=VerdictParams(tolerance_ms=1e-9))
+        beyond0 += sum(bool(w.places[0].beyond_tolerance) for w in ws0)
+        total += 4
+    assert beyond == 0
+    assert beyond0 <= 0.05 * total
+
+
+@pytest.mark.parametrize("drift", [0.0, 0.15])
+def test_the_bound_is_honest_where_the_truth_is_known(drift):
+    """Synthetic runs whose added wait per request is known: the 95 % one-sided bounds hold the
+    truth in about 95 % of the episode windows (each side), whether the episode covers the
+    whole window or half of it, and when the host drifts between windows (the quiet windows'
+    overdispersion widens the bound; known from 4 quiet windows only, it covers 92 % at a 15 %
+    drift, 97-98 % without drift: measured with these seeds)."""
+    below = above = n = 0
+    widths = []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        first = 2 * K + (5 if seed % 2 else 0)        # half or all of window 2
+        inp, truth = _per_request(rng, 5, added={j: rng.uniform(0.2, 2.0)
+                                                 for j in range(first, 3 * K)}, drift=drift)
+        ws = _windows(5, foreign={2: 0.3})
+        _assess(inp, ws, r_ms=50.0)     # R large enough that no amount is capped at it
+        pw = ws[2].places[0]
+        below += pw.added_low_ms <= truth[2]
+        above += pw.added_high_ms >= truth[2]
+        widths.append(pw.added_high_ms - pw.added_low_ms)
+        n += 1
+    assert 0.90 <= below / n <= 0.995 and 0.90 <= above / n <= 0.995
+    # and not honest by being useless: the 90 % interval of a window of ~200 requests whose
+    # own wait scatters by ~1.4 ms per request is well under a millisecond
+    assert np.median(widths) < 0.8
+
+
+def test_the_sample_measures_bound_comes_from_the_quiet_requests_too():
+    """Busy stretch: a window whose first half of requests was stretched by 2 ms: flagged on
+    the quiet requests' scatter (before: the window's own, which the episode widened)."""
+    rng = np.random.default_rng(7)
+    inp = _inputs([0.12, 0.12, 0.12, 0.12], noise=0.02)
+    inp.stretch_ms["core 1"] = [list(rng.exponential(0.1, 2) + (2.0 if 2 * K <= i < 2 * K + 5
+                                                                 else 0.0))
+                                for i in range(4 * K)]
+    ws = _windows(4, foreign={2: 0.3})
+    block = _assess(inp, ws)
+    pw = ws[2].places[0]
+    assert pw.added_by == "stretch" and pw.added_ms == pytest.approx(1.0, abs=0.1)
+    assert pw.beyond_tolerance is True
+    assert "stretch: the run's own noise: 3 quiet window(s) of 60 requests" in \
+        block.per_place["core 1"].noise_from
 
 
 def test_grades_and_a_tolerance_in_ms():
@@ -200,4 +315,4 @@ def test_an_amount_beyond_the_tolerance_that_the_bound_does_not_confirm_is_said(
     notes = _unconfirmed(block)
     assert notes == ["10-20 s, core 1: the host added 1.46 ms per request (19.7 % of R, severe), "
                      "beyond the tolerance, but its 95 % bounds 0.03-2.90 ms do not confirm it "
-                     "(the window's sample scatters): not flagged"]
+                     "(it is within the run's own noise): not flagged"]

@@ -385,17 +385,64 @@ def test_restart_and_quota_windows_and_notes(tmp_path):
         "p50 1.00 → 5.00 ms" in q, q
 
 
-def test_a_quota_the_process_backend_cannot_set_is_refused_before_the_start(monkeypatch):
+def test_a_quota_the_process_backend_cannot_set_is_refused_before_the_start(monkeypatch, tmp_path):
     from wotbench.config.sut_faults import SutFault
     from wotbench.errors import ConfigError
-    from wotbench.runner import sut_cpu, sut_faults
-    monkeypatch.setattr(sut_cpu, "unavailable", lambda: "cgroup v2 without the cpu controller")
-    f = [SutFault(device="s-0", at_s=1, action="cpu_quota", cpus=0.5)]
+    from wotbench.runner import sut_faults
+    from wotbench.runner.backends.docker.backend import DockerBackend
+    from wotbench.runner.backends.process import cpu_cgroup
+    from wotbench.runner.backends.process.backend import ProcessBackend
+    monkeypatch.setattr(cpu_cgroup, "unavailable", lambda: "cgroup v2 without the cpu controller")
+    f = [SutFault(device="s-0", at_s=1, action="pause", for_s=1),
+         SutFault(device="s-0", at_s=2, action="cpu_quota", cpus=0.5)]
     with pytest.raises(ConfigError) as e:
-        sut_faults.preflight(f, "process")
-    assert "sut_faults[0].cpus: the process backend changes" in str(e.value)
+        sut_faults.preflight(f, ProcessBackend("r", tmp_path, log=lambda m: None))
+    assert "sut_faults[1].cpus: the process backend changes" in str(e.value)
     assert "cgroup v2 without the cpu controller" in str(e.value)
-    sut_faults.preflight(f, "docker")   # the container's quota: nothing of this host's
+    assert "sut_faults[0]" not in str(e.value)
+    # the container's quota: nothing of this host's
+    sut_faults.preflight(f, DockerBackend(None, "r", log=lambda m: None))
+    sut_faults.preflight(f[:1], ProcessBackend("r", tmp_path, log=lambda m: None))  # no quota
+
+
+class _Limiter:
+    """A backend's CpuLimiter part as the faults' thread sees it: what it was asked, in order."""
+    name = "fake"
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def prepare_cpu_limit(self, name):
+        self.calls.append(("prepare", name))
+
+    def limit_cpu(self, name, cpus):
+        self.calls.append(("limit", name, cpus))
+
+    def release_cpu_limit(self, name):
+        self.calls.append(("release", name))
+        return 7
+
+
+def test_a_cpu_quota_fault_goes_through_the_backends_cpu_limiter(tmp_path):
+    """prepare before the test, the limit at its second, the release (with its throttling)
+    at the end: the fault never reaches a backend's internals."""
+    import json
+    import time
+
+    from wotbench.config.sut_faults import SutFault
+    from wotbench.runner import sut_faults
+    backend = _Limiter()
+    f = [SutFault(device="s-0", at_s=0.05, action="cpu_quota", cpus=0.25)]
+    out = tmp_path / "sut-faults.json"
+    runner = sut_faults.FaultRunner(backend, f, time.monotonic_ns(), out, log=lambda m: None)
+    runner.start()
+    assert backend.calls[0] == ("prepare", "s-0")
+    runner.scheduled.wait(timeout=10)
+    runner.finish()
+    runner.finish()   # twice: released once, the record kept
+    assert backend.calls == [("prepare", "s-0"), ("limit", "s-0", 0.25), ("release", "s-0")]
+    rec = json.loads(out.read_text())["faults"][0]
+    assert rec["throttled_periods"] == 7 and rec["error"] is None and rec["applied_ns"] > 0
 
 
 def test_coap_values_in_paths_and_payload_reach_the_trace_and_the_ge_args(tmp_path):

@@ -22,8 +22,8 @@ from wotbench.runner.backends.process.backend import ProcessBackend, ProcessKind
 from wotbench.runner.during.timeline import END_MARGIN_S, NS, Timeline, lead_s
 from wotbench.runner.backends.process import loopslot
 
-PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Restarter, b.Stressor, b.ImpairTargets,
-         b.Describer)
+PARTS = (b.Networks, b.Lifecycle, b.Inspector, b.Restarter, b.CpuLimiter, b.Stressor,
+         b.ImpairTargets, b.Describer)
 # the names backend.py imports only for type checking
 TYPE_NAMES = {"Config": Config, "DeviceTarget": DeviceTarget, "BridgeRecord": BridgeRecord,
               "DeviceRun": DeviceRun, "GeRun": GeRun, "FleetRun": FleetRun, "HogSpec": HogSpec, "Program": Program}

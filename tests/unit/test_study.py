@@ -44,6 +44,24 @@ def test_study_runs_scenarios_in_process_and_writes_the_table(tmp_path):
                                                          for v in (5, 10, 20)]
 
 
+def test_a_study_on_new_seeds_gives_every_scenario_the_same_ones(tmp_path):
+    """--seed-base: the graded study rerun on seeds it was not tuned on; twins still pair
+    (the same seeds in every scenario), and a resume cannot change them."""
+    m = _manifest(tmp_path)
+    runner = FakeRunner()
+    assert run_study(m, out_root=tmp_path / "reports", gate=NO_WAIT, run_fn=runner,
+                     log=lambda m: None, repeats_override=2, seed_base=500) == 0
+    assert sorted({c["seed"] for c in runner.calls}) == [500, 501]
+    [d] = (tmp_path / "reports").iterdir()
+    assert json.loads((d / "study.json").read_text())["seed_base"] == 500
+    for name in ("V-clean", "V-scale"):
+        sweep = json.loads((d / "scenarios" / name / "sweep.json").read_text())
+        assert sorted({p["overrides"]["seed"] for p in sweep["points"]}) == [500, 501]
+    with pytest.raises(ConfigError, match="started with --seed-base 500"):
+        run_study(resume=d, gate=NO_WAIT, run_fn=FakeRunner(), log=lambda m: None,
+                  seed_base=7)
+
+
 def test_a_killed_study_resumes_without_rerunning_finished_points(tmp_path):
     calls = []
 

@@ -95,15 +95,13 @@ def test_unknown_affordance_and_op_without_form(tmp_path):
                                            "properties/colour"), p
 
 
-def test_http_only_form_is_refused_with_the_reason(tmp_path):
+def test_an_http_only_form_makes_an_http_thing(tmp_path):
+    """No longer refused: the Thing speaks HTTP (tests/unit/test_things_http.py)."""
     td = copy.deepcopy(LAMP)
     td["properties"]["status"]["forms"][0]["href"] = "http://lamp.example/status"
     f = _write(tmp_path, "http.td.json", td)
-    p = _problems(_cfg(tmp_path, [{"td": f, "load": LAMP_LOAD}]), tmp_path)
-    assert len(p) == 1, p
-    assert p[0].startswith(f"things[0].td: {f}: /properties/status/forms: things[0].load[0].op: "
-                           "only an HTTP form (/properties/status/forms/0) offers readproperty")
-    assert "speak CoAP only" in p[0]
+    cfg = config_from_dict(_cfg(tmp_path, [{"td": f, "load": LAMP_LOAD}]), tmp_path)
+    assert [(g.protocol, g.paths) for g in cfg.devices] == [("http", ["status", ".well-known/wot"])]
 
 
 def test_observe_needs_a_form_with_that_op(tmp_path):

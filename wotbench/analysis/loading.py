@@ -278,7 +278,10 @@ def third_party_notes(servers: dict[str, list[str]]) -> list[str]:
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         out.append(f"{shown} ({what}): R only -- a third-party server has no WoTbench resource "
                    "file (service times) and writes no device log, so R_d and the response-time "
-                   "decomposition are not computed for it")
+                   "decomposition are not computed for it" +
+                   ("" if what.startswith("external endpoint") else
+                    "; the host's share is (its run-queue wait per request the GEs got "
+                    "answered, docs/DETECTOR.md)"))
         if what.startswith("external endpoint"):
             out.append(f"{shown}: outside the contention check -- WoTbench does not run "
                        f"{what.removeprefix('external endpoint ')}, so the CD (which checks this "

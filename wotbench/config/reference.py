@@ -215,8 +215,9 @@ SECTIONS: list[Section] = [
     Section("things[]", things_spec.ThingSpec,
             "Things emulated from W3C Thing Descriptions (`td`) or Thing Models (`model`, "
             "placeholders `{{NAME}}` filled from `instance`); each entry becomes a device group "
-            "(`devices[].thing` names it) whose resources are the TD's CoAP forms "
-            "([WOT.md](WOT.md)). The file is checked against the TD 1.1 JSON Schema; problems "
+            "(`devices[].thing` names it) whose resources are the TD's CoAP forms, or its "
+            "HTTP forms (an HTTP Thing: a `protocol: http` group served by "
+            "`wotbench/things/http_thing.py`, process backend) ([WOT.md](WOT.md)). The file is checked against the TD 1.1 JSON Schema; problems "
             "name the file and a JSON pointer."),
     Section("things[].load[]", things_spec.OpLoad,
             "The workload of one affordance and op, per instance: `rate_per_s` or `interval` for "

@@ -31,6 +31,13 @@ def check(cfg: Config, kind: BackendKind, connection: Optional[Any],
     """Raise on the first program that cannot start; the keys checked."""
     cwd = cwd or Path.cwd()
     keys = []
+    http_things = [i for i, g in enumerate(cfg.devices) if g.thing is not None and g.server]
+    if kind.needs_docker and http_things:   # (the config's backend: its things expansion says)
+        i = http_things[0]
+        raise EnvironmentProblem(
+            f"devices[{i}] (things[{cfg.devices[i].thing}]) is an HTTP Thing, a Python program "
+            "of this host (wotbench.things.http_thing) that a FROM scratch image cannot carry, "
+            "expected --backend process (docs/WOT.md \"HTTP Things\")")
     for key, p in thirdparty.programs(cfg).items():
         if kind.needs_docker and p.image:
             thirdparty.check_image(connection, key, p.image)

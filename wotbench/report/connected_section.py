@@ -24,8 +24,8 @@ def _read(rd: RunDir, name: str) -> Optional[pd.DataFrame]:
 
 
 def fig_rpc_over_time(df: pd.DataFrame) -> str:
-    from wotbench.report.plotting import BLUE, GREEN, ORANGE, RED, plt, svg
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True,
+    from wotbench.report.plotting import BLUE, GREEN, ORANGE, RED, subplots, svg
+    fig, (a1, a2) = subplots(2, 1, figsize=(10, 4.6), sharex=True,
                                  gridspec_kw={"height_ratios": [3, 2]})
     a1.plot(df["t_s"], df["rt_p50_ms"], color=BLUE, lw=1.3, label="p50")
     a1.plot(df["t_s"], df["rt_p99_ms"], color=ORANGE, lw=1.1, label="p99")
@@ -42,13 +42,12 @@ def fig_rpc_over_time(df: pd.DataFrame) -> str:
     a2.set_xlabel("time since the applications' start (s; by send time)")
     a2.set_ylim(0, None)
     a2.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.35))
-    fig.tight_layout()
     return svg(fig)
 
 
 def fig_sched(df: pd.DataFrame) -> str:
-    from wotbench.report.plotting import CYCLE, plt, svg
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    from wotbench.report.plotting import CYCLE, subplots, svg
+    fig, ax = subplots(figsize=(10, 3.2))
     for i, (comp, g) in enumerate(sorted(df.groupby("component"), key=lambda kv: kv[0])):
         role = g["role"].iloc[0]
         ax.plot(g["t_s"], g["wait_share"] * 100, lw=1.0, color=CYCLE[i % len(CYCLE)],
@@ -58,7 +57,6 @@ def fig_sched(df: pd.DataFrame) -> str:
     ax.set_title("Threads waiting for a CPU, per component (/proc/<pid>/task/*/schedstat)")
     ax.set_ylim(0, None)
     ax.legend(loc="upper left", ncol=4, bbox_to_anchor=(0, -0.22))
-    fig.tight_layout()
     return svg(fig)
 
 

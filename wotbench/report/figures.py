@@ -10,7 +10,7 @@ import pandas as pd
 
 from wotbench.report.view import RunReport
 from wotbench.report.plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
-                       close_all, plt, scope_ids, svg)
+                       close_all, scope_ids, subplots, svg)
 
 
 def _shade(ax, rep: RunReport, label: bool = True) -> None:
@@ -52,7 +52,6 @@ def _finish_time_plot(fig, ax, rep: RunReport, ylabel: str, title: str, ncol: in
     ax.set_title(title)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", ncol=ncol, bbox_to_anchor=(0, -0.2))
-    fig.tight_layout()
     return svg(fig)
 
 
@@ -61,7 +60,7 @@ def _finish_time_plot(fig, ax, rep: RunReport, ylabel: str, title: str, ncol: in
 def fig_rit_cdf(rep: RunReport) -> str:
     """series/rit_cdf.csv holds quantiles on a probability grid, one block per GE."""
     rit: dict = rep.data.rit
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.2))
+    fig, (a1, a2) = subplots(1, 2, figsize=(10, 3.2))
     hi = 0.0
     for i, (ge, (p, exp, sub)) in enumerate(sorted(rit.items())):
         suffix = f" {ge}" if len(rit) > 1 else ""
@@ -79,13 +78,12 @@ def fig_rit_cdf(rep: RunReport) -> str:
     a2.set_ylim(0, 0.105)
     a2.set_title("Zoom on the low end (p0–p10)")
     a1.legend(loc="lower right")
-    fig.tight_layout()
     return svg(fig)
 
 
 def fig_rt_over_time(rep: RunReport) -> str:
     df: pd.DataFrame = rep.data.rt_time
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
+    fig, (a1, a2) = subplots(2, 1, figsize=(10, 4.6), sharex=True, gridspec_kw={"height_ratios": [1, 2]})
     x = df["t_s"] + 0.5  # per-second bins, drawn at their middle
     if "sent" in df:
         a1.plot(x, df["sent"], color=GREY, lw=1.2, label="sent")
@@ -107,7 +105,6 @@ def fig_rt_over_time(rep: RunReport) -> str:
         _faults(ax, rep, label=ax is a1)
     a1.legend(loc="lower right", ncol=2)
     a2.legend(loc="upper right", ncol=4)
-    fig.tight_layout()
     return svg(fig)
 
 
@@ -115,7 +112,7 @@ def fig_fleet_lag(rep: RunReport) -> str:
     """Each engine loop's p99 read lag and timer lateness per window (series/fleet_lag.csv)
     above the devices' response times per second: does R move with the engine's own lag?"""
     df: pd.DataFrame = rep.data.fleet
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 4.6), sharex=True)
+    fig, (a1, a2) = subplots(2, 1, figsize=(10, 4.6), sharex=True)
     for i, ((engine, loop), g) in enumerate(df.groupby(["engine", "loop"], sort=True)):
         color = CYCLE[i % len(CYCLE)]
         edges = np.append(g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:])
@@ -144,7 +141,6 @@ def fig_fleet_lag(rep: RunReport) -> str:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper left", ncol=3, bbox_to_anchor=(0, -0.25 if ax is a2 else 1.0),
                       fontsize=7)
-    fig.tight_layout()
     return svg(fig)
 
 
@@ -156,14 +152,13 @@ def _cdf_finish(fig, ax, x: np.ndarray, xlabel: str, title: str) -> str:
     ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
     ax.set_title(title)
-    fig.tight_layout()
     return svg(fig)
 
 
 def fig_rt_cdf(rep: RunReport) -> str:
     cdf = rep.data.rt_cdf   # series/rt_cdf.csv: the analysis's thinned ECDF
     x, y = cdf["rt_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6, label="all successful requests")
     rt = rep.overall["rt"]
     for q, color in (("p50", BLUE), ("p95", ORANGE), ("p99", RED)):
@@ -180,7 +175,7 @@ def fig_rd(rep: RunReport) -> str:
     per analysis window, calibration median and detection threshold."""
     d = rep.data.rd
     c = rep.contention
-    fig, ax = plt.subplots(figsize=(10, 3.4))
+    fig, ax = subplots(figsize=(10, 3.4))
     cd = d.cd
     if cd is not None:
         cal = cd[cd["phase"] == "calibration"] if "phase" in cd else cd.iloc[:0]
@@ -211,7 +206,7 @@ def fig_evidence(rep: RunReport) -> str:
     and the share of the place's core other processes used (dotted)."""
     df: pd.DataFrame = rep.data.evidence
     df = df[df["window"] >= 0]
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     for i, (place, g) in enumerate(sorted(df.groupby(df["place"].astype(str)))):
         color = CYCLE[i % len(CYCLE)]
         xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
@@ -237,7 +232,7 @@ def fig_host_share(rep: RunReport) -> str:
     df: pd.DataFrame = rep.data.host_share
     places = [p for p in sorted(df["place"].astype(str).unique())
               if p.startswith("core") or p == "devices"]
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     tol = rep.evidence.get("host_share") or {}
     for i, place in enumerate(places):
         g = df[df["place"].astype(str) == place].sort_values("start_s")
@@ -262,7 +257,7 @@ def fig_host_share(rep: RunReport) -> str:
 
 def fig_cpu_cores(rep: RunReport) -> str:
     df: pd.DataFrame = rep.data.cpu_cores
-    fig, ax = plt.subplots(figsize=(10, 3.0))
+    fig, ax = subplots(figsize=(10, 3.0))
     roles = {r["core"]: ", ".join(r["components"]) for r in rep.placement.get("rows", [])}
     for core, g in sorted(df.groupby("core"), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
         lab = f"core {core}" + (f" ({_short(roles[str(core)])})" if str(core) in roles else "")
@@ -283,7 +278,7 @@ def fig_cpu_containers(rep: RunReport) -> str:
     agg = pd.DataFrame({"series": label, "t_r": df["t_s"], "cpu_pct": df["cpu_pct"],
                         "runq_ms_per_s": df["runq_ms_per_s"]})
     has_rq = agg["runq_ms_per_s"].notna().any()
-    fig, axes = plt.subplots(2 if has_rq else 1, 1, figsize=(10, 4.8 if has_rq else 3.0), sharex=True, squeeze=False,
+    fig, axes = subplots(2 if has_rq else 1, 1, figsize=(10, 4.8 if has_rq else 3.0), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2] if has_rq else [1]})
     a1 = axes[0][0]
     order = list(agg.groupby("series")["cpu_pct"].mean().sort_values(ascending=False).index[:10])
@@ -312,7 +307,7 @@ def fig_cpu_containers(rep: RunReport) -> str:
 def fig_notify_time(rep: RunReport) -> str:
     d = rep.data.notify
     over, pts = d.over, d.points
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     if pts is not None and len(pts):
         ax.plot(pts["t_s"], pts["latency_ms"], ".", ms=2, color=GREY, alpha=0.5, label="each notification")
     ax.plot(over["t_s"] + 0.5, over["p50"], color=BLUE, lw=1.4, label="p50 per second")
@@ -323,7 +318,7 @@ def fig_notify_time(rep: RunReport) -> str:
 def fig_notify_cdf(rep: RunReport) -> str:
     cdf = rep.data.notify.cdf
     x, y = cdf["latency_ms"].to_numpy(float), cdf["cdf"].to_numpy(float)
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     ax.step(x, y, where="post", color=BLUE, lw=1.6)
     return _cdf_finish(fig, ax, x, "one-way latency device → GE (ms)", "Notification latency CDF")
 
@@ -331,7 +326,7 @@ def fig_notify_cdf(rep: RunReport) -> str:
 def fig_blockwise_time(rep: RunReport) -> str:
     df = rep.data.blockwise
     df = df[df["blocks"] > 1]
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = subplots(figsize=(10, 3.2))
     for kind, color in (("block2", BLUE), ("block1", ORANGE)):
         k = df[df["kind"] == kind]
         clean = k[k["retransmissions"] == 0]

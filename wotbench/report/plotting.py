@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 
 INK, GRID, MUTED = "#1f2933", "#e4e7eb", "#7b8794"
 BLUE, ORANGE, RED, GREEN, GREY, PURPLE = "#2f6fde", "#e8871e", "#c92a2a", "#2b8a3e", "#9aa5b1", "#7048e8"
@@ -25,10 +26,20 @@ plt.rcParams.update({
 })
 
 
+def subplots(*args, **kwargs):
+    """``plt.subplots`` laid out by matplotlib's constrained layout engine, once, when the
+    figure is saved: labels, titles and legends outside the axes (below them) fit in the figure
+    without a ``tight_layout`` pass before and a ``bbox_inches="tight"`` pass at the save."""
+    return plt.subplots(*args, layout="constrained", **kwargs)
+
+
 def svg(fig) -> str:
-    """The figure as an inline ``<svg class="plot">`` (text kept as text: searchable, crisp)."""
+    """The figure as an inline ``<svg class="plot">`` (text kept as text: searchable, crisp).
+    A figure from :func:`subplots` is laid out already; any other is cropped to its contents."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    laid_out = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+    fig.savefig(buf, format="svg", bbox_inches=None if laid_out else "tight",
+                metadata={"Date": None, "Creator": None})
     plt.close(fig)
     s = buf.getvalue()
     s = s[s.index("<svg"):]  # drop XML prolog + DOCTYPE for inline embedding

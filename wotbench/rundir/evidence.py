@@ -49,7 +49,9 @@ class VerdictParams(Record):
     # one-sided confidence of the bound a window is judged on: beyond the tolerance when the
     # lower bound of the added latency is; the grade is the point estimate's
     confidence: float = 0.95
-    sub_window_s: float = 1.0                # the sample a window's bound is computed from
+    # the grid of the run-queue wait's sub-intervals (the monitor samples once a second): the
+    # run's own noise is measured on it, and a window without quiet data is bounded by its own
+    sub_window_s: float = 1.0
     # a window is one of the run's own (its calibration level) when outside processes used
     # less than this share of the place's cores and no other run was there
     quiet_share: float = 0.02
@@ -164,6 +166,7 @@ class PlaceShare(_Measured):
     r_ms: F = None
     own_ms: F = None                         # the run's own level, per request
     own_from: str = ""                       # how the own level was found
+    noise_from: str = ""                     # what its bounds' uncertainty came from
     added_ms: F = None
     added_share: F = None
     worst_window: Optional[int] = None

@@ -292,7 +292,7 @@ class Runner:
         self.held.backend.prepare(inp.binaries)
         self.held.backend.prepare_programs(thirdparty.programs(inp.resolved))
         self.stage("backend and images ready")
-        sut_faults.preflight(inp.resolved.sut_faults, self.held.backend.name)   # issue 35
+        sut_faults.preflight(inp.resolved.sut_faults, self.held.backend)   # issue 35
         self.held.hogs = Hogs(self.held.backend, inp.run_id, self.rd, log)
         self.held.backend.setup_network(inp.resolved.network.subnet,
                                         {d.container: d.address for d in parts.started_devices}
@@ -491,7 +491,7 @@ class Runner:
         if faults:
             self.held.faults = sut_faults.FaultRunner(self.held.backend, faults, tl.test_start_ns,
                                                       self.rd.path / "sut-faults.json", log,
-                                                      sut_faults.device_runs(parts), inp.run_id,
+                                                      sut_faults.device_runs(parts),
                                                       on_restarted=self._watch_again)
             self.held.faults.start()
         killed = sut_faults.unwatched(faults)   # killed or restarted: their exit is expected

@@ -3,8 +3,9 @@ a thread sleeps until each fault's instant (test start + at_s, CLOCK_MONOTONIC) 
 a pause or a kill signals the server's whole process tree (SIGSTOP / SIGCONT, SIGKILL: nginx's
 workers serve on while only its master is stopped; the backend's pid() is the program, not its
 warden, which must keep running), a restart stops the tree and starts the server again
-(:mod:`wotbench.runner.sut_restart`), a cpu_quota change writes the container's or the server's
-cgroup's CFS quota (:mod:`wotbench.runner.sut_cpu`). It records the instant each took effect in
+(:mod:`wotbench.runner.sut_restart`), a cpu_quota change sets the server's CFS quota through the
+backend (``CpuLimiter``, backends/interface.py: the container's quota, or a cpu cgroup the process
+backend created for the server before the test). It records the instant each took effect in
 ``RUN/sut-faults.json`` (ns from the test start; a restart also when it answered again) for the
 analysis and the report."""
 from __future__ import annotations
@@ -21,7 +22,7 @@ from wotbench.config.sut_faults import REPLACED
 from wotbench.errors import ConfigError
 from wotbench.procutil import process_tree
 from wotbench.rundir import atomic
-from wotbench.runner import sut_cpu
+from wotbench.runner.backends.interface import CpuLimiter
 from wotbench.runner.sut_restart import Restarts
 
 RESUME = "resume"   # the second step of a pause
@@ -48,27 +49,19 @@ def unwatched(faults) -> set[str]:
     return {f.device for f in faults or [] if f.action in REPLACED}
 
 
-def preflight(faults, backend_name: str) -> None:
+def preflight(faults, backend: CpuLimiter) -> None:
     """Before anything starts: ConfigError naming the key when a fault cannot be applied with
     this backend on this host."""
-    out = []
-    why = None
-    for k, f in enumerate(faults or []):
-        if f.action == "cpu_quota" and backend_name == "process":
-            why = why or sut_cpu.unavailable() or ""
-            if why:
-                out.append(f"sut_faults[{k}].cpus: the process backend changes a server's CPU "
-                           f"quota in a cpu cgroup it creates, and this host offers none: "
-                           f"{why}; use backend: docker, or run as root on a host with cgroup "
-                           "v2's cpu controller or cgroup v1's cpu hierarchy")
-    if out:
-        raise ConfigError(out)
+    quotas = [k for k, f in enumerate(faults or []) if f.action == "cpu_quota"]
+    why = backend.cpu_limit_unavailable() if quotas else None
+    if why:
+        raise ConfigError([f"sut_faults[{k}].cpus: {why}" for k in quotas])
 
 
 class FaultRunner(threading.Thread):
     def __init__(self, backend, faults, test_start_ns: int, out: Path,
                  log: Callable[[str], None] = print, devices: Sequence = (),
-                 run_id: str = "run", on_restarted: Callable[[str], None] = lambda name: None):
+                 on_restarted: Callable[[str], None] = lambda name: None):
         super().__init__(name="sut-faults", daemon=True)
         self.backend, self.t0, self.out, self.log = backend, test_start_ns, out, log
         # a restarted server is new processes: the monitor must follow them (runner._watch)
@@ -86,23 +79,15 @@ class FaultRunner(threading.Thread):
         self.scheduled = threading.Event()   # every step done (or halted)
         self.restarts = Restarts(backend, {d.name: d for d in devices})
         self.restarting: list[tuple[threading.Thread, threading.Event]] = []   # in start order
-        self.quotas: dict[str, sut_cpu.ProcessQuota] = {}
-        self.run_id = run_id
+        self.limited: list[str] = []   # servers of a cpu_quota fault, prepared by the backend
 
     def prepare(self) -> None:
-        """Before the test: the process backend's servers with a cpu_quota fault move into a
-        cpu cgroup of their own (no limit yet), so the fault only writes the quota."""
-        if self.backend.name != "process":
-            return
+        """Before the test: the backend readies each server of a cpu_quota fault (the process
+        backend: a cpu cgroup of its own, no limit yet), so the fault only sets the quota."""
         for f in self.faults:
-            if f.action == "cpu_quota" and f.device not in self.quotas:
-                q = sut_cpu.ProcessQuota(self.run_id, f.device)
-                self.quotas[f.device] = q
-                q.adopt(self._tree(f.device))
-
-    def _tree(self, name: str) -> list[int]:
-        pid = self.backend.pid(name)
-        return process_tree(pid) if pid is not None else []
+            if f.action == "cpu_quota" and f.device not in self.limited:
+                self.backend.prepare_cpu_limit(f.device)
+                self.limited.append(f.device)
 
     def _apply(self, name: str, step: str, k: int) -> None:
         f, rec = self.faults[k], self.records[k]
@@ -111,10 +96,7 @@ class FaultRunner(threading.Thread):
             if not signal_tree(self.backend, name, sig):
                 raise ProcessLookupError(f"{name}: no process left")
         elif step == "cpu_quota":
-            if self.backend.name == "docker":
-                sut_cpu.docker_limit(self.backend.ctr[name], f.cpus)
-            else:
-                self.quotas[name].limit(f.cpus)
+            self.backend.limit_cpu(name, f.cpus)
         elif step == "restart":   # in a thread of its own: the schedule goes on meanwhile
             t = threading.Thread(target=self._restart, args=(k,), daemon=True,
                                  name=f"sut-restart-{name}")
@@ -129,9 +111,7 @@ class FaultRunner(threading.Thread):
         try:
             self.restarts.stop_and_start(f.device, f.stop_grace_s)
             rec["stopped_ns"] = time.monotonic_ns() - self.t0   # started again from here
-            self.on_restarted(f.device)
-            if f.device in self.quotas:   # a quota set before stays on the new process
-                self.quotas[f.device].adopt(self._tree(f.device))
+            self.on_restarted(f.device)   # a quota set before stays (the backend's restart)
             self.restarts.wait_ready(f.device)
             rec["resumed_ns"] = time.monotonic_ns() - self.t0
             self.log(f"sut fault: restart {f.device} at {f.at_s:g} s (answering again after "
@@ -175,8 +155,8 @@ class FaultRunner(threading.Thread):
 
     def finish(self) -> None:
         """Stops scheduling (the test ended) and waits for a restart under way; a paused server
-        is continued, so it can stop; the cpu cgroups go (their processes back to the parent,
-        their throttling recorded). Safe to call twice."""
+        is continued, so it can stop; the cpu limits are released (a throttled server would
+        stop slowly), their throttling recorded. Safe to call twice."""
         self.halt.set()
         self.scheduled.wait(timeout=15)
         for _, done in self.restarting:   # stopping, starting, its ready_timeout_s
@@ -187,12 +167,11 @@ class FaultRunner(threading.Thread):
                     signal_tree(self.backend, f.device, signal.SIGCONT)
                 except Exception:
                     pass
+        throttled = {name: self.backend.release_cpu_limit(name) for name in self.limited}
         for k, f in enumerate(self.faults):
-            if f.action == "cpu_quota" and f.device in self.quotas:
-                self.records[k]["throttled_periods"] = self.quotas[f.device].throttled()
-        for q in self.quotas.values():
-            q.remove()
-        self.quotas.clear()
+            if f.device in throttled and f.action == "cpu_quota":
+                self.records[k]["throttled_periods"] = throttled[f.device]
+        self.limited.clear()
         self.write()
 
     def write(self) -> None:

@@ -1,14 +1,17 @@
-"""The resources an emulated Thing serves: one per CoAP form path of its TD's affordances.
+"""The resources an emulated Thing serves: one per form path of its TD's affordances.
 
 Forms are read as TD 1.1 §5.3.4 says: ``href`` resolved against ``base``, ``op`` defaulting by
 affordance kind (a property: readproperty and writeproperty, only one of them when
 ``readOnly``/``writeOnly``; an action: invokeaction; an event: subscribeevent and
-unsubscribeevent), the CoAP method from ``cov:method`` (CoAP binding) or the op's default
-(read GET, write PUT, invoke POST, observe/subscribe GET with Observe). The emulated devices
-(wot-device, wot-fleet) speak CoAP only, so an op whose only forms are ``http(s)://`` is
-refused with that reason (HTTP devices are ``server:``/``external`` groups, docs/HTTP.md);
-Thing-level forms (readallproperties, ...) and URI templates are not emulated and refused
-when the workload names them. A form's query string is dropped (the device matches paths).
+unsubscribeevent). A ``coap(s)://`` (or relative, base-less) form's method is ``cov:method``
+(CoAP binding) or the op's default (read GET, write PUT, invoke POST, observe/subscribe GET
+with Observe); an ``http(s)://`` form's is ``htv:methodName`` (HTTP binding) or the same
+defaults. An affordance keeps its CoAP and its HTTP forms apart (:class:`Affordance`): an
+instance speaks one of them (:mod:`.model` picks it). observeproperty/subscribeevent over
+HTTP (``subprotocol`` longpoll or sse, or none) is not emulated: the op is kept in
+``http_refused`` with the reason, named when the workload asks for it. Thing-level forms
+(readallproperties, ...) and URI templates are not emulated and refused when the workload
+names them. A form's query string is dropped (the device matches paths).
 """
 from __future__ import annotations
 
@@ -23,6 +26,17 @@ KINDS = ("properties", "actions", "events")
 DEFAULT_METHOD = {"readproperty": "GET", "writeproperty": "PUT", "invokeaction": "POST",
                   "observeproperty": "OBSERVE", "subscribeevent": "OBSERVE"}
 COAP_SCHEMES = ("coap", "coaps", "")   # "": a relative href without base = our device
+HTTP_SCHEMES = ("http", "https")
+HTTP_FORM_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
+# why an observe op over HTTP is not emulated, by the form's subprotocol
+_HTTP_OBSERVE_WHY = {
+    "longpoll": "HTTP long-poll (subprotocol longpoll) is not emulated: the gateway emulator "
+                "replays an open-loop trace and cannot re-issue a poll when the last one is "
+                "answered",
+    "sse": "Server-Sent Events (subprotocol sse) are not emulated: the gateway emulator's HTTP "
+           "client reads one response per request, not an event stream",
+    "": "an HTTP form without a subprotocol (longpoll, sse) cannot notify, and neither is "
+        "emulated"}
 WELL_KNOWN_WOT = ".well-known/wot"     # where each instance serves its TD (WoT Discovery §6.1)
 _BAD_PATH = re.compile(r"[\s,\"{}]")
 
@@ -30,7 +44,7 @@ _BAD_PATH = re.compile(r"[\s,\"{}]")
 @dataclass
 class Form:
     path: str          # without the leading slash
-    method: str        # GET | PUT | POST | DELETE | OBSERVE
+    method: str        # GET | PUT | POST | DELETE | OBSERVE (CoAP); PATCH too (HTTP)
     pointer: str       # of the form in the TD
 
 
@@ -41,11 +55,15 @@ class Affordance:
     pointer: str
     description: dict  # the affordance object of the TD
     forms: dict[str, Form] = field(default_factory=dict)   # op -> its CoAP form
-    http_only: dict[str, str] = field(default_factory=dict)  # op -> pointer of an HTTP form
+    http_forms: dict[str, Form] = field(default_factory=dict)   # op -> its HTTP form
+    http_refused: dict[str, tuple[str, str]] = field(default_factory=dict)  # op -> (pointer, why)
 
     @property
     def key(self) -> str:
         return f"{self.kind}/{self.name}"
+
+    def forms_of(self, protocol: str) -> dict[str, Form]:
+        return self.http_forms if protocol == "http" else self.forms
 
 
 def default_ops(kind: str, aff: dict) -> list[str]:
@@ -85,7 +103,7 @@ def _form_ops(kind: str, aff: dict, form: dict) -> list[str]:
 
 
 def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]:
-    """Every affordance of ``td`` with its CoAP form per op, and the problems found."""
+    """Every affordance of ``td`` with its CoAP and HTTP form per op, and the problems found."""
     out, problems = [], []
     base = td.get("base") if isinstance(td.get("base"), str) else ""
     for kind in KINDS:
@@ -102,38 +120,56 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                 at = f"{a.pointer}/forms/{j}"
                 href = urljoin(base, form["href"]) if base else form["href"]
                 parts = urlsplit(href)
+                http = parts.scheme in HTTP_SCHEMES
+                if not http and parts.scheme not in COAP_SCHEMES:
+                    continue   # another protocol (mqtt, ws, ...): not emulated
                 for op in _form_ops(kind, aff, form):
-                    if parts.scheme not in COAP_SCHEMES:
-                        a.http_only.setdefault(op, at)
+                    known = a.http_forms if http else a.forms
+                    if op in known or op not in DEFAULT_METHOD:
                         continue
-                    if op in a.forms or op not in DEFAULT_METHOD:
+                    if http and op in ("observeproperty", "subscribeevent"):
+                        sub = form.get("subprotocol") if isinstance(form.get("subprotocol"), str) else ""
+                        a.http_refused.setdefault(op, (at, _HTTP_OBSERVE_WHY.get(
+                            sub, f"subprotocol {sub!r} is not emulated")
+                            + ", expected a coap:// form for it (CoAP Observe)"))
                         continue
                     path = parts.path.lstrip("/")
+                    method = _method(form, op, http)
+                    allowed = HTTP_FORM_METHODS if http else ("GET", "PUT", "POST", "DELETE")
+                    bad = None
                     if not path or _BAD_PATH.search(path):
-                        problems.append(TdProblem(file, f"{at}/href", f"path {parts.path!r}: "
-                                        "expected a non-empty URI path without spaces, commas, "
-                                        "quotes or URI-template braces"))
-                        continue
-                    method = form.get("cov:method") or DEFAULT_METHOD[op]
-                    if op in ("observeproperty", "subscribeevent"):
-                        method = "OBSERVE"
-                    elif method not in ("GET", "PUT", "POST", "DELETE"):
-                        problems.append(TdProblem(file, f"{at}/cov:method", f"{method!r}, "
-                                        "expected GET, PUT, POST or DELETE"))
-                        continue
-                    a.forms[op] = Form(path, method, at)
+                        bad = (f"{at}/href", f"path {parts.path!r}: expected a non-empty URI "
+                               "path without spaces, commas, quotes or URI-template braces")
+                    elif method != "OBSERVE" and method not in allowed:
+                        bad = (f"{at}/{'htv:methodName' if http else 'cov:method'}",
+                               f"{method!r}, expected {', '.join(allowed)}")
+                    if bad and http:   # named only if the workload needs this HTTP form
+                        a.http_refused.setdefault(op, bad)
+                    elif bad:
+                        problems.append(TdProblem(file, *bad))
+                    else:
+                        known[op] = Form(path, method, at)
             out.append(a)
     problems += _shared_paths(file, out)
     return out, problems
 
 
+def _method(form: dict, op: str, http: bool) -> str:
+    if not http and op in ("observeproperty", "subscribeevent"):
+        return "OBSERVE"
+    given = form.get("htv:methodName" if http else "cov:method")
+    return given if isinstance(given, str) else DEFAULT_METHOD[op]
+
+
 def _shared_paths(file: str, affs: list[Affordance]) -> list[TdProblem]:
-    """Two affordances on one path would share one resource and one service time: refused."""
-    owner: dict[str, Affordance] = {}
+    """Two affordances on one path (of one protocol) would share one resource and one service
+    time: refused."""
+    owner: dict[tuple[bool, str], Affordance] = {}
     out = []
     for a in affs:
-        for f in a.forms.values():
-            other = owner.setdefault(f.path, a)
+        for http, f in [(False, f) for f in a.forms.values()] + \
+                [(True, f) for f in a.http_forms.values()]:
+            other = owner.setdefault((http, f.path), a)
             if other is not a:
                 out.append(TdProblem(file, f.pointer + "/href", f"path {f.path!r} is also the "
                            f"path of {other.key}, expected one path per affordance (a resource "

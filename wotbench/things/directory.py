@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from wotbench.config.distributions import make_distribution
+from wotbench.config.http_spec import HTTP_PORT
 from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.addressing import host_address
 from wotbench.things.instances import compact, instance_td
@@ -56,14 +57,17 @@ class Registered:
 
 def instances(cfg: Config) -> list[Registered]:
     """Every instance of every ``things:`` entry, with its own TD (addressed as an emulated
-    instance would be: the subnet's addresses in order, port 5683)."""
+    instance would be: the subnet's addresses in order, port 5683; an HTTP Thing's
+    ``http://`` on 8080)."""
     out, j = [], 1
     net = ipaddress.ip_network(cfg.network.subnet)
     for k, spec in enumerate(cfg.things or []):
         tp = cached_plan(spec, k, cfg.seed)
         for i in range(spec.count):
             device = f"{tp.group}-{i}"
-            td = instance_td(tp, i, device, f"{host_address(net, j)}:5683")
+            http = tp.protocol == "http"
+            td = instance_td(tp, i, device, f"{host_address(net, j)}:{HTTP_PORT if http else 5683}",
+                             "http" if http else "coap")
             out.append(Registered(tp, i, device, str(td["id"]), compact(td)))
             j += 1
     return out

@@ -7,7 +7,9 @@ reads from a group: ``count``, ``mode``, ``threads``, ``engine``, ``resources`` 
 paths and ``.well-known/wot``), the request-weighted service time and the request rate (for the
 planner, the CD's ``auto`` and the trace summary), the largest bodies (block-wise and engine
 checks) and ``observe`` when an observe op is in the workload (the engine serves it as
-wot-device does). What the trace and the resource files hold comes from the TD itself at trace time
+wot-device does). A Thing whose forms are HTTP (:attr:`ThingPlan.protocol`) becomes a
+``protocol: http`` group whose ``server:`` is :mod:`.http_thing` (one process per instance,
+process backend), its ``paths`` the forms'. What the trace and the resource files hold comes from the TD itself at trace time
 (:mod:`wotbench.things.workload`). Groups already marked ``thing`` (a resolved config read
 back) are dropped first and made again, so expanding twice gives the same config.
 """
@@ -19,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wotbench.schema_errors import problems as schema_problems
+from wotbench.things import http_thing
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, plan
@@ -49,8 +52,8 @@ def _largest_body(tp: ThingPlan) -> int:
     return max([r.response_bytes for r in tp.resources] + [_td_bytes(tp)])
 
 
-def group_of(tp: ThingPlan, k: int) -> dict:
-    """The device group (raw mapping) of things entry ``k``."""
+def group_of(tp: ThingPlan, k: int, gi: int, seed: int) -> dict:
+    """The device group (raw mapping) of things entry ``k``, group ``gi`` of ``devices``."""
     s = tp.spec
     rate = tp.request_rate_per_s()
     g: dict[str, Any] = {
@@ -68,7 +71,33 @@ def group_of(tp: ThingPlan, k: int) -> dict:
         g["observe"] = {"resources": 1, "interval": e.notify.model_dump(exclude_none=True),
                         "observers": max(lp.entry.observers for lp in obs),
                         "type": e.notify_type}
+    if tp.protocol == "http":   # its server is ours, one Python process per instance
+        del g["engine"]
+        g.update({"protocol": "http", "paths": [r.path for r in tp.resources],
+                  "server": {"command": http_thing.command(
+                      s.model_dump_json(exclude_defaults=True), k, gi, seed),
+                      "ready_timeout_s": HTTP_READY_S}})
     return g
+
+
+HTTP_READY_S = 30   # a Python process importing wotbench on a loaded 2-core host
+
+
+def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
+    """What an HTTP Thing cannot be: the settings only the C devices have."""
+    out = []
+    for tp in plans:
+        if tp.protocol != "http":
+            continue
+        s = tp.spec
+        if s.engine == "fleet":
+            out.append(f"{tp.key}.engine: fleet, but its forms are HTTP: an HTTP Thing is a "
+                       "process of its own (wot-fleet speaks CoAP), expected auto or process")
+        if s.mode == "busy" and s.threads > 1:
+            out.append(f"{tp.key}.threads: {s.threads} with mode busy, but its forms are HTTP: "
+                       "an HTTP Thing's busy service holds its one event loop, expected "
+                       "threads: 1 or mode: sleep")
+    return out   # the backend is the run's (--backend): wotbench.preflight.programs checks it
 
 
 def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
@@ -125,7 +154,17 @@ def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
         return raw, problems
     gw = raw.get("gateways") if isinstance(raw.get("gateways"), dict) else {}
     if directory is None:
-        kept += [group_of(tp, k) for k, tp in enumerate(plans)]
+        problems = _http_problems(plans, raw)
+        if problems:
+            return raw, problems
+        kept += [group_of(tp, k, len(kept) + k, seed) for k, tp in enumerate(plans)]
+        http = gw.get("http") if isinstance(gw.get("http"), dict) else {}
+        given = [k for k in ("body_template", "body_template_file") if http.get(k) is not None]
+        if given and any(tp.protocol == "http" and lp.request_schema for tp in plans
+                         for lp in tp.loads):
+            return raw, [f"gateways.http.{given[0]}: a Thing's writeproperty/invokeaction "
+                         "requests carry their own values of the affordance's data schema, "
+                         "expected no body template with things:"]
         if gw.get("payload_template") is not None and any(lp.request_schema for tp in plans
                                                           for lp in tp.loads):
             return raw, ["gateways.payload_template: a Thing's writeproperty/invokeaction "

@@ -1,8 +1,9 @@
 """Each Thing instance's own TD: its forms addressed to the instance.
 
 An instance's TD is its TD (or its model instantiated with the instance's values) with
-``base`` set to the instance's ``coap://ADDRESS:PORT/`` and every CoAP form's ``href``
-relative to it (HTTP forms, which no emulated device serves, are left as they are), and an
+``base`` set to the instance's ``coap://ADDRESS:PORT/`` (an HTTP Thing's: ``http://``) and
+every form of its protocol with its ``href`` relative to it (the other protocol's forms, which
+the instance does not serve, are left as they are), and an
 ``id`` unique in the run (``urn:wotbench:<group>:<device>`` where the TD has none, or when one
 TD file gives many instances). WoT Discovery §6.1 names ``/.well-known/wot`` as where a
 Thing serves its TD: the device serves these bytes there (the resource file's ``body`` column,
@@ -15,27 +16,29 @@ import copy
 import json
 from urllib.parse import urljoin, urlsplit
 
-from wotbench.things.affordances import COAP_SCHEMES, KINDS
+from wotbench.things.affordances import COAP_SCHEMES, HTTP_SCHEMES, KINDS
 from wotbench.things.model import ThingPlan
 
 
-def _relative(base: str, href: str) -> str:
+def _relative(base: str, href: str, schemes: tuple[str, ...]) -> str:
     parts = urlsplit(urljoin(base, href) if base else href)
-    if parts.scheme not in COAP_SCHEMES:
+    if parts.scheme not in schemes:
         return href
     return parts.path.lstrip("/") + (f"?{parts.query}" if parts.query else "")
 
 
 def instance_td(tp: ThingPlan, index: int, device: str, authority: str, scheme: str = "coap"
                 ) -> dict:
-    """The TD instance ``index`` (device ``device`` at ``authority``) serves."""
+    """The TD instance ``index`` (device ``device`` at ``authority``) serves; ``scheme``
+    coap, coaps or http (the Thing's protocol, :attr:`ThingPlan.protocol`)."""
     td = copy.deepcopy(tp.td(index, device))
+    mine = HTTP_SCHEMES if scheme.startswith("http") else COAP_SCHEMES
     old_base = td.get("base") if isinstance(td.get("base"), str) else ""
     for kind in KINDS:
         for aff in (td.get(kind) or {}).values():
             for form in aff.get("forms") or []:
                 if isinstance(form, dict) and isinstance(form.get("href"), str):
-                    form["href"] = _relative(old_base, form["href"])
+                    form["href"] = _relative(old_base, form["href"], mine)
     td["base"] = f"{scheme}://{authority}/"
     shared_id = tp.spec.count > 1 and "{{" not in str(tp.template.get("id", ""))
     if "id" not in td or shared_id:

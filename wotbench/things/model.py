@@ -5,9 +5,11 @@ the file with a JSON pointer.
 Checked here: the file is JSON; a model's placeholders all have values; the TD (of a model:
 the TDs of its first and last instance, which differ only in placeholder values) passes the
 TD 1.1 JSON Schema (:mod:`.tdschema`); every ``load`` entry names an affordance of the TD
-with a CoAP form for its op (:mod:`.affordances`); the affordance's data schema yields a
-conforming value (:mod:`.payloads`); and the entries of one affordance agree on its service
-time.
+with a form for its op (:mod:`.affordances`), all of one protocol: CoAP when every op has a
+CoAP form, else HTTP when every op has an HTTP form (the instance is then an HTTP Thing,
+:mod:`.http_thing`); the affordance's data schema yields a conforming value
+(:mod:`.payloads`), a CoAP request's within one datagram; and the entries of one affordance
+agree on its service time.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from wotbench.things.tdschema import td_problems
 
 NOT_OBSERVABLE = ("none", 0, 0, 0, "con", 60)
 MAX_AGE_S = 60
+# a CoAP request's own body is one datagram (the GE sends a trace body unsplit, docs/WOT.md)
+MAX_COAP_REQUEST_BODY = 1024
 
 
 @dataclass
@@ -37,7 +41,7 @@ class Resource:
     path: str
     affordance: str            # properties/NAME, ... or "" for .well-known/wot
     service_us: int            # the mean (the workload draws each instance's from `service`)
-    response_bytes: int
+    response_bytes: int        # the largest value of its data schema (payloads.max_bytes)
     notify: tuple = NOT_OBSERVABLE   # the six Observe columns of the resource file
     service: ServiceTime = 0.0       # ms, or a distribution (spec.ServiceTime)
 
@@ -48,7 +52,7 @@ class LoadPlan:
     index: int                 # position in the entry's load list
     resource: int              # index into ThingPlan.resources
     method: str                # GET | PUT | POST | DELETE | OBSERVE
-    request_bytes: int         # of one value (the trace's bodies are drawn per request)
+    request_bytes: int         # the largest value (the trace's bodies are drawn per request)
     request_schema: Optional[dict] = None   # a PUT/POST's data schema: its bodies' values
 
 
@@ -61,6 +65,7 @@ class ThingPlan:
     affordances: list[Affordance]
     resources: list[Resource]
     loads: list[LoadPlan] = field(default_factory=list)
+    protocol: str = "coap"     # coap | http: the scheme of the forms its instances serve
 
     @property
     def model_name(self) -> str:
@@ -99,6 +104,11 @@ def default_group(spec: ThingSpec) -> str:
 
 def _seed(file: str, salt: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{file}|{salt}".encode()).digest()[:8], "little")
+
+
+def response_schema(a: Affordance) -> Optional[dict]:
+    """What a read, an invocation or a notification of ``a`` answers with."""
+    return _schema_for(a, request=False)
 
 
 def _schema_for(a: Affordance, request: bool) -> Optional[dict]:
@@ -157,15 +167,18 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
             problems.append(TdProblem(file, f"/{e.affordance}", f"{key}.load[{i}].service_time_ms "
                             f"{_shown(e.service_time_ms)} but an earlier entry of {e.affordance} "
                             f"says {_shown(prev)}, expected one service time per affordance"))
+    protocol = _protocol(spec, affs)
     resources: list[Resource] = []
     by_path: dict[str, int] = {}
     for a in affs:
-        resp, why = payloads.body(_schema_for(a, request=False), rng)
+        schema = _schema_for(a, request=False)
+        _, why = payloads.body(schema, rng)
         if why:
             problems.append(TdProblem(file, a.pointer, why))
+        resp = payloads.max_bytes(schema) if schema else 0
         sv = service.get(a.key, spec.service_time_ms)
         st = round(service_mean_ms(sv) * 1000)
-        for f in a.forms.values():
+        for f in a.forms_of(protocol).values():
             if f.path not in by_path:
                 by_path[f.path] = len(resources)
                 resources.append(Resource(f.path, a.key, st, resp, service=sv))
@@ -178,25 +191,28 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
                             f"{e.affordance}, expected one of "
                             f"{', '.join(x.key for x in affs) or '(none)'}"))
             continue
-        form = a.forms.get(e.op)
+        form = a.forms_of(protocol).get(e.op)
         if form is None:
-            if e.op in a.http_only:
-                why = (f"only an HTTP form ({a.http_only[e.op]}) offers {e.op}: the emulated "
-                       "devices (wot-device, wot-fleet) speak CoAP only, expected a coap:// form")
-            else:
-                why = f"no form offers {e.op}, expected a form with op {e.op}"
-            problems.append(TdProblem(file, f"{a.pointer}/forms", f"{at}.op: {why}"))
+            pointer, why = _no_form(a, e.op, protocol)
+            problems.append(TdProblem(file, pointer, f"{at}.op: {why}"))
             continue
         if e.op in OBSERVE_OPS and e.notify.dist not in NOTIFY_DISTS:
             problems.append(TdProblem(file, a.pointer, f"{at}.notify.dist: {e.notify.dist}, "
                             f"expected one of {', '.join(NOTIFY_DISTS)} (what wot-device emulates)"))
             continue
         req, req_schema = 0, None
-        if form.method in ("PUT", "POST"):
+        if form.method in ("PUT", "POST", "PATCH"):
             req_schema = _schema_for(a, request=True) or None
-            req, why = payloads.body(req_schema, rng)
+            _, why = payloads.body(req_schema, rng)
+            req = payloads.max_bytes(req_schema) if req_schema and not why else 0
             if why:
                 problems.append(TdProblem(file, a.pointer, why))
+            elif protocol == "coap" and req > MAX_COAP_REQUEST_BODY:
+                problems.append(TdProblem(file, a.pointer, f"{at}: a value of its "
+                                f"{'input' if a.kind == 'actions' else 'data schema'} may take "
+                                f"{req} bytes, expected at most {MAX_COAP_REQUEST_BODY} (each "
+                                "CoAP request carries its own value in one datagram: limit the "
+                                "schema's maxLength, maxItems or properties)"))
         r = by_path[form.path]
         if e.op in OBSERVE_OPS:
             resources[r].notify = _notify_cols(e, resources[r].service_us)
@@ -205,7 +221,38 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
         raise TdError(problems)
     resources.append(Resource(WELL_KNOWN_WOT, "", 0, 0))   # size: per instance, its own TD
     return ThingPlan(spec, key, spec.group or default_group(spec), template, affs, resources,
-                     loads)
+                     loads, protocol)
+
+
+def _protocol(spec: ThingSpec, affs: list[Affordance]) -> str:
+    """CoAP when every op of the workload has a CoAP form (without a workload: when any
+    affordance has one, or none has an HTTP form), else HTTP; a mix is named per entry by
+    :func:`_no_form`."""
+    by_key = {a.key: a for a in affs}
+    used = [(by_key[e.affordance], e.op) for e in spec.load if e.affordance in by_key]
+    if not used:
+        return "http" if any(a.http_forms for a in affs) and not any(a.forms for a in affs) \
+            else "coap"
+    if all(op in a.forms for a, op in used):
+        return "coap"
+    if all(op in a.http_forms for a, op in used) or not any(op in a.forms for a, op in used):
+        return "http"
+    return "coap"
+
+
+def _no_form(a: Affordance, op: str, protocol: str) -> tuple[str, str]:
+    """(pointer, reason) of a load entry whose op has no form of the Thing's protocol."""
+    other = a.http_forms if protocol == "coap" else a.forms
+    if op in other:
+        mine, theirs = ("a CoAP", "an HTTP") if protocol == "coap" else ("an HTTP", "a CoAP")
+        return (f"{a.pointer}/forms", f"only {theirs} form ({other[op].pointer}) offers {op}, "
+                f"while other ops of the load have only {mine[mine.index(' ') + 1:]} forms: an "
+                f"instance speaks one protocol, expected {mine} form for {op} (or "
+                f"{theirs[theirs.index(' ') + 1:]} forms for every op)")
+    if op in a.http_refused:
+        pointer, why = a.http_refused[op]
+        return pointer, f"{op}: {why}"
+    return f"{a.pointer}/forms", f"no form offers {op}, expected a form with op {op}"
 
 
 @lru_cache(maxsize=32)

@@ -3,10 +3,12 @@
 A writeproperty/invokeaction request carries a value generated from the affordance's data
 schema (its property schema, the action's ``input``) as compact JSON: the trace's ``body``
 column (docs/CONTRACTS.md §1), one value per request drawn with the run's seed
-(:func:`value_text`, :mod:`.workload`). Responses are the size of one such value (the devices
-send filler bytes of that size). :func:`body` checks one generated value against the schema
-with ``jsonschema`` when the config is read (``pattern`` and ``format`` are not generated for,
-and so left out of that check).
+(:func:`value_text`, :mod:`.workload`); a read's or an invocation's response is one such value
+per instance and resource (the devices serve it). :func:`body` checks one generated value
+against the schema with ``jsonschema`` when the config is read (``pattern`` and ``format`` are
+not generated for, and so left out of that check); :func:`max_bytes` bounds every value
+:func:`generate` can give, which sizes the group (one datagram or block-wise) since each
+request draws its own.
 """
 from __future__ import annotations
 
@@ -86,6 +88,53 @@ def body(schema: dict | None, rng: np.random.Generator) -> tuple[int, str | None
     except jsonschema.SchemaError as e:
         return 0, f"not a valid data schema ({e.message})"
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()), None
+
+
+def _num_text_max(lo: float, hi: float, integer: bool) -> int:
+    """The longest JSON text of a number :func:`generate` draws in ``[lo, hi]``: an integer's
+    digits, or a float rounded to 2 decimals (its shortest repr), or a limit itself (clamped)."""
+    if integer:
+        a, b = int(np.ceil(lo)), int(np.floor(hi))   # an exclusive limit moves them by 1
+        return max(len(str(x)) for x in (a - 1, a, a + 1, b - 1, b, b + 1))
+    whole = len(str(int(max(abs(lo), abs(hi))))) + (lo < 0) + 3   # sign, digits, ".dd"
+    return max(whole, len(json.dumps(float(lo))), len(json.dumps(float(hi))))
+
+
+def max_bytes(schema: Any, depth: int = 0) -> int:
+    """An upper bound of the compact JSON bytes of any value :func:`generate` gives for
+    ``schema`` (it mirrors generate's branches)."""
+    def text(v: Any) -> int:
+        return len(json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode())
+    if not isinstance(schema, dict) or depth > 20:
+        return 4                                               # null
+    if "const" in schema:
+        return text(schema["const"])
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return max(text(v) for v in schema["enum"])
+    for key in ("oneOf", "anyOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return max_bytes(schema[key][0], depth + 1)
+    t = schema.get("type")
+    if t == "boolean":
+        return 5
+    if t in ("integer", "number"):
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", lo + 100
+                                                               if isinstance(lo, (int, float)) else 100))
+        if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or hi < lo:
+            lo, hi = 0, 100
+        return _num_text_max(lo, hi, t == "integer")
+    if t == "string":
+        return text(generate(schema, np.random.default_rng(0)))   # its length is fixed
+    if t == "array":
+        n = max(int(schema.get("minItems", 1)), 0)
+        n = min(n, int(schema.get("maxItems", n)))
+        return 2 + n * max_bytes(schema.get("items", {}), depth + 1) + max(n - 1, 0)
+    if t == "object":
+        props = schema.get("properties") or {}
+        return 2 + sum(text(k) + 1 + max_bytes(v, depth + 1) for k, v in props.items()) \
+            + max(len(props) - 1, 0)
+    return 4
 
 
 def value_text(schema: dict, rng: np.random.Generator) -> str:

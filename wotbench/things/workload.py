@@ -1,9 +1,14 @@
 """The trace rows and resource files of a device group made from a ``things:`` entry.
 
-Per instance, its resources are the TD's CoAP form paths (service time per affordance, the
-response size of a value of the affordance's data schema, Observe columns for an observed
-property or subscribed event) and ``.well-known/wot``, whose ``body`` column is the instance's
-own TD (the devices serve those bytes; every other resource answers with filler bytes).
+Per instance, its resources are the TD's CoAP form paths (service time per affordance,
+Observe columns for an observed property or subscribed event) and ``.well-known/wot``, whose
+``body`` column is the instance's own TD. A resource of an affordance with a data schema
+(property; action ``output``) answers with one value of it drawn per instance from ``[seed,
+group index, 98, instance]`` (the ``body`` column: the wot-device/wot-fleet resource file
+holds one body per resource, so an instance answers every read with the same value); an
+observable resource's notifications and a schema-less resource carry filler bytes. An HTTP
+Thing (:attr:`ThingPlan.protocol` http) has no resource file: its server
+(:mod:`.http_thing`) computes the same service times and values with these functions.
 Per instance and ``load`` entry: a renewal process of requests (``rate_per_s``: Poisson, or
 ``interval``) to the op's form with its method; a PUT/POST (writeproperty, invokeaction with an
 ``input``) carries its own value of the affordance's data schema as compact JSON (the trace's
@@ -27,13 +32,15 @@ from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.things import payloads
 from wotbench.things.instances import compact, instance_td
-from wotbench.things.model import ThingPlan, cached_plan
+from wotbench.things.affordances import find
+from wotbench.things.model import ThingPlan, cached_plan, response_schema
 from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 
 _STREAM_BASE = 100
 _STREAM_BODY = 200      # + entry index: the request bodies' values
-_STREAM_SERVICE = 99    # the instances' service times (the load entries' streams are 100 + i)
+STREAM_SERVICE = 99     # the instances' service times (the load entries' streams are 100 + i)
+_STREAM_RESPONSE = 98   # + instance index: the values its resources answer with
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
 
 
@@ -78,18 +85,37 @@ def service_times_us(tp: ThingPlan, count: int, rng: np.random.Generator) -> np.
     return out
 
 
+def response_values(tp: ThingPlan, seed: int, gi: int, index: int) -> list[bytes | None]:
+    """Per resource of instance ``index`` (group ``gi``), the value it answers with: compact
+    JSON of its affordance's data schema; None for ``.well-known/wot`` (its TD), an observable
+    resource (notifications carry filler: a resource file's body is refused there) and an
+    affordance without a schema."""
+    rng = np.random.default_rng([seed, gi, _STREAM_RESPONSE, index])
+    out: list[bytes | None] = []
+    for r in tp.resources:
+        a = find(tp.affordances, r.affordance) if r.affordance else None
+        schema = response_schema(a) if a is not None else None
+        if not schema or r.notify[0] != "none":
+            out.append(None)
+            continue
+        out.append(payloads.value_text(schema, rng).encode())
+    return out
+
+
 def resource_rows(tp: ThingPlan, mode: str, td: bytes, observable: bool,
-                  service_us: np.ndarray) -> list[tuple]:
-    """One instance's resource file rows (``service_us``: its service time per resource):
-    ``.well-known/wot`` answers with ``td`` itself (the ``body`` column), every other resource
-    with filler bytes of its data schema's size; a notification's sensor read takes the
+                  service_us: np.ndarray, values: list[bytes | None]) -> list[tuple]:
+    """One instance's resource file rows (``service_us``: its service time per resource;
+    ``values``: :func:`response_values`): ``.well-known/wot`` answers with ``td`` itself and a
+    resource with a value with that value (the ``body`` column), every other one with filler
+    bytes of its data schema's largest value; a notification's sensor read takes the
     resource's service time."""
     rows = []
-    for r, st in zip(tp.resources, service_us.tolist()):
-        own = r.affordance == ""
-        row = (r.path, st, mode, len(td) if own else r.response_bytes)
+    for r, st, v in zip(tp.resources, service_us.tolist(), values):
+        body = td if r.affordance == "" else v
+        row = (r.path, st, mode, len(body) if body is not None else r.response_bytes)
         notify = r.notify[:3] + (st,) + r.notify[4:] if r.notify[0] != "none" else r.notify
-        rows.append((row + notify if observable else row) + (encode_body(td) if own else "",))
+        rows.append((row + notify if observable else row)
+                    + (encode_body(body) if body is not None else "",))
     return rows
 
 
@@ -101,13 +127,16 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
     duration_us = int(round(cfg.duration_s * 1e6))
     paths = [r.path for r in tp.resources]
     observable = any(r.notify[0] != "none" for r in tp.resources)
-    scheme = "coaps" if cfg.dtls.enabled else "coap"
-    service = service_times_us(tp, g.count, np.random.default_rng([cfg.seed, gi, _STREAM_SERVICE]))
+    http = tp.protocol == "http"   # an HTTP Thing's server computes its own (.http_thing)
+    scheme = "http" if http else "coaps" if cfg.dtls.enabled else "coap"
+    service = service_times_us(tp, g.count, np.random.default_rng([cfg.seed, gi, STREAM_SERVICE]))
     for k in range(g.count):
         a = addrs[first + k]
         text = compact(instance_td(tp, k, a.name, authority(a), scheme))
         out.tds[a.name] = text
-        out.resources[a.name] = resource_rows(tp, g.mode, text.encode(), observable, service[k])
+        if not http:
+            out.resources[a.name] = resource_rows(tp, g.mode, text.encode(), observable,
+                                                  service[k], response_values(tp, cfg.seed, gi, k))
         out.paths[a.id] = paths
     ids = np.arange(first, first + g.count, dtype=np.int64)
     next_observer = np.zeros(g.count, np.int64)

@@ -6,9 +6,10 @@ to within 2 s instead of 10?
 and window length, the flagged span against the study's antagonist episode (its
 ``study-antagonist.json``): onset and end error (s), the share of the episode covered by
 flagged windows and the flagged time outside it. Nothing is written into the run directories.
-The sample of a window's bound is its sub-intervals (``sub_window_s`` = min(1 s, L / 2)): the
-monitor reads the run-queue wait once a second (``monitor.interval_s``), so a 2 s window has two
-sub-intervals and a wide bound, and shorter windows add nothing the monitor did not sample.
+The run-queue wait's grid is ``sub_window_s`` = min(1 s, L / 2): the monitor reads it once a
+second (``monitor.interval_s``), so shorter windows add nothing the monitor did not sample. A
+window's bound is the run's own noise over its N requests (σ/√N, cd_module/hostshare.py), so a
+2 s window's is wider than a 10 s one's by its fewer requests, not by having two sub-intervals.
 """
 from __future__ import annotations
 

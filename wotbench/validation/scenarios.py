@@ -126,15 +126,20 @@ def _config_facts(config: Path, sc: dict) -> tuple[int, float]:
             float(dur) if isinstance(dur, (int, float)) else 60.0)
 
 
-def scenario_sweep(study_dir: Path, source: Path, sc: dict) -> Sweep:
+def scenario_sweep(study_dir: Path, source: Path, sc: dict,
+                   seed_base: Optional[int] = None) -> Sweep:
     """The scenario's sweep dir: opened when it exists, else created (every point validated
     first; a bad config raises ConfigError and writes nothing). Config paths are relative to
-    the ``source`` manifest."""
+    the ``source`` manifest. Its runs' seeds are ``seed_base``, ``seed_base + 1``, ... when
+    given (``wotbench study --seed-base``: the same seeds in every scenario, so twins still
+    pair), else the config's seed and the ones after it."""
     d = study_dir / "scenarios" / sc["name"]
     if (d / "sweep.json").is_file():
         return Sweep.open(d)
     config = source.parent / sc["config"]
     seed, duration = _config_facts(config, sc)
+    if seed_base is not None:
+        seed = seed_base
     if sc.get("antagonist") is not None:
         spec = parse_antagonist(sc["antagonist"])
         problem = spec.check(duration, source.parent)

@@ -144,8 +144,10 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
               gate: Optional[QuietGate] = None, run_fn: Optional[RunFn] = None,
               reanalyze: bool = False, evaluate_only: bool = False,
               log: Callable[[str], None] = print, repeats_override: Optional[int] = None,
-              antagonist_opts: Optional[dict] = None) -> int:
-    """Run (or resume, or only re-evaluate) the study; 0 every scenario passed, 3 otherwise."""
+              antagonist_opts: Optional[dict] = None, seed_base: Optional[int] = None) -> int:
+    """Run (or resume, or only re-evaluate) the study; 0 every scenario passed, 3 otherwise.
+    ``seed_base``: every scenario's runs use the seeds seed_base, seed_base + 1, ... instead of
+    their configs' (a study on new seeds; a resumed study keeps the seeds it started with)."""
     if resume is not None:
         study_dir = Path(resume)
         try:
@@ -155,6 +157,12 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
         only = only or meta.get("only")
         scenarios = select(study_dir / "manifest.yaml", only)
         repeats_override = repeats_override or meta.get("repeats_override")
+        if seed_base is not None and seed_base != meta.get("seed_base"):
+            began = meta.get("seed_base")
+            began = "each config's seed" if began is None else f"--seed-base {began}"
+            raise ConfigError([f"--seed-base {seed_base}: {study_dir} was started with {began}; "
+                               "a resumed study keeps its seeds"])
+        seed_base = meta.get("seed_base")
     else:
         scenarios = select(Path(manifest), only)       # nothing is written for a bad manifest
         study_dir = Path(out_root) / f"study-{dir_stamp()}"
@@ -162,7 +170,7 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
         atomic.write_text(study_dir / "manifest.yaml", Path(manifest).read_text())
         meta = {"schema": SCHEMA, "started_utc": iso_stamp(), "manifest": str(Path(manifest).resolve()),
                 "host": os.uname().nodename, "cpus": os.cpu_count(), "only": only,
-                "repeats_override": repeats_override,
+                "repeats_override": repeats_override, "seed_base": seed_base,
                 "gate": vars(gate) if gate else None}
         atomic.write_json(study_dir / "study.json", meta, indent=1)
     if repeats_override:
@@ -171,7 +179,8 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
     # every scenario's sweep before any run, so a bad scenario config stops the study at once;
     # the manifest's config paths are relative to the manifest the study was created from
     try:
-        sweeps = [scenario_sweep(study_dir, Path(meta["manifest"]), sc) for sc in scenarios]
+        sweeps = [scenario_sweep(study_dir, Path(meta["manifest"]), sc, seed_base)
+                  for sc in scenarios]
     except ConfigError:
         if resume is None:
             shutil.rmtree(study_dir)                  # nothing was run: leave nothing behind

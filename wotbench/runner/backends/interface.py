@@ -31,7 +31,11 @@ Life cycle, as the runner calls it::
     b.create_ge(g) for every GE; b.start_ge(g) in start order (absolute start times: fast)
     b.launch_hog(spec) for injected contention
     ... b.exited(device names), b.exit_code(ge) about once a second while the test runs ...
+    b.cpu_limit_unavailable()              # before the start: a cpu_quota fault it cannot apply
+    b.prepare_cpu_limit(name)              # before the test, for each server of a cpu_quota fault
     b.restart(device, grace_s)             # sut_faults restart, from the fault's own thread
+    b.limit_cpu(name, cpus)                # sut_faults cpu_quota, from the faults' thread
+    b.release_cpu_limit(name)              # the test ended: its throttling, the cgroup gone
     b.stop(names, grace_s)                 # SIGTERM, wait: components write their logs
     b.save_output(name, path)              # failed components
     b.cleanup()                            # every path; removes everything the run created
@@ -54,7 +58,8 @@ Rules every backend keeps:
   ``finally`` of every run, after Ctrl-C and after failed steps.
 - The runner calls every method from its main thread (the process backend relies on it: a
   child's parent-death signal fires when the thread that spawned it ends), except
-  ``restart``, which a SUT fault calls from a thread of its own (``Restarter``).
+  ``restart`` and ``limit_cpu``, which the SUT faults call from threads of their own
+  (``Restarter``, ``CpuLimiter``).
 """
 from __future__ import annotations
 
@@ -177,6 +182,30 @@ class Restarter(Protocol):
 
 
 @runtime_checkable
+class CpuLimiter(Protocol):
+    """The ``cpu_quota`` SUT fault (``runner/sut_faults.py``): a started server limited to a
+    number of cores' worth of CPU time (the CFS quota) from a given second of the test on."""
+
+    def cpu_limit_unavailable(self) -> Optional[str]:
+        """Why this backend cannot limit a server's CPU time on this host (a whole sentence:
+        what it needs and what to do instead), None when it can. Asked before anything starts."""
+
+    def prepare_cpu_limit(self, name: str) -> None:
+        """Before the test, for the started component ``name``: whatever lets ``limit_cpu``
+        take effect at once later (a cgroup of its own, no limit yet). OSError when the host
+        refuses it."""
+
+    def limit_cpu(self, name: str, cpus: float) -> None:
+        """From now on at most ``cpus`` cores' worth of CPU time for the component (every
+        process of it); a ``restart`` keeps the limit. Called from the faults' thread."""
+
+    def release_cpu_limit(self, name: str) -> Optional[int]:
+        """The test ended: undo what ``prepare_cpu_limit`` created where the component's stop
+        needs it gone, and return the CFS periods in which it was throttled (None: unknown).
+        Idempotent; ``cleanup`` releases whatever is left."""
+
+
+@runtime_checkable
 class HogHandle(Protocol):
     def stop(self, timeout: float) -> bytes:
         """SIGTERM if still running, wait, return the hog's stdout (its JSON report line);
@@ -222,8 +251,8 @@ class Neighbours(Protocol):
 
 
 @runtime_checkable
-class RunBackend(Networks, Lifecycle, Inspector, Restarter, Stressor, ImpairTargets, Describer,
-                 Neighbours, Protocol):
+class RunBackend(Networks, Lifecycle, Inspector, Restarter, CpuLimiter, Stressor, ImpairTargets,
+                 Describer, Neighbours, Protocol):
     """Everything the runner uses. ``name`` is recorded in run.json, never branched on."""
     name: str
 

@@ -47,6 +47,7 @@ JOURNAL_IN = "/journal"
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
+CFS_PERIOD_US = 100_000   # Docker's default CFS period (cpu_quota fault); 1 ms is the quota's floor
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
 DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
 
@@ -513,12 +514,7 @@ class DockerBackend:
         the container's whole process tree). The exit the event stream saw is the restart's,
         not the server's end: it is taken back. A device in a pod cannot restart alone."""
         name = device.name
-        if name in self.pod_of:
-            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: restarting it would "
-                             "restart its pod-mates")
-        c = self.ctr.get(name)
-        if c is None:
-            raise ProcessLookupError(f"{name} has no container")
+        c = self._own_container(name, "restarting it would restart its pod-mates")
         c.restart(timeout=max(1, round(grace_s)))
         exits = self.exits
         end = time.monotonic() + 2
@@ -527,6 +523,32 @@ class DockerBackend:
         if exits is not None:
             exits.codes.pop(name, None)
         return False   # the daemon holds it, not this thread
+
+    def _own_container(self, name: str, in_pod: str):
+        """The container of a component that has one to itself (a SUT fault acts on it alone);
+        ValueError saying ``in_pod`` for a device in a pod."""
+        if name in self.pod_of:
+            raise ValueError(f"{name} runs in pod {self.pod_of[name]}: {in_pod}")
+        c = self.ctr.get(name)
+        if c is None:
+            raise ProcessLookupError(f"{name} has no container")
+        return c
+
+    # -- the cpu_quota SUT fault: the container's own CFS quota -----------------------------
+    def cpu_limit_unavailable(self) -> Optional[str]:
+        return None   # the container's quota: nothing of this host's
+
+    def prepare_cpu_limit(self, name: str) -> None:
+        pass   # every container has its cgroup already
+
+    def limit_cpu(self, name: str, cpus: float) -> None:
+        """``container.update`` (docker.errors.APIError when the engine refuses, e.g. a
+        container created with NanoCpus); a device in a pod cannot be limited alone."""
+        c = self._own_container(name, "its quota would limit its pod-mates")
+        c.update(cpu_period=CFS_PERIOD_US, cpu_quota=max(1000, int(cpus * CFS_PERIOD_US)))
+
+    def release_cpu_limit(self, name: str) -> Optional[int]:
+        return None   # the quota goes with the container; its throttling is not read
 
     def _daemon_answers(self, wait_s: float) -> bool:
         """Ping until the daemon answers (a restart takes seconds), at most ``wait_s``."""

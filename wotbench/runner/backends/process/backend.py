@@ -36,7 +36,7 @@ from wotbench.runner.during.hogspec import HogSpec
 from wotbench.labels import NOBODY, PROCESS_ENV, PROCESS_LEASE_ENV
 from wotbench.procutil import child_setup, first_child, process_tree
 from wotbench.rundir import RunDir
-from wotbench.runner.backends.process import loopslot
+from wotbench.runner.backends.process import cpu_cgroup, loopslot
 from wotbench.runner.prepare.binaries import WARDEN
 from wotbench.runner.deployment.lease import LEASE_FILE, warden_argv
 
@@ -153,6 +153,7 @@ class ProcessBackend:
         self.procs: dict[str, subprocess.Popen] = {}
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self._pids: dict[str, int] = {}         # component -> its program (the warden's child)
+        self.quotas: dict[str, cpu_cgroup.ProcessQuota] = {}   # cpu_quota faults' servers
         self.lease = str(RunDir(run_dir).lease_dir / LEASE_FILE)
         self.subnet = "127.0.0.0/16"            # the run's loopback block (setup_network)
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
@@ -328,7 +329,43 @@ class ProcessBackend:
             device.stdout.replace(device.stdout.with_name(device.stdout.name + ".before-restart"))
         self._pids.pop(device.name, None)   # the program's pid is the new one's
         self.start_devices([device])
+        if device.name in self.quotas:   # a quota set before stays on the new process
+            self.quotas[device.name].adopt(self._tree(device.name))
         return True
+
+    def _tree(self, name: str) -> list[int]:
+        pid = self.pid(name)
+        return process_tree(pid) if pid is not None else []
+
+    # -- the cpu_quota SUT fault: a cpu cgroup of the server's own (cpu_cgroup.py) ----------
+    def cpu_limit_unavailable(self) -> Optional[str]:
+        why = cpu_cgroup.unavailable()
+        return None if why is None else (
+            "the process backend changes a server's CPU quota in a cpu cgroup it creates, and "
+            f"this host offers none: {why}; use backend: docker, or run as root on a host with "
+            "cgroup v2's cpu controller or cgroup v1's cpu hierarchy")
+
+    def prepare_cpu_limit(self, name: str) -> None:
+        """The server's process tree moves into a cpu cgroup of its own (no limit yet)."""
+        if name not in self.quotas:
+            self.quotas[name] = cpu_cgroup.ProcessQuota(self.run_id, name)
+            self.quotas[name].adopt(self._tree(name))
+
+    def limit_cpu(self, name: str, cpus: float) -> None:
+        q = self.quotas.get(name)
+        if q is None:
+            raise ProcessLookupError(f"{name}: no cpu cgroup was prepared for it")
+        q.limit(cpus)
+
+    def release_cpu_limit(self, name: str) -> Optional[int]:
+        """Its throttling read, its processes back in the parent cgroup (a throttled server
+        would stop slowly), the cgroup removed."""
+        q = self.quotas.pop(name, None)
+        if q is None:
+            return None
+        throttled = q.throttled()
+        q.remove()
+        return throttled
 
     def runtime_lost(self, probe: bool = False,
                      error: Optional[BaseException] = None) -> Optional[str]:
@@ -338,6 +375,8 @@ class ProcessBackend:
         pass  # stdout/stderr already went to the component's stdout file as it ran
 
     def cleanup(self) -> dict[str, int]:
+        for name in list(self.quotas):   # a run that ended before the test's end
+            self.release_cpu_limit(name)
         alive = [p.pid for p in self.procs.values() if p.poll() is None]
         if alive:
             kill_processes(alive, grace_s=3.0)

@@ -1,13 +1,12 @@
-"""The ``cpu_quota`` SUT fault (issue 35, wotbench.config.sut_faults): limit a started server to
-``cpus`` cores' worth of CPU time from a given second of the test on.
+"""The process backend's cpu cgroups (``ProcessBackend.limit_cpu``, the ``cpu_quota`` SUT fault of
+issue 35): a started server limited to ``cpus`` cores' worth of CPU time from a given second on.
 
-Docker backend: the container's CFS quota, changed through the Docker SDK
-(``container.update``). Process backend: a cpu cgroup the harness creates for the server before
-the test (no limit yet), into which it moves the server's whole process tree; the fault writes
-the quota there, and the end of the run moves the processes back and removes the cgroup. Either
-cgroup v2 (``/sys/fs/cgroup`` with the cpu controller enabled for its children: ``cpu.max``) or
-the v1 cpu hierarchy (``/sys/fs/cgroup/cpu``: ``cpu.cfs_quota_us``); a host that offers
-neither for writing is refused before anything starts (:func:`unavailable`)."""
+A cpu cgroup the backend creates for the server before the test (no limit yet), into which it
+moves the server's whole process tree; the fault writes the quota there, and the end of the
+test moves the processes back and removes the cgroup. Either cgroup v2 (``/sys/fs/cgroup`` with
+the cpu controller enabled for its children: ``cpu.max``) or the v1 cpu hierarchy
+(``/sys/fs/cgroup/cpu``: ``cpu.cfs_quota_us``); a host that offers neither for writing is
+refused before anything starts (:func:`unavailable`)."""
 from __future__ import annotations
 
 import os
@@ -110,8 +109,3 @@ class ProcessQuota:
         except OSError:
             pass
 
-
-def docker_limit(container, cpus: float) -> None:
-    """The container's CFS quota from now on (docker.errors.APIError when the engine refuses,
-    e.g. a container created with NanoCpus)."""
-    container.update(cpu_period=PERIOD_US, cpu_quota=max(1000, int(cpus * PERIOD_US)))
