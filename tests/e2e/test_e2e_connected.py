@@ -99,6 +99,37 @@ def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path)
     assert (sweep / "report.html").is_file()
 
 
+def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path):
+    """Two settings of the attached devices, each judged by its RPCs' p95 round trip (an SLO
+    one setting meets) on a faithful host: the answer states the testbed's share."""
+    tmp_path.chmod(0o755)
+    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
+    c = yaml.safe_load(cfg.read_text())
+    c["devices"] = c["devices"][:1]
+    c["applications"].update(count=20, warmup_s=1)
+    cfg.write_text(yaml.safe_dump(c))
+    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "capacity", str(cfg),
+                        "--key", "devices[0].count", "--start", "50", "--max", "100", "--step",
+                        "50", "--slo", "p95<=4000ms", "--out-root", str(tmp_path / "c")],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode in (0, 3, 5), r.stdout + r.stderr
+    (search,) = (tmp_path / "c").iterdir()
+    res = json.loads((search / "capacity.json").read_text())
+    assert [s["value"] for s in res["steps"]] in ([50], [50, 100]), res
+    for s in res["steps"]:
+        summ = RunDir(search / s["run_dirs"][0]).read_summary()
+        assert summ.connected.devices == s["value"]
+        (p95,) = [o for o in summ.slo.objectives if o.key == "p95_ms"]
+        assert p95.measured == summ.overall.response_time_ms.from_sent.p95_ms
+        # the RPCs answered after the warm-up, as the round trip's percentiles count them
+        assert p95.samples == summ.overall.response_time_ms.from_sent.count > 0
+    if res["outcome"]["kind"] == "system":    # both faithful: the answer and the host's share
+        assert len(res["steps"]) == 2 and res["answer"] == 100
+        assert "of the mean RPC round trip" in res["conclusion"]
+    else:                                     # a loaded host: the answer names it, not the SLO
+        assert res["outcome"]["kind"] in ("host", "inconclusive"), res["conclusion"]
+
+
 def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):
     tmp_path.chmod(0o755)
     bad = tmp_path / "bad-nchan.conf"
