@@ -70,6 +70,7 @@ def _run(timeout: float = 600) -> tuple[int, str, Path | None]:
 
 def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_cell(state):
     code, out, merged = _run()
+    print(out)                                     # the coordinator's log (make test-cluster -s)
     assert code in (0, 3, 4), out
     assert "edge server on 10." in out, out          # one server, on the manager's address
     cluster = json.loads((merged / "cluster.json").read_text())
@@ -112,9 +113,46 @@ def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_
     assert summary["connected"]["devices"] == 400
     assert (merged / "edge" / "attached-devices-nchan.conf").is_file()
     assert (merged / "report.html").is_file() and (merged / "report.md").is_file()
+    print((merged / "report.md").read_text())
+    c = summary["connected"]
+    print(f"attach {c['attach_s']:.1f} s; devices side {c['devices_side']}; applications side "
+          f"{c['apps_side']}; disconnects {c['disconnects']}; testbed share "
+          f"{c['rpc']['testbed_share']}; engine part {c['rpc']['engine_part']}")
     deadline = time.monotonic() + 60     # Swarm removes the tasks' containers asynchronously
     for n in state.nodes:
         for what in ("ps", "service"):
             while swarmrun.ours(n, what) and time.monotonic() < deadline:
                 time.sleep(1)
             assert swarmrun.ours(n, what) == [], f"{n.name}: {what} left"
+
+
+def test_a_sweep_over_the_attached_devices_on_swarm_names_the_unfaithful_node(state):
+    """wotbench sweep --vary devices[0].count on swarm: each point one merged connected run
+    across both cells; its summary is the merged one, and a point whose verdict is not
+    trustworthy names the node whose cell decided it (from cluster.json)."""
+    out_root = ROOT / "test" / "sweeps"
+    p = swarmrun.wotbench(ROOT, "sweep", str(CONFIG), "--vary", "devices[0].count=100,300",
+                          "--out-root", str(out_root), "--no-progress")
+    began = time.monotonic()
+    out, _ = p.communicate(timeout=900)
+    print(f"sweep of 2 points on swarm: exit {p.returncode} in {time.monotonic() - began:.0f} s")
+    assert p.returncode in (0, 3, 4), out
+    [sweep_dir] = [d for d in out_root.iterdir() if d.name.startswith("sweep-connected-cells-")]
+    sweep = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [pt["status"] for pt in sweep["points"]] == ["done", "done"], out
+    for pt in sweep["points"]:
+        run = sweep_dir / pt["run_dir"]
+        cluster = json.loads((run / "cluster.json").read_text())
+        summary = json.loads((run / "summary.json").read_text())
+        count = pt["overrides"]["devices[0].count"]
+        assert summary["run"]["backend"] == "swarm"
+        assert summary["connected"]["devices"] == cluster["devices"] == count + 100
+        assert summary["verdict"]["status"] == cluster["verdict"]["status"] == pt["verdict"]
+        assert summary["overall"]["outcomes"]["ok"] > 0
+        bad = cluster["verdict"]["worst_node"]
+        assert (pt["host"] or {}).get("node") == bad       # named exactly when unfaithful
+        print(f"  {pt['id']} devices[0].count={count}: {pt['verdict']}, "
+              f"{summary['overall']['requests']} RPCs, round trip p50 "
+              f"{summary['overall']['response_time_ms']['from_sent']['p50_ms']:.2f} ms; host: "
+              f"{pt['host']}")
+    assert (sweep_dir / "report.html").is_file()

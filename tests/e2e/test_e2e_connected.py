@@ -36,6 +36,17 @@ def config(tmp: Path, template: Path, **over) -> Path:
     return path
 
 
+def small_config(tmp: Path) -> Path:
+    """One WebSocket group, 20 applications, 4 s: a sweep's or a capacity search's point."""
+    tmp.chmod(0o755)
+    cfg = config(tmp, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
+    c = yaml.safe_load(cfg.read_text())
+    c["devices"] = c["devices"][:1]
+    c["applications"].update(count=20, warmup_s=1)
+    cfg.write_text(yaml.safe_dump(c))
+    return cfg
+
+
 def run(cfg: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "wotbench"), "run", str(cfg), "--out-root",
                            str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT)
@@ -78,12 +89,7 @@ def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
 
 
 def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path):
-    tmp_path.chmod(0o755)
-    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
-    c = yaml.safe_load(cfg.read_text())
-    c["devices"] = c["devices"][:1]
-    c["applications"].update(count=20, warmup_s=1)
-    cfg.write_text(yaml.safe_dump(c))
+    cfg = small_config(tmp_path)
     r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "sweep", str(cfg),
                         "--vary", "devices[0].count=50,200", "--repeats", "2", "--out-root",
                         str(tmp_path / "s"), "--no-progress"],
@@ -102,12 +108,7 @@ def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path)
 def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path):
     """Two settings of the attached devices, each judged by its RPCs' p95 round trip (an SLO
     one setting meets) on a faithful host: the answer states the testbed's share."""
-    tmp_path.chmod(0o755)
-    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
-    c = yaml.safe_load(cfg.read_text())
-    c["devices"] = c["devices"][:1]
-    c["applications"].update(count=20, warmup_s=1)
-    cfg.write_text(yaml.safe_dump(c))
+    cfg = small_config(tmp_path)
     r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "capacity", str(cfg),
                         "--key", "devices[0].count", "--start", "50", "--max", "100", "--step",
                         "50", "--slo", "p95<=4000ms", "--out-root", str(tmp_path / "c")],

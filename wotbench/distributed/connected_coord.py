@@ -27,7 +27,7 @@ import yaml
 from wotbench.connected import sched
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import make_layout
-from wotbench.distributed import clock, service, wire
+from wotbench.distributed import service, wire
 from wotbench.distributed import agents as ag
 from wotbench.distributed.connected_cell import CELL_JSON
 from wotbench.distributed.coordinator import Coordinator, log, report
@@ -135,13 +135,7 @@ class ConnectedCoordinator(Coordinator):
 
     def _finish(self) -> int:
         edge_running = self._stop_edge()
-        alive = [a for a in self.agents.values() if not a.lost]
-        after = {}
-        ag.each(alive, lambda a: after.__setitem__(a.node, ag.exchange(a)))
-        for n, e in after.items():
-            if e is not None:
-                self.clocks[n] = clock.CellClock(node=n, before=self.clocks[n].before, after=e)
-        self.check = clock.check(list(self.clocks.values()), self.bound_ns)
+        self._clocks_after()
         md = MergedRunDir(self.dir)
         got: dict[str, dict] = {}
         notes = list(self.notes)
