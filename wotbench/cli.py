@@ -128,7 +128,9 @@ def _cmd_analyze(args) -> int:
 
 def _cmd_report(args) -> int:
     from wotbench.rundir import MergedRunDir
-    if MergedRunDir(args.run_dir).is_merged():   # a run across hosts: its merged report
+    from wotbench.distributed.connected_coord import SPLIT_JSON
+    connected = (Path(args.run_dir) / SPLIT_JSON).is_file()   # its report is a connected run's
+    if MergedRunDir(args.run_dir).is_merged() and not connected:   # across hosts: merged report
         from wotbench.distributed.report import render_cluster
         print(render_cluster(args.run_dir))
         return 0

@@ -114,6 +114,13 @@ def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_
     assert (merged / "edge" / "attached-devices-nchan.conf").is_file()
     assert (merged / "report.html").is_file() and (merged / "report.md").is_file()
     print((merged / "report.md").read_text())
+    before = (merged / "report.html").stat().st_mtime_ns   # `wotbench report` draws it again
+    r = subprocess.run([sys.executable, "-m", "wotbench.cli", "report", str(merged)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    html = (merged / "report.html").read_text()
+    assert (merged / "report.html").stat().st_mtime_ns > before
+    assert f"verdict {summary['verdict']['status']} (exit code" in html   # the run's
     c = summary["connected"]
     print(f"attach {c['attach_s']:.1f} s; devices side {c['devices_side']}; applications side "
           f"{c['apps_side']}; disconnects {c['disconnects']}; testbed share "
