@@ -131,6 +131,24 @@ def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path)
         assert res["outcome"]["kind"] in ("host", "inconclusive"), res["conclusion"]
 
 
+def test_wotbench_report_of_a_connected_merged_directory_draws_the_connected_report(tmp_path):
+    """A connected run across hosts keeps cluster.json (for sweeps and capacity) beside its
+    connected files: `wotbench report` must draw the connected report, not the CoAP merged one
+    (which needs requests.csv). A single-host run's directory with the two files a connected
+    coordinator adds stands in for one (the real one: tests/cluster/test_connected_cells.py)."""
+    cfg = small_config(tmp_path)
+    r = run(cfg, tmp_path / "r")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (d,) = (tmp_path / "r").iterdir()
+    (d / "cluster.json").write_text("{}")
+    (d / "connected-split.json").write_text("{}")
+    (d / "report.html").unlink()
+    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "report", str(d)],
+                       capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Connected devices" in (d / "report.html").read_text()
+
+
 def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):
     tmp_path.chmod(0o755)
     bad = tmp_path / "bad-nchan.conf"
