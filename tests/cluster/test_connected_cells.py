@@ -137,14 +137,10 @@ def test_a_sweep_over_the_attached_devices_on_swarm_names_the_unfaithful_node(st
     """wotbench sweep --vary devices[0].count on swarm: each point one merged connected run
     across both cells; its summary is the merged one, and a point whose verdict is not
     trustworthy names the node whose cell decided it (from cluster.json)."""
-    out_root = ROOT / "test" / "sweeps"
-    p = swarmrun.wotbench(ROOT, "sweep", str(CONFIG), "--vary", "devices[0].count=100,300",
-                          "--out-root", str(out_root), "--no-progress")
-    began = time.monotonic()
-    out, _ = p.communicate(timeout=900)
-    print(f"sweep of 2 points on swarm: exit {p.returncode} in {time.monotonic() - began:.0f} s")
-    assert p.returncode in (0, 3, 4), out
-    [sweep_dir] = [d for d in out_root.iterdir() if d.name.startswith("sweep-connected-cells-")]
+    code, out, secs, sweep_dir = swarmrun.sweep(ROOT, CONFIG, "devices[0].count=100,300",
+                                                "sweep-connected-cells-")
+    print(f"sweep of 2 points on swarm: exit {code} in {secs:.0f} s")
+    assert code in (0, 3, 4) and sweep_dir is not None, out
     sweep = json.loads((sweep_dir / "sweep.json").read_text())
     assert [pt["status"] for pt in sweep["points"]] == ["done", "done"], out
     for pt in sweep["points"]:
