@@ -128,7 +128,9 @@ def _cmd_analyze(args) -> int:
 
 def _cmd_report(args) -> int:
     from wotbench.rundir import MergedRunDir
-    if MergedRunDir(args.run_dir).is_merged():   # a run across hosts: its merged report
+    from wotbench.distributed.connected_coord import SPLIT_JSON
+    connected = (Path(args.run_dir) / SPLIT_JSON).is_file()   # its report is a connected run's
+    if MergedRunDir(args.run_dir).is_merged() and not connected:   # across hosts: merged report
         from wotbench.distributed.report import render_cluster
         print(render_cluster(args.run_dir))
         return 0
@@ -149,19 +151,18 @@ def _gate(args):
                      wait=not getattr(args, "no_wait", False))
 
 
-def _refuse_connected(path: Optional[str], command: str) -> None:
-    if path and _connected(path):
-        raise ConfigError([f"devices[].protocol: connected device groups (websocket, chunked) "
-                           f"are not run by `wotbench {command}` yet: `wotbench sweep --vary "
-                           "devices[0].count=...` gives the latency-vs-devices curve, or run each "
-                           "point with `wotbench run CONFIG --set KEY=VALUE` "
-                           "(docs/CONNECTED.md \"Not done\")"], path)
+def _refuse_connected(path: Optional[str], backend: Optional[str], command: str) -> None:
+    """Connected configs run on the process backend or across hosts (swarm), not in Docker:
+    refused before the first point rather than at it."""
+    if path and backend not in (None, "process", "swarm") and _connected(path):
+        raise ConfigError([f"--backend {backend}: connected device groups (websocket, chunked) "
+                           f"run on the process backend or with --backend swarm, so `wotbench "
+                           f"{command}` cannot run them on {backend} (docs/CONNECTED.md)"], path)
 
 
 def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
-    if args.backend not in (None, "process"):   # connected points run on one host only
-        _refuse_connected(args.config, f"sweep --backend {args.backend}")
+    _refuse_connected(args.config, args.backend, "sweep")
     sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
@@ -171,7 +172,7 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_capacity(args) -> int:
-    _refuse_connected(args.config, "capacity")
+    _refuse_connected(args.config, args.backend, "capacity")
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
     from wotbench.sweep.paths import parse_set

@@ -2,7 +2,8 @@
 the validation study call :func:`run_config`, which chooses how the config runs.
 
 - one host: :func:`wotbench.run_command.run` (the runner, then analysis and report);
-- connected devices (``devices[].protocol: websocket | chunked``): :mod:`wotbench.connected`;
+- connected devices (``devices[].protocol: websocket | chunked``): :mod:`wotbench.connected`,
+  across hosts :mod:`wotbench.distributed.connected_coord`;
 - across hosts (``backend: swarm`` or ``--backend swarm``): the coordinator of
   :mod:`wotbench.distributed`, whose cells run the same runner on their nodes.
 
@@ -25,6 +26,10 @@ def run_config(config_path, out_root="reports", backend: Optional[str] = None,
     cfg = source.config
     from wotbench.config.connected import connected_groups
     if connected_groups(cfg):   # connected devices: their own timeline (docs/CONNECTED.md)
+        if runs_on_swarm(cfg, backend):   # cells of attached devices against one server
+            from wotbench.distributed.connected_coord import run as run_connected_cells
+            return run_connected_cells(config_path, out_root, clock_bound_ms(cfg, bound_ms),
+                                       source=source)
         from wotbench.connected.run import run_connected
         return run_connected(str(config_path), out_root, backend=backend)
     if runs_on_swarm(cfg, backend):

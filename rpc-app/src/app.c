@@ -193,7 +193,7 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
     }
     uint32_t dev = c->dev_first + (uint32_t)(rnd() % c->dev_count);
     char id[32], body[4096], fmt[256], path[256], idh[96] = "";
-    snprintf(id, sizeof id, "%u-%u", ai, a->seq);
+    snprintf(id, sizeof id, "%u-%u", c->first_app + ai, a->seq);
     /* the id where the config puts it: the body template's or the path's {id}, or a header */
     size_t blen = fill_id(body, sizeof body, c->body, id);
     snprintf(fmt, sizeof fmt, c->rpc_path, dev);
@@ -280,10 +280,15 @@ static void on_reply(const char *msg, size_t len) {
     }
     char *end;
     unsigned long app = strtoul(p + G.marker_len, &end, 10), seq;
-    if (*end != '-' || app >= G.cfg->apps) {
+    if (*end != '-' || app >= G.cfg->apps_total) {
         G.st.unmatched++;
         return;
     }
+    if (app < G.cfg->first_app || app - G.cfg->first_app >= G.cfg->apps) {
+        G.st.others++;             /* another process's application (another cell's) */
+        return;
+    }
+    app -= G.cfg->first_app;
     seq = strtoul(end + 1, &end, 10);
     struct ra_app *a = &G.apps[app];
     if (a->row == NIL || G.rows[a->row].seq != seq) {
@@ -580,7 +585,8 @@ static int write_outputs(uint64_t t_end) {
     uint64_t warm_end = c->start_ns + c->warmup_ns;
     for (size_t i = 0; i < G.nrows; i++) {
         const struct ra_row *r = &G.rows[i];
-        fprintf(fp, "%u,%u-%u,%u,%llu,%llu,", r->app, r->app, r->seq, r->device,
+        uint32_t app = c->first_app + r->app;   /* the global id (cells: first_app) */
+        fprintf(fp, "%u,%u-%u,%u,%llu,%llu,", app, app, r->seq, r->device,
                 (unsigned long long)r->sched_ns, (unsigned long long)r->send_ns);
         if (r->reply_ns)
             fprintf(fp, "%llu", (unsigned long long)r->reply_ns);
@@ -602,6 +608,8 @@ static int write_outputs(uint64_t t_end) {
             c->dev_count, (double)c->duration_ns / 1e9, G.nrows, ng, secs > 0 ? ng / secs : 0.0);
     for (int o = 1; o < RO_N; o++)
         fprintf(fp, ", \"%s\": %llu", outcome_name[o], (unsigned long long)G.st.outcome[o]);
+    fprintf(fp, ", \"first_app\": %u, \"others\": %llu", c->first_app,
+            (unsigned long long)G.st.others);
     fprintf(fp, ", \"unmatched\": %llu, \"late_replies\": %llu, \"events_in\": %llu, "
             "\"post_2xx\": %llu, \"post_202\": %llu, \"app_disconnects\": %llu, "
             "\"sub_disconnects\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "

@@ -22,7 +22,7 @@ static void usage(void) {
           "       [--apps N] [--shards K] [--rpc-path FMT] [--reply-path FMT] [--body TEMPLATE]\n"
           "       [--id-marker TEXT] [--id-header NAME] [--think-ms MIN:MAX] [--timeout-ms N]\n"
           "       [--duration-s S] [--method POST|PUT|GET] [--reply-header 'NAME: VALUE']...\n"
-          "       [--reply-subscribe MESSAGE]\n"
+          "       [--reply-subscribe MESSAGE] [--first-app N] [--apps-total N]\n"
           "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n",
           stderr);
 }
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         {"warmup-s", 1, 0, 'w'},   {"start-at", 1, 0, 'S'},   {"source", 1, 0, 'o'},
         {"max-rows", 1, 0, 'R'},   {"cpu", 1, 0, 'c'},        {"help", 0, 0, 'h'},
         {"id-header", 1, 0, 'H'},  {"method", 1, 0, 'M'},     {"reply-header", 1, 0, 'e'},
-        {"reply-subscribe", 1, 0, 'u'},
+        {"reply-subscribe", 1, 0, 'u'}, {"first-app", 1, 0, 'F'}, {"apps-total", 1, 0, 'A'},
         {0, 0, 0, 0}};
     int o, bad = 0;
     c.method = "POST";
@@ -142,6 +142,8 @@ int main(int argc, char **argv) {
         case 'o': source = optarg; break;
         case 'R': bad = num("--max-rows", optarg, 1, 100000000, &v); c.max_rows = v; break;
         case 'c': bad = num("--cpu", optarg, 0, 1023, &v); c.cpu = (int)v; break;
+        case 'F': bad = num("--first-app", optarg, 0, 100000000, &v); c.first_app = (uint32_t)v; break;
+        case 'A': bad = num("--apps-total", optarg, 1, 200000000, &v); c.apps_total = (uint32_t)v; break;
         case 'M':
             c.method = optarg;
             bad = strcmp(optarg, "POST") && strcmp(optarg, "PUT") && strcmp(optarg, "GET");
@@ -188,6 +190,13 @@ int main(int argc, char **argv) {
     if (!c.id_header && !strstr(c.rpc_path, "{id}") && !strstr(c.body, "{id}")) {
         fputs("wot-rpcapp: the RPC carries no id: expected {id} in --body or --rpc-path, or "
               "--id-header\n", stderr);
+        return 2;
+    }
+    if (!c.apps_total)
+        c.apps_total = c.first_app + c.apps;
+    if (c.apps_total < c.first_app + c.apps) {
+        fprintf(stderr, "wot-rpcapp: --apps-total %u below --first-app + --apps (%u)\n",
+                c.apps_total, c.first_app + c.apps);
         return 2;
     }
     if (c.dev_count == 0 || c.think_max_ms < c.think_min_ms || c.warmup_ns >= c.duration_ns) {

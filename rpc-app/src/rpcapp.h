@@ -67,6 +67,8 @@ struct ra_config {
                                             open, printf-style with at most one %u: the shard */
     const char *log_dir;
     uint32_t apps, shards, dev_first, dev_count;
+    uint32_t first_app, apps_total;      /* ids first_app..first_app+apps-1 of apps_total: the
+                                            other processes' ids are another cell's (others) */
     uint32_t think_min_ms, think_max_ms, timeout_ms;
     uint64_t start_ns, duration_ns, warmup_ns;
     size_t max_rows;
@@ -74,7 +76,7 @@ struct ra_config {
 };
 
 struct ra_stats {
-    uint64_t sent, outcome[RO_N], unmatched, late_replies, events_in, sub_disconnects;
+    uint64_t sent, outcome[RO_N], unmatched, others, late_replies, events_in, sub_disconnects;
     uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202;
 };
 

@@ -29,6 +29,21 @@ def wotbench(root: Path, *args: str, **kw) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
 
 
+def sweep(root: Path, config: Path, vary: str, prefix: str,
+          timeout: float = 900) -> tuple[int, str, float, Path | None]:
+    """``wotbench sweep CONFIG --vary VARY`` on the manager into ``root/test/sweeps``: (exit
+    code, output, seconds, the sweep directory named ``prefix...``)."""
+    import time
+    out_root = root / "test" / "sweeps"
+    p = wotbench(root, "sweep", str(config), "--vary", vary, "--out-root", str(out_root),
+                 "--no-progress")
+    began = time.monotonic()
+    out, _ = p.communicate(timeout=timeout)
+    found = [d for d in out_root.iterdir() if d.name.startswith(prefix)] \
+        if out_root.is_dir() else []
+    return p.returncode, out, time.monotonic() - began, found[0] if len(found) == 1 else None
+
+
 def ours(node: layout.Node, what: str = "ps") -> list[str]:
     """Containers (ps -a) / networks / services of WoTbench runs on a node."""
     out = []

@@ -36,6 +36,17 @@ def config(tmp: Path, template: Path, **over) -> Path:
     return path
 
 
+def small_config(tmp: Path) -> Path:
+    """One WebSocket group, 20 applications, 4 s: a sweep's or a capacity search's point."""
+    tmp.chmod(0o755)
+    cfg = config(tmp, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
+    c = yaml.safe_load(cfg.read_text())
+    c["devices"] = c["devices"][:1]
+    c["applications"].update(count=20, warmup_s=1)
+    cfg.write_text(yaml.safe_dump(c))
+    return cfg
+
+
 def run(cfg: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "wotbench"), "run", str(cfg), "--out-root",
                            str(out)], capture_output=True, text=True, timeout=180, cwd=ROOT)
@@ -78,12 +89,7 @@ def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
 
 
 def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path):
-    tmp_path.chmod(0o755)
-    cfg = config(tmp_path, ROOT / "configs" / "attached-devices-nchan.conf", duration_s=4)
-    c = yaml.safe_load(cfg.read_text())
-    c["devices"] = c["devices"][:1]
-    c["applications"].update(count=20, warmup_s=1)
-    cfg.write_text(yaml.safe_dump(c))
+    cfg = small_config(tmp_path)
     r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "sweep", str(cfg),
                         "--vary", "devices[0].count=50,200", "--repeats", "2", "--out-root",
                         str(tmp_path / "s"), "--no-progress"],
@@ -97,6 +103,50 @@ def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path)
         assert summ.connected.devices == p["overrides"]["devices[0].count"]
         assert summ.overall.response_time_ms.from_sent.p50_ms is not None
     assert (sweep / "report.html").is_file()
+
+
+def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path):
+    """Two settings of the attached devices, each judged by its RPCs' p95 round trip (an SLO
+    one setting meets) on a faithful host: the answer states the testbed's share."""
+    cfg = small_config(tmp_path)
+    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "capacity", str(cfg),
+                        "--key", "devices[0].count", "--start", "50", "--max", "100", "--step",
+                        "50", "--slo", "p95<=4000ms", "--out-root", str(tmp_path / "c")],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode in (0, 3, 5), r.stdout + r.stderr
+    (search,) = (tmp_path / "c").iterdir()
+    res = json.loads((search / "capacity.json").read_text())
+    assert [s["value"] for s in res["steps"]] in ([50], [50, 100]), res
+    for s in res["steps"]:
+        summ = RunDir(search / s["run_dirs"][0]).read_summary()
+        assert summ.connected.devices == s["value"]
+        (p95,) = [o for o in summ.slo.objectives if o.key == "p95_ms"]
+        assert p95.measured == summ.overall.response_time_ms.from_sent.p95_ms
+        # the RPCs answered after the warm-up, as the round trip's percentiles count them
+        assert p95.samples == summ.overall.response_time_ms.from_sent.count > 0
+    if res["outcome"]["kind"] == "system":    # both faithful: the answer and the host's share
+        assert len(res["steps"]) == 2 and res["answer"] == 100
+        assert "of the mean RPC round trip" in res["conclusion"]
+    else:                                     # a loaded host: the answer names it, not the SLO
+        assert res["outcome"]["kind"] in ("host", "inconclusive"), res["conclusion"]
+
+
+def test_wotbench_report_of_a_connected_merged_directory_draws_the_connected_report(tmp_path):
+    """A connected run across hosts keeps cluster.json (for sweeps and capacity) beside its
+    connected files: `wotbench report` must draw the connected report, not the CoAP merged one
+    (which needs requests.csv). A single-host run's directory with the two files a connected
+    coordinator adds stands in for one (the real one: tests/cluster/test_connected_cells.py)."""
+    cfg = small_config(tmp_path)
+    r = run(cfg, tmp_path / "r")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (d,) = (tmp_path / "r").iterdir()
+    (d / "cluster.json").write_text("{}")
+    (d / "connected-split.json").write_text("{}")
+    (d / "report.html").unlink()
+    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "report", str(d)],
+                       capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Connected devices" in (d / "report.html").read_text()
 
 
 def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):

@@ -125,18 +125,34 @@ def test_sizes_written_back_as_strings_load_again():
     assert c.devices[0].connection.reply_bytes == {32: 1, 1024: 1}
 
 
-def test_capacity_and_a_cluster_sweep_refuse_connected_configs_naming_the_key(capsys, tmp_path):
-    """(A sweep on this host runs them: tests/e2e/test_e2e_connected.py.) Both refuse before
-    anything runs or is created."""
+def test_capacity_and_a_sweep_on_docker_refuse_connected_configs_naming_the_backend(capsys,
+                                                                                 tmp_path):
+    """(On this host, and across hosts with --backend swarm, they run: tests/e2e,
+    tests/cluster.) On docker both refuse before anything runs or is created."""
     from wotbench.cli import main
     path = str(ROOT / "configs" / "attached-devices.yaml")
-    assert main(["capacity", path, "--out-root", str(tmp_path)]) == 2
-    assert "connected device groups" in capsys.readouterr().err
-    assert main(["sweep", path, "--vary", "devices[0].count=100,200", "--backend", "swarm",
+    assert main(["capacity", path, "--backend", "docker", "--out-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "connected device groups" in err and "--backend docker" in err
+    assert main(["sweep", path, "--vary", "devices[0].count=100,200", "--backend", "docker",
                  "--out-root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "connected device groups" in err and "sweep --backend swarm" in err
+    assert "connected device groups" in err and "wotbench sweep" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_cells_share_of_the_layout_keeps_global_ids_and_offsets():
+    c = cfg({**WS, "count": 1000}, {"group": "h", "count": 300, "protocol": "chunked",
+                                    "connection": {}})
+    lay = make_layout(c, fds=264, share={0: (500, 500), 1: (0, 150)})
+    ws = [e for e in lay.engines if e.group == "m"]
+    ch = [e for e in lay.engines if e.group == "h"]
+    # 200 connections per engine: 3 websocket engines for 500 devices, 2 chunked for 150
+    assert [(e.first_id, e.count, e.offset) for e in ws] == [(500, 167, 500), (667, 167, 667),
+                                                            (834, 166, 834)]
+    assert [(e.first_id, e.count) for e in ch] == [(1000, 75), (1075, 75)]
+    assert lay.attached == 650 and lay.devices == 1300   # the applications reach every device
+    assert make_layout(c, fds=264, share={}).engines == []
 
 
 def test_attach_headers_and_message_are_rendered_per_device_and_percent_encoded():

@@ -77,6 +77,9 @@ class CapacityStep(_Model):
     testbed_ms: Optional[float]       # how much the host added per request (median)
     testbed_share: Optional[float]
     testbed_worst_share: Optional[float]
+    # what testbed_share is a share of, when not the devices' response time (a connected
+    # config: the RPC round trip, the engines' own part of it being the testbed's)
+    testbed_of: Optional[str] = None
     rd_cd: Optional[float]
     slo: Optional[SettingJudgement] = None    # an SLO search's judgement
     slo_text: Optional[str] = None

@@ -15,6 +15,9 @@ from wotbench.monitor.quiet import QuietGate
 from wotbench.sweep.core import RunFn, Sweep, SweepInterrupted
 from wotbench.sweep.paths import expand_pseudo, get_path
 
+DEVICES_RT = "the devices' response time"   # what the host's share is of, by default
+
+
 class Failed(Exception):
     pass
 
@@ -80,6 +83,8 @@ class CapacitySearch:
             testbed_ms=_median([s.contention.added_ms for s in summaries]),
             testbed_share=_median([s.contention.added_share for s in summaries]),
             testbed_worst_share=_median([s.contention.worst_share for s in summaries]),
+            testbed_of=("the mean RPC round trip, the engines' own part" if any(
+                s.connected is not None for s in summaries) else None),
             rd_cd=_median([s.rd.cd.test.p50 for s in summaries if s.rd.cd]))
 
     def _say(self, msg: str) -> None:
@@ -136,7 +141,7 @@ def testbed_note(steps: list[CapacityStep], key: str, answer: Any) -> str:
                  and s.testbed_ms is not None), None)
     if step is None:
         return ""
-    share = (f" ({100 * step.testbed_share:.1f} % of the devices' response time"
+    share = (f" ({100 * step.testbed_share:.1f} % of {step.testbed_of or DEVICES_RT}"
              + (f"; the worst window {100 * step.testbed_worst_share:.1f} %"
                 if step.testbed_worst_share is not None else "") + ")"
              if step.testbed_share is not None else "")

@@ -39,6 +39,9 @@ class Inputs:
     duration_s: float
     warmup_end_ns: int
     extra: dict[str, Any]
+    # a cell of a run across hosts: every cell's engine dirs, so its applications' RPCs meet
+    # their device wherever it is; the engines' own part is then that of this cell's devices
+    join_dirs: Optional[list[Path]] = None
 
 
 def _engine_summaries(dirs: list[Path]) -> list[dict[str, Any]]:
@@ -98,6 +101,14 @@ def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFr
         replied_not_received=int(to["sent_ns"].notna().sum()),
         not_delivered=int((~to["id"].isin(arrived)).sum()))
     return fig, mine
+
+
+def _own_part(dev: pd.DataFrame, warm: int) -> np.ndarray:
+    """The engines' part (timer lateness + writing the reply) of every reply these engines
+    sent after the warm-up, from their own stamps alone (one clock: theirs)."""
+    s = dev[(dev["outcome"] == "sent") & (dev["arrival_ns"] >= warm)]
+    return (np.maximum(s["end_ns"] - s["due_ns"], 0) + (s["sent_ns"] - s["end_ns"])
+            ).to_numpy(float)
 
 
 def rpc_over_time(j: pd.DataFrame, start_ns: int) -> pd.DataFrame:
@@ -176,7 +187,7 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
             "log_dropped": sum(lp["log_dropped"] for lp in loops)}
     secs, x = inp.duration_s, inp.extra
     series: dict[str, pd.DataFrame] = {}
-    dev = _device_log(inp.engine_dirs)
+    dev = _device_log(inp.join_dirs or inp.engine_dirs)
     rpc, mine, apps_side = None, np.zeros(0), None
     app_file = inp.app_dir / "rpc-summary.json" if inp.app_dir else None
     if app_file is not None and app_file.exists():
@@ -185,6 +196,9 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
             lost["app_rows_full"] = 1
         j = rpc_frame(inp.app_dir, dev)
         rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev)
+        if inp.join_dirs is not None:
+            mine = _own_part(_device_log(inp.engine_dirs), inp.warmup_end_ns)
+            rpc = rpc.model_copy(update={"engine_part": _ms(ConnStats, mine)})
         series["connected_rpc_over_time"] = rpc_over_time(j, inp.test_start_ns)
         apps_side = _traffic(app["rpcs"], app["ok"] + app.get("late_replies", 0) +
                              app.get("events_in", 0), app["bytes_out"], app["bytes_in"],

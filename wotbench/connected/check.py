@@ -10,7 +10,7 @@ from pathlib import Path
 from wotbench.config.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
-from wotbench.connected.run import FLEET_BIN, RPCAPP_BIN
+from wotbench.connected.procs import FLEET_BIN, RPCAPP_BIN
 from wotbench.errors import EnvironmentProblem
 
 

@@ -31,6 +31,20 @@ def _rtts(inp: analysis.Inputs) -> tuple[np.ndarray, np.ndarray]:
         ((ok["reply_ns"] - ok["sched_ns"]) / 1e6).to_numpy(float)
 
 
+def _with_slo(run_dir: Path, inp: analysis.Inputs, s: Summary) -> Summary:
+    """The config's ``slo:`` judged on the RPCs; exit code 4 when missed on a faithful run."""
+    from wotbench.analysis import slo_judge as sloa
+    from wotbench.connected import slo
+    warnings: list[str] = []
+    block = slo.evaluate(run_dir, inp.app_dir / "rpc-log.csv" if inp.app_dir else None,
+                         inp.warmup_end_ns, inp.duration_s, warnings)
+    if block is None:
+        return s
+    v = s.verdict.model_copy(update={"exit_code": sloa.exit_code(s.verdict.status, block),
+                                     "reasons": s.verdict.reasons + warnings})
+    return s.model_copy(update={"slo": sloa.with_verdict(block, v.status), "verdict": v})
+
+
 def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted: bool,
                   tolerance: float, think_min_ms: float, log=print) -> Summary:
     rd = RunDir(run_dir)
@@ -46,6 +60,7 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
     s = csummary.build(block, series, rtt, sched, name=name, run_dir=str(run_dir),
                        test_start_ns=inp.test_start_ns, duration_s=inp.duration_s,
                        interrupted=interrupted, tolerance=tolerance, think_min_ms=think_min_ms)
+    s = _with_slo(run_dir, inp, s)
     rd.series_dir.mkdir(exist_ok=True)
     for key, df in series.items():
         with atomic.replacing_path(rd.series(key)) as tmp:

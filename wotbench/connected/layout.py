@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import resource
 from dataclasses import dataclass
+from typing import Optional
 
 from wotbench.config.connected import CONNECTED_PROTOCOLS
 
@@ -36,9 +37,14 @@ class Layout:
     devices: int
     applications: int
 
+    @property
+    def attached(self) -> int:
+        """The devices of these engines (all of them, or a cell's share)."""
+        return sum(e.count for e in self.engines)
+
     def describe(self) -> str:
         return (f"{self.devices} connected devices in {len(self.engines)} wot-fleet engine(s) of "
-                f"<= {max(e.count for e in self.engines)} (hard RLIMIT_NOFILE {self.fds_per_process}); "
+                f"<= {max((e.count for e in self.engines), default=0)} (hard RLIMIT_NOFILE {self.fds_per_process}); "
                 f"edge server: {self.server_workers} worker(s) x {self.worker_connections} "
                 f"connections; {self.applications} applications; {len(self.sources)} source "
                 f"address(es)")
@@ -48,7 +54,10 @@ def hard_nofile() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
 
-def make_layout(cfg, fds: int | None = None) -> Layout:
+def make_layout(cfg, fds: int | None = None,
+                share: Optional[dict[int, tuple[int, int]]] = None) -> Layout:
+    """``share``: a cell's part of the devices (group index -> (offset, count) in the group;
+    groups not in it: none), device ids still counting across all groups."""
     fds = fds or hard_nofile()
     engines: list[Engine] = []
     next_id = 0
@@ -59,12 +68,13 @@ def make_layout(cfg, fds: int | None = None) -> Layout:
         most = max(1, (fds - FD_MARGIN) // per_fd)
         if g.per_container != "auto":
             most = min(most, int(g.per_container))
-        n = math.ceil(g.count / most)
-        size = math.ceil(g.count / n)
+        first, total = (0, g.count) if share is None else share.get(gi, (0, 0))
+        n = math.ceil(total / most)
+        size = math.ceil(total / n) if n else 0
         for j in range(n):
-            count = min(size, g.count - j * size)
-            engines.append(Engine(f"{g.group}-conn{j}", g.group, gi, next_id + j * size, count,
-                                  j * size))
+            count = min(size, total - j * size)
+            engines.append(Engine(f"{g.group}-conn{j}", g.group, gi, next_id + first + j * size,
+                                  count, first + j * size))
         next_id += g.count
     conns = sum(e.count * (2 if cfg.devices[e.group_index].protocol == "chunked" else 1)
                 for e in engines)

@@ -21,20 +21,17 @@ from typing import Optional
 
 import yaml
 
-from wotbench.config.connected import CONNECTIONS_HEADER as CONN_HEADER, connection_rows
 from wotbench.config.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
+from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
+                                      start_engines)
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import atomic
 from wotbench.run_result import RunResult
 
-ROOT = Path(__file__).resolve().parents[2]
-FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
-RPCAPP_BIN = ROOT / "rpc-app" / "build" / "wot-rpcapp"
-ATTACH_RATE = 5000            # first connects per second over all engines
 
 
 def _mem_available() -> int:
@@ -59,8 +56,8 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     cfg = load_config(config_path)
     if (backend or cfg.backend) not in ("process", "auto"):
         raise ConfigError([f"backend: {backend or cfg.backend}: connected devices run on the "
-                           "process backend of one host only so far (no cells on the emulated "
-                           "cluster; docs/CONNECTED.md \"Not done\")"], config_path)
+                           "process backend of one host, or across hosts with backend: swarm "
+                           "(docs/CONNECTED.md \"Cells on a cluster\")"], config_path)
     for b in (FLEET_BIN, RPCAPP_BIN):
         if not b.exists():
             raise EnvironmentProblem(f"{b} is missing: run `make build`")
@@ -94,33 +91,11 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
         sampler.start()
         m0 = _mem_available()
         t0 = time.monotonic()
-        first_of = {}
-        nid = 0
-        for g in cfg.devices:
-            if g.connection is not None:
-                first_of[g.group] = nid
-                nid += g.count
         rate = max(1, ATTACH_RATE // max(1, len(lay.engines)))
-        shards = apps.reply_shards if apps else 1
-        for e in lay.engines:
-            g = cfg.devices[e.group_index]
-            d = run_dir / "engines" / e.name
-            (d / "out").mkdir(parents=True)
-            rows = connection_rows(g, first_of[g.group], edge.endpoint, shards, lay.sources,
-                                   offset=e.offset, count=e.count)
-            (d / "connections.csv").write_text(CONN_HEADER + "\n" + "\n".join(rows) + "\n")
-            argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
-                    str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
-            if apps:
-                argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
-                         "--id-header", apps.id_header]
-            if g.protocol == "chunked":
-                argv += ["--reply-method", g.connection.reply_method]
-            p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                 stderr=open(d / "stderr.log", "wb"))
+        for name, p, out in start_engines(cfg, lay, run_dir, edge.endpoint, rate, lay.sources):
             procs.append(p)
-            sampler.add(e.name, "testbed", lambda pid=p.pid: [pid])
-            dirs.append(d / "out")
+            sampler.add(name, "testbed", lambda pid=p.pid: [pid])
+            dirs.append(out)
         deadline = t0 + 60 + 2 * lay.devices / ATTACH_RATE
         while time.monotonic() < deadline:
             if all((d / "attached").exists() for d in dirs):
@@ -137,25 +112,8 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
             (run_dir / "apps").mkdir()
             start = time.monotonic_ns() + 1_000_000_000
             warm_end = start + apps.warmup_s * 1_000_000_000
-            body = apps.body_template or ""          # none with rpc_method GET
-            argv = [str(RPCAPP_BIN), "--server", edge.endpoint, "--devices", f"0:{lay.devices}",
-                    "--log-dir", str(run_dir / "apps"), "--apps", str(apps.count),
-                    "--shards", str(apps.reply_shards),
-                    "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
-                    "--reply-path", apps.reply_path.replace("{shard}", "%u"),
-                    "--body", body, "--id-marker", apps.reply_id_marker,
-                    "--think-ms", f"{apps.think_ms[0]}:{apps.think_ms[1]}",
-                    "--timeout-ms", str(apps.timeout_ms),
-                    "--duration-s", str(max(1, round(cfg.duration_s))),
-                    "--warmup-s", str(apps.warmup_s), "--start-at", str(start),
-                    "--source", "127.0.0.250"]
-            if apps.rpc_id == "header":
-                argv += ["--id-header", apps.id_header]
-            argv += ["--method", apps.rpc_method]
-            for name, value in apps.reply_headers.items():
-                argv += ["--reply-header", f"{name}: {value}"]
-            if apps.reply_subscribe:
-                argv += ["--reply-subscribe", apps.reply_subscribe.replace("{shard}", "%u")]
+            argv = rpcapp_argv(apps, edge.endpoint, lay.devices, run_dir / "apps",
+                               cfg.duration_s, start, "127.0.0.250")
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=open(run_dir / "apps" / "stderr.log", "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])

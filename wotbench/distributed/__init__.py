@@ -14,4 +14,6 @@ exchange, the bound, T0 on the cell's clock), ``verdict`` (per-cell verdicts; th
 worst cell's), ``merge`` and ``mergedsummary`` (the cells' run directories into one,
 percentiles from the raw per-request data), ``answer`` (which host a sweep point's answer
 names), ``report``/``report_data``/``report_figures`` (the merged report.html).
+A connected config (docs/CONNECTED.md): ``connected_coord`` (one edge server, the shares),
+``connected_cell`` (a cell's engines and applications), ``connected_merge`` (the analysis).
 """

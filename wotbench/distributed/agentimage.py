@@ -82,6 +82,24 @@ def files() -> list[tuple[Path, str]]:
     out += [(lib, str(lib)) for lib in _libraries_of([f for f, _ in out], shared_files)]
     for comp in PROGRAMS:
         out.append((binaries.ensure_binary(comp, log=lambda m: None), f"{BIN_IN}/{comp.name}"))
+    return out + _connected_programs(out, shared_files)
+
+
+def _connected_programs(packed: list[tuple[Path, str]], shared_files) -> list[tuple[Path, str]]:
+    """wot-fleet-conn and wot-rpcapp (a connected run's cells, docs/CONNECTED.md), where the
+    packed ``wotbench.connected.procs`` looks for them, with the shared libraries they load
+    (libwslay: Debian has no static one). Left out when not built (no connected cells)."""
+    from wotbench.connected.procs import FLEET_BIN, RPCAPP_BIN
+    have = {str(h) for h, _ in packed}
+    out: list[tuple[Path, str]] = []
+    for b in (FLEET_BIN, RPCAPP_BIN):
+        if not b.exists():
+            continue
+        out.append((b, f"{SRC_IN}/{b.relative_to(REPO)}"))
+        for lib in shared_files(b):
+            if str(lib) not in have:
+                have.add(str(lib))
+                out.append((lib, str(lib)))
     return out
 
 

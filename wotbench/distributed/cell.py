@@ -221,6 +221,10 @@ def main(coordinator: str, node: str, work: Path) -> int:
         if not isinstance(m, wire.Share):
             raise EnvironmentProblem(f"unexpected {m.kind} from the coordinator")
         log(f"run {m.run_id}: {len(m.devices)} device(s) on {node}")
+        if m.connected is not None:   # devices that stay connected: their own cell timeline
+            from wotbench.distributed.connected_cell import run_share
+            run_share(Cell(conn, node, work), m)
+            return 0
         Cell(conn, node, work).run(m)
         return 0
     except (wire.Closed, socket.timeout) as e:

@@ -228,7 +228,8 @@ class Coordinator:
             if a.lost:
                 log(f"the cell on {a.node} is lost: {a.lost}; the other cells go on")
 
-    def _finish(self) -> int:
+    def _clocks_after(self) -> None:
+        """Every cell still there measured again; the clock check over before and after."""
         alive = [a for a in self.agents.values() if not a.lost]
         after = {}
         ag.each(alive, lambda a: after.__setitem__(a.node, ag.exchange(a)))
@@ -236,6 +237,9 @@ class Coordinator:
             if e is not None:
                 self.clocks[n] = clock.CellClock(node=n, before=self.clocks[n].before, after=e)
         self.check = clock.check(list(self.clocks.values()), self.bound_ns)
+
+    def _finish(self) -> int:
+        self._clocks_after()
         outcomes = []
         for n, a in sorted(self.agents.items()):
             why = a.lost

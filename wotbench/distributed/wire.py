@@ -34,6 +34,16 @@ class Hello(BaseModel):
     missing_images: list[str] = []
 
 
+class ConnectedShare(BaseModel):
+    """A connected run's cell (docs/CONNECTED.md "Cells on a cluster"): its devices as ranges
+    of each connected group, its applications' ids, and the one edge server's address."""
+    groups: dict[int, tuple[int, int]]   # device group index -> (offset in it, count)
+    first_app: int = 0
+    apps: int = 0                         # 0: this cell runs no applications
+    endpoint: str                         # the edge server, address:port
+    cells: int = 1                        # how many cells attach at once (the attach rate)
+
+
 class Share(BaseModel):
     """The coordinator's answer: the config and this cell's devices."""
     kind: Literal["share"] = "share"
@@ -45,6 +55,7 @@ class Share(BaseModel):
     # resource file (name -> text); None for a generated workload (wotbench.distributed.tracesplit)
     trace_csv: Optional[str] = None
     resources: dict[str, str] = {}
+    connected: Optional[ConnectedShare] = None   # a connected run: wotbench.distributed.connected_cell
 
 
 class Deployed(BaseModel):

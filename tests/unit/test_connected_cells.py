@@ -1,0 +1,120 @@
+"""Connected configs across hosts, the pure parts (wotbench.distributed.connected_coord,
+connected_merge; the run itself: tests/cluster/test_connected_cells.py): the split of devices
+and applications into cells, the config a cell loads, the share on the wire, the merge of the
+cells' RPCs onto one clock; and the SLO of a connected run (wotbench.connected.slo)."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.connected import slo
+from wotbench.distributed import wire
+from wotbench.distributed.connected_coord import cell_config_text, ranges, split_shares
+from wotbench.distributed.connected_merge import _rebased_rpcs
+from wotbench.errors import ConfigError
+from wotbench.rundir import MergedRunDir
+
+ROOT = Path(__file__).resolve().parents[2]
+EDGE = {"command": ["nginx", "-c", "{config}"],
+        "config_template": str(ROOT / "configs" / "attached-devices-nchan.conf")}
+
+
+def cfg(apps: int = 2000, **top):
+    return config_from_dict({"name": "t", "edge_server": EDGE, "applications": {"count": apps},
+                             "devices": [
+                                 {"group": "m", "count": 1001, "protocol": "websocket",
+                                  "connection": {}},
+                                 {"group": "s", "count": 3, "mode": "sleep"} if top.pop(
+                                     "coap", False) else
+                                 {"group": "h", "count": 300, "protocol": "chunked",
+                                  "connection": {}}], **top})
+
+
+def test_devices_and_applications_split_evenly_with_global_ids():
+    assert ranges(1001, 3) == [(0, 334), (334, 334), (668, 333)]
+    sh = split_shares(cfg(), ["n1", "n2"], "10.0.0.1:8080")
+    assert sh["n1"].groups == {0: (0, 501), 1: (0, 150)}
+    assert sh["n2"].groups == {0: (501, 500), 1: (150, 150)}
+    assert (sh["n1"].first_app, sh["n1"].apps, sh["n2"].first_app, sh["n2"].apps) == \
+        (0, 1000, 1000, 1000)
+    assert sh["n2"].endpoint == "10.0.0.1:8080" and sh["n2"].cells == 2
+    # a share survives the wire (JSON object keys are strings)
+    m = wire.Share(run_id="r", config_yaml="", config_name="c.yaml", devices=[],
+                   connected=sh["n2"])
+    back = wire._ADAPTER.validate_json(m.model_dump_json())
+    assert back.connected.groups == {0: (501, 500), 1: (150, 150)}
+
+
+def test_fewer_applications_than_cells_is_refused_naming_the_key():
+    with pytest.raises(ConfigError) as e:
+        split_shares(cfg(apps=2), ["n1", "n2", "n3"], "10.0.0.1:8080")
+    assert "applications.count: 2 applications for 3 cells" in str(e.value)
+
+
+def test_a_cells_config_loads_there_without_the_servers_template(tmp_path):
+    text = (ROOT / "configs" / "attached-devices.yaml").read_text()
+    out = cell_config_text(text)
+    assert "config_template" not in out and "config_template" in text
+    (tmp_path / "c.yaml").write_text(out)    # a directory without the template
+    c = load_config(tmp_path / "c.yaml")
+    assert c.edge_server.config_template is None and c.devices[0].count == 100000
+
+
+def _cell(md: MergedRunDir, node: str, t0: int, rows: list[tuple], summary: dict) -> None:
+    apps = md.cell_dir(node) / "apps"
+    apps.mkdir(parents=True)
+    pd.DataFrame(rows, columns=["app", "id", "device", "sched_ns", "send_ns", "reply_ns",
+                                "status", "outcome"]).to_csv(apps / "rpc-log.csv", index=False)
+    (apps / "rpc-summary.json").write_text(json.dumps(summary))
+
+
+def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
+    md = MergedRunDir(tmp_path)
+    _cell(md, "n1", 5_000, [(0, "0-1", 7, 6_000, 6_100, 9_100, 202, "ok")],
+          {"apps": 1, "rpcs": 1, "ok": 1, "bytes_in": 10, "others": 1, "duration_s": 9.0})
+    _cell(md, "n2", 900_000, [(1, "1-1", 3, 901_000, 901_050, None, 202, "timeout")],
+          {"apps": 1, "rpcs": 1, "timeout": 1, "bytes_in": 5, "duration_s": 10.0})
+    _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}, "n2": {"t0_mono_ns": 900_000}}, 100,
+                  tmp_path / "apps")
+    f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
+    # 1 000 ns after each cell's T0 -> 1 100 on this clock; a round trip is unchanged
+    assert f["sched_ns"].tolist() == [1_100, 1_100]
+    assert f.loc[0, "reply_ns"] - f.loc[0, "send_ns"] == 3_000
+    assert pd.isna(f.loc[1, "reply_ns"]) and f["id"].tolist() == ["0-1", "1-1"]
+    s = json.loads((tmp_path / "apps" / "rpc-summary.json").read_text())
+    assert (s["apps"], s["rpcs"], s["ok"], s["timeout"], s["bytes_in"], s["others"],
+            s["duration_s"]) == (2, 2, 1, 1, 15, 1, 10.0)
+
+
+def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_path):
+    resolved = {"devices": [{"group": "m", "count": 4, "protocol": "websocket"},
+                            {"group": "c", "count": 2, "protocol": "udp"},
+                            {"group": "h", "count": 2, "protocol": "chunked"}],
+                "applications": {"warmup_s": 1},
+                "slo": {"p95_ms": 5, "loss_max": 0.2, "groups": {"h": {"p50_ms": 1}}}}
+    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    warm = 10 * 10**9
+    rows = [(0, "w-0", 0, warm - 1, warm, warm + 99 * 10**6, 202, "ok")]   # in the warm-up
+    rts = [1, 2, 3, 4, 6, 8, 2, 3]                                          # ms
+    for k, ms in enumerate(rts):
+        t = warm + k * 10**8
+        dev = 4 + k % 2 if k >= 6 else k % 4                                # 4, 5: group h
+        rows.append((1, f"1-{k}", dev, t, t + 1000, t + 1000 + ms * 10**6, 202, "ok"))
+    rows.append((1, "1-9", 1, warm + 10**9, warm + 10**9, None, 0, "timeout"))
+    pd.DataFrame(rows, columns=["app", "id", "device", "sched_ns", "send_ns", "reply_ns",
+                                "status", "outcome"]).to_csv(tmp_path / "rpc-log.csv",
+                                                              index=False)
+    b = slo.evaluate(tmp_path, tmp_path / "rpc-log.csv", warm, 3.0, [])
+    by = {o.key: o for o in b.objectives}
+    assert by["p95_ms"].measured == pytest.approx(np.percentile(rts, 95))
+    assert by["p95_ms"].state == "fail" and b.status == "missed"
+    assert by["loss_max"].measured == pytest.approx(1 / 9) and by["loss_max"].state == "pass"
+    h = by["groups.h.p50_ms"]
+    assert h.measured == pytest.approx(2.5) and h.state == "fail"    # devices 4, 5 only
+    assert {o.device for o in by["p95_ms"].offenders} <= {"m-0", "m-1", "m-2", "m-3", "h-0",
+                                                          "h-1"}
+    assert slo.evaluate(tmp_path, None, warm, 3.0, []).objectives[0].state == "no_data"

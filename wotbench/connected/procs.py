@@ -1,0 +1,83 @@
+"""Starting the testbed's processes of a connected run: the wot-fleet engines of a layout
+(their connections files, CONTRACTS §3c) and wot-rpcapp (§3d). One place for both the
+single-host run (:mod:`wotbench.connected.run`) and a cell of a run across hosts
+(:mod:`wotbench.distributed.connected_cell`), so a cell runs exactly what one host runs."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from wotbench.config.connected import CONNECTIONS_HEADER, connection_rows
+from wotbench.connected.layout import Layout
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
+RPCAPP_BIN = ROOT / "rpc-app" / "build" / "wot-rpcapp"
+ATTACH_RATE = 5000            # first connects per second over all engines
+
+
+def first_ids(cfg: Any) -> dict[str, int]:
+    """The device id of each connected group's device 0 (ids count across the groups)."""
+    out, nid = {}, 0
+    for g in cfg.devices:
+        if g.connection is not None:
+            out[g.group] = nid
+            nid += g.count
+    return out
+
+
+def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int,
+                  sources: tuple[str, ...]) -> list[tuple[str, subprocess.Popen, Path]]:
+    """Every engine of ``lay`` started (``engines/<name>/``): (name, process, its out dir)."""
+    apps = cfg.applications
+    shards = apps.reply_shards if apps else 1
+    first_of = first_ids(cfg)
+    out = []
+    for e in lay.engines:
+        g = cfg.devices[e.group_index]
+        d = run_dir / "engines" / e.name
+        (d / "out").mkdir(parents=True)
+        rows = connection_rows(g, first_of[g.group], endpoint, shards, sources,
+                               offset=e.offset, count=e.count)
+        (d / "connections.csv").write_text(CONNECTIONS_HEADER + "\n" + "\n".join(rows) + "\n")
+        argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
+                str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
+        if apps:
+            argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
+                     "--id-header", apps.id_header]
+        if g.protocol == "chunked":
+            argv += ["--reply-method", g.connection.reply_method]
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                             stderr=open(d / "stderr.log", "wb"))
+        out.append((e.name, p, d / "out"))
+    return out
+
+
+def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_s: float,
+                start_ns: int, source: Optional[str], first_app: int = 0,
+                count: Optional[int] = None) -> list[str]:
+    """wot-rpcapp's command line: ``count`` applications (all by default) whose ids start at
+    ``first_app`` (a cell's share; the others' replies are counted as ``others``)."""
+    body = apps.body_template or ""          # none with rpc_method GET
+    argv = [str(RPCAPP_BIN), "--server", endpoint, "--devices", f"0:{devices}",
+            "--log-dir", str(log_dir), "--apps", str(apps.count if count is None else count),
+            "--first-app", str(first_app), "--apps-total", str(apps.count),
+            "--shards", str(apps.reply_shards),
+            "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
+            "--reply-path", apps.reply_path.replace("{shard}", "%u"),
+            "--body", body, "--id-marker", apps.reply_id_marker,
+            "--think-ms", f"{apps.think_ms[0]}:{apps.think_ms[1]}",
+            "--timeout-ms", str(apps.timeout_ms),
+            "--duration-s", str(max(1, round(duration_s))),
+            "--warmup-s", str(apps.warmup_s), "--start-at", str(start_ns)]
+    if source:
+        argv += ["--source", source]
+    if apps.rpc_id == "header":
+        argv += ["--id-header", apps.id_header]
+    argv += ["--method", apps.rpc_method]
+    for name, value in apps.reply_headers.items():
+        argv += ["--reply-header", f"{name}: {value}"]
+    if apps.reply_subscribe:
+        argv += ["--reply-subscribe", apps.reply_subscribe.replace("{shard}", "%u")]
+    return argv

@@ -1,0 +1,148 @@
+"""A cell of a connected run across hosts (docs/CONNECTED.md "Cells on a cluster"): this
+node's share of the attached devices (its own wot-fleet engines) and of the applications
+(wot-rpcapp, ids from ``first_app``), against the one edge server the coordinator started.
+
+The conversation is a cell's (``cell.Cell``): the engines attach, then ``deployed`` (the
+lead), the clock exchange, ``start`` (T0, mapped to this node's CLOCK_MONOTONIC), the
+applications from T0 for ``duration_s``, the engines stopped, ``done``, the clocks again, the
+run directory sent back. The cell measures; the coordinator analyses (it has every cell's
+device logs, which an RPC's reply needs: an application here may call a device there).
+What the cell writes beside the components' files: ``cell.json`` (its share, T0 on its
+clock, the attach, the load) and ``monitor/connected-sched.csv``."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from wotbench.config.yaml_loader import load_config
+from wotbench.connected import sched
+from wotbench.connected.layout import PORTS_PER_SOURCE, make_layout
+from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
+                                      start_engines)
+from wotbench.distributed import wire
+from wotbench.errors import EnvironmentProblem, WotbenchError
+
+LEAD_S = 3.0          # T0's arrival to T0: wot-rpcapp starts and subscribes in it
+CELL_JSON = "cell.json"
+
+
+def log(msg: str) -> None:
+    print(f"cell: {msg}", flush=True)
+
+
+def _stop(p: Optional[subprocess.Popen], grace: float) -> None:
+    if p is not None and p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_share(cell, share: wire.Share) -> None:
+    """Run this node's share (``cell``: the :class:`wotbench.distributed.cell.Cell` that
+    holds the connection) and answer until the coordinator says bye."""
+    out = cell.work / share.run_id / cell.node
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / share.config_name
+    config.write_text(share.config_yaml)
+    beats = threading.Thread(target=cell._beat, name="cell-beat", daemon=True)
+    beats.start()
+    why: Optional[str] = None
+    code: Optional[int] = None
+    try:
+        _run(cell, share, load_config(config), out)
+    except WotbenchError as e:
+        why, code = f"{cell.node}: {e}", e.exit_code
+    except Exception as e:  # noqa: BLE001 - said to the coordinator, not a lost cell
+        why, code = f"{cell.node}: {type(e).__name__}: {e}", 1
+    finally:
+        cell._stop.set()
+    if why:
+        log(why)
+    cell.conn.send(wire.Done(ok=why is None, why=why, exit_hint=code))
+    cell.after(out)
+
+
+def _run(cell, share: wire.Share, cfg, out: Path) -> None:
+    cs = share.connected
+    for b in (FLEET_BIN, RPCAPP_BIN):
+        if not b.exists():
+            raise EnvironmentProblem(f"{b} is not in the cell agent's image: run `make build`, "
+                                     "then `make cluster-images` (or carry the image again)")
+    lay = make_layout(cfg, share={int(k): tuple(v) for k, v in cs.groups.items()})
+    conns = sum(e.count * (2 if cfg.devices[e.group_index].protocol == "chunked" else 1)
+                for e in lay.engines)
+    if conns > PORTS_PER_SOURCE:   # one source address (this node's) to one server port
+        raise EnvironmentProblem(
+            f"this cell's share needs {conns} connections to {cs.endpoint}, more than the "
+            f"{PORTS_PER_SOURCE} one source address can open to one server address and port; "
+            "fix: more cells (label more nodes), or fewer devices")
+    lay = dataclasses.replace(lay, sources=())       # the node's own address, the kernel's pick
+    log(f"run {share.run_id}: {lay.attached} connected device(s) in {len(lay.engines)} "
+        f"engine(s), {cs.apps} application(s) from id {cs.first_app}, server {cs.endpoint}")
+    apps = cfg.applications
+    info: dict = {"node": cell.node, "devices": lay.attached, "groups": cs.groups,
+                  "first_app": cs.first_app, "apps": cs.apps, "endpoint": cs.endpoint,
+                  "engines": [e.name for e in lay.engines], "load_before": os.getloadavg(),
+                  "sched_missing": sched.available(), "attached_all": False}
+    sampler = sched.SchedSampler(out / "monitor" / "connected-sched.csv")
+    procs: list[subprocess.Popen] = []
+    app_proc: Optional[subprocess.Popen] = None
+    t_att = time.monotonic()
+    try:
+        sampler.start()
+        rate = max(1, ATTACH_RATE // max(1, len(lay.engines) * cs.cells))
+        dirs = []
+        for name, p, d in start_engines(cfg, lay, out, cs.endpoint, rate, ()):
+            procs.append(p)
+            dirs.append(d)
+            sampler.add(name, "testbed", lambda pid=p.pid: [pid])
+        deadline = t_att + 60 + 2 * lay.attached / ATTACH_RATE
+        while time.monotonic() < deadline and dirs:
+            if all((d / "attached").exists() for d in dirs):
+                info["attached_all"] = True
+                break
+            if any(p.poll() is not None for p in procs):
+                break
+            time.sleep(0.1)
+        info["attached_all"] = info["attached_all"] or not dirs
+        info["attach_s"] = time.monotonic() - t_att
+        if not info["attached_all"]:
+            raise EnvironmentProblem(
+                f"not every device of the share attached to {cs.endpoint} within "
+                f"{time.monotonic() - t_att:.0f} s (engines/*/stderr.log in the run directory)")
+        log(f"attached: {lay.attached} device(s) after {info['attach_s']:.1f} s")
+        start = cell.t0(out, LEAD_S)            # deployed -> clocks -> T0 on this clock
+        info["t0_mono_ns"] = start
+        info["warmup_end_ns"] = start + (apps.warmup_s if apps else 0) * 1_000_000_000
+        if apps and cs.apps:
+            (out / "apps").mkdir()
+            argv = rpcapp_argv(apps, cs.endpoint, lay.devices, out / "apps", cfg.duration_s,
+                               start, None, first_app=cs.first_app, count=cs.apps)
+            app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                        stderr=open(out / "apps" / "stderr.log", "wb"))
+            sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])
+            app_proc.wait(cfg.duration_s + LEAD_S + apps.timeout_ms / 1000 + 60)
+        else:
+            time.sleep(max(0.0, (start - time.monotonic_ns()) / 1e9) + cfg.duration_s
+                       + (apps.timeout_ms / 1000 if apps else 0))
+    finally:
+        try:
+            sampler.sample()
+        except OSError:
+            pass
+        _stop(app_proc, 10)
+        for p in procs:
+            _stop(p, 60)
+        info["engines_s"] = time.monotonic() - t_att
+        sampler.stop()
+        info["load_after"] = os.getloadavg()
+        (out / CELL_JSON).write_text(json.dumps(info, indent=1) + "\n")

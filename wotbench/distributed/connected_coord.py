@@ -1,0 +1,204 @@
+"""``wotbench run CONFIG --backend swarm`` for a connected config (docs/CONNECTED.md "Cells on
+a cluster"): the cells' machinery of :class:`~wotbench.distributed.coordinator.Coordinator`
+(agents, clocks, T0, beats, fetch, cleanup) with a connected share per cell.
+
+- The **edge server** runs once, here (the manager), on its Swarm address, as a single-host
+  run starts it (rendered, checked, unprivileged); every cell's devices attach to it.
+- Each labelled node's cell runs a contiguous part of every connected group (its own
+  wot-fleet engines) and a part of the applications (ids ``first_app..``; an application may
+  call any device, so an RPC can cross cells through the server; its round trip is stamped by
+  one application, on one clock).
+- After the run: each cell is analysed here (``cells/<node>/summary.json``, its report), its
+  RPCs joined with every cell's device logs; the merged run directory holds every cell's RPCs
+  with their stamps moved onto this host's clock by each cell's T0 (``apps/rpc-log.csv``),
+  every component's run-queue samples (``monitor/connected-sched.csv``, named ``node/…``),
+  the merged ``summary.json`` (RPC round trip, msgs/s, disconnects, the SLO from every RPC)
+  whose verdict is the worst cell's, and ``cluster.json`` (per-cell figures and verdicts, the
+  clocks) which sweeps and capacity searches read to name the unfaithful host.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Optional
+
+import yaml
+
+from wotbench.connected import sched
+from wotbench.connected.edge import Edge
+from wotbench.connected.layout import make_layout
+from wotbench.distributed import service, wire
+from wotbench.distributed import agents as ag
+from wotbench.distributed.connected_cell import CELL_JSON
+from wotbench.distributed.coordinator import Coordinator, log, report
+from wotbench.distributed.merge import CellRecord, MergedRun
+from wotbench.distributed.verdict import aggregate, failed_cell, from_summary
+from wotbench.errors import ConfigError
+from wotbench.run_result import RunResult
+from wotbench.rundir import MergedRunDir
+
+SPLIT_JSON = "connected-split.json"
+
+
+def ranges(total: int, parts: int) -> list[tuple[int, int]]:
+    """``total`` split into ``parts`` contiguous (offset, count), the first ones one larger."""
+    base, extra = divmod(total, parts)
+    out, at = [], 0
+    for k in range(parts):
+        n = base + (1 if k < extra else 0)
+        out.append((at, n))
+        at += n
+    return out
+
+
+def split_shares(cfg: Any, nodes: list[str], endpoint: str) -> dict[str, wire.ConnectedShare]:
+    """Every connected group and the applications split evenly over ``nodes`` (device ids and
+    application ids stay global)."""
+    from wotbench.config.connected import CONNECTED_PROTOCOLS
+    apps = cfg.applications.count if cfg.applications else 0
+    if 0 < apps < len(nodes):
+        raise ConfigError([f"applications.count: {apps} applications for {len(nodes)} cells; "
+                           "each cell runs a share of them (its verdict judges its own "
+                           f"applications' RPCs): expected at least {len(nodes)}"])
+    per_group = {gi: ranges(g.count, len(nodes)) for gi, g in enumerate(cfg.devices)
+                 if g.protocol in CONNECTED_PROTOCOLS}
+    app_parts = ranges(apps, len(nodes))
+    return {n: wire.ConnectedShare(groups={gi: r[k] for gi, r in per_group.items() if r[k][1]},
+                                   first_app=app_parts[k][0], apps=app_parts[k][1],
+                                   endpoint=endpoint, cells=len(nodes))
+            for k, n in enumerate(nodes)}
+
+
+def cell_config_text(text: str) -> str:
+    """The config a cell loads: its edge_server's template is the coordinator's file (the
+    server runs there), so the cell's copy does not name it."""
+    raw = yaml.safe_load(text)
+    (raw.get("edge_server") or {}).pop("config_template", None)
+    return yaml.safe_dump(raw, sort_keys=False)
+
+
+class ConnectedCoordinator(Coordinator):
+    edge: Optional[Edge] = None
+    sampler: Optional[sched.SchedSampler] = None
+    t0_mono_ns = 0          # T0 on this host's CLOCK_MONOTONIC
+
+    def run(self) -> int:
+        try:
+            return super().run()
+        finally:
+            self._stop_edge()
+
+    def _stop_edge(self) -> Optional[bool]:
+        running = None
+        if self.edge is not None:
+            running = self.edge.running()
+            if self.sampler is not None:
+                self.sampler.stop()
+            self.edge.stop()
+            self.edge.remove()
+            self.edge = None
+        return running
+
+    def _split(self, cfg):
+        nodes = sorted(self.agents)
+        lay = make_layout(cfg)
+        addr = service.manager(self.client)
+        self.edge = Edge(cfg.edge_server, self.dir / "edge", addr, lay.server_workers,
+                         lay.worker_connections, lay.fds_per_process)
+        shares = split_shares(cfg, nodes, self.edge.endpoint)   # bad input before the server
+        self.edge.prepare()
+        self.edge.start()
+        self.sampler = sched.SchedSampler(self.dir / "monitor" / "edge-sched.csv")
+        self.sampler.add("edge-server", "system", self.edge.pids)
+        self.sampler.start()
+        log(f"edge server on {self.edge.endpoint}; split: " + ", ".join(
+            f"{n} {sum(c for _, c in s.groups.values())} device(s), {s.apps} application(s)"
+            for n, s in shares.items()))
+        (self.dir / SPLIT_JSON).write_text(json.dumps(
+            {n: s.model_dump() for n, s in shares.items()}, indent=1) + "\n")
+        text = cell_config_text(self.source.text)
+        for n in nodes:
+            s = shares[n]
+            if not s.groups and not s.apps:   # more nodes than devices: nothing to run
+                a = self.agents.pop(n)
+                a.conn.send(wire.Abort(why="no devices in this cell's share"))
+                ag.bye(a)
+                continue
+            self.agents[n].conn.send(wire.Share(run_id=self.run_id, config_yaml=text,
+                                                config_name=self.config_path.name, devices=[],
+                                                connected=s))
+        return shares
+
+    def _start(self) -> None:
+        super()._start()
+        self.t0_mono_ns = time.monotonic_ns() - (time.time_ns() - self.t0_wall_ns)
+
+    def _finish(self) -> int:
+        edge_running = self._stop_edge()
+        self._clocks_after()
+        md = MergedRunDir(self.dir)
+        got: dict[str, dict] = {}
+        notes = list(self.notes)
+        failed: dict[str, str] = {}
+        for n, a in sorted(self.agents.items()):
+            why = a.lost
+            if not why:
+                try:
+                    ag.fetch_dir(a, md.cell_dir(n))
+                except (wire.Closed, OSError, TimeoutError) as e:
+                    why = f"its run directory could not be fetched ({e})"
+            if not why and a.done and not a.done.ok:
+                why = a.done.why or "it failed"
+            info = md.cell_dir(n) / CELL_JSON
+            if not why and not info.exists():
+                why = f"its run directory has no {CELL_JSON}"
+            if why:
+                failed[n] = why
+            else:
+                got[n] = json.loads(info.read_text())
+        from wotbench.distributed import connected_merge as cm
+        resolved = yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False)
+        cells, summaries = [], {}
+        for n in sorted(self.agents):
+            if n in failed:
+                cells.append(CellRecord(node=n, run_dir=f"cells/{n}", devices=0, requests=None,
+                                        verdict=failed_cell(n, failed[n])))
+                continue
+            s = cm.analyse_cell(md.cell_dir(n), n, got[n], got, self.cfg, resolved, md)
+            summaries[n] = s
+            cells.append(CellRecord(node=n, run_dir=f"cells/{n}", devices=got[n]["devices"],
+                                    requests=cm.requests_of(s), verdict=from_summary(n, s)))
+        v = aggregate([c.verdict for c in cells])
+        merged = None
+        if got:
+            merged = cm.analyse_merged(self.dir, self.cfg, resolved, got, self.t0_mono_ns,
+                                       edge_running, v)
+        m = MergedRun(cells=cells, devices=sum(c.devices for c in cells),
+                      overall=cm.requests_of(merged) if merged else cm.no_requests(),
+                      verdict=v, clock=self.check, notes=notes)
+        md.cluster_json.write_text(m.model_dump_json(indent=2) + "\n")
+        md.report_md.write_text(report(m, self.run_id))
+        log(f"verdict: {v.status}" + (f" (worst: {v.worst_node})" if v.worst_node else ""))
+        from wotbench.distributed.verdict import table
+        print(table(v))
+        if merged is not None:
+            r = merged.overall
+            log(f"merged: {r.requests} RPCs of {m.devices} attached devices, round trip p50 "
+                f"{_ms(r.response_time_ms.from_sent.p50_ms)} p99 "
+                f"{_ms(r.response_time_ms.from_sent.p99_ms)}; {md.report_md}")
+            if merged.slo is not None:
+                log(f"merged {merged.slo.text}")
+        self.summary = merged
+        return merged.verdict.exit_code if merged is not None else v.exit_code
+
+
+def _ms(x: Optional[float]) -> str:
+    return "–" if x is None else f"{x:.2f} ms"
+
+
+def run(config_path, out_root="reports", bound_ms: Optional[float] = None,
+        source=None) -> RunResult:
+    """One connected run across hosts: its exit code, merged run directory and summary."""
+    c = ConnectedCoordinator(config_path, out_root, bound_ms, source)
+    code = c.run()
+    return RunResult(code, c.dir, c.summary)
