@@ -32,6 +32,8 @@ from scale_bench import Sampler, _leftovers  # noqa: E402
 from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 from wotbench.labels import ROLE_LABEL  # noqa: E402
+from wotbench.rundir import RunDir  # noqa: E402
+from wotbench.rundir.layout import FLEET_DEVICES_IN  # noqa: E402
 from wotbench.monitor.recorder import container_cgroup_dirs  # noqa: E402
 
 CONFIG = REPO / "configs" / "fleet-100k.yaml"
@@ -39,12 +41,14 @@ CONFIG = REPO / "configs" / "fleet-100k.yaml"
 
 class EngineMemory(threading.Thread):
     """Peak memory of every wot-fleet container (1 s period). The containers are listed until
-    two lists agree (every engine is up before ready), then only their cgroup files are read:
-    a Docker API call a second would make the daemon work on the device core during the test."""
+    every engine the runner laid out (a ``fleets/<engine>/devices.csv`` each) is found, then
+    only their cgroup files are read: a Docker API call a second would make the daemon work on
+    the device core during the test."""
 
     def __init__(self, out_root: Path) -> None:
         super().__init__(daemon=True)
         self.stop_flag = threading.Event()
+        self.out_root = out_root
         self.pinning = RunCorePin(out_root)
         self.peak: dict[str, int] = {}
 
@@ -60,9 +64,10 @@ class EngineMemory(threading.Thread):
                     found = client.containers.list(filters={"label": f"{ROLE_LABEL}=fleet"})
                 except Exception:  # noqa: BLE001 - the daemon is busy; the next sample counts
                     continue
-                now = {c.name: container_cgroup_dirs(c.id) for c in found}
-                settled = bool(now) and now.keys() == known.keys()
-                known = now
+                known = {c.name: container_cgroup_dirs(c.id) for c in found}
+                laid_out = sum(len(list(RunDir(d).fleet_dir("-").parent.glob(
+                    f"*/{FLEET_DEVICES_IN}"))) for d in self.out_root.iterdir() if d.is_dir())
+                settled = laid_out > 0 and len(known) >= laid_out
             for name, dirs in known.items():
                 v = _cgroup_memory(dirs)
                 if v is not None:

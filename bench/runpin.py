@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -30,6 +31,9 @@ class RunCorePin:
             except (OSError, ValueError):
                 return   # being written: the next tick reads it
             if cores:
-                os.sched_setaffinity(0, cores)   # 0: this thread only (Linux)
+                try:
+                    os.sched_setaffinity(0, cores)   # 0: this thread only (Linux)
+                except OSError as e:   # (cores gone from this cpuset) sample on, unpinned
+                    print(f"bench: sampler not pinned to {cores}: {e}", file=sys.stderr)
                 self.cores = list(cores)
             return

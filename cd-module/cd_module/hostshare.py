@@ -148,6 +148,10 @@ def _floor_level(values: list[tuple[int, float]], quiet: dict[tuple[str, int], b
 
 
 MEDIAN_SE = float(np.sqrt(np.pi / 2))   # the median's standard error over the mean's
+# Fewer quiet windows than this: no run's own noise (the window's own sample bounds it). With
+# one, phi is 1 by construction and nothing allows for the drift between windows that real
+# clean runs show (phi 1.7-2.5, docs/VALIDATION.md): a bound too narrow to keep them clean.
+MIN_QUIET_WINDOWS = 2
 
 
 @dataclass(frozen=True)
@@ -168,8 +172,10 @@ class Noise:
     windows: int = 0
 
     def se(self, n: float, level_scale: float = 1.0) -> float:
-        """The standard error of a window's added latency per request over n requests."""
-        return float(np.sqrt(self.phi * self.sd ** 2 / n + (self.level_se * level_scale) ** 2))
+        """The standard error of a window's added latency per request over n requests. The own
+        level is a median of the quiet windows' means, so the scatter between windows that phi
+        measures inflates its error as it does the window's."""
+        return float(np.sqrt(self.phi * (self.sd ** 2 / n + (self.level_se * level_scale) ** 2)))
 
     def dof(self, quiet: bool = False) -> float:
         """The degrees of freedom of the bound's t. A window with an outside process on its
@@ -196,9 +202,9 @@ def _overdispersion(z2: list[float]) -> float:
 def sample_noise(x_q: list[np.ndarray]) -> Optional[Noise]:
     """The run's own noise of a per-request measure from its quiet windows' values (one array
     per quiet window); None with fewer than 2 values."""
-    x_q = [np.asarray(x, np.float64) for x in x_q if len(x)]
+    x_q = [np.asarray(x, np.float64) for x in x_q if len(x) >= 2]
     allx = np.concatenate(x_q) if x_q else np.zeros(0)
-    if len(allx) < 2:
+    if len(x_q) < MIN_QUIET_WINDOWS:   # one window cannot show how windows drift apart
         return None
     mu, sd = float(allx.mean()), float(allx.std(ddof=1))
     m = len(x_q)
@@ -223,7 +229,8 @@ def wait_noise(wait_ms: list[np.ndarray], requests: list[np.ndarray],
     n = np.concatenate(requests) if requests else np.zeros(0)
     sv = np.concatenate(service_ms) if service_ms else np.zeros(0)
     k, nn, ss = len(w), float(n.sum()), float(sv.sum())
-    if k < 2 or nn <= 0 or ss <= 0:
+    if k < 2 or nn <= 0 or ss <= 0 or \
+            sum(1 for nj in requests if nj.sum() > 0) < MIN_QUIET_WINDOWS:
         return None
     r = float(w.sum()) / ss
     e = w - r * sv
@@ -292,7 +299,8 @@ def _sample_source(name: str, samples: dict[str, list], per_request_of: str,
             if own is None:
                 continue
             noise_of, noise_how = _leave_one_out({w: x for w, (x, _) in enumerate(per_win)
-                                                  if quiet.get((place, w), True)}, sample_noise) \
+                                                  if quiet.get((place, w), True) and len(x) >= 2},
+                                                 sample_noise) \
                 if run_noise else ((lambda w: None), "")
             for w, (x, n) in enumerate(per_win):
                 if len(x) < 2 or n <= 0:
@@ -410,7 +418,8 @@ def r_rise(responses: Optional[pd.DataFrame], of: dict[str, str], place: str,
     if own is None:
         return {}
     noise_of, noise_how = _leave_one_out({w: x for w, x in per_win.items()
-                                          if quiet.get((place, w), True)}, sample_noise)
+                                          if quiet.get((place, w), True) and len(x) >= 2},
+                                         sample_noise)
     out = {}
     for w, x in per_win.items():
         if len(x) < 2:

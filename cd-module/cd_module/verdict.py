@@ -338,9 +338,22 @@ def _unconfirmed(evidence: EvidenceBlock) -> list[str]:
                     f"ms per request ({100 * (pw.added_share or 0):.1f} % of R, {pw.grade}), "
                     f"beyond the tolerance, but its "
                     f"{100 * evidence.params.verdict.confidence:g} % bounds "
-                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it (it "
-                    f"is within the run's own noise): not flagged")
+                    f"{pw.added_low_ms:.2f}-{pw.added_high_ms:.2f} ms do not confirm it ("
+                    f"{_uncertain_because(evidence, pw.place)}): not flagged")
     return notes
+
+
+def _uncertain_because(evidence: EvidenceBlock, place: str) -> str:
+    """Why a bound left an amount unconfirmed, by where the place's bounds' uncertainty came
+    from (its ``noise_from``: the run's own noise, the window's own sample, or both)."""
+    hs = evidence.host_share
+    src = hs.per_place[place].noise_from if hs is not None and place in hs.per_place else ""
+    own, window = "the run's own noise" in src, hostshare.WINDOW_NOISE in src
+    if window and not own:
+        return "the window's own sample is too uncertain: no quiet windows measured the run's noise"
+    if own and not window:
+        return "it is within the run's own noise"
+    return "it is within its bounds' uncertainty"
 
 
 def _unflagged_antagonists(evidence: EvidenceBlock) -> list[str]:

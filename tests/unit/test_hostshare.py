@@ -309,10 +309,20 @@ def test_an_amount_beyond_the_tolerance_that_the_bound_does_not_confirm_is_said(
     within = PlaceWindow(place="core 1", requests=200, r_ms=7.4, added_ms=0.2,
                          added_low_ms=0.0, added_high_ms=0.5, added_share=0.027,
                          grade="mild", beyond_tolerance=False)
-    block = EvidenceBlock(windows=[
-        WindowEvidence(window=0, start_s=0, end_s=10, places=[within]),
-        WindowEvidence(window=1, start_s=10, end_s=20, places=[pw])])
-    notes = _unconfirmed(block)
-    assert notes == ["10-20 s, core 1: the host added 1.46 ms per request (19.7 % of R, severe), "
-                     "beyond the tolerance, but its 95 % bounds 0.03-2.90 ms do not confirm it "
-                     "(it is within the run's own noise): not flagged"]
+    from wotbench.rundir.evidence import HostShare, PlaceShare
+
+    def block(noise_from: str) -> EvidenceBlock:
+        return EvidenceBlock(windows=[
+            WindowEvidence(window=0, start_s=0, end_s=10, places=[within]),
+            WindowEvidence(window=1, start_s=10, end_s=20, places=[pw])],
+            host_share=HostShare(tolerance="5 % of R",
+                                 per_place={"core 1": PlaceShare(noise_from=noise_from)}))
+    head = ("10-20 s, core 1: the host added 1.46 ms per request (19.7 % of R, severe), "
+            "beyond the tolerance, but its 95 % bounds 0.03-2.90 ms do not confirm it ")
+    assert _unconfirmed(block("cpu_wait: the run's own noise: 2 quiet window(s), 20 "
+                              "sub-intervals of 200 requests")) == [
+        head + "(it is within the run's own noise): not flagged"]
+    # a bound from the window's own sample is not said to be the run's noise
+    assert _unconfirmed(block(f"cpu_wait: {hostshare.WINDOW_NOISE}")) == [
+        head + "(the window's own sample is too uncertain: no quiet windows measured the run's "
+        "noise): not flagged"]

@@ -68,5 +68,8 @@ def test_the_dockerd_found_is_the_one_of_the_cells_node_and_needs_no_pidof(tmp_p
     proc(300, "dockerd", "dockerd -H unix:///var/lib/c/nodes/n3/docker.sock")
     proc(400, "python3", "python3 -m wotbench dockerd")
     assert dockerd_pid(tmp_path, sock="/var/lib/c/nodes/n2/docker.sock") == 200
+    assert dockerd_pid(tmp_path, sock="unix:///var/lib/c/nodes/n3/docker.sock") == 300
     assert dockerd_pid(tmp_path, sock="") == 300      # no node named: the newest, as pidof
+    # a node named that none of several is: not another node's daemon
+    assert dockerd_pid(tmp_path, sock="/var/lib/c/nodes/n9/docker.sock") is None
     assert dockerd_pid(tmp_path / "self", sock="") is None

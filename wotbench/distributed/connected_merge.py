@@ -136,7 +136,11 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
     code = 3 if v.status != "trustworthy" else 4 if missed or v.exit_code == 4 else 0
     verdict = s.verdict.model_copy(update={"status": v.status, "exit_code": code,
                                            "reasons": list(v.reasons) + own})
-    s = s.model_copy(update={"verdict": verdict,
+    slo = s.slo
+    if slo is not None:   # its caveat follows the run's verdict, not the merged figures' own
+        from wotbench.analysis import slo_judge as sloa
+        slo = sloa.with_verdict(slo.model_copy(update={"testbed_caveat": None}), v.status)
+    s = s.model_copy(update={"verdict": verdict, "slo": slo,
                              "run": s.run.model_copy(update={"backend": "swarm"})})
     RunDir(merged).write_summary(s)
     try:   # again: its banner shows the run's verdict, not the merged figures' own

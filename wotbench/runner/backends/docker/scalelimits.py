@@ -52,7 +52,8 @@ def dockerd_pid(proc: Path = Path("/proc"), sock: Optional[str] = None) -> Optio
     """The Docker daemon's pid on this host (None: not running here). Read from /proc (a
     cluster cell's image has no pidof); where several run (the emulated cluster's nodes share
     the host's pids), the one started with the node's socket ``sock`` (default: $WB_SOCK, the
-    cell's node's), else the newest, as pidof gave."""
+    cell's node's; None when several run and none is that one), else the newest, as pidof
+    gave."""
     sock = sock if sock is not None else os.environ.get("WB_SOCK", "")
     found = []
     for d in proc.iterdir():
@@ -63,7 +64,10 @@ def dockerd_pid(proc: Path = Path("/proc"), sock: Optional[str] = None) -> Optio
                 found.append((int(d.name), (d / "cmdline").read_bytes().replace(b"\0", b" ")))
         except OSError:
             continue   # (it exited meanwhile)
+    sock = sock.removeprefix("unix://")   # DOCKER_HOST form; dockerd's -H may give either
     mine = [pid for pid, cmd in found if sock and sock.encode() in cmd]
+    if sock and not mine and len(found) > 1:
+        return None   # another node's daemon would size the engines by the wrong limit
     return (mine or sorted(pid for pid, _ in found)[-1:] or [None])[0]
 
 
