@@ -195,27 +195,31 @@ def test_ge_blockwise_against_fleet(ge_asan_bin, fleet_asan_bin, tmp_path, bs):
 # ------------------------------------------------------------------------------- impairments
 
 
-def _sequential_nons(addr, n: int, wait_s: float = 0.05) -> list[bool]:
-    """n NON GETs of r0, one after the other: which were answered."""
+def _sequential_nons(addr, n: int, wait_s: float = 0.05, drain_s: float = 2.0) -> list[bool]:
+    """n NON GETs of r0, one after the other (each sent after the previous one's answer or
+    ``wait_s``, so they arrive in order): which were answered. An answer later than ``wait_s``
+    (a loaded host) still counts, read in a final ``drain_s``: the model drops a request, it
+    does not delay one."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("127.0.0.1", 0))
     s.settimeout(wait_s)
-    got = []
+    answered: set[bytes] = set()
     for k in range(n):
         tok = k.to_bytes(2, "big")
         s.sendto(encode(NON, GET, 1000 + k, tok, "r0"), addr)
-        ok = False
         try:
-            while True:
-                m = decode(s.recvfrom(2048)[0])
-                if m["token"] == tok:
-                    ok = True
-                    break
+            while tok not in answered:
+                answered.add(decode(s.recvfrom(2048)[0])["token"])
         except socket.timeout:
             pass
-        got.append(ok)
+    s.settimeout(drain_s)
+    try:
+        while True:
+            answered.add(decode(s.recvfrom(2048)[0])["token"])
+    except socket.timeout:
+        pass
     s.close()
-    return got
+    return [k.to_bytes(2, "big") in answered for k in range(n)]
 
 
 def test_impairment_is_wot_devices_model(device_bin, fleet_asan_bin, tmp_path):

@@ -135,7 +135,7 @@ def test_wotbench_report_of_a_connected_merged_directory_draws_the_connected_rep
     """A connected run across hosts keeps cluster.json (for sweeps and capacity) beside its
     connected files: `wotbench report` must draw the connected report, not the CoAP merged one
     (which needs requests.csv). A single-host run's directory with the two files a connected
-    coordinator adds stands in for one (the real one: tests/cluster/test_connected_cells.py)."""
+    coordinator adds stands in for one (the real one: tests/cluster/test_cluster_connected_cells.py)."""
     cfg = small_config(tmp_path)
     r = run(cfg, tmp_path / "r")
     assert r.returncode in (0, 3), r.stdout + r.stderr
