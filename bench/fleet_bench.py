@@ -65,8 +65,8 @@ class EngineMemory(threading.Thread):
                 except Exception:  # noqa: BLE001 - the daemon is busy; the next sample counts
                     continue
                 known = {c.name: container_cgroup_dirs(c.id) for c in found}
-                laid_out = sum(len(list(RunDir(d).fleet_dir("-").parent.glob(
-                    f"*/{FLEET_DEVICES_IN}"))) for d in self.out_root.iterdir() if d.is_dir())
+                laid_out = sum(len(list(RunDir(d).fleets_dir.glob(f"*/{FLEET_DEVICES_IN}")))
+                               for d in self.out_root.iterdir() if d.is_dir())
                 settled = laid_out > 0 and len(known) >= laid_out
             for name, dirs in known.items():
                 v = _cgroup_memory(dirs)

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from wotbench.rundir import RunDir
+
 
 class RunCorePin:
     def __init__(self, out_root: Optional[Path]) -> None:
@@ -25,7 +27,9 @@ class RunCorePin:
         """Pin the calling thread to the run's OS cores as soon as its plan names them."""
         if self.cores is not None or self.out_root is None:
             return
-        for plan in self.out_root.glob("*/plan.json"):
+        for plan in (RunDir(d).plan_json for d in self.out_root.iterdir() if d.is_dir()):
+            if not plan.is_file():
+                continue
             try:
                 cores = json.loads(plan.read_text()).get("os_cores")
             except (OSError, ValueError):

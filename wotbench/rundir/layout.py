@@ -141,10 +141,15 @@ class RunDir:
         """Created by wot-device once its CoAP endpoint listens."""
         return self.device_dir(device) / "ready"
 
+    @property
+    def fleets_dir(self) -> Path:
+        """Where every wot-fleet engine's directory is (:meth:`fleet_dir`)."""
+        return self.path / "fleets"
+
     def fleet_dir(self, fleet: str) -> Path:
         """A wot-fleet engine's directory (CONTRACTS §3b): its devices file (input), ``ready``,
         ``fleet-log-<loop>.csv``, ``fleet-devices.csv``, ``fleet-summary.json``."""
-        return self.path / "fleets" / fleet
+        return self.fleets_dir / fleet
 
     def fleet_devices_file(self, fleet: str) -> Path:
         """What the engine hosts, written by the runner (wotbench.rundir.fleet_files)."""
