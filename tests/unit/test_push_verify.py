@@ -49,21 +49,38 @@ async def _register(port: int, names: list[str]) -> None:
         await ctx.shutdown()
 
 
-@pytest.mark.skipif(not RD_BIN.exists(), reason="aiocoap-rd is not in the venv")
-def test_lookup_counts_and_names_the_missing_device(tmp_path):
-    port = _port()
-    rd = subprocess.Popen([str(RD_BIN), "--bind", f"127.0.0.1:{port}"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        cfg = _cfg(tmp_path, f"127.0.0.1:{port}")
+def _start_rd(tmp_path) -> tuple[subprocess.Popen, int]:
+    """aiocoap-rd on a free port. The port is free when _port() returns, but another process
+    (a parallel test's client socket) can take it before the RD binds: then the RD exits at
+    once, and it is started again on another port (its stderr says why, kept per attempt)."""
+    errors = []
+    for attempt in range(3):
+        port = _port()
+        err = tmp_path / f"rd-{attempt}.err"
+        rd = subprocess.Popen([str(RD_BIN), "--bind", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=err.open("wb"))
         deadline = time.monotonic() + 15
         while True:
             try:
                 asyncio.run(asyncio.wait_for(_register(port, ["s-0", "s-2"]), 5))
-                break
+                return rd, port
             except Exception:
-                assert time.monotonic() < deadline and rd.poll() is None, "aiocoap-rd did not start"
+                if rd.poll() is not None:
+                    errors.append(err.read_text()[-300:])
+                    break
+                if time.monotonic() >= deadline:
+                    rd.terminate()
+                    rd.wait(10)
+                    raise AssertionError("aiocoap-rd did not answer within 15 s")
                 time.sleep(0.2)
+    raise AssertionError(f"aiocoap-rd exited at start three times: {errors}")
+
+
+@pytest.mark.skipif(not RD_BIN.exists(), reason="aiocoap-rd is not in the venv")
+def test_lookup_counts_and_names_the_missing_device(tmp_path):
+    rd, port = _start_rd(tmp_path)
+    try:
+        cfg = _cfg(tmp_path, f"127.0.0.1:{port}")
         [v] = push_verify.verify(cfg)
         assert (v.expected, v.found, v.missing) == (3, 2, ["s-1"])
         assert v.answers == {f"127.0.0.1:{port}": "2.05"}
