@@ -34,6 +34,7 @@ class Smoke:
     needs: tuple[str, ...] = ()            # programs on PATH; "docker": a daemon that answers
     args: tuple[str, ...] = ()             # beyond --smoke
     na_rows: tuple[str, ...] = field(default=())   # rows that must print n/a (a forced failure)
+    long: bool = False                     # 12 s or more: make test-long's, to keep make test near 10 min
 
     @property
     def id(self) -> str:
@@ -93,13 +94,13 @@ SMOKES = [
           needs=("docker",)),
     Smoke("fleet_fidelity_bench.py", (r"^\| 10 sleep \| process #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
                                       r"^\| 10 sleep \| fleet #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
-                                      r"^\| 10 sleep \| fleet \| 1 \| [\d.]+ / ")),
+                                      r"^\| 10 sleep \| fleet \| 1 \| [\d.]+ / "), long=True),
     Smoke("fleet_cluster_bench.py", (r"^\| 1000000 \| 4 nodes, 17 GEs per cell \| wotbench check exit 0: OK",)),
     Smoke("fleet_rd_bench.py", (r"^  devices 300 in 1 engines, test [\d.]+ s, verdict [a-z_]+, failures 0, lost in the testbed 0",
                                 rf"^  register: 300 due \(\d+/s offered\), 300 sent, outcomes \{{'ok': 300\}}",
                                 rf"^  engines' send lag \(test sends\): p50 {NUM} µs",
                                 r"^  gave up first: "),
-          needs=("coap-server-notls",)),
+          needs=("coap-server-notls",), long=True),
     Smoke("connected_bench.py", (r"^attach: every device attached after [\d.]+ s \(300 devices",
                                  rf"^host memory per attached device: {NUM} KiB",
                                  r"^  testbed-attributed connection losses: 0$",
@@ -110,10 +111,10 @@ SMOKES = [
           needs=("nginx",)),
     Smoke("scale_bench.py", (r"^\| 4 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| \d+ \| \d+ \| .* \| [a-z_]+ \| "
                                r"[\d.]+ \| [\d.]+ \| none \| .* \| [034] \|$",),
-          needs=("docker",)),
+          needs=("docker",), long=True),
     Smoke("faults_bench.py", (r"^\| GE killed \| `docker kill` of ge-0 1 s into the test \| FAILURE ge-0: "
                               r".*\| 3 \| 0 containers, 0 networks, 0 processes \| .*GE request rows",),
-          needs=("docker",)),
+          needs=("docker",), long=True),
 ]
 
 
@@ -149,7 +150,8 @@ def bench_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.mark.parametrize("smoke", SMOKES, ids=lambda s: s.id)
+@pytest.mark.parametrize("smoke", [pytest.param(s, marks=[pytest.mark.long] if s.long else [])
+                                   for s in SMOKES], ids=lambda s: s.id)
 def test_bench_smoke(smoke: Smoke, bench_tmp):
     missing = _missing(smoke.needs)
     if missing:

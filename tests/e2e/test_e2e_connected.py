@@ -88,6 +88,7 @@ def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
     assert (d / "run.json").is_file()
 
 
+@pytest.mark.long
 def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path):
     cfg = small_config(tmp_path)
     r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "sweep", str(cfg),
@@ -105,6 +106,7 @@ def test_a_sweep_over_the_number_of_devices_gives_a_curve_with_repeats(tmp_path)
     assert (sweep / "report.html").is_file()
 
 
+@pytest.mark.long
 def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path):
     """Two settings of the attached devices, each judged by its RPCs' p95 round trip (an SLO
     one setting meets) on a faithful host: the answer states the testbed's share."""
@@ -131,6 +133,7 @@ def test_capacity_of_a_connected_config_judges_the_rpcs_against_an_slo(tmp_path)
         assert res["outcome"]["kind"] in ("host", "inconclusive"), res["conclusion"]
 
 
+@pytest.mark.long
 def test_wotbench_report_of_a_connected_merged_directory_draws_the_connected_report(tmp_path):
     """A connected run across hosts keeps cluster.json (for sweeps and capacity) beside its
     connected files: `wotbench report` must draw the connected report, not the CoAP merged one

@@ -32,6 +32,7 @@ why = _missing()
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
 
 
+@pytest.mark.long
 def test_rpcs_through_webdis_are_matched_by_the_id_in_the_path(tmp_path):
     tmp_path.chmod(0o755)
     c = yaml.safe_load((ROOT / "configs" / "attached-devices-webdis.yaml").read_text())

@@ -29,6 +29,7 @@ def _trace(path) -> tuple[int, int]:
     return len(rows), len(set(rows))
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("backend", [pytest.param("docker", marks=pytest.mark.docker), "process"])
 def test_2000_devices_in_one_engine(harness, tmp_path, backend):
     h = harness("fleet-2k.yaml", "--backend", backend)
