@@ -120,3 +120,28 @@ def test_resolution_merges_flagged_windows_and_measures_the_errors():
     assert compare([], (5.0, 9.0))["covered"] == 0.0
     assert compare([(0, 2)], None) == {"onset_err_s": None, "end_err_s": None, "covered": None,
                                        "outside_s": 2}
+
+
+def test_the_amount_net_of_the_twins_own_is_a_separate_reading_not_the_target():
+    # the run's amount 1.5 ms against an inflation of 1.0 (+50 %: outside ±25 %); the twin's own
+    # amount in that window 0.4 ms: net 1.1 ms (+10 %: inside). The target keeps the raw figure.
+    w = _w("a", 1.0, True, 1.5, True)
+    w.twin_added_ms = 0.4
+    no_twin = _w("a", 2.0, True, 2.0, True)        # no twin amount: not in the net reading
+    c = graded.confusion([w, no_twin])
+    assert c["added_within_25"] == pytest.approx(0.5)
+    assert c["net_of_twin_within_25"] == pytest.approx(1.0)
+    text = graded.render(graded.score([w, no_twin], []))
+    assert text.splitlines()[2].endswith("| 100 % |")
+
+
+def test_episode_share_and_the_devices_amount_of_a_window():
+    from types import SimpleNamespace as P
+    assert graded.episode_share((15.0, 25.0), 10.0, 20.0) == pytest.approx(0.5)
+    assert graded.episode_share((15.0, 25.0), 30.0, 40.0) == 0.0
+    assert graded.episode_share(None, 0.0, 10.0) == 0.0
+    places = [P(place="core1", requests=300, added_ms=1.0), P(place="core1b", requests=100,
+              added_ms=3.0), P(place="ge-0", requests=999, added_ms=9.0),
+              P(place="core0", requests=50, added_ms=None)]
+    assert graded._devices_added(places, {"core1", "core1b", "core0"}) == pytest.approx(1.5)
+    assert graded._devices_added(places, {"nowhere"}) is None

@@ -52,6 +52,11 @@ class WindowScore:
     flagged: bool                 # the verdict: beyond the tolerance in this window
     added_ms: Optional[float]     # the verdict's amount (the devices' places, request-weighted)
     named: Optional[bool]         # flagged in the episode: the antagonist named (None: n/a)
+    # For reading the amount's error (issue 31, cause 3), not for any target: the twin's own
+    # amount in the same window (the truth is run minus twin, and the twin's R holds the host's
+    # small share of the clean run too), and the share of the window the episode covered.
+    twin_added_ms: Optional[float] = None
+    episode_share: float = 0.0
     # why the window is not scored: no paired request, or the twin's own verdict flagged it
     # (a contended twin is no ground truth: its R is inflated too)
     not_scored: Optional[str] = None
@@ -134,6 +139,8 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
                                                if p.startswith("core") or p == "devices"}
     flagged_text = {fw.start_s: " ".join(fw.evidence) for fw in s.contention.flagged_windows}
     twin_ev = RunDir(twin_dir).read_summary().evidence
+    twin_added = {w.start_s: _devices_added(w.places, devices) for w in
+                  (twin_ev.windows if twin_ev else [])}
     twin_flagged = {w.start_s for w in (twin_ev.windows if twin_ev else [])
                     if any(pw.beyond_tolerance for pw in w.places)}
     out = []
@@ -144,12 +151,10 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
         infl = float((sel["r_ms"] - sel["twin_r_ms"]).mean()) if n else None
         tol = v.tolerance_ms if v.tolerance_ms is not None else \
             (v.tolerance_share * twin_r if twin_r is not None else None)
-        places = [pw for pw in w.places if pw.place in devices]
-        beyond = any(pw.beyond_tolerance for pw in places)
-        req = sum(pw.requests for pw in places if pw.added_ms is not None)
-        added = (sum(pw.requests * pw.added_ms for pw in places if pw.added_ms is not None) / req
-                 if req else None)
+        beyond = any(pw.beyond_tolerance for pw in w.places if pw.place in devices)
+        added = _devices_added(w.places, devices)
         in_ep = episode is not None and episode[0] < w.end_s and episode[1] > w.start_s
+        covered = episode_share(episode, w.start_s, w.end_s)
         named = None
         if beyond and in_ep:
             text = flagged_text.get(w.start_s, "")
@@ -163,8 +168,23 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
             start_s=w.start_s, end_s=w.end_s, in_episode=in_ep, requests=n, twin_r_ms=twin_r,
             inflation_ms=infl, tolerance_ms=tol,
             inflated=None if why else bool(infl > tol),
-            flagged=beyond, added_ms=added, named=named, not_scored=why))
+            flagged=beyond, added_ms=added, named=named, not_scored=why,
+            twin_added_ms=twin_added.get(w.start_s), episode_share=round(covered, 3)))
     return out
+
+
+def episode_share(episode: Optional[tuple[float, float]], start_s: float, end_s: float) -> float:
+    """The share of the window [start_s, end_s) the antagonist's episode covered."""
+    if episode is None or end_s <= start_s:
+        return 0.0
+    return max(0.0, min(episode[1], end_s) - max(episode[0], start_s)) / (end_s - start_s)
+
+
+def _devices_added(places, devices: set[str]) -> Optional[float]:
+    """The amount over the devices' places of a window, weighted by their requests."""
+    mine = [pw for pw in places if pw.place in devices and pw.added_ms is not None]
+    req = sum(pw.requests for pw in mine)
+    return sum(pw.requests * pw.added_ms for pw in mine) / req if req else None
 
 
 # --------------------------------------------------------------------------- scoring
@@ -184,6 +204,10 @@ def confusion(scores: Iterable[WindowScore]) -> dict[str, Any]:
     tn = sum((not s.flagged) and not s.inflated for s in sc)
     errs = [(s.added_ms - s.inflation_ms) / s.inflation_ms for s in sc
             if s.inflated and s.added_ms is not None and s.inflation_ms]
+    # a reading aid, not the target: the run's amount less the twin's own, against run - twin
+    net = [(s.added_ms - s.twin_added_ms - s.inflation_ms) / s.inflation_ms for s in sc
+           if s.inflated and s.added_ms is not None and s.twin_added_ms is not None
+           and s.inflation_ms]
     named = [s.named for s in scores if s.named is not None]
     return {"windows": len(sc), "not_scored": len(scores) - len(sc),
             "tp": tp, "fn": fn, "fp": fp, "tn": tn,
@@ -191,6 +215,8 @@ def confusion(scores: Iterable[WindowScore]) -> dict[str, Any]:
             "added_rel_err_median": float(np.median(errs)) if errs else None,
             "added_within_25": _rate(sum(abs(e) <= TARGETS["added_within"] for e in errs),
                                      len(errs)),
+            "net_of_twin_within_25": _rate(sum(abs(e) <= TARGETS["added_within"] for e in net),
+                                           len(net)),
             "named": _rate(sum(named), len(named)), "named_of": len(named)}
 
 
@@ -231,14 +257,15 @@ def _pct(x: Optional[float]) -> str:
 def render(result: dict[str, Any]) -> str:
     """The graded study's tables (markdown): per intensity, then the targets."""
     lines = ["| intensity | windows (not scored) | flagged & inflated | missed | false | clear "
-             "| detected | false rate | added within ±25 % | median error | named |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| detected | false rate | added within ±25 % | median error | named "
+             "| net of the twin's own within ±25 % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, c in result["per_intensity"].items():
         err = "—" if c["added_rel_err_median"] is None else f"{100 * c['added_rel_err_median']:+.0f} %"
         lines.append(f"| {k} | {c['windows']} ({c['not_scored']}) | {c['tp']} | {c['fn']} | {c['fp']} | {c['tn']} | "
                      f"{_pct(c['detected'])} | {_pct(c['false_rate'])} | "
                      f"{_pct(c['added_within_25'])} | {err} | {_pct(c['named'])} "
-                     f"({c['named_of']}) |")
+                     f"({c['named_of']}) | {_pct(c['net_of_twin_within_25'])} |")
     m, met = result["measured"], result["met"]
     word = {True: "yes", False: "no", None: "not measured"}
     cl = result["clean"]
