@@ -107,7 +107,7 @@ def test_a_clean_run_is_a_full_run_directory_with_the_connected_figures(tmp_path
     back = rd.read_summary()                      # summary.json validates as every run's does
     assert back.verdict.status == "trustworthy", back.verdict.reasons
     c = back.connected
-    assert c.rpc.outcomes == {"ok": 198, "timeout": 3, "rejected": 0, "lost": 0}
+    assert c.rpc.outcomes == {"ok": 198, "timeout": 3, "rejected": 0, "lost": 0, "overflow": 0}
     # 7: the device got it but never replied; 9: the device replied, the reply never came;
     # 200: never reached a device — each attributed
     assert c.rpc.replied_not_received == 1 and c.rpc.not_delivered == 1
