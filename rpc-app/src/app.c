@@ -211,7 +211,8 @@ static void end_rpc(struct ra_app *a, uint32_t i, uint8_t outcome, uint64_t now)
         rearm(ai);
     } else {
         a->state = AS_THINK;
-        set_timer(ai, now + think_ns());
+        a->due_ns = now + think_ns();
+        set_timer(ai, a->due_ns);
     }
 }
 
@@ -572,7 +573,7 @@ int ra_run(const struct ra_config *c) {
         /* closed loop: the first RPC of each application at a uniform point of one think
          * interval after the start, so the load does not begin with all applications at once */
         if (!open_loop())
-            set_timer(i, c->start_ns + rnd() % (think_ns() + 1));
+            set_timer(i, G.apps[i].due_ns = c->start_ns + rnd() % (think_ns() + 1));
     }
     uint64_t t_stop = c->start_ns + c->duration_ns;
     uint64_t t_end = t_stop + timeout_ns();
@@ -644,10 +645,15 @@ int ra_run(const struct ra_config *c) {
                     end_rpc(a, 0, RO_TIMEOUT, now);
                 if (a->npend && a->heap_pos == NIL)
                     rearm(ai);
+            } else if (!open_loop() && a->state == AS_THINK && a->nresp && at < t_stop) {
+                /* the reply came before the server's response to its request: a closed-loop
+                 * application keeps one request in flight, so it waits for that response
+                 * (this wait counts in its send lag: the schedule stays due_ns) */
+                set_timer(ai, now + 1000000ULL);
             } else if (!open_loop() && a->state == AS_THINK && at < t_stop) {
-                send_rpc(a, at);
+                send_rpc(a, a->due_ns);
             } else if (!open_loop() && a->state == AS_CONNECTING && at < t_stop) {
-                set_timer(ai, now + 100000000ULL);     /* not connected yet */
+                set_timer(ai, a->due_ns = now + 100000000ULL);     /* not connected yet */
             }
             now = (uint64_t)mono_ns();
         }

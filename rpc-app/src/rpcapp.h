@@ -43,6 +43,7 @@ struct ra_app {
     uint32_t events, seq;
     uint32_t heap_pos;           /* in the timer heap, UINT32_MAX = not armed */
     uint64_t wake_ns;            /* end of think time, or the oldest pending RPC's timeout */
+    uint64_t due_ns;             /* closed loop: its next RPC's scheduled time */
     uint32_t *pend;              /* rows of its RPCs not ended yet, in send order (<= window) */
     uint32_t *resp;              /* ring: rows whose HTTP response has not come (<= window) */
     uint16_t npend, nresp, resp_head;
