@@ -1,6 +1,6 @@
 /* app.c - wot-rpcapp's event loop (rpcapp.h): the applications' keep-alive POST connections,
- * the WebSocket reply subscriptions (wslay), think/timeout timers in a min-heap behind one
- * absolute timerfd, every RPC a preallocated row. */
+ * the WebSocket reply subscriptions (wslay), think/timeout timers in a min-heap and the
+ * open-loop schedule behind one absolute timerfd, every RPC a preallocated row. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -32,6 +32,8 @@ static struct {
     size_t nrows;
     uint32_t *heap;                /* application indices, keyed by their wake_ns */
     uint32_t hn;
+    uint32_t *slots;               /* every application's pend[] and resp[] (window each) */
+    uint64_t next_arrival, t_stop; /* open loop: the next scheduled RPC */
     int ep, tfd;
     uint64_t rng, armed;
     struct ra_stats st;
@@ -95,6 +97,19 @@ static void set_timer(uint32_t ai, uint64_t at) {
     }
 }
 
+static void heap_remove(uint32_t ai) {
+    uint32_t pos = G.apps[ai].heap_pos;
+    if (pos == NIL)
+        return;
+    G.apps[ai].heap_pos = NIL;
+    if (--G.hn == pos)
+        return;
+    uint32_t moved = G.heap[G.hn];
+    heap_place(pos, moved);
+    sift_up(pos);
+    sift_down(G.apps[moved].heap_pos);
+}
+
 static uint32_t heap_pop(void) {
     uint32_t top = G.heap[0];
     G.apps[top].heap_pos = NIL;
@@ -105,8 +120,14 @@ static uint32_t heap_pop(void) {
     return top;
 }
 
+static int open_loop(void) {
+    return G.cfg->rate > 0;
+}
+
 static void arm(void) {
     uint64_t next = G.hn ? G.apps[G.heap[0]].wake_ns : 0;
+    if (open_loop() && G.next_arrival < G.t_stop && (!next || G.next_arrival < next))
+        next = G.next_arrival;
     if (next == G.armed)
         return;
     struct itimerspec its = {.it_value = ns_to_timespec((int64_t)next)};
@@ -146,29 +167,62 @@ static int tcp_connect(void) {
 
 /* ---- applications ---- */
 
+/* uniform in (0, 1] */
+static double unit(void) {
+    return (double)((rnd() >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+/* open loop: the time to the next scheduled RPC */
+static uint64_t gap_ns(void) {
+    double mean = 1e9 / G.cfg->rate;
+    return (uint64_t)(G.cfg->arrival == ARR_CONSTANT ? mean : -log(unit()) * mean);
+}
+
 static uint64_t think_ns(void) {
     const struct ra_config *c = G.cfg;
     uint64_t span = (uint64_t)(c->think_max_ms - c->think_min_ms) * 1000000ULL;
     return (uint64_t)c->think_min_ms * 1000000ULL + (span ? rnd() % (span + 1) : 0);
 }
 
-static void end_rpc(struct ra_app *a, uint8_t outcome, uint64_t now) {
-    if (a->row == NIL)
-        return;
-    struct ra_row *r = &G.rows[a->row];
+static uint64_t timeout_ns(void) {
+    return (uint64_t)G.cfg->timeout_ms * 1000000ULL;
+}
+
+/* open loop: the application's timer is its oldest pending RPC's timeout, or none */
+static void rearm(uint32_t ai) {
+    struct ra_app *a = &G.apps[ai];
+    if (a->npend)
+        set_timer(ai, G.rows[a->pend[0]].send_ns + timeout_ns());
+    else
+        heap_remove(ai);
+}
+
+/* the application's i-th pending RPC ends: its one outcome */
+static void end_rpc(struct ra_app *a, uint32_t i, uint8_t outcome, uint64_t now) {
+    uint32_t ai = (uint32_t)(a - G.apps);
+    struct ra_row *r = &G.rows[a->pend[i]];
     r->outcome = outcome;
     if (outcome == RO_OK)
         r->reply_ns = now;
     G.st.outcome[outcome]++;
-    a->row = NIL;
-    a->seq++;
-    a->state = AS_THINK;
-    set_timer((uint32_t)(a - G.apps), now + think_ns());
+    memmove(a->pend + i, a->pend + i + 1, (size_t)(a->npend - i - 1) * sizeof *a->pend);
+    a->npend--;
+    if (open_loop()) {
+        rearm(ai);
+    } else {
+        a->state = AS_THINK;
+        a->due_ns = now + think_ns();
+        set_timer(ai, a->due_ns);
+    }
 }
 
 static void app_down(struct ra_app *a, uint64_t now) {
     G.st.app_disconnects++;
-    end_rpc(a, RO_LOST, now);
+    while (a->npend)
+        end_rpc(a, 0, RO_LOST, now);
+    a->nresp = a->resp_head = 0;
+    a->body_left = 0;
+    a->hlen = 0;
     if (a->fd >= 0)
         close(a->fd);
     a->fd = -1;
@@ -184,16 +238,40 @@ static size_t fill_id(char *out, size_t cap, const char *t, const char *id) {
     return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
+/* a uniformly chosen id of the devices it calls (a cell: only its own devices' ranges) */
+static uint32_t pick_device(void) {
+    const struct ra_config *c = G.cfg;
+    uint32_t k = (uint32_t)(rnd() % c->dev_count), i = 0;
+    while (k >= c->range_count[i])
+        k -= c->range_count[i++];
+    return c->range_first[i] + k;
+}
+
+/* one RPC scheduled at sched: a row, sent now unless the application cannot take it */
 static void send_rpc(struct ra_app *a, uint64_t sched) {
     const struct ra_config *c = G.cfg;
     uint32_t ai = (uint32_t)(a - G.apps);
     if (G.nrows >= c->max_rows) {
-        a->state = AS_DOWN;        /* out of rows: this application stops (counted in summary) */
+        if (!open_loop())
+            a->state = AS_DOWN;    /* out of rows: this application stops (counted in summary) */
         return;
     }
-    uint32_t dev = c->dev_first + (uint32_t)(rnd() % c->dev_count);
+    uint32_t dev = pick_device(), ri = (uint32_t)G.nrows++;
+    struct ra_row *r = &G.rows[ri];
+    *r = (struct ra_row){.sched_ns = sched, .app = ai, .seq = a->seq++, .device = dev};
+    if (a->fd < 0 || a->state == AS_CONNECTING || a->state == AS_DOWN) {
+        r->outcome = RO_LOST;      /* open loop: its connection is not up, never sent */
+        G.st.outcome[RO_LOST]++;
+        G.st.unsent_down++;
+        return;
+    }
+    if (a->npend >= c->window || a->nresp >= c->window) {
+        r->outcome = RO_OVERFLOW;  /* open loop: window RPCs already outstanding, never sent */
+        G.st.outcome[RO_OVERFLOW]++;
+        return;
+    }
     char id[32], body[4096], fmt[256], path[256], idh[96] = "";
-    snprintf(id, sizeof id, "%u-%u", c->first_app + ai, a->seq);
+    snprintf(id, sizeof id, "%u-%u", c->first_app + ai, r->seq);
     /* the id where the config puts it: the body template's or the path's {id}, or a header */
     size_t blen = fill_id(body, sizeof body, c->body, id);
     snprintf(fmt, sizeof fmt, c->rpc_path, dev);
@@ -210,20 +288,32 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
                       "text/plain\r\n%sContent-Length: %zu\r\n\r\n", c->method, path,
                       c->host, idh, blen);
     }
-    struct ra_row *r = &G.rows[G.nrows];
-    *r = (struct ra_row){.sched_ns = sched, .app = ai, .seq = a->seq, .device = dev};
-    a->row = (uint32_t)G.nrows++;
+    a->pend[a->npend++] = ri;
+    a->resp[(a->resp_head + a->nresp++) % c->window] = ri;
     struct iovec iov[2] = {{G.tx, (size_t)hn}, {body, blen}};
     r->send_ns = (uint64_t)mono_ns();
     ssize_t n = writev(a->fd, iov, 2);
     G.st.sent++;
-    if (n != (ssize_t)(hn + (int)blen)) {   /* a small POST on an idle connection goes whole */
+    if (n != (ssize_t)(hn + (int)blen)) {   /* a small request goes whole unless the server
+                                               stopped reading this connection */
         app_down(a, r->send_ns);
         return;
     }
     G.st.bytes_out += (uint64_t)n;
-    a->state = AS_WAIT;
-    set_timer(ai, r->send_ns + (uint64_t)c->timeout_ms * 1000000ULL);
+    if (!open_loop()) {
+        a->state = AS_WAIT;
+        set_timer(ai, r->send_ns + timeout_ns());
+    } else if (a->npend == 1) {
+        rearm(ai);
+    }
+}
+
+/* the application's pending RPC in row ri: its index in pend[], or -1 when it has ended */
+static int pend_index(const struct ra_app *a, uint32_t ri) {
+    for (uint32_t i = 0; i < a->npend; i++)
+        if (a->pend[i] == ri)
+            return (int)i;
+    return -1;
 }
 
 /* POST responses: head (status, Content-Length), then the body skipped */
@@ -260,10 +350,14 @@ static void app_read(struct ra_app *a) {
             G.st.post_2xx++;
         if (st == 202)
             G.st.post_202++;    /* nchan: published, but no subscriber (device not attached) */
-        if (a->row != NIL) {
-            G.rows[a->row].status = (uint16_t)(st < 0 ? 0 : st);
-            if (st / 100 != 2)
-                end_rpc(a, RO_REJECTED, now);
+        if (a->nresp) {            /* responses come in request order (pipelined) */
+            uint32_t ri = a->resp[a->resp_head];
+            a->resp_head = (uint16_t)((a->resp_head + 1) % G.cfg->window);
+            a->nresp--;
+            G.rows[ri].status = (uint16_t)(st < 0 ? 0 : st);
+            int pi = st / 100 != 2 ? pend_index(a, ri) : -1;
+            if (pi >= 0)
+                end_rpc(a, (uint32_t)pi, RO_REJECTED, now);
         }
     }
 }
@@ -291,11 +385,12 @@ static void on_reply(const char *msg, size_t len) {
     app -= G.cfg->first_app;
     seq = strtoul(end + 1, &end, 10);
     struct ra_app *a = &G.apps[app];
-    if (a->row == NIL || G.rows[a->row].seq != seq) {
-        G.st.late_replies++;       /* after its timeout, or a duplicate */
-        return;
-    }
-    end_rpc(a, RO_OK, now);
+    for (uint32_t i = 0; i < a->npend; i++)
+        if (G.rows[a->pend[i]].seq == seq) {
+            end_rpc(a, i, RO_OK, now);
+            return;
+        }
+    G.st.late_replies++;           /* after its timeout, or a duplicate */
 }
 
 static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
@@ -370,7 +465,7 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         socklen_t l = sizeof err;
         getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &l);
         char path[256];
-        snprintf(path, sizeof path, G.cfg->reply_path, s->k);
+        snprintf(path, sizeof path, G.cfg->reply_path, s->k);   /* k: its global shard */
         ws_make_key(s->key, &G.rng);
         size_t n = ws_request(G.tx, sizeof G.tx, G.cfg->host, path, s->key,
                               G.cfg->reply_headers);
@@ -437,10 +532,11 @@ int ra_run(const struct ra_config *c) {
     G.subs = calloc(c->shards, sizeof *G.subs);
     G.rows = calloc(c->max_rows, sizeof *G.rows);
     G.heap = calloc(c->apps, sizeof *G.heap);
+    G.slots = calloc((size_t)c->apps * 2 * c->window, sizeof *G.slots);
     G.ep = epoll_create1(EPOLL_CLOEXEC);
     G.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     uint32_t tev = 0;
-    if (!G.apps || !G.subs || !G.rows || !G.heap || G.ep < 0 || G.tfd < 0 ||
+    if (!G.apps || !G.subs || !G.rows || !G.heap || !G.slots || G.ep < 0 || G.tfd < 0 ||
         watch(G.tfd, &tev, EPOLLIN, &G.tfd)) {
         fprintf(stderr, "wot-rpcapp: out of memory or descriptors\n");
         return 1;
@@ -453,7 +549,7 @@ int ra_run(const struct ra_config *c) {
     }
     for (uint32_t k = 0; k < c->shards; k++) {
         struct ra_sub *s = &G.subs[k];
-        s->k = k;
+        s->k = c->first_shard + k;
         s->fd = tcp_connect();
         s->state = AS_CONNECTING;
         if (s->fd < 0 || watch(s->fd, &s->events, EPOLLOUT, s)) {
@@ -464,8 +560,9 @@ int ra_run(const struct ra_config *c) {
     }
     for (uint32_t i = 0; i < c->apps; i++) {
         struct ra_app *a = &G.apps[i];
-        a->row = NIL;
         a->heap_pos = NIL;
+        a->pend = G.slots + (size_t)i * 2 * c->window;
+        a->resp = a->pend + c->window;
         a->fd = tcp_connect();
         a->state = AS_CONNECTING;
         if (a->fd < 0 || watch(a->fd, &a->events, EPOLLOUT, a)) {
@@ -473,12 +570,17 @@ int ra_run(const struct ra_config *c) {
                     "descriptor limit or use --source)\n", i, strerror(errno));
             return 1;
         }
-        /* the first RPC of each application at a uniform point of one think interval after
-         * the start, so the load does not begin with all applications at once */
-        set_timer(i, c->start_ns + rnd() % (think_ns() + 1));
+        /* closed loop: the first RPC of each application at a uniform point of one think
+         * interval after the start, so the load does not begin with all applications at once */
+        if (!open_loop())
+            set_timer(i, G.apps[i].due_ns = c->start_ns + rnd() % (think_ns() + 1));
     }
     uint64_t t_stop = c->start_ns + c->duration_ns;
-    uint64_t t_end = t_stop + (uint64_t)c->timeout_ms * 1000000ULL;
+    uint64_t t_end = t_stop + timeout_ns();
+    G.t_stop = t_stop;
+    if (open_loop())   /* constant: a random phase, so cells started together do not align */
+        G.next_arrival = c->start_ns + (c->arrival == ARR_CONSTANT
+                                            ? (uint64_t)(unit() * 1e9 / c->rate) : gap_ns());
     struct epoll_event ev[EP_EVENTS];
     int ready_note = 0;
     for (;;) {
@@ -524,24 +626,41 @@ int ra_run(const struct ra_config *c) {
             fprintf(stderr, "wot-rpcapp: %u reply subscriptions open\n", c->shards);
         }
         now = (uint64_t)mono_ns();
+        /* open loop: every RPC due by now, each stamped with its scheduled time, to a
+         * uniformly chosen application (each then sees a Poisson stream of rate/apps) */
+        while (open_loop() && G.next_arrival <= now && G.next_arrival < t_stop && !ra_stop) {
+            uint64_t at = G.next_arrival;
+            G.next_arrival += gap_ns();
+            send_rpc(&G.apps[rnd() % c->apps], at);
+            now = (uint64_t)mono_ns();
+        }
         while (G.hn && G.apps[G.heap[0]].wake_ns <= now) {
             uint32_t ai = heap_pop();
             struct ra_app *a = &G.apps[ai];
             uint64_t at = a->wake_ns;
             if (a->fd < 0)
                 continue;
-            if (a->state == AS_WAIT)
-                end_rpc(a, RO_TIMEOUT, now);
-            else if (a->state == AS_THINK && at < t_stop)
-                send_rpc(a, at);
-            else if (a->state == AS_CONNECTING && at < t_stop)
-                set_timer(ai, now + 100000000ULL);     /* not connected yet */
+            if (a->npend) {            /* a timeout: the oldest pending RPCs that are due */
+                while (a->npend && G.rows[a->pend[0]].send_ns + timeout_ns() <= now)
+                    end_rpc(a, 0, RO_TIMEOUT, now);
+                if (a->npend && a->heap_pos == NIL)
+                    rearm(ai);
+            } else if (!open_loop() && a->state == AS_THINK && a->nresp && at < t_stop) {
+                /* the reply came before the server's response to its request: a closed-loop
+                 * application keeps one request in flight, so it waits for that response
+                 * (this wait counts in its send lag: the schedule stays due_ns) */
+                set_timer(ai, now + 1000000ULL);
+            } else if (!open_loop() && a->state == AS_THINK && at < t_stop) {
+                send_rpc(a, a->due_ns);
+            } else if (!open_loop() && a->state == AS_CONNECTING && at < t_stop) {
+                set_timer(ai, a->due_ns = now + 100000000ULL);     /* not connected yet */
+            }
             now = (uint64_t)mono_ns();
         }
     }
     for (uint32_t i = 0; i < c->apps; i++)
-        if (G.apps[i].row != NIL)
-            end_rpc(&G.apps[i], RO_TIMEOUT, (uint64_t)mono_ns());
+        while (G.apps[i].npend)
+            end_rpc(&G.apps[i], 0, RO_TIMEOUT, (uint64_t)mono_ns());
     return write_outputs(t_end);
 }
 
@@ -552,7 +671,8 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static const char *const outcome_name[RO_N] = {"pending", "ok", "timeout", "rejected", "lost"};
+static const char *const outcome_name[RO_N] = {"pending", "ok", "timeout", "rejected", "lost",
+                                               "overflow"};
 
 static void pct(FILE *fp, const char *key, uint64_t *v, size_t n) {
     fprintf(fp, ", \"%s\": ", key);
@@ -581,19 +701,24 @@ static int write_outputs(uint64_t t_end) {
     }
     fputs("app,id,device,sched_ns,send_ns,reply_ns,status,outcome\n", fp);
     uint64_t *lat = calloc(G.nrows + 1, sizeof *lat), *lag = calloc(G.nrows + 1, sizeof *lag);
-    size_t nl = 0, ng = 0;
+    size_t nl = 0, ng = 0, nlag = 0;
     uint64_t warm_end = c->start_ns + c->warmup_ns;
     for (size_t i = 0; i < G.nrows; i++) {
         const struct ra_row *r = &G.rows[i];
         uint32_t app = c->first_app + r->app;   /* the global id (cells: first_app) */
-        fprintf(fp, "%u,%u-%u,%u,%llu,%llu,", app, app, r->seq, r->device,
-                (unsigned long long)r->sched_ns, (unsigned long long)r->send_ns);
+        fprintf(fp, "%u,%u-%u,%u,%llu,", app, app, r->seq, r->device,
+                (unsigned long long)r->sched_ns);
+        if (r->send_ns)            /* empty: never sent (overflow, or its connection down) */
+            fprintf(fp, "%llu", (unsigned long long)r->send_ns);
+        fputc(',', fp);
         if (r->reply_ns)
             fprintf(fp, "%llu", (unsigned long long)r->reply_ns);
         fprintf(fp, ",%u,%s\n", r->status, outcome_name[r->outcome]);
         if (r->sched_ns < warm_end || !lat)
             continue;
-        lag[ng++] = r->send_ns > r->sched_ns ? r->send_ns - r->sched_ns : 0;
+        ng++;
+        if (r->send_ns)
+            lag[nlag++] = r->send_ns > r->sched_ns ? r->send_ns - r->sched_ns : 0;
         if (r->outcome == RO_OK)
             lat[nl++] = r->reply_ns - r->send_ns;
     }
@@ -610,6 +735,10 @@ static int write_outputs(uint64_t t_end) {
         fprintf(fp, ", \"%s\": %llu", outcome_name[o], (unsigned long long)G.st.outcome[o]);
     fprintf(fp, ", \"first_app\": %u, \"others\": %llu", c->first_app,
             (unsigned long long)G.st.others);
+    fprintf(fp, ", \"loop\": \"%s\", \"rate\": %.3f, \"arrival\": \"%s\", \"window\": %u, "
+            "\"unsent_down\": %llu, \"first_shard\": %u", open_loop() ? "open" : "closed",
+            c->rate, c->arrival == ARR_CONSTANT ? "constant" : "poisson", c->window,
+            (unsigned long long)G.st.unsent_down, c->first_shard);
     fprintf(fp, ", \"unmatched\": %llu, \"late_replies\": %llu, \"events_in\": %llu, "
             "\"post_2xx\": %llu, \"post_202\": %llu, \"app_disconnects\": %llu, "
             "\"sub_disconnects\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "
@@ -620,7 +749,7 @@ static int write_outputs(uint64_t t_end) {
             (unsigned long long)G.st.sub_disconnects, (unsigned long long)G.st.bytes_out,
             (unsigned long long)G.st.bytes_in, G.nrows >= c->max_rows, (unsigned long long)t_end);
     pct(fp, "latency_ns", lat, nl);
-    pct(fp, "send_lag_ns", lag, ng);
+    pct(fp, "send_lag_ns", lag, nlag);
     fputs("}\n", fp);
     bad |= ferror(fp) | fclose(fp);
     free(lat);

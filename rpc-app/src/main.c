@@ -18,12 +18,14 @@ static void on_signal(int sig) {
 }
 
 static void usage(void) {
-    fputs("usage: wot-rpcapp --server IPv4:PORT --devices FIRST:COUNT --log-dir DIR\n"
+    fputs("usage: wot-rpcapp --server IPv4:PORT --devices FIRST:COUNT[,FIRST:COUNT...] "
+          "--log-dir DIR\n"
           "       [--apps N] [--shards K] [--rpc-path FMT] [--reply-path FMT] [--body TEMPLATE]\n"
           "       [--id-marker TEXT] [--id-header NAME] [--think-ms MIN:MAX] [--timeout-ms N]\n"
           "       [--duration-s S] [--method POST|PUT|GET] [--reply-header 'NAME: VALUE']...\n"
           "       [--reply-subscribe MESSAGE] [--first-app N] [--apps-total N]\n"
-          "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n",
+          "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n"
+          "       [--rate RPC_PER_S [--arrival poisson|constant] [--window N]] [--first-shard N]\n",
           stderr);
 }
 
@@ -88,12 +90,39 @@ static int add_header(char *lines, size_t cap, const char *h) {
     return 0;
 }
 
+/* FIRST:COUNT[,FIRST:COUNT...]: the device ids the applications call */
+static int device_ranges(const char *s, struct ra_config *c) {
+    char buf[2048], *save = NULL;
+    uint64_t total = 0;
+    if (strlen(s) >= sizeof buf)
+        goto bad;
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint32_t f, n;
+        if (c->nranges == RA_MAX_RANGES || pair("--devices", t, 4294967294ULL, &f, &n))
+            goto bad;
+        if (!n || (uint64_t)f + n > 4294967295ULL)
+            goto bad;
+        c->range_first[c->nranges] = f;
+        c->range_count[c->nranges++] = n;
+        total += n;
+    }
+    if (!c->nranges || total > 4294967295ULL)
+        goto bad;
+    c->dev_count = (uint32_t)total;
+    return 0;
+bad:
+    fprintf(stderr, "wot-rpcapp: bad --devices '%s', expected FIRST:COUNT[,FIRST:COUNT...] "
+            "(at most %d ranges, each COUNT >= 1)\n", s, RA_MAX_RANGES);
+    return -1;
+}
+
 int main(int argc, char **argv) {
     struct ra_config c = {.rpc_path = "/rpc/%u", .reply_path = "/replies/%u",
                           .body = "{\"id\":\"{id}\",\"method\":\"ping\"}", .reply_marker = "\"id\":\"",
                           .apps = 100, .shards = 1, .think_min_ms = 1000, .think_max_ms = 3000,
                           .timeout_ms = 5000, .duration_ns = 10000000000ULL, .max_rows = 4000000,
-                          .cpu = -1};
+                          .cpu = -1, .window = 1};
     const char *server = NULL, *devices = NULL, *source = NULL;
     unsigned long long v;
     static const struct option opts[] = {
@@ -105,6 +134,8 @@ int main(int argc, char **argv) {
         {"max-rows", 1, 0, 'R'},   {"cpu", 1, 0, 'c'},        {"help", 0, 0, 'h'},
         {"id-header", 1, 0, 'H'},  {"method", 1, 0, 'M'},     {"reply-header", 1, 0, 'e'},
         {"reply-subscribe", 1, 0, 'u'}, {"first-app", 1, 0, 'F'}, {"apps-total", 1, 0, 'A'},
+        {"rate", 1, 0, 'Q'},       {"arrival", 1, 0, 'V'},    {"window", 1, 0, 'W'},
+        {"first-shard", 1, 0, 'K'},
         {0, 0, 0, 0}};
     int o, bad = 0;
     c.method = "POST";
@@ -158,6 +189,25 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "wot-rpcapp: bad --reply-subscribe '%s', expected a message with "
                         "at most one %%u (the shard) and no other %%\n", optarg);
             break;
+        case 'Q': {
+            char *end;
+            errno = 0;
+            c.rate = strtod(optarg, &end);
+            bad = !*optarg || *end || errno || !(c.rate > 0 && c.rate <= 1e6);
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --rate '%s', expected RPCs per second of the "
+                        "process, a number > 0 and <= 1000000\n", optarg);
+            break;
+        }
+        case 'V':
+            bad = strcmp(optarg, "poisson") && strcmp(optarg, "constant");
+            c.arrival = strcmp(optarg, "constant") ? ARR_POISSON : ARR_CONSTANT;
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --arrival '%s', expected poisson or constant\n",
+                        optarg);
+            break;
+        case 'W': bad = num("--window", optarg, 1, RA_MAX_WINDOW, &v); c.window = (uint32_t)v; break;
+        case 'K': bad = num("--first-shard", optarg, 0, 1000000, &v); c.first_shard = (uint32_t)v; break;
         case 'h': usage(); return 0;
         default: bad = 1;
         }
@@ -185,8 +235,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     c.source.sin_family = AF_INET;
-    if (pair("--devices", devices, 4294967294ULL, &c.dev_first, &c.dev_count))
+    if (device_ranges(devices, &c))
         return 2;
+    if (c.rate <= 0 && c.window != 1) {
+        fputs("wot-rpcapp: --window is for the open loop (--rate); a closed-loop application "
+              "has one RPC outstanding\n", stderr);
+        return 2;
+    }
     if (!c.id_header && !strstr(c.rpc_path, "{id}") && !strstr(c.body, "{id}")) {
         fputs("wot-rpcapp: the RPC carries no id: expected {id} in --body or --rpc-path, or "
               "--id-header\n", stderr);

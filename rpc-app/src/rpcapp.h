@@ -1,13 +1,19 @@
 /* rpcapp.h - wot-rpcapp: the application side of connected devices (docs/CONNECTED.md,
- * CONTRACTS §3d). N applications in one process, each a closed loop: think a uniform
- * [think_min, think_max] time, send one RPC to a uniformly chosen device id through the server
- * under test (an HTTP/1.1 request on the application's keep-alive connection), wait for the
- * reply or the timeout, again. Replies come back on K WebSocket subscriptions of the process
+ * CONTRACTS §3d). N applications in one process. Closed loop (default): each application
+ * thinks a uniform [think_min, think_max] time, sends one RPC to a uniformly chosen device id
+ * through the server under test (an HTTP/1.1 request on the application's keep-alive
+ * connection), waits for the reply or the timeout, again. Open loop (--rate): the process
+ * schedules RPCs at a rate (Poisson or constant inter-arrival), each given to a uniformly
+ * chosen application, which sends it at once (pipelined on its connection) unless it already
+ * has --window RPCs outstanding (unanswered, or whose request the server has not answered):
+ * then the RPC is not sent and ends as "overflow". Replies come back on K WebSocket
+ * subscriptions of the process
  * (the server relays each device's replies to one of K reply channels) and are matched to
  * their request by its id "<app>-<seq>", found after the reply marker. The RPC carries the id
  * where the config puts it: the body template's or the path's "{id}", or a header. Every RPC
  * ends in exactly one outcome: ok, timeout, rejected (the server refused the request), or lost
- * (the application's connection ended before the reply). */
+ * (the application's connection ended before the reply, or was not up when an open-loop RPC
+ * was due: then it was never sent), overflow (open loop, above). */
 #ifndef WOT_RPCAPP_H
 #define WOT_RPCAPP_H
 #include <netinet/in.h>
@@ -18,11 +24,14 @@
 #include "http_chunked.h"
 #include "ws_handshake.h"
 
-enum ra_outcome { RO_PENDING = 0, RO_OK, RO_TIMEOUT, RO_REJECTED, RO_LOST, RO_N };
+enum ra_outcome { RO_PENDING = 0, RO_OK, RO_TIMEOUT, RO_REJECTED, RO_LOST, RO_OVERFLOW, RO_N };
+enum ra_arrival { ARR_POISSON = 0, ARR_CONSTANT };
+#define RA_MAX_WINDOW 1024
+#define RA_MAX_RANGES 64
 enum ra_state { AS_DOWN = 0, AS_CONNECTING, AS_THINK, AS_WAIT };
 
 struct ra_row {                  /* one RPC (rpc-log.csv) */
-    uint64_t sched_ns, send_ns, reply_ns;
+    uint64_t sched_ns, send_ns, reply_ns;   /* send_ns 0: never sent (overflow, lost) */
     uint32_t app, seq, device;
     uint16_t status;             /* HTTP status of the POST, 0 = none yet */
     uint8_t outcome;
@@ -33,8 +42,11 @@ struct ra_app {
     uint8_t state;
     uint32_t events, seq;
     uint32_t heap_pos;           /* in the timer heap, UINT32_MAX = not armed */
-    uint32_t row;                /* the pending RPC's row, UINT32_MAX = none */
-    uint64_t wake_ns;            /* end of think time, or the pending RPC's timeout */
+    uint64_t wake_ns;            /* end of think time, or the oldest pending RPC's timeout */
+    uint64_t due_ns;             /* closed loop: its next RPC's scheduled time */
+    uint32_t *pend;              /* rows of its RPCs not ended yet, in send order (<= window) */
+    uint32_t *resp;              /* ring: rows whose HTTP response has not come (<= window) */
+    uint16_t npend, nresp, resp_head;
     uint32_t body_left;          /* POST response body bytes to skip */
     uint16_t hlen;
     char head[384];
@@ -66,10 +78,15 @@ struct ra_config {
     const char *reply_subscribe;         /* NULL, or a message sent once a subscription is
                                             open, printf-style with at most one %u: the shard */
     const char *log_dir;
-    uint32_t apps, shards, dev_first, dev_count;
+    uint32_t apps, shards, first_shard, dev_count;   /* subscriptions: shards first_shard.. */
+    uint32_t nranges, range_first[RA_MAX_RANGES], range_count[RA_MAX_RANGES];  /* the devices
+                                            it calls: dev_count ids in these ranges */
     uint32_t first_app, apps_total;      /* ids first_app..first_app+apps-1 of apps_total: the
                                             other processes' ids are another cell's (others) */
     uint32_t think_min_ms, think_max_ms, timeout_ms;
+    double rate;                         /* open loop: RPCs/s of this process; 0 = closed loop */
+    int arrival;                         /* open loop: enum ra_arrival */
+    uint32_t window;                     /* open loop: outstanding RPCs per application */
     uint64_t start_ns, duration_ns, warmup_ns;
     size_t max_rows;
     int cpu;
@@ -77,7 +94,7 @@ struct ra_config {
 
 struct ra_stats {
     uint64_t sent, outcome[RO_N], unmatched, others, late_replies, events_in, sub_disconnects;
-    uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202;
+    uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202, unsent_down;
 };
 
 int ra_run(const struct ra_config *cfg);

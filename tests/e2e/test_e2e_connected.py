@@ -162,3 +162,24 @@ def test_a_template_nginx_refuses_stops_the_run_naming_it(tmp_path):
     assert "edge_server.config_template" in r.stderr and str(bad) in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert not list((tmp_path / "r").glob("*/engines"))      # nothing started
+
+
+def test_open_loop_applications_send_on_their_schedule_through_nchan(tmp_path):
+    """applications.loop open at 200 RPC/s (Poisson) for 4 s through the real nchan: about 800
+    RPCs scheduled whatever the replies, every one with exactly one outcome, the round trip
+    from the schedule not below the one from the send (the send lag is in between)."""
+    cfg = small_config(tmp_path)
+    c = yaml.safe_load(cfg.read_text())
+    c["applications"].update(loop="open", rate=200, max_outstanding=4)
+    cfg.write_text(yaml.safe_dump(c))
+    r = run(cfg, tmp_path / "r")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    (d,) = (tmp_path / "r").iterdir()
+    app = json.loads((d / "apps" / "rpc-summary.json").read_text())
+    assert (app["loop"], app["arrival"], app["window"]) == ("open", "poisson", 4)
+    assert 650 <= app["rpcs"] <= 950, app          # 800 ± 5 standard deviations
+    assert sum(app[k] for k in ("ok", "timeout", "rejected", "lost", "overflow")) == app["rpcs"]
+    assert app["ok"] >= 0.99 * app["rpcs"], app
+    rpc = RunDir(d).read_summary().connected.rpc
+    assert rpc.outcomes["overflow"] == app["overflow"]
+    assert rpc.from_schedule.p50_ms >= rpc.round_trip.p50_ms, rpc

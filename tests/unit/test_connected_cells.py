@@ -15,6 +15,7 @@ from wotbench.connected import slo
 from wotbench.distributed import wire
 from wotbench.distributed.connected_coord import cell_config_text, ranges, split_shares
 from wotbench.distributed.connected_merge import _rebased_rpcs
+from wotbench.distributed.connected_routes import device_ranges, first_shard
 from wotbench.errors import ConfigError
 from wotbench.rundir import MergedRunDir
 
@@ -47,6 +48,37 @@ def test_devices_and_applications_split_evenly_with_global_ids():
                    connected=sh["n2"])
     back = wire._ADAPTER.validate_json(m.model_dump_json())
     assert back.connected.groups == {0: (501, 500), 1: (150, 150)}
+
+
+def test_a_cells_applications_call_its_own_devices_which_reply_on_its_own_shards():
+    """The reply fan-out fix: the cells' device ranges partition every connected device, and
+    their reply shards are disjoint, K per cell (each reply relayed to one cell)."""
+    c = cfg()
+    sh = split_shares(c, ["n1", "n2", "n3"], "10.0.0.1:8080")
+    per_cell = {n: device_ranges(c, s.groups) for n, s in sh.items()}
+    assert per_cell["n1"] == [(0, 334), (1001, 100)] and per_cell["n3"] == [(668, 333), (1201, 100)]
+    ids = sorted(i for rs in per_cell.values() for f, n in rs for i in range(f, f + n))
+    assert ids == list(range(1301))
+    k = c.applications.reply_shards
+    shards = {n: set(range(first_shard(c, s.index), first_shard(c, s.index) + k))
+              for n, s in sh.items()}
+    assert sum(len(v) for v in shards.values()) == len(set().union(*shards.values())) == 3 * k
+    # every device of a cell replies on one of that cell's shards (the engines' rows)
+    from wotbench.config.connected import connection_rows
+    for n, s in sh.items():
+        off, cnt = s.groups[1]
+        rows = connection_rows(c.devices[1], 1001, "e:1", k, offset=off, count=cnt,
+                               first_shard=first_shard(c, s.index))
+        assert {int(r.split(",")[5].rsplit("/", 1)[1]) for r in rows} <= shards[n]
+
+
+def test_fewer_connected_devices_than_cells_is_refused():
+    c = config_from_dict({"name": "t", "edge_server": EDGE, "applications": {"count": 10},
+                          "devices": [{"group": "m", "count": 2, "protocol": "websocket",
+                                       "connection": {}}]})
+    with pytest.raises(ConfigError) as e:
+        split_shares(c, ["n1", "n2", "n3"], "10.0.0.1:8080")
+    assert "devices: 2 connected device(s) for 3 cells" in str(e.value)
 
 
 def test_fewer_applications_than_cells_is_refused_naming_the_key():

@@ -47,6 +47,15 @@ def test_the_study_config_loads():
     ({**WS, "connection": {"reply_bytes": {8: 1}}}, {}, "size 8"),
     (WS, {"applications": {"body_template": "{}"}}, "body_template must hold"),
     (WS, {"applications": {"think_ms": [3000, 1000]}}, "think_ms"),
+    # the open loop: a rate with it, none without it, known arrivals, a bounded window
+    (WS, {"applications": {"loop": "open"}}, "applications: loop: open needs rate"),
+    (WS, {"applications": {"rate": 100}}, "rate (100) is for loop: open"),
+    (WS, {"applications": {"loop": "open", "rate": 0}}, "applications.rate"),
+    (WS, {"applications": {"loop": "open", "rate": 10, "arrival": "gamma"}},
+     "applications.arrival"),
+    (WS, {"applications": {"loop": "open", "rate": 10, "max_outstanding": 0}},
+     "applications.max_outstanding"),
+    (WS, {"applications": {"loop": "ring"}}, "applications.loop"),
     # attach headers and message: names, reserved headers, one-line values, placeholders
     ({**WS, "connection": {"attach_headers": {"Bad Name": "x"}}}, {},
      "devices[0].connection.attach_headers: header name 'Bad Name': expected an HTTP token"),
@@ -187,3 +196,25 @@ def test_the_webdis_config_loads():
     assert g.protocol == "chunked" and g.connection.reply_method == "PUT"
     assert a.rpc_id == "path" and a.rpc_method == "GET" and a.reply_id_marker == 'id\\":\\"'
     assert Path(c.edge_server.config_template).is_file()
+
+
+def test_an_open_loop_gives_each_process_its_share_of_the_rate():
+    from wotbench.connected.procs import rpcapp_argv
+    c = cfg(WS, applications={"count": 2000, "loop": "open", "rate": 1000, "arrival": "constant",
+                              "max_outstanding": 3})
+    argv = rpcapp_argv(c.applications, "127.0.0.1:8080", 10, Path("/tmp"), 60, 1, None,
+                       first_app=500, count=500, device_ranges=[(0, 5), (100, 2)],
+                       first_shard=16)
+    opt = dict(zip(argv[1::2], argv[2::2]))
+    assert (opt["--rate"], opt["--arrival"], opt["--window"]) == ("250", "constant", "3")
+    assert (opt["--devices"], opt["--first-shard"]) == ("0:5,100:2", "16")
+    assert c.applications.send_lag_scale_ms == 0
+    closed = rpcapp_argv(cfg(WS, applications={}).applications, "127.0.0.1:8080", 10,
+                         Path("/tmp"), 60, 1, None)
+    assert "--rate" not in closed and dict(zip(closed[1::2], closed[2::2]))["--devices"] == "0:10"
+
+
+def test_connection_rows_put_a_cells_devices_on_its_own_shards():
+    c = cfg({**WS, "count": 4})
+    rows = list(connection_rows(c.devices[0], 0, "127.0.0.1:8080", 4, first_shard=8))
+    assert [r.split(",")[5] for r in rows] == ["/dev/0/8", "/dev/1/9", "/dev/2/10", "/dev/3/11"]

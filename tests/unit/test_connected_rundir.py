@@ -50,7 +50,7 @@ def _engine(d: Path, *, disconnects=None, late_ms=0.05, pool_full=0) -> Path:
     return d
 
 
-def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9)) -> Path:
+def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9), overflow=()) -> Path:
     d.mkdir(parents=True)
     rows = ["app,id,device,sched_ns,send_ns,reply_ns,status,outcome"]
     rt = []
@@ -60,6 +60,9 @@ def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9)) -> Path:
         if k in timeouts:
             rows.append(f"0,0-{k},{k % 4},{sched},{send},,200,timeout")
             continue
+        if k in overflow:          # open loop: never sent (no send_ns, no status)
+            rows.append(f"0,0-{k},{k % 4},{sched},,,0,overflow")
+            continue
         reply = send + 4 * MS
         rt.append(reply - send)
         rows.append(f"0,0-{k},{k % 4},{sched},{send},{reply},200,ok")
@@ -68,7 +71,8 @@ def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9)) -> Path:
     pct = {"p50": 4 * MS, "p90": 4 * MS, "p99": 4 * MS, "p99.9": 4 * MS, "max": 4 * MS}
     (d / "rpc-summary.json").write_text(json.dumps({
         "apps": 1, "shards": 1, "devices": 4, "duration_s": 10.0, "rpcs": 201, "measured": 201,
-        "rpc_per_s": 20.1, "ok": 198, "timeout": 3, "rejected": 0, "lost": 0, "unmatched": 0,
+        "rpc_per_s": 20.1, "ok": 198 - len(overflow), "timeout": 3, "rejected": 0, "lost": 0,
+        "overflow": len(overflow), "unmatched": 0,
         "late_replies": 0, "events_in": 10, "post_2xx": 201, "post_202": 0,
         "app_disconnects": 0, "sub_disconnects": 0, "bytes_out": 30000, "bytes_in": 50000,
         "rows_full": 0, "end_ns": T0 + 13_000 * MS, "latency_ns": pct, "send_lag_ns": pct}))
@@ -107,7 +111,7 @@ def test_a_clean_run_is_a_full_run_directory_with_the_connected_figures(tmp_path
     back = rd.read_summary()                      # summary.json validates as every run's does
     assert back.verdict.status == "trustworthy", back.verdict.reasons
     c = back.connected
-    assert c.rpc.outcomes == {"ok": 198, "timeout": 3, "rejected": 0, "lost": 0}
+    assert c.rpc.outcomes == {"ok": 198, "timeout": 3, "rejected": 0, "lost": 0, "overflow": 0}
     # 7: the device got it but never replied; 9: the device replied, the reply never came;
     # 200: never reached a device — each attributed
     assert c.rpc.replied_not_received == 1 and c.rpc.not_delivered == 1
@@ -159,3 +163,18 @@ def test_the_servers_disconnects_are_reported_not_flagged_the_testbeds_lost(tmp_
     assert s.verdict.status == "testbed_loss"
     _, s = _run(tmp_path / "c", engine={"pool_full": 2})
     assert s.verdict.status == "testbed_loss"
+
+
+def test_an_open_loop_rpc_never_sent_is_one_overflow_outside_the_send_lag(tmp_path):
+    """Two open-loop RPCs not sent (their application at max_outstanding): each one outcome,
+    overall's unsent, no send lag of its own, counted in its second of the series, a note."""
+    rd, s = _run(tmp_path, apps={"overflow": (20, 21), "lag_ms": 0.5})
+    back = rd.read_summary()
+    assert back.connected.rpc.outcomes["overflow"] == 2
+    assert back.overall.outcomes.unsent == 2 and back.overall.sent == back.overall.requests - 2
+    assert back.connected.rpc.send_lag.p99_ms == pytest.approx(0.5)   # the sent RPCs' only
+    assert any("2 RPC(s) of the open-loop schedule were not sent" in r
+               for r in back.verdict.reasons)
+    import pandas as pd
+    series = pd.concat(pd.read_csv(f) for f in (rd.path / "series").glob("connected_rpc*.csv"))
+    assert series["overflow"].sum() == 2 and series["sent"].sum() == 199

@@ -120,12 +120,29 @@ class Connection(_Model):
 
 
 class Applications(_Model):
-    """``applications``: wot-rpcapp (CONTRACTS §3d) — closed-loop applications that send an RPC
-    to a uniformly chosen connected device through the edge server and match its reply by id."""
+    """``applications``: wot-rpcapp (CONTRACTS §3d) — applications that send RPCs to uniformly
+    chosen connected devices through the edge server and match each reply by id: a closed loop
+    (``think_ms`` after each outcome) or an open loop (``loop: open``: ``rate`` RPC/s over all
+    applications on a ``arrival`` schedule, at most ``max_outstanding`` per application)."""
     count: int = Field(2000, ge=1, le=60000, description="applications (one keep-alive "
                        "connection each)")
-    think_ms: tuple[int, int] = Field((1000, 3000), description="think time between a reply "
-                                      "(or timeout) and the next RPC: uniform [min, max] ms")
+    think_ms: tuple[int, int] = Field((1000, 3000), description="closed loop: think time "
+                                      "between a reply (or timeout) and the next RPC: uniform "
+                                      "[min, max] ms")
+    loop: Literal["closed", "open"] = Field(
+        "closed", description="`closed`: each application waits for its RPC's outcome and "
+        "thinks; `open`: RPCs are sent on a schedule (`rate`, `arrival`) whatever the replies, "
+        "each stamped with its scheduled time and its send")
+    rate: Optional[float] = Field(None, gt=0, le=1_000_000, description="open loop: RPCs per "
+                                  "second over all applications (each application gets a "
+                                  "uniformly chosen share of the schedule)")
+    arrival: Literal["poisson", "constant"] = Field(
+        "poisson", description="open loop: the inter-arrival distribution of the schedule "
+        "(exponential, or a constant 1/rate)")
+    max_outstanding: int = Field(4, ge=1, le=64, description="open loop: RPCs one application "
+                                 "may have outstanding (unanswered, or whose request the server "
+                                 "has not answered yet); one due beyond is not sent and ends as "
+                                 "`overflow`")
     timeout_ms: int = Field(5000, ge=1, le=600000, description="no reply by then = timeout")
     rpc_path: str = Field("/rpc/{device}", description="the POST target of an RPC to a device; "
                           "`{id}` the RPC's id (with `rpc_id: path`)")
@@ -199,6 +216,22 @@ class Applications(_Model):
     @classmethod
     def _id_header(cls, v: str) -> str:
         return check_header_name(v)
+
+    @property
+    def send_lag_scale_ms(self) -> float:
+        """What a send lag is judged against (× the tolerance, at least 1 ms): a closed loop's
+        shortest think time; an open loop's sends are due at their scheduled time (1 ms)."""
+        return self.think_ms[0] if self.loop == "closed" else 0.0
+
+    @model_validator(mode="after")
+    def _loop(self) -> "Applications":
+        if self.loop == "open" and self.rate is None:
+            raise ValueError("loop: open needs rate (RPCs per second over all applications), "
+                             "e.g. rate: 1000")
+        if self.loop == "closed" and self.rate is not None:
+            raise ValueError(f"rate ({self.rate:g}) is for loop: open; a closed loop's pace is "
+                             "think_ms")
+        return self
 
     @model_validator(mode="after")
     def _body(self) -> "Applications":
@@ -322,15 +355,16 @@ def reply_size_of(sizes: dict[int, float], k: int, n: int) -> int:
 
 def connection_rows(group: Any, first_id: int, server: str, shards: int,
                     sources: tuple[str, ...] = (), offset: int = 0,
-                    count: Optional[int] = None) -> Iterator[str]:
+                    count: Optional[int] = None, first_shard: int = 0) -> Iterator[str]:
     """Rows of wot-fleet's connections file (CONTRACTS §3c: attach headers and message
     rendered per device, percent-encoded) for the group's devices
-    ``offset .. offset + count - 1`` (all by default); ``first_id``: the id of its device 0."""
+    ``offset .. offset + count - 1`` (all by default); ``first_id``: the id of its device 0.
+    Device d's reply shard is ``first_shard + d mod shards`` (a cell's own reply channels)."""
     c: Connection = group.connection
     header_template = header_block(c.attach_headers)
     for k in range(offset, offset + (group.count - offset if count is None else count)):
         dev = first_id + k
-        fields = {"device": dev, "shard": dev % shards}
+        fields = {"device": dev, "shard": first_shard + dev % shards}
         path = c.path.format(**fields)
         reply = ((c.reply_path or CHUNKED_REPLY_PATH).format(**fields, id="{id}")
                  if group.protocol == "chunked" else "")

@@ -25,6 +25,9 @@ from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, Con
                                              ShareStats, Traffic)
 
 WINDOW_S = 1.0          # the over-time series' bin
+# wot-rpcapp's outcomes, exactly one per RPC (overflow: open loop, never sent: the application
+# already had its max_outstanding RPCs)
+OUTCOMES = ("ok", "timeout", "rejected", "lost", "overflow")
 WORST_DEVICES = 20      # devices listed by their disconnects
 
 
@@ -90,12 +93,12 @@ def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFr
     fig = RpcFigures(
         apps=app["apps"], rpcs=app["rpcs"], measured=app["measured"],
         rpc_per_s=app.get("rpc_per_s"),
-        outcomes={k: int(app[k]) for k in ("ok", "timeout", "rejected", "lost")},
+        outcomes={k: int(app.get(k, 0)) for k in OUTCOMES},
         post_202=app.get("post_202", 0), late_replies=app.get("late_replies", 0),
         unmatched=app.get("unmatched", 0),
         round_trip=_ms(ConnStats, rtt),
         from_schedule=_ms(ConnStats, (okall["reply_ns"] - okall["sched_ns"]).to_numpy(float)),
-        send_lag=_ms(ConnStats, (m["send_ns"] - m["sched_ns"]).to_numpy(float)),
+        send_lag=_ms(ConnStats, (m["send_ns"] - m["sched_ns"]).dropna().to_numpy(float)),
         engine_part=_ms(ConnStats, mine),
         testbed_share=quantiles_of(ShareStats, mine / rtt if len(rtt) else np.zeros(0)),
         replied_not_received=int(to["sent_ns"].notna().sum()),
@@ -114,12 +117,14 @@ def _own_part(dev: pd.DataFrame, warm: int) -> np.ndarray:
 def rpc_over_time(j: pd.DataFrame, start_ns: int) -> pd.DataFrame:
     """Per second of the test: RPCs by outcome (by send time), replies, round-trip p50/p99."""
     if not len(j):
-        return pd.DataFrame(columns=["t_s", "sent", "ok", "timeout", "rejected", "lost",
-                                     "rt_p50_ms", "rt_p99_ms"])
-    t = ((j["send_ns"] - start_ns) / 1e9 // WINDOW_S * WINDOW_S).rename("t_s")
-    counts = pd.crosstab(t, j["outcome"]).reindex(columns=["ok", "timeout", "rejected", "lost"],
-                                                  fill_value=0)
-    counts.insert(0, "sent", counts.sum(axis=1))
+        return pd.DataFrame(columns=["t_s", "sent", *OUTCOMES, "rt_p50_ms", "rt_p99_ms"])
+    # by send time; an RPC never sent (open loop: overflow, or its connection down) by its
+    # scheduled time
+    t = ((j["send_ns"].fillna(j["sched_ns"]) - start_ns) / 1e9 // WINDOW_S * WINDOW_S
+         ).rename("t_s")
+    counts = pd.crosstab(t, j["outcome"]).reindex(columns=list(OUTCOMES), fill_value=0)
+    counts.insert(0, "sent", j["send_ns"].notna().groupby(t).sum().reindex(counts.index,
+                                                                           fill_value=0))
     ok = j["outcome"] == "ok"
     rt = ((j.loc[ok, "reply_ns"] - j.loc[ok, "send_ns"]) / 1e6).groupby(t[ok])
     out = counts.join(rt.quantile(0.5).rename("rt_p50_ms")).join(rt.quantile(0.99)

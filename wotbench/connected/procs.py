@@ -28,8 +28,10 @@ def first_ids(cfg: Any) -> dict[str, int]:
 
 
 def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int,
-                  sources: tuple[str, ...]) -> list[tuple[str, subprocess.Popen, Path]]:
-    """Every engine of ``lay`` started (``engines/<name>/``): (name, process, its out dir)."""
+                  sources: tuple[str, ...], first_shard: int = 0
+                  ) -> list[tuple[str, subprocess.Popen, Path]]:
+    """Every engine of ``lay`` started (``engines/<name>/``): (name, process, its out dir).
+    Device d replies on shard ``first_shard + d mod reply_shards`` (a cell: its own shards)."""
     apps = cfg.applications
     shards = apps.reply_shards if apps else 1
     first_of = first_ids(cfg)
@@ -39,7 +41,7 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
         d = run_dir / "engines" / e.name
         (d / "out").mkdir(parents=True)
         rows = connection_rows(g, first_of[g.group], endpoint, shards, sources,
-                               offset=e.offset, count=e.count)
+                               offset=e.offset, count=e.count, first_shard=first_shard)
         (d / "connections.csv").write_text(CONNECTIONS_HEADER + "\n" + "\n".join(rows) + "\n")
         argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
                 str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
@@ -56,14 +58,19 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
 
 def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_s: float,
                 start_ns: int, source: Optional[str], first_app: int = 0,
-                count: Optional[int] = None) -> list[str]:
+                count: Optional[int] = None, device_ranges: Optional[list[tuple[int, int]]] = None,
+                first_shard: int = 0) -> list[str]:
     """wot-rpcapp's command line: ``count`` applications (all by default) whose ids start at
-    ``first_app`` (a cell's share; the others' replies are counted as ``others``)."""
+    ``first_app``, calling devices ``0..devices-1`` or the (first id, count) ``device_ranges``
+    and subscribing to reply shards ``first_shard..`` (a cell's share: its own devices and
+    shards). In an open loop the process's rate is its applications' share of ``rate``."""
     body = apps.body_template or ""          # none with rpc_method GET
-    argv = [str(RPCAPP_BIN), "--server", endpoint, "--devices", f"0:{devices}",
-            "--log-dir", str(log_dir), "--apps", str(apps.count if count is None else count),
+    mine = apps.count if count is None else count
+    ranges = ",".join(f"{f}:{n}" for f, n in device_ranges) if device_ranges else f"0:{devices}"
+    argv = [str(RPCAPP_BIN), "--server", endpoint, "--devices", ranges,
+            "--log-dir", str(log_dir), "--apps", str(mine),
             "--first-app", str(first_app), "--apps-total", str(apps.count),
-            "--shards", str(apps.reply_shards),
+            "--shards", str(apps.reply_shards), "--first-shard", str(first_shard),
             "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
             "--reply-path", apps.reply_path.replace("{shard}", "%u"),
             "--body", body, "--id-marker", apps.reply_id_marker,
@@ -73,6 +80,9 @@ def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_
             "--warmup-s", str(apps.warmup_s), "--start-at", str(start_ns)]
     if source:
         argv += ["--source", source]
+    if apps.loop == "open":
+        argv += ["--rate", f"{apps.rate * mine / apps.count:.6g}", "--arrival", apps.arrival,
+                 "--window", str(apps.max_outstanding)]
     if apps.rpc_id == "header":
         argv += ["--id-header", apps.id_header]
     argv += ["--method", apps.rpc_method]

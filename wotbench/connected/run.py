@@ -145,7 +145,7 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
     s = write_run_dir(run_dir, cfg.name, inp, interrupted=interrupted,
                       tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
-                      think_min_ms=apps.think_ms[0] if apps else 0, log=log)
+                      think_min_ms=apps.send_lag_scale_ms if apps else 0, log=log)
     v = s.verdict
     log(f"verdict: {v.status}" + (f" ({'; '.join(v.reasons)})" if v.reasons else ""))
     log(f"report: {run_dir / 'report.html'}")

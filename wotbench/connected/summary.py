@@ -35,9 +35,9 @@ def _overall(b: ConnectedBlock, rtt_ms: np.ndarray, sched_ms: np.ndarray,
     o = r.outcomes if r else {}
     n = sum(o.values())
     outc = Outcomes(ok=o.get("ok", 0), error=o.get("rejected", 0), timeout=o.get("timeout", 0),
-                    reset=o.get("lost", 0))
+                    reset=o.get("lost", 0), unsent=o.get("overflow", 0))
     rate = {k: (v / n if n else None) for k, v in outc.model_dump().items()}
-    return Overall(requests=n, sent=n, outcomes=outc, rates=OutcomeRates(**rate),
+    return Overall(requests=n, sent=n - outc.unsent, outcomes=outc, rates=OutcomeRates(**rate),
                    loss_rate_of_sent=(n - outc.ok) / n if n else None,
                    throughput_rps=r.rpc_per_s if r else None, devices=b.devices,
                    duration_s=duration_s,
@@ -130,6 +130,11 @@ def judge(b: ConnectedBlock, tolerance: float, think_min_ms: float,
                          f"the reply ({r.late_replies} replies came after their timeout, the rest "
                          "never): lost or delayed between the server and the applications "
                          "(the system's)")
+        if r.outcomes.get("overflow"):
+            notes.append(f"{r.outcomes['overflow']} RPC(s) of the open-loop schedule were not "
+                         "sent: their application already had applications.max_outstanding "
+                         "RPCs unanswered (the server fell behind the offered rate: the "
+                         "system's; the load it got was below the configured rate)")
         if r.not_delivered:
             notes.append(f"{r.not_delivered} RPC(s) timed out without reaching their device "
                          "(the server did not deliver them: the system's)")

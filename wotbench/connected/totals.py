@@ -81,6 +81,7 @@ def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
                                           "timeout", "rejected", "lost", "late_replies",
                                           "post_202", "bytes_out", "bytes_in", "latency_ns",
                                           "send_lag_ns")}
+        out["rpc"]["overflow"] = app.get("overflow", 0)     # open loop only
         out["rpc"]["engine_part_ns"] = _pct(mine)
         out["rpc"]["testbed_share"] = _pct(share)
         if app.get("rows_full"):

@@ -5,8 +5,9 @@ node's share of the attached devices (its own wot-fleet engines) and of the appl
 The conversation is a cell's (``cell.Cell``): the engines attach, then ``deployed`` (the
 lead), the clock exchange, ``start`` (T0, mapped to this node's CLOCK_MONOTONIC), the
 applications from T0 for ``duration_s``, the engines stopped, ``done``, the clocks again, the
-run directory sent back. The cell measures; the coordinator analyses (it has every cell's
-device logs, which an RPC's reply needs: an application here may call a device there).
+run directory sent back. The cell measures; the coordinator analyses. The applications here
+call this cell's devices only, which reply on this cell's own reply shards
+(:mod:`~wotbench.distributed.connected_routes`).
 What the cell writes beside the components' files: ``cell.json`` (its share, T0 on its
 clock, the attach, the load) and ``monitor/connected-sched.csv``."""
 from __future__ import annotations
@@ -26,6 +27,7 @@ from wotbench.connected.layout import PORTS_PER_SOURCE, make_layout
 from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
                                       start_engines)
 from wotbench.distributed import wire
+from wotbench.distributed.connected_routes import device_ranges, first_shard
 from wotbench.errors import EnvironmentProblem, WotbenchError
 
 LEAD_S = 3.0          # T0's arrival to T0: wot-rpcapp starts and subscribes in it
@@ -90,6 +92,7 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         f"engine(s), {cs.apps} application(s) from id {cs.first_app}, server {cs.endpoint}")
     apps = cfg.applications
     info: dict = {"node": cell.node, "devices": lay.attached, "groups": cs.groups,
+                  "index": cs.index, "first_shard": first_shard(cfg, cs.index),
                   "first_app": cs.first_app, "apps": cs.apps, "endpoint": cs.endpoint,
                   "engines": [e.name for e in lay.engines], "load_before": os.getloadavg(),
                   "sched_missing": sched.available(), "attached_all": False}
@@ -101,7 +104,8 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         sampler.start()
         rate = max(1, ATTACH_RATE // max(1, len(lay.engines) * cs.cells))
         dirs = []
-        for name, p, d in start_engines(cfg, lay, out, cs.endpoint, rate, ()):
+        shard0 = first_shard(cfg, cs.index)        # this cell's own reply channels
+        for name, p, d in start_engines(cfg, lay, out, cs.endpoint, rate, (), shard0):
             procs.append(p)
             dirs.append(d)
             sampler.add(name, "testbed", lambda pid=p.pid: [pid])
@@ -126,7 +130,8 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         if apps and cs.apps:
             (out / "apps").mkdir()
             argv = rpcapp_argv(apps, cs.endpoint, lay.devices, out / "apps", cfg.duration_s,
-                               start, None, first_app=cs.first_app, count=cs.apps)
+                               start, None, first_app=cs.first_app, count=cs.apps,
+                               device_ranges=device_ranges(cfg, cs.groups), first_shard=shard0)
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=open(out / "apps" / "stderr.log", "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])

@@ -5,9 +5,9 @@ a cluster"): the cells' machinery of :class:`~wotbench.distributed.coordinator.C
 - The **edge server** runs once, here (the manager), on its Swarm address, as a single-host
   run starts it (rendered, checked, unprivileged); every cell's devices attach to it.
 - Each labelled node's cell runs a contiguous part of every connected group (its own
-  wot-fleet engines) and a part of the applications (ids ``first_app..``; an application may
-  call any device, so an RPC can cross cells through the server; its round trip is stamped by
-  one application, on one clock).
+  wot-fleet engines) and a part of the applications (ids ``first_app..``), which call only
+  that cell's devices, whose replies go to the cell's own reply shards
+  (:mod:`~wotbench.distributed.connected_routes`): the server relays each reply once.
 - After the run: each cell is analysed here (``cells/<node>/summary.json``, its report), its
   RPCs joined with every cell's device logs; the merged run directory holds every cell's RPCs
   with their stamps moved onto this host's clock by each cell's T0 (``apps/rpc-log.csv``),
@@ -53,7 +53,7 @@ def ranges(total: int, parts: int) -> list[tuple[int, int]]:
 
 def split_shares(cfg: Any, nodes: list[str], endpoint: str) -> dict[str, wire.ConnectedShare]:
     """Every connected group and the applications split evenly over ``nodes`` (device ids and
-    application ids stay global)."""
+    application ids stay global); a cell's applications call its own devices only."""
     from wotbench.config.connected import CONNECTED_PROTOCOLS
     apps = cfg.applications.count if cfg.applications else 0
     if 0 < apps < len(nodes):
@@ -62,10 +62,15 @@ def split_shares(cfg: Any, nodes: list[str], endpoint: str) -> dict[str, wire.Co
                            f"applications' RPCs): expected at least {len(nodes)}"])
     per_group = {gi: ranges(g.count, len(nodes)) for gi, g in enumerate(cfg.devices)
                  if g.protocol in CONNECTED_PROTOCOLS}
+    devices = sum(g.count for g in cfg.devices if g.protocol in CONNECTED_PROTOCOLS)
+    if apps and devices < len(nodes):
+        raise ConfigError([f"devices: {devices} connected device(s) for {len(nodes)} cells; "
+                           "each cell's applications call the devices of their own cell: "
+                           f"expected at least {len(nodes)}"])
     app_parts = ranges(apps, len(nodes))
     return {n: wire.ConnectedShare(groups={gi: r[k] for gi, r in per_group.items() if r[k][1]},
                                    first_app=app_parts[k][0], apps=app_parts[k][1],
-                                   endpoint=endpoint, cells=len(nodes))
+                                   endpoint=endpoint, cells=len(nodes), index=k)
             for k, n in enumerate(nodes)}
 
 

@@ -23,7 +23,7 @@ from cd_module.tolerance import parse_tolerance
 
 RPC_TIMES = ("sched_ns", "send_ns", "reply_ns")
 SUMMED = ("apps", "rpcs", "measured", "rpc_per_s", "ok", "timeout", "rejected", "lost",
-          "post_2xx", "post_202", "late_replies", "unmatched", "others", "events_in",
+          "overflow", "post_2xx", "post_202", "late_replies", "unmatched", "others", "events_in",
           "app_disconnects", "sub_disconnects", "bytes_out", "bytes_in")
 
 
@@ -49,7 +49,7 @@ def _judge(cfg: Any, run_dir: Path, name: str, inp: Inputs) -> Summary:
     apps = cfg.applications
     return write_run_dir(run_dir, name, inp, interrupted=False,
                          tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
-                         think_min_ms=apps.think_ms[0] if apps else 0,
+                         think_min_ms=apps.send_lag_scale_ms if apps else 0,
                          log=lambda m: print(f"wotbench: {name}: {m}", flush=True))
 
 

@@ -42,6 +42,7 @@ class ConnectedShare(BaseModel):
     apps: int = 0                         # 0: this cell runs no applications
     endpoint: str                         # the edge server, address:port
     cells: int = 1                        # how many cells attach at once (the attach rate)
+    index: int = 0                        # this cell's place: its reply shards (connected_routes)
 
 
 class Share(BaseModel):

@@ -35,9 +35,9 @@ def fig_rpc_over_time(df: pd.DataFrame) -> str:
     a1.legend(loc="upper right", ncol=2)
     a2.plot(df["t_s"], df["sent"], color=BLUE, lw=1.1, label="sent")
     a2.plot(df["t_s"], df["ok"], color=GREEN, lw=1.0, label="ok")
-    bad = df["timeout"] + df["rejected"] + df["lost"]
+    bad = df["timeout"] + df["rejected"] + df["lost"] + df.get("overflow", 0)
     if bad.any():
-        a2.bar(df["t_s"], bad, width=0.9, color=RED, label="timeout / rejected / lost")
+        a2.bar(df["t_s"], bad, width=0.9, color=RED, label="timeout / rejected / lost / overflow")
     a2.set_ylabel("RPCs / s")
     a2.set_xlabel("time since the applications' start (s; by send time)")
     a2.set_ylim(0, None)

@@ -44,13 +44,13 @@ class RpcFigures(Record):
     rpcs: int                        # every RPC sent (warm-up included)
     measured: int                    # scheduled after the warm-up
     rpc_per_s: Optional[float] = None
-    outcomes: dict[str, int]         # ok, timeout, rejected, lost (exactly one per RPC)
+    outcomes: dict[str, int]         # ok, timeout, rejected, lost, overflow (one per RPC)
     post_202: int = 0                # published with no subscriber on the device's channel
     late_replies: int = 0
     unmatched: int = 0
     round_trip: ConnStats            # app send -> reply decoded, ok RPCs after the warm-up
-    from_schedule: ConnStats         # app's think timer end -> reply (includes its send lag)
-    send_lag: ConnStats              # app send - its think timer's end (the testbed's)
+    from_schedule: ConnStats         # think timer end / open-loop schedule -> reply (+ send lag)
+    send_lag: ConnStats              # app send - its think timer end or schedule (testbed)
     engine_part: ConnStats           # engine's timer lateness + reply write (the testbed's)
     testbed_share: ShareStats        # engine_part / round_trip, per RPC
     replied_not_received: int = 0    # timeouts whose device sent the reply (late or lost: server)
