@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from wotbench.config.yaml_loader import config_from_dict
 from wotbench.runner.deployment.build import _share_thing_processes
 from wotbench.runner.deployment.components import DeviceRun
@@ -118,3 +120,36 @@ def test_busy_http_things_keep_a_process_each(tmp_path):
     devs = _devices(cfg, ["1", "1"])
     _share_thing_processes(devs, cfg)
     assert [(d.hosted_by, d.hosts) for d in devs] == [("", []), ("", [])]
+
+
+def test_the_process_backend_runs_one_process_for_the_hosted_devices(tmp_path):
+    from wotbench.config.byo import Program
+    from wotbench.runner.backends.process.backend import ProcessBackend
+    prog = Program(command=[sys.executable, "-c",
+                            "import sys, time; print(sys.argv[1:], flush=True); time.sleep(60)",
+                            "{name}"])
+    devs = [DeviceRun(name=f"plug-{i}", id=i, group="plug", role="device",
+                      address=f"127.0.0.{10 + i}", port=8080, cpuset="0", resources=None,
+                      log_dir=tmp_path, stdout=tmp_path / f"plug-{i}.out", program=prog,
+                      program_key="devices[0].server", protocol="http") for i in range(3)]
+    devs[0].hosts = [(d.name, d.endpoint) for d in devs[1:]]
+    for d in devs[1:]:
+        d.hosted_by = "plug-0"
+    b = ProcessBackend("r", tmp_path, log=lambda msg: None)
+    b.prepare_programs({"devices[0].server": prog})
+    try:
+        b.start_devices(devs)
+        assert len({id(p) for p in b.procs.values()}) == 1
+        assert b.pid("plug-0") is not None and b.pid("plug-1") is None   # accounted once
+        end = time.monotonic() + 10
+        while time.monotonic() < end and not devs[0].stdout.read_text().strip():
+            time.sleep(0.05)
+        assert devs[0].stdout.read_text().strip() == str(
+            ["plug-0", "--instance", "plug-1=127.0.0.11:8080", "--instance", "plug-2=127.0.0.12:8080"])
+        assert not devs[1].stdout.exists()
+        codes = b.stop([d.name for d in devs], grace_s=5)
+        assert codes == {d.name: 128 + 15 for d in devs}, codes   # one SIGTERM ended all three
+        with pytest.raises(ProcessLookupError, match="shares its process"):
+            b.restart(devs[1], grace_s=1)
+    finally:
+        b.cleanup()
