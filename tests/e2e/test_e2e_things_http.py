@@ -1,6 +1,7 @@
-"""Things whose forms are HTTP through ``wotbench run`` (issue 34, process backend): each
-instance is WoTbench's HTTP Thing (wotbench/things/http_thing.py), the gateway emulator drives
-the forms over HTTP/1.1, and every request is answered."""
+"""Things whose forms are HTTP through ``wotbench run`` (issue 34, process backend): the
+instances are served by WoTbench's HTTP Thing (wotbench/things/http_thing.py, one process for
+the group), the gateway emulator drives the forms over HTTP/1.1, and every request is
+answered."""
 from __future__ import annotations
 
 import json
@@ -43,3 +44,7 @@ def test_td_with_http_forms_runs_and_every_request_is_answered(harness, tmp_path
     assert 'id="table-things"' in html and "actions/reset" in html and "SmartPlug" in html
     tds = [json.loads(x)["td"] for x in (rd / "trace/things/tds.jsonl").read_text().splitlines()]
     assert [t["base"].split(":")[0] for t in tds] == ["http", "http"]
+    # one process served both plugs (the runner starts one per group and cores)
+    out = (rd / "devices" / "plug-0" / "stdout.log").read_text()
+    assert "http_thing: 2 instance(s) listening" in out, out
+    assert not (rd / "devices" / "plug-1" / "stdout.log").exists()

@@ -5,6 +5,6 @@
 (one entry resolved: its protocol, resources and workload; ``payloads`` its values) ->
 ``expand`` (device groups, at config load) -> ``workload``/``instances``/``files`` (trace rows,
 resource files, each instance's TD, at trace time) -> ``report`` (the table by Thing Model and
-affordance). ``http_thing``: the server of an HTTP Thing (an instance whose forms are HTTP);
-``directory``/``tdd_server``: registration with a Thing Description Directory.
+affordance). ``http_thing``: the server of HTTP Things (instances whose forms are HTTP, many
+to a process); ``directory``/``tdd_server``: registration with a Thing Description Directory.
 """

@@ -8,8 +8,8 @@ paths and ``.well-known/wot``), the request-weighted service time and the reques
 planner, the CD's ``auto`` and the trace summary), the largest bodies (block-wise and engine
 checks) and ``observe`` when an observe op is in the workload (the engine serves it as
 wot-device does). A Thing whose forms are HTTP (:attr:`ThingPlan.protocol`) becomes a
-``protocol: http`` group whose ``server:`` is :mod:`.http_thing` (one process per instance,
-process backend), its ``paths`` the forms'. What the trace and the resource files hold comes from the TD itself at trace time
+``protocol: http`` group whose ``server:`` is :mod:`.http_thing` (one Python process serves
+the group's instances on the same cores, process backend), its ``paths`` the forms'. What the trace and the resource files hold comes from the TD itself at trace time
 (:mod:`wotbench.things.workload`). Groups already marked ``thing`` (a resolved config read
 back) are dropped first and made again, so expanding twice gives the same config.
 """
@@ -71,16 +71,18 @@ def group_of(tp: ThingPlan, k: int, gi: int, seed: int) -> dict:
         g["observe"] = {"resources": 1, "interval": e.notify.model_dump(exclude_none=True),
                         "observers": max(lp.entry.observers for lp in obs),
                         "type": e.notify_type}
-    if tp.protocol == "http":   # its server is ours, one Python process per instance
+    if tp.protocol == "http":   # its server is ours: one Python process serves many instances
         del g["engine"]
         g.update({"protocol": "http", "paths": [r.path for r in tp.resources],
                   "server": {"command": http_thing.command(
                       s.model_dump_json(exclude_defaults=True), k, gi, seed),
-                      "ready_timeout_s": HTTP_READY_S}})
+                      "ready_timeout_s": min(600.0, HTTP_READY_S + HTTP_READY_PER_INSTANCE_S
+                                             * s.count)}})
     return g
 
 
-HTTP_READY_S = 30   # a Python process importing wotbench on a loaded 2-core host
+HTTP_READY_S = 30   # a Python process importing wotbench on a loaded 2-core host ...
+HTTP_READY_PER_INSTANCE_S = 0.02   # ... and making each instance's TD and values
 
 
 def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
@@ -91,8 +93,9 @@ def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
             continue
         s = tp.spec
         if s.engine == "fleet":
-            out.append(f"{tp.key}.engine: fleet, but its forms are HTTP: an HTTP Thing is a "
-                       "process of its own (wot-fleet speaks CoAP), expected auto or process")
+            out.append(f"{tp.key}.engine: fleet, but its forms are HTTP: an HTTP Thing is "
+                       "served by WoTbench's Python HTTP server (wot-fleet speaks CoAP), "
+                       "expected auto or process")
         if s.mode == "busy" and s.threads > 1:
             out.append(f"{tp.key}.threads: {s.threads} with mode busy, but its forms are HTTP: "
                        "an HTTP Thing's busy service holds its one event loop, expected "

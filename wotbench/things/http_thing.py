@@ -1,20 +1,25 @@
-"""An HTTP Thing: one instance of a ``things:`` entry whose forms are ``http://`` (docs/WOT.md).
+"""HTTP Things: the instances of a ``things:`` entry whose forms are ``http://`` (docs/WOT.md).
 
 wot-device and wot-fleet speak CoAP only, so an HTTP Thing is a ``protocol: http`` device
-group whose ``server:`` is this program, one process per instance (the runner starts it like
-any third-party HTTP server: its address, uid 65534, its core, readiness, cleanup)::
+group whose ``server:`` is this program. One process serves many instances of the group (the
+runner starts it like a third-party HTTP server -- its address, uid 65534, its core,
+readiness, cleanup -- once for the group's devices on the same cores, and appends
+``--instance NAME=ADDR:PORT`` for each device beyond the first,
+:mod:`wotbench.runner.deployment.build`)::
 
     python http_thing.py --listen ADDR:PORT --name thermostat-3 --spec JSON --thing K
-                         --group-index GI --seed S
+                         --group-index GI --seed S [--instance thermostat-4=ADDR:PORT ...]
 
-It computes what the trace generator computed for the same instance, with the same functions
-(:mod:`wotbench.things.workload`): its service time per resource, the value each resource
-answers with, and its own TD (``base`` ``http://ADDR:PORT/``), and serves HTTP/1.1 with
-keep-alive: a request to a form's path waits for one of ``threads`` servers, takes the
-resource's service time (``sleep``: an asyncio timer, whose wake-up the event loop rounds up to
-the next millisecond; ``busy``: a spin that holds the loop, so one server) and is answered 200
-with the resource's value (``application/json``; a PUT or DELETE: 204); ``/.well-known/wot``
-answers with the TD at once; any other path 404.
+It computes what the trace generator computed for each instance, with the same functions
+(:mod:`wotbench.things.workload`), the entry's plan and service-time draw once for all of
+them: each instance's service time per resource, the value each resource answers with, and
+its own TD (``base`` ``http://ADDR:PORT/``); each instance listens on its own address and port
+(one socket each, one event loop for all) and serves HTTP/1.1 with keep-alive: a request to a
+form's path waits for one of the instance's ``threads`` servers, takes the resource's service
+time (``sleep``: an asyncio timer, whose wake-up the event loop rounds up to the next
+millisecond; ``busy``: a spin that holds the loop, so one server) and is answered 200 with the
+resource's value (``application/json``; a PUT or DELETE: 204); ``/.well-known/wot`` answers
+with the TD at once; any other path 404.
 """
 from __future__ import annotations
 
@@ -54,6 +59,14 @@ class Instance:
 
 def instance(spec_json: str, k: int, gi: int, seed: int, name: str, authority: str) -> Instance:
     """What instance ``name`` of things entry ``k`` (device group ``gi``) serves."""
+    return instances(spec_json, k, gi, seed, [(name, authority)])[0]
+
+
+def instances(spec_json: str, k: int, gi: int, seed: int,
+              named: list[tuple[str, str]]) -> list[Instance]:
+    """What each instance ``(name, ADDR:PORT)`` of things entry ``k`` (device group ``gi``)
+    serves: the plan and the group's service times computed once, then each instance's values
+    and TD."""
     import numpy as np
 
     from wotbench.things.instances import compact, instance_td
@@ -63,17 +76,20 @@ def instance(spec_json: str, k: int, gi: int, seed: int, name: str, authority: s
                                           service_times_us)
     spec = ThingSpec.model_validate_json(spec_json)
     tp = cached_plan(spec, k, seed)
-    index = int(name.rsplit("-", 1)[1])
     service = service_times_us(tp, spec.count, np.random.default_rng([seed, gi, STREAM_SERVICE]))
-    values = response_values(tp, seed, gi, index)
-    td = compact(instance_td(tp, index, name, authority, "http")).encode()
-    out = {}
-    for r, st, v in zip(tp.resources, service[index].tolist(), values):
-        if r.affordance == "":
-            out[r.path] = Served(0, td, "application/td+json")
-        else:
-            out[r.path] = Served(int(st), v if v is not None else b"", "application/json")
-    return Instance(out, spec.mode, spec.threads)
+    things = []
+    for name, authority in named:
+        index = int(name.rsplit("-", 1)[1])
+        values = response_values(tp, seed, gi, index)
+        td = compact(instance_td(tp, index, name, authority, "http")).encode()
+        out = {}
+        for r, st, v in zip(tp.resources, service[index].tolist(), values):
+            if r.affordance == "":
+                out[r.path] = Served(0, td, "application/td+json")
+            else:
+                out[r.path] = Served(int(st), v if v is not None else b"", "application/json")
+        things.append(Instance(out, spec.mode, spec.threads))
+    return things
 
 
 class Server:
@@ -136,10 +152,47 @@ class Server:
             writer.close()
 
 
-async def _main(host: str, port: int, thing: Instance) -> None:
-    server = await asyncio.start_server(Server(thing).connection, host, port, backlog=256)
-    async with server:
-        await server.serve_forever()
+def _host_port(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def _main(served: list[tuple[str, str, Instance]]) -> None:
+    """One listening socket per instance, all on this event loop."""
+    servers = []
+    for name, listen, thing in served:
+        host, port = _host_port(listen)
+        try:
+            servers.append(await asyncio.start_server(Server(thing).connection, host, port,
+                                                      backlog=256))
+        except OSError as e:
+            raise SystemExit(f"http_thing: {name}: cannot listen on {listen}: {e}") from None
+    print(f"http_thing: {len(servers)} instance(s) listening", flush=True)
+    await asyncio.gather(*(s.serve_forever() for s in servers))
+
+
+def _parse_instance(text: str) -> tuple[str, str]:
+    name, sep, listen = text.partition("=")
+    if not sep or ":" not in listen:
+        raise argparse.ArgumentTypeError(f"{text!r}, expected NAME=ADDR:PORT")
+    return name, listen
+
+
+def _raise_nofile(instances: int) -> None:
+    """Each instance holds its listening socket and the GEs' keep-alive connections: the soft
+    limit of open files raised to the hard one; SystemExit when even that is too few."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = FDS_PER_INSTANCE * instances + FDS_SPARE
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise SystemExit(f"http_thing: {instances} instances need at least {need} open files, "
+                         f"the hard limit (ulimit -Hn) is {hard}: raise it or split the group")
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+FDS_PER_INSTANCE = 2   # its listening socket and one GE connection (gateways.http.connections 1)
+FDS_SPARE = 64         # readiness probes, the interpreter's own files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,11 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thing", type=int, required=True, help="its index in things:")
     ap.add_argument("--group-index", type=int, required=True, help="its index in devices:")
     ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("--instance", type=_parse_instance, action="append", default=[],
+                    metavar="NAME=ADDR:PORT", help="another instance this process serves")
     a = ap.parse_args(argv)
-    host, _, port = a.listen.rpartition(":")
-    thing = instance(a.spec, a.thing, a.group_index, a.seed, a.name, a.listen)
+    named = [(a.name, a.listen)] + a.instance
+    _raise_nofile(len(named))
+    things = instances(a.spec, a.thing, a.group_index, a.seed, named)
     try:
-        asyncio.run(_main(host.strip("[]"), int(port), thing))
+        asyncio.run(_main([(n, listen, t) for (n, listen), t in zip(named, things)]))
     except KeyboardInterrupt:
         pass
     return 0

@@ -63,6 +63,8 @@ def build_components(inp: Inputs) -> Components:
             container=a.container,
             push_timeout_ms=cfg.gateways.timeout_ms if a.name in inp.pushing else None,
             protocol=g.protocol, probe_path=http_spec.probe_path(g)))
+    if not inp.kind.needs_docker:
+        _share_thing_processes(devices, cfg)
     proxy = _proxy(inp)
     _render_server_configs(devices + ([proxy] if proxy else []), inp.kind.needs_docker)
     cd_ge = None
@@ -100,6 +102,22 @@ def build_components(inp: Inputs) -> Components:
                          dtls=inp.dtls,
                          http_body_template=_write_body_template(cfg, rd.ge_dir(name))))
     return Components(devices=devices, fleets=fleets, ges=ges, cd_ge=cd_ge, proxy=proxy)
+
+
+def _share_thing_processes(devices: list[DeviceRun], cfg: Config) -> None:
+    """HTTP Things (``things:`` groups with a ``server:``, wotbench.things.http_thing): the
+    devices of a group on the same cores are served by one process, the first one's. Not with
+    ``mode: busy``, whose service spins the event loop: each such instance keeps its own."""
+    things = {g.group for g in cfg.devices
+              if g.thing is not None and g.server is not None and g.mode == "sleep"}
+    leads: dict[tuple[str, str], DeviceRun] = {}
+    for d in devices:
+        if d.group not in things or d.role != "device":
+            continue
+        lead = leads.setdefault((d.group, d.cpuset), d)
+        if lead is not d:
+            lead.hosts.append((d.name, d.endpoint))
+            d.hosted_by = lead.name
 
 
 def _proxy(inp: Inputs) -> Optional[DeviceRun]:

@@ -44,6 +44,11 @@ class DeviceRun:
     protocol: str = "coap"      # devices[].protocol: how readiness is probed (coap | http)
     probe_path: str = ""        # http: the path the readiness GET asks for
     files: Optional["ServerFiles"] = None   # its rendered config_template (runner/serverconf.py)
+    # an HTTP Thing group (wotbench.things.http_thing): one process serves several devices;
+    # the first one's process gets ``--instance NAME=HOST:PORT`` for each of ``hosts``, the
+    # others name it in ``hosted_by`` and have no process of their own (process backend)
+    hosts: list[tuple[str, str]] = field(default_factory=list)
+    hosted_by: str = ""
 
     def __post_init__(self) -> None:
         self.container = self.container or self.name
@@ -69,7 +74,8 @@ class DeviceRun:
         f = self.files
         return self.program.argv(use_image=use_image, address=listen, port=self.port,
                                  name=self.name, config=f.config_in(in_container) if f else "",
-                                 scratch=f.scratch_in(in_container) if f else "")
+                                 scratch=f.scratch_in(in_container) if f else "") \
+            + [a for n, ep in self.hosts for a in ("--instance", f"{n}={ep}")]
 
     def describe_program(self) -> Optional[str]:
         if self.role == "external":

@@ -154,6 +154,7 @@ class ProcessBackend:
         self.pending: dict[str, tuple[list[str], set[int], Path]] = {}
         self._pids: dict[str, int] = {}         # component -> its program (the warden's child)
         self.quotas: dict[str, cpu_cgroup.ProcessQuota] = {}   # cpu_quota faults' servers
+        self.hosted: set[str] = set()           # devices served by another one's process
         self.lease = str(RunDir(run_dir).lease_dir / LEASE_FILE)
         self.subnet = "127.0.0.0/16"            # the run's loopback block (setup_network)
         self.drop = os.geteuid() == 0 and _others_can_reach(run_dir)
@@ -220,6 +221,10 @@ class ProcessBackend:
         # one by one, from this thread: the parent-death signal fires when the *spawning
         # thread* ends, so a worker thread would take the devices down with it
         for d in devices:
+            if d.hosted_by:   # an HTTP Thing served by another device's process
+                self.procs[d.name] = self.procs[d.hosted_by]
+                self.hosted.add(d.name)
+                continue
             if d.program is not None:   # a third-party server or proxy: its own command line
                 argv = [str(self.programs[d.program_key])] + d.program_args(False, d.address)[1:]
             else:
@@ -262,9 +267,10 @@ class ProcessBackend:
         return None   # the process shares the harness's cgroup: account by its threads
 
     def pid(self, name: str) -> Optional[int]:
-        """The component's program: the warden's child (the warden when there is none)."""
+        """The component's program: the warden's child (the warden when there is none); None for
+        a device served by another one's process (accounted once, as that one)."""
         p = self.procs.get(name)
-        if p is None:
+        if p is None or name in self.hosted:
             return None
         if name not in self._pids and p.poll() is None:
             child = first_child(p.pid) if WARDEN.name in self.bins else None
@@ -302,8 +308,11 @@ class ProcessBackend:
 
     def stop(self, names: Sequence[str], grace_s: float) -> dict[str, Optional[int]]:
         names = [n for n in names if n in self.procs]
-        for n in names:
-            self.signal(n, _signal.SIGTERM)
+        signalled: set[int] = set()
+        for n in names:   # a process serving several devices (HTTP Things) signalled once
+            if id(self.procs[n]) not in signalled:
+                signalled.add(id(self.procs[n]))
+                self.signal(n, _signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         out: dict[str, Optional[int]] = {}
         for n in names:
@@ -321,6 +330,9 @@ class ProcessBackend:
         warden = self.procs.get(device.name)
         if warden is None:
             raise ProcessLookupError(f"{device.name} has no process")
+        if device.hosts or device.hosted_by:
+            raise ProcessLookupError(f"{device.name} shares its process with other HTTP Things: "
+                                     "restarting it would restart them all")
         # the warden stays a zombie until it is reaped below: kill_processes does not wait
         # on zombies; polled finely, the downtime is the restart's, not the poll's
         kill_processes(process_tree(warden.pid), grace_s, poll_s=0.01)
@@ -377,10 +389,10 @@ class ProcessBackend:
     def cleanup(self) -> dict[str, int]:
         for name in list(self.quotas):   # a run that ended before the test's end
             self.release_cpu_limit(name)
-        alive = [p.pid for p in self.procs.values() if p.poll() is None]
+        alive = sorted({p.pid for p in self.procs.values() if p.poll() is None})
         if alive:
             kill_processes(alive, grace_s=3.0)
-        for p in self.procs.values():
+        for p in {id(p): p for p in self.procs.values()}.values():
             try:
                 p.wait(timeout=1)
             except subprocess.TimeoutExpired:
