@@ -39,6 +39,7 @@ from typing import Optional
 from wotbench.config.schema import Config
 from wotbench.errors import WotbenchError
 from wotbench.rundir import disk
+from wotbench.run_result import RunDirSeen
 from wotbench.runner.deployment.stage import deploy, remove_impairments
 from wotbench.runner.during.stage import run_test
 from wotbench.runner.during.watch import runtime_gone
@@ -65,14 +66,17 @@ class Runner:
     themselves, never from outside."""
 
     def __init__(self, config_path, out_root="reports", backend=None,
-                 cell: Optional[CellSeat] = None, cfg: Optional[Config] = None):
+                 cell: Optional[CellSeat] = None, cfg: Optional[Config] = None,
+                 on_run_dir: Optional[RunDirSeen] = None):
         """``cfg``: ``config_path`` already read (the dispatcher's or the cell's), else the
         pre-flight reads it; ``cell``: this run is one cell of a run across hosts (its devices
-        and T0); ``backend``: the ``--backend`` asked for. Nothing is set from outside later."""
+        and T0); ``backend``: the ``--backend`` asked for; ``on_run_dir``: told the run
+        directory the moment it exists. Nothing is set from outside later."""
         self.config_path = Path(config_path)
         self.loaded = cfg
         self.out_root = Path(out_root)
         self.requested_backend = backend
+        self.on_run_dir = on_run_dir
         self.state = RunState(held=Resources(tuning=hostlimits.HostTuning(log)), cell=cell)
 
     # -------------------------------------------------------------- signals
@@ -101,7 +105,7 @@ class Runner:
         try:
             try:
                 inputs = prepare(self.config_path, self.out_root, self.requested_backend,
-                                 self.loaded, st)
+                                 self.loaded, st, self.on_run_dir)
                 parts = deploy(inputs, st)
                 run_test(inputs, parts, st)
                 remove_impairments(inputs)

@@ -14,6 +14,7 @@ from cd_module import node as cd_node
 from wotbench.config.schema import Config
 from wotbench.deploy.resolve import resolve
 from wotbench.preflight import preflight
+from wotbench.run_result import RunDirSeen
 from wotbench.runner import push_run, run_json
 from wotbench.runner.deployment.build import share_ids
 from wotbench.runner.prepare import dtlskey, inputs
@@ -32,10 +33,12 @@ def lower_priority(nice: int) -> None:
 
 
 def prepare(config_path: Path, out_root: Path, backend: Optional[str],
-            loaded: Optional[Config], st: RunState) -> Inputs:
+            loaded: Optional[Config], st: RunState,
+            on_run_dir: Optional[RunDirSeen] = None) -> Inputs:
     """The inputs of the run (``loaded``: ``config_path`` already read, else the pre-flight
     reads it; ``backend``: the ``--backend`` asked for); ``st.inputs`` is set the moment the run
-    directory exists and grows as each file is written."""
+    directory exists and grows as each file is written; ``on_run_dir`` is told the directory
+    then."""
     # every refusal before anything exists: the same function `wotbench check` runs
     pf = preflight(config_path, backend, log=log, build=True,
                    share=st.share, loaded=loaded,
@@ -53,6 +56,8 @@ def prepare(config_path: Path, out_root: Path, backend: Optional[str],
                              plan=pf.plan, cd=cd_node.settings(resolved), rd=rd,
                              share=st.share)
     log(f"run {inp.run_id} ({inp.kind.name} backend) -> {rd.path}")
+    if on_run_dir is not None:
+        on_run_dir(rd.path)
     inp.impair.set_log_dir(rd.network_dir)
     summary, notes = inputs.write_inputs(rd, resolved, inp.plan, log,
                                          only=share_ids(resolved, st.share),
