@@ -156,7 +156,7 @@ def test_a_sweep_killed_during_a_run_knows_that_runs_directory_on_resume(tmp_pat
             raise Killed()
         return result
     with pytest.raises(Killed):
-        _run(tmp_path, ["devices[0].count=5,10"], runner=run_then_die)
+        _run(tmp_path, ["devices[0].count=5,10"], runner=run_then_die, report=False)
     [d] = (tmp_path / "reports").iterdir()
     [p0, p1] = json.loads((d / "sweep.json").read_text())["points"]
     assert p0["status"] == "running" and p0["run_dir"].startswith("runs/p00/")
