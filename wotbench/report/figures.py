@@ -193,9 +193,11 @@ def fig_rd(rep: RunReport) -> str:
             ys = np.r_[dev["p50_rd"].to_numpy(), dev["p50_rd"].to_numpy()[-1]]
             ax.step(xs, ys, where="post", color=PURPLE, lw=1.6, label="devices R_d (median per window)")
     if b is not None and b.median_rd is not None:
-        ax.axhline(b.median_rd, color=GREEN, ls="--", lw=1, label=f"CD calibration median {b.median_rd:.3f}")
+        ax.axhline(b.median_rd, color=GREEN, ls="--", lw=1,
+                   label=f"CD calibration median {b.median_rd:.3f}")
     if b is not None and b.threshold_rd is not None:
-        ax.axhline(b.threshold_rd, color=RED, ls="--", lw=1, label=f"threshold {b.threshold_rd:.3f}")
+        ax.axhline(b.threshold_rd, color=RED, ls="--", lw=1,
+                   label=f"threshold {b.threshold_rd:.3f}")
     ys = [ln.get_ydata() for ln in ax.get_lines()]
     top = max((float(np.nanmax(np.asarray(y, float))) for y in ys if len(y)), default=1.0)
     return _finish_time_plot(fig, ax, rep, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
