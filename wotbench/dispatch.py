@@ -15,13 +15,16 @@ from typing import Optional
 
 from wotbench.config.backend_choice import clock_bound_ms, runs_on_swarm
 from wotbench.config.yaml_loader import read_config_file
-from wotbench.run_result import RunResult
+from wotbench.run_result import RunDirSeen, RunResult
 
 
 def run_config(config_path, out_root="reports", backend: Optional[str] = None,
-               bound_ms: Optional[float] = None) -> RunResult:
+               bound_ms: Optional[float] = None,
+               on_run_dir: Optional[RunDirSeen] = None) -> RunResult:
     """Run one config (see the module docstring): its exit code, run directory and summary.
-    The YAML is read here, once; the run goes on with the typed config."""
+    The YAML is read here, once; the run goes on with the typed config. ``on_run_dir``: told
+    the run directory the moment it exists (one host and across hosts; a connected run's
+    directory is known from its result only)."""
     source = read_config_file(config_path)
     cfg = source.config
     from wotbench.config.connected import connected_groups
@@ -34,6 +37,7 @@ def run_config(config_path, out_root="reports", backend: Optional[str] = None,
         return run_connected(str(config_path), out_root, backend=backend)
     if runs_on_swarm(cfg, backend):
         from wotbench.distributed.coordinator import run as run_cells
-        return run_cells(config_path, out_root, clock_bound_ms(cfg, bound_ms), source=source)
+        return run_cells(config_path, out_root, clock_bound_ms(cfg, bound_ms), source=source,
+                         on_run_dir=on_run_dir)
     from wotbench.run_command import run
-    return run(config_path, out_root, backend, cfg=cfg)
+    return run(config_path, out_root, backend, cfg=cfg, on_run_dir=on_run_dir)

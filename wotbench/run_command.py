@@ -16,7 +16,7 @@ from typing import Optional
 from wotbench.config.schema import Config
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir, disk
-from wotbench.run_result import RunResult
+from wotbench.run_result import RunDirSeen, RunResult
 from wotbench.runner.main import Runner, log
 from wotbench.runner.stages import RunOutcome
 
@@ -96,10 +96,11 @@ def _ge_results(run_dir) -> bool:
 
 
 def run(config_path, out_root="reports", backend=None,
-        cfg: Optional[Config] = None) -> RunResult:
+        cfg: Optional[Config] = None, on_run_dir: Optional[RunDirSeen] = None) -> RunResult:
     """Run, analyse, report (see the module docstring). ``cfg``: the config already read
-    from ``config_path`` (the dispatcher's), so the YAML is read once per run."""
+    from ``config_path`` (the dispatcher's), so the YAML is read once per run; ``on_run_dir``:
+    told the run directory the moment it exists."""
     before = _fingerprint(config_path)
-    outcome = Runner(config_path, out_root, backend, cfg=cfg).execute()
+    outcome = Runner(config_path, out_root, backend, cfg=cfg, on_run_dir=on_run_dir).execute()
     note_config_edit(config_path, before, outcome.run_dir)
     return conclude(outcome)

@@ -489,13 +489,14 @@ def _r_per_window(responses: Optional[pd.DataFrame], of: dict[str, str], edges_n
     df = df[(df["win"] >= 0) & (df["win"] < len(edges_ns) - 1)]
     # aggregated by pandas, read back as arrays: a 10^5-device run has 10^6 (device, window)
     # groups, too many for a Python loop over groups
-    for mapping in (of, also or {}):
+    for mapping in (of, also) if also else (of,):   # (no second place: nothing to add)
         placed = df.assign(place=df["device"].map(mapping)).dropna(subset=["place"])
         agg = placed.groupby(["place", "win"], observed=True)["rt_ms"].mean()
         by_place.update({(str(pl), int(w)): float(r) for (pl, w), r in agg.items()})
-    agg = df.groupby(["device", "win"], observed=True)["rt_ms"].agg(["count", "mean"])
+    grouped = df.groupby(["device", "win"], observed=True)["rt_ms"]
+    count, mean = grouped.count(), grouped.mean()   # (cheaper than .agg([...]) of both)
     by_dev.update({(str(d), int(w)): (int(c), float(r)) for (d, w), c, r in
-                   zip(agg.index, agg["count"].to_numpy(), agg["mean"].to_numpy())})
+                   zip(count.index, count.to_numpy(), mean.to_numpy())})
     return by_place, by_dev
 
 

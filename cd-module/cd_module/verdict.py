@@ -38,7 +38,7 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from wotbench.rundir import ContentionParams
-from wotbench.rundir.summary import ContentionBlock
+from wotbench.rundir.summary import AbsoluteBaseline, Baseline, ContentionBlock, FlaggedWindow
 from cd_module import hostshare
 from cd_module.evidence import describe
 from wotbench.rundir.evidence import EvidenceBlock, WindowEvidence
@@ -73,7 +73,7 @@ def _windows(test: pd.DataFrame, duration_s: float, p: ContentionParams
     return out
 
 
-def _baseline_excess(cd: pd.DataFrame, p: ContentionParams) -> dict[str, Any] | None:
+def _baseline_excess(cd: pd.DataFrame, p: ContentionParams) -> Optional[AbsoluteBaseline]:
     """Median R − S of the answered calibration probes vs the absolute limit (None: no data)."""
     if "rt_ms" not in cd.columns:
         return None
@@ -85,27 +85,36 @@ def _baseline_excess(cd: pd.DataFrame, p: ContentionParams) -> dict[str, Any] | 
     s_ms = float(np.median(rt[good] / (1.0 + rd[good])))
     excess = float(np.median(rt[good] - rt[good] / (1.0 + rd[good])))
     limit = max(p.baseline_k * s_ms, p.baseline_floor_ms)
-    return {"service_ms": fnum(s_ms), "median_excess_ms": fnum(excess), "limit_ms": fnum(limit),
-            "elevated": bool(excess > limit)}
+    return AbsoluteBaseline(service_ms=fnum(s_ms), median_excess_ms=fnum(excess),
+                            limit_ms=fnum(limit), elevated=bool(excess > limit))
 
 
 def assess(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
            ) -> tuple[ContentionBlock, pd.DataFrame]:
     """The CD rule alone: its contention block (no direct evidence yet: :func:`combine` adds
     it) and the per-window series. ``cd`` columns: t_s, phase, rd, outcome."""
-    block, series = _rule(cd, duration_s, p)
-    return ContentionBlock.model_validate(json_clean(block)), series
+    return _rule(cd, duration_s, p)
+
+
+def _block(p: ContentionParams, status: str, reason: str, baseline: Optional[Baseline] = None,
+           windows_tested: int = 0, windows_flagged: int = 0, onset_s: Optional[float] = None,
+           max_shift: Optional[float] = None, median_shift: Optional[float] = None,
+           max_ratio: Optional[float] = None,
+           flagged_windows: Optional[list[FlaggedWindow]] = None) -> ContentionBlock:
+    """The CD rule's block (every field it decides set, as summary.json has always had them)."""
+    return ContentionBlock(status=status, reason=reason,
+                           params=ContentionParams.model_validate(p.model_dump()),
+                           baseline=baseline,
+                           windows_tested=windows_tested, windows_flagged=windows_flagged,
+                           onset_s=onset_s, max_shift=max_shift, median_shift=median_shift,
+                           max_ratio=max_ratio, flagged_windows=flagged_windows or [])
 
 
 def _rule(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
-          ) -> tuple[dict[str, Any], pd.DataFrame]:
-    block: dict[str, Any] = {"status": "not_checked", "reason": None, "params": p.model_dump(),
-                             "baseline": None, "windows_tested": 0, "windows_flagged": 0,
-                             "onset_s": None, "max_shift": None, "median_shift": None,
-                             "max_ratio": None, "flagged_windows": []}
+          ) -> tuple[ContentionBlock, pd.DataFrame]:
     if cd is None or len(cd) == 0:
-        block["reason"] = "no contention-detector samples"
-        return block, pd.DataFrame(columns=WINDOW_COLUMNS)
+        return (_block(p, "not_checked", "no contention-detector samples"),
+                pd.DataFrame(columns=WINDOW_COLUMNS))
     cd = cd[cd["outcome"] != "unsent"].copy()
     lost = cd["outcome"] != "ok"
     cd["rd_eff"] = np.where(lost, np.inf, cd["rd"].to_numpy())
@@ -116,10 +125,10 @@ def _rule(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
     b_med = float(np.median(base)) if len(base) else float("nan")
     b_mad = float(np.median(np.abs(base - b_med))) if len(base) else float("nan")
     thr = max(p.k * MAD_SCALE * b_mad, p.floor) if len(base) else float("nan")
-    block["baseline"] = {"samples": int(len(base)), "lost": int(np.isinf(base).sum()),
-                         "median_rd": fnum(b_med), "mad_rd": fnum(b_mad),
-                         "threshold_shift": fnum(thr),
-                         "absolute": _baseline_excess(cd, p)}
+    absolute = _baseline_excess(cd, p)
+    baseline = Baseline(samples=int(len(base)), lost=int(np.isinf(base).sum()),
+                        median_rd=fnum(b_med), mad_rd=fnum(b_mad), threshold_shift=fnum(thr),
+                        absolute=absolute)
     wins = _windows(test, duration_s, p)
     testable = [len(v) >= p.min_window_samples for _, _, v in wins]
     m = sum(testable)
@@ -140,43 +149,40 @@ def _rule(cd: pd.DataFrame | None, duration_s: float, p: ContentionParams
                      "flagged": flagged})
     series = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
     if not enough_base:
-        block["status"] = "inconclusive"
-        block["reason"] = (f"only {len(base)} calibration samples "
-                           f"(< {p.min_baseline_samples}); no verdict")
-        return block, series
+        return (_block(p, "inconclusive", f"only {len(base)} calibration samples "
+                                          f"(< {p.min_baseline_samples}); no verdict", baseline),
+                series)
     if m == 0:
-        block["status"] = "inconclusive"
-        block["reason"] = (f"no test window has {p.min_window_samples} or more CD samples")
-        return block, series
-    block["windows_tested"] = int(m)
+        return (_block(p, "inconclusive",
+                       f"no test window has {p.min_window_samples} or more CD samples", baseline),
+                series)
     fl = series[series["flagged"] == True]  # noqa: E712  (None = untested)
-    block["windows_flagged"] = int(len(fl))
+    found: dict[str, Any] = {}
     if len(fl):
-        block["status"] = "detected"
-        block["onset_s"] = float(fl["start_s"].iloc[0])
-        block["max_shift"] = fnum(fl["shift"].max())
-        block["median_shift"] = fnum(fl["shift"].median())
-        block["max_ratio"] = fnum(fl["ratio"].max())
-        block["flagged_windows"] = [{"start_s": float(r.start_s), "end_s": float(r.end_s),
-                                     "shift": fnum(r.shift), "ratio": fnum(r.ratio),
-                                     "p_value": fnum(r.p_value)}
-                                    for r in fl.itertuples()]
-        block["reason"] = (f"{len(fl)} of {m} windows: CD R_d median rose by up to "
-                           f"{fl['shift'].max():.3g} (×{fl['ratio'].max():.3g} response time) "
-                           f"from {fl['start_s'].iloc[0]:g} s")
+        status = "detected"
+        found = dict(onset_s=float(fl["start_s"].iloc[0]), max_shift=fnum(fl["shift"].max()),
+                     median_shift=fnum(fl["shift"].median()), max_ratio=fnum(fl["ratio"].max()),
+                     flagged_windows=[FlaggedWindow(start_s=float(r.start_s),
+                                                    end_s=float(r.end_s), shift=fnum(r.shift),
+                                                    ratio=fnum(r.ratio),
+                                                    p_value=fnum(r.p_value))
+                                      for r in fl.itertuples()])
+        reason = (f"{len(fl)} of {m} windows: CD R_d median rose by up to "
+                  f"{fl['shift'].max():.3g} (×{fl['ratio'].max():.3g} response time) "
+                  f"from {fl['start_s'].iloc[0]:g} s")
     else:
-        block["status"] = "none"
-        block["reason"] = f"no window of {m} departs from the calibration baseline"
-    absolute = block["baseline"]["absolute"]
-    if absolute and absolute["elevated"]:
+        status = "none"
+        reason = f"no window of {m} departs from the calibration baseline"
+    if absolute and absolute.elevated:
         note = (f"the CD node was already slowed during calibration, before the load started "
-                f"(median response {absolute['service_ms'] + absolute['median_excess_ms']:.3g} ms "
-                f"for a {absolute['service_ms']:.3g} ms service; limit +{absolute['limit_ms']:.3g} ms): "
+                f"(median response {absolute.service_ms + absolute.median_excess_ms:.3g} ms "
+                f"for a {absolute.service_ms:.3g} ms service; limit +{absolute.limit_ms:.3g} ms): "
                 f"something else contends for the device cores, and the windows are compared "
                 f"with an inflated baseline")
-        block["status"] = "detected"
-        block["reason"] = note if not len(fl) else f"{block['reason']}; {note}"
-    return block, series
+        status = "detected"
+        reason = note if not len(fl) else f"{reason}; {note}"
+    return (_block(p, status, reason, baseline, windows_tested=int(m),
+                   windows_flagged=int(len(fl)), **found), series)
 
 
 def combine(cd_rule: ContentionBlock, evidence: EvidenceBlock) -> ContentionBlock:

@@ -470,7 +470,7 @@ def _capacity_over(sweep_dir: Path, points: list[dict]) -> dict:
     by_threads = {pt["overrides"]["devices[0].threads"]: (sweep_dir / pt["run_dir"], pt)
                   for pt in points}
 
-    def replay(config_path, out_root, backend=None) -> RunResult:
+    def replay(config_path, out_root, backend=None, on_run_dir=None) -> RunResult:
         threads = yaml.safe_load(Path(config_path).read_text())["devices"][0]["threads"]
         src, pt = by_threads[threads]
         dst = Path(out_root) / src.name

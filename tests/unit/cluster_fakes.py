@@ -40,7 +40,8 @@ class AsCluster:
     def calls(self):
         return self.runner.calls
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
-        result = self.runner(config_path, out_root, backend)
+    def __call__(self, config_path: str, out_root: str, backend=None,
+                 on_run_dir=None) -> RunResult:
+        result = self.runner(config_path, out_root, backend, on_run_dir)
         cluster_json(result.run_dir, result.summary.verdict.status, self.bad_node, self.why)
         return result

@@ -41,8 +41,9 @@ class SloFakeRunner(FakeRunner):
         super().__init__(**kw)
         self.rt = rt
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
-        result = super().__call__(config_path, out_root, backend)
+    def __call__(self, config_path: str, out_root: str, backend=None,
+                 on_run_dir=None) -> RunResult:
+        result = super().__call__(config_path, out_root, backend, on_run_dir)
         cfg = yaml.safe_load(Path(config_path).read_text())
         if result.exit_code not in (0, 3) or "slo" not in cfg:
             return result

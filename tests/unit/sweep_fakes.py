@@ -31,7 +31,8 @@ class FakeRunner:
         self.verdict, self.fail_on, self.rd, self.cpu = verdict, fail_on, rd, cpu
         self.calls: list[dict] = []
 
-    def __call__(self, config_path: str, out_root: str, backend=None) -> RunResult:
+    def __call__(self, config_path: str, out_root: str, backend=None,
+                 on_run_dir=None) -> RunResult:
         cfg = yaml.safe_load(Path(config_path).read_text())
         self.calls.append(cfg)
         if self.fail_on:
@@ -48,6 +49,8 @@ class FakeRunner:
         rt = 5 * (1 + load) * (1.3 if aff == "shared" else 1)
         run_dir = Path(out_root) / f"{cfg['name']}-20250101T000000Z-{len(self.calls)}"
         (run_dir / "series").mkdir(parents=True)
+        if on_run_dir is not None:   # as the runner: the directory told the moment it exists
+            on_run_dir(run_dir)
         summary = make_summary(
             name=cfg["name"], devices=n, offered_rps=n * 1000 / rit,
             throughput_rps=n * 1000 / rit * 0.99, rt_p50_ms=rt, rt_mean_ms=rt * 1.1,

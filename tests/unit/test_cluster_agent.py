@@ -16,6 +16,7 @@ from wotbench.config.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.distributed import agents as ag
 from wotbench.runner.deployment.build import share_addresses, share_ids
+from wotbench.runner.during.stage import choose_t0
 from wotbench.runner.main import Runner
 from wotbench.runner.stages import CellSeat
 from wotbench.workload.generate import generate, keep_devices, write_trace
@@ -95,15 +96,15 @@ def test_the_runner_deploys_only_a_cells_share_and_takes_t0_from_outside():
     cfg = load_config(CONFIG)
     assert len(share_addresses(cfg, None)) == 90 and share_ids(cfg, None) is None
     now = time.monotonic_ns()
-    assert now + 2e9 <= Runner(CONFIG).choose_t0(2.0) <= time.monotonic_ns() + 2e9
+    assert now + 2e9 <= choose_t0(None, None, 2.0) <= time.monotonic_ns() + 2e9
     asked = []
     seat = CellSeat(node="n1", devices=frozenset({"sensor-0", "sensor-89"}),
                     t0=lambda run_dir, lead: asked.append((run_dir, lead)) or 42)
-    r = Runner(CONFIG, cell=seat)
+    r = Runner(CONFIG, cell=seat).state   # the seat given at construction, nothing poked in
     assert r.share == seat.devices
     assert [a.name for a in share_addresses(cfg, r.share)] == ["sensor-0", "sensor-89"]
     assert share_ids(cfg, r.share) == {0, 89}
-    assert r.choose_t0(3.5) == 42 and asked == [(None, 3.5)]
+    assert choose_t0(r.cell, r.run_dir, 3.5) == 42 and asked == [(None, 3.5)]
 
 
 def test_the_agent_image_holds_python_the_runner_and_the_binaries_but_no_plotting(
@@ -161,8 +162,8 @@ def test_a_cells_runner_reports_each_preparation_stage_and_one_host_stays_quiet(
     said = []
     seat = CellSeat(node="n1", devices=frozenset({"sensor-0"}), t0=lambda d, lead: 0,
                     progress=said.append)
-    Runner(CONFIG, cell=seat).stage("pre-flight: plan")
-    Runner(CONFIG).stage("pre-flight: plan")   # no seat: nothing to call, no error
+    Runner(CONFIG, cell=seat).state.stage("pre-flight: plan")
+    Runner(CONFIG).state.stage("pre-flight: plan")   # no seat: nothing to call, no error
     assert said == ["pre-flight: plan"]
 
 

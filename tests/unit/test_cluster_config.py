@@ -59,7 +59,7 @@ def test_the_command_line_overrides_the_config():
 
 def test_run_dispatches_a_swarm_config_to_the_coordinator(tmp_path, monkeypatch):
     calls = []
-    def run(c, o, b, source):   # the dispatcher read the YAML once and hands it over
+    def run(c, o, b, source, on_run_dir=None):   # the dispatcher read the YAML once, hands it over
         calls.append((str(c), o, b, source.config.backend))
         return RunResult(0, None)
     monkeypatch.setattr(coordinator, "run", run)
@@ -81,7 +81,8 @@ def test_sweep_and_capacity_run_each_point_of_a_swarm_config_across_hosts(tmp_pa
                                                                           command, first):
     calls = []   # the coordinator fails each run (exit 1, no summary): the point fails
     monkeypatch.setattr(coordinator, "run",
-                        lambda c, o, b, source: calls.append((Path(c).stem, b)) or RunResult(1, None))
+                        lambda c, o, b, source, on_run_dir=None:
+                        calls.append((Path(c).stem, b)) or RunResult(1, None))
     f = _write(tmp_path, "backend: swarm\ncluster: {clock_bound_ms: 2.5}\n")
     assert cli.main([command[0], str(f), *command[1:], "--out-root", str(tmp_path),
                      *(["--no-progress"] if command[0] == "sweep" else [])]) == 1

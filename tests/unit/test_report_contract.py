@@ -25,13 +25,16 @@ RUN_FIGURES = ["fig-rit-cdf", "fig-rt-time", "fig-rt-cdf", "fig-rd", "fig-cpu-co
 SWEEP_FIGURES = ["fig7", "fig8", "fig9", "fig5", "ci-throughput", "ci-p95", "ci-sut-cpu", "ci-sut-rss"]
 
 
-def _analysed_runner(config_path: str, out_root: str, backend=None) -> RunResult:
+def _analysed_runner(config_path: str, out_root: str, backend=None,
+                     on_run_dir=None) -> RunResult:
     """A run function for the sweep engine: the raw files of a run with the point's device count
     and placement, then the real analysis and the real report, as ``wotbench run`` ends."""
     cfg = yaml.safe_load(Path(config_path).read_text())
     affinity = cfg.get("placement", {}).get("affinity", "pinned")
     run_dir = make_run(Path(out_root), name=cfg["name"], n_devices=cfg["devices"][0]["count"],
                        duration_s=20, faithful=affinity == "pinned", sut=True)
+    if on_run_dir is not None:
+        on_run_dir(run_dir)
     render(run_dir)
     summary = RunDir(run_dir).read_summary()
     return RunResult(summary.verdict.exit_code, run_dir, summary)

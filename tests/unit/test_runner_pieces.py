@@ -116,23 +116,24 @@ def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
 
     from wotbench.errors import EnvironmentProblem
     from wotbench.runner import main
+    from wotbench.runner.prepare.stage import HARNESS_NICE
 
     before = os.sched_getaffinity(0)
     if len(before) < 2:
         pytest.skip("needs >= 2 cores to observe the pin")
     seen = {}
 
-    def failing_deploy(self, inputs):
+    def failing_deploy(inputs, st):
         seen["during"] = os.sched_getaffinity(0)
         raise EnvironmentProblem("deploy stopped by the test")
 
-    monkeypatch.setattr(main.Runner, "deploy", failing_deploy)
+    monkeypatch.setattr(main, "deploy", failing_deploy)
     cfg = Path(__file__).parents[1] / "e2e" / "configs" / "small.yaml"
     outcome = main.Runner(cfg, out_root=tmp_path, backend="process").execute()
     assert isinstance(outcome.error, EnvironmentProblem)   # the run ends, analysis is not its job
     assert seen["during"] != before          # the run did pin the harness ...
     assert os.sched_getaffinity(0) == before  # ... and gave the cores back
-    assert os.getpriority(os.PRIO_PROCESS, 0) <= main.HARNESS_NICE
+    assert os.getpriority(os.PRIO_PROCESS, 0) <= HARNESS_NICE
 
 
 def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatch):
@@ -165,8 +166,10 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
     of failing on the missing GEs. A device whose creation never happened is skipped."""
     import signal
 
-    from wotbench.runner import main
     from wotbench.runner.backends.docker import containers
+    from wotbench.runner.prepare.hostlimits import HostTuning
+    from wotbench.runner.run_state import Resources, RunState
+    from wotbench.runner.teardown.stop import stop_components
     from types import SimpleNamespace
 
     from wotbench.runner.deployment.components import DeviceRun, GeRun
@@ -201,10 +204,10 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
         def list(self, all, filters):
             return [c for c in backend.ctr.values() if c.attrs["State"]["Status"] == "exited"]
 
-    r = main.Runner(tmp_path / "unused.yaml", out_root=tmp_path)
     rd = RunDir(tmp_path)
     inputs = SimpleNamespace(rd=rd, pushing=frozenset(), resolved=None)   # what stopping reads of stage 1
-    backend = r.held.backend = DockerBackend(Client(), "run", log=lambda msg: None)   # as deploy() holds it
+    backend = DockerBackend(Client(), "run", log=lambda msg: None)   # as deploy() holds it
+    st = RunState(held=Resources(tuning=HostTuning(lambda msg: None), backend=backend))
 
     def device(name):
         d = rd.device_dir(name)
@@ -222,11 +225,11 @@ def test_stop_components_stops_devices_when_gateways_were_never_created(tmp_path
         cd_ge=GeRun(name="cd-ge", role="cd-ge", cpu=3, trace=tmp_path / "c.csv",
                     out_dir=tmp_path / "cd-ge", stdout=tmp_path / "cd-ge.log", wait="hybrid", msg_type="con", timeout_ms=100))
 
-    r.stop_components(inputs, parts)
+    stop_components(inputs, parts, st)
 
     assert [backend.ctr[n].signals for n in ("d-0", "d-1")] == [["SIGTERM"], ["SIGTERM"]]
     assert all((d.log_dir / "device-log.csv").exists() for d in devices[:2])
-    assert r.happened.failures == [] and r.happened.ge_exit == {}
+    assert st.happened.failures == [] and st.happened.ge_exit == {}
 
 
 def test_process_backend_stop_reports_the_one_that_ignores_sigterm(tmp_path):
@@ -254,7 +257,7 @@ def test_process_backend_stop_reports_the_one_that_ignores_sigterm(tmp_path):
 
 
 def test_cpu_model_is_the_first_model_name(tmp_path):
-    from wotbench.runner.main import cpu_model
+    from wotbench.runner.run_json import cpu_model
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\n\n"

@@ -145,6 +145,7 @@ def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp
     rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"    # the run's dir, after the watcher
     rd.mkdir()
     _write_whole(rd / "plan.json", PLAN.to_json().encode())
+    w.seen(rd)   # (as the run tells it: on_run_dir)
     w.start()
     w.thread.join(5)
     rec = w.stop()
@@ -170,6 +171,7 @@ def test_the_antagonist_starts_start_s_after_the_test_start_on_the_resolved_core
     w.start()
     rd = out / "v-20261124T000000Z"
     rd.mkdir()
+    w.seen(rd)   # (as the run tells it: on_run_dir, before plan.json is written)
     _write_whole(rd / "plan.json", PLAN.to_json().encode())
     time.sleep(0.1)
     _progress(rd / "ge" / "ge-0" / "progress.bin", 0)     # loading: not yet
@@ -200,9 +202,10 @@ def test_the_wrapper_ends_the_antagonist_when_the_run_raises(tmp_path):
         fakes.append(w)
         return w
 
-    def run_fn(config, out_root, backend=None):
+    def run_fn(config, out_root, backend=None, on_run_dir=None):
         rd = Path(out_root) / "v-20261124T000000Z"
         rd.mkdir(parents=True)
+        on_run_dir(rd)
         _write_whole(rd / "plan.json", PLAN.to_json().encode())
         _progress(rd / "ge" / "ge-0" / "progress.bin", 1)
         for _ in range(300):
@@ -243,8 +246,8 @@ def test_a_study_point_without_test_start_is_not_graded_and_says_why(tmp_path, m
     monkeypatch.setattr(mod, "BusyLoop", Never)
     fake = FakeRunner()
 
-    def slow_run(*a):              # the run dir is there, its GE never reports a send
-        code = fake(*a)
+    def slow_run(*a, **kw):        # the run dir is there, its GE never reports a send
+        code = fake(*a, **kw)
         time.sleep(0.8)
         return code
     rc = run_study(m, out_root=tmp_path / "r", gate=NO_WAIT, run_fn=slow_run,

@@ -137,6 +137,35 @@ def test_resume_skips_completed_points(tmp_path):
     assert again.calls == []
 
 
+def test_a_sweep_killed_during_a_run_knows_that_runs_directory_on_resume(tmp_path):
+    """The run tells its directory the moment it makes it (on_run_dir): a sweep process killed
+    after the run's analysis but before it recorded the point finds that directory in
+    sweep.json, not the newest summary.json under the point's runs/ (here a later one)."""
+    class Killed(BaseException):   # the sweep's process dies: nothing of run_point goes on
+        pass
+
+    runner = FakeRunner()
+    first = runner.__call__
+
+    def run_then_die(config_path, out_root, backend=None, on_run_dir=None):
+        result = first(config_path, out_root, backend, on_run_dir)
+        if len(runner.calls) == 1:
+            decoy = FakeRunner()
+            decoy.calls = [{}] * 5           # (another name) a newer summary in the same runs/
+            assert decoy(config_path, out_root).run_dir != result.run_dir
+            raise Killed()
+        return result
+    with pytest.raises(Killed):
+        _run(tmp_path, ["devices[0].count=5,10"], runner=run_then_die, report=False)
+    [d] = (tmp_path / "reports").iterdir()
+    [p0, p1] = json.loads((d / "sweep.json").read_text())["points"]
+    assert p0["status"] == "running" and p0["run_dir"].startswith("runs/p00/")
+    again = FakeRunner()
+    sweep = run_sweep(resume=d, run_fn=again, console=_quiet(), report=False)
+    assert [c["devices"][0]["count"] for c in again.calls] == [10]   # p00 was not run again
+    assert sweep.points[0].status == "done" and sweep.points[0].run_dir == p0["run_dir"]
+
+
 @pytest.mark.parametrize("code", [130, 143])
 def test_a_run_stopped_by_a_signal_stops_the_series(tmp_path, code):
     """In process, the runner catches SIGINT/SIGTERM, cleans up and returns 128 + signal: the

@@ -120,11 +120,11 @@ def test_interval_from_values_that_differ(tmp_path, monkeypatch):
         return make_summary(**kw)
 
     class Runner(FakeRunner):
-        def __call__(self, config_path, out_root, backend=None):
+        def __call__(self, config_path, out_root, backend=None, on_run_dir=None):
             import yaml
             from pathlib import Path
             summary.seed = yaml.safe_load(Path(config_path).read_text())["seed"]
-            return super().__call__(config_path, out_root, backend)
+            return super().__call__(config_path, out_root, backend, on_run_dir)
 
     monkeypatch.setattr(sweep_fakes, "make_summary", summary)
     sweep, _ = _run(tmp_path, ["devices[0].count=5"], runner=Runner(), repeats=3)

@@ -24,7 +24,7 @@ from wotbench.distributed import (agentimage, clock, merge, mergedsummary, servi
                                   tracesplit, verdict, wire)
 from wotbench.distributed import agents as ag
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
-from wotbench.run_result import RunResult
+from wotbench.run_result import RunDirSeen, RunResult
 from wotbench.rundir import MergedRunDir
 from wotbench.rundir.summary import Summary
 from wotbench.runner.prepare.inputs import make_run_dir
@@ -41,7 +41,7 @@ def log(msg: str) -> None:
 
 class Coordinator:
     def __init__(self, config_path, out_root, bound_ms: Optional[float] = None,
-                 source: Optional[ConfigFile] = None):
+                 source: Optional[ConfigFile] = None, on_run_dir: Optional[RunDirSeen] = None):
         self.config_path = Path(config_path)
         # the YAML read once: its text goes to the cells, its config decides here
         self.source = source if source is not None else read_config_file(config_path)
@@ -59,6 +59,7 @@ class Coordinator:
         self.notes: list[str] = []
         self.started = False                  # Start (T0) sent
         self.summary: Optional[Summary] = None   # the merged summary.json, once written
+        self.on_run_dir = on_run_dir          # told the merged run's directory when made
 
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
@@ -72,6 +73,8 @@ class Coordinator:
         image = agentimage.tag()
         rd = make_run_dir(self.out_root, cfg.name)
         self.dir, self.run_id = rd.path, rd.path.name
+        if self.on_run_dir is not None:
+            self.on_run_dir(rd.path)
         log(f"run {self.run_id} (swarm backend) on {len(nodes)} node(s): "
             f"{', '.join(n.hostname for n in nodes)} -> {self.dir}")
         listener = socket.create_server(("0.0.0.0", 0))
@@ -341,8 +344,9 @@ def _f(x) -> str:
 
 
 def run(config_path, out_root="reports", bound_ms: Optional[float] = None,
-        source: Optional[ConfigFile] = None) -> RunResult:
+        source: Optional[ConfigFile] = None, on_run_dir: Optional[RunDirSeen] = None
+        ) -> RunResult:
     """One run across hosts: its exit code, the merged run directory and merged summary."""
-    c = Coordinator(config_path, out_root, bound_ms, source)
+    c = Coordinator(config_path, out_root, bound_ms, source, on_run_dir)
     code = c.run()
     return RunResult(code, c.dir, c.summary)

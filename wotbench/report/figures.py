@@ -8,14 +8,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from wotbench.report.sections import core_roles
 from wotbench.report.view import RunReport
 from wotbench.report.plotting import (BLUE, CYCLE, GREEN, GREY, GRID, INK, ORANGE, PURPLE, RED, SHADE,
                        close_all, scope_ids, subplots, svg)
 
 
 def _shade(ax, rep: RunReport, label: bool = True) -> None:
-    for i, w in enumerate(rep.contention["windows"]):
-        ax.axvspan(w["start_s"], w["end_s"], color=SHADE, alpha=0.35, lw=0,
+    for i, w in enumerate(rep.summary.contention.flagged_windows):
+        ax.axvspan(w.start_s, w.end_s, color=SHADE, alpha=0.35, lw=0,
                    label="contention window" if label and i == 0 else None, zorder=0)
 
 
@@ -174,7 +175,7 @@ def fig_rd(rep: RunReport) -> str:
     """R_d = (R - S) / S (dimensionless): CD node per probe (calibration at t < 0), devices' median
     per analysis window, calibration median and detection threshold."""
     d = rep.data.rd
-    c = rep.contention
+    b = rep.summary.contention.baseline
     fig, ax = subplots(figsize=(10, 3.4))
     cd = d.cd
     if cd is not None:
@@ -191,10 +192,12 @@ def fig_rd(rep: RunReport) -> str:
             xs = np.r_[dev["window_start_s"].to_numpy(), dev["window_end_s"].to_numpy()[-1]]
             ys = np.r_[dev["p50_rd"].to_numpy(), dev["p50_rd"].to_numpy()[-1]]
             ax.step(xs, ys, where="post", color=PURPLE, lw=1.6, label="devices R_d (median per window)")
-    if c.get("baseline_rd") is not None:
-        ax.axhline(c["baseline_rd"], color=GREEN, ls="--", lw=1, label=f"CD calibration median {c['baseline_rd']:.3f}")
-    if c.get("threshold_rd") is not None:
-        ax.axhline(c["threshold_rd"], color=RED, ls="--", lw=1, label=f"threshold {c['threshold_rd']:.3f}")
+    if b is not None and b.median_rd is not None:
+        ax.axhline(b.median_rd, color=GREEN, ls="--", lw=1,
+                   label=f"CD calibration median {b.median_rd:.3f}")
+    if b is not None and b.threshold_rd is not None:
+        ax.axhline(b.threshold_rd, color=RED, ls="--", lw=1,
+                   label=f"threshold {b.threshold_rd:.3f}")
     ys = [ln.get_ydata() for ln in ax.get_lines()]
     top = max((float(np.nanmax(np.asarray(y, float))) for y in ys if len(y)), default=1.0)
     return _finish_time_plot(fig, ax, rep, "R_d = (R − S) / S", "Relative response-time deviation R_d", 3,
@@ -233,7 +236,9 @@ def fig_host_share(rep: RunReport) -> str:
     places = [p for p in sorted(df["place"].astype(str).unique())
               if p.startswith("core") or p == "devices"]
     fig, ax = subplots(figsize=(10, 3.2))
-    tol = rep.evidence.get("host_share") or {}
+    e = rep.summary.evidence
+    hs = e.host_share if e is not None else None
+    v = e.params.verdict if hs is not None else None
     for i, place in enumerate(places):
         g = df[df["place"].astype(str) == place].sort_values("start_s")
         xs = np.r_[g["start_s"].to_numpy(float), g["end_s"].to_numpy(float)[-1:]]
@@ -245,10 +250,11 @@ def fig_host_share(rep: RunReport) -> str:
         ax.fill_between(xs, np.r_[system, system[-1:]], np.r_[total, total[-1:]], step="post",
                         color=RED, alpha=0.55 if i == 0 else 0.35,
                         label=f"{place}: the testbed's part (host added)")
-        if tol.get("share") is not None or tol.get("ms") is not None:
-            lim = system + (tol["ms"] if tol.get("ms") is not None else tol["share"] * total)
+        if v is not None and (v.tolerance_ms is not None or v.tolerance_share is not None):
+            lim = system + (v.tolerance_ms if v.tolerance_ms is not None
+                            else v.tolerance_share * total)
             ax.step(xs, np.r_[lim, lim[-1:]], where="post", color=color, ls="--", lw=1,
-                    label=f"{place}: tolerance ({tol['text']})")
+                    label=f"{place}: tolerance ({hs.tolerance})")
     top = np.nanmax(np.r_[df["r_ms"].to_numpy(float), [1.0]])
     return _finish_time_plot(fig, ax, rep, "mean R per window (ms)",
                              "Response time: the system's part and the testbed's", 2,
@@ -258,7 +264,8 @@ def fig_host_share(rep: RunReport) -> str:
 def fig_cpu_cores(rep: RunReport) -> str:
     df: pd.DataFrame = rep.data.cpu_cores
     fig, ax = subplots(figsize=(10, 3.0))
-    roles = {r["core"]: ", ".join(r["components"]) for r in rep.placement.get("rows", [])}
+    roles = {core: ", ".join(comps)
+             for core, comps in (core_roles(rep.plan) if rep.plan else {}).items()}
     for core, g in sorted(df.groupby("core"), key=lambda kv: (len(str(kv[0])), str(kv[0]))):
         lab = f"core {core}" + (f" ({_short(roles[str(core)])})" if str(core) in roles else "")
         ax.plot(g["t_s"], g["busy_pct"], lw=1.3, label=lab)

@@ -101,9 +101,9 @@ def compress(names: list[str]) -> str:
     return ", ".join(parts + other)
 
 
-def placement(plan: Optional[Plan], why_not: Optional[str]) -> dict:
-    if plan is None:
-        return {"available": False, "reason": why_not or "plan.json is missing"}
+def core_roles(plan: Plan) -> dict[str, list[str]]:
+    """What each core of the plan runs (core -> components, "(idle)" for a usable core with
+    none), in core order: the placement table's rows and the CPU-per-core figure's labels."""
     roles: dict[str, list[str]] = {}
 
     def add(cores: list[int], what: str) -> None:
@@ -127,7 +127,13 @@ def placement(plan: Optional[Plan], why_not: Optional[str]) -> dict:
     for c, devs in by_core.items():
         add([int(c)], compress(devs))
     allc = sorted(set(roles) | {str(c) for c in plan.usable_cores}, key=lambda s: (len(s), s))
-    rows = [{"core": c, "components": roles.get(c, []) or ["(idle)"]} for c in allc]
+    return {c: roles.get(c, []) or ["(idle)"] for c in allc}
+
+
+def placement(plan: Optional[Plan], why_not: Optional[str]) -> dict:
+    if plan is None:
+        return {"available": False, "reason": why_not or "plan.json is missing"}
+    rows = [{"core": c, "components": comps} for c, comps in core_roles(plan).items()]
     return {"available": True, "rows": rows, "faithful": plan.faithful,
             "warnings": list(plan.warnings), "ge_wait": plan.ge_wait, "affinity": plan.affinity,
             "cores_total": plan.cores_total}

@@ -1,4 +1,6 @@
-"""The typed values a run hands from stage to stage (:class:`wotbench.runner.main.Runner`):
+"""The typed values a run hands from stage to stage (:class:`wotbench.runner.main.Runner`;
+each stage is a function of its own module: ``prepare/stage.py``, ``deployment/stage.py``,
+``during/stage.py``, ``teardown/stop.py``):
 
     CellSeat (given)  ->  Inputs (prepared)  ->  Components (deployed)  ->  Timeline (the test
     ran on it, :mod:`wotbench.runner.during.timeline`)  ->  RunOutcome (ended)
@@ -94,6 +96,11 @@ class Components:
     @property
     def devices_and_proxy(self) -> list[DeviceRun]:
         return self.devices + ([self.proxy] if self.proxy else [])
+
+    @property
+    def http_targets(self) -> list[tuple[int, str, int]]:
+        """(device id, address, port) of every HTTP device: where setup/verify requests go."""
+        return [(d.id, d.address, d.port) for d in self.devices if d.protocol == "http"]
 
 
 @dataclass(frozen=True)

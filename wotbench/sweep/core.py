@@ -39,7 +39,7 @@ from wotbench.sweep.header import READABLE, SCHEMA, SweepHeader
 from wotbench.sweep.paths import ALL, expand_pseudo, format_key, key_hint, parse_key, set_path
 from wotbench.sweep.repeats import ORDER, check_repeats, repeat_config, repeat_id, round_order
 
-RunFn = Callable[..., RunResult]    # run(config_path, out_root, backend) -> RunResult
+RunFn = Callable[..., RunResult]    # run(config_path, out_root, backend, on_run_dir=) -> RunResult
 # The runner turns SIGINT/SIGTERM into a clean stop and returns 128 + the signal: the user
 # stopped the series, not just this point.
 INTERRUPTED_EXIT_CODES = (130, 143)
@@ -162,16 +162,6 @@ def derive_config(base_raw: dict, overrides: dict[str, Any], *, base_dir: Path, 
 def _point_name(base: str, pid: str) -> str:
     base = str(base or "sweep")
     return f"{base[:60 - len(pid) - 1]}-{pid}"
-
-
-def _find_run_dir(root: Path) -> Optional[Path]:
-    """The newest run dir under ``root`` that has summary.json: only for a point whose run
-    ended without the sweep recording it (the sweep's process was killed); a run the sweep
-    saw end is recorded from its :class:`RunResult`."""
-    if not root.is_dir():
-        return None
-    done = [RunDir(d) for d in root.iterdir() if d.is_dir() and RunDir(d).summary_json.is_file()]
-    return max(done, key=lambda rd: rd.summary_json.stat().st_mtime).path if done else None
 
 
 class Sweep:
@@ -333,15 +323,17 @@ class Sweep:
 
     # ------------------------------------------------------------------ running
     def refresh(self, p: Point) -> bool:
-        """Mark ``p`` done when its run dir has summary.json (also after a crash); True if done."""
+        """Mark ``p`` done when its run dir has summary.json (also after a crash: the run
+        directory is recorded the moment the run makes it); True if done."""
         known = self.run_dir(p)
         if known is not None and known.summary_json.is_file():
             return self._record(p, known.path, self.summary(p))
-        rd = _find_run_dir(self.dir / "runs" / p.id)
-        if rd is None:
-            return False
-        p.run_dir = str(rd.relative_to(self.dir))
-        return self._record(p, rd, self.summary(p))
+        return False
+
+    def _seen(self, p: Point, run_dir: Path) -> None:
+        """The run of ``p`` made its directory: recorded at once (before the test starts)."""
+        p.run_dir = os.path.relpath(run_dir, self.dir)
+        self.save()
 
     def _record(self, p: Point, rd: Path, summ: Optional[Summary]) -> bool:
         """``p`` is done: its run directory, verdict and (swarm) the host at fault."""
@@ -372,15 +364,16 @@ class Sweep:
         result: Optional[RunResult] = None
         try:
             result = run_fn(str(self.dir / p.config), str(out_root),
-                            backend or self.header.backend)
+                            backend or self.header.backend,
+                            on_run_dir=lambda d: self._seen(p, d))
             p.exit_code = result.exit_code
         except KeyboardInterrupt:
             p.status, p.error, p.finished_utc = "interrupted", "interrupted by the user", utc_now()
-            self.save()
+            self._unseen(p)
             raise
         except EnvironmentProblem as e:   # the host cannot run tests: the next point would fail too
             p.status, p.error, p.finished_utc = "failed", str(e), utc_now()
-            self.save()
+            self._unseen(p)
             raise
         except WotbenchError as e:
             p.status, p.error, p.exit_code = "failed", str(e), e.exit_code
@@ -395,13 +388,21 @@ class Sweep:
         if not done and p.status == "running":
             if p.exit_code in INTERRUPTED_EXIT_CODES:
                 p.status, p.error = "interrupted", f"the run was interrupted (exit {p.exit_code})"
-                self.save()
+                self._unseen(p)
                 raise SweepInterrupted(f"{p.id} interrupted; continue with --resume {self.dir}",
                                        p.exit_code)
             p.status = "failed"
             p.error = f"the run exited with {p.exit_code} and wrote no summary.json"
+        if not done:
+            self._unseen(p)
         self.save()
         return p
+
+    def _unseen(self, p: Point) -> None:
+        """``p``'s run ended without a summary: the point names no run directory (as before it
+        ran); only a sweep killed during the run leaves the one its run made in sweep.json."""
+        p.run_dir = None
+        self.save()
 
     def pending(self) -> list[Point]:
         return [p for p in self.points if not self.refresh(p)]

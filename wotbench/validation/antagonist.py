@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Union
 from wotbench.deploy.plan import Plan
 from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
-from wotbench.run_result import RunResult
+from wotbench.run_result import RunDirSeen, RunResult
 from wotbench.rundir import RunDir, atomic
 
 KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
@@ -523,7 +523,8 @@ def _read_progress_sent(path: Path) -> int:
 
 
 class Watcher:
-    """Waits for the run's test start under ``out_root`` and runs the antagonist (thread)."""
+    """Waits for the run's test start and runs the antagonist (thread); the run's directory is
+    the one the run announces (:meth:`seen`, the sweep's ``on_run_dir``)."""
 
     def __init__(self, spec: AntagonistSpec, out_root: Path, *, manifest_dir: Path,
                  second_root: Path, log: Callable[[str], None] = print,
@@ -534,6 +535,7 @@ class Watcher:
         self.rec = AntagonistRecord(kind=spec.kind, asked=asdict(spec))
         self.stop_event = threading.Event()
         self.run_dir: Optional[Path] = None
+        self.announced: Optional[Path] = None    # the run's directory, told by the run
         if launcher is not None:
             self.launcher = launcher
         elif spec.kind == "busy-loop":
@@ -547,21 +549,22 @@ class Watcher:
                                       manifest_dir / str(spec.config),
                                       second_root / self.out_root.name)
         self.launcher.rec = self.rec
-        self._before = set(self.out_root.iterdir()) if self.out_root.is_dir() else set()
         self.thread = threading.Thread(target=self._run, name="study-antagonist", daemon=True)
 
     def start(self) -> None:
         self.launcher.prepare(self.log)
         self.thread.start()
 
+    def seen(self, run_dir: Path) -> None:
+        """The run made its directory (before its test starts)."""
+        self.announced = Path(run_dir)
+
     # ---------------------------------------------------------------- waiting
     def _wait_run_dir(self, deadline: float) -> Path:
         while time.monotonic() < deadline:
-            if self.out_root.is_dir():
-                new = [d for d in self.out_root.iterdir() if d.is_dir() and d not in self._before
-                       and RunDir(d).plan_json.is_file()]
-                if new:
-                    return max(new, key=lambda d: d.stat().st_mtime)
+            d = self.announced
+            if d is not None and RunDir(d).plan_json.is_file():
+                return d
             if self.stop_event.wait(self.poll_s):
                 raise NotStarted("the run ended before its run directory appeared")
         raise NotStarted(f"no run directory with plan.json under {self.out_root} within "
@@ -636,9 +639,8 @@ class Watcher:
         self.launcher.stop()
         if not self.rec.started and self.rec.why_not is None:
             self.rec.why_not = "the run ended before the antagonist started"
-        if self.run_dir is None and self.out_root.is_dir():   # a run faster than the watcher
-            new = [d for d in self.out_root.iterdir() if d.is_dir() and d not in self._before]
-            self.run_dir = max(new, key=lambda d: d.stat().st_mtime) if new else None
+        if self.run_dir is None:   # a run faster than the watcher
+            self.run_dir = self.announced
         where = (self.run_dir or self.out_root) / RECORD_NAME
         try:
             where.parent.mkdir(parents=True, exist_ok=True)
@@ -653,13 +655,19 @@ def with_antagonist(run_fn: Callable[..., RunResult], spec: AntagonistSpec, *,
                     wait_test_s: float = 300.0,
                     grace_s: float = 60.0) -> Callable[..., RunResult]:
     """The sweep's run function with the antagonist around each run (see the module)."""
-    def run(config_path: str, out_root: str, backend: Optional[str] = None) -> RunResult:
+    def run(config_path: str, out_root: str, backend: Optional[str] = None,
+            on_run_dir: Optional[RunDirSeen] = None) -> RunResult:
         w = Watcher(spec, Path(out_root), manifest_dir=manifest_dir, second_root=second_root,
                     log=log, wait_test_s=wait_test_s)
+
+        def seen(run_dir: Path) -> None:   # the watcher, and whoever asked for the run
+            w.seen(run_dir)
+            if on_run_dir is not None:
+                on_run_dir(run_dir)
         ok = False
         try:
             w.start()
-            result = run_fn(config_path, out_root, backend)
+            result = run_fn(config_path, out_root, backend, on_run_dir=seen)
             ok = True
             return result
         finally:

@@ -27,7 +27,7 @@ from wotbench.workload.push_schedule import Row, write_fleet_schedule
 RES_DIR_IN, FLEET_DIR_IN = "/res", "/logs"     # what a fleet container sees
 OBSERVER_MARGIN = 2               # observer records beyond devices[].observe.observers (a
                                   # client re-registering with a new query, a stray observer)
-STOP_BASE_S = 15.0                # as a device's grace (runner/main.py STOP_GRACE_S) ...
+STOP_BASE_S = 15.0                # as a device's grace (runner/teardown/stop.py STOP_GRACE_S) ...
 STOP_PER_ROW_US = 2.0             # ... plus writing its preallocated log rows (~500 000 rows/s)
 
 
