@@ -95,7 +95,7 @@ SMOKES = [
     Smoke("fleet_fidelity_bench.py", (r"^\| 10 sleep \| process #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
                                       r"^\| 10 sleep \| fleet #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",
                                       r"^\| 10 sleep \| fleet \| 1 \| [\d.]+ / "), long=True),
-    Smoke("fleet_cluster_bench.py", (r"^\| 1000000 \| 4 nodes, 17 GEs per cell \| wotbench check exit 0: OK",)),
+    Smoke("fleet_cluster_bench.py", (r"^\| 1000000 \| 4 nodes, 17 GEs in the run \| wotbench check exit 0: OK",)),
     Smoke("fleet_rd_bench.py", (r"^  devices 300 in 1 engines, test [\d.]+ s, verdict [a-z_]+, failures 0, lost in the testbed 0",
                                 rf"^  register: 300 due \(\d+/s offered\), 300 sent, outcomes \{{'ok': 300\}}",
                                 rf"^  engines' send lag \(test sends\): p50 {NUM} µs",

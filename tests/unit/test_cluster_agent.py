@@ -176,6 +176,7 @@ def test_a_cells_kernel_tables_are_sized_for_its_share_not_the_whole_run(tmp_pat
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" /
                           "fleet-100k.yaml").read_text())
     raw["devices"][0]["count"] = 4000
+    raw["devices"][0]["per_container"] = 500      # 8 engines, 2 in the share below
     p = tmp_path / "f.yaml"
     p.write_text(yaml.safe_dump(raw))
     cfg = load_config(p)
@@ -192,5 +193,8 @@ def test_a_cells_kernel_tables_are_sized_for_its_share_not_the_whole_run(tmp_pat
     check._tuning(cfg, plan, Kind())
     check._tuning(cfg, plan, Kind(), share=frozenset(f"meter-{i}" for i in range(1000)))
     assert asked["flows"] == [2 * 4000, 2 * 1000]   # 2 entries per engine device
-    engines = len(check.fleet_capacity.requirements(cfg, plan))
-    assert asked["hosts"] == [1 + engines, 1 + engines]   # the engines' addresses, the CD node
+    assert len(check.fleet_capacity.requirements(cfg, plan)) == 8
+    # neighbour paths: the CD node's, and each engine's address with each of the GEs (2) that
+    # send to its devices; the cell's own engines only (it counted all 8 of the run's)
+    assert cfg.gateways.count == 2
+    assert asked["hosts"] == [1 + 2 * 8, 1 + 2 * 2]

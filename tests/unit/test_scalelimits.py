@@ -73,3 +73,23 @@ def test_the_dockerd_found_is_the_one_of_the_cells_node_and_needs_no_pidof(tmp_p
     # a node named that none of several is: not another node's daemon
     assert dockerd_pid(tmp_path, sock="/var/lib/c/nodes/n9/docker.sock") is None
     assert dockerd_pid(tmp_path / "self", sock="") is None
+
+
+def test_a_node_dockerd_configured_from_a_file_beside_its_socket_is_found(tmp_path):
+    # the emulated cluster starts each node's dockerd with --config-file NODE_DIR/daemon.json
+    # (its socket in that file): no socket on the command line, so no dockerd was found among
+    # four and the engines went unsized (runc refused 52 652 descriptors at 10^6 devices)
+    from wotbench.runner.backends.docker.scalelimits import dockerd_pid
+    root = "/var/lib/wotbench-cluster-fleet-fidelity/nodes"
+    for pid, n in ((100, 1), (200, 2), (300, 3)):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text("dockerd\n")
+        (tmp_path / str(pid) / "cmdline").write_bytes(
+            f"dockerd\0--config-file\0{root}/wbcff-n{n}/daemon.json\0".encode())
+    (tmp_path / "400").mkdir()
+    (tmp_path / "400" / "comm").write_text("dockerd\n")
+    (tmp_path / "400" / "cmdline").write_bytes(
+        f"dockerd\0--config-file={root}/wbcff-n4/daemon.json\0".encode())
+    assert dockerd_pid(tmp_path, sock=f"{root}/wbcff-n2/docker.sock") == 200
+    assert dockerd_pid(tmp_path, sock=f"unix://{root}/wbcff-n4/docker.sock") == 400
+    assert dockerd_pid(tmp_path, sock=f"{root}/wbcff-n9/docker.sock") is None

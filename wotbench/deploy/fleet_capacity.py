@@ -181,10 +181,23 @@ def restrict(r: FleetRequirement, first_id: int, n: int, duration_s: float) -> F
                             "last_port": r.first_port + n - 1})
 
 
-def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[str]:
-    """What the run's fleets need that the config or the host does not give: one
-    ``"key: limit, fix"`` string each (empty: it fits)."""
-    reqs = requirements(cfg, plan)
+def of_share(cfg: Config, reqs: list[FleetRequirement],
+             share: Optional[frozenset[str]]) -> list[FleetRequirement]:
+    """The engines a cell of a run across hosts runs (``share``: its devices; None: every
+    engine). An engine never spans two cells, so its first device tells."""
+    if share is None:
+        return reqs
+    index = {g.group: gi for gi, g in enumerate(cfg.devices)}
+    return [r for r in reqs if device_name(r.group, r.first_id - _first_id(cfg, index[r.group]))
+            in share]
+
+
+def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None,
+             share: Optional[frozenset[str]] = None) -> list[str]:
+    """What the run's fleets (``share``: a cell's devices, its engines and GEs) need that the
+    config or the host does not give: one ``"key: limit, fix"`` string each (empty: it
+    fits)."""
+    reqs = of_share(cfg, requirements(cfg, plan), share)
     if not reqs:
         return []
     out = []
@@ -199,7 +212,9 @@ def problems(cfg: Config, plan: Plan, host: Optional[HostFacts] = None) -> list[
                        "(placement.cpus) or lower their rate (devices[].rit)")
     # the endpoints the GEs address: a generated trace skips groups with `requests: false`
     # (devices that only push); a recorded one may name any device
-    total = sum(g.count for g in cfg.devices if g.requests or cfg.trace is not None)
+    total = sum(g.count if share is None else
+                sum(1 for k in range(g.count) if device_name(g.group, k) in share)
+                for g in cfg.devices if g.requests or cfg.trace is not None)
     per_ge = math.ceil(total / cfg.gateways.count)
     if per_ge > GE_MAX_ENDPOINTS:
         out.append(f"gateways.count: {cfg.gateways.count} gateway emulator(s) for {total} devices "
@@ -287,16 +302,18 @@ def size_fleets(cfg: Config, nofile_hard: Optional[int]) -> tuple[Config, list[s
     return out, notes
 
 
-def check(cfg: Config, plan: Plan, nofile_hard: Optional[int]) -> None:
+def check(cfg: Config, plan: Plan, nofile_hard: Optional[int],
+          share: Optional[frozenset[str]] = None) -> None:
     """Refuse a run whose fleets do not fit: ConfigError for what the config asks (the fix is
     in the config), EnvironmentProblem for what the host lacks. ``nofile_hard``: the hard
-    RLIMIT_NOFILE the engines get from their runtime (None: unknown)."""
-    asked = problems(cfg, plan)
+    RLIMIT_NOFILE the engines get from their runtime (None: unknown); ``share``: a cell's
+    devices (its engines, and its GEs' endpoints)."""
+    asked = problems(cfg, plan, share=share)
     if asked:
         raise ConfigError(asked)
     facts = host_facts()
     facts = HostFacts(facts.mem_available_bytes, nofile_hard, facts.file_max)
-    lacking = problems(cfg, plan, facts)
+    lacking = problems(cfg, plan, facts, share)
     if lacking:
         raise EnvironmentProblem("the host cannot carry the run's wot-fleet engines: "
                                  + "; ".join(lacking))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from wotbench.distributed import targets, tracesplit, wire
+from wotbench.distributed import cellges, targets, tracesplit, wire
 from wotbench.distributed.clock import t0_mono_ns
 from wotbench.config.yaml_loader import load_config
 from wotbench.config.schema import Config
@@ -161,6 +161,11 @@ class Cell:
                 cfg, problem = None, f"{self.node}: the cell's config does not load there ({e})"
             if cfg is not None:
                 self.progress(f"config loaded ({cfg.total_devices} device(s) in the run)")
+            if cfg is not None and share.gateways not in (None, cfg.gateways.count):
+                # its part of the run's GEs: its trace is split over these (device id mod count)
+                self.progress(f"{share.gateways} of the run's {cfg.gateways.count} gateway "
+                              "emulator(s) run here (the share's part)")
+                cfg = cellges.with_gateways(cfg, share.gateways)
             mine = frozenset(share.devices)   # one set: every membership test below uses it
             problem = problem or self.preflight(cfg, mine)
             if problem:   # before the deploy: the coordinator stops every cell before T0

@@ -153,11 +153,13 @@ class Coordinator:
             from wotbench.workload.generate import check_recorded
             check_recorded(cfg)
             recorded = tracesplit.requests_per_device(cfg)
-        sp = split.split(split.units_from_config(cfg, recorded), cells)
+        sp = split.split(split.units_from_config(cfg, recorded), cells, cfg.gateways.count)
         MergedRunDir(self.dir).split_json.write_text(sp.model_dump_json(indent=2) + "\n")
         log("split: " + ", ".join(f"{s.node} {len(s.devices)} device(s) "
-                                  f"({s.load_per_core:.2f} erlang/core)" for s in sp.cells)
-            + f", spread {sp.spread:.1%}")
+                                  f"({s.load_per_core:.2f} erlang/core, {s.gateways} GE(s))"
+                                  for s in sp.cells)
+            + f", spread {sp.spread:.1%}; of the run's {cfg.gateways.count} GE(s), each cell "
+              "runs its share's part")
         for s in sp.cells:
             if not s.devices:   # more nodes than pods: this one has nothing to run
                 log(f"{s.node}: no devices in its share (fewer pods than nodes); its agent "
@@ -172,7 +174,7 @@ class Coordinator:
         for s in sp.cells:
             self.agents[s.node].conn.send(wire.Share(
                 run_id=self.run_id, config_yaml=text, config_name=self.config_path.name,
-                devices=s.devices, resources=resources,
+                devices=s.devices, resources=resources, gateways=s.gateways,
                 trace_csv=(tracesplit.slice_lines(trace_text, s.device_ids)
                            if trace_text is not None else None)))
         return sp

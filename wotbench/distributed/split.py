@@ -7,7 +7,9 @@ of a device is its request rate times its group's mean service time (erlangs: ho
 servers it keeps busy on average), so a cell with twice the device cores takes about twice the
 load. Assignment is "longest processing time first": units by decreasing load, each to the
 cell whose load per device core would be lowest after it (ties: fewer devices per core, then
-the cells' order). Equal inputs give equal splits on every host and Python version.
+the cells' order). Equal inputs give equal splits on every host and Python version. Each cell
+then gets its part of the run's gateway emulators (``gateways``, :mod:`.cellges`), from its
+share of the endpoints and of the request rate.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from wotbench.config.distributions import make_distribution
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet
 from wotbench.deploy.resolve import device_addresses
+from wotbench.distributed.cellges import cell_gateways
 from cd_module.sizing import group_request_rates
 from wotbench.errors import EnvironmentProblem
 
@@ -29,6 +32,8 @@ class Unit(BaseModel, frozen=True):
     devices: tuple[str, ...]        # global device names, config order
     device_ids: tuple[int, ...]     # their global ids (the trace's device column)
     load: float = Field(ge=0)       # offered load, erlangs
+    rate: float = Field(0.0, ge=0)  # requests/s the GEs send its devices
+    endpoints: int = Field(0, ge=0)   # its devices the GEs send requests to
     # an engine's devices are sockets in one process: no task or container each, so a node's
     # limit of process devices (Cell.max_devices) does not count them
     fleet: bool = False
@@ -53,6 +58,9 @@ class CellShare(BaseModel):
     device_ids: list[int] = []
     load: float = 0.0
     process_devices: int = 0     # of ``devices``, those not in wot-fleet engines
+    rate: float = 0.0            # requests/s to its devices
+    endpoints: int = 0           # its devices that are sent requests
+    gateways: int = 1            # main GEs it runs: its part of gateways.count (.cellges)
 
     @property
     def load_per_core(self) -> float:
@@ -84,15 +92,20 @@ def units_from_config(cfg: Config, recorded: Optional[dict[int, int]] = None) ->
     for d in device_addresses(cfg):
         by_container.setdefault(d.container or d.name, []).append(d)
     in_fleet = {g.group for i, g in enumerate(cfg.devices) if fleet.is_fleet(cfg, i)}
-    return [Unit(container=c, devices=tuple(d.name for d in ds),
-                 device_ids=tuple(d.id for d in ds),
-                 load=sum(rate(d) * service_s[d.group] for d in ds),
-                 fleet=ds[0].group in in_fleet)
-            for c, ds in by_container.items()]
+    out = []
+    for c, ds in by_container.items():
+        r = [rate(d) for d in ds]
+        out.append(Unit(container=c, devices=tuple(d.name for d in ds),
+                        device_ids=tuple(d.id for d in ds),
+                        load=sum(x * service_s[d.group] for x, d in zip(r, ds)),
+                        rate=sum(r), endpoints=sum(1 for x in r if x > 0),
+                        fleet=ds[0].group in in_fleet))
+    return out
 
 
-def split(units: Sequence[Unit], cells: Sequence[Cell]) -> Split:
-    """Assign every unit to one cell (see the module docstring). EnvironmentProblem, naming
+def split(units: Sequence[Unit], cells: Sequence[Cell], gateways: int = 1) -> Split:
+    """Assign every unit to one cell (see the module docstring); ``gateways``: the run's
+    ``gateways.count``, each cell's part in its ``gateways``. EnvironmentProblem, naming
     the node(s) and the fix, when there is no cell or a unit fits in no cell."""
     if not cells:
         raise EnvironmentProblem("no node is labelled for WoTbench: label the nodes that may run a "
@@ -116,11 +129,16 @@ def split(units: Sequence[Unit], cells: Sequence[Cell]) -> Split:
         best.device_ids.extend(u.device_ids)
         best.process_devices += u.process_devices
         best.load += u.load
+        best.rate += u.rate
+        best.endpoints += u.endpoints
     first = {u.container: min(u.device_ids, default=0) for u in units}
     for s in shares:   # global order inside each cell: the trace slice follows it
         pairs = sorted(zip(s.device_ids, s.devices))
         s.device_ids, s.devices = [p[0] for p in pairs], [p[1] for p in pairs]
         s.containers.sort(key=lambda c: first[c])
+    all_endpoints, all_rate = sum(s.endpoints for s in shares), sum(s.rate for s in shares)
+    for s in shares:
+        s.gateways = cell_gateways(gateways, s.endpoints, all_endpoints, s.rate, all_rate)
     total = sum(s.load for s in shares)
     even = total / sum(s.device_cores for s in shares)
     spread = max(s.load_per_core for s in shares) / even - 1 if even > 0 else 0.0

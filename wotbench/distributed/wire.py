@@ -56,6 +56,9 @@ class Share(BaseModel):
     # resource file (name -> text); None for a generated workload (wotbench.distributed.tracesplit)
     trace_csv: Optional[str] = None
     resources: dict[str, str] = {}
+    # the main GEs this cell runs: its part of the config's gateways.count
+    # (wotbench.distributed.cellges); None: the config's count (an older coordinator)
+    gateways: Optional[int] = None
     connected: Optional[ConnectedShare] = None   # a connected run: wotbench.distributed.connected_cell
 
 

@@ -162,7 +162,7 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     found = capacity.problems(pf.cfg, pf.plan, capacity.host_limits(), share)
     if found:
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
-    fleet_capacity.check(pf.cfg, pf.plan, pf.kind.fleet_nofile_hard())   # wot-fleet engines
+    fleet_capacity.check(pf.cfg, pf.plan, pf.kind.fleet_nofile_hard(), share)   # the engines
     add(Step("capacity", True, "tasks, file descriptors, memory and the device cores' request "
                                "rate (docs/PREFLIGHT.md); wot-fleet engines (docs/FLEET.md)" + (
                                    "; a recorded trace's rate is not counted"
@@ -199,16 +199,20 @@ def _tuning(cfg: Config, plan: Plan, kind: BackendKind,
     root, the refusal ``HostTuning.apply`` would make."""
     if not kind.container_namespaces:
         return []
-    # an engine's devices share its container's address: one neighbour entry a fleet
-    fleets = fleet_capacity.requirements(cfg, plan)
+    # an engine's devices share its container's address: one bridge port a fleet, and one
+    # neighbour path for each GE that sends to one of its devices (device id mod count); a cell
+    # counts its own engines (share) and its own GEs (gateways.count is its part)
+    fleets = fleet_capacity.of_share(cfg, fleet_capacity.requirements(cfg, plan), share)
     here = [capacity.devices_here(g, share) for g in cfg.devices]
     total = sum(here)
     in_fleets = sum(n for gi, n in enumerate(here) if fleet.is_fleet(cfg, gi))
+    ges = cfg.gateways.count
     hosts = total + 1 - in_fleets + len(fleets)
-    ports = min(hosts, DEVICES_PER_BLOCK) + cfg.gateways.count + 1
+    paths = total + 1 - in_fleets + sum(min(ges, r.devices) for r in fleets)
+    ports = min(hosts, DEVICES_PER_BLOCK) + ges + 1
     flows = (CONNTRACK_PER_FLEET_DEVICE * in_fleets
              + CONNTRACK_PER_DEVICE * (total - in_fleets))
-    plan = hostlimits.neighbour_plan(hosts, cfg.gateways.count + 1) \
+    plan = hostlimits.neighbour_plan(paths, ges + 1) \
         + hostlimits.backlog_plan(ports) + (hostlimits.conntrack_plan(flows) if fleets else [])
     if plan and os.geteuid() != 0:
         raise hostlimits.refusal(plan)

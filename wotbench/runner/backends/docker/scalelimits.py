@@ -61,14 +61,27 @@ def dockerd_pid(proc: Path = Path("/proc"), sock: Optional[str] = None) -> Optio
             continue
         try:
             if (d / "comm").read_text().strip() == "dockerd":
-                found.append((int(d.name), (d / "cmdline").read_bytes().replace(b"\0", b" ")))
+                found.append((int(d.name), (d / "cmdline").read_bytes().split(b"\0")))
         except OSError:
             continue   # (it exited meanwhile)
     sock = sock.removeprefix("unix://")   # DOCKER_HOST form; dockerd's -H may give either
-    mine = [pid for pid, cmd in found if sock and sock.encode() in cmd]
+    mine = [pid for pid, argv in found if sock and _serves(argv, sock)]
     if sock and not mine and len(found) > 1:
         return None   # another node's daemon would size the engines by the wrong limit
     return (mine or sorted(pid for pid, _ in found)[-1:] or [None])[0]
+
+
+def _serves(argv: list[bytes], sock: str) -> bool:
+    """Whether a dockerd started with ``argv`` listens on ``sock``: named by its -H, or set in
+    a --config-file beside it (the emulated cluster's nodes: NODE_DIR/daemon.json holds
+    ``hosts``, NODE_DIR/docker.sock; their command lines name no socket)."""
+    if any(sock.encode() in a for a in argv):
+        return True
+    files = [argv[k + 1] for k, a in enumerate(argv[:-1]) if a == b"--config-file"]
+    files += [a.removeprefix(b"--config-file=") for a in argv
+              if a.startswith(b"--config-file=")]
+    return any(os.path.dirname(f.decode(errors="replace")) == os.path.dirname(sock)
+               for f in files)
 
 
 def dockerd_nofile(hard: bool = False) -> Optional[int]:
