@@ -14,8 +14,11 @@ Timeline (see CONTRACTS.md section 8): the CD-GE starts at T0 and sends one requ
 
 Workload model, per device of a group:
 
-- arrivals: a renewal process with the group's RIT distribution over ``duration_s``; the first
-  arrival is at U*X1 (U uniform, X1 a RIT sample) so devices are not phase-locked;
+- arrivals: a renewal process with the group's RIT distribution over ``duration_s``, seen in its
+  steady state (``renewal.stationary_arrivals``: the first arrival is the forward recurrence
+  time, so devices are not phase-locked and a test of D s holds count * D / mean requests on
+  average even when the RIT outlasts the test; a plain U * X1 offered up to 1.5x, and 4.4x at
+  the 10^6 cluster's 1 000 s RIT in 20 s);
 - resources: ``resources`` synthetic resources ``r0..r{N-1}`` whose service times are the
   conditional means of the N equal-probability bins of the service-time distribution (shuffled
   per device); every request picks one uniformly. The *request-weighted* service time then has
@@ -52,7 +55,7 @@ from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from cd_module.trace import write_cd_files
 from wotbench.workload.formats import (BODY_METHODS, TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,
                                        write_resources)
-from wotbench.workload.renewal import arrivals as _arrivals
+from wotbench.workload.renewal import stationary_arrivals as _arrivals
 from wotbench.things.directory import affordance_rows as directory_affordances
 from wotbench.things.directory import rows as directory_rows
 from wotbench.things.files import write_thing_files
