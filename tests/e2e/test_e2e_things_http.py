@@ -1,9 +1,10 @@
 """Things whose forms are HTTP through ``wotbench run`` (issue 34, process backend): the
 instances are served by WoTbench's HTTP Thing (wotbench/things/http_thing.py, one process for
 the group), the gateway emulator drives the forms over HTTP/1.1, and every request is
-answered."""
+answered; observed over Server-Sent Events, every write is notified to the notification sink."""
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -15,17 +16,25 @@ from e2e_support import REPO, finished_run
 GE_BIN = REPO / "gateway-emulator" / "build" / "gateway-emulator"
 
 
+SINK_BIN = REPO / "gateway-emulator" / "build" / "notify-sink"
+
+
+def _short_run(harness, tmp_path, config: str, count: int):
+    """``configs/<config>`` with ``count`` instances, a 6 s test after 2 s of calibration."""
+    src = yaml.safe_load((REPO / "configs" / config).read_text())
+    src["things"][0]["td"] = str(REPO / "configs" / src["things"][0]["td"])
+    src["things"][0]["count"] = count
+    src.update({"duration_s": 6, "monitor": {"enabled": False},
+                "contention_detector": {"calibration_s": 2}})
+    p = tmp_path / config
+    p.write_text(yaml.safe_dump(src))
+    return finished_run(harness(str(p)), tmp_path)
+
+
 @pytest.mark.long    # a 6 s test, 2 s calibration, report
 @pytest.mark.skipif(not GE_BIN.exists(), reason="needs the real gateway-emulator (make build)")
 def test_td_with_http_forms_runs_and_every_request_is_answered(harness, tmp_path):
-    src = yaml.safe_load((REPO / "configs" / "td-http.yaml").read_text())
-    src["things"][0]["td"] = str(REPO / "configs" / src["things"][0]["td"])
-    src["things"][0]["count"] = 2
-    src.update({"duration_s": 6, "monitor": {"enabled": False},
-                "contention_detector": {"calibration_s": 2}})
-    p = tmp_path / "td-http.yaml"
-    p.write_text(yaml.safe_dump(src))
-    rd, reqs = finished_run(harness(str(p)), tmp_path)
+    rd, reqs = _short_run(harness, tmp_path, "td-http.yaml", 2)
     by = {}
     for r in reqs:
         by.setdefault((r["method"], r["path"].lstrip("/")), []).append(r)
@@ -48,3 +57,30 @@ def test_td_with_http_forms_runs_and_every_request_is_answered(harness, tmp_path
     out = (rd / "devices" / "plug-0" / "stdout.log").read_text()
     assert "http_thing: 2 instance(s) listening" in out, out
     assert not (rd / "devices" / "plug-1" / "stdout.log").exists()
+
+
+@pytest.mark.long    # a 6 s test, 2 s calibration, report
+@pytest.mark.skipif(not GE_BIN.exists() or not SINK_BIN.exists(),
+                    reason="needs the real gateway-emulator and notify-sink (make build)")
+def test_every_write_of_an_observed_http_thing_is_notified_over_sse(harness, tmp_path):
+    """The notification sink holds one event stream per plug (made from the load's
+    observeproperty entry), the GE writes the plugs' state, and every write is notified to its
+    own plug's stream with its id, with an update -> notification latency."""
+    rd, reqs = _short_run(harness, tmp_path, "td-http-observe.yaml", 3)
+    puts = [r for r in reqs if r["method"] == "PUT"]
+    assert puts and all(r["outcome"] == "ok" and r["code"] == "204" for r in puts), puts[:5]
+    with open(rd / "sink" / "notifications.csv") as f:
+        notes = list(csv.DictReader(f))
+    # each write's id arrived on its own plug's stream, once, with a kernel stamp
+    got = {int(n["id"]): n["subscriber"] for n in notes}
+    assert len(notes) == len(got) == len(puts)
+    assert all(got[int(r["index"])] == f"plug-{r['device']}-state" for r in puts)
+    assert all(n["kernel"] == "1" for n in notes)
+    block = json.loads((rd / "summary.json").read_text())["notify"]
+    subs = block["subscribers"]
+    assert [s["name"] for s in subs] == ["plug-0-state", "plug-1-state", "plug-2-state"]
+    assert sum(s["updates"] for s in subs) == len(puts)
+    for s in subs:
+        assert s["lost"] == 0 and s["unknown_ids"] == 0 and s["duplicates"] == 0, s
+        if s["updates"]:   # after the write's 2 ms service time, from the GE's send stamp
+            assert s["latency_ms"]["min"] >= 2.0, s

@@ -137,19 +137,21 @@ def test_the_server_answers_http_requests(tmp_path):
 
 # -- what cannot be mapped is refused, naming the file and JSON pointer -----------------------
 
-def test_long_poll_and_sse_subscriptions_are_refused_with_the_reason(tmp_path):
+def test_long_poll_and_an_events_sse_are_refused_with_the_reason(tmp_path):
     load = [{"affordance": "events/overload", "op": "subscribeevent",
              "notify": {"dist": "exponential", "mean": 1000}}]
     p = _problems(_raw(str(PLUG_FILE), load), tmp_path)
     assert p == [f"things[0].td: {PLUG_FILE}: /events/overload/forms/0: things[0].load[0].op: "
                  "subscribeevent: HTTP long-poll (subprotocol longpoll) is not emulated: the "
-                 "gateway emulator replays an open-loop trace and cannot re-issue a poll when the "
-                 "last one is answered, expected a coap:// form for it (CoAP Observe)"], p
+                 "gateway emulator replays an open-loop trace and the notification sink holds "
+                 "one response per subscription, neither re-issues a poll when the last one is "
+                 "answered, expected a coap:// form for it (CoAP Observe)"], p
     td = copy.deepcopy(PLUG)
     td["events"]["overload"]["forms"][0]["subprotocol"] = "sse"
     f = _td(tmp_path, "sse.td.json", td)
     p = _problems(_raw(f, load), tmp_path)
-    assert len(p) == 1 and "/events/overload/forms/0" in p[0] and "Server-Sent Events" in p[0], p
+    assert len(p) == 1 and "/events/overload/forms/0" in p[0] and "Server-Sent Events" in p[0] \
+        and "nothing the run sends raises an event" in p[0], p
 
 
 def test_a_mix_of_coap_and_http_forms_in_the_load_is_refused(tmp_path):

@@ -20,6 +20,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.deploy.addressing import device_name
 from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
 
 UPDATE_METHODS = ("POST", "PUT", "PATCH")
@@ -41,13 +42,25 @@ class SubscriberFigures:
 
 
 def updates_of(ge_dir: Path, methods: tuple[str, ...] = UPDATE_METHODS) -> pd.DataFrame:
-    """The GE's updates: seq (the requests.csv row), sent (mono ns), ok."""
-    req = pd.read_csv(ge_dir / "requests.csv", usecols=["index", "method", "sent_ns", "outcome"])
+    """The GE's updates: seq (the requests.csv row), sent (mono ns), ok, device, path."""
+    req = pd.read_csv(ge_dir / "requests.csv",
+                      usecols=["index", "device", "method", "path", "sent_ns", "outcome"],
+                      dtype={"path": str})
     start = json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"]
     req = req[req["method"].isin(methods)]
     return pd.DataFrame({"seq": req["index"].to_numpy(np.int64),
                          "sent": start + req["sent_ns"].to_numpy(np.float64),
-                         "ok": (req["outcome"] == "ok").to_numpy()})
+                         "ok": (req["outcome"] == "ok").to_numpy(),
+                         "device": req["device"].to_numpy(),
+                         "path": req["path"].fillna("").str.lstrip("/").to_numpy()})
+
+
+def _own(updates: pd.DataFrame, scope: Optional[tuple[int, str]]) -> pd.DataFrame:
+    """The updates of one subscriber: those to (device id, path) when it has ``updates_to``
+    (notify.subscribers[], e.g. an HTTP Thing's writeproperty form), else all of them."""
+    if scope is None or "device" not in updates:
+        return updates
+    return updates[(updates["device"] == scope[0]) & (updates["path"] == scope[1].lstrip("/"))]
 
 
 def _quantiles(x: np.ndarray) -> dict:
@@ -67,13 +80,17 @@ def _rate(received_ns: np.ndarray, window_s: float) -> float:
     return (len(received_ns) - 1) / span if span > 0 else 0.0
 
 
-def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict) -> list[SubscriberFigures]:
-    """One block per subscriber of sink.json."""
+def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
+            scopes: Optional[dict[str, tuple[int, str]]] = None) -> list[SubscriberFigures]:
+    """One block per subscriber of sink.json; ``scopes``: subscriber -> (device id, path) of its
+    own updates (the others' are neither its losses nor its latencies)."""
     window_s = max((sink["end_mono_ns"] - sink["start_mono_ns"]) / 1e9, 1e-9)
-    sent = updates.set_index("seq")["sent"]
-    ok_ids = set(updates.loc[updates["ok"], "seq"].tolist())
+    every = updates
     out = []
     for sub in sink["subscribers"]:
+        updates = _own(every, (scopes or {}).get(sub["name"]))
+        sent = updates.set_index("seq")["sent"]
+        ok_ids = set(updates.loc[updates["ok"], "seq"].tolist())
         n = notes[notes["subscriber"] == sub["name"]]
         first = n.sort_values("received_ns").drop_duplicates("id")
         known = first[first["id"].isin(sent.index)]
@@ -91,12 +108,32 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict) -> list[Subs
     return out
 
 
-def analyse(ge_dir: Path, sink_dir: Path) -> list[SubscriberFigures]:
+def scopes_of(config_resolved: Path) -> dict[str, tuple[int, str]]:
+    """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one (the
+    id: the device's position in the config's devices, requests.csv's ``device``)."""
+    if not config_resolved.is_file():
+        return {}
+    import yaml
+    raw = yaml.safe_load(config_resolved.read_text()) or {}
+    if not isinstance(raw, dict):
+        return {}
+    ids, first = {}, 0
+    for g in raw.get("devices") or []:
+        for i in range(int(g.get("count", 1))):
+            ids[device_name(g["group"], i)] = first + i
+        first += int(g.get("count", 1))
+    subs = (raw.get("notify") or {}).get("subscribers") or []
+    return {s["name"]: (ids[s["device"]], s["updates_to"]) for s in subs
+            if isinstance(s, dict) and s.get("updates_to") is not None and s.get("device") in ids}
+
+
+def analyse(ge_dir: Path, sink_dir: Path,
+            scopes: Optional[dict[str, tuple[int, str]]] = None) -> list[SubscriberFigures]:
     notes = pd.read_csv(sink_dir / "notifications.csv",
                         dtype={"subscriber": str, "id": np.int64, "received_ns": np.int64,
                                "kernel": np.int8})
     sink = json.loads((sink_dir / "sink.json").read_text())
-    return figures(updates_of(ge_dir), notes, sink)
+    return figures(updates_of(ge_dir), notes, sink, scopes)
 
 
 def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
@@ -105,7 +142,7 @@ def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
     sink_dir = run_dir / "sink"
     if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
         return None
-    subs = analyse(ge_dirs[0], sink_dir)
+    subs = analyse(ge_dirs[0], sink_dir, scopes_of(run_dir / "config.resolved.yaml"))
     sink = json.loads((sink_dir / "sink.json").read_text())
     return NotifyBlock(marker=sink["marker"], subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})

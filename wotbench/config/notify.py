@@ -38,6 +38,10 @@ class Subscriber(_Model):
     path: str = Field("", description="stream, websocket, observe: the path on that device")
     listen: Optional[str] = Field(
         None, description="webhook: ADDRESS:PORT of this host the system under test POSTs to")
+    updates_to: Optional[str] = Field(
+        None, description="stream, websocket, observe: only the updates sent to this path of "
+        "the subscriber's device are its updates (an HTTP Thing's writeproperty form: a write "
+        "to another instance is not its loss); null: every update of the run")
 
 
 class NotifySlo(_Model):
@@ -114,7 +118,7 @@ def problems(cfg: Config) -> list[str]:
 
 
 def _listen_problems(s: Subscriber, key: str, cfg: Config) -> list[str]:
-    if s.device is not None or s.path:
+    if s.device is not None or s.path or s.updates_to is not None:
         return [f"{key}: a webhook listens (listen: ADDRESS:PORT); device and path are for "
                 "subscriptions"]
     host, _, port = (s.listen or "").rpartition(":")

@@ -222,7 +222,9 @@ SECTIONS: list[Section] = [
     Section("things[].load[]", things_spec.OpLoad,
             "The workload of one affordance and op, per instance: `rate_per_s` or `interval` for "
             "readproperty/writeproperty/invokeaction; `observers` and `notify` for "
-            "observeproperty/subscribeevent (CoAP Observe). `interval`, `notify` and "
+            "observeproperty/subscribeevent (CoAP Observe); `observers` and `subscribed` for an "
+            "HTTP observeproperty over Server-Sent Events (notified on each write, measured by "
+            "the notification sink: the run's `notify:` is made from it). `interval`, `notify` and "
             "`service_time_ms` (here and in `things[]`) take a distribution `{dist, mean, cv?}` "
             "as the `Distributions` above (`service_time_ms` also a number, ms)."),
     Section("directory", things_spec.DirectorySpec,

@@ -7,8 +7,10 @@ unsubscribeevent). A ``coap(s)://`` (or relative, base-less) form's method is ``
 (CoAP binding) or the op's default (read GET, write PUT, invoke POST, observe/subscribe GET
 with Observe); an ``http(s)://`` form's is ``htv:methodName`` (HTTP binding) or the same
 defaults. An affordance keeps its CoAP and its HTTP forms apart (:class:`Affordance`): an
-instance speaks one of them (:mod:`.model` picks it). observeproperty/subscribeevent over
-HTTP (``subprotocol`` longpoll or sse, or none) is not emulated: the op is kept in
+instance speaks one of them (:mod:`.model` picks it). observeproperty over HTTP with
+``subprotocol: sse`` is served as Server-Sent Events (method ``SSE``: the HTTP Thing pushes an
+event on each write of the property, :mod:`.http_thing`); other observe ops over HTTP
+(long-poll, an event's SSE, no subprotocol) are not emulated: the op is kept in
 ``http_refused`` with the reason, named when the workload asks for it. Thing-level forms
 (readallproperties, ...) and URI templates are not emulated and refused when the workload
 names them. A form's query string is dropped (the device matches paths).
@@ -28,13 +30,15 @@ DEFAULT_METHOD = {"readproperty": "GET", "writeproperty": "PUT", "invokeaction":
 COAP_SCHEMES = ("coap", "coaps", "")   # "": a relative href without base = our device
 HTTP_SCHEMES = ("http", "https")
 HTTP_FORM_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
+SSE = "SSE"   # an HTTP observeproperty form with subprotocol sse: a GET held open, no trace rows
 # why an observe op over HTTP is not emulated, by the form's subprotocol
 _HTTP_OBSERVE_WHY = {
     "longpoll": "HTTP long-poll (subprotocol longpoll) is not emulated: the gateway emulator "
-                "replays an open-loop trace and cannot re-issue a poll when the last one is "
-                "answered",
-    "sse": "Server-Sent Events (subprotocol sse) are not emulated: the gateway emulator's HTTP "
-           "client reads one response per request, not an event stream",
+                "replays an open-loop trace and the notification sink holds one response per "
+                "subscription, neither re-issues a poll when the last one is answered",
+    "sse": "an event's Server-Sent Events (subprotocol sse) are not emulated: an HTTP Thing "
+           "notifies when the gateway emulator writes a property, and nothing the run sends "
+           "raises an event",
     "": "an HTTP form without a subprotocol (longpoll, sse) cannot notify, and neither is "
         "emulated"}
 WELL_KNOWN_WOT = ".well-known/wot"     # where each instance serves its TD (WoT Discovery §6.1)
@@ -127,8 +131,10 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                     known = a.http_forms if http else a.forms
                     if op in known or op not in DEFAULT_METHOD:
                         continue
-                    if http and op in ("observeproperty", "subscribeevent"):
-                        sub = form.get("subprotocol") if isinstance(form.get("subprotocol"), str) else ""
+                    sub = form.get("subprotocol") if isinstance(form.get("subprotocol"), str) else ""
+                    if http and op == "observeproperty" and sub == "sse":
+                        pass   # Server-Sent Events, pushed on each write (method SSE)
+                    elif http and op in ("observeproperty", "subscribeevent"):
                         a.http_refused.setdefault(op, (at, _HTTP_OBSERVE_WHY.get(
                             sub, f"subprotocol {sub!r} is not emulated")
                             + ", expected a coap:// form for it (CoAP Observe)"))
@@ -140,7 +146,7 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                     if not path or _BAD_PATH.search(path):
                         bad = (f"{at}/href", f"path {parts.path!r}: expected a non-empty URI "
                                "path without spaces, commas, quotes or URI-template braces")
-                    elif method != "OBSERVE" and method not in allowed:
+                    elif method not in ("OBSERVE", SSE) and method not in allowed:
                         bad = (f"{at}/{'htv:methodName' if http else 'cov:method'}",
                                f"{method!r}, expected {', '.join(allowed)}")
                     if bad and http:   # named only if the workload needs this HTTP form
@@ -157,6 +163,8 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
 def _method(form: dict, op: str, http: bool) -> str:
     if not http and op in ("observeproperty", "subscribeevent"):
         return "OBSERVE"
+    if http and op == "observeproperty":
+        return SSE
     given = form.get("htv:methodName" if http else "cov:method")
     return given if isinstance(given, str) else DEFAULT_METHOD[op]
 

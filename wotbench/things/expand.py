@@ -9,7 +9,9 @@ planner, the CD's ``auto`` and the trace summary), the largest bodies (block-wis
 checks) and ``observe`` when an observe op is in the workload (the engine serves it as
 wot-device does). A Thing whose forms are HTTP (:attr:`ThingPlan.protocol`) becomes a
 ``protocol: http`` group whose ``server:`` is :mod:`.http_thing` (one Python process serves
-the group's instances on the same cores, process backend), its ``paths`` the forms'. What the trace and the resource files hold comes from the TD itself at trace time
+the group's instances on the same cores, process backend), its ``paths`` the forms'; an
+observeproperty form with ``subprotocol: sse`` adds the run's ``notify:`` block (the sink's
+streams) and the update header (:mod:`.sse_notify`). What the trace and the resource files hold comes from the TD itself at trace time
 (:mod:`wotbench.things.workload`). Groups already marked ``thing`` (a resolved config read
 back) are dropped first and made again, so expanding twice gives the same config.
 """
@@ -21,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from wotbench.schema_errors import problems as schema_problems
-from wotbench.things import http_thing
+from wotbench.things import http_thing, sse_notify
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, plan
@@ -173,6 +175,9 @@ def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:
             return raw, ["gateways.payload_template: a Thing's writeproperty/invokeaction "
                          "requests carry their own values of the affordance's data schema, "
                          "expected no payload template with things:"]
+        problems = sse_notify.add_to(raw, plans)   # observeproperty over Server-Sent Events
+        if problems:
+            return raw, problems
     else:   # registered, not emulated: the run speaks HTTP to the directory
         kept.append(directory_group(directory))
         gw = raw.setdefault("gateways", {})

@@ -19,7 +19,12 @@ form's path waits for one of the instance's ``threads`` servers, takes the resou
 time (``sleep``: an asyncio timer, whose wake-up the event loop rounds up to the next
 millisecond; ``busy``: a spin that holds the loop, so one server) and is answered 200 with the
 resource's value (``application/json``; a PUT or DELETE: 204); ``/.well-known/wot`` answers
-with the TD at once; any other path 404.
+with the TD at once; any other path 404. An observeproperty form with ``subprotocol: sse``
+(a GET of its path; on a path it shares with the read, with ``Accept: text/event-stream``) is
+answered with an event stream held open: when a write of that property has taken its service
+time, every stream of the property on that instance gets an event whose ``id:`` is the write's
+``X-Update-Id`` header (the GE's ``urn:wot:upd:{{seq}}``) and whose ``data:`` is the value
+written, before the write's 204 (:mod:`wotbench.things.sse_notify`).
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ import asyncio
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -55,6 +60,9 @@ class Instance:
     resources: dict[str, Served]     # path -> what it serves
     mode: str
     threads: int
+    streams: dict[str, str] = field(default_factory=dict)   # observeproperty SSE path -> property
+    writes: dict[str, tuple[str, str]] = field(default_factory=dict)   # path -> (method, property)
+    reads: set[str] = field(default_factory=set)   # readproperty paths of observed properties
 
 
 def instance(spec_json: str, k: int, gi: int, seed: int, name: str, authority: str) -> Instance:
@@ -77,6 +85,15 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
     spec = ThingSpec.model_validate_json(spec_json)
     tp = cached_plan(spec, k, seed)
     service = service_times_us(tp, spec.count, np.random.default_rng([seed, gi, STREAM_SERVICE]))
+    streams = {tp.resources[lp.resource].path: lp.entry.affordance for lp in tp.sse_loads}
+    writes, reads = {}, set()
+    for a in tp.affordances:
+        f = a.http_forms.get("writeproperty")
+        if f is not None and a.key in streams.values():
+            writes[f.path] = (f.method, a.key)
+        r = a.http_forms.get("readproperty")
+        if r is not None and a.key in streams.values():
+            reads.add(r.path)
     things = []
     for name, authority in named:
         index = int(name.rsplit("-", 1)[1])
@@ -88,14 +105,58 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
                 out[r.path] = Served(0, td, "application/td+json")
             else:
                 out[r.path] = Served(int(st), v if v is not None else b"", "application/json")
-        things.append(Instance(out, spec.mode, spec.threads))
+        things.append(Instance(out, spec.mode, spec.threads, streams, writes, reads))
     return things
+
+
+UPDATE_HEADER = "x-update-id"   # wotbench.things.sse_notify.UPDATE_HEADER, lower case
+SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"\r\n")   # no length: the stream ends when the connection does
+
+
+def sse_event(update_id: str, value: bytes) -> bytes:
+    """One Server-Sent Event: ``id:`` the update's id (the GE's header), ``data:`` the value
+    written (a line of its own per line of the value)."""
+    head = f"id: {update_id}\n".encode() if update_id else b""
+    data = b"".join(b"data: " + line + b"\n" for line in (value or b"").split(b"\n"))
+    return head + data + b"\n"
 
 
 class Server:
     def __init__(self, thing: Instance):
         self.thing = thing
         self.servers = asyncio.Semaphore(thing.threads)
+        self.subscribers: dict[str, list[asyncio.StreamWriter]] = {
+            prop: [] for prop in thing.streams.values()}
+
+    def _is_stream(self, method: str, path: str, accept: str) -> bool:
+        """A GET of an observeproperty SSE form (on a path it shares with a read: only when the
+        client accepts text/event-stream)."""
+        return method == "GET" and path in self.thing.streams and (
+            path not in self.thing.reads or "text/event-stream" in accept)
+
+    async def _hold(self, prop: str, reader: asyncio.StreamReader,
+                    writer: asyncio.StreamWriter) -> None:
+        """Hold a subscriber's stream until it closes it."""
+        writer.write(SSE_HEAD)
+        await writer.drain()
+        self.subscribers[prop].append(writer)
+        try:
+            while await reader.read(4096):
+                pass
+        finally:
+            self.subscribers[prop].remove(writer)
+
+    def _notify(self, method: str, path: str, update_id: str, value: bytes) -> None:
+        """A write took effect: an event to every stream of the property (buffered writes, no
+        wait for a slow subscriber)."""
+        w = self.thing.writes.get(path)
+        if w is None or w[0] != method:
+            return
+        event = sse_event(update_id, value)
+        for sub in self.subscribers[w[1]]:
+            if not sub.is_closing():
+                sub.write(event)
 
     async def _serve(self, us: int) -> None:
         async with self.servers:
@@ -120,7 +181,7 @@ class Server:
                 if not line:
                     break
                 method, target = line.decode("latin-1").split(" ", 2)[:2]
-                length, close = 0, False
+                length, close, accept, update_id = 0, False, "", ""
                 while True:
                     h = await reader.readline()
                     if h in (b"\r\n", b"\n", b""):
@@ -131,11 +192,20 @@ class Server:
                         length = int(value)
                     elif name == "connection" and "close" in value.lower():
                         close = True
-                if length:
-                    await reader.readexactly(length)
+                    elif name == "accept":
+                        accept = value
+                    elif name == UPDATE_HEADER:
+                        update_id = value.strip()
+                body_in = await reader.readexactly(length) if length else b""
+                path = urlsplit(target).path.lstrip("/")
+                if self._is_stream(method, path, accept):
+                    await self._hold(self.thing.streams[path], reader, writer)
+                    break
                 r, status = self._answer(method, target)
                 if r is not None:
                     await self._serve(r.service_us)
+                    if self.subscribers:   # the write has taken effect: its notification
+                        self._notify(method, path, update_id, body_in)
                 body = r.body if r is not None and status == 200 else b""
                 reason = {200: "OK", 204: "No Content", 404: "Not Found"}[status]
                 head = f"HTTP/1.1 {status} {reason}\r\nContent-Length: {len(body)}\r\n"

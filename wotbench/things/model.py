@@ -23,8 +23,8 @@ import numpy as np
 
 from wotbench.config.schema import NOTIFY_DISTS
 from wotbench.things import payloads
-from wotbench.things.affordances import (WELL_KNOWN_WOT, Affordance, affordances, find,
-                                        with_default_forms)
+from wotbench.things.affordances import (SSE, WELL_KNOWN_WOT, Affordance, Form, affordances,
+                                        find, with_default_forms)
 from wotbench.things.spec import OBSERVE_OPS, OpLoad, ServiceTime, ThingSpec, service_mean_ms
 from wotbench.things.tdfile import (TdError, TdProblem, instance_values, instantiate,
                                     model_problems, read_json)
@@ -79,18 +79,23 @@ class ThingPlan:
             instantiate(self.template, instance_values(self.spec.instance, index, device)))
 
     @property
+    def sse_loads(self) -> list["LoadPlan"]:
+        """The observeproperty entries served as Server-Sent Events (HTTP; no trace rows)."""
+        return [lp for lp in self.loads if lp.method == SSE]
+
+    @property
     def observed(self) -> bool:
         return any(lp.method == "OBSERVE" for lp in self.loads)
 
     def request_rate_per_s(self) -> float:
         """Requests per second per instance (observations excluded)."""
         return sum(1000.0 / lp.entry.mean_interval_ms for lp in self.loads
-                   if lp.method != "OBSERVE")
+                   if lp.method not in ("OBSERVE", SSE))
 
     def weighted_service_ms(self) -> float:
         """The request-weighted mean service time per instance, ms (for the CD's `auto`)."""
         w = [(1000.0 / lp.entry.mean_interval_ms, self.resources[lp.resource].service_us)
-             for lp in self.loads if lp.method != "OBSERVE"]
+             for lp in self.loads if lp.method not in ("OBSERVE", SSE)]
         if not w:
             return service_mean_ms(self.spec.service_time_ms)
         return sum(r * s for r, s in w) / sum(r for r, _ in w) / 1000.0
@@ -196,7 +201,11 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
             pointer, why = _no_form(a, e.op, protocol)
             problems.append(TdProblem(file, pointer, f"{at}.op: {why}"))
             continue
-        if e.op in OBSERVE_OPS and e.notify.dist not in NOTIFY_DISTS:
+        why = _observe_problem(e, form, a, spec)
+        if why:
+            problems.append(TdProblem(file, form.pointer, f"{at}: {why}"))
+            continue
+        if form.method == "OBSERVE" and e.notify.dist not in NOTIFY_DISTS:
             problems.append(TdProblem(file, a.pointer, f"{at}.notify.dist: {e.notify.dist}, "
                             f"expected one of {', '.join(NOTIFY_DISTS)} (what wot-device emulates)"))
             continue
@@ -214,7 +223,7 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
                                 "CoAP request carries its own value in one datagram: limit the "
                                 "schema's maxLength, maxItems or properties)"))
         r = by_path[form.path]
-        if e.op in OBSERVE_OPS:
+        if form.method == "OBSERVE":
             resources[r].notify = _notify_cols(e, resources[r].service_us)
         loads.append(LoadPlan(e, i, r, form.method, req, req_schema if req else None))
     if problems:
@@ -222,6 +231,31 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
     resources.append(Resource(WELL_KNOWN_WOT, "", 0, 0))   # size: per instance, its own TD
     return ThingPlan(spec, key, spec.group or default_group(spec), template, affs, resources,
                      loads, protocol)
+
+
+def _observe_problem(e: OpLoad, form: Form, a: Affordance, spec: ThingSpec) -> Optional[str]:
+    """What an observe entry (or an observe key on another op) lacks for its form, or None."""
+    if e.op not in OBSERVE_OPS:
+        return "subscribed: only for observeproperty over HTTP SSE" \
+            if e.subscribed is not None else None
+    if form.method == "OBSERVE":
+        if e.notify is None:
+            return f"{e.op} needs notify: {{dist, mean}} (ms between notifications)"
+        if e.subscribed is not None:
+            return "subscribed: only for observeproperty over HTTP SSE (a CoAP observe op " \
+                "registers `observers` per instance, every instance)"
+        return None
+    if e.notify is not None:   # SSE
+        return ("notify: an observeproperty over Server-Sent Events notifies on each write of "
+                "the property (the gateway emulator's writeproperty), expected no notify")
+    if "writeproperty" not in a.http_forms:
+        return (f"{a.key} has no HTTP writeproperty form: its Server-Sent Events are pushed on "
+                "each write, so nothing of the run would notify, expected a writable property")
+    if not any(x.affordance == e.affordance and x.op == "writeproperty" for x in spec.load):
+        return (f"no load entry writes {a.key}: its Server-Sent Events are pushed on each write, "
+                f"expected a writeproperty entry of {a.key} (the updates whose notification "
+                "latency is measured)")
+    return None
 
 
 def _protocol(spec: ThingSpec, affs: list[Affordance]) -> str:

@@ -83,10 +83,15 @@ class OpLoad(_Model):
         1.0, ge=0, description="observe ops: each observer registers at a uniform instant in "
                                "[0, this) of the test and stays until its end")
     notify: Optional[DistSpec] = Field(
-        None, description="observe ops: time between notifications (ms; dist deterministic | "
-                          "uniform | exponential | normal): the property's change rate or the "
-                          "event's rate")
+        None, description="CoAP observe ops (required there): time between notifications (ms; "
+                          "dist deterministic | uniform | exponential | normal): the property's "
+                          "change rate or the event's rate; none over HTTP SSE (a notification "
+                          "per write)")
     notify_type: Literal["con", "non"] = Field("con", description="observe ops: CON or NON")
+    subscribed: Optional[int] = Field(
+        None, ge=1, description="observeproperty over HTTP SSE: how many instances (the first "
+        "ones) the notification sink subscribes to, `observers` streams each; null: every "
+        "instance, at most 64 streams in all (the sink's limit)")
 
     @field_validator("service_time_ms")
     @classmethod
@@ -123,9 +128,6 @@ class OpLoad(_Model):
         if self.op not in allowed:
             raise ValueError(f"op {self.op} on {kind}, expected one of {', '.join(allowed)}")
         if self.op in OBSERVE_OPS:
-            if self.notify is None:
-                raise ValueError(f"{self.op} needs notify: {{dist, mean}} (ms between "
-                                 "notifications)")
             if self.rate_per_s is not None or self.interval is not None:
                 raise ValueError(f"{self.op} takes observers and notify, not a request rate")
         else:

@@ -32,7 +32,7 @@ from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.resolve import DeviceAddress
 from wotbench.things import payloads
 from wotbench.things.instances import compact, instance_td
-from wotbench.things.affordances import find
+from wotbench.things.affordances import SSE, find
 from wotbench.things.model import ThingPlan, cached_plan, response_schema
 from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
@@ -143,6 +143,8 @@ def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> 
     for lp in tp.loads:
         rng = np.random.default_rng([cfg.seed, gi, _STREAM_BASE + lp.index])
         e = lp.entry
+        if lp.method == SSE:
+            continue   # the notification sink subscribes (notify:, wotbench.things.sse_notify)
         if lp.method == "OBSERVE":
             n = g.count * e.observers
             dev = np.repeat(ids, e.observers)
@@ -201,6 +203,8 @@ def affordance_rows(cfg: Config) -> list[dict]:
         if g.thing is not None:
             tp = thing_plan(cfg, gi)
             for lp in tp.loads:
+                if lp.method == SSE:
+                    continue   # no requests: its figures are the notification sink's
                 rows.append({"group": g.group, "model": tp.model_name, "first_device": first,
                              "devices": g.count, "affordance": lp.entry.affordance,
                              "op": lp.entry.op, "method": lp.method,
