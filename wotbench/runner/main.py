@@ -59,7 +59,7 @@ from wotbench.runner.during import push_verify
 from wotbench.runner.during.hogs import Hogs
 from wotbench.runner.during.timeline import Timeline, lead_s
 from wotbench.runner.during.watch import GE_STOP_WAIT_S, runtime_gone, watch_test
-from wotbench.runner.prepare import dtlskey, hostlimits, inputs
+from wotbench.runner.prepare import dtlskey, hostlimits, inputs, isolation
 from wotbench.runner.run_state import Resources, RunLog
 from wotbench.runner.stages import CellSeat, Components, Inputs, RunOutcome
 from wotbench.stamps import iso_stamp
@@ -215,6 +215,7 @@ class Runner:
         self.happened.warnings += pf.warnings
         resolved = pf.resolved or resolve(pf.cfg, pf.plan)
         self.held.tuning.apply(pf.tuning)
+        self.isolate(pf)
 
         rd = inputs.make_run_dir(self.out_root, pf.cfg.name + (f"-{self.cell.node}"
                                                                if self.cell else ""))
@@ -253,6 +254,21 @@ class Runner:
         # GE's wake-ups by milliseconds. Process-backend emulators are put back to 0 at spawn.
         lower_priority(HARNESS_NICE)
         return inp
+
+    def isolate(self, pf) -> None:
+        """placement.isolate_cores: the host's work off the run's GE and device cores before
+        anything of the run starts (restored by cleanup()); a killed run's isolation is put
+        back first either way."""
+        if not pf.cfg.placement.isolate_cores:
+            note = isolation.clean_stale(log)
+            if note:
+                log(f"warning: {note}")
+                self.happened.warnings.append(note)
+            return
+        self.held.shield = isolation.CoreShield(log)   # set first: cleanup() restores a part
+        self.held.shield.apply(pf.plan.os_cores, isolation.shielded_cores(pf.plan.usable_cores,
+                                                                          pf.plan.os_cores),
+                               keep=pf.cfg.placement.isolate_except)
 
     # -------------------------------------------------------------- 4-6: deploy
     def choose_t0(self, lead: float) -> int:
@@ -687,6 +703,11 @@ class Runner:
         if self.held.lease is not None:   # after the components: a renewal gap would stop them
             self.held.lease.release()
         self.held.tuning.restore()
+        if self.held.shield is not None:   # after the run's own containers and processes
+            try:
+                self.held.shield.restore()
+            except Exception as e:  # noqa: BLE001 - the state file stays for `wotbench clean`
+                log(f"restoring the core isolation failed: {e}; run `wotbench clean` as root")
         if self.rd is not None:
             dtlskey.remove(self.rd)
             self.rd.write_run(self.record())
@@ -725,6 +746,7 @@ class Runner:
             contention=h.contention,
             network=inp.impair.record(rd, fleet_runs.impair_counters(rd, parts.fleets)),
             host_tuning=self.held.tuning.record(), phases=h.phases,
+            isolation=self.held.shield.record() if self.held.shield else None,
             failures=h.failures, warnings=h.warnings, other_runs=h.other_runs,
             push_verify=h.push_verify, interrupted=h.interrupted is not None, aborted=h.aborted,
             error=str(h.error) if h.error else None, written_at_utc=iso_stamp(),

@@ -21,12 +21,14 @@ from wotbench.runner.backends.interface import RunBackend
 from wotbench.runner.deployment.lease import Lease
 from wotbench.runner.during.hogs import Hogs
 from wotbench.runner.prepare.hostlimits import HostTuning
+from wotbench.runner.prepare.isolation import CoreShield
 
 
 @dataclass
 class Resources:
     """Acquired by the stages, released by ``Runner.cleanup`` (each only if it was acquired)."""
     tuning: HostTuning                       # host settings raised for the run (prepare)
+    shield: Optional[CoreShield] = None      # placement.isolate_cores (prepare)
     lease: Optional[Lease] = None            # components stop themselves when it lapses
     journal_dir: Optional[Path] = None       # the GEs' journals (deployment/journal.py)
     backend: Optional[RunBackend] = None     # the runtime: containers or local processes
