@@ -259,3 +259,30 @@ def test_run_json_carries_the_record_and_the_report_shows_it(host):
     rows = dict(host_rows(run))
     assert "3 -> 1" in rows["Core isolation"] and "3 task(s)" in rows["Core isolation"]
     assert "restored 3 (+0 born during the run)" in rows["Core isolation"]
+
+
+def _cfg(isolate: bool):
+    from wotbench.config.yaml_loader import config_from_dict
+    from wotbench.deploy.plan import make_plan
+    c = config_from_dict({"name": "t", "placement": {"isolate_cores": isolate}, "devices": [
+        {"group": "s", "count": 2, "rit": {"dist": "exponential", "mean": 1000}}]})
+    return c, make_plan(c, cores=[0, 1, 2, 3])
+
+
+def test_check_refuses_the_key_where_isolation_is_not_possible(monkeypatch):
+    from wotbench.preflight import check
+    monkeypatch.setattr(isolation, "why_not", lambda *a, **k: "it needs root (uid 1000)")
+    with pytest.raises(EnvironmentProblem, match=r"placement\.isolate_cores: true .*uid 1000"):
+        check._isolation(*_cfg(True))
+    assert "not possible here: it needs root" in check._isolation(*_cfg(False))
+
+
+def test_check_says_which_cores_isolation_shields(monkeypatch):
+    from wotbench.preflight import check
+    monkeypatch.setattr(isolation, "why_not", lambda *a, **k: None)
+    c, plan = _cfg(True)
+    said = check._isolation(c, plan)
+    shielded = ",".join(map(str, sorted(set(plan.usable_cores) - set(plan.os_cores))))
+    assert said.startswith(f"on: for the run, core(s) {shielded} kept free") and \
+        f"goes to core(s) {','.join(map(str, plan.os_cores))}" in said
+    assert "possible here" in check._isolation(*_cfg(False))
