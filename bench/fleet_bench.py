@@ -6,10 +6,12 @@ answered the GE's warm-up, the time from the start of the engines to ready (boun
 requests lost inside the testbed over the test at the configured rate, whether the GEs kept to
 the trace, what teardown left behind, and the host memory a device costs (the engines' memory
 cgroups at their peak: RSS plus the kernel's socket memory charged to them; the engines' own
-RSS beside it), with the engines' loop lag and timer lateness and the load average. Holds the
+RSS beside it), with the engines' loop lag and timer lateness, the service-time error pooled
+over the fleet, what the core isolation did (``--isolate``) and the load average. Holds the
 host lock (testkit/hostlock.py) while it measures.
 
     .venv/bin/python bench/fleet_bench.py [--set duration_s=30] [--backend docker|process]
+        [--isolate [--isolate-except COMM ...]]   # placement.isolate_cores for the run (root)
     .venv/bin/python bench/fleet_bench.py --smoke   # 300 devices, 3 s, no host lock
 """
 from __future__ import annotations
