@@ -6,10 +6,12 @@ answered the GE's warm-up, the time from the start of the engines to ready (boun
 requests lost inside the testbed over the test at the configured rate, whether the GEs kept to
 the trace, what teardown left behind, and the host memory a device costs (the engines' memory
 cgroups at their peak: RSS plus the kernel's socket memory charged to them; the engines' own
-RSS beside it), with the engines' loop lag and timer lateness and the load average. Holds the
+RSS beside it), with the engines' loop lag and timer lateness, the service-time error pooled
+over the fleet, what the core isolation did (``--isolate``) and the load average. Holds the
 host lock (testkit/hostlock.py) while it measures.
 
     .venv/bin/python bench/fleet_bench.py [--set duration_s=30] [--backend docker|process]
+        [--isolate [--isolate-except COMM ...]]   # placement.isolate_cores for the run (root)
     .venv/bin/python bench/fleet_bench.py --smoke   # 300 devices, 3 s, no host lock
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, run_lines  # noqa: E402
 from wotbench.labels import ROLE_LABEL  # noqa: E402
 from wotbench.rundir import RunDir  # noqa: E402
-from wotbench.rundir.layout import FLEET_DEVICES_IN  # noqa: E402
+from wotbench.rundir.layout import FLEET_DEVICES_IN, FLEET_LOG_GLOB  # noqa: E402
 from wotbench.monitor.recorder import container_cgroup_dirs  # noqa: E402
 
 CONFIG = REPO / "configs" / "fleet-100k.yaml"
@@ -115,10 +117,37 @@ def _quantile_us(loops: list[dict], key: str, q: str) -> float | None:
     return max(vals) / 1e3 if vals else None
 
 
+def service_error_us(rd: Path, run: dict) -> dict[str, float] | None:
+    """The service-time error (measured - S = end_ns - due_ns) of every sleep-mode service the
+    engines logged in the test window, pooled over the fleet: p50/p95/p99/p99.9 and max, µs."""
+    import numpy as np
+    import pandas as pd
+    test = run.get("test") or {}
+    if not test:
+        return None
+    t0 = test["start_mono_ns"]
+    t1 = t0 + int(test["duration_s"] * 1e9)
+    parts = []
+    for f in sorted(rd.glob(f"fleets/*/{FLEET_LOG_GLOB}")):
+        d = pd.read_csv(f, usecols=["arrival_ns", "end_ns", "due_ns"]).dropna()
+        d = d[(d.arrival_ns >= t0) & (d.arrival_ns < t1)]
+        parts.append((d.end_ns - d.due_ns).to_numpy(dtype=np.int64))
+    if not parts or not sum(map(len, parts)):
+        return None
+    err = np.concatenate(parts) / 1e3
+    q = np.percentile(err, [50, 95, 99, 99.9])
+    return {"n": int(err.size), "p50": q[0], "p95": q[1], "p99": q[2], "p999": q[3],
+            "max": float(err.max())}
+
+
 def measure(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="wotbench-fleet-"))
     cmd = [sys.executable, "-m", "wotbench.cli", "run", str(CONFIG), "--out-root", str(out),
            "--backend", args.backend] + [x for s in args.set for x in ("--set", s)]
+    if args.isolate:
+        cmd += ["--isolate-cores"]
+    if args.isolate_except:
+        cmd += ["--set", f"placement.isolate_except={json.dumps(args.isolate_except)}"]
     load0 = os.getloadavg()
     host, engines = Sampler(out), EngineMemory(out)
     host.start()
@@ -166,6 +195,8 @@ def measure(args) -> dict:
     if engines.peak:
         row["engine_cgroup_mib"] = sum(engines.peak.values()) / 2**20
         row["kib_per_device"] = sum(engines.peak.values()) / 1024 / max(devices, 1)
+    row["service_error_us"] = service_error_us(rd, run)
+    row["isolation"] = run.get("isolation")
     sfile = rd / "summary.json"
     if sfile.exists():
         s = json.loads(sfile.read_text())
@@ -188,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="passed to wotbench run, e.g. duration_s=30")
     ap.add_argument("--backend", choices=["docker", "process"], default="docker")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    ap.add_argument("--isolate", action="store_true",
+                    help="wotbench run --isolate-cores (placement.isolate_cores, root): the "
+                         "host's work off the device core for the run")
+    ap.add_argument("--isolate-except", action="append", default=[], metavar="COMM",
+                    help="with --isolate: a command name whose processes stay where they are "
+                         "(placement.isolate_except; repeatable)")
     a = ap.parse_args(argv)
     if a.smoke:    # the same path through wotbench run, at a size that takes seconds
         print(SMOKE_BANNER)
@@ -214,6 +251,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{_f(r.get('read_lag_p99_us'), '.0f')} µs, timer lateness p99 "
           f"{_f(r.get('timer_late_p99_us'), '.0f')} µs (max {_f(r.get('timer_late_max_us'), '.0f')})"
           " (worst loop)")
+    e = r.get("service_error_us")
+    print("  service-time error (end - due) over the fleet, test window: " + (
+        f"n {e['n']}, p50 {e['p50']:.1f}, p95 {e['p95']:.1f}, p99 {e['p99']:.1f}, p99.9 "
+        f"{e['p999']:.0f}, max {e['max']:.0f} µs" if e else "–"))
+    iso = r.get("isolation")
+    print("  core isolation: " + (
+        f"cores {iso['shielded_cores']} shielded, workqueue cpumask "
+        f"{iso['workqueue_cpumask_before']} -> {iso['workqueue_cpumask_during']}, "
+        f"{iso['moved']} task(s) of {iso['moved_processes']} process(es) moved "
+        f"({', '.join(f'{k} {v}' for k, v in iso['moved_by_command'].items())}), "
+        f"{iso['refused']} refused, {iso['per_cpu_kthreads']} per-CPU kthreads, "
+        f"{iso['pinned_there']} pinned, {iso['excepted']} excepted left; restored "
+        f"{iso['restored']} (+{iso['restored_inherited']} born during the run), "
+        f"{iso['left_changed']} re-pinned by others left" if iso else "off"))
     if r.get("cores"):
         print("  cores over the run (monitor/cores.csv): " + "; ".join(
             f"core {c} busy {b:.0%} steal {st:.0%}" for c, (b, st) in sorted(r["cores"].items()))

@@ -101,6 +101,8 @@ def _cmd_run(args) -> int:
 
     def run(path) -> int:
         return run_config(path, args.out_root, args.backend, args.clock_bound_ms).exit_code
+    if args.isolate_cores:
+        args.set = (args.set or []) + ["placement.isolate_cores=true"]
     if not args.set:
         return run(args.config)
     from wotbench.sweep.overridden import overridden_config
@@ -288,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="swarm: refuse the run when a node's clock offset (± its measurement "
                         "error) exceeds this; flag it when it drifts beyond (default: the "
                         "config's cluster.clock_bound_ms, 1)")
+    s.add_argument("--isolate-cores", action="store_true",
+                   help="= --set placement.isolate_cores=true: for the run, the host's own work "
+                        "(workqueues, dockerd, other tasks) off the GE and device cores; root; "
+                        "restored at the end (docs/FLEET.md)")
     _set_arg(s)
     s.set_defaults(func=_cmd_run)
 

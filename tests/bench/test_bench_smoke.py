@@ -90,6 +90,8 @@ SMOKES = [
     Smoke("fleet_analysis_bench.py", (r"^generated 1000 devices", rf"^run 1: analyze {NUM} s")),
     Smoke("fleet_bench.py", (r"^  devices 300 in 1 engines; warm-up: (\d+) of \1 targets answered",
                              r"^  requests \d+, lost in the testbed 0, ",
+                             rf"^  service-time error \(end - due\) over the fleet, test window: n \d+, p50 {NUM}",
+                             r"^  core isolation: off$",
                              r"^  stop [\d.]+ s, teardown [\d.]+ s, left behind: none$"),
           needs=("docker",)),
     Smoke("fleet_fidelity_bench.py", (r"^\| 10 sleep \| process #1 \| [\d.]+ / [\d.]+ / [\d.]+ \| .* \| 0 \| [a-z_]+ \|",

@@ -374,6 +374,16 @@ class Placement(_Model):
         1, ge=0, description="cores kept for the OS and the harness (core 0 first)")
     affinity: Literal["pinned", "shared"] = Field(
         "pinned", description="`pinned` (devices round-robin on the device cores) or `shared`")
+    isolate_cores: bool = Field(
+        False, description="for the run, keep the host's own work off the GE and device cores "
+        "(root): the unbound workqueues' cpumask set to the OS cores and every movable task "
+        "(dockerd, containerd, other users' processes, unbound kernel threads) narrowed to "
+        "them, all restored at the run's end or by the next run / `wotbench clean` after a "
+        "killed one; `wotbench run --isolate-cores` sets it (docs/FLEET.md)")
+    isolate_except: list[str] = Field(
+        default_factory=list, description="with `isolate_cores`: command names (a process's "
+        "/proc/PID/comm, e.g. a host agent that must keep its cores) whose processes the "
+        "isolation leaves where they are")
 
     @field_validator("cpus")
     @classmethod

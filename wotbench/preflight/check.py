@@ -13,6 +13,8 @@ Steps, in order (``host``: needs this host, skipped by ``--offline``, which says
   device binary  host: wot-device knows --impair when the app backend impairs
   layout         host: the backend's limits (Docker: tasks, dockerd files, conntrack), subnet
   plan           host: the cores (placement.cpus)
+  isolation      host: whether the run's cores can be shielded here (placement.isolate_cores:
+                 root, the workqueue cpumask; refused when asked for and not possible)
   capacity       host: tasks, descriptors, memory, device cores for the request rate;
                  wot-fleet engines (wotbench.deploy.fleet_capacity)
   contention     host: the contention episodes' cores are the plan's
@@ -38,7 +40,7 @@ from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.preflight import capacity, programs
-from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs
+from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs, isolation
 from wotbench.runner import push_run
 from wotbench.runner.deployment import thirdparty
 from wotbench.runner.backends.interface import BackendKind
@@ -159,6 +161,7 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     pf.plan = make_plan(pf.cfg)
     add(Step("plan", True, f"{len(pf.plan.usable_cores)} usable core(s), "
                            f"{len(pf.plan.device_cores)} for the devices"))
+    add(Step("isolation", True, _isolation(pf.cfg, pf.plan)))
     found = capacity.problems(pf.cfg, pf.plan, capacity.host_limits(), share)
     if found:
         raise EnvironmentProblem("this host cannot carry the run:\n  " + "\n  ".join(found))
@@ -183,6 +186,22 @@ def _host(pf: Preflight, config_path, backend: Optional[str], log: Log, build: b
     keys = programs.check(pf.cfg, pf.kind, pf.connection)
     add(Step("programs", True, ", ".join(keys) + ": present, their files and configs checked"
              if keys else "no third-party programs: nothing to check"))
+
+
+def _isolation(cfg: Config, plan: Plan) -> str:
+    """Whether ``placement.isolate_cores`` can work on this host; its refusal when the config
+    asks for it and it cannot."""
+    reason = isolation.why_not()
+    left = (f"; a killed run left the host isolated ({isolation.STATE_FILE}): the next run or "
+            "`wotbench clean` restores it" if isolation.STATE_FILE.exists() else "")
+    if not cfg.placement.isolate_cores:
+        return (f"off ({isolation.KEY}); " + (f"not possible here: {reason}" if reason else
+                "possible here (root, a writable workqueue cpumask)")) + left
+    if reason:
+        raise isolation.refusal(reason)
+    shielded = isolation.shielded_cores(plan.usable_cores, plan.os_cores)
+    return (f"on: for the run, core(s) {','.join(map(str, sorted(shielded)))} kept free of the "
+            f"host's work, which goes to core(s) {','.join(map(str, plan.os_cores))}") + left
 
 
 def _device_binary() -> Optional[Path]:

@@ -80,7 +80,10 @@ def contention(s: Summary) -> dict:
 def host(run: RunRecord) -> list[tuple[str, str]]:
     h = run.host
     rows = [("Host", h.hostname), ("CPU", h.cpu_model), ("Cores", h.cpus), ("Kernel", h.kernel),
-            ("Docker", h.docker)]
+            ("Docker", h.docker),
+            ("Host tuning", ", ".join(f"{t.name} {t.before} → {t.during}" for t in run.host_tuning)
+             or None),
+            ("Core isolation", run.isolation.describe() if run.isolation else None)]
     return [(k, str(v)) for k, v in rows if v is not None]
 
 

@@ -177,6 +177,39 @@ class SysctlChange(Record):
     during: int
 
 
+class IsolationRecord(Record):
+    """``placement.isolate_cores``: what the run moved off its GE and device cores for its
+    duration, and what it put back (wotbench.runner.prepare.isolation)."""
+    os_cores: list[int]                 # where the host's work went
+    shielded_cores: list[int]           # the run's cores kept free of it
+    workqueue_cpumask_before: Optional[str] = None   # /sys/devices/virtual/workqueue/cpumask
+    workqueue_cpumask_during: Optional[str] = None
+    moved: int = 0                      # tasks narrowed to the OS cores
+    moved_processes: int = 0
+    moved_by_command: dict[str, int] = Field(default_factory=dict)   # the 12 commonest
+    refused: int = 0                    # sched_setaffinity refused (e.g. their cpuset)
+    gone: int = 0                       # exited before they could be moved
+    per_cpu_kthreads: int = 0           # bound to a core by the kernel: left
+    pinned_there: int = 0               # allowed on shielded cores only (pinned on purpose): left
+    harness: int = 0                    # the harness's own threads (it pins itself)
+    excepted: int = 0                   # of placement.isolate_except's processes: left
+    restored: Optional[int] = None      # at the end: tasks given their own mask back
+    restored_inherited: Optional[int] = None   # born during the run from a moved task
+    left_changed: Optional[int] = None  # re-pinned by someone else meanwhile: left
+    restore_failed: Optional[int] = None
+
+    def describe(self) -> str:
+        """One line for the report and the log."""
+        back = (f"; restored {self.restored} (+{self.restored_inherited} born during the run)"
+                if self.restored is not None else "; not restored yet")
+        return (f"cores {','.join(map(str, self.shielded_cores))} shielded: workqueue cpumask "
+                f"{self.workqueue_cpumask_before} -> {self.workqueue_cpumask_during}, "
+                f"{self.moved} task(s) of {self.moved_processes} process(es) moved to core(s) "
+                f"{','.join(map(str, self.os_cores))}, {self.refused} refused, "
+                f"{self.per_cpu_kthreads} per-CPU kernel threads, {self.pinned_there} pinned "
+                f"tasks and {self.excepted} excepted left" + back)
+
+
 class Phases(Record):
     """How long the run's set-up and teardown took (s): what a large run costs besides the test."""
     start_devices_s: Optional[float] = None   # create + start every device (+ the CD node)
@@ -242,6 +275,7 @@ class RunRecord(Record):
     contention: list[EpisodeRecord] = Field(default_factory=list)
     network: Optional[NetworkRecord] = None
     host_tuning: list[SysctlChange] = Field(default_factory=list)
+    isolation: Optional[IsolationRecord] = None   # placement.isolate_cores (null: off)
     phases: Phases = Field(default_factory=Phases)
     failures: list[Failure] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

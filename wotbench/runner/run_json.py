@@ -63,6 +63,7 @@ def run_record(st: RunState, in_progress: bool = False) -> RunRecord:
         contention=h.contention,
         network=inp.impair.record(rd, fleet_runs.impair_counters(rd, parts.fleets)),
         host_tuning=st.held.tuning.record(), phases=h.phases,
+        isolation=st.held.shield.record() if st.held.shield else None,
         failures=h.failures, warnings=h.warnings, other_runs=h.other_runs,
         push_verify=h.push_verify, interrupted=h.interrupted is not None, aborted=h.aborted,
         error=str(h.error) if h.error else None, written_at_utc=iso_stamp(),

@@ -25,6 +25,7 @@ from wotbench.runner.deployment.lease import Lease
 from wotbench.runner.during.hogs import Hogs
 from wotbench.runner.during.timeline import Timeline
 from wotbench.runner.prepare.hostlimits import HostTuning
+from wotbench.runner.prepare.isolation import CoreShield
 from wotbench.runner.stages import CellSeat, Components, Inputs
 
 
@@ -36,6 +37,7 @@ def log(msg: str) -> None:
 class Resources:
     """Acquired by the stages, released by ``Runner.cleanup`` (each only if it was acquired)."""
     tuning: HostTuning                       # host settings raised for the run (prepare)
+    shield: Optional[CoreShield] = None      # placement.isolate_cores (prepare)
     lease: Optional[Lease] = None            # components stop themselves when it lapses
     journal_dir: Optional[Path] = None       # the GEs' journals (deployment/journal.py)
     backend: Optional[RunBackend] = None     # the runtime: containers or local processes

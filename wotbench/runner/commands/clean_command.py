@@ -3,7 +3,8 @@
 Runs whose harness still renews its lease are in progress and are left alone unless
 ``--force``; everything else labelled ``wotbench.run`` goes, torn down as a normal stop does
 (:func:`wotbench.runner.teardown.cleanup.remove_run`). Process-backend leftovers are found by their
-``WOTBENCH_RUN`` environment variable. Nothing unlabelled is touched. A run whose harness
+``WOTBENCH_RUN`` environment variable. A killed run's core isolation (``placement.isolate_cores``:
+the workqueue cpumask, the host's tasks' affinity) is put back from its state file. Nothing unlabelled is touched. A run whose harness
 was killed during its test gets the command that analyses what it measured.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Optional
 from wotbench.labels import RUN_LABEL
 from wotbench.rundir import RunDir
 from wotbench.runner.deployment import journal
+from wotbench.runner.prepare import isolation
 from wotbench.runner.teardown.cleanup import kill_processes, leftover_processes, process_lease, remove_run
 from wotbench.runner.teardown.leftovers import find
 
@@ -35,6 +37,9 @@ def _say_killed(run_id: str, lease: Optional[str]) -> None:
 
 def main(force: bool = False) -> int:
     status = 0
+    note = isolation.clean_stale(print, force=force)   # a killed run's placement.isolate_cores
+    if note:
+        print(note)
     procs = leftover_processes(abandoned_only=not force)
     if procs:
         leases = {r: process_lease(p) for p, r in procs}

@@ -49,6 +49,11 @@ def release(st: RunState) -> None:
     if held.lease is not None:   # after the components: a renewal gap would stop them
         held.lease.release()
     held.tuning.restore()
+    if held.shield is not None:   # after the run's own containers and processes
+        try:
+            held.shield.restore()
+        except Exception as e:  # noqa: BLE001 - the state file stays for `wotbench clean`
+            log(f"restoring the core isolation failed: {e}; run `wotbench clean` as root")
     if st.rd is not None:
         dtlskey.remove(st.rd)
         run_json.write(st)
