@@ -84,3 +84,30 @@ def test_every_write_of_an_observed_http_thing_is_notified_over_sse(harness, tmp
         assert s["lost"] == 0 and s["unknown_ids"] == 0 and s["duplicates"] == 0, s
         if s["updates"]:   # after the write's 2 ms service time, from the GE's send stamp
             assert s["latency_ms"]["min"] >= 2.0, s
+
+
+@pytest.mark.long    # a 6 s test, 2 s calibration, report
+@pytest.mark.skipif(not GE_BIN.exists() or not SINK_BIN.exists(),
+                    reason="needs the real gateway-emulator and notify-sink (make build)")
+def test_the_events_an_http_thing_emits_are_joined_to_the_sinks_arrivals(harness, tmp_path):
+    """Three meters emit their overload event on their own schedule over SSE (a sink stream
+    each, made from the load's subscribeevent entry); the Thing process writes its emissions at
+    the stop and summary.json's notify block counts per meter the events emitted during the
+    test, notified and lost, with an emission -> notification latency."""
+    rd, reqs = _short_run(harness, tmp_path, "td-http-events.yaml", 3)
+    assert reqs and all(r["outcome"] == "ok" for r in reqs), reqs[:5]
+    with open(rd / "devices" / "meter-0" / "sse-events.csv") as f:
+        emitted = list(csv.DictReader(f))
+    assert {e["device"] for e in emitted} == {"meter-0", "meter-1", "meter-2"}
+    with open(rd / "sink" / "notifications.csv") as f:
+        notes = list(csv.DictReader(f))
+    by_id = {e["id"]: e for e in emitted}
+    # every arrival is an emission of the subscriber's own meter
+    assert notes and all(by_id[n["id"]]["device"] + "-overload" == n["subscriber"]
+                         for n in notes)
+    subs = json.loads((rd / "summary.json").read_text())["notify"]["subscribers"]
+    assert [s["name"] for s in subs] == ["meter-0-overload", "meter-1-overload",
+                                         "meter-2-overload"]
+    for s in subs:   # 6 s at a mean of 250 ms: some 24 events each
+        assert s["updates"] > 5 and s["lost"] == 0 and s["unknown_ids"] == 0, s
+        assert s["duplicates"] == 0 and s["latency_ms"]["min"] > 0, s

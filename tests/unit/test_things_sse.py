@@ -68,7 +68,8 @@ def test_what_would_not_notify_is_refused_naming_the_key(tmp_path):
     assert len(p) == 1 and "things[0].load[1]: notify: an observeproperty over Server-Sent " \
         "Events notifies on each write" in p[0], p
     p = _problems(_raw([WRITE, OBSERVE], count=100), tmp_path)
-    assert p == ["things: the observeproperty (Server-Sent Events) entries ask for 100 streams, "
+    assert p == ["things: the observeproperty/subscribeevent (Server-Sent Events) entries ask "
+                 "for 100 streams, "
                  "expected at most 64 (the notification sink's limit): give the entries "
                  "`subscribed: N`, a sample of the first N instances"], p
     p = _problems(_raw([WRITE, dict(OBSERVE, subscribed=5)]), tmp_path)

@@ -108,6 +108,16 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
     return out
 
 
+def device_ids(raw: dict) -> dict[str, int]:
+    """device name -> its position in the config's devices (requests.csv's ``device``)."""
+    ids, first = {}, 0
+    for g in raw.get("devices") or []:
+        for i in range(int(g.get("count", 1))):
+            ids[device_name(g["group"], i)] = first + i
+        first += int(g.get("count", 1))
+    return ids
+
+
 def scopes_of(config_resolved: Path) -> dict[str, tuple[int, str]]:
     """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one (the
     id: the device's position in the config's devices, requests.csv's ``device``)."""
@@ -117,23 +127,38 @@ def scopes_of(config_resolved: Path) -> dict[str, tuple[int, str]]:
     raw = yaml.safe_load(config_resolved.read_text()) or {}
     if not isinstance(raw, dict):
         return {}
-    ids, first = {}, 0
-    for g in raw.get("devices") or []:
-        for i in range(int(g.get("count", 1))):
-            ids[device_name(g["group"], i)] = first + i
-        first += int(g.get("count", 1))
+    ids = device_ids(raw)
     subs = (raw.get("notify") or {}).get("subscribers") or []
     return {s["name"]: (ids[s["device"]], s["updates_to"]) for s in subs
             if isinstance(s, dict) and s.get("updates_to") is not None and s.get("device") in ids}
 
 
 def analyse(ge_dir: Path, sink_dir: Path,
-            scopes: Optional[dict[str, tuple[int, str]]] = None) -> list[SubscriberFigures]:
+            scopes: Optional[dict[str, tuple[int, str]]] = None,
+            emitted: Optional[pd.DataFrame] = None) -> list[SubscriberFigures]:
+    """``emitted``: the HTTP Things' event emissions, updates of the same shape
+    (:func:`wotbench.things.sse_events.emission_updates`)."""
     notes = pd.read_csv(sink_dir / "notifications.csv",
                         dtype={"subscriber": str, "id": np.int64, "received_ns": np.int64,
                                "kernel": np.int8})
     sink = json.loads((sink_dir / "sink.json").read_text())
-    return figures(updates_of(ge_dir), notes, sink, scopes)
+    updates = updates_of(ge_dir)
+    if emitted is not None and len(emitted):
+        updates = pd.concat([updates, emitted], ignore_index=True)
+    return figures(updates, notes, sink, scopes)
+
+
+def _emitted(run_dir: Path, ge_dir: Path) -> Optional[pd.DataFrame]:
+    """The events HTTP Things emitted on their own schedule (subscribeevent over SSE), or None."""
+    from wotbench.things.sse_events import emission_updates
+    conf = run_dir / "config.resolved.yaml"
+    if not conf.is_file():
+        return None
+    import yaml
+    raw = yaml.safe_load(conf.read_text()) or {}
+    ge = json.loads((ge_dir / "summary.json").read_text())
+    return emission_updates(run_dir, device_ids(raw) if isinstance(raw, dict) else {},
+                            int(ge["start_mono_ns"]), int(ge["end_mono_ns"]))
 
 
 def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
@@ -142,7 +167,8 @@ def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
     sink_dir = run_dir / "sink"
     if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
         return None
-    subs = analyse(ge_dirs[0], sink_dir, scopes_of(run_dir / "config.resolved.yaml"))
+    subs = analyse(ge_dirs[0], sink_dir, scopes_of(run_dir / "config.resolved.yaml"),
+                   _emitted(run_dir, ge_dirs[0]))
     sink = json.loads((sink_dir / "sink.json").read_text())
     return NotifyBlock(marker=sink["marker"], subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})

@@ -7,10 +7,10 @@ unsubscribeevent). A ``coap(s)://`` (or relative, base-less) form's method is ``
 (CoAP binding) or the op's default (read GET, write PUT, invoke POST, observe/subscribe GET
 with Observe); an ``http(s)://`` form's is ``htv:methodName`` (HTTP binding) or the same
 defaults. An affordance keeps its CoAP and its HTTP forms apart (:class:`Affordance`): an
-instance speaks one of them (:mod:`.model` picks it). observeproperty over HTTP with
-``subprotocol: sse`` is served as Server-Sent Events (method ``SSE``: the HTTP Thing pushes an
-event on each write of the property, :mod:`.http_thing`); other observe ops over HTTP
-(long-poll, an event's SSE, no subprotocol) are not emulated: the op is kept in
+instance speaks one of them (:mod:`.model` picks it). observeproperty and subscribeevent over
+HTTP with ``subprotocol: sse`` are served as Server-Sent Events (method ``SSE``: the HTTP Thing
+pushes an event on each write of the property, or on the event's own schedule,
+:mod:`.http_thing`); other observe ops over HTTP (long-poll, no subprotocol) are not emulated: the op is kept in
 ``http_refused`` with the reason, named when the workload asks for it. Thing-level forms
 (readallproperties, ...) and URI templates are not emulated and refused when the workload
 names them. A form's query string is dropped (the device matches paths).
@@ -30,15 +30,12 @@ DEFAULT_METHOD = {"readproperty": "GET", "writeproperty": "PUT", "invokeaction":
 COAP_SCHEMES = ("coap", "coaps", "")   # "": a relative href without base = our device
 HTTP_SCHEMES = ("http", "https")
 HTTP_FORM_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
-SSE = "SSE"   # an HTTP observeproperty form with subprotocol sse: a GET held open, no trace rows
+SSE = "SSE"   # an HTTP observe form with subprotocol sse: a GET held open, no trace rows
 # why an observe op over HTTP is not emulated, by the form's subprotocol
 _HTTP_OBSERVE_WHY = {
     "longpoll": "HTTP long-poll (subprotocol longpoll) is not emulated: the gateway emulator "
                 "replays an open-loop trace and the notification sink holds one response per "
                 "subscription, neither re-issues a poll when the last one is answered",
-    "sse": "an event's Server-Sent Events (subprotocol sse) are not emulated: an HTTP Thing "
-           "notifies when the gateway emulator writes a property, and nothing the run sends "
-           "raises an event",
     "": "an HTTP form without a subprotocol (longpoll, sse) cannot notify, and neither is "
         "emulated"}
 WELL_KNOWN_WOT = ".well-known/wot"     # where each instance serves its TD (WoT Discovery §6.1)
@@ -132,8 +129,8 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                     if op in known or op not in DEFAULT_METHOD:
                         continue
                     sub = form.get("subprotocol") if isinstance(form.get("subprotocol"), str) else ""
-                    if http and op == "observeproperty" and sub == "sse":
-                        pass   # Server-Sent Events, pushed on each write (method SSE)
+                    if http and op in ("observeproperty", "subscribeevent") and sub == "sse":
+                        pass   # Server-Sent Events: on each write / on the event's schedule
                     elif http and op in ("observeproperty", "subscribeevent"):
                         a.http_refused.setdefault(op, (at, _HTTP_OBSERVE_WHY.get(
                             sub, f"subprotocol {sub!r} is not emulated")
@@ -163,7 +160,7 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
 def _method(form: dict, op: str, http: bool) -> str:
     if not http and op in ("observeproperty", "subscribeevent"):
         return "OBSERVE"
-    if http and op == "observeproperty":
+    if http and op in ("observeproperty", "subscribeevent"):
         return SSE
     given = form.get("htv:methodName" if http else "cov:method")
     return given if isinstance(given, str) else DEFAULT_METHOD[op]

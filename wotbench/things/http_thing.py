@@ -24,17 +24,26 @@ with the TD at once; any other path 404. An observeproperty form with ``subproto
 answered with an event stream held open: when a write of that property has taken its service
 time, every stream of the property on that instance gets an event whose ``id:`` is the write's
 ``X-Update-Id`` header (the GE's ``urn:wot:upd:{{seq}}``) and whose ``data:`` is the value
-written, before the write's 204 (:mod:`wotbench.things.sse_notify`).
+written, before the write's 204 (:mod:`wotbench.things.sse_notify`). A subscribeevent form
+with ``subprotocol: sse`` is held open the same way; the instance emits the event on the load
+entry's ``notify`` schedule (:mod:`wotbench.things.sse_events`: seeded per instance) to every
+stream of it, ``id:`` the event's id and ``data:`` the event's value (its data schema), and
+stamps each emission (``time.monotonic_ns``, user space) into a list written to
+``sse-events.csv`` in its device directory (``--events-out``; by default the directory of its
+stdout file, which the process backend opens there) when it stops (SIGTERM or SIGINT).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 from urllib.parse import urlsplit
 
 SCRIPT = Path(__file__).resolve()
@@ -63,6 +72,18 @@ class Instance:
     streams: dict[str, str] = field(default_factory=dict)   # observeproperty SSE path -> property
     writes: dict[str, tuple[str, str]] = field(default_factory=dict)   # path -> (method, property)
     reads: set[str] = field(default_factory=set)   # readproperty paths of observed properties
+    events: list["EventLoad"] = field(default_factory=list)   # subscribeevent over SSE
+
+
+@dataclass
+class EventLoad:
+    """An event this instance emits on its own schedule (a subscribeevent entry over SSE)."""
+    path: str
+    key: str                 # events/NAME: the streams' key
+    schedule: object         # wotbench.things.sse_events.Schedule
+    device: str              # the instance's name
+    gi: int
+    index: int
 
 
 def instance(spec_json: str, k: int, gi: int, seed: int, name: str, authority: str) -> Instance:
@@ -85,7 +106,9 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
     spec = ThingSpec.model_validate_json(spec_json)
     tp = cached_plan(spec, k, seed)
     service = service_times_us(tp, spec.count, np.random.default_rng([seed, gi, STREAM_SERVICE]))
+    from wotbench.things.sse_events import Schedule
     streams = {tp.resources[lp.resource].path: lp.entry.affordance for lp in tp.sse_loads}
+    event_loads = [lp for lp in tp.sse_loads if lp.entry.op == "subscribeevent"]
     writes, reads = {}, set()
     for a in tp.affordances:
         f = a.http_forms.get("writeproperty")
@@ -105,7 +128,11 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
                 out[r.path] = Served(0, td, "application/td+json")
             else:
                 out[r.path] = Served(int(st), v if v is not None else b"", "application/json")
-        things.append(Instance(out, spec.mode, spec.threads, streams, writes, reads))
+        events = [EventLoad(tp.resources[lp.resource].path, lp.entry.affordance,
+                            Schedule(lp.entry.notify.dist, float(lp.entry.notify.mean),
+                                     float(lp.entry.notify.cv or 0), seed, gi, lp.index, index),
+                            name, gi, index) for lp in event_loads]
+        things.append(Instance(out, spec.mode, spec.threads, streams, writes, reads, events))
     return things
 
 
@@ -123,8 +150,9 @@ def sse_event(update_id: str, value: bytes) -> bytes:
 
 
 class Server:
-    def __init__(self, thing: Instance):
+    def __init__(self, thing: Instance, emissions: Optional[list] = None):
         self.thing = thing
+        self.emissions = emissions if emissions is not None else []   # sse_events rows
         self.servers = asyncio.Semaphore(thing.threads)
         self.subscribers: dict[str, list[asyncio.StreamWriter]] = {
             prop: [] for prop in thing.streams.values()}
@@ -157,6 +185,27 @@ class Server:
         for sub in self.subscribers[w[1]]:
             if not sub.is_closing():
                 sub.write(event)
+
+    async def emit(self, ev: EventLoad) -> None:
+        """Emit ``ev`` on its schedule until cancelled: the event to every stream of it, the
+        emission stamped (CLOCK_MONOTONIC, user space) right before the writes."""
+        from wotbench.things.sse_events import event_id
+        from wotbench.things.sse_notify import MARKER
+        loop = asyncio.get_running_loop()
+        value = self.thing.resources[ev.path].body
+        due = loop.time() + ev.schedule.phase_ms / 1e3
+        n = 0
+        while True:
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            eid = event_id(ev.gi, ev.index, n)
+            event = sse_event(f"{MARKER}{eid}", value)
+            stamp = time.monotonic_ns()
+            subs = [w for w in self.subscribers[ev.key] if not w.is_closing()]
+            for w in subs:
+                w.write(event)
+            self.emissions.append((eid, ev.device, ev.path, stamp, len(subs)))
+            n += 1
+            due += ev.schedule.next_gap_ms() / 1e3
 
     async def _serve(self, us: int) -> None:
         async with self.servers:
@@ -227,18 +276,41 @@ def _host_port(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _main(served: list[tuple[str, str, Instance]]) -> None:
-    """One listening socket per instance, all on this event loop."""
-    servers = []
+async def _main(served: list[tuple[str, str, Instance]], emissions: list) -> None:
+    """One listening socket per instance, all on this event loop, and each instance's event
+    emitters; until SIGTERM or SIGINT."""
+    servers, emitters = [], []
     for name, listen, thing in served:
         host, port = _host_port(listen)
+        srv = Server(thing, emissions)
         try:
-            servers.append(await asyncio.start_server(Server(thing).connection, host, port,
-                                                      backlog=256))
+            servers.append(await asyncio.start_server(srv.connection, host, port, backlog=256))
         except OSError as e:
             raise SystemExit(f"http_thing: {name}: cannot listen on {listen}: {e}") from None
+        emitters += [asyncio.ensure_future(srv.emit(ev)) for ev in thing.events]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     print(f"http_thing: {len(servers)} instance(s) listening", flush=True)
-    await asyncio.gather(*(s.serve_forever() for s in servers))
+    await stop.wait()
+    for t in emitters:
+        t.cancel()
+    for s in servers:
+        s.close()
+
+
+def _events_out(given: Optional[str]) -> Optional[Path]:
+    """Where the emissions go: ``--events-out``, else next to the stdout file (the process
+    backend's device directory); None when stdout is no file."""
+    if given:
+        return Path(given)
+    try:
+        out = Path(os.readlink("/proc/self/fd/1"))
+    except OSError:
+        return None
+    from wotbench.things.sse_events import EMISSIONS_FILE
+    return out.parent / EMISSIONS_FILE if out.is_file() else None
 
 
 def _parse_instance(text: str) -> tuple[str, str]:
@@ -275,14 +347,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--instance", type=_parse_instance, action="append", default=[],
                     metavar="NAME=ADDR:PORT", help="another instance this process serves")
+    ap.add_argument("--events-out", help="the emission file of subscribeevent over SSE "
+                    "(default: sse-events.csv beside the stdout file)")
     a = ap.parse_args(argv)
     named = [(a.name, a.listen)] + a.instance
     _raise_nofile(len(named))
     things = instances(a.spec, a.thing, a.group_index, a.seed, named)
+    emissions: list = []
     try:
-        asyncio.run(_main([(n, listen, t) for (n, listen), t in zip(named, things)]))
+        asyncio.run(_main([(n, listen, t) for (n, listen), t in zip(named, things)], emissions))
     except KeyboardInterrupt:
         pass
+    if any(t.events for t in things):
+        out = _events_out(a.events_out)
+        if out is None:
+            print("http_thing: stdout is no file and no --events-out: the "
+                  f"{len(emissions)} emissions are not written", flush=True)
+        else:
+            from wotbench.things.sse_events import write_emissions
+            write_emissions(out, emissions)
+            print(f"http_thing: {len(emissions)} emissions -> {out}", flush=True)
     return 0
 
 

@@ -80,7 +80,8 @@ class ThingPlan:
 
     @property
     def sse_loads(self) -> list["LoadPlan"]:
-        """The observeproperty entries served as Server-Sent Events (HTTP; no trace rows)."""
+        """The observeproperty and subscribeevent entries served as Server-Sent Events (HTTP;
+        no trace rows)."""
         return [lp for lp in self.loads if lp.method == SSE]
 
     @property
@@ -205,9 +206,10 @@ def plan(spec: ThingSpec, k: int, seed: int) -> ThingPlan:
         if why:
             problems.append(TdProblem(file, form.pointer, f"{at}: {why}"))
             continue
-        if form.method == "OBSERVE" and e.notify.dist not in NOTIFY_DISTS:
+        if e.notify is not None and e.notify.dist not in NOTIFY_DISTS:
             problems.append(TdProblem(file, a.pointer, f"{at}.notify.dist: {e.notify.dist}, "
-                            f"expected one of {', '.join(NOTIFY_DISTS)} (what wot-device emulates)"))
+                            f"expected one of {', '.join(NOTIFY_DISTS)} (what wot-device and an HTTP "
+                            "Thing emulate)"))
             continue
         req, req_schema = 0, None
         if form.method in ("PUT", "POST", "PATCH"):
@@ -244,6 +246,11 @@ def _observe_problem(e: OpLoad, form: Form, a: Affordance, spec: ThingSpec) -> O
         if e.subscribed is not None:
             return "subscribed: only for observeproperty over HTTP SSE (a CoAP observe op " \
                 "registers `observers` per instance, every instance)"
+        return None
+    if e.op == "subscribeevent":   # SSE: the Thing emits on its own schedule
+        if e.notify is None:
+            return ("subscribeevent over Server-Sent Events needs notify: {dist, mean} (ms "
+                    "between the events each instance emits)")
         return None
     if e.notify is not None:   # SSE
         return ("notify: an observeproperty over Server-Sent Events notifies on each write of "

@@ -13,6 +13,10 @@ HTTP Thing"): the ``notify:`` block and the update header a ``things:`` expansio
   streams each, at most :data:`MAX_STREAMS` in all (the sink's limit). Each subscriber counts as
   its updates only the writes to its instance's form (``updates_to``), so a write to another
   plug is not a loss of this one.
+- subscribeevent over SSE: the instance emits the event on the entry's ``notify`` schedule
+  (:mod:`.sse_events`), with ids of the same marker beyond any GE row; the subscriber's
+  ``updates_to`` is the event's own path, its updates are that instance's emissions there
+  (the analysis reads them from the Thing's emission file).
 """
 from __future__ import annotations
 
@@ -41,23 +45,28 @@ def subscribers(plans: list[ThingPlan]) -> tuple[list[dict], list[str], list[str
         for lp in tp.sse_loads:
             e, at = lp.entry, f"{tp.key}.load[{lp.index}]"
             a = next(x for x in tp.affordances if x.key == e.affordance)
-            write = a.http_forms["writeproperty"]
+            path = tp.resources[lp.resource].path
+            if e.op == "subscribeevent":   # its updates: the instance's own emissions there
+                updates_to = path
+            else:
+                write = a.http_forms["writeproperty"]
+                updates_to = write.path
+                methods.add(write.method)
             n_inst = tp.spec.count if e.subscribed is None else e.subscribed
             if n_inst > tp.spec.count:
                 problems.append(f"{at}.subscribed: {n_inst}, expected at most count "
                                 f"({tp.spec.count})")
                 continue
-            methods.add(write.method)
             for i in range(n_inst):
                 for o in range(e.observers):
                     name = _name(tp.group, i, a.name, o, e.observers, len(subs))
                     if any(s["name"] == name for s in subs):
                         name = f"sse-{len(subs)}"
                     subs.append({"name": name, "kind": "stream", "device": f"{tp.group}-{i}",
-                                 "path": tp.resources[lp.resource].path,
-                                 "updates_to": write.path})
+                                 "path": path, "updates_to": updates_to})
     if len(subs) > MAX_STREAMS:
-        problems.append(f"things: the observeproperty (Server-Sent Events) entries ask for "
+        problems.append(f"things: the observeproperty/subscribeevent (Server-Sent Events) "
+                        f"entries ask for "
                         f"{len(subs)} streams, expected at most {MAX_STREAMS} (the notification "
                         "sink's limit): give the entries `subscribed: N`, a sample of the first N "
                         "instances")

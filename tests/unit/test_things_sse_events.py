@@ -1,0 +1,145 @@
+"""HTTP Things' subscribeevent over Server-Sent Events (issue 34): the expansion makes one sink
+stream per subscribed instance whose updates are that instance's own emissions; the schedule is
+seeded per instance with the CoAP events' semantics; the HTTP Thing emits each event with its
+id to its streams and stamps it; the analysis joins the sink's arrivals to the emissions."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wotbench.analysis.notify_sink import analyse
+from wotbench.config.yaml_loader import config_from_dict
+from wotbench.errors import ConfigError
+from wotbench.things import http_thing, sse_events
+
+REPO = Path(__file__).resolve().parents[2]
+METER_FILE = REPO / "configs" / "things" / "meter.td.json"
+READ = {"affordance": "properties/power", "op": "readproperty", "rate_per_s": 2}
+EVENT = {"affordance": "events/overload", "op": "subscribeevent",
+         "notify": {"dist": "exponential", "mean": 100}}
+
+
+def _raw(load, count=3, td=str(METER_FILE)) -> dict:
+    return {"name": "t", "duration_s": 10, "backend": "process",
+            "things": [{"td": td, "group": "meter", "count": count, "service_time_ms": 2,
+                        "load": load}]}
+
+
+def test_an_sse_subscribeevent_makes_one_stream_per_instance_on_its_own_emissions(tmp_path):
+    cfg = config_from_dict(_raw([READ, EVENT]), tmp_path)
+    n = cfg.notify
+    assert (n.marker, n.accept, n.updates) == ("urn:wot:upd:", "text/event-stream", [])
+    assert [(s.name, s.device, s.path, s.updates_to) for s in n.subscribers] == [
+        (f"meter-{i}-overload", f"meter-{i}", "api/overload", "api/overload") for i in range(3)]
+    again = config_from_dict(json.loads(cfg.model_dump_json(exclude_none=True)), tmp_path)
+    assert again.notify == cfg.notify
+
+
+def test_an_sse_subscribeevent_without_a_schedule_is_refused_naming_the_form(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(_raw([READ, {k: v for k, v in EVENT.items() if k != "notify"}]),
+                         tmp_path)
+    assert e.value.problems == [
+        f"things[0].td: {METER_FILE}: /events/overload/forms/0: things[0].load[1]: "
+        "subscribeevent over Server-Sent Events needs notify: {dist, mean} (ms between the "
+        "events each instance emits)"], e.value.problems
+
+
+def test_the_schedule_is_seeded_per_instance_with_the_coap_semantics():
+    def times(index, dist="exponential", cv=0.0):
+        s = sse_events.Schedule(dist, 100, cv, seed=1, gi=0, entry=1, index=index)
+        return [s.phase_ms] + [s.next_gap_ms() for _ in range(2000)]
+    assert times(0) == times(0) and times(0) != times(1)
+    assert np.mean(times(0)[1:]) == pytest.approx(100, rel=0.1)
+    det = times(2, "deterministic")
+    assert 0 <= det[0] < 100 and set(det[1:]) == {100.0}
+    uni = np.array(times(3, "uniform", cv=0.2)[1:])
+    half = 100 * 0.2 * 3 ** 0.5
+    assert uni.min() >= 100 - half and uni.max() <= 100 + half
+
+
+def test_event_ids_are_beyond_any_request_row_and_unique_per_instance():
+    ids = {sse_events.event_id(g, i, n) for g in (0, 1) for i in (0, 1) for n in (0, 1)}
+    assert len(ids) == 8 and min(ids) >= sse_events.EVENT_ID_BASE and max(ids) < 2 ** 63
+    with pytest.raises(ValueError):
+        sse_events.event_id(0, 0, sse_events.MAX_EVENTS)
+
+
+def test_the_http_thing_emits_on_its_schedule_to_that_instances_streams(tmp_path):
+    cfg = config_from_dict(_raw([READ, dict(EVENT, notify={"dist": "deterministic",
+                                                           "mean": 20})], count=2), tmp_path)
+    g = cfg.devices[0]
+    spec = g.server.command[g.server.command.index("--spec") + 1].replace("{{", "{") \
+        .replace("}}", "}")
+    things = http_thing.instances(spec, 0, 0, cfg.seed,
+                                  [("meter-0", "127.0.0.1:0"), ("meter-1", "127.0.0.1:0")])
+    emissions: list = []
+
+    async def go():
+        srvs = [http_thing.Server(t, emissions) for t in things]
+        servers = [await asyncio.start_server(s.connection, "127.0.0.1", 0) for s in srvs]
+        port = servers[0].sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"GET /api/overload HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+        head = await r.readuntil(b"\r\n\r\n")
+        emitters = [asyncio.ensure_future(s.emit(ev)) for s, t in zip(srvs, things)
+                    for ev in t.events]
+        got = [await asyncio.wait_for(r.readuntil(b"\n\n"), 2) for _ in range(3)]
+        for t in emitters:
+            t.cancel()
+        w.close()
+        for s in servers:
+            s.close()
+        return head, got
+    head, got = asyncio.run(go())
+    assert head.startswith(b"HTTP/1.1 200 OK") and b"text/event-stream" in head
+    mine = [e for e in emissions if e[1] == "meter-0"]
+    assert [e[0] for e in mine[:3]] == [sse_events.event_id(0, 0, n) for n in range(3)]
+    for ev, e in zip(got, mine):
+        head_line, data = ev.decode().split("\n")[:2]
+        assert head_line == f"id: urn:wot:upd:{e[0]}" and e[2] == "api/overload"
+        value = json.loads(data.removeprefix("data: "))
+        assert set(value) == {"power", "phase"} and 3000 <= value["power"] <= 3600
+    assert all(e[4] == 0 for e in emissions if e[1] == "meter-1")   # no stream there
+    stamps = [e[3] for e in mine]
+    assert all(18e6 <= b - a <= 60e6 for a, b in zip(stamps, stamps[1:])), stamps
+
+
+def test_the_analysis_joins_arrivals_to_emissions_and_counts_a_lost_one(tmp_path):
+    """Two meters: meter-0 emitted 3 during the test (one never arrived) and 1 before T0
+    (notified: neither counted nor an unknown id); meter-1 emitted 1, notified twice."""
+    e0 = [sse_events.event_id(0, 0, n) for n in range(4)]
+    e1 = sse_events.event_id(0, 1, 0)
+    devdir = tmp_path / "devices" / "meter-0"
+    devdir.mkdir(parents=True)
+    sse_events.write_emissions(devdir / sse_events.EMISSIONS_FILE, [
+        (e0[0], "meter-0", "api/overload", 500, 1), (e0[1], "meter-0", "api/overload", 1000, 1),
+        (e0[2], "meter-0", "api/overload", 2000, 1), (e0[3], "meter-0", "api/overload", 3000, 1),
+        (e1, "meter-1", "api/overload", 1500, 1)])
+    ge, sink = tmp_path / "ge", tmp_path / "sink"
+    ge.mkdir()
+    sink.mkdir()
+    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": 900, "end_mono_ns": 5000}))
+    (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n"
+                                     "0,0,GET,api/power,10,ok\n")
+    (sink / "sink.json").write_text(json.dumps({
+        "start_mono_ns": 0, "end_mono_ns": 6000,
+        "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "stream"}]}))
+    pd.DataFrame({"subscriber": ["a", "a", "a", "b", "b"],
+                  "id": [e0[0], e0[1], e0[3], e1, e1],
+                  "received_ns": [700, 1300, 3100, 1900, 2000], "kernel": [1] * 5}
+                 ).to_csv(sink / "notifications.csv", index=False)
+    emitted = sse_events.emission_updates(tmp_path, {"meter-0": 0, "meter-1": 1}, 900, 5000)
+    a, b = analyse(ge, sink, {"a": (0, "api/overload"), "b": (1, "api/overload")}, emitted)
+    assert (a.updates, a.notified, a.lost, a.unknown_ids, a.duplicates) == (3, 2, 1, 0, 0)
+    assert a.lost_share == pytest.approx(1 / 3)
+    # latency over every emission that arrived (the one before T0 too): 200, 300, 100 ns
+    assert a.latency_ms["max"] == pytest.approx(300e-6) and a.latency_ms["min"] == \
+        pytest.approx(100e-6)
+    assert (b.updates, b.notified, b.lost, b.duplicates) == (1, 1, 0, 1)
+    assert b.latency_ms["p50"] == pytest.approx(400e-6)
