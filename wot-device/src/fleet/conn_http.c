@@ -135,8 +135,7 @@ static int pub_responses(struct cn_loop *l, struct cn_device *d, const char *p, 
     return 0;
 }
 
-static void pub_flush(struct cn_loop *l, struct cn_device *d) {
-    struct cn_conn *c = &d->pub;
+void cn_http_flush(struct cn_loop *l, struct cn_device *d, struct cn_conn *c) {
     while (c->ooff < c->olen) {
         ssize_t n = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -157,7 +156,7 @@ static void pub_flush(struct cn_loop *l, struct cn_device *d) {
 void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev) {
     struct cn_device *d = c->dev;
     cur = l;
-    if (c->kind == CK_SUB) {
+    if (c->kind == CK_SUB && d->proto == CN_CHUNKED) {
         if (c->state == CS_HEAD)
             sub_head(l, d);
         else
@@ -165,17 +164,28 @@ void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev) {
         return;
     }
     uint32_t gen = d->gen;
+    if (c->kind == CK_SUB) {      /* a held-open POST (CN_STREAM): its response, its backlog */
+        if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+            if (c->state == CS_HEAD)
+                sub_head(l, d);
+            else
+                sub_read(l, d);
+        }
+        if (gen == d->gen && c->state != CS_DOWN && (ev & EPOLLOUT))
+            cn_http_flush(l, d, c);
+        return;
+    }
     if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         ssize_t n = cn_recv(l, d, c, l->rx, sizeof l->rx);
         if (n < 0 || (n > 0 && pub_responses(l, d, (const char *)l->rx, (size_t)n)))
             return;
     }
     if (gen == d->gen && (ev & EPOLLOUT))
-        pub_flush(l, d);
+        cn_http_flush(l, d, c);
 }
 
 /* appends to the POST backlog; -1 when it would pass OBUF_MAX */
-static int backlog(struct cn_conn *c, const char *p, size_t n) {
+int cn_http_backlog(struct cn_conn *c, const char *p, size_t n) {
     if (c->olen + n > OBUF_MAX)
         return -1;
     if (c->olen + n > c->ocap) {
@@ -233,9 +243,9 @@ int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_
     if (done < total) {
         int r = 0;
         if (done < (size_t)hn)
-            r = backlog(c, head + done, (size_t)hn - done);
+            r = cn_http_backlog(c, head + done, (size_t)hn - done);
         if (r == 0)
-            r = backlog(c, body + (done > (size_t)hn ? done - (size_t)hn : 0),
+            r = cn_http_backlog(c, body + (done > (size_t)hn ? done - (size_t)hn : 0),
                         len - (done > (size_t)hn ? done - (size_t)hn : 0));
         if (r) {
             cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's POSTs */

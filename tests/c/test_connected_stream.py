@@ -1,0 +1,77 @@
+"""The study's attach (Cometa; docs/CONNECTED.md), protocol chunked-post: each device holds ONE
+HTTP/1.1 POST open, its chunked request body carrying the attach message, heartbeats, events and
+replies upstream as chunks, its chunked response body the RPCs downstream. Checked on the bytes
+the scripted edge server (testkit.scripted_edge) reads, the only server here that takes a
+streamed request body: nchan and webdis read a publish's whole body before they act on it."""
+import json
+import subprocess
+import threading
+
+import pytest
+
+from testkit.connected import ConnFleet, ConnSpec, missing_prerequisite
+from testkit.scripted_edge import ScriptedEdge
+
+why = missing_prerequisite()
+pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
+
+HEADERS = {"Origin": "http://edge.test", "X-Device": "{device}/{shard}"}
+
+
+def test_one_held_open_post_carries_everything(tmp_path, conn_fleet_bin):
+    rpcs = ['{"id":"7-1","method":"ping"}', '{"method":"status"}', '{"id":"7-2"}']
+
+    def on_open(c):
+        for m in rpcs:
+            c.send(m)
+
+    specs = [ConnSpec(2, "chunked-post", 8, 2, heartbeat_ms=100, event_ms=100, reply_bytes=32,
+                      attach_headers=HEADERS, attach_body='{"attach":"{device}"}')]
+    with ScriptedEdge(on_open=on_open) as edge:
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        edge.wait_for(lambda: sum('"id":' in m for m in edge.up_chunks) >= 4
+                      and sum('"hb":1' in m for m in edge.up_chunks) >= 4)
+        s = fleet.stop()
+    assert not edge.errors, edge.errors
+    assert len(edge.requests) == 2, edge.requests         # one request per device, nothing else
+    for q in edge.requests:
+        dev = q.target.split("/")[2]
+        assert q.method == "POST" and q.target == f"/dev/{dev}/{int(dev) % 2}", q.head
+        assert q.headers["transfer-encoding"] == "chunked" and "content-length" not in q.headers
+        assert q.headers["x-device"] == f"{dev}/{int(dev) % 2}", q.head
+    attaches = [m for m in edge.up_chunks if m.startswith('{"attach"')]
+    assert sorted(attaches) == ['{"attach":"8"}', '{"attach":"9"}'], edge.up_chunks
+    replies = [json.loads(m) for m in edge.up_chunks if m.startswith('{"id"')]
+    assert sorted((r["device"], r["id"]) for r in replies) == \
+        [(8, "7-1"), (8, "7-2"), (9, "7-1"), (9, "7-2")], replies
+    sizes = {len(m) for m in edge.up_chunks if not m.startswith('{"attach"')}
+    assert sizes == {32}, sizes                          # replies, heartbeats, events: the size
+    assert s["attaches"] == 2 and s["rpcs_in"] == 4 and s["no_id"] == 2, s
+    assert s["replies"] == 4 and s["heartbeats"] >= 4 and s["events"] >= 1, s
+    assert sum(s["disconnects"].values()) == 0, s
+
+
+def test_a_server_close_is_attributed_and_the_device_reattaches(tmp_path, conn_fleet_bin):
+    opened = []
+
+    def on_open(c):
+        opened.append(c)
+        if len(opened) == 1:      # the first session: closed by the server after the attach
+            threading.Timer(0.2, c.sock.close).start()
+
+    specs = [ConnSpec(1, "chunked-post", 3, 1, reconnect_ms=100, attach_body="hello")]
+    with ScriptedEdge(on_open=on_open) as edge:
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        edge.wait_for(lambda: len(opened) >= 2)
+        s = fleet.stop()
+    assert len(opened) >= 2 and edge.up_chunks.count("hello") == len(opened), edge.up_chunks
+    assert s["attaches"] == len(opened), s
+    assert s["disconnects"]["server_closed"] + s["disconnects"]["reset"] >= 1, s
+    assert s["disconnects"]["testbed"] == 0 and s["disconnects"]["protocol"] == 0, s
+
+
+def test_a_chunked_post_device_refuses_a_reply_id_outside_the_body(tmp_path, conn_fleet_bin):
+    f = ConnFleet(conn_fleet_bin, tmp_path, "127.0.0.1:9", [ConnSpec(1, "chunked-post")]).file
+    r = subprocess.run([str(conn_fleet_bin), "--connections", str(f), "--log-dir", str(tmp_path),
+                        "--reply-id", "header"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and f"{f}:2:" in r.stderr and "chunked-post" in r.stderr, r.stderr
