@@ -64,7 +64,8 @@ class Connection(_Model):
         "chunked-post groups: the method of the held-open attach request")
     attach_headers: dict[str, str] = Field(
         default_factory=dict, description="extra header lines of the attach request (the "
-        "WebSocket Upgrade, the chunked subscription GET or the held-open POST), name: value; `{device}` and "
+        "WebSocket Upgrade, the chunked subscription GET or the held-open POST), name: value; "
+        "`{device}` and "
         "`{shard}` are filled per device (e.g. `{Origin: 'http://edge', X-Device: '{device}'}`)")
     attach_body: Optional[str] = Field(
         None, description="the device's first message once attached, `{device}` and `{shard}` "
@@ -283,7 +284,8 @@ def check(config: Any) -> list[str]:
         key = f"devices[{i}]"
         if g.protocol not in CONNECTED_PROTOCOLS:
             if g.connection is not None:
-                out.append(f"{key}.connection: only for protocol websocket, chunked or chunked-post")
+                out.append(f"{key}.connection: only for protocol websocket, chunked or "
+                           "chunked-post")
             continue
         if g.connection is None:
             out.append(f"{key}.connection: protocol {g.protocol} needs a connection block "
