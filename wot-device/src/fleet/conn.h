@@ -199,9 +199,13 @@ void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev);
 int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len,
                  const char *id);
 void cn_http_close(struct cn_device *d);
-/* conn_http.c, shared with conn_stream.c: appends to c's backlog (-1 past its cap); sends what
- * c's backlog holds, watching EPOLLOUT while some is left */
-int cn_http_backlog(struct cn_conn *c, const char *p, size_t n);
+/* conn_http.c, shared with conn_stream.c: iov[0..n) on c, what the socket does not take kept
+ * in c's backlog (sent on EPOLLOUT; a connection still connecting is written once connected):
+ * 0, or -1 when the session ended (disconnected with its cause); cn_http_flush sends what the
+ * backlog holds, watching EPOLLOUT while some is left */
+struct iovec;
+int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struct iovec *iov,
+                int n);
 void cn_http_flush(struct cn_loop *l, struct cn_device *d, struct cn_conn *c);
 
 /* conn_stream.c: the held-open POST (d->sub); its request head (and the attach message as

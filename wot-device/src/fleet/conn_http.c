@@ -185,7 +185,7 @@ void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev) {
 }
 
 /* appends to the POST backlog; -1 when it would pass OBUF_MAX */
-int cn_http_backlog(struct cn_conn *c, const char *p, size_t n) {
+static int backlog(struct cn_conn *c, const char *p, size_t n) {
     if (c->olen + n > OBUF_MAX)
         return -1;
     if (c->olen + n > c->ocap) {
@@ -200,6 +200,39 @@ int cn_http_backlog(struct cn_conn *c, const char *p, size_t n) {
     }
     memcpy(c->obuf + c->olen, p, n);
     c->olen += (uint32_t)n;
+    return 0;
+}
+
+int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struct iovec *iov,
+                int n) {
+    size_t done = 0, total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    int live = c->state != CS_CONNECTING;   /* else written once connected (on_connected) */
+    if (live && c->olen == 0) {
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            cn_disconnect(l, d, cn_cause_of_errno(errno));
+            return -1;
+        }
+        done = w > 0 ? (size_t)w : 0;
+        d->c.bytes_out += done;
+    }
+    if (done == total)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        size_t skip = done < iov[i].iov_len ? done : iov[i].iov_len;
+        done -= skip;
+        if (iov[i].iov_len > skip &&
+            backlog(c, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip)) {
+            cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's bytes */
+            return -1;
+        }
+    }
+    if (live && cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
+        cn_disconnect(l, d, CC_TESTBED);
+        return -1;
+    }
     return 0;
 }
 
@@ -228,35 +261,9 @@ int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_
                             idh, len) : -1;
     if (hn <= 0 || (size_t)hn >= sizeof head)
         return -1;
-    size_t done = 0, total = (size_t)hn + len;
-    if (c->state == CS_OPEN && c->olen == 0) {
-        struct iovec iov[2] = {{head, (size_t)hn}, {(void *)body, len}};
-        ssize_t n = writev(c->fd, iov, 2);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            cn_disconnect(l, d, cn_cause_of_errno(errno));
-            return -1;
-        }
-        done = n > 0 ? (size_t)n : 0;
-        d->c.bytes_out += done;
-    }
     c->inflight++;
-    if (done < total) {
-        int r = 0;
-        if (done < (size_t)hn)
-            r = cn_http_backlog(c, head + done, (size_t)hn - done);
-        if (r == 0)
-            r = cn_http_backlog(c, body + (done > (size_t)hn ? done - (size_t)hn : 0),
-                        len - (done > (size_t)hn ? done - (size_t)hn : 0));
-        if (r) {
-            cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's POSTs */
-            return -1;
-        }
-        if (c->state == CS_OPEN && cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
-            cn_disconnect(l, d, CC_TESTBED);
-            return -1;
-        }
-    }
-    return 0;
+    struct iovec iov[2] = {{head, (size_t)hn}, {(void *)body, len}};
+    return cn_http_put(l, d, c, iov, 2);
 }
 
 void cn_http_close(struct cn_device *d) {

@@ -3,50 +3,14 @@
  * is its first chunk, then every heartbeat, event and reply goes up as one chunk; its response
  * (a 200 with a chunked body, read by conn_http.c's subscription code) brings every message
  * down as one chunk. One connection per device (d->sub, kind CK_SUB). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "conn.h"
 
 #define HEAD_CAP 1024             /* the response head, as for the chunked subscription */
-
-/* head[0..hn) then body[0..len) on d->sub: what the socket does not take goes to its backlog */
-static int put(struct cn_loop *l, struct cn_device *d, const char *head, size_t hn,
-               const char *body, size_t len, const char *tail, size_t tn) {
-    struct cn_conn *c = &d->sub;
-    struct iovec iov[3] = {{(void *)head, hn}, {(void *)body, len}, {(void *)tail, tn}};
-    size_t done = 0, total = hn + len + tn;
-    if (c->olen == 0) {
-        ssize_t n = writev(c->fd, iov, 3);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            cn_disconnect(l, d, cn_cause_of_errno(errno));
-            return -1;
-        }
-        done = n > 0 ? (size_t)n : 0;
-        d->c.bytes_out += done;
-    }
-    if (done == total)
-        return 0;
-    for (int i = 0; i < 3; i++) {
-        size_t skip = done < iov[i].iov_len ? done : iov[i].iov_len;
-        done -= skip;
-        if (iov[i].iov_len > skip &&
-            cn_http_backlog(c, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip)) {
-            cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped reading this device */
-            return -1;
-        }
-    }
-    if (cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
-        cn_disconnect(l, d, CC_TESTBED);
-        return -1;
-    }
-    return 0;
-}
 
 int cn_stream_send_request(struct cn_loop *l, struct cn_device *d) {
     int n = snprintf(l->tx, sizeof l->tx, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: text/plain"
@@ -70,7 +34,8 @@ int cn_stream_send_request(struct cn_loop *l, struct cn_device *d) {
     if (!d->sub.hbuf)
         return -1;
     uint32_t gen = d->gen;
-    if (put(l, d, l->tx, len, NULL, 0, NULL, 0) == 0)
+    struct iovec iov[1] = {{l->tx, len}};
+    if (cn_http_put(l, d, &d->sub, iov, 1) == 0)
         return 0;
     return gen == d->gen ? -1 : 0;   /* ended already: nothing more for the caller to do */
 }
@@ -82,5 +47,6 @@ int cn_stream_send(struct cn_loop *l, struct cn_device *d, const char *msg, size
         return 0;                 /* an empty chunk would end the request body */
     char head[20];
     int hn = snprintf(head, sizeof head, "%zx\r\n", len);
-    return put(l, d, head, (size_t)hn, msg, len, "\r\n", 2);
+    struct iovec iov[3] = {{head, (size_t)hn}, {(void *)msg, len}, {"\r\n", 2}};
+    return cn_http_put(l, d, &d->sub, iov, 3);
 }
