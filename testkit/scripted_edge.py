@@ -116,8 +116,11 @@ def parse_head(head: str) -> Request:
 class ScriptedEdge:
     def __init__(self, on_open: Optional[Callable[[Conn], None]] = None,
                  on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200,
-                 first_frames: bytes = b""):
+                 first_frames: bytes = b"", held_status: int = 200, read_held: bool = True):
         self.on_open, self.on_post, self.post_status = on_open, on_post, post_status
+        # a held-open POST: the status of its answer (a non-200 one has an empty body and the
+        # connection is closed), and whether its body is read (False: a server that stalls)
+        self.held_status, self.read_held = held_status, read_held
         self.first_frames = first_frames    # sent in the same segment as a 101
         self.port = free_tcp_port("127.0.0.1")
         self.requests: list[Request] = []
@@ -188,9 +191,14 @@ class ScriptedEdge:
 
     def _held_post(self, sock: socket.socket, r: _Reader, req: Request) -> None:
         self.requests.append(req)
+        if self.held_status != 200:
+            sock.sendall(f"HTTP/1.1 {self.held_status} X\r\nContent-Length: 0\r\n\r\n".encode())
+            return
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
         self._opened(Conn(sock, "chunked", req))
+        while not self.read_held and not self.stop.is_set():
+            time.sleep(0.05)
         while (data := r.chunk()) is not None:
             self.up_chunks.append(data.decode("utf-8", "replace"))
 

@@ -6,6 +6,7 @@ streamed request body: nchan and webdis read a publish's whole body before they 
 import json
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -68,6 +69,22 @@ def test_a_server_close_is_attributed_and_the_device_reattaches(tmp_path, conn_f
     assert s["attaches"] == len(opened), s
     assert s["disconnects"]["server_closed"] + s["disconnects"]["reset"] >= 1, s
     assert s["disconnects"]["testbed"] == 0 and s["disconnects"]["protocol"] == 0, s
+
+
+@pytest.mark.parametrize("edge_args", [{"held_status": 403}, {"read_held": False}])
+def test_a_refused_or_stalled_attach_is_the_servers_protocol_disconnect(tmp_path, conn_fleet_bin,
+                                                                         edge_args):
+    # 403: not a chunked 200; a server that never reads the body: the device's unsent chunks
+    # pass its backlog's cap (256 KiB; 64 KiB events every 1 ms) and it gives up
+    specs = [ConnSpec(1, "chunked-post", 4, 1, event_ms=1, reply_bytes=65536)]
+    with ScriptedEdge(**edge_args) as edge:
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(wait=False)
+        edge.wait_for(lambda: edge.requests)
+        time.sleep(3)             # 403: at once; stalled: ~200 MB offered, far past the cap
+        s = fleet.stop()
+    assert len(edge.requests) == 1, edge.requests     # no reconnect (reconnect_ms 0)
+    assert s["disconnects"]["protocol"] == 1 and s["disconnects"]["testbed"] == 0, s
+    assert s["replies_lost"] == 0 and s["attaches"] == (0 if "held_status" in edge_args else 1), s
 
 
 def test_a_chunked_post_device_refuses_a_reply_id_outside_the_body(tmp_path, conn_fleet_bin):
