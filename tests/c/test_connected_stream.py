@@ -11,6 +11,7 @@ import time
 import pytest
 
 from testkit.connected import ConnFleet, ConnSpec, missing_prerequisite
+from testkit.nginx import HEAD, Nginx, nginx_path
 from testkit.scripted_edge import ScriptedEdge
 
 why = missing_prerequisite()
@@ -49,6 +50,45 @@ def test_one_held_open_post_carries_everything(tmp_path, conn_fleet_bin):
     assert sizes == {32}, sizes                          # replies, heartbeats, events: the size
     assert s["attaches"] == 2 and s["rpcs_in"] == 4 and s["no_id"] == 2, s
     assert s["replies"] == 4 and s["heartbeats"] >= 4 and s["events"] >= 1, s
+    assert sum(s["disconnects"].values()) == 0, s
+
+
+# nginx as a reverse proxy that streams both ways (it relays nothing: the scripted server
+# behind it answers); %s: that server, then Nginx fills {host}/{port} ({{ }}: braces)
+PROXY = HEAD + """  server {{
+    listen {host}:{port};
+    location / {{ proxy_pass http://%s; proxy_http_version 1.1; proxy_request_buffering off;
+                  proxy_buffering off; proxy_read_timeout 60s; }}
+  }}
+}}
+"""
+
+
+@pytest.mark.skipif(nginx_path() is None, reason="nginx is not installed")
+def test_the_held_open_post_passes_a_streaming_nginx_proxy(tmp_path, conn_fleet_bin):
+    def on_open(c):               # RPCs apart in time: nginx re-chunks what it reads at once
+        def rpcs():
+            for i in range(3):
+                time.sleep(0.3)
+                c.send('{"id":"5-%d"}' % i)
+        threading.Thread(target=rpcs, daemon=True).start()
+
+    specs = [ConnSpec(2, "chunked-post", 8, 2, heartbeat_ms=200, reply_bytes=32,
+                      attach_body='{"attach":"{device}"}')]
+    with ScriptedEdge(on_open=on_open) as edge:
+        proxy = Nginx()
+        proxy.conf = PROXY % edge.server
+        with proxy:
+            fleet = ConnFleet(conn_fleet_bin, tmp_path, f"127.0.0.1:{proxy.port}", specs)
+            fleet.start(attach_timeout=20)
+            edge.wait_for(lambda: sum(m.startswith('{"id"') for m in edge.up_chunks) >= 6)
+            s = fleet.stop()
+    assert not edge.errors, edge.errors
+    assert sorted(q.headers["transfer-encoding"] for q in edge.requests) == ["chunked"] * 2
+    assert sorted(m for m in edge.up_chunks if m.startswith('{"attach"')) == \
+        ['{"attach":"8"}', '{"attach":"9"}'], edge.up_chunks     # each chunk passed as it came
+    assert {len(m) for m in edge.up_chunks if not m.startswith('{"attach"')} == {32}
+    assert s["rpcs_in"] == 6 and s["replies"] == 6 and s["heartbeats"] >= 2, s
     assert sum(s["disconnects"].values()) == 0, s
 
 
