@@ -99,7 +99,7 @@ class NchanServer:
 @dataclass
 class ConnSpec:
     count: int
-    protocol: str = "websocket"        # websocket | chunked
+    protocol: str = "websocket"        # websocket | chunked | chunked-post
     first: int = 0
     shards: int = 1
     heartbeat_ms: int = 0

@@ -2,9 +2,11 @@
 (docs/CONNECTED.md): it records every request as it arrived on the wire (method, target,
 header lines, body) and every WebSocket message a client sent, and lets a test answer: a
 WebSocket Upgrade gets its 101 (Sec-WebSocket-Accept computed), a GET a chunked 200 held open,
-a POST `post_status` with an empty body. `on_open(conn)` runs once a WebSocket or chunked
-subscription is open, `on_post(request)` for every POST; `conn.send(text)` pushes a message
-down a subscription (an unmasked text frame, or a chunk)."""
+a POST `post_status` with an empty body, and a POST with a chunked body (the study's attach,
+held open both ways) a chunked 200 at once while its body's chunks are read as they come, each
+recorded in `up_chunks`. `on_open(conn)` runs once a WebSocket, chunked subscription or held-open
+POST is open, `on_post(request)` for every POST with a Content-Length; `conn.send(text)` pushes
+a message down (an unmasked text frame, or a chunk)."""
 from __future__ import annotations
 
 import base64
@@ -77,6 +79,20 @@ class _Reader:
         head, _, self.buf = self.buf.partition(b"\r\n\r\n")
         return head.decode("latin-1")
 
+    def line(self) -> bytes:
+        while b"\r\n" not in self.buf:
+            self._more()
+        out, _, self.buf = self.buf.partition(b"\r\n")
+        return out
+
+    def chunk(self) -> Optional[bytes]:
+        """One chunk of a chunked body (its data; None for the last, empty, chunk)."""
+        size = int(self.line().split(b";")[0], 16)
+        data = self.take(size)
+        if self.take(2) != b"\r\n":
+            raise ValueError("a chunk's data not followed by CRLF")
+        return data if size else None
+
     def frame(self) -> tuple[int, bytes]:
         """One client frame: (opcode, unmasked payload)."""
         b0, b1 = self.take(2)
@@ -100,12 +116,16 @@ def parse_head(head: str) -> Request:
 class ScriptedEdge:
     def __init__(self, on_open: Optional[Callable[[Conn], None]] = None,
                  on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200,
-                 first_frames: bytes = b""):
+                 first_frames: bytes = b"", held_status: int = 200, read_held: bool = True):
         self.on_open, self.on_post, self.post_status = on_open, on_post, post_status
+        # a held-open POST: the status of its answer (a non-200 one has an empty body and the
+        # connection is closed), and whether its body is read (False: a server that stalls)
+        self.held_status, self.read_held = held_status, read_held
         self.first_frames = first_frames    # sent in the same segment as a 101
         self.port = free_tcp_port("127.0.0.1")
         self.requests: list[Request] = []
         self.ws_messages: list[str] = []
+        self.up_chunks: list[str] = []           # chunks of held-open POSTs' bodies
         self.conns: list[Conn] = []
         self.errors: list[str] = []
         self.sock = socket.socket()
@@ -149,6 +169,9 @@ class ScriptedEdge:
                     if req.headers.get("upgrade", "").lower() == "websocket":
                         self._websocket(sock, r, req)
                         return
+                    if req.headers.get("transfer-encoding", "").lower() == "chunked":
+                        self._held_post(sock, r, req)
+                        return
                     req.body = r.take(int(req.headers.get("content-length", "0")))
                     self.requests.append(req)
                     if req.method == "GET":
@@ -165,6 +188,19 @@ class ScriptedEdge:
             return
         except Exception as e:                # a failed check in a callback: the test reads it
             self.errors.append(repr(e))
+
+    def _held_post(self, sock: socket.socket, r: _Reader, req: Request) -> None:
+        self.requests.append(req)
+        if self.held_status != 200:
+            sock.sendall(f"HTTP/1.1 {self.held_status} X\r\nContent-Length: 0\r\n\r\n".encode())
+            return
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        self._opened(Conn(sock, "chunked", req))
+        while not self.read_held and not self.stop.is_set():
+            time.sleep(0.05)
+        while (data := r.chunk()) is not None:
+            self.up_chunks.append(data.decode("utf-8", "replace"))
 
     def _opened(self, c: Conn) -> None:
         self.conns.append(c)

@@ -2,7 +2,8 @@
 the validation study call :func:`run_config`, which chooses how the config runs.
 
 - one host: :func:`wotbench.run_command.run` (the runner, then analysis and report);
-- connected devices (``devices[].protocol: websocket | chunked``): :mod:`wotbench.connected`,
+- connected devices (``devices[].protocol: websocket | chunked | chunked-post``):
+  :mod:`wotbench.connected`,
   across hosts :mod:`wotbench.distributed.connected_coord`;
 - across hosts (``backend: swarm`` or ``--backend swarm``): the coordinator of
   :mod:`wotbench.distributed`, whose cells run the same runner on their nodes.

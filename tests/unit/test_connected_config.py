@@ -86,6 +86,12 @@ def test_the_study_config_loads():
     ({**WS, "protocol": "chunked", "connection": {"reply_path": "/up/{id}"}}, {"applications": {}},
      "devices[0].connection.reply_path: {id} only with applications.reply_id path"),
     ({**WS, "connection": {"reply_method": "PUT"}}, {}, "devices[0].connection.reply_method"),
+    # the study's attach (one POST held open): replies are chunks of it, the id in their body
+    ({**WS, "protocol": "chunked-post", "connection": {"reply_path": "/up"}}, {},
+     "devices[0].connection.reply_path: a chunked-post device replies on its own connection"),
+    ({**WS, "protocol": "chunked-post"}, {"applications": {"reply_id": "header"}},
+     "applications.reply_id: header needs chunked devices (a reply POST); devices[0] replies in "
+     "chunks of its held-open POST"),
     (WS, {"applications": {"reply_subscribe": "50%"}}, "applications.reply_subscribe: expected no '%'"),
     # the binaries' own limits, judged before the run (placeholders at their longest value)
     (WS, {"applications": {"reply_subscribe": '["SUBSCRIBE","a.{shard}","b.{shard}"]'}},
@@ -126,6 +132,15 @@ def test_connection_rows_are_the_engines_file():
     assert len(rows) == 3
     assert [reply_size_of({32: 1, 1024: 2}, k, 6) for k in range(6)] == [32, 32, 1024, 1024, 1024,
                                                                          1024]
+
+
+def test_a_chunked_post_group_is_one_connection_per_device_without_a_reply_path():
+    c = cfg({**WS, "protocol": "chunked-post", "count": 3,
+             "connection": {"reply_bytes": {32: 1}, "heartbeat_s": 60}})
+    (row,) = connection_rows(c.devices[0], 0, "127.0.0.1:8080", 2, offset=1, count=1)
+    assert row == "1,m-1,chunked-post,127.0.0.1:8080,,/dev/1/1,,60000,0,1000,32,1000,,"
+    lay = make_layout(cfg({**WS, "protocol": "chunked-post", "count": 30000}), fds=20000)
+    assert max(e.count for e in lay.engines) > 19936 // 2      # not two connections each
 
 
 def test_sizes_written_back_as_strings_load_again():

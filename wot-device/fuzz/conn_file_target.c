@@ -1,7 +1,8 @@
 /* conn_file_target.c - libFuzzer target: wot-fleet-conn's connections file reader
  * (src/fleet/conn_file.c, CONTRACTS §3c) on any text. 0 with at least one device, each with a
- * known protocol, a request target starting with '/', reply_bytes 16..65536, a unique index and
- * attach header lines ending in CRLF, and no message; or -1 and exactly one
+ * known protocol, a request target starting with '/', a reply_path for chunked only,
+ * reply_bytes 16..65536, a unique index and attach header lines ending in CRLF, and no
+ * message; or -1 and exactly one
  * "FILE:LINE: ..., expected ..." message. */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,8 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         for (uint32_t i = 0; i < s.ndev; i++) {
             const struct cn_device *d = &s.dev[i];
-            if (d->proto > CN_CHUNKED || d->path[0] != '/' || d->reply_bytes < 16 ||
-                d->reply_bytes > CN_REPLY_MAX || (d->proto == CN_WEBSOCKET && *d->reply_path))
+            if (d->proto > CN_STREAM || d->path[0] != '/' || d->reply_bytes < 16 ||
+                d->reply_bytes > CN_REPLY_MAX || (d->proto != CN_CHUNKED && *d->reply_path))
                 abort();
             /* attach header lines end in CRLF; the attach message has its decoded length */
             size_t hl = d->attach_headers ? strlen(d->attach_headers) : 0;

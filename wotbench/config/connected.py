@@ -1,5 +1,5 @@
 """Connected devices (issue 30, docs/CONNECTED.md): device groups that hold a long-lived
-connection to an edge server (``devices[].protocol: websocket | chunked`` with a
+connection to an edge server (``devices[].protocol: websocket | chunked | chunked-post`` with a
 ``devices[].connection`` block, run in wot-fleet engines: CONTRACTS §3c), the applications that
 send RPCs to them through that server (``applications``, wot-rpcapp: §3d), and the server
 itself (``edge_server``: a third-party program started like ``devices[].server``, its config
@@ -19,7 +19,7 @@ from wotbench.config.connected_wire import (DEFAULT_ID_HEADER, IdPlace, check_at
                                             check_reply_headers, check_reply_subscribe,
                                             file_field, header_block, render)
 
-CONNECTED_PROTOCOLS = ("websocket", "chunked")
+CONNECTED_PROTOCOLS = ("websocket", "chunked", "chunked-post")
 PATH_FIELDS = ("device", "shard")
 REPLY_PATH_FIELDS = ("device", "shard", "id")   # {id}: filled by the engine per reply
 EDGE_PORT = 8080
@@ -60,17 +60,21 @@ class Connection(_Model):
         "path`): the RPC's id in a reply's target (`none` for heartbeats and events)")
     reply_method: Literal["POST", "PUT"] = Field(
         "POST", description="chunked groups: the method of the upstream requests (PUT for a "
-        "server that publishes a PUT's body, e.g. webdis `PUT /PUBLISH/reply.{shard}`)")
+        "server that publishes a PUT's body, e.g. webdis `PUT /PUBLISH/reply.{shard}`); "
+        "chunked-post groups: the method of the held-open attach request")
     attach_headers: dict[str, str] = Field(
         default_factory=dict, description="extra header lines of the attach request (the "
-        "WebSocket Upgrade or the chunked subscription GET), name: value; `{device}` and "
+        "WebSocket Upgrade, the chunked subscription GET or the held-open POST), name: value; "
+        "`{device}` and "
         "`{shard}` are filled per device (e.g. `{Origin: 'http://edge', X-Device: '{device}'}`)")
     attach_body: Optional[str] = Field(
         None, description="the device's first message once attached, `{device}` and `{shard}` "
         "filled per device (websocket: a text frame, e.g. webdis's "
-        "`[\"SUBSCRIBE\",\"rpc.{device}\"]`; chunked: the first POST to reply_path)")
+        "`[\"SUBSCRIBE\",\"rpc.{device}\"]`; chunked: the first POST to reply_path; "
+        "chunked-post: the first chunk of the held-open POST's body)")
     heartbeat_s: float = Field(60.0, ge=0, le=86400, description="heartbeat interval, s "
-                               "(websocket: a ping frame; chunked: a POST); 0 = none")
+                               "(websocket: a ping frame; chunked: a POST; chunked-post: a "
+                               "chunk); 0 = none")
     event_mean_s: float = Field(0.0, ge=0, le=86400, description="upstream events: mean of the "
                                 "exponential gap, s (an open-loop schedule per device); 0 = none")
     service_time_ms: float = Field(1.0, ge=0, le=60000, description="the device's service time "
@@ -280,14 +284,15 @@ def check(config: Any) -> list[str]:
         key = f"devices[{i}]"
         if g.protocol not in CONNECTED_PROTOCOLS:
             if g.connection is not None:
-                out.append(f"{key}.connection: only for protocol websocket or chunked")
+                out.append(f"{key}.connection: only for protocol websocket, chunked or "
+                           "chunked-post")
             continue
         if g.connection is None:
             out.append(f"{key}.connection: protocol {g.protocol} needs a connection block "
                        "(path, heartbeat_s, reply_bytes, ...; docs/CONNECTED.md)")
-        elif g.protocol == "websocket" and g.connection.reply_path is not None:
-            out.append(f"{key}.connection.reply_path: a websocket device replies on its "
-                       "WebSocket; reply_path is for chunked groups")
+        elif g.protocol != "chunked" and g.connection.reply_path is not None:
+            out.append(f"{key}.connection.reply_path: a {g.protocol} device replies on its "
+                       "own connection; reply_path is for chunked groups")
         if g.engine == "process":
             out.append(f"{key}.engine: connected devices run in wot-fleet engines only "
                        "(engine: fleet or auto)")
@@ -307,9 +312,11 @@ def check(config: Any) -> list[str]:
         out.append("edge_server: connected device groups need the server they attach to "
                    "(e.g. nginx + nchan: configs/attached-devices.yaml)")
     if config.applications is not None and not groups:
-        out.append("applications: needs connected device groups (protocol websocket or chunked)")
+        out.append("applications: needs connected device groups (protocol websocket, chunked or "
+                   "chunked-post)")
     if config.edge_server is not None and not groups:
-        out.append("edge_server: needs connected device groups (protocol websocket or chunked)")
+        out.append("edge_server: needs connected device groups (protocol websocket, chunked or "
+                   "chunked-post)")
     out += _reply_id_rules(config, groups)
     return out
 
@@ -326,6 +333,9 @@ def _reply_id_rules(config: Any, groups: list[Any]) -> list[str]:
         if g.protocol == "websocket" and reply_id != "body":
             out.append(f"applications.reply_id: {reply_id} needs chunked devices (a reply POST); "
                        f"devices[{i}] replies in WebSocket frames, expected body")
+        if g.protocol == "chunked-post" and reply_id != "body":
+            out.append(f"applications.reply_id: {reply_id} needs chunked devices (a reply POST); "
+                       f"devices[{i}] replies in chunks of its held-open POST, expected body")
         if g.protocol == "websocket" and g.connection.reply_method != "POST":
             out.append(f"devices[{i}].connection.reply_method: a websocket device replies in "
                        "frames; reply_method is for chunked groups")

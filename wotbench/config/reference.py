@@ -122,7 +122,7 @@ SECTIONS: list[Section] = [
             "examples: [BYO.md](BYO.md); an HTTP->CoAP proxy (`mode: http`): "
             "[HTTP-PROXY.md](HTTP-PROXY.md)."),
     Section("devices[].connection", connected.Connection,
-            "Connected devices (`devices[].protocol: websocket | chunked`): each holds one "
+            "Connected devices (`devices[].protocol: websocket | chunked | chunked-post`): each holds one "
             "connection to `edge_server` in a wot-fleet engine (CONTRACTS §3c) and replies to "
             "every message that carries an id after its service time. "
             "[CONNECTED.md](CONNECTED.md)."),

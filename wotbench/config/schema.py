@@ -115,12 +115,13 @@ class DeviceGroup(_Model):
     methods: dict[str, float] = Field(default_factory=lambda: {"GET": 1.0},
                                       description="method mix: weights of GET/PUT/POST/DELETE "
                                                   "(and PATCH with protocol: http)")
-    protocol: Literal["coap", "http", "websocket", "chunked"] = Field(
+    protocol: Literal["coap", "http", "websocket", "chunked", "chunked-post"] = Field(
         "coap", description="what the devices speak: `coap`, or `http` (HTTP/1.1: a `server` or "
         "`external` endpoints only; the run's groups all speak one protocol; "
         "`gateways.http`, docs/HTTP.md). A server of an http group listens on port 8080 unless "
-        "`server.port` says otherwise. `websocket` / `chunked`: connected devices that hold a "
-        "connection to `edge_server` (wot-fleet engines, `connection`, docs/CONNECTED.md)")
+        "`server.port` says otherwise. `websocket` / `chunked` / `chunked-post` (the study's "
+        "attach: one POST held open both ways): connected devices that hold a connection to "
+        "`edge_server` (wot-fleet engines, `connection`, docs/CONNECTED.md)")
     connection: Optional[connected_spec.Connection] = Field(
         None, description="protocol websocket/chunked: what each device does on its connection "
         "(wotbench.config.connected, docs/CONNECTED.md)")

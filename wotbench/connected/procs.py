@@ -48,7 +48,7 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
         if apps:
             argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
                      "--id-header", apps.id_header]
-        if g.protocol == "chunked":
+        if g.protocol in ("chunked", "chunked-post"):
             argv += ["--reply-method", g.connection.reply_method]
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                              stderr=open(d / "stderr.log", "wb"))

@@ -26,7 +26,9 @@
 #define CN_ATTACH_HEADERS_MAX 2048  /* attach header lines, decoded */
 #define CN_ATTACH_BODY_MAX 8192     /* attach message, decoded */
 
-enum cn_proto { CN_WEBSOCKET = 0, CN_CHUNKED = 1 };
+/* CN_STREAM: the study's attach, one POST whose chunked request body carries everything the
+ * device sends and whose chunked response body everything it receives (conn_stream.c) */
+enum cn_proto { CN_WEBSOCKET = 0, CN_CHUNKED = 1, CN_STREAM = 2 };
 enum cn_kind { CK_WS = 0, CK_SUB = 1, CK_PUB = 2 };
 enum cn_state { CS_DOWN = 0, CS_CONNECTING, CS_HEAD, CS_OPEN };
 /* who ended a connection (conn-summary.json "disconnects") */
@@ -197,6 +199,19 @@ void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev);
 int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_t len,
                  const char *id);
 void cn_http_close(struct cn_device *d);
+/* conn_http.c, shared with conn_stream.c: iov[0..n) on c, what the socket does not take kept
+ * in c's backlog (sent on EPOLLOUT; a connection still connecting is written once connected):
+ * 0, or -1 when the session ended (disconnected with its cause); cn_http_flush sends what the
+ * backlog holds, watching EPOLLOUT while some is left */
+struct iovec;
+int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struct iovec *iov,
+                int n);
+void cn_http_flush(struct cn_loop *l, struct cn_device *d, struct cn_conn *c);
+
+/* conn_stream.c: the held-open POST (d->sub); its request head (and the attach message as
+ * the first chunk) once connected, and one chunk of the request body per message */
+int cn_stream_send_request(struct cn_loop *l, struct cn_device *d);
+int cn_stream_send(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len);
 
 /* conn_output.c: conn-log-<loop>.csv, conn-devices.csv, conn-summary.json */
 int cn_write_outputs(const struct cn_set *s);

@@ -1,5 +1,7 @@
 /* conn_file.c - the connections file of wot-fleet (CONTRACTS §3c):
  *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms,attach_headers,attach_body
+ * protocol: websocket, chunked (a GET subscription + POSTs) or chunked-post (one POST held open
+ * both ways; reply_path empty, as for websocket).
  * One row per connected device; blank and '#' lines skipped. attach_headers and attach_body are
  * percent-encoded (a row stays one line without commas): the attach request's header lines
  * ("Name: value" joined by CRLF) and the device's first message once attached, both rendered
@@ -153,8 +155,10 @@ static int parse_row(const char *file, long ln, char **f, struct cn_device *d, i
         d->proto = CN_WEBSOCKET;
     else if (strcmp(f[2], "chunked") == 0)
         d->proto = CN_CHUNKED;
+    else if (strcmp(f[2], "chunked-post") == 0)
+        d->proto = CN_STREAM;
     else
-        return csv_fail(file, ln, "bad protocol", "websocket or chunked");
+        return csv_fail(file, ln, "bad protocol", "websocket, chunked or chunked-post");
     if (parse_addr(f[3], &d->server, 1))
         return csv_fail(file, ln, "bad server", "IPv4:PORT, port 1..65535");
     if (*f[4] && parse_addr(f[4], &d->source, 0))
@@ -164,8 +168,8 @@ static int parse_row(const char *file, long ln, char **f, struct cn_device *d, i
     if (d->proto == CN_CHUNKED ? bad_path(f[6]) || strlen(f[6]) > 200 : *f[6] != '\0')
         return csv_fail(file, ln, "bad reply_path",
                         "a path starting with '/' (at most 200 characters) for chunked (its "
-                        "POSTs), empty for websocket "
-                        "(replies travel on the WebSocket)");
+                        "POSTs), empty for websocket and chunked-post "
+                        "(replies travel on the WebSocket or the held-open POST)");
     if (parse_u32(file, ln, "heartbeat_ms", f[7], 0, MAX_MS, &d->heartbeat_ms) ||
         parse_u32(file, ln, "event_ms", f[8], 0, MAX_MS, &d->event_ms) ||
         parse_u32(file, ln, "service_us", f[9], 0, 60000000ULL, &d->service_us) ||
@@ -175,6 +179,10 @@ static int parse_row(const char *file, long ln, char **f, struct cn_device *d, i
     if (d->proto == CN_WEBSOCKET && reply_id != CR_BODY)
         return csv_fail(file, ln, "websocket device with a reply id outside the body",
                         "--reply-id body for websocket devices (a frame has no header or path)");
+    if (d->proto == CN_STREAM && reply_id != CR_BODY)
+        return csv_fail(file, ln, "chunked-post device with a reply id outside the body",
+                        "--reply-id body for chunked-post devices (a chunk has no header or "
+                        "path)");
     if (d->proto == CN_CHUNKED && (reply_id == CR_PATH) != (strstr(f[6], "{id}") != NULL))
         return csv_fail(file, ln, "bad reply_path",
                         reply_id == CR_PATH ? "{id} in it (--reply-id path)"

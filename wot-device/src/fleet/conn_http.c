@@ -135,8 +135,7 @@ static int pub_responses(struct cn_loop *l, struct cn_device *d, const char *p, 
     return 0;
 }
 
-static void pub_flush(struct cn_loop *l, struct cn_device *d) {
-    struct cn_conn *c = &d->pub;
+void cn_http_flush(struct cn_loop *l, struct cn_device *d, struct cn_conn *c) {
     while (c->ooff < c->olen) {
         ssize_t n = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -157,7 +156,7 @@ static void pub_flush(struct cn_loop *l, struct cn_device *d) {
 void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev) {
     struct cn_device *d = c->dev;
     cur = l;
-    if (c->kind == CK_SUB) {
+    if (c->kind == CK_SUB && d->proto == CN_CHUNKED) {
         if (c->state == CS_HEAD)
             sub_head(l, d);
         else
@@ -165,13 +164,24 @@ void cn_http_on_event(struct cn_loop *l, struct cn_conn *c, uint32_t ev) {
         return;
     }
     uint32_t gen = d->gen;
+    if (c->kind == CK_SUB) {      /* a held-open POST (CN_STREAM): its response, its backlog */
+        if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+            if (c->state == CS_HEAD)
+                sub_head(l, d);
+            else
+                sub_read(l, d);
+        }
+        if (gen == d->gen && c->state != CS_DOWN && (ev & EPOLLOUT))
+            cn_http_flush(l, d, c);
+        return;
+    }
     if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         ssize_t n = cn_recv(l, d, c, l->rx, sizeof l->rx);
         if (n < 0 || (n > 0 && pub_responses(l, d, (const char *)l->rx, (size_t)n)))
             return;
     }
     if (gen == d->gen && (ev & EPOLLOUT))
-        pub_flush(l, d);
+        cn_http_flush(l, d, c);
 }
 
 /* appends to the POST backlog; -1 when it would pass OBUF_MAX */
@@ -190,6 +200,39 @@ static int backlog(struct cn_conn *c, const char *p, size_t n) {
     }
     memcpy(c->obuf + c->olen, p, n);
     c->olen += (uint32_t)n;
+    return 0;
+}
+
+int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struct iovec *iov,
+                int n) {
+    size_t done = 0, total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    int live = c->state != CS_CONNECTING;   /* else written once connected (on_connected) */
+    if (live && c->olen == 0) {
+        ssize_t w = writev(c->fd, iov, n);
+        if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            cn_disconnect(l, d, cn_cause_of_errno(errno));
+            return -1;
+        }
+        done = w > 0 ? (size_t)w : 0;
+        d->c.bytes_out += done;
+    }
+    if (done == total)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        size_t skip = done < iov[i].iov_len ? done : iov[i].iov_len;
+        done -= skip;
+        if (iov[i].iov_len > skip &&
+            backlog(c, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip)) {
+            cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's bytes */
+            return -1;
+        }
+    }
+    if (live && cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
+        cn_disconnect(l, d, CC_TESTBED);
+        return -1;
+    }
     return 0;
 }
 
@@ -218,35 +261,9 @@ int cn_http_post(struct cn_loop *l, struct cn_device *d, const char *body, size_
                             idh, len) : -1;
     if (hn <= 0 || (size_t)hn >= sizeof head)
         return -1;
-    size_t done = 0, total = (size_t)hn + len;
-    if (c->state == CS_OPEN && c->olen == 0) {
-        struct iovec iov[2] = {{head, (size_t)hn}, {(void *)body, len}};
-        ssize_t n = writev(c->fd, iov, 2);
-        if (n < 0 && errno != EAGAIN && errno != EINTR) {
-            cn_disconnect(l, d, cn_cause_of_errno(errno));
-            return -1;
-        }
-        done = n > 0 ? (size_t)n : 0;
-        d->c.bytes_out += done;
-    }
     c->inflight++;
-    if (done < total) {
-        int r = 0;
-        if (done < (size_t)hn)
-            r = backlog(c, head + done, (size_t)hn - done);
-        if (r == 0)
-            r = backlog(c, body + (done > (size_t)hn ? done - (size_t)hn : 0),
-                        len - (done > (size_t)hn ? done - (size_t)hn : 0));
-        if (r) {
-            cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's POSTs */
-            return -1;
-        }
-        if (c->state == CS_OPEN && cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
-            cn_disconnect(l, d, CC_TESTBED);
-            return -1;
-        }
-    }
-    return 0;
+    struct iovec iov[2] = {{head, (size_t)hn}, {(void *)body, len}};
+    return cn_http_put(l, d, c, iov, 2);
 }
 
 void cn_http_close(struct cn_device *d) {

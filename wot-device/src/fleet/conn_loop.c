@@ -249,8 +249,12 @@ static void on_connected(struct cn_loop *l, struct cn_conn *c) {
             cn_http_on_event(l, c, EPOLLOUT);
         return;
     }
-    int r = c->kind == CK_WS ? cn_ws_send_request(l, d) : cn_http_send_request(l, d);
-    if (r == 0 && cn_watch(l, c, EPOLLIN))
+    uint32_t gen = d->gen;
+    int r = c->kind == CK_WS ? cn_ws_send_request(l, d)
+          : d->proto == CN_STREAM ? cn_stream_send_request(l, d) : cn_http_send_request(l, d);
+    if (gen != d->gen)
+        return;                   /* the request's send ended the session (counted there) */
+    if (r == 0 && cn_watch(l, c, EPOLLIN | (c->olen ? EPOLLOUT : 0)))
         r = -1;
     if (r)
         cn_disconnect(l, d, CC_TESTBED);
@@ -276,6 +280,7 @@ static size_t build_body(struct cn_loop *l, struct cn_device *d, const char *key
 /* l->tx[0..len) upstream; id: the RPC it answers (NULL: an event or the attach message) */
 static int device_send(struct cn_loop *l, struct cn_device *d, size_t len, const char *id) {
     return d->proto == CN_WEBSOCKET ? cn_ws_send(l, d, l->tx, len, 0)
+         : d->proto == CN_STREAM    ? cn_stream_send(l, d, l->tx, len)
                                     : cn_http_post(l, d, l->tx, len, id);
 }
 
@@ -300,8 +305,8 @@ int cn_on_attached(struct cn_loop *l, struct cn_device *d) {
                   d->gen);
     if (d->event_ms)
         timer_add(l, now + exp_interval_ns(l, d->event_ms), d->loop_pos, CT_EVENT, d->gen);
-    if (!d->attach_body)
-        return 0;
+    if (!d->attach_body || d->proto == CN_STREAM)
+        return 0;                 /* CN_STREAM: it went as the request body's first chunk */
     /* e.g. a subscription of a server that takes it as a message (webdis: ["SUBSCRIBE",..]) */
     uint32_t gen = d->gen;
     memcpy(l->tx, d->attach_body, d->attach_body_len);
@@ -409,9 +414,8 @@ static void on_timers(struct cn_loop *l) {
         } else if (e.kind == CT_CONNECT) {
             on_connect_timer(l, d);
         } else if (d->attached_ns && e.kind == CT_HEARTBEAT) {
-            int r = d->proto == CN_WEBSOCKET
-                        ? cn_ws_send(l, d, "", 0, 1)
-                        : cn_http_post(l, d, l->tx, build_body(l, d, "hb", "1", 0), NULL);
+            int r = d->proto == CN_WEBSOCKET ? cn_ws_send(l, d, "", 0, 1)
+                  : device_send(l, d, build_body(l, d, "hb", "1", 0), NULL);
             if (r == 0)
                 d->c.heartbeats++;
             if (d->gen == e.gen_or_job)

@@ -103,7 +103,7 @@ static int write_devices(const struct cn_set *s, struct cn_counters *tot, uint64
         *attached += d->attached_ns != 0;
         fprintf(fp, "%u,%s,%s,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
                 "%llu,%llu,%llu,%llu\n", d->index, d->name,
-                d->proto == CN_WEBSOCKET ? "websocket" : "chunked", d->attached_ns != 0,
+                d->proto == CN_WEBSOCKET ? "websocket" : d->proto == CN_STREAM ? "chunked-post" : "chunked", d->attached_ns != 0,
                 (unsigned long long)c->attaches, (unsigned long long)cf,
                 (unsigned long long)c->disconnects[CC_SERVER_CLOSED],
                 (unsigned long long)c->disconnects[CC_RESET],
