@@ -24,12 +24,13 @@ def _connected(path: str) -> bool:
 
 
 def _cmd_check(args) -> int:
-    """The run's pre-flight (wotbench.preflight): every refusal `run` makes before T0, with the
-    same message; one line per step, those that needed this host marked, skipped ones said."""
+    """The run's pre-flight (wotbench.runner.preflight): every refusal `run` makes before T0,
+    with the same message; one line per step, those that needed this host marked, skipped ones
+    said."""
     if _connected(args.config):
         from wotbench.connected.check import check_connected
         return check_connected(args.config, offline=args.offline)
-    from wotbench.preflight import preflight
+    from wotbench.runner.preflight import preflight
     pf = preflight(args.config, args.backend, offline=args.offline)
     for s in pf.steps:
         print(f"{'host' if s.host else 'config':6} {s.name}: {s.detail}")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RANKS = [
     {"errors", "labels", "stamps", "procutil", "schema_errors", "csvcheck"},
     {"config", "rundir", "deploy", "workload", "netimpair", "monitor", "cd_module", "things"},
-    {"runner", "preflight", "run_result"},
+    {"runner", "run_result"},
     {"analysis"},
     {"report"},
     {"run_command", "distributed", "connected"},

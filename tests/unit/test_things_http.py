@@ -168,7 +168,7 @@ def test_http_things_need_the_process_backend_and_no_engine(tmp_path):
     from types import SimpleNamespace
 
     from wotbench.errors import EnvironmentProblem
-    from wotbench.preflight import programs
+    from wotbench.runner.preflight import programs
     cfg = config_from_dict(_raw(str(PLUG_FILE), backend="docker"), tmp_path)
     with pytest.raises(EnvironmentProblem) as e:    # the run's backend, --backend included
         programs.check(cfg, SimpleNamespace(needs_docker=True), None)

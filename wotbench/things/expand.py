@@ -102,7 +102,7 @@ def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
             out.append(f"{tp.key}.threads: {s.threads} with mode busy, but its forms are HTTP: "
                        "an HTTP Thing's busy service holds its one event loop, expected "
                        "threads: 1 or mode: sleep")
-    return out   # the backend is the run's (--backend): wotbench.preflight.programs checks it
+    return out   # the backend is the run's (--backend): wotbench.runner.preflight.programs checks it
 
 
 def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:

@@ -39,7 +39,7 @@ from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.preflight import capacity, programs
+from wotbench.runner.preflight import capacity, programs
 from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs, isolation
 from wotbench.runner import push_run
 from wotbench.runner.deployment import thirdparty

@@ -1,7 +1,7 @@
 """Everything a run needs before anything is deployed: the backend kind, the host checks,
 the binaries, the run directory and its input files (resolved config, plan.json, trace/).
 
-The pre-flight (``wotbench.preflight``) chooses the backend and runs the host checks before
+The pre-flight (``wotbench.runner.preflight``) chooses the backend and runs the host checks before
 anything exists; ``Runner.prepare`` then makes the run directory and writes the inputs, so that
 a failure after the run directory exists still leaves a run.json there.
 """
