@@ -31,7 +31,7 @@ from wotbench.netimpair import model as netimpair
 from wotbench.config import connected
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
-from wotbench.things import spec as things_spec
+from wotbench.config import things_spec
 from wotbench.config.http_phases import HttpPhase
 from wotbench.config.sut_faults import SutFault
 

@@ -29,7 +29,7 @@ from wotbench.config.sut_faults import SutFault
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo_spec import Slo
-from wotbench.things.spec import DirectorySpec, ThingSpec
+from wotbench.config.things_spec import DirectorySpec, ThingSpec
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -473,7 +473,7 @@ class Config(_Model):
                                        "`things:`, its groups are added here)")
     things: Optional[list[ThingSpec]] = Field(
         None, description="Things emulated from W3C Thing Descriptions or Thing Models and their "
-        "workload per affordance (wotbench.things.spec, docs/WOT.md); each entry becomes a "
+        "workload per affordance (wotbench.config.things_spec, docs/WOT.md); each entry becomes a "
         "device group")
     directory: Optional[DirectorySpec] = Field(
         None, description="instead of emulating the `things:`, register them with this Thing "

@@ -27,7 +27,7 @@ from wotbench.things import http_thing, sse_notify
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, plan
-from wotbench.things.spec import DirectorySpec, ThingSpec
+from wotbench.config.things_spec import DirectorySpec, ThingSpec
 from wotbench.things.tdfile import TdError
 
 
