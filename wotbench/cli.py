@@ -19,7 +19,7 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 def _connected(path: str) -> bool:
     """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
     from wotbench.config.connected import connected_groups
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     return bool(connected_groups(load_config(path)))
 
 
@@ -48,7 +48,7 @@ def _cmd_trace(args) -> int:
         raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     from wotbench.workload.generate import print_summary, write_trace
     cfg = load_config(args.config)
     if args.seed is not None:
@@ -82,7 +82,7 @@ def _parse_cores(text: str) -> list[int]:
 
 
 def _cmd_plan(args) -> int:
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     from wotbench.deploy.plan import make_plan, print_plan
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)

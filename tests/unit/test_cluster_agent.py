@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from wotbench.distributed import agentimage, wire
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.distributed import agents as ag
 from wotbench.runner.deployment.build import share_addresses, share_ids

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RANKS = [
     {"errors", "labels", "stamps", "procutil", "schema_errors", "csvcheck"},
     {"config", "rundir", "deploy", "workload", "netimpair", "monitor", "cd_module", "things"},
+    {"configfile"},    # a file read: its things: expanded, the rules across blocks
     {"runner", "run_result"},
     {"analysis"},
     {"report"},

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.fleet import problems as fleet_problems
 from wotbench.deploy.resolve import device_addresses, dump_resolved
 from wotbench.errors import ConfigError

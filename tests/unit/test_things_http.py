@@ -14,7 +14,7 @@ from urllib.parse import unquote_to_bytes
 import jsonschema
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing

@@ -1,9 +1,10 @@
 """The WoTbench configuration schema (YAML, docs/CONFIG.md): one pydantic model per block.
 
 Field rules live here; rules that span blocks (duplicate groups, addresses the devices need,
-pods, proxies with Observe, ...) are in :mod:`wotbench.config.checks`, and reading a file in
-:mod:`wotbench.config.yaml_loader`. Each block with rules of its own has its module beside this one
-(``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
+pods, proxies with Observe, ...) are in :mod:`wotbench.configfile.checks`, and reading a file in
+:mod:`wotbench.configfile.yaml_loader` (both above :mod:`wotbench.deploy` and
+:mod:`wotbench.things`, which they use). Each block with rules of its own has its module beside
+this one (``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
 :mod:`wotbench.netimpair.model`). What depends on the host sits above: :mod:`wotbench.deploy.plan`
 (core placement), :mod:`wotbench.deploy.resolve` (``auto`` values, device addresses).
 """

@@ -1,7 +1,7 @@
 """``things:`` → device groups: the translation of Thing Descriptions into the config model.
 
 :func:`expand` runs on the raw config mapping before it is validated
-(:func:`wotbench.config.yaml_loader.config_from_dict`): each ``things[k]`` entry becomes one device
+(:func:`wotbench.configfile.yaml_loader.config_from_dict`): each ``things[k]`` entry becomes one device
 group appended to ``devices`` (``thing: k`` marks it), with the values the rest of WoTbench
 reads from a group: ``count``, ``mode``, ``threads``, ``engine``, ``resources`` (the TD's form
 paths and ``.well-known/wot``), the request-weighted service time and the request rate (for the
