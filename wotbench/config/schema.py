@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
-from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
 from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
@@ -39,6 +38,11 @@ Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 HTTP_METHODS = METHODS + ("PATCH",)   # PATCH: protocol http only (wotbench.config.http_spec)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+
+
+def device_name(group: str, index: int) -> str:
+    """The name of device ``index`` (0-based) of ``group``: ``<group>-<index>``."""
+    return f"{group}-{index}"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads

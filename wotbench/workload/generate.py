@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from cd_module.trace import write_cd_files
 from wotbench.workload.formats import (BODY_METHODS, TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from wotbench.config.schema import Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.plan import Plan
 from wotbench.runner.preflight.costs import (CHECKED_BY_FLEET_CAPACITY, FORMS, MIB, PROCESS, Need,
                                       cost_of, form_of)
