@@ -49,7 +49,8 @@ def _cmd_trace(args) -> int:
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
     from wotbench.configfile.yaml_loader import load_config
-    from wotbench.workload.generate import print_summary, write_trace
+    from wotbench.things.trace import write_trace
+    from wotbench.workload.generate import print_summary
     cfg = load_config(args.config)
     if args.seed is not None:
         cfg.seed = args.seed

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # each other's models: their files have no loops, which import_loops.py checks)
 RANKS = [
     {"errors", "labels", "stamps", "procutil", "schema_errors", "csvcheck"},
-    {"config", "rundir", "deploy", "workload", "netimpair", "monitor", "cd_module", "things"},
-    {"configfile"},    # a file read: its things: expanded, the rules across blocks
+    {"config", "rundir", "deploy", "workload", "netimpair", "monitor", "cd_module"},
+    {"things"},        # Thing Descriptions on the config models and the trace generator's seam
+    {"configfile"},    # a file read: its things: expanded, the rules across blocks    # a file read: its things: expanded, the rules across blocks
     {"runner", "run_result"},
     {"analysis"},
     {"report"},

@@ -17,7 +17,7 @@ from wotbench.deploy.fleet import problems as fleet_problems
 from wotbench.deploy.resolve import device_addresses, dump_resolved
 from wotbench.errors import ConfigError
 from wotbench.things.tdschema import schema_source
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 from wotbench.workload.trace_io import read_resources, read_trace
 
 REPO = Path(__file__).resolve().parents[2]

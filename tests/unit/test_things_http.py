@@ -19,7 +19,7 @@ from wotbench.deploy.resolve import device_addresses
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing
 from wotbench.workload.formats import authority
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 from wotbench.workload.trace_io import read_trace
 
 REPO = Path(__file__).resolve().parents[2]

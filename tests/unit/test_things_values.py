@@ -16,7 +16,7 @@ import pytest
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import payloads
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 
 
 def read_resources(path: Path) -> list:
