@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 
 

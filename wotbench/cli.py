@@ -19,17 +19,18 @@ from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 def _connected(path: str) -> bool:
     """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
     from wotbench.config.connected import connected_groups
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     return bool(connected_groups(load_config(path)))
 
 
 def _cmd_check(args) -> int:
-    """The run's pre-flight (wotbench.preflight): every refusal `run` makes before T0, with the
-    same message; one line per step, those that needed this host marked, skipped ones said."""
+    """The run's pre-flight (wotbench.runner.preflight): every refusal `run` makes before T0,
+    with the same message; one line per step, those that needed this host marked, skipped ones
+    said."""
     if _connected(args.config):
         from wotbench.connected.check import check_connected
         return check_connected(args.config, offline=args.offline)
-    from wotbench.preflight import preflight
+    from wotbench.runner.preflight import preflight
     pf = preflight(args.config, args.backend, offline=args.offline)
     for s in pf.steps:
         print(f"{'host' if s.host else 'config':6} {s.name}: {s.detail}")
@@ -47,8 +48,9 @@ def _cmd_trace(args) -> int:
         raise ConfigError(["trace: give CONFIG (with --out DIR) or --stats TRACE"])
     if not args.out:
         raise ConfigError(["trace: --out DIR is required to generate a trace"])
-    from wotbench.config.yaml_loader import load_config
-    from wotbench.workload.generate import print_summary, write_trace
+    from wotbench.configfile.yaml_loader import load_config
+    from wotbench.things.trace import write_trace
+    from wotbench.workload.generate import print_summary
     cfg = load_config(args.config)
     if args.seed is not None:
         cfg.seed = args.seed
@@ -81,7 +83,7 @@ def _parse_cores(text: str) -> list[int]:
 
 
 def _cmd_plan(args) -> int:
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     from wotbench.deploy.plan import make_plan, print_plan
     cfg = load_config(args.config)
     plan = make_plan(cfg, cores=_parse_cores(args.cores) if args.cores else None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from wotbench.config.backend_choice import clock_bound_ms, runs_on_swarm
-from wotbench.config.yaml_loader import read_config_file
+from wotbench.configfile.yaml_loader import read_config_file
 from wotbench.run_result import RunDirSeen, RunResult
 
 

@@ -14,7 +14,7 @@ import pytest
 from testkit.ge import check_consistent, run_ge, write_trace
 from testkit.http_server import HttpServer
 from testkit.nginx import Nginx, nginx_path
-from wotbench.rundir.ge_journal import salvage
+from wotbench.runner.teardown.ge_journal import salvage
 
 MS = 1_000_000
 needs_nginx = pytest.mark.skipif(not nginx_path(), reason="nginx is not installed "

@@ -18,10 +18,10 @@ import yaml
 
 from testkit.device import Device
 from testkit.fleet import Fleet, Spec, build
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.things.tdschema import td_problems
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 COAP_CLIENT = shutil.which("coap-client-notls") or shutil.which("coap-client")

@@ -296,7 +296,7 @@ def _record(tmp: Path) -> Path:
     """cells-recorded.yaml with its own generated workload recorded beside it (trace:)."""
     import yaml
     sys.path.insert(0, str(REPO))
-    from wotbench.config.yaml_loader import load_config
+    from wotbench.configfile.yaml_loader import load_config
     from wotbench.workload.generate import write_trace
     base = CONFIGS / "cells-recorded.yaml"
     tmp.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,8 @@ import yaml
 
 from e2e_support import REPO, finished_run, run_dir_of
 from testkit.coap import ping
-from wotbench.config.yaml_loader import load_config
-from wotbench.workload.generate import write_trace
+from wotbench.configfile.yaml_loader import load_config
+from wotbench.things.trace import write_trace
 
 DEVICE_BIN = REPO / "wot-device" / "build" / "wot-device"
 GE_BIN = REPO / "gateway-emulator" / "build" / "gateway-emulator"

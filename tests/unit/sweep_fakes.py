@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import yaml
 
 from summary_factory import make_summary
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.deploy.plan import make_plan
 from wotbench.rundir import CdRecord, RunDir, RunRecord, TestWindow
 from wotbench.run_result import RunResult

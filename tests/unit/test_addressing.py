@@ -4,7 +4,7 @@ import ipaddress
 import pytest
 
 from wotbench.deploy import addressing
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.deploy.resolve import cd_node_address, device_addresses
 from wotbench.errors import ConfigError
 from wotbench.runner.backends.docker import network

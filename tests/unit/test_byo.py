@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from testkit.groups import config_of, problems_of
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import device_addresses, proxy_address

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from wotbench.distributed import agentimage, wire
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.distributed import agents as ag
 from wotbench.runner.deployment.build import share_addresses, share_ids
@@ -172,7 +172,7 @@ def test_a_cells_kernel_tables_are_sized_for_its_share_not_the_whole_run(tmp_pat
     # conntrack on every node stopped 200 000 devices on 4 nodes before T0
     import yaml
     from wotbench.deploy.plan import make_plan
-    from wotbench.preflight import check
+    from wotbench.runner.preflight import check
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" /
                           "fleet-100k.yaml").read_text())
     raw["devices"][0]["count"] = 4000

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import yaml
 
 from test_cluster_coordinator_split import _coordinator
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import device_addresses

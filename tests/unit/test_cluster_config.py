@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from wotbench import cli
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.config import backend_choice as choose
 from wotbench.distributed import coordinator

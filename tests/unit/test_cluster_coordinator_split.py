@@ -10,7 +10,7 @@ import yaml
 
 from test_cluster_trace_targets import CELLS_90, _ids, _recorded
 from wotbench.distributed import wire
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.errors import EnvironmentProblem
 from wotbench.distributed import agents as ag
 from wotbench.distributed.coordinator import Coordinator

@@ -105,7 +105,7 @@ def test_lpt_bound_holds(loads, cores):
 
 
 def test_fleet_engines_move_whole_and_do_not_count_against_process_device_limits():
-    from wotbench.config.yaml_loader import config_from_dict
+    from wotbench.configfile.yaml_loader import config_from_dict
     cfg = config_from_dict({"name": "t", "gateways": {"count": 4}, "devices": [
         {"group": "m", "count": 200_000, "engine": "fleet", "per_container": 20_000,
          "mode": "sleep", "rit": {"dist": "exponential", "mean": 10000}},

@@ -8,7 +8,7 @@ import numpy as np
 import yaml
 
 from wotbench.distributed import split, targets, tracesplit
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.workload.generate import write_trace
 
 CELLS_90 = Path(__file__).resolve().parents[2] / "tests" / "cluster" / "configs" / "cells-90.yaml"

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved, resolve
 from wotbench.errors import ConfigError
 

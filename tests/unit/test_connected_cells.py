@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.connected import slo
 from wotbench.distributed import wire
 from wotbench.distributed.connected_coord import cell_config_text, ranges, split_shares

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from wotbench.config.connected import connection_rows, reply_size_of
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.connected.layout import make_layout
 from wotbench.errors import ConfigError
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from wotbench.config import dtls as dtls_spec
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.deploy.resolve import cd_node_address, device_addresses, dump_resolved
 from wotbench.rundir import RunDir

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.deploy import fleet_capacity
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import device_addresses

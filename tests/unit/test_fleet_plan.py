@@ -3,7 +3,7 @@ the engine choice, refusals naming the key, the fleets' layout, addresses and po
 backends, and the per-fleet requirements and host limits."""
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER
 from wotbench.deploy import fleet, fleet_capacity, pods
 from wotbench.deploy.plan import make_plan

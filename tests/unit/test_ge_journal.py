@@ -1,4 +1,4 @@
-"""A killed GE's journal becomes its requests.csv and summary.json (rundir/ge_journal.py)."""
+"""A killed GE's journal becomes its requests.csv and summary.json (runner/teardown/ge_journal.py)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from wotbench.rundir.ge_files import GeSummary
-from wotbench.rundir.ge_journal import (HEADER, MAGIC, RECORD, RF_DONE, RF_KSTAMP, RF_SENT,
+from wotbench.runner.teardown.ge_journal import (HEADER, MAGIC, RECORD, RF_DONE, RF_KSTAMP, RF_SENT,
                                         SCHEME_HTTP, JournalError, salvage)
 
 START = 5_000_000_000

@@ -16,7 +16,7 @@ import pytest
 from wotbench.analysis import http_proxy as httpm
 from wotbench.analysis import loss as lossm
 from wotbench.config import byo
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.deploy.resolve import device_addresses, proxy_address
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.runner.deployment import thirdparty

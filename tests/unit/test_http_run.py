@@ -17,7 +17,7 @@ from testkit.groups import config_of, problems_of
 from testkit.http_server import HttpServer
 from wotbench.analysis import http_figures as http_analysis
 from wotbench.config import http_spec
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.errors import ConfigError
 from wotbench.report.http_section import http as http_section
 from wotbench.runner.deployment import httpprobe

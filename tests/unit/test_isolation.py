@@ -262,7 +262,7 @@ def test_run_json_carries_the_record_and_the_report_shows_it(host):
 
 
 def _cfg(isolate: bool):
-    from wotbench.config.yaml_loader import config_from_dict
+    from wotbench.configfile.yaml_loader import config_from_dict
     from wotbench.deploy.plan import make_plan
     c = config_from_dict({"name": "t", "placement": {"isolate_cores": isolate}, "devices": [
         {"group": "s", "count": 2, "rit": {"dist": "exponential", "mean": 1000}}]})
@@ -270,7 +270,7 @@ def _cfg(isolate: bool):
 
 
 def test_check_refuses_the_key_where_isolation_is_not_possible(monkeypatch):
-    from wotbench.preflight import check
+    from wotbench.runner.preflight import check
     monkeypatch.setattr(isolation, "why_not", lambda *a, **k: "it needs root (uid 1000)")
     with pytest.raises(EnvironmentProblem, match=r"placement\.isolate_cores: true .*uid 1000"):
         check._isolation(*_cfg(True))
@@ -278,7 +278,7 @@ def test_check_refuses_the_key_where_isolation_is_not_possible(monkeypatch):
 
 
 def test_check_says_which_cores_isolation_shields(monkeypatch):
-    from wotbench.preflight import check
+    from wotbench.runner.preflight import check
     monkeypatch.setattr(isolation, "why_not", lambda *a, **k: None)
     c, plan = _cfg(True)
     said = check._isolation(c, plan)

@@ -11,7 +11,7 @@ from wotbench.analysis.ge_integrity import closed_integrity
 from wotbench.analysis.load_figures import CLOSED_NOTE, OPEN_NOTE, fairness, load_block
 from wotbench.analysis.loading import GeData, RunData, read_requests
 from wotbench.config import loadloop
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import GeIntegrityParams, RunRecord
 from wotbench.rundir.ge_files import GeSummary

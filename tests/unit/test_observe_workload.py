@@ -9,7 +9,7 @@ import pytest
 from analysis_fixtures import ge_summary
 from wotbench.analysis import observe as obsm
 from wotbench.analysis.loading import DeviceInfo, GeData, RunData
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunRecord
 from wotbench.rundir.ge_files import GeObserve, GeSummary

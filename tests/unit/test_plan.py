@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.errors import ConfigError
 from wotbench.deploy.plan import cpuset_str, make_plan, parse_cpuset
 

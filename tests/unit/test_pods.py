@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from wotbench.deploy import pods
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.deploy.plan import make_plan
 from wotbench.deploy.resolve import cd_node_address, device_addresses

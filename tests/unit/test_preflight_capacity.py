@@ -1,9 +1,9 @@
 """The host-limit check of the pre-flight on its data: per-form device costs against given
 limits (no host read), and the cgroup pids limit as the kernel writes it."""
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.deploy.plan import make_plan
-from wotbench.preflight import capacity, costs
-from wotbench.preflight.capacity import HostLimit
+from wotbench.runner.preflight import capacity, costs
+from wotbench.runner.preflight.capacity import HostLimit
 
 
 def cfg(count, rit_ms=1000.0, threads=1, engine="process"):

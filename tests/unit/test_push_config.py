@@ -4,7 +4,7 @@ import json
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.errors import ConfigError
 from wotbench.runner import push_run as runner_push
 from wotbench.workload import cbor

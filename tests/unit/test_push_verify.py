@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.errors import ConfigError
 from wotbench.runner.during import push_verify
 

@@ -3,7 +3,7 @@ a sweep point's are, a bad key named, the temporary file gone after the run."""
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.errors import ConfigError
 from wotbench.sweep.overridden import overridden_config
 

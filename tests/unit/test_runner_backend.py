@@ -165,7 +165,7 @@ class _Networks:
 
 
 def test_process_kind_moves_devices_to_loopback():
-    from wotbench.config.yaml_loader import config_from_dict
+    from wotbench.configfile.yaml_loader import config_from_dict
     cfg = config_from_dict({"name": "t", "devices": [{"group": "a"}]})
     adapted, notes = ProcessKind().adapt(cfg, None)
     try:
@@ -198,7 +198,7 @@ def test_concurrent_process_runs_get_loopback_blocks_of_their_own(tmp_path):
 def test_docker_kind_moves_a_default_subnet_that_is_taken_and_stops_on_a_chosen_one():
     """A network left behind (or anyone's) never blocks the next run: the default subnet moves
     to a free one; a subnet the user chose stops the run before anything exists, naming it."""
-    from wotbench.config.yaml_loader import config_from_dict
+    from wotbench.configfile.yaml_loader import config_from_dict
     from wotbench.errors import ConfigError
     taken = _Networks({"bridge": "172.17.0.0/16", "wb-old-run-net0": "172.28.0.0/22",
                        "other": "172.16.0.0/16"})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.runner.deployment.components import DeviceRun
 from wotbench.rundir import RunDir

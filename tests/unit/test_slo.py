@@ -7,7 +7,7 @@ from analysis_fixtures import make_run
 from slo_fakes import frame
 from wotbench.analysis import analyze
 from wotbench.analysis import slo_judge as sloa
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.report import render_html
 from wotbench.config.slo_spec import Slo, merge_exprs, objectives, parse_expr

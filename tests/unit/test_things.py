@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.fleet import problems as fleet_problems
 from wotbench.deploy.resolve import device_addresses, dump_resolved
 from wotbench.errors import ConfigError
 from wotbench.things.tdschema import schema_source
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 from wotbench.workload.trace_io import read_resources, read_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,7 +304,7 @@ def test_building_example_expands_to_10000_things():
 
 def test_report_table_groups_requests_by_model_and_affordance(tmp_path):
     from wotbench.rundir import RunDir
-    from wotbench.things.report import things_table
+    from wotbench.report.things_section import things_table
     rd = RunDir(tmp_path / "run")
     (rd.trace_dir / "things").mkdir(parents=True)
     (rd.trace_dir / "things" / "affordances.csv").write_text(
@@ -338,7 +338,7 @@ def test_observe_rows_count_their_notifications(tmp_path):
     """An OBSERVE row's notifications: the GE's notifications.csv rows of its group's devices
     and a path of its pattern (another group's, or another path's, are not counted)."""
     from wotbench.rundir import RunDir
-    from wotbench.things.report import things_table
+    from wotbench.report.things_section import things_table
     rd = RunDir(tmp_path / "run")
     (rd.trace_dir / "things").mkdir(parents=True)
     (rd.trace_dir / "things" / "affordances.csv").write_text(
@@ -372,7 +372,7 @@ def test_observe_rows_count_their_notifications(tmp_path):
 
 def test_no_things_no_table(tmp_path):
     from wotbench.rundir import RunDir
-    from wotbench.things.report import things_table
+    from wotbench.report.things_section import things_table
     assert things_table(RunDir(tmp_path), [], 1.0) == {"available": False}
 
 

@@ -14,12 +14,12 @@ from urllib.parse import unquote_to_bytes
 import jsonschema
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.deploy.resolve import device_addresses
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing
 from wotbench.workload.formats import authority
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 from wotbench.workload.trace_io import read_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -168,7 +168,7 @@ def test_http_things_need_the_process_backend_and_no_engine(tmp_path):
     from types import SimpleNamespace
 
     from wotbench.errors import EnvironmentProblem
-    from wotbench.preflight import programs
+    from wotbench.runner.preflight import programs
     cfg = config_from_dict(_raw(str(PLUG_FILE), backend="docker"), tmp_path)
     with pytest.raises(EnvironmentProblem) as e:    # the run's backend, --backend included
         programs.check(cfg, SimpleNamespace(needs_docker=True), None)

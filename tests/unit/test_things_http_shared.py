@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.runner.deployment.build import _share_thing_processes
 from wotbench.runner.deployment.components import DeviceRun
 from wotbench.things import http_thing

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from wotbench.analysis.notify_sink import figures
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing, sse_notify
 
@@ -96,7 +96,7 @@ def test_a_read_only_property_observed_over_sse_is_refused(tmp_path):
 
 
 def test_no_trace_rows_for_the_streams(tmp_path):
-    from wotbench.workload.generate import write_trace
+    from wotbench.things.trace import write_trace
     from wotbench.workload.trace_io import read_trace
     cfg = config_from_dict(_raw([WRITE, OBSERVE]), tmp_path)
     write_trace(cfg, tmp_path)

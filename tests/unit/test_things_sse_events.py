@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from wotbench.analysis.notify_sink import analyse
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing, sse_events
 

@@ -13,10 +13,10 @@ import jsonschema
 import numpy as np
 import pytest
 
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import payloads
-from wotbench.workload.generate import write_trace
+from wotbench.things.trace import write_trace
 
 
 def read_resources(path: Path) -> list:

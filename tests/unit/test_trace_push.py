@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.errors import ConfigError
 from wotbench.rundir import RunDir
 from wotbench.runner import push_run as runner_push

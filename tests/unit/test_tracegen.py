@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from wotbench.config.yaml_loader import config_from_dict, load_config
+from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
 from wotbench.workload.trace_io import read_trace, trace_stats

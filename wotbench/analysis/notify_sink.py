@@ -20,7 +20,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
 
 UPDATE_METHODS = ("POST", "PUT", "PATCH")

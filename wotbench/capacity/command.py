@@ -44,7 +44,7 @@ from pydantic import ValidationError
 from wotbench.capacity.result import CapacityParams, CapacityResult
 from wotbench.capacity.search import CapacitySearch, overrides_for
 from wotbench.capacity.slo_search import SloSearch, slo_exit_code, slo_metric_text
-from wotbench.config.yaml_loader import ConfigFile, read_config_file
+from wotbench.configfile.yaml_loader import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
 from wotbench.report.present import cell
 from wotbench.monitor.quiet import QuietGate

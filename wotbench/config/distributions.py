@@ -44,8 +44,8 @@ _WEIBULL_K = (0.1, 200.0)
 
 class DistSpec(BaseModel):
     """``{dist, mean, cv?, shape?, file?}``; all values in ms (the module docstring). Here, not in
-    wotbench.config.schema, so that the things: block (wotbench.things.spec), which that module
-    imports, takes the same distributions."""
+    wotbench.config.schema, so that the things: block (wotbench.config.things_spec), which that
+    module imports, takes the same distributions."""
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     dist: Literal[DISTS] = Field(  # type: ignore[valid-type]
         description="the distribution; `normal` is truncated at 0 (the truncated distribution has "

@@ -31,7 +31,7 @@ from wotbench.netimpair import model as netimpair
 from wotbench.config import connected
 from wotbench.config.rate_profile import RateProfile
 from wotbench.config.notify import Notify, NotifySlo, Subscriber
-from wotbench.things import spec as things_spec
+from wotbench.config import things_spec
 from wotbench.config.http_phases import HttpPhase
 from wotbench.config.sut_faults import SutFault
 
@@ -293,8 +293,9 @@ got -5`), unknown keys with a did-you-mean. `wotbench check CONFIG` is the run's
 file, for a recorded `trace:` every line of the trace and of its resource files as the emulators
 read them (each bad line named `FILE:LINE`, exit 2), and what this host must have for the run
 (every refusal `run` makes before T0, with the same message: [PREFLIGHT.md](PREFLIGHT.md);
-`--offline`: the file alone). From Python: `wotbench.config.load_config(path) ->
-Config` raises `ConfigError`, whose `.problems` lists those `"key.path: message"` strings.
+`--offline`: the file alone). From Python:
+`wotbench.configfile.yaml_loader.load_config(path) -> Config` raises `ConfigError`, whose
+`.problems` lists those `"key.path: message"` strings.
 
 Example configs: `configs/20dev.yaml` (the paper's contention scenario: 20 CPU-bound devices),
 `configs/1dev.yaml` (smallest run), `configs/sleep-50dev.yaml` (50 sensor-bound devices),

@@ -1,9 +1,10 @@
 """The WoTbench configuration schema (YAML, docs/CONFIG.md): one pydantic model per block.
 
 Field rules live here; rules that span blocks (duplicate groups, addresses the devices need,
-pods, proxies with Observe, ...) are in :mod:`wotbench.config.checks`, and reading a file in
-:mod:`wotbench.config.yaml_loader`. Each block with rules of its own has its module beside this one
-(``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
+pods, proxies with Observe, ...) are in :mod:`wotbench.configfile.checks`, and reading a file in
+:mod:`wotbench.configfile.yaml_loader` (both above :mod:`wotbench.deploy` and
+:mod:`wotbench.things`, which they use). Each block with rules of its own has its module beside
+this one (``byo``, ``dtls``, ``hog_episodes``, ``slo``, ``distributions``; the ``network:`` block is
 :mod:`wotbench.netimpair.model`). What depends on the host sits above: :mod:`wotbench.deploy.plan`
 (core placement), :mod:`wotbench.deploy.resolve` (``auto`` values, device addresses).
 """
@@ -16,7 +17,6 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
                       model_validator)
 
-from wotbench.deploy.addressing import device_name
 from wotbench.config import byo
 from wotbench.config import connected as connected_spec
 from wotbench.config.hog_episodes import ContentionEpisode
@@ -29,7 +29,7 @@ from wotbench.config.sut_faults import SutFault
 from wotbench.config.rate_profile import RateProfile
 from wotbench.netimpair.model import NetworkImpairment
 from wotbench.config.slo_spec import Slo
-from wotbench.things.spec import DirectorySpec, ThingSpec
+from wotbench.config.things_spec import DirectorySpec, ThingSpec
 
 Mode = Literal["sleep", "busy"]
 # how a device answers (wot-device --response; wot-device/README.md "Response path")
@@ -38,6 +38,11 @@ Method = Literal["GET", "PUT", "POST", "DELETE"]
 METHODS = ("GET", "PUT", "POST", "DELETE")
 HTTP_METHODS = METHODS + ("PATCH",)   # PATCH: protocol http only (wotbench.config.http_spec)
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
+
+
+def device_name(group: str, index: int) -> str:
+    """The name of device ``index`` (0-based) of ``group``: ``<group>-<index>``."""
+    return f"{group}-{index}"
 MAX_DATAGRAM_PAYLOAD = 1024     # larger bodies go block-wise (RFC 7959)
 MAX_PAYLOAD_BYTES = 1048576     # gateway-emulator and wot-device limit with block-wise transfer
 MAX_PER_CONTAINER = 64          # devices in one pod: one wot-device per port, each with its threads
@@ -474,7 +479,7 @@ class Config(_Model):
                                        "`things:`, its groups are added here)")
     things: Optional[list[ThingSpec]] = Field(
         None, description="Things emulated from W3C Thing Descriptions or Thing Models and their "
-        "workload per affordance (wotbench.things.spec, docs/WOT.md); each entry becomes a "
+        "workload per affordance (wotbench.config.things_spec, docs/WOT.md); each entry becomes a "
         "device group")
     directory: Optional[DirectorySpec] = Field(
         None, description="instead of emulating the `things:`, register them with this Thing "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected.procs import FLEET_BIN, RPCAPP_BIN

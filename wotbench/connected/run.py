@@ -21,7 +21,7 @@ from typing import Optional
 
 import yaml
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched

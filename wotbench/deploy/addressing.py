@@ -1,9 +1,9 @@
-"""Device naming and address layout: the one place that names a device and turns (subnet,
-device index) into an IPv4 address.
+"""Address layout: the one place that turns (subnet, device index) into an IPv4 address (a
+device's name is the config's, :func:`wotbench.config.schema.device_name`).
 
-Used by the config (device names), ``wotbench.deploy.resolve.device_addresses`` / ``cd_node_address``
-(trace generator, runner) and ``wotbench.runner.backends.docker.network`` (bridges). A Linux bridge has at most 1024 ports, so a subnet
-wider than /22 is cut into /22 blocks, one bridge each:
+Used by ``wotbench.deploy.resolve.device_addresses`` / ``cd_node_address`` (trace generator,
+runner) and ``wotbench.runner.backends.docker.network`` (bridges). A Linux bridge has at most
+1024 ports, so a subnet wider than /22 is cut into /22 blocks, one bridge each:
 
 - subnet /22 or narrower (one block): consecutive addresses from host offset 10 up to the
   address before the broadcast address (``.0`` network, ``.1`` bridge gateway, ``.2``-``.9``
@@ -30,11 +30,6 @@ FIRST_DEVICE_OFFSET = 10         # host part of the first device in a block
 DEVICES_PER_BLOCK = 1004         # multi-block subnets: positions 10..1013 of each block
 
 Net = Union[str, ipaddress.IPv4Network]
-
-
-def device_name(group: str, index: int) -> str:
-    """The name of device ``index`` (0-based) of ``group``: ``<group>-<index>``."""
-    return f"{group}-{index}"
 
 
 def _net(subnet: Net) -> ipaddress.IPv4Network:

@@ -26,7 +26,8 @@ from typing import NamedTuple, Optional
 
 from wotbench.config.schema import MAX_FLEET_PER_CONTAINER, Config
 from wotbench.deploy import fleet
-from wotbench.deploy.addressing import COAP_PORT, device_name
+from wotbench.config.schema import device_name
+from wotbench.deploy.addressing import COAP_PORT
 from wotbench.deploy.plan import Plan, parse_cpuset
 from wotbench.deploy import pods
 from wotbench.deploy.pods import slots

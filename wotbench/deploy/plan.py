@@ -26,7 +26,7 @@ from typing import Literal, Optional, Sequence
 from pydantic import BaseModel
 
 from wotbench.config.schema import Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.pods import slots
 from wotbench.errors import ConfigError
 from wotbench.rundir import atomic

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from wotbench.config.schema import MAX_PER_CONTAINER, Config, DeviceGroup
 from wotbench.deploy import fleet
 from wotbench.deploy import addressing
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.memo import per_config
 
 

@@ -19,8 +19,9 @@ from typing import Optional, Sequence
 
 import yaml
 
+from wotbench.config.schema import device_name
 from wotbench.deploy.addressing import (CD_GROUP, CD_NODE_NAME, COAP_PORT, COAPS_PORT, address_of,
-                                        device_name, host_address)
+                                        host_address)
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
 from wotbench.config import dtls as dtls_spec

@@ -22,7 +22,7 @@ from typing import Optional
 
 from wotbench.distributed import cellges, targets, tracesplit, wire
 from wotbench.distributed.clock import t0_mono_ns
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.config.schema import Config
 from wotbench.errors import EnvironmentProblem, WotbenchError
 from wotbench.runner.main import Runner

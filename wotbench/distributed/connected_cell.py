@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.connected import sched
 from wotbench.connected.layout import PORTS_PER_SOURCE, make_layout
 from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from wotbench.config import backend_choice as choose
-from wotbench.config.yaml_loader import ConfigFile, read_config_file
+from wotbench.configfile.yaml_loader import ConfigFile, read_config_file
 from wotbench.deploy.plan import cpuset_str, make_plan
 from wotbench.distributed import (agentimage, clock, merge, mergedsummary, service, split,
                                   tracesplit, verdict, wire)

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from wotbench.config.byo import split_endpoint
 from wotbench.config.schema import Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 
 PROBE_S = 5.0
 

@@ -30,7 +30,7 @@ from wotbench.report.connected_section import connected as connected_section
 from wotbench.report.sut import sut
 from wotbench.report.data import FigureData, figure_data
 from wotbench.report.slo_table import slo_table
-from wotbench.things.report import things_table
+from wotbench.report.things_section import things_table
 
 
 class ReportError(WotbenchError):

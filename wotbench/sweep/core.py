@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from wotbench.distributed.answer import host_fault, hosts_text
 from wotbench.config.schema import Config
-from wotbench.config.yaml_loader import ConfigFile, config_from_dict, read_config_file
+from wotbench.configfile.yaml_loader import ConfigFile, config_from_dict, read_config_file
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.rundir import RunDir, Summary, atomic
 from wotbench.run_result import RunResult

@@ -34,7 +34,7 @@ from wotbench.config.schema import Config, DistSpec
 from wotbench.deploy.addressing import host_address
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, cached_plan
-from wotbench.things.spec import DirectorySpec
+from wotbench.config.things_spec import DirectorySpec
 from wotbench.workload.formats import TRACE_METHODS, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
 

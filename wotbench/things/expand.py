@@ -1,7 +1,7 @@
 """``things:`` → device groups: the translation of Thing Descriptions into the config model.
 
 :func:`expand` runs on the raw config mapping before it is validated
-(:func:`wotbench.config.yaml_loader.config_from_dict`): each ``things[k]`` entry becomes one device
+(:func:`wotbench.configfile.yaml_loader.config_from_dict`): each ``things[k]`` entry becomes one device
 group appended to ``devices`` (``thing: k`` marks it), with the values the rest of WoTbench
 reads from a group: ``count``, ``mode``, ``threads``, ``engine``, ``resources`` (the TD's form
 paths and ``.well-known/wot``), the request-weighted service time and the request rate (for the
@@ -27,7 +27,7 @@ from wotbench.things import http_thing, sse_notify
 from wotbench.things.directory import group_of as directory_group
 from wotbench.things.instances import compact, instance_td
 from wotbench.things.model import ThingPlan, plan
-from wotbench.things.spec import DirectorySpec, ThingSpec
+from wotbench.config.things_spec import DirectorySpec, ThingSpec
 from wotbench.things.tdfile import TdError
 
 
@@ -102,7 +102,7 @@ def _http_problems(plans: list[ThingPlan], raw: dict) -> list[str]:
             out.append(f"{tp.key}.threads: {s.threads} with mode busy, but its forms are HTTP: "
                        "an HTTP Thing's busy service holds its one event loop, expected "
                        "threads: 1 or mode: sleep")
-    return out   # the backend is the run's (--backend): wotbench.preflight.programs checks it
+    return out   # the backend is the run's (--backend): wotbench.runner.preflight.programs checks it
 
 
 def expand(raw: dict, base_dir: Path) -> tuple[dict, list[str]]:

@@ -100,7 +100,7 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
 
     from wotbench.things.instances import compact, instance_td
     from wotbench.things.model import cached_plan
-    from wotbench.things.spec import ThingSpec
+    from wotbench.config.things_spec import ThingSpec
     from wotbench.things.workload import (STREAM_SERVICE, response_values,
                                           service_times_us)
     spec = ThingSpec.model_validate_json(spec_json)

@@ -25,7 +25,7 @@ from wotbench.config.schema import NOTIFY_DISTS
 from wotbench.things import payloads
 from wotbench.things.affordances import (SSE, WELL_KNOWN_WOT, Affordance, Form, affordances,
                                         find, with_default_forms)
-from wotbench.things.spec import OBSERVE_OPS, OpLoad, ServiceTime, ThingSpec, service_mean_ms
+from wotbench.config.things_spec import OBSERVE_OPS, OpLoad, ServiceTime, ThingSpec, service_mean_ms
 from wotbench.things.tdfile import (TdError, TdProblem, instance_values, instantiate,
                                     model_problems, read_json)
 from wotbench.things.tdschema import td_problems

@@ -23,7 +23,6 @@ not change the others' rows.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,28 +35,13 @@ from wotbench.things.affordances import SSE, find
 from wotbench.things.model import ThingPlan, cached_plan, response_schema
 from wotbench.workload.formats import TRACE_METHODS, authority, encode_body
 from wotbench.workload.renewal import stationary_arrivals as arrivals
+from wotbench.workload.generate import GroupPart
 
 _STREAM_BASE = 100
 _STREAM_BODY = 200      # + entry index: the request bodies' values
 STREAM_SERVICE = 99     # the instances' service times (the load entries' streams are 100 + i)
 _STREAM_RESPONSE = 98   # + instance index: the values its resources answer with
 _OBSERVE, _CANCEL = TRACE_METHODS.index("OBSERVE"), TRACE_METHODS.index("CANCEL")
-
-
-@dataclass
-class ThingRows:
-    """The group's part of the trace (arrays as :class:`GeneratedTrace` holds them)."""
-    device_id: list[np.ndarray] = field(default_factory=list)
-    send_time_us: list[np.ndarray] = field(default_factory=list)
-    method: list[np.ndarray] = field(default_factory=list)
-    resource: list[np.ndarray] = field(default_factory=list)
-    payload: list[np.ndarray] = field(default_factory=list)
-    observer: list[np.ndarray] = field(default_factory=list)
-    resources: dict[str, list[tuple]] = field(default_factory=dict)   # device -> rows
-    paths: dict[int, list[str]] = field(default_factory=dict)         # device id -> paths
-    tds: dict[str, str] = field(default_factory=dict)                 # device -> its TD (JSON)
-    body: list[np.ndarray] = field(default_factory=list)   # per row: index into bodies, -1 none
-    bodies: list[str] = field(default_factory=list)        # distinct bodies, encoded (encode_body)
 
 
 def thing_plan(cfg: Config, gi: int) -> ThingPlan:
@@ -119,11 +103,11 @@ def resource_rows(tp: ThingPlan, mode: str, td: bytes, observable: bool,
     return rows
 
 
-def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> ThingRows:
+def group_rows(cfg: Config, gi: int, first: int, addrs: list[DeviceAddress]) -> GroupPart:
     """Rows of group ``gi`` (devices ``first`` .. ``first + count - 1``)."""
     g = cfg.devices[gi]
     tp = thing_plan(cfg, gi)
-    out = ThingRows()
+    out = GroupPart()
     duration_us = int(round(cfg.duration_s * 1e6))
     paths = [r.path for r in tp.resources]
     observable = any(r.notify[0] != "none" for r in tp.resources)

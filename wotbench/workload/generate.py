@@ -44,22 +44,18 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol
 
 import numpy as np
 import pandas as pd
 
 from wotbench.config.schema import HTTP_METHODS, MAX_DATAGRAM_PAYLOAD, Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.resolve import DeviceAddress, device_addresses
 from cd_module.trace import write_cd_files
 from wotbench.workload.formats import (BODY_METHODS, TRACE_BODY_COLUMN, TRACE_HEADER, TRACE_METHODS, authority,
                                        write_resources)
 from wotbench.workload.renewal import stationary_arrivals as _arrivals
-from wotbench.things.directory import affordance_rows as directory_affordances
-from wotbench.things.directory import rows as directory_rows
-from wotbench.things.files import write_thing_files
-from wotbench.things.workload import group_rows as thing_rows
 from wotbench.workload import httpproxy, rate_profile
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
@@ -125,6 +121,39 @@ class GeneratedTrace:
     directory_tds: dict[str, str] = field(default_factory=dict)   # registered instance -> TD
 
 
+@dataclass
+class GroupPart:
+    """A device group's part of the trace when its rows are not drawn here (a Thing's from its
+    TD, a directory's registrations: :mod:`wotbench.things.trace`), arrays as
+    :class:`GeneratedTrace` holds them."""
+    device_id: list[np.ndarray] = field(default_factory=list)
+    send_time_us: list[np.ndarray] = field(default_factory=list)
+    method: list[np.ndarray] = field(default_factory=list)
+    resource: list[np.ndarray] = field(default_factory=list)
+    payload: list[np.ndarray] = field(default_factory=list)
+    observer: list[np.ndarray] = field(default_factory=list)
+    resources: dict[str, list[tuple]] = field(default_factory=dict)   # device -> rows
+    paths: dict[int, list[str]] = field(default_factory=dict)         # device id -> paths
+    tds: dict[str, str] = field(default_factory=dict)                 # device -> its TD (JSON)
+    body: list[np.ndarray] = field(default_factory=list)   # per row: index into bodies, -1 none
+    bodies: list[str] = field(default_factory=list)        # distinct bodies, encoded (encode_body)
+    directory_tds: dict[str, str] = field(default_factory=dict)   # registered instance -> TD
+    directory_ops: list[dict] = field(default_factory=list)   # their things/affordances.csv rows
+
+
+class GroupSource(Protocol):
+    """Where the rows of the groups this module does not draw come from (``devices[].thing``
+    and ``directory`` groups: :data:`wotbench.things.trace.THING_GROUPS`). The layer above
+    workload and things passes it in, so this module imports neither them nor their files."""
+
+    def rows(self, cfg: Config, gi: int, first: int,
+             addrs: list[DeviceAddress]) -> Optional[GroupPart]:
+        """Group ``gi``'s part (its devices from id ``first``); None: a group drawn here."""
+
+    def write_files(self, cfg: Config, out_dir: Path, tr: GeneratedTrace) -> None:
+        """Its files beside the trace (the Things' TDs and affordances)."""
+
+
 def _rng(cfg: Config, group_index: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([cfg.seed, group_index, stream])
 
@@ -176,8 +205,10 @@ def _observations(cfg: Config, gi: int, g, first: int, duration_us: int):
             np.concatenate([k % o.resources] * 2), np.concatenate([k, k]))
 
 
-def generate(cfg: Config) -> GeneratedTrace:
-    """Generate the main trace in memory (see the module docstring for the model)."""
+def generate(cfg: Config, drawn_elsewhere: Optional[GroupSource] = None) -> GeneratedTrace:
+    """Generate the main trace in memory (see the module docstring for the model);
+    ``drawn_elsewhere``: the rows of the Things' and directory groups (a config with such a
+    group needs it)."""
     duration_ms = cfg.duration_s * 1000.0
     addrs = device_addresses(cfg)
     ids, times, meths, ress, pays, obs = [], [], [], [], [], []
@@ -196,8 +227,11 @@ def generate(cfg: Config) -> GeneratedTrace:
         bodies.extend(texts)
 
     for gi, g in enumerate(cfg.devices):
-        if g.thing is not None:   # a Thing from its TD: its own paths, rates and bodies
-            part = thing_rows(cfg, gi, first, addrs)
+        part = drawn_elsewhere.rows(cfg, gi, first, addrs) if drawn_elsewhere else None
+        if part is None and (g.thing is not None or g.directory):
+            raise ValueError(f"devices[{gi}] ({g.group}): the rows of a Thing's or a directory's "
+                             "group come from wotbench.things.trace.THING_GROUPS, not given")
+        if part is not None:   # a Thing from its TD, a directory: own paths, rates and bodies
             ids += part.device_id
             times += part.send_time_us
             meths += part.method
@@ -208,17 +242,8 @@ def generate(cfg: Config) -> GeneratedTrace:
             paths.update(part.paths)
             thing_tds.update(part.tds)
             with_bodies(part.body, part.bodies)
-            first += g.count
-            continue
-        if g.directory:   # the Things register with this directory (wotbench.things.directory)
-            dr = directory_rows(cfg, first)
-            ids.append(dr.device_id), times.append(dr.send_time_us), meths.append(dr.method)
-            ress.append(dr.resource), pays.append(dr.payload)
-            obs.append(np.full(len(dr.device_id), -1, np.int64))
-            with_bodies([dr.body], dr.bodies)
-            directory_tds.update(dr.tds)
-            paths[first] = dr.paths
-            directory_ops.extend(directory_affordances(cfg, first, dr.ops))
+            directory_tds.update(part.directory_tds)
+            directory_ops.extend(part.directory_ops)
             first += g.count
             continue
         s_dist = make_distribution(g.service_time)
@@ -410,16 +435,21 @@ def _summarise(cfg: Config, device_id: np.ndarray, resources: dict[str, list], o
 
 
 def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = None,
-                recorded: Optional[tuple[pd.DataFrame, dict[str, Path]]] = None) -> TraceSummary:
+                recorded: Optional[tuple[pd.DataFrame, dict[str, Path]]] = None,
+                drawn_elsewhere: Optional[GroupSource] = None) -> TraceSummary:
     """Generate (or, with ``trace:``, import a recorded) workload into ``out_dir``; ``only``:
     the rows of these device ids (a cell's slice of the whole trace, ids kept); ``recorded``:
-    what :func:`check_recorded` returned for it already (the pre-flight read every line)."""
+    what :func:`check_recorded` returned for it already (the pre-flight read every line);
+    ``drawn_elsewhere``: the Things' and directory groups
+    (:func:`wotbench.things.trace.write_trace` gives it)."""
     out_dir = Path(out_dir)
     (out_dir / "resources").mkdir(parents=True, exist_ok=True)
     addrs = device_addresses(cfg)
     if cfg.trace is not None:
         return _import_recorded(cfg, out_dir, addrs, only, recorded)
-    tr = generate(cfg) if only is None else keep_devices(generate(cfg), only, addrs)
+    tr = generate(cfg, drawn_elsewhere)
+    if only is not None:
+        tr = keep_devices(tr, only, addrs)
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     schemes, via = _schemes(cfg, addrs), httpproxy.via(cfg)
     parts = _uri_parts(tr, addrs, schemes, via)   # the whole trace's and each GE's rows
@@ -430,8 +460,8 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     for name, rows in tr.resources.items():
         write_resources(f"{res_dir}/{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs, parts)
-    if tr.thing_tds or tr.directory_ops:
-        write_thing_files(cfg, out_dir, {**tr.thing_tds, **tr.directory_tds}, tr.directory_ops)
+    if drawn_elsewhere is not None:
+        drawn_elsewhere.write_files(cfg, out_dir, tr)
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = tr.method < len(HTTP_METHODS)     # OBSERVE/CANCEL lines are not requests
     return _summarise(cfg, tr.device_id[is_req], tr.resources, out_dir, cd_requests, ge_files, False)

@@ -1,7 +1,7 @@
 """Where the gateway emulators keep their journals, and what happens to them after the run.
 
 A GE started with ``--journal FILE`` keeps its request table in FILE (shared mapping): if the
-GE dies, what it measured is still there (:mod:`wotbench.rundir.ge_journal` turns it into its
+GE dies, what it measured is still there (:mod:`wotbench.runner.teardown.ge_journal` turns it into its
 files). FILE lives on a tmpfs — ``/dev/shm/wotbench/<run id>/`` — because tmpfs pages are never
 written back, so the GE's stores never fault; the directory is removed when the run ends. It
 also names the run's lease, so ``wotbench clean`` can tell a dead run's journals from a live

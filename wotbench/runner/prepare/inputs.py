@@ -1,7 +1,7 @@
 """Everything a run needs before anything is deployed: the backend kind, the host checks,
 the binaries, the run directory and its input files (resolved config, plan.json, trace/).
 
-The pre-flight (``wotbench.preflight``) chooses the backend and runs the host checks before
+The pre-flight (``wotbench.runner.preflight``) chooses the backend and runs the host checks before
 anything exists; ``Runner.prepare`` then makes the run directory and writes the inputs, so that
 a failure after the run directory exists still leaves a run.json there.
 """
@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from wotbench.workload import generate as tracegen
+from wotbench.things.trace import write_trace
+from wotbench.workload.generate import TraceSummary
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.deploy.plan import Plan
@@ -102,7 +103,7 @@ def make_run_dir(out_root: Path, name: str) -> RunDir:
 def write_inputs(rd: RunDir, resolved: Config, plan: Plan, log: Log,
                  only: Optional[set[int]] = None,
                  recorded: Optional[tuple[Any, Any]] = None
-                 ) -> tuple[tracegen.TraceSummary, list[str]]:
+                 ) -> tuple[TraceSummary, list[str]]:
     """config.resolved.yaml, plan.json and trace/ into the run directory; (trace summary,
     warnings to record). ``only``: a cell's device ids (its slice of the whole trace);
     ``recorded``: the recorded trace as the pre-flight read and checked it."""
@@ -110,7 +111,7 @@ def write_inputs(rd: RunDir, resolved: Config, plan: Plan, log: Log,
     plan.write(rd.plan_json)
     for w in plan.warnings:
         log(f"plan: {w}")
-    summary = tracegen.write_trace(resolved, rd.trace_dir, only=only, recorded=recorded)
+    summary = write_trace(resolved, rd.trace_dir, only=only, recorded=recorded)
     warnings = []
     for w in summary.warnings:
         log(f"trace: {w}")

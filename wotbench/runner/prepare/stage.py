@@ -1,4 +1,4 @@
-"""Stage 1, ``prepare(...) -> Inputs``: the pre-flight (:mod:`wotbench.preflight`, what
+"""Stage 1, ``prepare(...) -> Inputs``: the pre-flight (:mod:`wotbench.runner.preflight`, what
 ``wotbench check`` runs: every refusal before anything exists -- backend, impairments, host
 checks, stale binaries built, plan, capacity, third-party programs), then the run directory
 with the resolved config, plan.json, trace/, push schedules and the DTLS key
@@ -13,7 +13,7 @@ from typing import Optional
 from cd_module import node as cd_node
 from wotbench.config.schema import Config
 from wotbench.deploy.resolve import resolve
-from wotbench.preflight import preflight
+from wotbench.runner.preflight import preflight
 from wotbench.run_result import RunDirSeen
 from wotbench.runner import push_run, run_json
 from wotbench.runner.deployment.build import share_ids

@@ -10,7 +10,8 @@ import time
 from typing import Optional
 
 from wotbench.errors import WotbenchError
-from wotbench.rundir import RunDir, ge_journal
+from wotbench.rundir import RunDir
+from wotbench.runner.teardown import ge_journal
 from wotbench.runner import http_phases
 from wotbench.runner.deployment import fleets as fleet_runs
 from wotbench.runner.deployment.fleets import FleetRun

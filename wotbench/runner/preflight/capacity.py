@@ -1,6 +1,6 @@
 """Does this host have room for the run's devices? Tasks, file descriptors, memory and the
 device cores the plan gives them, against what each device's form costs
-(:mod:`wotbench.preflight.costs`). One refusal per limit passed, naming the key, the limit, what
+(:mod:`wotbench.runner.preflight.costs`). One refusal per limit passed, naming the key, the limit, what
 the run needs and the fix (fewer devices, more hosts, a lighter form, or the setting).
 
 Docker's own per-container costs (containerd-shim tasks, dockerd descriptors, conntrack) are
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from wotbench.config.schema import Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.plan import Plan
-from wotbench.preflight.costs import (CHECKED_BY_FLEET_CAPACITY, FORMS, MIB, PROCESS, Need,
+from wotbench.runner.preflight.costs import (CHECKED_BY_FLEET_CAPACITY, FORMS, MIB, PROCESS, Need,
                                       cost_of, form_of)
 from wotbench.runner.prepare.hostlimits import read_int
 

@@ -1,7 +1,7 @@
 """The report's "Things" table: requests grouped by Thing Model and affordance.
 
-Rows come from the trace directory's ``things/affordances.csv`` (:mod:`.files`): a request of
-the GEs' ``requests.csv`` belongs to a row when its device id is in the row's group, its
+Rows come from the trace directory's ``things/affordances.csv``
+(:mod:`wotbench.things.files`): a request of the GEs' ``requests.csv`` belongs to a row when its device id is in the row's group, its
 method is the row's and its path matches the row's ``pattern`` (an OBSERVE row counts
 registrations, and ``notifications`` the notifications the GEs received for them, from their
 ``notifications.csv``; latency and losses of those are in the report's Observe section). Per row: the outcomes (every request ends in exactly one),

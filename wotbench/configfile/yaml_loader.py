@@ -1,5 +1,6 @@
-"""Reading a config: ``load_config(path) -> Config`` parses the YAML, validates it against the
-schema (:mod:`wotbench.config.schema`) and the cross-block rules (:mod:`wotbench.config.checks`).
+"""Reading a config: ``load_config(path) -> Config`` parses the YAML, expands its ``things:``
+into device groups (:mod:`wotbench.things.expand`), validates it against the schema
+(:mod:`wotbench.config.schema`) and the cross-block rules (:mod:`wotbench.configfile.checks`).
 Every problem becomes one ``"key.path: message"`` string in
 :class:`~wotbench.errors.ConfigError` ``.problems`` (e.g. ``devices[1].service_time.mean: must be
 > 0, got -5``); unknown keys get a did-you-mean (:mod:`wotbench.schema_errors`).
@@ -18,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from wotbench.config import checks
+from wotbench.configfile import checks
 from wotbench.config.schema import Config
 from wotbench.errors import ConfigError
 from wotbench.schema_errors import problems as schema_problems

@@ -1,5 +1,5 @@
 """What one device costs the host, per deployment form: data, so the host-limit check
-(:mod:`wotbench.preflight.capacity`) needs no code per form.
+(:mod:`wotbench.runner.preflight.capacity`) needs no code per form.
 
 A form is how a device group runs (``devices[].engine``): each wot-device its own process
 (``process``; in a container of its own or in a pod, :mod:`wotbench.deploy.pods`), or many

@@ -3,6 +3,6 @@
 what it checked, ``run`` goes on with what it found. ``costs`` is what one device of each form
 costs the host, ``capacity`` the host-limit check on those costs, ``programs`` the third-party
 programs' check."""
-from wotbench.preflight.check import Preflight, Step, preflight
+from wotbench.runner.preflight.check import Preflight, Step, preflight
 
 __all__ = ["Preflight", "Step", "preflight"]

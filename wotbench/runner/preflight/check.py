@@ -4,7 +4,7 @@ this host, in one function. ``wotbench check`` calls it and prints what it check
 the impairment backend, the adapted config, the plan), so the two cannot disagree.
 
 Steps, in order (``host``: needs this host, skipped by ``--offline``, which says so):
-  config         the schema and the cross-block rules (wotbench.config.yaml_loader)
+  config         the schema and the cross-block rules (wotbench.configfile.yaml_loader)
   trace          a recorded trace: every line of it and of its resource files
   backend        host: the runtime (Docker, or local processes) answers
   impairments    host: a backend for devices[].network that this host and the devices have
@@ -32,14 +32,14 @@ from typing import Any, Callable, Optional
 
 from wotbench.config.connected import connected_groups
 from wotbench.config.backend_choice import runs_on_swarm
-from wotbench.config.yaml_loader import load_config
+from wotbench.configfile.yaml_loader import load_config
 from wotbench.config.schema import Config
 from wotbench.deploy import fleet, fleet_capacity
 from wotbench.deploy.addressing import DEVICES_PER_BLOCK
 from wotbench.deploy.plan import Plan, make_plan
 from wotbench.deploy.resolve import resolve
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.preflight import capacity, programs
+from wotbench.runner.preflight import capacity, programs
 from wotbench.runner.prepare import binaries, clientlimits, hostlimits, inputs, isolation
 from wotbench.runner import push_run
 from wotbench.runner.deployment import thirdparty

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from wotbench.config.schema import Config
-from wotbench.deploy.addressing import device_name
+from wotbench.config.schema import device_name
 from wotbench.deploy.resolve import proxy_address
 from wotbench.errors import EnvironmentProblem
 from wotbench.runner import serverconf
