@@ -1,7 +1,8 @@
 /* sink.h - the notification sink (build/notify-sink; sink_*.c): the subscriber side of a
  * system under test that notifies. It listens for webhooks (HTTP POSTs the SUT sends it), holds
  * streaming subscriptions (one long HTTP response: chunked, Server-Sent Events, a raw stream) and
- * CoAP observations (RFC 7641 GET with Observe: 0 to a third-party server), and records every
+ * long-polls (a GET answered by one complete response, then sent again at once on the same
+ * keep-alive connection, a new one when the server closed it), CoAP observations (RFC 7641 GET with Observe: 0 to a third-party server), and records every
  * update id it finds in them (sink_scan.h: the digits after --marker) with the instant the bytes
  * arrived: the kernel's receive stamp on CLOCK_MONOTONIC. The analysis joins the ids to the
  * updates the gateway emulator sent ({{seq}}: requests.csv's row) for update->notification
@@ -19,7 +20,7 @@
 #define SINK_MAX_SUBS 64
 #define SINK_HEAD_MAX 8192
 
-enum { SUB_WEBHOOK = 0, SUB_STREAM, SUB_OBSERVE, SUB_WEBSOCKET };
+enum { SUB_WEBHOOK = 0, SUB_STREAM, SUB_OBSERVE, SUB_WEBSOCKET, SUB_LONGPOLL };
 
 typedef struct {
     int kind;
@@ -32,6 +33,9 @@ typedef struct {
     int ready;        /* the stream's response head arrived with 2xx / the observation answered */
     int status;       /* a stream's HTTP status, an observation's first response code */
     uint64_t bytes, messages, ids, connections, errors;
+    uint64_t polls;     /* a long-poll: the GETs sent (the first and every re-poll) */
+    char req[512];      /* a long-poll: its GET, sent again after every answer */
+    size_t reqlen;
     uint64_t head_seen; /* a stream: the bytes of its response head seen (ready at \r\n\r\n) */
     uint32_t win;       /* the last 4 bytes, to find \r\n\r\n */
     char first[16];     /* a stream's status line, its start */

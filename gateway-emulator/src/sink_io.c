@@ -1,5 +1,5 @@
 /* sink_io.c - the notification sink's sockets and loop (sink.h). One thread, one epoll set:
- * webhook listeners and their connections, stream connections, observation sockets. Every read
+ * webhook listeners and their connections, stream and long-poll connections, observation sockets. Every read
  * is a recvmsg() with the kernel's receive stamp (SO_TIMESTAMPNS; on TCP the stamp of the last
  * segment the read returned), mapped to CLOCK_MONOTONIC; ids found in those bytes get it. */
 #include <errno.h>
@@ -37,9 +37,12 @@ typedef struct { /* one webhook connection */
     size_t hlen;
     char head[SINK_HEAD_MAX];
     sink_scan_t scan;
+    int poll;           /* a long-poll's connection: responses come in, its GET goes out */
 } wconn_t;
 
 static wconn_t conns[MAX_CONNS];
+static wconn_t polls[SINK_MAX_SUBS]; /* a long-poll subscriber's connection, by its index */
+static int lp_next(sink_t *S, wconn_t *c);
 
 typedef struct {
     sink_t *S;
@@ -117,6 +120,8 @@ static int w_answer(sink_t *S, wconn_t *c, int64_t t, int kernel) {
     found_ctx_t f = {S, c->sub, t, kernel};
     sink_scan_end(&c->scan, found, &f);
     S->sub[c->sub].messages++;
+    if (c->poll)
+        return lp_next(S, c);
     c->state = B_HEAD;
     c->hlen = 0;
     c->win = 0;
@@ -129,7 +134,8 @@ static int hexval(uint8_t b) {
            : b >= 'A' && b <= 'F' ? b - 'A' + 10 : -1;
 }
 
-/* bytes i.. of d through the framing; returns how many it used; *done when the request ended */
+/* bytes i.. of d through the framing; returns how many it used; *done when the request (a
+ * long-poll: the response) ended */
 static size_t w_step(sink_t *S, wconn_t *c, const uint8_t *d, size_t n, int64_t t, int kernel,
                      int *done) {
     found_ctx_t f = {S, c->sub, t, kernel};
@@ -181,7 +187,8 @@ static size_t w_step(sink_t *S, wconn_t *c, const uint8_t *d, size_t n, int64_t 
 }
 
 static void w_feed(sink_t *S, wconn_t *c, const uint8_t *d, size_t n, int64_t t, int kernel) {
-    for (size_t i = 0; i < n && c->fd >= 0;) {
+    int fd = c->fd; /* closed, or (a long-poll) replaced: the rest of d was the old one's */
+    for (size_t i = 0; i < n && c->fd >= 0 && c->fd == fd;) {
         int done = 0;
         i += w_step(S, c, d + i, n - i, t, kernel, &done);
         if (done && w_answer(S, c, t, kernel) < 0)
@@ -311,6 +318,87 @@ static void s_read(sink_t *S, uint32_t si) {
     }
 }
 
+/* ---- long-polls: one complete response (Content-Length or chunked, the webhooks' framing
+ * above), its ids stamped like a stream's, and the same GET again at once ---- */
+static int lp_connect(sink_t *S, uint32_t si) {
+    sink_sub_t *s = &S->sub[si];
+    wconn_t *c = &polls[si];
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&s->addr, s->addrlen) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    rxstamp_enable(fd);
+    if (send(fd, s->req, s->reqlen, MSG_NOSIGNAL) != (ssize_t)s->reqlen || watch(S, fd, si) < 0) {
+        close(fd);
+        return -1;
+    }
+    memset(c, 0, sizeof *c);
+    c->fd = s->fd = fd;
+    c->sub = si;
+    c->poll = 1;
+    sink_scan_init(&c->scan, S->marker);
+    s->connections++;
+    s->polls++;
+    return 0;
+}
+
+/* the server closed the connection (or the re-poll could not be sent): a new one */
+static void lp_reconnect(sink_t *S, uint32_t si) {
+    if (polls[si].fd >= 0)
+        close(polls[si].fd); /* leaves the epoll set with it */
+    polls[si].fd = S->sub[si].fd = -1;
+    if (!sink_stop && lp_connect(S, si) < 0)
+        S->sub[si].errors++; /* no longer polled: its updates from here on count as lost */
+}
+
+/* a complete response (the head is NUL-terminated in c->head): a 2xx or 3xx (a server's "no
+ * update this time") is answered with the next GET on the same connection; 4xx/5xx stop */
+static int lp_next(sink_t *S, wconn_t *c) {
+    sink_sub_t *s = &S->sub[c->sub];
+    int status = !strncmp(c->head, "HTTP/1.", 7) ? atoi(c->head + 9) : 0;
+    if (!s->status || status >= 400)
+        s->status = status;
+    if (status < 200 || status > 399) {
+        fprintf(stderr, "notify-sink: --longpoll %s=%s answered '%.12s', expected a 2xx "
+                        "response\n", s->name, s->spec, c->head);
+        sink_failed = 1;
+        sink_stop = 1;
+        return -1;
+    }
+    c->state = B_HEAD;
+    c->hlen = 0;
+    c->win = 0;
+    if (send(c->fd, s->req, s->reqlen, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)s->reqlen) {
+        lp_reconnect(S, c->sub);
+        return 0;
+    }
+    s->polls++;
+    return 0;
+}
+
+static void lp_read(sink_t *S, uint32_t si) {
+    static uint8_t buf[65536];
+    wconn_t *c = &polls[si];
+    while (c->fd >= 0) {
+        int64_t t;
+        int kernel;
+        int fd = c->fd;
+        ssize_t k = read_stamped(S, fd, buf, sizeof buf, &t, &kernel, NULL, NULL);
+        if (k > 0) {
+            S->sub[si].bytes += (uint64_t)k;
+            w_feed(S, c, buf, (size_t)k, t, kernel);
+            if (c->fd != fd) /* replaced (a failed re-poll) or stopped */
+                return;
+            continue;
+        }
+        if (k == 0 || (errno != EAGAIN && errno != EINTR))
+            lp_reconnect(S, si);
+        return;
+    }
+}
+
 /* ---- setup ---- */
 static int resolve(sink_sub_t *s, const char *host, const char *port, int dgram) {
     struct addrinfo hints = {.ai_socktype = dgram ? SOCK_DGRAM : SOCK_STREAM}, *ai;
@@ -372,13 +460,25 @@ static int open_listener(sink_t *S, sink_sub_t *s, uint32_t si) {
 
 static int open_stream(sink_t *S, sink_sub_t *s, uint32_t si) {
     char port[8];
-    int ws = s->kind == SUB_WEBSOCKET;
-    const char *opt = ws ? "--websocket" : "--stream", *scheme = ws ? "ws" : "http";
+    int ws = s->kind == SUB_WEBSOCKET, lp = s->kind == SUB_LONGPOLL;
+    const char *opt = ws ? "--websocket" : lp ? "--longpoll" : "--stream", *scheme = ws ? "ws" : "http";
     if (split_url(s->spec, scheme, s->host, sizeof s->host, port, s->path, sizeof s->path) < 0 ||
         resolve(s, s->host, port, 0) < 0) {
         fprintf(stderr, "notify-sink: %s %s=%s: expected NAME=%s://HOST:PORT/PATH (a "
                         "resolvable host)\n", opt, s->name, s->spec, scheme);
         return 2;
+    }
+    if (lp) { /* no Accept: --accept is the streams' (an SSE path may be a long-poll path too) */
+        int n = snprintf(s->req, sizeof s->req, "GET /%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n",
+                         s->path, s->host, port);
+        s->reqlen = n > 0 && (size_t)n < sizeof s->req ? (size_t)n : 0;
+        if (!s->reqlen || lp_connect(S, si) < 0) {
+            fprintf(stderr, "notify-sink: --longpoll %s=%s: cannot connect or send its GET (%s): "
+                            "is the server up?\n", s->name, s->spec, strerror(errno));
+            return 1;
+        }
+        s->ready = 1; /* the GET is out: the server holds it until an update */
+        return 0;
     }
     int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&s->addr, s->addrlen) < 0) {
@@ -468,6 +568,8 @@ int sink_open(sink_t *S) {
         return 1;
     for (int k = 0; k < MAX_CONNS; k++)
         conns[k].fd = -1;
+    for (int k = 0; k < SINK_MAX_SUBS; k++)
+        polls[k].fd = -1;
     clock_map_init(&S->map);
     for (int i = 0; i < S->nsubs; i++) {
         sink_sub_t *s = &S->sub[i];
@@ -521,6 +623,8 @@ int sink_run(sink_t *S) {
                 w_accept(S, tag);
             else if (S->sub[tag].kind == SUB_WEBSOCKET)
                 sink_ws_read(S, tag);
+            else if (S->sub[tag].kind == SUB_LONGPOLL)
+                lp_read(S, tag);
             else
                 s_read(S, tag);
         }
@@ -529,5 +633,8 @@ int sink_run(sink_t *S) {
     for (int k = 0; k < MAX_CONNS; k++)
         if (conns[k].fd >= 0)
             w_close(&conns[k]);
+    for (int k = 0; k < SINK_MAX_SUBS; k++)
+        if (polls[k].fd >= 0)
+            w_close(&polls[k]);
     return 0;
 }

@@ -4,10 +4,12 @@
  *               [--ready-file FILE] [--accept MIME]
  *               [--webhook NAME=ADDRESS:PORT ...] [--stream NAME=http://HOST:PORT/PATH ...]
  *               [--observe NAME=coap://HOST:PORT/PATH ...] [--websocket NAME=ws://HOST:PORT/PATH ...]
+ *               [--longpoll NAME=http://HOST:PORT/PATH ...]
  *
  * DIR/notifications.csv: subscriber,id,received_ns,kernel (CLOCK_MONOTONIC ns; kernel 1 when
  * it is the kernel's receive stamp); DIR/sink.json: per subscriber its kind, what it listened
- * to, connections, bytes, messages, ids and errors, and the run's start/end. Exit 0, 1
+ * to, connections, bytes, messages (a long-poll: its complete answers), ids and errors (a
+ * long-poll also its polls), and the run's start/end. Exit 0, 1
  * environment (a stream that cannot connect, a port in use), 2 bad input. */
 #include <errno.h>
 #include <getopt.h>
@@ -32,7 +34,8 @@ static void usage(FILE *f) {
     fputs("usage: notify-sink --out DIR --marker TEXT [--duration-ms N] [--max-notifications N]\n"
           "         [--ready-file FILE] [--accept MIME]\n"
           "         [--webhook NAME=ADDRESS:PORT ...] [--stream NAME=http://HOST:PORT/PATH ...]\n"
-          "         [--observe NAME=coap://HOST:PORT/PATH ...] [--websocket NAME=ws://HOST:PORT/PATH ...]\n", f);
+          "         [--observe NAME=coap://HOST:PORT/PATH ...] [--websocket NAME=ws://HOST:PORT/PATH ...]\n"
+          "         [--longpoll NAME=http://HOST:PORT/PATH ...]\n", f);
 }
 
 static int bad(const char *opt, const char *val, const char *expected) {
@@ -67,7 +70,7 @@ static int parse(sink_t *S, int argc, char **argv) {
         {"ready-file", required_argument, 0, 'r'}, {"accept", required_argument, 0, 'a'},
         {"webhook", required_argument, 0, 'w'},  {"stream", required_argument, 0, 's'},
         {"observe", required_argument, 0, 'b'},  {"websocket", required_argument, 0, 'k'},
-        {"help", no_argument, 0, 'h'},
+        {"longpoll", required_argument, 0, 'l'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     S->cap = 1000000;
     int c;
@@ -96,6 +99,7 @@ static int parse(sink_t *S, int argc, char **argv) {
         case 's': rc = add_sub(S, SUB_STREAM, "--stream", optarg); break;
         case 'b': rc = add_sub(S, SUB_OBSERVE, "--observe", optarg); break;
         case 'k': rc = add_sub(S, SUB_WEBSOCKET, "--websocket", optarg); break;
+        case 'l': rc = add_sub(S, SUB_LONGPOLL, "--longpoll", optarg); break;
         case 'h': usage(stdout); exit(0);
         default:
             fprintf(stderr, "notify-sink: unknown or incomplete option '%s'\n", argv[optind - 1]);
@@ -107,7 +111,7 @@ static int parse(sink_t *S, int argc, char **argv) {
     }
     if (!S->out_dir || !S->marker || !S->nsubs) {
         fprintf(stderr, "notify-sink: --out, --marker and at least one of --webhook/--stream/"
-                        "--observe/--websocket are required\n");
+                        "--observe/--websocket/--longpoll are required\n");
         usage(stderr);
         return 2;
     }
@@ -117,7 +121,7 @@ static int parse(sink_t *S, int argc, char **argv) {
     return 0;
 }
 
-static const char *const KIND[] = {"webhook", "stream", "observe", "websocket"};
+static const char *const KIND[] = {"webhook", "stream", "observe", "websocket", "longpoll"};
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
@@ -160,10 +164,13 @@ static int write_outputs(const sink_t *S) {
         fprintf(f, ", \"kind\": \"%s\", \"target\": ", KIND[s->kind]);
         json_str(f, s->spec);
         fprintf(f, ", \"ready\": %s, \"status\": %d, \"connections\": %llu, \"bytes\": %llu, "
-                   "\"messages\": %llu, \"ids\": %llu, \"errors\": %llu}",
+                   "\"messages\": %llu, \"ids\": %llu, \"errors\": %llu",
                 s->ready ? "true" : "false", s->status, (unsigned long long)s->connections,
                 (unsigned long long)s->bytes, (unsigned long long)s->messages,
                 (unsigned long long)s->ids, (unsigned long long)s->errors);
+        if (s->kind == SUB_LONGPOLL) /* the GETs sent: the first, the re-polls, the reconnections' */
+            fprintf(f, ", \"polls\": %llu", (unsigned long long)s->polls);
+        fputc('}', f);
     }
     fprintf(f, "]}\n");
     return fclose(f) ? 1 : 0;

@@ -145,3 +145,108 @@ def test_bad_input_is_refused_before_anything_starts(sink_bin, tmp_path):
     assert p.returncode == 2 and "a subscriber name not used before" in p.stderr
     p = run("--marker", "x")
     assert p.returncode == 2 and "at least one of --webhook/--stream/--observe" in p.stderr
+
+
+class ScriptedServer:
+    """A tiny HTTP/1.1 server on loopback that answers each request on each connection with the
+    next response of its script (bytes, or a list of pieces sent 50 ms apart, a float: a pause
+    of that many seconds); "close" ends the connection. It records the requests it read, per connection."""
+    def __init__(self, script):
+        import threading
+        self.script, self.requests = list(script), []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(5)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_request(self, c):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            got = c.recv(4096)
+            if not got:
+                return None
+            data += got
+        return data
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            seen = []
+            self.requests.append(seen)
+            c.settimeout(5)
+            with c:
+                while True:
+                    try:
+                        req = self._read_request(c)
+                    except OSError:
+                        return
+                    if req is None:
+                        break
+                    seen.append(req)
+                    if not self.script:   # the last GET is held: open until the end
+                        time.sleep(3)
+                        return
+                    step = self.script.pop(0)
+                    if step == "close":
+                        break
+                    for piece in (step if isinstance(step, list) else [step]):
+                        if isinstance(piece, float):
+                            time.sleep(piece)
+                        else:
+                            c.sendall(piece)
+                            time.sleep(0.05)
+
+    def close(self):
+        self.sock.close()
+
+
+def test_longpoll_re_polls_on_the_same_connection_and_reconnects(sink_bin, tmp_path):
+    # the held GET answered after a pause (the kernel turns receive stamps on a moment after a
+    # process first asks for them: an answer at once may arrive unstamped)
+    length = [0.3, b"HTTP/1.1 200 OK\r\nContent-Length: 17\r\n\r\n{\"id\": \"urn:e:1\"}"]
+    chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\nx urn:e",   # id split
+               b"\r\n3\r\n:22\r\n0\r\n\r\n"]                                            # by chunks
+    timeout = b"HTTP/1.1 204 No Content\r\n\r\n"           # "no update this time": poll again
+    closing = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nurn:e:3 "
+    after = [b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nurn:e:", b"4"]   # id at the very end
+    srv = ScriptedServer([length, chunked, timeout, closing, "close", after])
+    try:
+        s = Sink(sink_bin, tmp_path / "s", "--marker", "urn:e:", "--longpoll",
+                 f"lp=http://127.0.0.1:{srv.port}/things/plug-0/lp", duration_ms=2500)
+        s.wait_ready()
+        notes, sink = s.finish()
+    finally:
+        srv.close()
+    assert notes["id"].tolist() == [1, 22, 3, 4]
+    assert (notes["kernel"] == 1).all() and notes["received_ns"].is_monotonic_increasing
+    lp = sink["subscribers"][0]
+    assert lp["kind"] == "longpoll" and lp["status"] == 200 and lp["errors"] == 0
+    assert lp["messages"] == 5                       # complete answers, the 204 among them
+    # the first connection carried 4 GETs answered + the re-poll the server closed under;
+    # then one reconnection: its GET answered, its re-poll held until the end
+    assert [len(r) for r in srv.requests] == [5, 2]
+    assert lp["connections"] == 2 and lp["polls"] == 7
+    for conn in srv.requests:
+        for req in conn:
+            assert req.startswith(b"GET /things/plug-0/lp HTTP/1.1\r\nHost: 127.0.0.1:")
+
+
+def test_longpoll_refusals(sink_bin, tmp_path):
+    def run(*args):
+        return subprocess.run([str(sink_bin), "--out", str(tmp_path / "o"), "--duration-ms",
+                               "2000", *args], capture_output=True, text=True, timeout=20)
+    p = run("--marker", "x", "--longpoll", "lp=ftp://h/x")
+    assert p.returncode == 2 and "--longpoll lp=ftp://h/x: expected NAME=http://" in p.stderr
+    p = run("--marker", "x", "--longpoll", "lp=http://127.0.0.1:1/x")
+    assert p.returncode == 1 and "--longpoll lp=http://127.0.0.1:1/x: cannot connect" in p.stderr
+    srv = ScriptedServer([b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"])
+    try:
+        p = run("--marker", "x", "--longpoll", f"lp=http://127.0.0.1:{srv.port}/x")
+    finally:
+        srv.close()
+    assert p.returncode == 1 and "answered 'HTTP/1.1 404', expected a 2xx" in p.stderr
+    assert json.loads((tmp_path / "o" / "sink.json").read_text())["subscribers"][0]["status"] == 404
