@@ -56,7 +56,9 @@ def test_http_forms_become_an_http_group_served_by_the_http_thing(tmp_path):
     assert g.server is not None and g.server.port == 8080
     assert g.server.command[1] == str(http_thing.SCRIPT)
     # the forms' paths, href resolved against base http://plug.example:8080/api/
-    assert g.paths == ["api/power", "api/state", "api/schedule", "api/reset", ".well-known/wot"]
+    # (api/overload: the event's long-poll form, held, no trace rows)
+    assert g.paths == ["api/power", "api/state", "api/schedule", "api/reset", "api/overload",
+                       ".well-known/wot"]
 
 
 def test_the_trace_speaks_http_to_the_forms_with_their_methods_and_values(tmp_path):
@@ -137,20 +139,23 @@ def test_the_server_answers_http_requests(tmp_path):
 
 # -- what cannot be mapped is refused, naming the file and JSON pointer -----------------------
 
-def test_long_poll_is_refused_with_the_reason_and_an_events_sse_is_served(tmp_path):
+def test_an_observe_form_without_subprotocol_is_refused_and_long_poll_and_sse_are_served(
+        tmp_path):
     load = [{"affordance": "events/overload", "op": "subscribeevent",
              "notify": {"dist": "exponential", "mean": 1000}}]
-    p = _problems(_raw(str(PLUG_FILE), load), tmp_path)
-    assert p == [f"things[0].td: {PLUG_FILE}: /events/overload/forms/0: things[0].load[0].op: "
-                 "subscribeevent: HTTP long-poll (subprotocol longpoll) is not emulated: the "
-                 "gateway emulator replays an open-loop trace and the notification sink holds "
-                 "one response per subscription, neither re-issues a poll when the last one is "
-                 "answered, expected a coap:// form for it (CoAP Observe)"], p
+    cfg = config_from_dict(_raw(str(PLUG_FILE), load), tmp_path)   # its form: longpoll
+    assert [(s.kind, s.path) for s in cfg.notify.subscribers] == [("longpoll", "api/overload")] * 3
     td = copy.deepcopy(PLUG)
+    del td["events"]["overload"]["forms"][0]["subprotocol"]
+    p = _problems(_raw(_td(tmp_path, "none.td.json", td), load), tmp_path)
+    assert len(p) == 1 and p[0].endswith(
+        "/events/overload/forms/0: things[0].load[0].op: subscribeevent: an HTTP form without a "
+        "subprotocol (longpoll, sse) cannot notify, and is not emulated, expected a coap:// "
+        "form for it (CoAP Observe)"), p
     td["events"]["overload"]["forms"][0]["subprotocol"] = "sse"
     f = _td(tmp_path, "sse.td.json", td)
     cfg = config_from_dict(_raw(f, load), tmp_path)   # emitted on its schedule (sse_events)
-    assert [s.path for s in cfg.notify.subscribers] == ["api/overload"] * 3
+    assert [(s.kind, s.path) for s in cfg.notify.subscribers] == [("stream", "api/overload")] * 3
 
 
 def test_a_mix_of_coap_and_http_forms_in_the_load_is_refused(tmp_path):

@@ -6,8 +6,10 @@ header or the body template of the HTTP updates (``gateways.http``), or in the p
 payload template (``gateways.payload_template``) of CoAP updates.
 
 Subscribers: ``stream`` (an HTTP GET held open: chunked, Server-Sent Events with ``accept:
-text/event-stream``), ``websocket`` and ``observe`` (CoAP, RFC 7641) to a device of the run
-(``device``, ``path``); ``webhook``: an address of this host the system under test POSTs to
+text/event-stream``), ``longpoll`` (an HTTP GET the server answers with one complete response
+when it has an update; the sink sends it again at once on the same connection: updates between
+an answer and that GET are the server's to buffer or lose), ``websocket`` and ``observe`` (CoAP,
+RFC 7641) to a device of the run (``device``, ``path``); ``webhook``: an address of this host the system under test POSTs to
 (``listen``), which it must be able to reach (the process backend: its loopback).
 Schema and checks; the sink's arguments come from :func:`sink_args`."""
 from __future__ import annotations
@@ -21,7 +23,7 @@ from wotbench.config.slo_spec import _share
 
 Config = Any   # wotbench.config.schema.Config (which imports this module's models)
 
-SCHEMES = {"stream": "http", "websocket": "ws", "observe": "coap"}
+SCHEMES = {"stream": "http", "websocket": "ws", "observe": "coap", "longpoll": "http"}
 
 
 class _Model(BaseModel):
@@ -31,15 +33,18 @@ class _Model(BaseModel):
 class Subscriber(_Model):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=40,
                       description="its name in the figures")
-    kind: Literal["stream", "websocket", "observe", "webhook"] = Field(
-        description="stream (chunked / SSE), websocket, observe (CoAP) or webhook")
+    kind: Literal["stream", "websocket", "observe", "webhook", "longpoll"] = Field(
+        description="stream (chunked / SSE), websocket, observe (CoAP), webhook or longpoll "
+        "(a GET answered by one response, sent again at once)")
     device: Optional[str] = Field(
-        None, description="stream, websocket, observe: the device subscribed to (e.g. broker-0)")
-    path: str = Field("", description="stream, websocket, observe: the path on that device")
+        None, description="stream, websocket, observe, longpoll: the device subscribed to (e.g. "
+        "broker-0)")
+    path: str = Field("", description="stream, websocket, observe, longpoll: the path on that "
+                      "device")
     listen: Optional[str] = Field(
         None, description="webhook: ADDRESS:PORT of this host the system under test POSTs to")
     updates_to: Optional[str] = Field(
-        None, description="stream, websocket, observe: only the updates sent to this path of "
+        None, description="stream, websocket, observe, longpoll: only the updates sent to this path of "
         "the subscriber's device are its updates (an HTTP Thing's writeproperty form: a write "
         "to another instance is not its loss); null: every update of the run")
 

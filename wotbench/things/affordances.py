@@ -8,9 +8,11 @@ unsubscribeevent). A ``coap(s)://`` (or relative, base-less) form's method is ``
 with Observe); an ``http(s)://`` form's is ``htv:methodName`` (HTTP binding) or the same
 defaults. An affordance keeps its CoAP and its HTTP forms apart (:class:`Affordance`): an
 instance speaks one of them (:mod:`.model` picks it). observeproperty and subscribeevent over
-HTTP with ``subprotocol: sse`` are served as Server-Sent Events (method ``SSE``: the HTTP Thing
-pushes an event on each write of the property, or on the event's own schedule,
-:mod:`.http_thing`); other observe ops over HTTP (long-poll, no subprotocol) are not emulated: the op is kept in
+HTTP with ``subprotocol: sse`` are served as Server-Sent Events, with ``subprotocol: longpoll``
+as long-polls (method ``SSE`` for both: a GET held, no trace rows; the form keeps its
+subprotocol; the HTTP Thing pushes an event / answers the held GET on each write of the
+property, or on the event's own schedule, :mod:`.http_thing`); an observe op over HTTP without
+a subprotocol (or another one) is not emulated: the op is kept in
 ``http_refused`` with the reason, named when the workload asks for it. Thing-level forms
 (readallproperties, ...) and URI templates are not emulated and refused when the workload
 names them. A form's query string is dropped (the device matches paths).
@@ -30,14 +32,11 @@ DEFAULT_METHOD = {"readproperty": "GET", "writeproperty": "PUT", "invokeaction":
 COAP_SCHEMES = ("coap", "coaps", "")   # "": a relative href without base = our device
 HTTP_SCHEMES = ("http", "https")
 HTTP_FORM_METHODS = ("GET", "PUT", "POST", "DELETE", "PATCH")
-SSE = "SSE"   # an HTTP observe form with subprotocol sse: a GET held open, no trace rows
+SSE = "SSE"   # an HTTP observe form with subprotocol sse/longpoll: a GET held, no trace rows
+HELD_SUBPROTOCOLS = ("sse", "longpoll")   # HTTP observe forms served (method SSE)
 # why an observe op over HTTP is not emulated, by the form's subprotocol
 _HTTP_OBSERVE_WHY = {
-    "longpoll": "HTTP long-poll (subprotocol longpoll) is not emulated: the gateway emulator "
-                "replays an open-loop trace and the notification sink holds one response per "
-                "subscription, neither re-issues a poll when the last one is answered",
-    "": "an HTTP form without a subprotocol (longpoll, sse) cannot notify, and neither is "
-        "emulated"}
+    "": "an HTTP form without a subprotocol (longpoll, sse) cannot notify, and is not emulated"}
 WELL_KNOWN_WOT = ".well-known/wot"     # where each instance serves its TD (WoT Discovery §6.1)
 _BAD_PATH = re.compile(r"[\s,\"{}]")
 
@@ -47,6 +46,7 @@ class Form:
     path: str          # without the leading slash
     method: str        # GET | PUT | POST | DELETE | OBSERVE (CoAP); PATCH too (HTTP)
     pointer: str       # of the form in the TD
+    subprotocol: str = ""   # an HTTP observe form's: sse | longpoll
 
 
 @dataclass
@@ -129,8 +129,9 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                     if op in known or op not in DEFAULT_METHOD:
                         continue
                     sub = form.get("subprotocol") if isinstance(form.get("subprotocol"), str) else ""
-                    if http and op in ("observeproperty", "subscribeevent") and sub == "sse":
-                        pass   # Server-Sent Events: on each write / on the event's schedule
+                    if http and op in ("observeproperty", "subscribeevent") and \
+                            sub in HELD_SUBPROTOCOLS:
+                        pass   # SSE / long-poll: on each write / on the event's schedule
                     elif http and op in ("observeproperty", "subscribeevent"):
                         a.http_refused.setdefault(op, (at, _HTTP_OBSERVE_WHY.get(
                             sub, f"subprotocol {sub!r} is not emulated")
@@ -151,7 +152,7 @@ def affordances(file: str, td: dict) -> tuple[list[Affordance], list[TdProblem]]
                     elif bad:
                         problems.append(TdProblem(file, *bad))
                     else:
-                        known[op] = Form(path, method, at)
+                        known[op] = Form(path, method, at, sub if method == SSE else "")
             out.append(a)
     problems += _shared_paths(file, out)
     return out, problems

@@ -19,7 +19,11 @@ form's path waits for one of the instance's ``threads`` servers, takes the resou
 time (``sleep``: an asyncio timer, whose wake-up the event loop rounds up to the next
 millisecond; ``busy``: a spin that holds the loop, so one server) and is answered 200 with the
 resource's value (``application/json``; a PUT or DELETE: 204); ``/.well-known/wot`` answers
-with the TD at once; any other path 404. An observeproperty form with ``subprotocol: sse``
+with the TD at once; any other path 404. An observeproperty or subscribeevent form with ``subprotocol: longpoll`` (a path of its own) holds
+each GET of its path and answers it at the property's next write (before the write's 204) or
+the event's next emission: 200, ``{"id": "urn:wot:upd:N", "data": VALUE}``; one GET held per
+connection (the next request is read after the answer), an update with no GET held is not
+buffered. An observeproperty form with ``subprotocol: sse``
 (a GET of its path; on a path it shares with the read, with ``Accept: text/event-stream``) is
 answered with an event stream held open: when a write of that property has taken its service
 time, every stream of the property on that instance gets an event whose ``id:`` is the write's
@@ -73,6 +77,7 @@ class Instance:
     writes: dict[str, tuple[str, str]] = field(default_factory=dict)   # path -> (method, property)
     reads: set[str] = field(default_factory=set)   # readproperty paths of observed properties
     events: list["EventLoad"] = field(default_factory=list)   # subscribeevent over SSE
+    longpolls: set[str] = field(default_factory=set)   # the streams' paths that long-poll
 
 
 @dataclass
@@ -98,6 +103,7 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
     and TD."""
     import numpy as np
 
+    from wotbench.things.affordances import find
     from wotbench.things.instances import compact, instance_td
     from wotbench.things.model import cached_plan
     from wotbench.config.things_spec import ThingSpec
@@ -108,6 +114,9 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
     service = service_times_us(tp, spec.count, np.random.default_rng([seed, gi, STREAM_SERVICE]))
     from wotbench.things.sse_events import Schedule
     streams = {tp.resources[lp.resource].path: lp.entry.affordance for lp in tp.sse_loads}
+    longpolls = {tp.resources[lp.resource].path for lp in tp.sse_loads
+                 if find(tp.affordances, lp.entry.affordance).http_forms[lp.entry.op]
+                 .subprotocol == "longpoll"}
     event_loads = [lp for lp in tp.sse_loads if lp.entry.op == "subscribeevent"]
     writes, reads = {}, set()
     for a in tp.affordances:
@@ -132,13 +141,21 @@ def instances(spec_json: str, k: int, gi: int, seed: int,
                             Schedule(lp.entry.notify.dist, float(lp.entry.notify.mean),
                                      float(lp.entry.notify.cv or 0), seed, gi, lp.index, index),
                             name, gi, index) for lp in event_loads]
-        things.append(Instance(out, spec.mode, spec.threads, streams, writes, reads, events))
+        things.append(Instance(out, spec.mode, spec.threads, streams, writes, reads, events,
+                               longpolls))
     return things
 
 
 UPDATE_HEADER = "x-update-id"   # wotbench.things.sse_notify.UPDATE_HEADER, lower case
 SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
             b"\r\n")   # no length: the stream ends when the connection does
+
+
+def poll_answer(update_id: str, value: bytes) -> bytes:
+    """A held long-poll GET's answer: 200, ``{"id": the update's id, "data": the value}``."""
+    body = b'{"id": "' + update_id.encode() + b'", "data": ' + (value or b"null") + b"}"
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
 def sse_event(update_id: str, value: bytes) -> bytes:
@@ -156,12 +173,26 @@ class Server:
         self.servers = asyncio.Semaphore(thing.threads)
         self.subscribers: dict[str, list[asyncio.StreamWriter]] = {
             prop: [] for prop in thing.streams.values()}
+        self.polls: dict[str, list[tuple[asyncio.StreamWriter, asyncio.Future]]] = {  # held GETs
+            prop: [] for prop in thing.streams.values()}
 
     def _is_stream(self, method: str, path: str, accept: str) -> bool:
         """A GET of an observeproperty SSE form (on a path it shares with a read: only when the
         client accepts text/event-stream)."""
-        return method == "GET" and path in self.thing.streams and (
-            path not in self.thing.reads or "text/event-stream" in accept)
+        return method == "GET" and path in self.thing.streams and \
+            path not in self.thing.longpolls and (
+                path not in self.thing.reads or "text/event-stream" in accept)
+
+    def _answer_polls(self, key: str, update_id: str, value: bytes) -> int:
+        """Answer every long-poll GET held for ``key`` (each connection then reads its next
+        request: the client's next poll); how many."""
+        held, self.polls[key] = self.polls[key], []
+        answer = poll_answer(update_id, value)
+        held = [(w, f) for w, f in held if not w.is_closing() and not f.done()]
+        for w, f in held:
+            w.write(answer)
+            f.set_result(None)
+        return len(held)
 
     async def _hold(self, prop: str, reader: asyncio.StreamReader,
                     writer: asyncio.StreamWriter) -> None:
@@ -185,6 +216,7 @@ class Server:
         for sub in self.subscribers[w[1]]:
             if not sub.is_closing():
                 sub.write(event)
+        self._answer_polls(w[1], update_id, value)
 
     async def emit(self, ev: EventLoad) -> None:
         """Emit ``ev`` on its schedule until cancelled: the event to every stream of it, the
@@ -203,7 +235,8 @@ class Server:
             subs = [w for w in self.subscribers[ev.key] if not w.is_closing()]
             for w in subs:
                 w.write(event)
-            self.emissions.append((eid, ev.device, ev.path, stamp, len(subs)))
+            polled = self._answer_polls(ev.key, f"{MARKER}{eid}", value)
+            self.emissions.append((eid, ev.device, ev.path, stamp, len(subs) + polled))
             n += 1
             due += ev.schedule.next_gap_ms() / 1e3
 
@@ -250,6 +283,14 @@ class Server:
                 if self._is_stream(method, path, accept):
                     await self._hold(self.thing.streams[path], reader, writer)
                     break
+                if method == "GET" and path in self.thing.longpolls:
+                    # held: answered by the next write / event (one per connection: the next
+                    # request is read only after that answer)
+                    answered = asyncio.get_running_loop().create_future()
+                    self.polls[self.thing.streams[path]].append((writer, answered))
+                    await answered
+                    await writer.drain()
+                    continue
                 r, status = self._answer(method, target)
                 if r is not None:
                     await self._serve(r.service_us)

@@ -13,6 +13,11 @@ HTTP Thing"): the ``notify:`` block and the update header a ``things:`` expansio
   streams each, at most :data:`MAX_STREAMS` in all (the sink's limit). Each subscriber counts as
   its updates only the writes to its instance's form (``updates_to``), so a write to another
   plug is not a loss of this one.
+- A form with ``subprotocol: longpoll`` makes a subscriber of kind ``longpoll`` instead: the
+  sink's GET is held by the Thing and answered (one JSON response ``{"id": ..., "data": ...}``)
+  at the next write / event, then sent again by the sink at once; an update between an answer
+  and the next GET is lost, as a real long-poll client would lose it (its path must not be the
+  readproperty path: a GET there would be ambiguous).
 - subscribeevent over SSE: the instance emits the event on the entry's ``notify`` schedule
   (:mod:`.sse_events`), with ids of the same marker beyond any GE row; the subscriber's
   ``updates_to`` is the event's own path, its updates are that instance's emissions there
@@ -46,6 +51,13 @@ def subscribers(plans: list[ThingPlan]) -> tuple[list[dict], list[str], list[str
             e, at = lp.entry, f"{tp.key}.load[{lp.index}]"
             a = next(x for x in tp.affordances if x.key == e.affordance)
             path = tp.resources[lp.resource].path
+            kind = "longpoll" if a.http_forms[e.op].subprotocol == "longpoll" else "stream"
+            read = a.http_forms.get("readproperty")
+            if kind == "longpoll" and read is not None and read.path == path:
+                problems.append(f"{at}: the longpoll form of {a.key} shares its path {path!r} "
+                                "with its readproperty form, expected a path of its own (a GET "
+                                "there could be a read or a poll)")
+                continue
             if e.op == "subscribeevent":   # its updates: the instance's own emissions there
                 updates_to = path
             else:
@@ -62,7 +74,7 @@ def subscribers(plans: list[ThingPlan]) -> tuple[list[dict], list[str], list[str
                     name = _name(tp.group, i, a.name, o, e.observers, len(subs))
                     if any(s["name"] == name for s in subs):
                         name = f"sse-{len(subs)}"
-                    subs.append({"name": name, "kind": "stream", "device": f"{tp.group}-{i}",
+                    subs.append({"name": name, "kind": kind, "device": f"{tp.group}-{i}",
                                  "path": path, "updates_to": updates_to})
     if len(subs) > MAX_STREAMS:
         problems.append(f"things: the observeproperty/subscribeevent (Server-Sent Events) "
