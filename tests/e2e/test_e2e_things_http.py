@@ -111,3 +111,33 @@ def test_the_events_an_http_thing_emits_are_joined_to_the_sinks_arrivals(harness
     for s in subs:   # 6 s at a mean of 250 ms: some 24 events each
         assert s["updates"] > 5 and s["lost"] == 0 and s["unknown_ids"] == 0, s
         assert s["duplicates"] == 0 and s["latency_ms"]["min"] > 0, s
+
+
+@pytest.mark.long    # a 6 s test, 2 s calibration, report
+@pytest.mark.skipif(not GE_BIN.exists() or not SINK_BIN.exists(),
+                    reason="needs the real gateway-emulator and notify-sink (make build)")
+def test_every_write_of_an_http_thing_observed_by_long_poll_is_notified(harness, tmp_path):
+    """The sink holds one long-poll GET per plug (made from the load's observeproperty entry,
+    a form with subprotocol longpoll), the GE writes the plugs' state, the Thing answers the held
+    GET with the write's id and the sink polls again at once: every write is notified."""
+    rd, reqs = _short_run(harness, tmp_path, "td-http-longpoll.yaml", 3)
+    puts = [r for r in reqs if r["method"] == "PUT"]
+    assert puts and all(r["outcome"] == "ok" and r["code"] == "204" for r in puts), puts[:5]
+    with open(rd / "sink" / "notifications.csv") as f:
+        notes = list(csv.DictReader(f))
+    got = {int(n["id"]): n["subscriber"] for n in notes}
+    assert len(notes) == len(got) == len(puts)
+    assert all(got[int(r["index"])] == f"plug-{r['device']}-state" for r in puts)
+    assert all(n["kernel"] == "1" for n in notes)
+    sink = json.loads((rd / "sink" / "sink.json").read_text())
+    for s, n in zip(sink["subscribers"], range(3)):
+        mine = sum(1 for r in puts if r["device"] == str(n))
+        # one answer per write, then the next GET on the same keep-alive connection
+        assert s["kind"] == "longpoll" and s["messages"] == mine, s
+        assert s["polls"] == mine + 1 and s["connections"] == 1 and s["errors"] == 0, s
+    subs = json.loads((rd / "summary.json").read_text())["notify"]["subscribers"]
+    assert sum(s["updates"] for s in subs) == len(puts)
+    for s in subs:
+        assert s["lost"] == 0 and s["unknown_ids"] == 0 and s["duplicates"] == 0, s
+        if s["updates"]:   # after the write's 2 ms service time, from the GE's send stamp
+            assert s["latency_ms"]["min"] >= 2.0, s
