@@ -44,9 +44,9 @@ class Subscriber(_Model):
     listen: Optional[str] = Field(
         None, description="webhook: ADDRESS:PORT of this host the system under test POSTs to")
     updates_to: Optional[str] = Field(
-        None, description="stream, websocket, observe, longpoll: only the updates sent to this path of "
-        "the subscriber's device are its updates (an HTTP Thing's writeproperty form: a write "
-        "to another instance is not its loss); null: every update of the run")
+        None, description="stream, websocket, observe, longpoll: only the updates sent to this "
+        "path of the subscriber's device are its updates (an HTTP Thing's writeproperty form: a "
+        "write to another instance is not its loss); null: every update of the run")
 
 
 class NotifySlo(_Model):
