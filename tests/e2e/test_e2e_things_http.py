@@ -59,6 +59,20 @@ def test_td_with_http_forms_runs_and_every_request_is_answered(harness, tmp_path
     assert not (rd / "devices" / "plug-1" / "stdout.log").exists()
 
 
+def _each_write_notified_to_its_own_plug(rd, reqs) -> list[dict]:
+    """The PUTs were answered 204, and each write's id arrived once, on its own plug's
+    subscriber, with a kernel stamp; the PUTs."""
+    puts = [r for r in reqs if r["method"] == "PUT"]
+    assert puts and all(r["outcome"] == "ok" and r["code"] == "204" for r in puts), puts[:5]
+    with open(rd / "sink" / "notifications.csv") as f:
+        notes = list(csv.DictReader(f))
+    got = {int(n["id"]): n["subscriber"] for n in notes}
+    assert len(notes) == len(got) == len(puts)
+    assert all(got[int(r["index"])] == f"plug-{r['device']}-state" for r in puts)
+    assert all(n["kernel"] == "1" for n in notes)
+    return puts
+
+
 @pytest.mark.long    # a 6 s test, 2 s calibration, report
 @pytest.mark.skipif(not GE_BIN.exists() or not SINK_BIN.exists(),
                     reason="needs the real gateway-emulator and notify-sink (make build)")
@@ -67,15 +81,7 @@ def test_every_write_of_an_observed_http_thing_is_notified_over_sse(harness, tmp
     observeproperty entry), the GE writes the plugs' state, and every write is notified to its
     own plug's stream with its id, with an update -> notification latency."""
     rd, reqs = _short_run(harness, tmp_path, "td-http-observe.yaml", 3)
-    puts = [r for r in reqs if r["method"] == "PUT"]
-    assert puts and all(r["outcome"] == "ok" and r["code"] == "204" for r in puts), puts[:5]
-    with open(rd / "sink" / "notifications.csv") as f:
-        notes = list(csv.DictReader(f))
-    # each write's id arrived on its own plug's stream, once, with a kernel stamp
-    got = {int(n["id"]): n["subscriber"] for n in notes}
-    assert len(notes) == len(got) == len(puts)
-    assert all(got[int(r["index"])] == f"plug-{r['device']}-state" for r in puts)
-    assert all(n["kernel"] == "1" for n in notes)
+    puts = _each_write_notified_to_its_own_plug(rd, reqs)
     block = json.loads((rd / "summary.json").read_text())["notify"]
     subs = block["subscribers"]
     assert [s["name"] for s in subs] == ["plug-0-state", "plug-1-state", "plug-2-state"]
@@ -121,14 +127,7 @@ def test_every_write_of_an_http_thing_observed_by_long_poll_is_notified(harness,
     a form with subprotocol longpoll), the GE writes the plugs' state, the Thing answers the held
     GET with the write's id and the sink polls again at once: every write is notified."""
     rd, reqs = _short_run(harness, tmp_path, "td-http-longpoll.yaml", 3)
-    puts = [r for r in reqs if r["method"] == "PUT"]
-    assert puts and all(r["outcome"] == "ok" and r["code"] == "204" for r in puts), puts[:5]
-    with open(rd / "sink" / "notifications.csv") as f:
-        notes = list(csv.DictReader(f))
-    got = {int(n["id"]): n["subscriber"] for n in notes}
-    assert len(notes) == len(got) == len(puts)
-    assert all(got[int(r["index"])] == f"plug-{r['device']}-state" for r in puts)
-    assert all(n["kernel"] == "1" for n in notes)
+    puts = _each_write_notified_to_its_own_plug(rd, reqs)
     sink = json.loads((rd / "sink" / "sink.json").read_text())
     for s, n in zip(sink["subscribers"], range(3)):
         mine = sum(1 for r in puts if r["device"] == str(n))

@@ -5,14 +5,13 @@ the form and answers it at the next write with the write's id, one held GET per 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from pathlib import Path
 
 import pytest
 
 from wotbench.config import notify as notify_spec
-from wotbench.config.yaml_loader import config_from_dict
+from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing
 
