@@ -131,6 +131,8 @@ struct cn_loop {
     struct cn_loop_stats st;
     uint64_t rng;
     uint32_t attached_once;       /* devices of this loop that attached at least once */
+    uint64_t rx_ns;               /* while a chunked read is decoded: when it was read (every
+                                     message it completes carries it), else 0 */
     volatile int stop;
     pthread_t thread;
     struct cn_set *set;

@@ -114,7 +114,12 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
 static void sub_read(struct cn_loop *l, struct cn_device *d) {
     for (int i = 0; i < READS_PER_EVENT; i++) {
         ssize_t n = cn_recv(l, d, &d->sub, l->rx, sizeof l->rx);
-        if (n <= 0 || feed(l, d, (const char *)l->rx, (size_t)n))
+        if (n <= 0)
+            return;
+        l->rx_ns = (uint64_t)mono_ns();
+        int r = feed(l, d, (const char *)l->rx, (size_t)n);
+        l->rx_ns = 0;
+        if (r)
             return;
     }
 }
