@@ -5,6 +5,7 @@ chunks are each answered exactly once, and every chunk the device sends ends wit
 on the scripted edge server's wire and through nginx, which re-chunks what it reads at once."""
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -26,6 +27,15 @@ def _replies(edge, protocol):
     return [b for b in bodies if b.startswith('{"id"')]
 
 
+def _run(binary, tmp_path, server, specs, done, timeout=10.0):
+    """The fleet attached to `server` until done() or timeout: its conn-summary."""
+    fleet = ConnFleet(binary, tmp_path, server, specs).start(attach_timeout=20)
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return fleet.stop()
+
+
 @pytest.mark.parametrize("protocol", ["chunked-post", "chunked"])
 def test_messages_are_cut_at_the_delimiter_not_at_chunks(tmp_path, conn_fleet_bin, protocol):
     def on_open(c):
@@ -34,9 +44,8 @@ def test_messages_are_cut_at_the_delimiter_not_at_chunks(tmp_path, conn_fleet_bi
 
     specs = [ConnSpec(2, protocol, 8, 1, reply_bytes=32, delimiter="\n")]
     with ScriptedEdge(on_open=on_open) as edge:
-        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
-        edge.wait_for(lambda: len(_replies(edge, protocol)) >= 6)
-        s = fleet.stop()
+        s = _run(conn_fleet_bin, tmp_path, edge.server, specs,
+                 lambda: len(_replies(edge, protocol)) >= 6)
     assert not edge.errors, edge.errors
     replies = _replies(edge, protocol)
     ids = sorted((json.loads(r)["device"], json.loads(r)["id"]) for r in replies)
@@ -48,15 +57,13 @@ def test_messages_are_cut_at_the_delimiter_not_at_chunks(tmp_path, conn_fleet_bi
 
 
 def test_a_message_that_never_ends_is_a_protocol_disconnect(tmp_path, conn_fleet_bin):
-    def on_open(c):               # 1 MiB + 1 KiB without the delimiter, in 64 KiB chunks
+    def on_open(c):               # 1 MiB + 64 KiB without the delimiter, in 64 KiB chunks
         for _ in range(17):
             c.send("x" * 65536)
 
     specs = [ConnSpec(1, "chunked-post", 3, 1, delimiter="\r\n")]
     with ScriptedEdge(on_open=on_open) as edge:
-        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
-        edge.wait_for(lambda: False, timeout=2)
-        s = fleet.stop()
+        s = _run(conn_fleet_bin, tmp_path, edge.server, specs, lambda: False, timeout=2)
     assert s["disconnects"]["protocol"] == 1 and s["msgs_in"] == 0, s
 
 
@@ -67,14 +74,12 @@ def test_rpcs_nginx_merges_into_one_chunk_are_all_answered(tmp_path, conn_fleet_
             c.send('{"id":"5-%d"}\n' % i)
 
     specs = [ConnSpec(2, "chunked-post", 8, 2, reply_bytes=32, delimiter="\n")]
+    proxy = Nginx()
     with ScriptedEdge(on_open=on_open) as edge:
-        proxy = Nginx()
         proxy.conf = PROXY % edge.server
         with proxy:
-            fleet = ConnFleet(conn_fleet_bin, tmp_path, f"127.0.0.1:{proxy.port}", specs)
-            fleet.start(attach_timeout=20)
-            edge.wait_for(lambda: sum(m.startswith('{"id"') for m in edge.up_chunks) >= 6)
-            s = fleet.stop()
+            s = _run(conn_fleet_bin, tmp_path, f"127.0.0.1:{proxy.port}", specs,
+                     lambda: len(_replies(edge, "chunked-post")) >= 6)
     assert not edge.errors, edge.errors
     assert s["rpcs_in"] == 6 and s["replies"] == 6, s
     assert sum(s["disconnects"].values()) == 0, s
