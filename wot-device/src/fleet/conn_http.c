@@ -106,8 +106,12 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
     c->hbuf = NULL;
     c->hlen = 0;
     /* the attach message first; a POST that fails ends the session (nothing left to feed) */
-    if (cn_on_attached(l, d) == 0 && rest)
+    uint64_t read_ns = (uint64_t)mono_ns();   /* the read that brought the head and rest */
+    if (cn_on_attached(l, d) == 0 && rest) {
+        l->rx_ns = read_ns;
         feed(l, d, hb + end, rest);
+        l->rx_ns = 0;
+    }
     free(hb);
 }
 
