@@ -21,10 +21,13 @@ struct hc_decoder {
     char head[HC_HEAD];
 };
 
-/* Feeds buf[0..len). For every complete chunk calls on_msg(user, head, head_len, size).
- * Returns 0, 1 after the last (zero-size) chunk, -1 on a malformed body. */
-static inline int hc_feed(struct hc_decoder *d, const char *buf, size_t len,
-                          void (*on_msg)(void *, const char *, size_t, uint32_t), void *user) {
+/* Feeds buf[0..len). For every complete chunk calls on_msg(user, head, head_len, size) and,
+ * when on_data is not NULL, on_data(user, p, n) for every slice of chunk data as it comes
+ * (what a framer that ignores chunk boundaries reads: msg_frame.h). Returns 0, 1 after the
+ * last (zero-size) chunk, -1 on a malformed body. */
+static inline int hc_feed_data(struct hc_decoder *d, const char *buf, size_t len,
+                               void (*on_msg)(void *, const char *, size_t, uint32_t),
+                               void (*on_data)(void *, const char *, size_t), void *user) {
     for (size_t i = 0; i < len; i++) {
         char c = buf[i];
         switch (d->state) {
@@ -63,6 +66,8 @@ static inline int hc_feed(struct hc_decoder *d, const char *buf, size_t len,
             size_t take = len - i < d->left ? len - i : d->left;
             for (size_t k = 0; k < take && d->head_len < HC_HEAD; k++)
                 d->head[d->head_len++] = buf[i + k];
+            if (on_data)
+                on_data(user, buf + i, take);
             d->left -= (uint32_t)take;
             i += take - 1;
             if (d->left == 0)
@@ -87,6 +92,11 @@ static inline int hc_feed(struct hc_decoder *d, const char *buf, size_t len,
         }
     }
     return 0;
+}
+
+static inline int hc_feed(struct hc_decoder *d, const char *buf, size_t len,
+                          void (*on_msg)(void *, const char *, size_t, uint32_t), void *user) {
+    return hc_feed_data(d, buf, len, on_msg, NULL, user);
 }
 
 #endif

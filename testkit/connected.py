@@ -112,10 +112,12 @@ class ConnSpec:
     attach_body: str | None = None
     path: str = "/dev/{device}/{shard}"
     reply_path: str = "/up/{device}/{shard}"       # chunked; may hold {id} (--reply-id path)
+    delimiter: str | None = None       # chunked/chunked-post: ends every message (framing)
 
 
 def write_connections(path: Path, server: str, specs: list[ConnSpec]) -> Path:
-    lines = [CONN_HEADER]
+    framed = any(s.delimiter is not None for s in specs)
+    lines = [CONN_HEADER + (",delimiter" if framed else "")]
     for s in specs:
         for i in range(s.first, s.first + s.count):
             fields = {"device": i, "shard": i % s.shards}
@@ -126,7 +128,8 @@ def write_connections(path: Path, server: str, specs: list[ConnSpec]) -> Path:
             body = file_field(render(s.attach_body, fields)) if s.attach_body else ""
             lines.append(f"{i},c{i},{s.protocol},{server},{src},{p},{up},"
                          f"{s.heartbeat_ms},{s.event_ms},"
-                         f"{s.service_us},{s.reply_bytes},{s.reconnect_ms},{hdr},{body}")
+                         f"{s.service_us},{s.reply_bytes},{s.reconnect_ms},{hdr},{body}"
+                         + (f",{file_field(s.delimiter or '')}" if framed else ""))
     path.write_text("\n".join(lines) + "\n")
     return path
 

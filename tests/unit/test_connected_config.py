@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wotbench.config.connected import connection_rows, reply_size_of
+from wotbench.config.connected import connection_rows, connections_header, reply_size_of
 from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.connected.layout import make_layout
 from wotbench.errors import ConfigError
@@ -102,6 +102,12 @@ def test_the_study_config_loads():
      "applications.reply_headers: expected at most 1023 bytes"),
     ({**WS, "connection": {"attach_body": "{device}" * 130}}, {},
      "devices[0].connection.attach_body: expected at most 8128 bytes, each placeholder"),
+    ({**WS, "connection": {"delimiter": "\n"}}, {},
+     "devices[0].connection.delimiter: a websocket device's frame is one message"),
+    ({**WS, "protocol": "chunked", "connection": {"delimiter": "123456789"}}, {},
+     "devices[0].connection.delimiter: expected 1..8 bytes"),
+    ({**WS, "protocol": "chunked", "connection": {"delimiter": ""}}, {},
+     "devices[0].connection.delimiter: expected 1..8 bytes"),
 ])
 def test_refusals_name_the_key(group, top, key):
     assert key in problems(group, **top)
@@ -233,3 +239,13 @@ def test_connection_rows_put_a_cells_devices_on_its_own_shards():
     c = cfg({**WS, "count": 4})
     rows = list(connection_rows(c.devices[0], 0, "127.0.0.1:8080", 4, first_shard=8))
     assert [r.split(",")[5] for r in rows] == ["/dev/0/8", "/dev/1/9", "/dev/2/10", "/dev/3/11"]
+
+
+def test_a_delimiter_adds_its_column_percent_encoded():
+    c = cfg({**WS, "protocol": "chunked-post", "count": 2,
+             "connection": {"reply_bytes": {32: 1}, "delimiter": "\r\n"}},
+            {**WS, "group": "n", "protocol": "chunked", "count": 1})
+    (row,) = connection_rows(c.devices[0], 0, "127.0.0.1:8080", 2, offset=1, count=1)
+    assert row == "1,m-1,chunked-post,127.0.0.1:8080,,/dev/1/1,,60000,0,1000,32,1000,,,%0D%0A"
+    assert connections_header(c.devices[0]).endswith(",attach_body,delimiter")
+    assert connections_header(c.devices[1]).endswith(",attach_body")   # unframed: as before

@@ -27,6 +27,7 @@ CHUNKED_REPLY_PATH = "/up/{device}/{shard}"
 MAX_REPLY_BYTES = 65536
 CONNECTIONS_HEADER = ("index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,"
                       "service_us,reply_bytes,reconnect_ms,attach_headers,attach_body")
+MAX_DELIMITER_BYTES = 8   # wot-device/common/msg_frame.h MF_DELIM_MAX
 
 
 class _Model(BaseModel):
@@ -85,6 +86,12 @@ class Connection(_Model):
         "the devices of the group split by the weights (the study: 32, 256 and 1 024)")
     reconnect_ms: int = Field(1000, ge=0, le=86400000, description="after a disconnect, connect "
                               "again after this plus uniform jitter up to as much again; 0 = never")
+    delimiter: Optional[str] = Field(
+        None, description="chunked and chunked-post groups: the bytes (1..8, e.g. `\"\\n\"`) "
+        "that end every message in both directions, wherever the HTTP chunks are cut (an "
+        "intermediary such as nginx may merge or split chunks); the engine appends it to every "
+        "chunk it sends. None (default): one chunk is one message, for servers that send one "
+        "message per chunk (nchan). Not for websocket (a frame is a message)")
 
     @field_validator("path")
     @classmethod
@@ -105,6 +112,14 @@ class Connection(_Model):
     @classmethod
     def _attach_body(cls, v: Optional[str]) -> Optional[str]:
         return None if v is None else check_attach_body(v, PATH_FIELDS)
+
+    @field_validator("delimiter")
+    @classmethod
+    def _delimiter(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not (0 < len(v.encode()) <= MAX_DELIMITER_BYTES and "\0" not in v):
+            raise ValueError(f"expected 1..{MAX_DELIMITER_BYTES} bytes without NUL "
+                             f"(e.g. \"\\n\"), got {v!r}")
+        return v
 
     @field_validator("reply_bytes", mode="before")
     @classmethod
@@ -336,6 +351,9 @@ def _reply_id_rules(config: Any, groups: list[Any]) -> list[str]:
         if g.protocol == "chunked-post" and reply_id != "body":
             out.append(f"applications.reply_id: {reply_id} needs chunked devices (a reply POST); "
                        f"devices[{i}] replies in chunks of its held-open POST, expected body")
+        if g.protocol == "websocket" and g.connection.delimiter is not None:
+            out.append(f"devices[{i}].connection.delimiter: a websocket device's frame is one "
+                       "message; delimiter is for chunked and chunked-post groups")
         if g.protocol == "websocket" and g.connection.reply_method != "POST":
             out.append(f"devices[{i}].connection.reply_method: a websocket device replies in "
                        "frames; reply_method is for chunked groups")
@@ -363,6 +381,12 @@ def reply_size_of(sizes: dict[int, float], k: int, n: int) -> int:
     return max(sizes)
 
 
+def connections_header(group: Any) -> str:
+    """The connections file's header for ``group``'s rows: with the delimiter column when the
+    group frames its messages with one (CONTRACTS §3c)."""
+    return CONNECTIONS_HEADER + (",delimiter" if group.connection.delimiter is not None else "")
+
+
 def connection_rows(group: Any, first_id: int, server: str, shards: int,
                     sources: tuple[str, ...] = (), offset: int = 0,
                     count: Optional[int] = None, first_shard: int = 0) -> Iterator[str]:
@@ -381,7 +405,8 @@ def connection_rows(group: Any, first_id: int, server: str, shards: int,
         src = sources[dev % len(sources)] if sources else ""
         headers = file_field(render(header_template, fields))
         body = file_field(render(c.attach_body, fields)) if c.attach_body else ""
+        delim = "" if c.delimiter is None else "," + file_field(c.delimiter)
         yield (f"{dev},{group.group}-{k},{group.protocol},{server},{src},{path},{reply},"
                f"{round(c.heartbeat_s * 1000)},{round(c.event_mean_s * 1000)},"
                f"{round(c.service_time_ms * 1000)},{reply_size_of(c.reply_bytes, k, group.count)},"
-               f"{c.reconnect_ms},{headers},{body}")
+               f"{c.reconnect_ms},{headers},{body}{delim}")

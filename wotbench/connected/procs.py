@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from wotbench.config.connected import CONNECTIONS_HEADER, connection_rows
+from wotbench.config.connected import connection_rows, connections_header
 from wotbench.connected.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
         (d / "out").mkdir(parents=True)
         rows = connection_rows(g, first_of[g.group], endpoint, shards, sources,
                                offset=e.offset, count=e.count, first_shard=first_shard)
-        (d / "connections.csv").write_text(CONNECTIONS_HEADER + "\n" + "\n".join(rows) + "\n")
+        (d / "connections.csv").write_text(connections_header(g) + "\n" + "\n".join(rows) + "\n")
         argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
                 str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
         if apps:

@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "http_chunked.h"
+#include "msg_frame.h"
 #include "ws_handshake.h"
 #include "clock.h"
 
@@ -75,9 +76,13 @@ struct cn_device {
     uint64_t attached_ns;         /* when the current session opened, 0 = not attached */
     uint8_t ever_attached;
     uint8_t hc_busy;              /* its chunked decoder is running (conn_http.c feed) */
+    uint8_t dlen;                 /* chunked/chunked-post: the message delimiter's length, 0 =
+                                     none (one chunk is one message) */
+    char delim[MF_DELIM_MAX];     /* ends every message down and every chunk up (msg_frame.h) */
     struct cn_conn sub, pub;      /* sub: the WebSocket or the chunked GET; pub: chunked POSTs */
     void *ws;                     /* wslay_event_context_ptr of a WebSocket session */
-    struct hc_decoder *hc;        /* chunked decoder of a chunked session */
+    struct hc_decoder *hc;        /* chunked decoder of a chunked session; with a delimiter,
+                                     the first member of a struct cn_rx (conn_http.c) */
     char key[WS_KEY_LEN + 1];
     uint64_t event_seq;
     struct cn_counters c;
@@ -126,6 +131,8 @@ struct cn_loop {
     struct cn_loop_stats st;
     uint64_t rng;
     uint32_t attached_once;       /* devices of this loop that attached at least once */
+    uint64_t rx_ns;               /* while a chunked read is decoded: when it was read (every
+                                     message it completes carries it), else 0 */
     volatile int stop;
     pthread_t thread;
     struct cn_set *set;

@@ -1,11 +1,15 @@
 /* conn_file.c - the connections file of wot-fleet (CONTRACTS §3c):
- *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms,attach_headers,attach_body
+ *   index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms,service_us,reply_bytes,reconnect_ms,attach_headers,attach_body[,delimiter]
  * protocol: websocket, chunked (a GET subscription + POSTs) or chunked-post (one POST held open
  * both ways; reply_path empty, as for websocket).
  * One row per connected device; blank and '#' lines skipped. attach_headers and attach_body are
  * percent-encoded (a row stays one line without commas): the attach request's header lines
  * ("Name: value" joined by CRLF) and the device's first message once attached, both rendered
- * per device by the runner. Bad input: exit 2 with "FILE:LINE: what, expected what". */
+ * per device by the runner. The optional last column (present when the header names it),
+ * delimiter, percent-encoded too: empty = one HTTP chunk is one message (a server that sends one
+ * message per chunk, nchan), else 1..8 bytes that end every message of a chunked or chunked-post
+ * device in both directions, wherever chunks are cut (msg_frame.h). Bad input: exit 2 with
+ * "FILE:LINE: what, expected what". */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #define HEADER "index,name,protocol,server,source,path,reply_path,heartbeat_ms,event_ms," \
                "service_us,reply_bytes,reconnect_ms,attach_headers,attach_body"
 #define NFIELDS 14
+#define HEADER_FRAMED HEADER ",delimiter"
 #define MAX_MS 86400000ULL        /* one day */
 
 static int parse_addr(const char *s, struct sockaddr_in *a, int with_port) {
@@ -143,6 +148,7 @@ static int parse_attach(const char *file, long ln, char *hdr, char *body, struct
     return 0;
 }
 
+/* f[14]: the delimiter column, NULL in a file without it */
 static int parse_row(const char *file, long ln, char **f, struct cn_device *d, int reply_id) {
     unsigned long long idx;
     if (csv_parse_uint(f[0], 4294967294ULL, &idx))
@@ -189,6 +195,15 @@ static int parse_row(const char *file, long ln, char **f, struct cn_device *d, i
                                             : "no {id} in it (only with --reply-id path)");
     if (parse_attach(file, ln, f[12], f[13], d))
         return -1;
+    if (f[14] && *f[14]) {
+        long n = pct_decode(f[14], MF_DELIM_MAX);
+        if (n <= 0 || d->proto == CN_WEBSOCKET)
+            return csv_fail(file, ln, "bad delimiter",
+                            d->proto == CN_WEBSOCKET ? "empty for websocket (a frame is a "
+                            "message)" : "1..8 percent-encoded bytes, no %00, or empty");
+        memcpy(d->delim, f[14], (size_t)n);
+        d->dlen = (uint8_t)n;
+    }
     d->name = strdup(f[1]);
     d->host = strdup(f[3]);
     d->path = strdup(f[5]);
@@ -239,17 +254,24 @@ int cn_load(const char *file, struct cn_set *s) {
     long ln = 0;
     int rc = s->dev ? 0 : csv_fail(file, 0, "out of memory", "a smaller file");
     int r = rc ? -1 : csv_next_line(fp, file, &line, &cap, &ln);
-    if (rc == 0 && (r != 1 || strcmp(line, HEADER) != 0))
-        rc = r < 0 ? -1 : csv_fail(file, ln ? ln : 1, "missing or wrong header", "'" HEADER "'");
+    int want = NFIELDS;           /* + 1 with the delimiter column */
+    if (rc == 0 && r == 1 && strcmp(line, HEADER_FRAMED) == 0)
+        want = NFIELDS + 1;
+    else if (rc == 0 && (r != 1 || strcmp(line, HEADER) != 0))
+        rc = r < 0 ? -1 : csv_fail(file, ln ? ln : 1, "missing or wrong header",
+                                   "'" HEADER "' or '" HEADER_FRAMED "'");
     while (rc == 0 && (r = csv_next_line(fp, file, &line, &cap, &ln)) == 1) {
-        char *f[NFIELDS + 1];
-        int nf = csv_split(line, f, NFIELDS + 1);
-        if (nf != NFIELDS) {
+        char *f[NFIELDS + 2] = {0};
+        int nf = csv_split(line, f, NFIELDS + 2);
+        if (nf != want) {
             char what[64];
             snprintf(what, sizeof what, "%d fields", nf);
-            rc = csv_fail(file, ln, what, "14 (" HEADER ")");
+            rc = csv_fail(file, ln, what, want == NFIELDS ? "14 (" HEADER ")"
+                                                          : "15 (" HEADER_FRAMED ")");
             break;
         }
+        if (want == NFIELDS)
+            f[NFIELDS] = NULL;
         struct cn_device *d = &s->dev[s->ndev];
         d->sub.fd = d->pub.fd = -1;
         if (parse_row(file, ln, f, d, s->reply_id))

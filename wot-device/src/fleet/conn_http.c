@@ -1,6 +1,7 @@
 /* conn_http.c - a connected device over HTTP/1.1: a subscription held open (GET with
  * "TE: chunked"; every chunk of the 200 response's chunked body is one message, decoded by
- * http_chunked.h) and one keep-alive connection whose POSTs carry the device's replies,
+ * http_chunked.h, or with a delimiter the body is one stream cut into messages at it,
+ * msg_frame.h) and one keep-alive connection whose POSTs carry the device's replies,
  * heartbeats and events (pipelined; each response is read and its status counted). */
 #include <errno.h>
 #include <stdio.h>
@@ -34,10 +35,34 @@ int cn_http_send_request(struct cn_loop *l, struct cn_device *d) {
     return d->sub.hbuf ? 0 : -1;
 }
 
+/* a session's receive state with a delimiter: the chunk decoder and the message framer,
+ * allocated together at attach (d->hc points at it) */
+struct cn_rx {
+    struct hc_decoder hc;
+    struct mf_framer fr;
+};
+
 static void on_chunk(void *user, const char *head, size_t len, uint32_t size) {
     struct cn_device *d = user;
-    if (d->gen == feed_gen)       /* not after the session ended under the decoder */
+    if (d->gen == feed_gen && !d->dlen)   /* not after the session ended under the decoder */
         cn_on_message(cur, d, head, len, size);
+}
+
+static void on_framed(void *user, const char *head, size_t len, uint32_t size) {
+    struct cn_device *d = user;
+    if (d->gen == feed_gen)
+        cn_on_message(cur, d, head, len, size);
+}
+
+/* chunk data with a delimiter: messages wherever it falls; one that never ends is the
+ * server's protocol error (counted), the framer's memory stays fixed */
+static void on_data(void *user, const char *p, size_t n) {
+    struct cn_device *d = user;
+    if (d->gen != feed_gen)
+        return;
+    struct cn_rx *rx = (struct cn_rx *)d->hc;
+    if (mf_feed(&rx->fr, d->delim, d->dlen, p, n, on_framed, d))
+        cn_disconnect(cur, d, CC_PROTOCOL);
 }
 
 /* feeds body bytes to the decoder; -1 when the session ended */
@@ -46,7 +71,7 @@ static int feed(struct cn_loop *l, struct cn_device *d, const char *buf, size_t 
     struct hc_decoder *hc = d->hc;
     feed_gen = gen;
     d->hc_busy = 1;
-    int r = hc_feed(hc, buf, len, on_chunk, d);
+    int r = hc_feed_data(hc, buf, len, on_chunk, d->dlen ? on_data : NULL, d);
     d->hc_busy = 0;
     if (gen != d->gen) {          /* ended by a reply's POST failing: free what close left */
         free(hc);
@@ -70,7 +95,7 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
         cn_disconnect(l, d, CC_PROTOCOL);   /* not a chunked subscription */
         return;
     }
-    d->hc = calloc(1, sizeof *d->hc);
+    d->hc = calloc(1, d->dlen ? sizeof(struct cn_rx) : sizeof *d->hc);
     if (!d->hc) {
         cn_disconnect(l, d, CC_TESTBED);
         return;
@@ -81,15 +106,24 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
     c->hbuf = NULL;
     c->hlen = 0;
     /* the attach message first; a POST that fails ends the session (nothing left to feed) */
-    if (cn_on_attached(l, d) == 0 && rest)
+    uint64_t read_ns = (uint64_t)mono_ns();   /* the read that brought the head and rest */
+    if (cn_on_attached(l, d) == 0 && rest) {
+        l->rx_ns = read_ns;
         feed(l, d, hb + end, rest);
+        l->rx_ns = 0;
+    }
     free(hb);
 }
 
 static void sub_read(struct cn_loop *l, struct cn_device *d) {
     for (int i = 0; i < READS_PER_EVENT; i++) {
         ssize_t n = cn_recv(l, d, &d->sub, l->rx, sizeof l->rx);
-        if (n <= 0 || feed(l, d, (const char *)l->rx, (size_t)n))
+        if (n <= 0)
+            return;
+        l->rx_ns = (uint64_t)mono_ns();
+        int r = feed(l, d, (const char *)l->rx, (size_t)n);
+        l->rx_ns = 0;
+        if (r)
             return;
     }
 }

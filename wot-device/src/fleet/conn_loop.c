@@ -366,7 +366,9 @@ static void send_reply(struct cn_loop *l, uint32_t j) {
  * (webdis: {"SUBSCRIBE":["message","rpc.5","{\"id\":\"3-7\"}"]} with marker id\":\"). */
 void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len,
                    size_t total) {
-    uint64_t now = (uint64_t)mono_ns();
+    /* a message completed by a chunked read: stamped when that read returned, not later in
+     * the parse of what the read brought (a merged chunk's last message included) */
+    uint64_t now = l->rx_ns ? l->rx_ns : (uint64_t)mono_ns();
     d->c.msgs_in++;
     const char *mk = l->set->id_marker;
     size_t ml = strlen(mk);

@@ -2,7 +2,9 @@
  * held open in both directions. Its request body is chunked and never ends: the attach message
  * is its first chunk, then every heartbeat, event and reply goes up as one chunk; its response
  * (a 200 with a chunked body, read by conn_http.c's subscription code) brings every message
- * down as one chunk. One connection per device (d->sub, kind CK_SUB). */
+ * down as one chunk. With a delimiter (d->dlen) every message up ends with it and messages down
+ * are cut at it, not at chunk boundaries (msg_frame.h). One connection per device (d->sub,
+ * kind CK_SUB). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +23,12 @@ int cn_stream_send_request(struct cn_loop *l, struct cn_device *d) {
         return -1;
     size_t len = (size_t)n;
     if (d->attach_body) {         /* the attach message: the request body's first chunk */
-        int k = snprintf(l->tx + len, 16, "%x\r\n", d->attach_body_len);
+        int k = snprintf(l->tx + len, 16, "%x\r\n", d->attach_body_len + d->dlen);
         len += (size_t)k;
         memcpy(l->tx + len, d->attach_body, d->attach_body_len);
         len += d->attach_body_len;
+        memcpy(l->tx + len, d->delim, d->dlen);
+        len += d->dlen;
         memcpy(l->tx + len, "\r\n", 2);
         len += 2;
     }
@@ -46,7 +50,8 @@ int cn_stream_send(struct cn_loop *l, struct cn_device *d, const char *msg, size
     if (len == 0)
         return 0;                 /* an empty chunk would end the request body */
     char head[20];
-    int hn = snprintf(head, sizeof head, "%zx\r\n", len);
-    struct iovec iov[3] = {{head, (size_t)hn}, {(void *)msg, len}, {"\r\n", 2}};
-    return cn_http_put(l, d, &d->sub, iov, 3);
+    int hn = snprintf(head, sizeof head, "%zx\r\n", len + d->dlen);
+    struct iovec iov[4] = {{head, (size_t)hn}, {(void *)msg, len}, {d->delim, d->dlen},
+                           {"\r\n", 2}};
+    return cn_http_put(l, d, &d->sub, iov, 4);
 }
