@@ -89,7 +89,19 @@ def host(tmp_path) -> FakeHost:
 def test_masks_parse_and_print():
     assert mask_cpus("3\n") == {0, 1}
     assert mask_cpus("ff,00000001") == {0} | set(range(32, 40))
-    assert cpus_mask([0]) == "1" and cpus_mask([0, 1, 3]) == "b"
+    assert cpus_mask([0]) == "1" and cpus_mask([0, 1, 3]) == "b" and cpus_mask([]) == "0"
+
+
+def test_masks_beyond_32_cores_are_comma_separated_words():
+    """The kernel's bitmap parser takes at most 8 hex digits a group: cores >= 32 go in words."""
+    assert cpus_mask([32]) == "1,00000000" and cpus_mask([0, 33]) == "2,00000001"
+    assert cpus_mask(range(64)) == "ffffffff,ffffffff"
+    assert cpus_mask([0, 64]) == "1,00000000,00000001"
+    for cores in ({32}, {0, 33, 70}, set(range(40))):
+        assert mask_cpus(cpus_mask(cores)) == cores
+    assert mask_cpus("1,0") == {32}                  # a word without its leading zeros
+    with pytest.raises(ValueError, match="wider than 32 bits"):
+        mask_cpus("100000000")
 
 
 def test_apply_moves_the_free_tasks_and_leaves_the_rest(host):

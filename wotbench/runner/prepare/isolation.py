@@ -67,13 +67,23 @@ class Task:
 
 
 def mask_cpus(text: str) -> set[int]:
-    """The cores of a kernel cpumask in hex ("3", "ff,ffffffff")."""
-    bits = int(text.strip().replace(",", "") or "0", 16)
-    return {c for c in range(bits.bit_length()) if bits >> c & 1}
+    """The cores of a kernel cpumask: comma-separated 32-bit hex words, most significant first
+    ("3", "ff,ffffffff", "1,0": core 32), as the kernel prints and parses them."""
+    cores: set[int] = set()
+    for i, word in enumerate(reversed(text.strip().split(","))):
+        bits = int(word or "0", 16)
+        if bits >> 32:
+            raise ValueError(f"cpumask word {word!r} of {text.strip()!r} is wider than 32 bits")
+        cores |= {32 * i + c for c in range(32) if bits >> c & 1}
+    return cores
 
 
 def cpus_mask(cpus: Iterable[int]) -> str:
-    return format(sum(1 << c for c in set(cpus)), "x")
+    """A kernel cpumask for ``cpus``: 32-bit words, comma-separated (the kernel's bitmap parser
+    rejects a group of more than 8 hex digits: a host with more than 32 CPUs)."""
+    bits = sum(1 << c for c in set(cpus))
+    words = [(bits >> s) & 0xFFFFFFFF for s in range(0, max(bits.bit_length(), 1), 32)]
+    return ",".join([format(words[-1], "x")] + [format(w, "08x") for w in reversed(words[:-1])])
 
 
 def read_task(proc: Path, tgid: int, tid: int) -> Optional[Task]:
