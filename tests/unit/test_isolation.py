@@ -35,10 +35,12 @@ class FakeHost:
         self.tgid_of: dict[int, int] = {}
         self.calls: list[tuple[int, set[int]]] = []
         self.refuse: set[int] = set()
+        self.now = 100          # the boot-time clock in ticks (the unit of stat's starttime)
 
     def add(self, tgid: int, tid: int | None = None, cpus: str = "0-1", comm: str = "task",
-            ppid: int = 1, flags: int = 0, start: int = 100) -> None:
+            ppid: int = 1, flags: int = 0, start: int | None = None) -> None:
         tid = tgid if tid is None else tid
+        start = self.now if start is None else start
         d = self.paths.proc / str(tgid) / "task" / str(tid)
         d.mkdir(parents=True)
         # fields 3..22: state ppid pgrp session tty tpgid flags ... starttime (field 22)
@@ -69,7 +71,7 @@ class FakeHost:
 
     def shield(self, owner: int = HARNESS, euid: int = 0) -> CoreShield:
         return CoreShield(log=lambda _m: None, paths=self.paths, set_affinity=self.set_affinity,
-                          owner=owner, euid=euid)
+                          owner=owner, euid=euid, clock=lambda: self.now)
 
 
 @pytest.fixture
@@ -83,6 +85,9 @@ def host(tmp_path) -> FakeHost:
     h.add(10, comm="ksoftirqd/1", cpus="1", flags=PF_KTHREAD | PF_NO_SETAFFINITY)
     h.add(11, comm="rcu_preempt", flags=PF_KTHREAD)               # unbound kthread: moved
     h.add(400, comm="editor", cpus="0")                           # already off core 1
+    h.add(1, comm="systemd", ppid=0, start=1)                     # init: movable, moved
+    h.add(450, comm="sleep", cpus="0")          # `taskset -c 0` before the run: stays pinned
+    h.now = 1000                                                  # the run starts later
     return h
 
 
@@ -108,20 +113,21 @@ def test_apply_moves_the_free_tasks_and_leaves_the_rest(host):
     sh = host.shield()
     sh.apply([0], [1])
     assert host.paths.cpumask.read_text().strip() == "1"
-    assert {tid for tid, _ in host.calls} == {200, 201, 11}
+    assert {tid for tid, _ in host.calls} == {200, 201, 11, 1}
     assert all(cpus == {0} for _, cpus in host.calls)
     assert [host.cpus(t) for t in (200, 201, 11)] == ["0", "0", "0"]
     assert host.cpus(300) == "1" and host.cpus(10) == "1" and host.cpus(HARNESS) == "0-1"
     r = sh.record()
     assert (r.moved, r.moved_processes, r.pinned_there, r.per_cpu_kthreads, r.harness) == \
-        (3, 2, 1, 1, 2)
+        (4, 3, 1, 1, 2)
     assert (r.workqueue_cpumask_before, r.workqueue_cpumask_during) == ("3", "1")
-    assert r.moved_by_command == {"dockerd": 2, "rcu_preempt": 1}
+    assert r.moved_by_command == {"dockerd": 2, "rcu_preempt": 1, "systemd": 1}
     state = json.loads(host.paths.state.read_text())
     assert state["owner_pid"] == HARNESS and state["owner_start"] == 50
     assert state["cpumask"] == {"before": "3", "during": "1"}
+    assert state["applied_at_ticks"] == 1000
     assert {t["tid"]: (t["before"], t["during"]) for t in state["tasks"]} == {
-        200: ([0, 1], [0]), 201: ([0, 1], [0]), 11: ([0, 1], [0])}
+        200: ([0, 1], [0]), 201: ([0, 1], [0]), 11: ([0, 1], [0]), 1: ([0, 1], [0])}
 
 
 def test_restore_puts_back_only_what_the_shield_set(host):
@@ -139,9 +145,38 @@ def test_restore_puts_back_only_what_the_shield_set(host):
     assert host.cpus(HARNESS) == "0-1" and HARNESS not in {t for t, _ in host.calls}
     assert not host.paths.state.exists()
     r = sh.record()
-    assert (r.restored, r.restored_inherited, r.left_changed) == (2, 3, 1)
+    assert (r.restored, r.restored_inherited, r.left_changed) == (3, 3, 1)
     sh.restore()                          # idempotent: the cleanup may run it twice
-    assert r.restored == 2
+    assert r.restored == 3
+
+
+def test_restore_never_widens_what_was_pinned_to_the_os_cores_before_the_run(host):
+    """pid 1 is moved like any task; the host descends from it: only what started after the
+    shield, with pid 1 its direct parent or a moved process its nearest such ancestor, inherits."""
+    sh = host.shield()
+    sh.apply([0], [1])
+    host.now = 1500
+    host.add(460, comm="job", ppid=450, cpus="0")       # born during the run of a pinned job
+    host.add(470, comm="unit", cpus="0")                # pid 1 started it during the run
+    host.add(480, comm="unit-child", ppid=470, cpus="0")    # pid 1 not its direct parent
+    host.add(490, comm="old", ppid=470, cpus="0", start=500)   # pid reuse: born before
+    host.add(200, tid=203, comm="dockerd", cpus="0", start=900)  # thread older than the shield
+    sh.restore()
+    assert host.cpus(1) == "0-1" and host.cpus(470) == "0-1"
+    assert [host.cpus(t) for t in (450, 460, 480, 490, 203)] == ["0"] * 5
+    assert sh.record().restored_inherited == 1
+
+
+def test_a_state_file_without_its_application_time_restores_only_the_moved(host):
+    sh = host.shield()
+    sh.apply([0], [1])
+    host.add(500, comm="containerd-shim", ppid=200, cpus="0")
+    state = json.loads(host.paths.state.read_text())
+    del state["applied_at_ticks"]                       # written by an older WoTbench
+    host.paths.state.write_text(json.dumps(state))
+    host.remove(HARNESS)                                # ... that was killed
+    restore_stale(host.paths, lambda _m: None, host.set_affinity)
+    assert host.cpus(200) == "0-1" and host.cpus(500) == "0" and host.cpus(450) == "0"
 
 
 def test_restore_leaves_a_cpumask_changed_meanwhile(host):
@@ -156,18 +191,18 @@ def test_a_reused_tid_is_not_restored(host):
     sh = host.shield()
     sh.apply([0], [1])
     host.remove(200)
-    host.add(200, comm="new", cpus="0", start=999)   # another process got the pid
+    host.add(200, comm="new", ppid=400, cpus="0", start=2000)   # another process got the pid
     sh.restore()
     assert host.cpus(200) == "0"
 
 
 def test_excepted_commands_stay_where_they_are(host):
-    host.add(1, comm="agent-init", ppid=0)
-    host.add(1, tid=2, comm="worker")
-    host.add(800, comm="bash", ppid=1)                 # its child is not excepted
+    host.add(7, comm="agent-init")
+    host.add(7, tid=8, comm="worker")
+    host.add(800, comm="bash", ppid=7)                 # its child is not excepted
     sh = host.shield()
     sh.apply([0], [1], keep=["agent-init"])
-    assert host.cpus(1) == "0-1" and host.cpus(2) == "0-1" and host.cpus(800) == "0"
+    assert host.cpus(7) == "0-1" and host.cpus(8) == "0-1" and host.cpus(800) == "0"
     assert sh.record().excepted == 2
     sh.restore()
     assert host.cpus(800) == "0-1"
@@ -177,8 +212,8 @@ def test_refused_tasks_are_counted_and_not_kept_for_restore(host):
     host.refuse = {201}
     sh = host.shield()
     sh.apply([0], [1])
-    assert (sh.record().moved, sh.record().refused) == (2, 1)
-    assert {t["tid"] for t in json.loads(host.paths.state.read_text())["tasks"]} == {200, 11}
+    assert (sh.record().moved, sh.record().refused) == (3, 1)
+    assert {t["tid"] for t in json.loads(host.paths.state.read_text())["tasks"]} == {200, 11, 1}
 
 
 def test_a_killed_run_is_restored_by_the_next(host):
@@ -269,8 +304,8 @@ def test_run_json_carries_the_record_and_the_report_shows_it(host):
     run = RunRecord.model_validate(json.loads(
         RunRecord(isolation=sh.record()).model_dump_json()))
     rows = dict(host_rows(run))
-    assert "3 -> 1" in rows["Core isolation"] and "3 task(s)" in rows["Core isolation"]
-    assert "restored 3 (+0 born during the run)" in rows["Core isolation"]
+    assert "3 -> 1" in rows["Core isolation"] and "4 task(s)" in rows["Core isolation"]
+    assert "restored 4 (+0 born during the run)" in rows["Core isolation"]
 
 
 def _cfg(isolate: bool):

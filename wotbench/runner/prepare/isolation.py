@@ -18,8 +18,10 @@ timer lateness p99 went from 0.84-2.9 ms to 47-80 µs. As root, before the devic
 Every original mask goes to a state file (:data:`STATE_FILE`) before anything changes. At the
 run's end (every path: the runner's cleanup) each task still on the mask the shield gave it gets
 its own back, and so do the tasks born during the run from a moved one (new threads of dockerd,
-children of a moved shell) that still carry the narrowed mask; a task someone else re-pinned
-meanwhile is left as it is. A harness killed before that leaves the state file: the next run's
+children of a moved shell) that still carry the narrowed mask: born after the shield was applied
+(their starttime against ``applied_at_ticks`` in the state file), descended from the moved one
+through tasks also born after it (pid 1 and kthreadd count only as the direct parent). A task
+someone else re-pinned meanwhile, or pinned to the OS cores before the run, is left as it is. A harness killed before that leaves the state file: the next run's
 start and ``wotbench clean`` restore from it (:func:`restore_stale`).
 """
 from __future__ import annotations
@@ -148,6 +150,12 @@ def shielded_cores(usable: Iterable[int], os_cores: Iterable[int]) -> set[int]:
     return set(usable) - os_set
 
 
+def boot_ticks() -> int:
+    """Now, in the unit of /proc/<pid>/stat's starttime: clock ticks since boot (CLOCK_BOOTTIME,
+    which counts suspend like the kernel's task start time)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
 def _process_alive(proc: Path, pid: int, start: int) -> bool:
     t = read_task(proc, pid, pid)
     return t is not None and t.start == start
@@ -200,6 +208,34 @@ def restore_state(state: dict, paths: HostPaths, set_affinity: SetAffinity,
     leaders = {t["tgid"]: t for t in saved.values()
                if t["tid"] == t["tgid"] and started.get(t["tgid"]) == t["start"]}
     seen: set[int] = set()
+    applied = state.get("applied_at_ticks")
+    if applied is None and state.get("tasks"):
+        log(f"{paths.state} has no applied_at_ticks (written by an older WoTbench): only the "
+            "moved tasks are restored, not those born during the run")
+
+    def origin_of(t: Task) -> Optional[dict]:
+        """The moved process a task born during the run inherited its mask from: the nearest
+        moved one up its thread group and parents, all born after the shield was applied (an
+        ancestor born before it and not moved ends the walk). pid 1 and kthreadd (2) count only
+        as the direct parent: the whole host descends from them."""
+        if applied is None or t.start < applied:
+            return None          # there before the shield: its mask is its own or another's
+        if t.tid != t.tgid:
+            if t.tgid in leaders:
+                return leaders[t.tgid]          # a thread the moved process started meanwhile
+            if started.get(t.tgid, -1) < applied:
+                return None
+        pid = t.tgid             # a process born after the shield
+        for hop in range(MAX_ANCESTORS):
+            up = parent.get(pid)
+            if up is None or up < 1:
+                return None
+            if up in leaders:
+                return None if up in (1, 2) and hop > 0 else leaders[up]
+            if started.get(up, -1) < applied:
+                return None      # the nearest ancestor born before the shield was not moved
+            pid = up
+        return None
 
     def put_back(tid: int, cpus: list[int]) -> bool:
         try:
@@ -222,11 +258,7 @@ def restore_state(state: dict, paths: HostPaths, set_affinity: SetAffinity,
             elif put_back(t.tid, s["before"]):
                 out.restored += 1
             continue
-        origin = leaders.get(t.tgid)    # a thread the moved process started meanwhile
-        pid, hops = t.tgid, 0
-        while origin is None and hops < MAX_ANCESTORS and pid in parent and pid > 1:
-            pid, hops = parent[pid], hops + 1   # a process a moved one started meanwhile
-            origin = leaders.get(pid)
+        origin = origin_of(t)
         if origin is not None and set(t.cpus) == set(origin["during"]) \
                 and put_back(t.tid, origin["before"]):
             out.inherited += 1
@@ -273,8 +305,9 @@ class CoreShield:
 
     def __init__(self, log: Log = print, paths: HostPaths = HostPaths(),
                  set_affinity: SetAffinity = os.sched_setaffinity,
-                 owner: Optional[int] = None, euid: Optional[int] = None):
-        self.log, self.paths, self.set_affinity = log, paths, set_affinity
+                 owner: Optional[int] = None, euid: Optional[int] = None,
+                 clock: Callable[[], int] = boot_ticks):
+        self.log, self.paths, self.set_affinity, self.clock = log, paths, set_affinity, clock
         self.owner = os.getpid() if owner is None else owner
         self.euid = euid
         self.state: Optional[dict] = None
@@ -289,6 +322,7 @@ class CoreShield:
             raise refusal(reason)
         restore_stale(self.paths, self.log, self.set_affinity)
         os_set, shield = set(os_cores), set(shielded)
+        applied = self.clock()   # before the scan: a task started from now on may inherit
         rec = IsolationRecord(os_cores=sorted(os_set), shielded_cores=sorted(shield))
         moves: list[tuple[Task, set[int]]] = []
         tasks = list(all_tasks(self.paths.proc))
@@ -310,6 +344,7 @@ class CoreShield:
         self.state = {
             "owner_pid": self.owner, "owner_start": _own_start(self.paths.proc, self.owner),
             "written_at_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "applied_at_ticks": applied,
             "cpumask": {"before": before, "during": cpus_mask(os_set)},
             "tasks": [{"tid": t.tid, "tgid": t.tgid, "start": t.start, "comm": t.comm,
                        "before": sorted(t.cpus), "during": sorted(new)} for t, new in moves]}
