@@ -21,6 +21,7 @@ from wotbench.distributed import cell as cell_mod
 from wotbench.distributed import wire
 from wotbench.distributed.cellges import cell_gateways, with_gateways
 from wotbench.distributed.split import Cell, Unit, split
+from wotbench.distributed.split import units_from_config as split_units
 from wotbench.workload.generate import write_trace
 
 CELLS_90 = Path(__file__).resolve().parents[2] / "tests" / "cluster" / "configs" / "cells-90.yaml"
@@ -148,3 +149,24 @@ def test_a_cells_fleet_check_counts_its_own_ges_endpoints_and_engines():
     # without its share the cell's one GE would be asked for the whole run's 70 000
     assert any(p.startswith("gateways.count: 1 gateway emulator(s) for 70000 devices")
                for p in fleet_capacity.problems(cell, make_plan(cell, cores=[0, 1])))
+
+
+def test_both_ges_of_every_cell_get_about_half_of_its_requests(tmp_path):
+    # equal single-device units go round robin: cell k holds the ids = k mod 4, so id mod 2
+    # (its 2 GEs) is the same for every device of a cell; the rank in its share is not
+    raw = yaml.safe_load(CELLS_90.read_text())
+    raw["devices"][0].update(count=40, per_container=1)
+    raw["gateways"] = {"count": 8}
+    cfg = config_from_dict(raw)
+    cells = [Cell(node=f"n{k}", device_cores=1) for k in range(4)]
+    sp = split(split_units(cfg), cells, gateways=8)
+    assert [c.gateways for c in sp.cells] == [2] * 4
+    assert len({i % 2 for i in sp.cells[0].device_ids}) == 1    # the case the fault hit
+    for s in sp.cells:
+        out = tmp_path / s.node
+        got = write_trace(with_gateways(cfg, s.gateways), out, only=set(s.device_ids))
+        rows = [len((out / f).read_text().splitlines()) - 1 for f in got.ge_files]
+        devices = [{int(r.split(",", 1)[0]) for r in (out / f).read_text().splitlines()[1:]}
+                   for f in got.ge_files]
+        assert [len(d) for d in devices] == [5, 5]                   # 10 devices, 5 each
+        assert min(rows) >= 0.35 * sum(rows), (s.node, rows)

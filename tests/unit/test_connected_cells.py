@@ -15,7 +15,8 @@ from wotbench.connected import slo
 from wotbench.distributed import wire
 from wotbench.distributed.connected_coord import cell_config_text, ranges, split_shares
 from wotbench.distributed.connected_merge import _rebased_rpcs
-from wotbench.distributed.connected_routes import device_ranges, first_shard
+from wotbench.connected.procs import rpcapp_argv
+from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import ConfigError
 from wotbench.rundir import MergedRunDir
 
@@ -70,6 +71,30 @@ def test_a_cells_applications_call_its_own_devices_which_reply_on_its_own_shards
         rows = connection_rows(c.devices[1], 1001, "e:1", k, offset=off, count=cnt,
                                first_shard=first_shard(c, s.index))
         assert {int(r.split(",")[5].rsplit("/", 1)[1]) for r in rows} <= shards[n]
+
+
+def test_every_device_is_sent_the_same_rpc_rate_whichever_cell_holds_it():
+    """Open loop: 5 applications and 2 + 5 devices on 4 cells split unevenly (2/1/1/1 apps,
+    2-3 / 1-2 devices); each cell's wot-rpcapp rate follows its devices, not its apps, so the
+    rate per device is ``rate / devices`` in every cell and the cells' rates add to ``rate``."""
+    c = config_from_dict({"name": "t", "edge_server": EDGE, "applications": {
+        "count": 5, "loop": "open", "rate": 700.0}, "devices": [
+            {"group": "m", "count": 2, "protocol": "websocket", "connection": {}},
+            {"group": "h", "count": 5, "protocol": "chunked", "connection": {}}]})
+    sh = split_shares(c, ["n1", "n2", "n3", "n4"], "10.0.0.1:8080")
+    assert [s.apps for s in sh.values()] == [2, 1, 1, 1]
+    per_device, total = [], 0.0
+    for s in sh.values():
+        rs = device_ranges(c, s.groups)
+        argv = rpcapp_argv(c.applications, s.endpoint, 7, Path("/x"), 10, 0, None,
+                           first_app=s.first_app, count=s.apps, device_ranges=rs,
+                           devices_total=all_devices(c))
+        rate = float(argv[argv.index("--rate") + 1])
+        total += rate
+        per_device.append(rate / sum(n for _, n in rs))
+    assert len({sum(n for _, n in device_ranges(c, s.groups)) for s in sh.values()}) > 1
+    assert max(per_device) - min(per_device) < 1e-4 * 100.0 and abs(total - 700.0) < 1e-3
+    assert per_device[0] == pytest.approx(100.0)
 
 
 def test_fewer_connected_devices_than_cells_is_refused():

@@ -219,16 +219,19 @@ def test_the_webdis_config_loads():
     assert Path(c.edge_server.config_template).is_file()
 
 
-def test_an_open_loop_gives_each_process_its_share_of_the_rate():
+def test_an_open_loop_gives_each_process_its_devices_share_of_the_rate():
     from wotbench.connected.procs import rpcapp_argv
     c = cfg(WS, applications={"count": 2000, "loop": "open", "rate": 1000, "arrival": "constant",
                               "max_outstanding": 3})
     argv = rpcapp_argv(c.applications, "127.0.0.1:8080", 10, Path("/tmp"), 60, 1, None,
                        first_app=500, count=500, device_ranges=[(0, 5), (100, 2)],
-                       first_shard=16)
+                       first_shard=16, devices_total=28)   # 7 of 28 devices: a quarter
     opt = dict(zip(argv[1::2], argv[2::2]))
     assert (opt["--rate"], opt["--arrival"], opt["--window"]) == ("250", "constant", "3")
     assert (opt["--devices"], opt["--first-shard"]) == ("0:5,100:2", "16")
+    with pytest.raises(ValueError, match="devices_total"):   # a cell's rate needs the run's
+        rpcapp_argv(c.applications, "e:1", 7, Path("/tmp"), 60, 1, None,
+                    device_ranges=[(0, 7)])
     assert c.applications.send_lag_scale_ms == 0
     closed = rpcapp_argv(cfg(WS, applications={}).applications, "127.0.0.1:8080", 10,
                          Path("/tmp"), 60, 1, None)

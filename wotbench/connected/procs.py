@@ -59,13 +59,20 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
 def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_s: float,
                 start_ns: int, source: Optional[str], first_app: int = 0,
                 count: Optional[int] = None, device_ranges: Optional[list[tuple[int, int]]] = None,
-                first_shard: int = 0) -> list[str]:
+                first_shard: int = 0, devices_total: Optional[int] = None) -> list[str]:
     """wot-rpcapp's command line: ``count`` applications (all by default) whose ids start at
     ``first_app``, calling devices ``0..devices-1`` or the (first id, count) ``device_ranges``
     and subscribing to reply shards ``first_shard..`` (a cell's share: its own devices and
-    shards). In an open loop the process's rate is its applications' share of ``rate``."""
+    shards). In an open loop the process's rate is the share of ``rate`` of the devices it
+    calls among ``devices_total`` (the run's; given with ``device_ranges``): every device is sent ``rate /
+    devices_total`` RPCs/s whichever cell holds it (the cells' application counts and device
+    counts are split separately, their remainders differ)."""
     body = apps.body_template or ""          # none with rpc_method GET
     mine = apps.count if count is None else count
+    if device_ranges and devices_total is None:   # a cell's rate is its devices' share
+        raise ValueError("rpcapp_argv: device_ranges (a cell's devices) need devices_total")
+    called = sum(n for _, n in device_ranges) if device_ranges else devices
+    total = devices if devices_total is None else devices_total
     ranges = ",".join(f"{f}:{n}" for f, n in device_ranges) if device_ranges else f"0:{devices}"
     argv = [str(RPCAPP_BIN), "--server", endpoint, "--devices", ranges,
             "--log-dir", str(log_dir), "--apps", str(mine),
@@ -81,7 +88,7 @@ def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_
     if source:
         argv += ["--source", source]
     if apps.loop == "open":
-        argv += ["--rate", f"{apps.rate * mine / apps.count:.6g}", "--arrival", apps.arrival,
+        argv += ["--rate", f"{apps.rate * called / total:.6g}", "--arrival", apps.arrival,
                  "--window", str(apps.max_outstanding)]
     if apps.rpc_id == "header":
         argv += ["--id-header", apps.id_header]

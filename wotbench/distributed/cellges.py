@@ -8,7 +8,9 @@ the GEs' endpoints (the devices the trace sends requests to) and of the request 
 up, at least 1 and at most the run's count: none of its GEs addresses more endpoints or is sent
 more requests than one of the run's GEs on one host (up to how the share's ids fall mod its
 count). The cell runs with that count (:func:`with_gateways`), so its trace is split over its own
-GEs by id mod its count: every device of the share is driven by exactly one GE of its cell.
+GEs by each device's rank among the share's ids mod its count (:mod:`wotbench.workload.ge_share`;
+not id mod count, which the split's round robin makes equal for a whole share): every device of
+the share is driven by exactly one GE of its cell, the GEs about equally.
 """
 from __future__ import annotations
 

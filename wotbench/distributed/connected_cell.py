@@ -27,7 +27,7 @@ from wotbench.connected.layout import PORTS_PER_SOURCE, make_layout
 from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
                                       start_engines)
 from wotbench.distributed import wire
-from wotbench.distributed.connected_routes import device_ranges, first_shard
+from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import EnvironmentProblem, WotbenchError
 
 LEAD_S = 3.0          # T0's arrival to T0: wot-rpcapp starts and subscribes in it
@@ -131,7 +131,8 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
             (out / "apps").mkdir()
             argv = rpcapp_argv(apps, cs.endpoint, lay.devices, out / "apps", cfg.duration_s,
                                start, None, first_app=cs.first_app, count=cs.apps,
-                               device_ranges=device_ranges(cfg, cs.groups), first_shard=shard0)
+                               device_ranges=device_ranges(cfg, cs.groups), first_shard=shard0,
+                               devices_total=all_devices(cfg))
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=open(out / "apps" / "stderr.log", "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])

@@ -4,6 +4,7 @@ Writes into DIR (contract sections 1 and 4)::
 
     trace.csv               merged, time-sorted main trace (times from the test start)
     ge-<k>.csv              only when gateways.count > 1: device ids with id % count == k
+                            (a cell's share: rank among its ids % count, .ge_share)
     resources/<device>.csv  one per device
     cd-trace.csv            the contention detector's probe trace (times from calibration start)
     resources/cd-node.csv   the CD node's single resource ``cd``
@@ -57,6 +58,7 @@ from wotbench.workload.formats import (BODY_METHODS, TRACE_BODY_COLUMN, TRACE_HE
                                        write_resources)
 from wotbench.workload.renewal import stationary_arrivals as _arrivals
 from wotbench.workload import httpproxy, rate_profile
+from wotbench.workload.ge_share import ge_index
 from wotbench.workload.trace_io import observe_problems, read_resources, read_trace
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
@@ -459,7 +461,7 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     res_dir = str(out_dir / "resources")   # a str: 10^5 Path joins cost more than the writes
     for name, rows in tr.resources.items():
         write_resources(f"{res_dir}/{name}.csv", rows, durable)
-    ge_files = _write_ge_split(cfg, out_dir, tr, addrs, parts)
+    ge_files = _write_ge_split(cfg, out_dir, tr, addrs, parts, only)
     if drawn_elsewhere is not None:
         drawn_elsewhere.write_files(cfg, out_dir, tr)
     cd_requests = write_cd_files(cfg, out_dir)
@@ -483,14 +485,16 @@ def keep_devices(tr: GeneratedTrace, ids: set[int], addrs: list[DeviceAddress]) 
 
 
 def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs,
-                    parts: tuple[list[str], list[str]]) -> list[str]:
+                    parts: tuple[list[str], list[str]],
+                    only: Optional[set[int]] = None) -> list[str]:
     G = cfg.gateways.count
     if G <= 1:
         return ["trace.csv"]
     files = []
     schemes, via = _schemes(cfg, addrs), httpproxy.via(cfg)
+    ge = ge_index(tr.device_id, G, only)
     for k in range(G):
-        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=(tr.device_id % G) == k,
+        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=ge == k,
                     schemes=schemes, via=via, parts=parts)
         files.append(f"ge-{k}.csv")
     return files
@@ -574,8 +578,9 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
     _write_frame(out_dir / "trace.csv", out)
     if G > 1:
         ge_files = []
+        ge = ge_index(out.device_id.to_numpy(), G, only)
         for k in range(G):
-            _write_frame(out_dir / f"ge-{k}.csv", out[out.device_id % G == k])
+            _write_frame(out_dir / f"ge-{k}.csv", out[ge == k])
             ge_files.append(f"ge-{k}.csv")
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = df.method.isin(HTTP_METHODS).to_numpy()

@@ -71,7 +71,8 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
             cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
     all_ges = parts.all_ges
     n_main = 1 if parts.proxy else sum(1 for d in parts.devices if d.role != "cd-node")
-    # a GE pings the engine devices of its own share of the trace (device id mod count);
+    # a GE pings the engine devices of its own share of the trace (device id, or in a cell
+    # the rank among its share's ids, mod count: workload.ge_share, about 1/count each);
     # the budget's quadratic (ARP) term: one address per process device as before, one
     # per engine (none on loopback)
     n_fleet = 0 if parts.proxy else -(-sum(len(f.endpoints) for f in parts.fleets)

@@ -219,8 +219,9 @@ def _tuning(cfg: Config, plan: Plan, kind: BackendKind,
     if not kind.container_namespaces:
         return []
     # an engine's devices share its container's address: one bridge port a fleet, and one
-    # neighbour path for each GE that sends to one of its devices (device id mod count); a cell
-    # counts its own engines (share) and its own GEs (gateways.count is its part)
+    # neighbour path for each GE that sends to one of its devices (device id mod count; in a
+    # cell, rank in the share mod count, workload.ge_share: consecutive ids reach min(GEs,
+    # devices) GEs either way); a cell counts its own engines (share) and its own GEs
     fleets = fleet_capacity.of_share(cfg, fleet_capacity.requirements(cfg, plan), share)
     here = [capacity.devices_here(g, share) for g in cfg.devices]
     total = sum(here)
