@@ -6,7 +6,9 @@ the update's path or body; sent_ns from the GE's start, ``summary.json`` start_m
 Per subscriber: updates sent (answered 2xx), notified (at least once), never notified (lost),
 duplicates, ids the GE never sent (unknown), notifications/s over the sink's run, and the
 latency from the update's send to the notification's arrival (kernel stamps on both ends where
-the kernel gave them; the same host's CLOCK_MONOTONIC, so no clock offset is involved).
+the kernel gave them; the same host's CLOCK_MONOTONIC, so no clock offset is involved), over
+the updates that count only (answered 2xx; a failed update, or an event emitted outside the
+test, is in no figure: neither counted, nor lost, nor an unknown id, nor a latency).
 ``python -m wotbench.analysis.notify_sink GE_DIR SINK_DIR`` prints it as JSON.
 """
 from __future__ import annotations
@@ -94,9 +96,10 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
         n = notes[notes["subscriber"] == sub["name"]]
         first = n.sort_values("received_ns").drop_duplicates("id")
         known = first[first["id"].isin(sent.index)]
-        lat = (known["received_ns"].to_numpy(np.float64)
-               - sent.loc[known["id"]].to_numpy(np.float64)) / 1e6
-        notified = len(set(known["id"].tolist()) & ok_ids)
+        counted = known[known["id"].isin(ok_ids)]   # latency only of updates that count
+        lat = (counted["received_ns"].to_numpy(np.float64)
+               - sent.loc[counted["id"]].to_numpy(np.float64)) / 1e6
+        notified = len(counted)
         lost = len(ok_ids) - notified
         out.append(SubscriberFigures(
             name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
