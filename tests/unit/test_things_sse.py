@@ -80,7 +80,7 @@ def test_what_would_not_notify_is_refused_naming_the_key(tmp_path):
                                              "listen": "127.0.0.1:9000"}]}
     p = _problems(_raw([WRITE, OBSERVE], notify=mine), tmp_path)
     assert p == ["notify: made from the things' observeproperty (Server-Sent Events) entries "
-                 "(marker, subscribers given), expected only notify.slo"], p
+                 "(marker, subscribers given), expected only notify.slo or notify.timeout_ms"], p
 
 
 def test_a_read_only_property_observed_over_sse_is_refused(tmp_path):

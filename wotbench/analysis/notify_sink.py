@@ -22,7 +22,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.config.schema import device_name
+from wotbench.config.notify import Notify
+from wotbench.config.schema import Config, device_name
 from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
 
 UPDATE_METHODS = ("POST", "PUT", "PATCH")
@@ -41,6 +42,7 @@ class SubscriberFigures:
     notifications_per_s: float     # from the first to the last arrival
     latency_ms: dict = field(default_factory=dict)   # min p50 p90 p99 p999 max mean
     kernel_share: Optional[float] = None             # notifications with a kernel stamp
+    not_judged: int = 0            # events emitted in the test too close to the sink's stop
 
 
 def updates_of(ge_dir: Path, methods: tuple[str, ...] = UPDATE_METHODS) -> pd.DataFrame:
@@ -101,13 +103,15 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
                - sent.loc[counted["id"]].to_numpy(np.float64)) / 1e6
         notified = len(counted)
         lost = len(ok_ids) - notified
+        not_judged = int(updates["not_judged"].eq(True).sum()) if "not_judged" in updates else 0
         out.append(SubscriberFigures(
             name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
             lost=lost, lost_share=lost / len(ok_ids) if ok_ids else None,
             duplicates=len(n) - len(first), unknown_ids=len(first) - len(known),
             notifications_per_s=_rate(n["received_ns"].to_numpy(np.int64), window_s),
             latency_ms=_quantiles(lat),
-            kernel_share=float(n["kernel"].mean()) if len(n) else None))
+            kernel_share=float(n["kernel"].mean()) if len(n) else None,
+            not_judged=not_judged))
     return out
 
 
@@ -159,9 +163,15 @@ def _emitted(run_dir: Path, ge_dir: Path) -> Optional[pd.DataFrame]:
         return None
     import yaml
     raw = yaml.safe_load(conf.read_text()) or {}
-    ge = json.loads((ge_dir / "summary.json").read_text())
-    return emission_updates(run_dir, device_ids(raw) if isinstance(raw, dict) else {},
-                            int(ge["start_mono_ns"]), int(ge["end_mono_ns"]))
+    raw = raw if isinstance(raw, dict) else {}
+    start = int(json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"])
+    sink_end = int(json.loads((run_dir / "sink" / "sink.json").read_text())["end_mono_ns"])
+    timeout_ms = (raw.get("notify") or {}).get("timeout_ms") \
+        or Notify.model_fields["timeout_ms"].default
+    return emission_updates(run_dir, device_ids(raw), start,
+                            start + int(float(raw.get("duration_s") or
+                                              Config.model_fields["duration_s"].default) * 1e9),
+                            sink_end - int(timeout_ms * 1e6))
 
 
 def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:

@@ -33,6 +33,8 @@ class NotifySubscriber(Record):
     notifications_per_s: float        # from the first to the last arrival
     latency_ms: NotifyLatency
     kernel_share: F = None             # notifications with the kernel's receive stamp
+    not_judged: int = 0                # events emitted in the test later than the sink's stop
+                                       # minus notify.timeout_ms: neither notified nor lost
 
 
 class NotifyBlock(Record):

@@ -77,12 +77,18 @@ def write_emissions(path: Path, rows: list[tuple[int, str, str, int, int]]) -> N
         w.writerows(rows)
 
 
-def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int,
-                     end_ns: int):
+def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int, end_ns: int,
+                     judged_until_ns: int):
     """The HTTP Things' emissions of a run as the notification analysis' updates: seq (the
-    id), sent (the emission stamp), ok (emitted during the test, ``start_ns`` .. ``end_ns`` of
-    the GE's CLOCK_MONOTONIC: only those count as emitted or lost; one emitted before T0 and
-    notified is neither an unknown id nor counted), device (its id), path. None when no
+    id), sent (the emission stamp), device (its id), path, and
+
+    - ok: emitted during the test, ``start_ns`` .. ``end_ns`` (the test start and start +
+      duration_s, CLOCK_MONOTONIC), and no later than ``judged_until_ns`` (the sink's stop
+      minus notify.timeout_ms): only those count as emitted or lost;
+    - not_judged: emitted during the test but later than that: the sink stopped before its
+      notification had the timeout to arrive, so it is neither notified nor lost.
+
+    One emitted before T0 (or after the test) and notified is in no figure. None when no
     Thing wrote emissions."""
     import pandas as pd
     files = sorted((run_dir / "devices").glob(f"*/{EMISSIONS_FILE}"))
@@ -92,9 +98,12 @@ def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int,
                                          "emitted_ns": np.int64, "streams": np.int64})
                    for f in files], ignore_index=True)
     e = e[e["device"].isin(list(device_ids))]
+    t = e["emitted_ns"]
+    in_test = ((t >= start_ns) & (t <= end_ns)).to_numpy()
+    judged = (t <= judged_until_ns).to_numpy()
     return pd.DataFrame({"seq": e["id"].to_numpy(np.int64),
-                         "sent": e["emitted_ns"].to_numpy(np.float64),
-                         "ok": ((e["emitted_ns"] >= start_ns)
-                                & (e["emitted_ns"] <= end_ns)).to_numpy(),
+                         "sent": t.to_numpy(np.float64),
+                         "ok": in_test & judged,
+                         "not_judged": in_test & ~judged,
                          "device": e["device"].map(device_ids).to_numpy(np.int64),
                          "path": e["path"].fillna("").str.lstrip("/").to_numpy()})
