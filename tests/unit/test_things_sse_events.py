@@ -181,3 +181,43 @@ def test_an_emission_too_close_to_the_sinks_stop_is_not_judged_not_lost(tmp_path
     (a,) = notify_block(tmp_path, [ge]).subscribers
     assert (a.updates, a.notified, a.lost, a.not_judged, a.unknown_ids) == (1, 1, 0, 1, 0)
     assert a.latency_ms.max == pytest.approx(0.05)
+
+
+def test_a_missing_emission_file_is_a_testbed_failure_not_no_loss(tmp_path):
+    """The Thing writes its emissions only on a clean stop: a killed one leaves no file. Its
+    event subscriber must not read as 0 updates, nothing lost: the block names the failure and
+    the run's verdict is invalid."""
+    from wotbench.analysis.notify_sink import invalidate
+    from wotbench.rundir.summary import Checks, Verdict
+    e = sse_events.event_id(0, 0, 0)
+    ge, sink = tmp_path / "ge", tmp_path / "sink"
+    ge.mkdir()
+    sink.mkdir()
+    (tmp_path / "devices" / "meter-0").mkdir(parents=True)   # no sse-events.csv in it
+    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": 0, "end_mono_ns": 10 ** 10}))
+    (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n"
+                                     "0,0,GET,api/power,10,ok\n")
+    (sink / "sink.json").write_text(json.dumps({
+        "marker": "urn:wot:upd:", "start_mono_ns": 0, "end_mono_ns": 10 ** 10,
+        "subscribers": [{"name": "meter-0-overload", "kind": "stream"}]}))
+    pd.DataFrame({"subscriber": ["meter-0-overload"], "id": [e], "received_ns": [10 ** 9],
+                  "kernel": [1]}).to_csv(sink / "notifications.csv", index=False)
+    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump({
+        "duration_s": 5, "things": [{"group": "meter", "load": [READ, EVENT]}],
+        "devices": [{"group": "meter", "count": 1, "thing": 0}],
+        "notify": {"marker": "urn:wot:upd:", "subscribers": [
+            {"name": "meter-0-overload", "kind": "stream", "device": "meter-0",
+             "path": "api/overload", "updates_to": "api/overload"}]}}))
+    block = notify_block(tmp_path, [ge])
+    assert block.failures == [
+        "notify: subscriber meter-0-overload: no emission of meter-0 in any "
+        "devices/*/sse-events.csv (its HTTP Thing process did not stop cleanly, or its file "
+        "is missing): its events' updates and losses are unknown"]
+    v = Verdict(status="trustworthy", reasons=["fine"], exit_code=0,
+                checks=Checks(data="ok", ge="kept_up", contention="none"))
+    invalidate(v, block)
+    assert (v.status, v.exit_code, v.checks.data) == ("invalid", 3, "invalid")
+    assert v.reasons == block.failures + ["fine"]
+    # the Thing stopped cleanly (its file, even with no emission of it yet): no failure
+    sse_events.write_emissions(tmp_path / "devices" / "meter-0" / sse_events.EMISSIONS_FILE, [])
+    assert notify_block(tmp_path, [ge]).failures == []

@@ -185,7 +185,26 @@ def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
     sink = json.loads((sink_dir / "sink.json").read_text())
     return NotifyBlock(marker=sink["marker"], subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
-        for f in subs])
+        for f in subs], failures=_failures(run_dir))
+
+
+def _failures(run_dir: Path) -> list[str]:
+    from wotbench.things.sse_events import missing_emissions
+    conf = run_dir / "config.resolved.yaml"
+    if not conf.is_file():
+        return []
+    import yaml
+    raw = yaml.safe_load(conf.read_text()) or {}
+    return missing_emissions(run_dir, raw) if isinstance(raw, dict) else []
+
+
+def invalidate(verdict, notify: Optional[NotifyBlock]) -> None:
+    """The notify block's testbed failures make the run's verdict invalid (exit 3), each one a
+    reason: figures that are unknown must not read as "nothing lost"."""
+    if notify is None or not notify.failures:
+        return
+    verdict.reasons[:0] = notify.failures
+    verdict.status, verdict.exit_code, verdict.checks.data = "invalid", 3, "invalid"
 
 
 def main(argv: list[str]) -> int:

@@ -40,3 +40,6 @@ class NotifySubscriber(Record):
 class NotifyBlock(Record):
     marker: str
     subscribers: list[NotifySubscriber]
+    # testbed failures that leave figures unknown (e.g. an HTTP Thing's emission file missing):
+    # each makes the run's verdict invalid
+    failures: list[str] = []
