@@ -80,7 +80,7 @@ def test_what_would_not_notify_is_refused_naming_the_key(tmp_path):
                                              "listen": "127.0.0.1:9000"}]}
     p = _problems(_raw([WRITE, OBSERVE], notify=mine), tmp_path)
     assert p == ["notify: made from the things' observeproperty (Server-Sent Events) entries "
-                 "(marker, subscribers given), expected only notify.slo"], p
+                 "(marker, subscribers given), expected only notify.slo or notify.timeout_ms"], p
 
 
 def test_a_read_only_property_observed_over_sse_is_refused(tmp_path):
@@ -157,6 +157,20 @@ def test_each_subscriber_counts_only_the_writes_to_its_own_instance():
     (c,) = figures(updates, notes[notes.subscriber == "a"], {**sink, "subscribers": sink[
         "subscribers"][:1]})   # unscoped: every update is this subscriber's
     assert (c.updates, c.lost) == (4, 2)
+
+
+def test_the_latency_is_only_over_updates_that_count():
+    """A failed write (ok False) that was notified anyway: neither counted nor an unknown id,
+    and its latency (here 50 ms) is not in the quantiles either."""
+    updates = pd.DataFrame({"seq": [0, 1], "sent": [0.0, 1e9], "ok": [True, False],
+                            "device": [0, 0], "path": ["api/state", "api/state"]})
+    notes = pd.DataFrame({"subscriber": ["a", "a"], "id": [0, 1],
+                          "received_ns": [2e6, 1.05e9], "kernel": [1, 1]})
+    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
+            "subscribers": [{"name": "a", "kind": "stream"}]}
+    (a,) = figures(updates, notes, sink, {"a": (0, "api/state")})
+    assert (a.updates, a.notified, a.lost, a.unknown_ids) == (1, 1, 0, 0)
+    assert a.latency_ms["max"] == pytest.approx(2) and a.latency_ms["min"] == pytest.approx(2)
 
 
 def test_the_header_is_the_one_the_thing_reads():

@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from wotbench.analysis.notify_sink import analyse
+import yaml
+
+from wotbench.analysis.notify_sink import analyse, block as notify_block
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing, sse_events
@@ -134,12 +136,88 @@ def test_the_analysis_joins_arrivals_to_emissions_and_counts_a_lost_one(tmp_path
                   "id": [e0[0], e0[1], e0[3], e1, e1],
                   "received_ns": [700, 1300, 3100, 1900, 2000], "kernel": [1] * 5}
                  ).to_csv(sink / "notifications.csv", index=False)
-    emitted = sse_events.emission_updates(tmp_path, {"meter-0": 0, "meter-1": 1}, 900, 5000)
+    emitted = sse_events.emission_updates(tmp_path, {"meter-0": 0, "meter-1": 1}, 900, 5000,
+                                          5000)
     a, b = analyse(ge, sink, {"a": (0, "api/overload"), "b": (1, "api/overload")}, emitted)
     assert (a.updates, a.notified, a.lost, a.unknown_ids, a.duplicates) == (3, 2, 1, 0, 0)
     assert a.lost_share == pytest.approx(1 / 3)
-    # latency over every emission that arrived (the one before T0 too): 200, 300, 100 ns
+    # latency over the emissions of the test that arrived (not the one before T0): 300, 100 ns
     assert a.latency_ms["max"] == pytest.approx(300e-6) and a.latency_ms["min"] == \
         pytest.approx(100e-6)
     assert (b.updates, b.notified, b.lost, b.duplicates) == (1, 1, 0, 1)
     assert b.latency_ms["p50"] == pytest.approx(400e-6)
+
+
+def test_an_emission_too_close_to_the_sinks_stop_is_not_judged_not_lost(tmp_path):
+    """The window is the test (start .. start + duration_s), and an emission counts only when
+    the sink stayed subscribed notify.timeout_ms after it. A 5 s test from 1 s: the emission at
+    5.5 s, with the sink stopped at 6.2 s and a 1 s timeout, is not_judged (its notification
+    never came: the sink was gone), not lost; the one at 6.5 s is after the test."""
+    ids = [sse_events.event_id(0, 0, n) for n in range(3)]
+    devdir = tmp_path / "devices" / "meter-0"
+    devdir.mkdir(parents=True)
+    s = 10 ** 9
+    sse_events.write_emissions(devdir / sse_events.EMISSIONS_FILE, [
+        (ids[0], "meter-0", "api/overload", 3 * s, 1),
+        (ids[1], "meter-0", "api/overload", 5 * s + s // 2, 1),
+        (ids[2], "meter-0", "api/overload", 6 * s + s // 2, 1)])
+    ge, sink = tmp_path / "ge", tmp_path / "sink"
+    ge.mkdir()
+    sink.mkdir()
+    # the GE's own end (after its drain) is well beyond the test: it is not the window
+    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": s, "end_mono_ns": 9 * s}))
+    (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n")
+    (sink / "sink.json").write_text(json.dumps({
+        "marker": "urn:wot:upd:", "start_mono_ns": 0, "end_mono_ns": 6 * s + s // 5,
+        "subscribers": [{"name": "meter-0-overload", "kind": "stream"}]}))
+    pd.DataFrame({"subscriber": ["meter-0-overload"], "id": [ids[0]],
+                  "received_ns": [3 * s + 50_000], "kernel": [1]}
+                 ).to_csv(sink / "notifications.csv", index=False)
+    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump({
+        "duration_s": 5, "devices": [{"group": "meter", "count": 1}],
+        "notify": {"marker": "urn:wot:upd:", "timeout_ms": 1000, "subscribers": [
+            {"name": "meter-0-overload", "kind": "stream", "device": "meter-0",
+             "path": "api/overload", "updates_to": "api/overload"}]}}))
+    (a,) = notify_block(tmp_path, [ge]).subscribers
+    assert (a.updates, a.notified, a.lost, a.not_judged, a.unknown_ids) == (1, 1, 0, 1, 0)
+    assert a.latency_ms.max == pytest.approx(0.05)
+
+
+def test_a_missing_emission_file_is_a_testbed_failure_not_no_loss(tmp_path):
+    """The Thing writes its emissions only on a clean stop: a killed one leaves no file. Its
+    event subscriber must not read as 0 updates, nothing lost: the block names the failure and
+    the run's verdict is invalid."""
+    from wotbench.analysis.notify_sink import invalidate
+    from wotbench.rundir.summary import Checks, Verdict
+    e = sse_events.event_id(0, 0, 0)
+    ge, sink = tmp_path / "ge", tmp_path / "sink"
+    ge.mkdir()
+    sink.mkdir()
+    (tmp_path / "devices" / "meter-0").mkdir(parents=True)   # no sse-events.csv in it
+    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": 0, "end_mono_ns": 10 ** 10}))
+    (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n"
+                                     "0,0,GET,api/power,10,ok\n")
+    (sink / "sink.json").write_text(json.dumps({
+        "marker": "urn:wot:upd:", "start_mono_ns": 0, "end_mono_ns": 10 ** 10,
+        "subscribers": [{"name": "meter-0-overload", "kind": "stream"}]}))
+    pd.DataFrame({"subscriber": ["meter-0-overload"], "id": [e], "received_ns": [10 ** 9],
+                  "kernel": [1]}).to_csv(sink / "notifications.csv", index=False)
+    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump({
+        "duration_s": 5, "things": [{"group": "meter", "load": [READ, EVENT]}],
+        "devices": [{"group": "meter", "count": 1, "thing": 0}],
+        "notify": {"marker": "urn:wot:upd:", "subscribers": [
+            {"name": "meter-0-overload", "kind": "stream", "device": "meter-0",
+             "path": "api/overload", "updates_to": "api/overload"}]}}))
+    block = notify_block(tmp_path, [ge])
+    assert block.failures == [
+        "notify: subscriber meter-0-overload: no emission of meter-0 in any "
+        "devices/*/sse-events.csv (its HTTP Thing process did not stop cleanly, or its file "
+        "is missing): its events' updates and losses are unknown"]
+    v = Verdict(status="trustworthy", reasons=["fine"], exit_code=0,
+                checks=Checks(data="ok", ge="kept_up", contention="none"))
+    invalidate(v, block)
+    assert (v.status, v.exit_code, v.checks.data) == ("invalid", 3, "invalid")
+    assert v.reasons == block.failures + ["fine"]
+    # the Thing stopped cleanly (its file, even with no emission of it yet): no failure
+    sse_events.write_emissions(tmp_path / "devices" / "meter-0" / sse_events.EMISSIONS_FILE, [])
+    assert notify_block(tmp_path, [ge]).failures == []

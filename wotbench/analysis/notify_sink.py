@@ -6,7 +6,9 @@ the update's path or body; sent_ns from the GE's start, ``summary.json`` start_m
 Per subscriber: updates sent (answered 2xx), notified (at least once), never notified (lost),
 duplicates, ids the GE never sent (unknown), notifications/s over the sink's run, and the
 latency from the update's send to the notification's arrival (kernel stamps on both ends where
-the kernel gave them; the same host's CLOCK_MONOTONIC, so no clock offset is involved).
+the kernel gave them; the same host's CLOCK_MONOTONIC, so no clock offset is involved), over
+the updates that count only (answered 2xx; a failed update, or an event emitted outside the
+test, is in no figure: neither counted, nor lost, nor an unknown id, nor a latency).
 ``python -m wotbench.analysis.notify_sink GE_DIR SINK_DIR`` prints it as JSON.
 """
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.config.schema import device_name
+from wotbench.config.notify import Notify
+from wotbench.config.schema import Config, device_name
 from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
 
 UPDATE_METHODS = ("POST", "PUT", "PATCH")
@@ -39,6 +42,7 @@ class SubscriberFigures:
     notifications_per_s: float     # from the first to the last arrival
     latency_ms: dict = field(default_factory=dict)   # min p50 p90 p99 p999 max mean
     kernel_share: Optional[float] = None             # notifications with a kernel stamp
+    not_judged: int = 0            # events emitted in the test too close to the sink's stop
 
 
 def updates_of(ge_dir: Path, methods: tuple[str, ...] = UPDATE_METHODS) -> pd.DataFrame:
@@ -94,17 +98,20 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
         n = notes[notes["subscriber"] == sub["name"]]
         first = n.sort_values("received_ns").drop_duplicates("id")
         known = first[first["id"].isin(sent.index)]
-        lat = (known["received_ns"].to_numpy(np.float64)
-               - sent.loc[known["id"]].to_numpy(np.float64)) / 1e6
-        notified = len(set(known["id"].tolist()) & ok_ids)
+        counted = known[known["id"].isin(ok_ids)]   # latency only of updates that count
+        lat = (counted["received_ns"].to_numpy(np.float64)
+               - sent.loc[counted["id"]].to_numpy(np.float64)) / 1e6
+        notified = len(counted)
         lost = len(ok_ids) - notified
+        not_judged = int(updates["not_judged"].eq(True).sum()) if "not_judged" in updates else 0
         out.append(SubscriberFigures(
             name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
             lost=lost, lost_share=lost / len(ok_ids) if ok_ids else None,
             duplicates=len(n) - len(first), unknown_ids=len(first) - len(known),
             notifications_per_s=_rate(n["received_ns"].to_numpy(np.int64), window_s),
             latency_ms=_quantiles(lat),
-            kernel_share=float(n["kernel"].mean()) if len(n) else None))
+            kernel_share=float(n["kernel"].mean()) if len(n) else None,
+            not_judged=not_judged))
     return out
 
 
@@ -156,9 +163,15 @@ def _emitted(run_dir: Path, ge_dir: Path) -> Optional[pd.DataFrame]:
         return None
     import yaml
     raw = yaml.safe_load(conf.read_text()) or {}
-    ge = json.loads((ge_dir / "summary.json").read_text())
-    return emission_updates(run_dir, device_ids(raw) if isinstance(raw, dict) else {},
-                            int(ge["start_mono_ns"]), int(ge["end_mono_ns"]))
+    raw = raw if isinstance(raw, dict) else {}
+    start = int(json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"])
+    sink_end = int(json.loads((run_dir / "sink" / "sink.json").read_text())["end_mono_ns"])
+    timeout_ms = (raw.get("notify") or {}).get("timeout_ms") \
+        or Notify.model_fields["timeout_ms"].default
+    return emission_updates(run_dir, device_ids(raw), start,
+                            start + int(float(raw.get("duration_s") or
+                                              Config.model_fields["duration_s"].default) * 1e9),
+                            sink_end - int(timeout_ms * 1e6))
 
 
 def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
@@ -172,7 +185,26 @@ def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
     sink = json.loads((sink_dir / "sink.json").read_text())
     return NotifyBlock(marker=sink["marker"], subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
-        for f in subs])
+        for f in subs], failures=_failures(run_dir))
+
+
+def _failures(run_dir: Path) -> list[str]:
+    from wotbench.things.sse_events import missing_emissions
+    conf = run_dir / "config.resolved.yaml"
+    if not conf.is_file():
+        return []
+    import yaml
+    raw = yaml.safe_load(conf.read_text()) or {}
+    return missing_emissions(run_dir, raw) if isinstance(raw, dict) else []
+
+
+def invalidate(verdict, notify: Optional[NotifyBlock]) -> None:
+    """The notify block's testbed failures make the run's verdict invalid (exit 3), each one a
+    reason: figures that are unknown must not read as "nothing lost"."""
+    if notify is None or not notify.failures:
+        return
+    verdict.reasons[:0] = notify.failures
+    verdict.status, verdict.exit_code, verdict.checks.data = "invalid", 3, "invalid"
 
 
 def main(argv: list[str]) -> int:

@@ -378,13 +378,14 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
         verdict.reasons.append(dtls_note)
+    notify_block = notify_sink.block(run.run_dir, [g.dir for g in run.ges])
+    notify_sink.invalidate(verdict, notify_block)
     slo_block = None
     if slo_spec is not None:
         frame = sloa.RequestFrame.from_requests(all_req, all_codes, names, groups)
         slo_block = sloa.with_verdict(sloa.evaluate(slo_spec, frame, run.duration_s),
                                       verdict.status)
         verdict.exit_code = sloa.exit_code(verdict.status, slo_block)
-    notify_block = notify_sink.block(run.run_dir, [g.dir for g in run.ges])
     phases_block = http_phases.block(run.run_dir)
     faults_block = sut_faults.analyse(run.run_dir, all_req, {
         n: int(d.id) for n, d in run.devices.items() if d.id is not None})

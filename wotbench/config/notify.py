@@ -74,6 +74,10 @@ class Notify(_Model):
     subscribers: list[Subscriber] = Field(min_length=1, max_length=64,
                                           description="the subscriptions and webhooks (below)")
     slo: Optional[NotifySlo] = Field(None, description="objectives on the notifications")
+    timeout_ms: int = Field(
+        1000, gt=0, description="how long the sink must still be subscribed after an HTTP "
+        "Thing's event emission for it to be judged: an event emitted in the test but later "
+        "than the sink's stop minus this is counted not_judged, not lost")
     updates: list[Literal["POST", "PUT", "PATCH", "DELETE"]] = Field(
         default_factory=lambda: ["POST", "PUT", "PATCH"],
         description="which of the GE's requests are updates (each should be notified)")

@@ -33,8 +33,13 @@ class NotifySubscriber(Record):
     notifications_per_s: float        # from the first to the last arrival
     latency_ms: NotifyLatency
     kernel_share: F = None             # notifications with the kernel's receive stamp
+    not_judged: int = 0                # events emitted in the test later than the sink's stop
+                                       # minus notify.timeout_ms: neither notified nor lost
 
 
 class NotifyBlock(Record):
     marker: str
     subscribers: list[NotifySubscriber]
+    # testbed failures that leave figures unknown (e.g. an HTTP Thing's emission file missing):
+    # each makes the run's verdict invalid
+    failures: list[str] = []

@@ -77,12 +77,18 @@ def write_emissions(path: Path, rows: list[tuple[int, str, str, int, int]]) -> N
         w.writerows(rows)
 
 
-def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int,
-                     end_ns: int):
+def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int, end_ns: int,
+                     judged_until_ns: int):
     """The HTTP Things' emissions of a run as the notification analysis' updates: seq (the
-    id), sent (the emission stamp), ok (emitted during the test, ``start_ns`` .. ``end_ns`` of
-    the GE's CLOCK_MONOTONIC: only those count as emitted or lost; one emitted before T0 and
-    notified is neither an unknown id nor counted), device (its id), path. None when no
+    id), sent (the emission stamp), device (its id), path, and
+
+    - ok: emitted during the test, ``start_ns`` .. ``end_ns`` (the test start and start +
+      duration_s, CLOCK_MONOTONIC), and no later than ``judged_until_ns`` (the sink's stop
+      minus notify.timeout_ms): only those count as emitted or lost;
+    - not_judged: emitted during the test but later than that: the sink stopped before its
+      notification had the timeout to arrive, so it is neither notified nor lost.
+
+    One emitted before T0 (or after the test) and notified is in no figure. None when no
     Thing wrote emissions."""
     import pandas as pd
     files = sorted((run_dir / "devices").glob(f"*/{EMISSIONS_FILE}"))
@@ -92,9 +98,49 @@ def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int,
                                          "emitted_ns": np.int64, "streams": np.int64})
                    for f in files], ignore_index=True)
     e = e[e["device"].isin(list(device_ids))]
+    t = e["emitted_ns"]
+    in_test = ((t >= start_ns) & (t <= end_ns)).to_numpy()
+    judged = (t <= judged_until_ns).to_numpy()
     return pd.DataFrame({"seq": e["id"].to_numpy(np.int64),
-                         "sent": e["emitted_ns"].to_numpy(np.float64),
-                         "ok": ((e["emitted_ns"] >= start_ns)
-                                & (e["emitted_ns"] <= end_ns)).to_numpy(),
+                         "sent": t.to_numpy(np.float64),
+                         "ok": in_test & judged,
+                         "not_judged": in_test & ~judged,
                          "device": e["device"].map(device_ids).to_numpy(np.int64),
                          "path": e["path"].fillna("").str.lstrip("/").to_numpy()})
+
+
+def _event_devices(raw: dict) -> set[str]:
+    """The devices of the run's ``things:`` groups whose load subscribes to an event (their
+    Thing process writes an emission file when it stops)."""
+    from wotbench.config.schema import device_name
+    things = raw.get("things") or []
+    out = set()
+    for g in raw.get("devices") or []:
+        k = g.get("thing")
+        if not isinstance(k, int) or not 0 <= k < len(things):
+            continue
+        if any(isinstance(e, dict) and e.get("op") == "subscribeevent"
+               for e in things[k].get("load") or []):
+            out.update(device_name(g["group"], i) for i in range(int(g.get("count", 1))))
+    return out
+
+
+def missing_emissions(run_dir: Path, raw: dict) -> list[str]:
+    """Testbed failures of the notify block: each subscriber to an HTTP Thing's events whose
+    device's emissions are in no ``EMISSIONS_FILE`` (its own directory has none and no other
+    file holds a row of it). The Thing writes the file only on a clean stop (SIGTERM), so a
+    killed process leaves its subscribers' updates and losses unknown, not zero."""
+    import pandas as pd
+    events = _event_devices(raw)
+    subs = [s for s in (raw.get("notify") or {}).get("subscribers") or []
+            if isinstance(s, dict) and s.get("device") in events and s.get("updates_to")]
+    if not subs:
+        return []
+    files = sorted((run_dir / "devices").glob(f"*/{EMISSIONS_FILE}"))
+    have = {f.parent.name for f in files}
+    for f in files:
+        have.update(pd.read_csv(f, usecols=["device"], dtype={"device": str})["device"])
+    return [f"notify: subscriber {s['name']}: no emission of {s['device']} in any "
+            f"devices/*/{EMISSIONS_FILE} (its HTTP Thing process did not stop cleanly, or its "
+            "file is missing): its events' updates and losses are unknown"
+            for s in subs if s["device"] not in have]

@@ -35,6 +35,7 @@ UPDATE_HEADER = "X-Update-Id"
 HEADER = f"{UPDATE_HEADER}: {MARKER}{{{{seq}}}}"
 MAX_STREAMS = 64          # build/notify-sink's SINK_MAX_SUBS (notify.subscribers' max_length)
 _NAME_MAX = 40            # notify.subscribers[].name
+USER_KEYS = ("slo", "timeout_ms")   # what a user's notify: may add to the one made here
 
 
 def _name(group: str, index: int, prop: str, observer: int, observers: int, n: int) -> str:
@@ -97,12 +98,12 @@ def add_to(raw: dict, plans: list[ThingPlan]) -> list[str]:
     if given is not None:
         if not isinstance(given, dict):
             return ["notify: must be a mapping"]
-        own = {k: v for k, v in given.items() if k != "slo"}
+        own = {k: v for k, v in given.items() if k not in USER_KEYS}
         if own and own != made:   # a config read back holds exactly what is made here
             return ["notify: made from the things' observeproperty (Server-Sent Events) entries "
-                    f"({', '.join(sorted(own))} given), expected only notify.slo"]
-        if given.get("slo") is not None:
-            made["slo"] = given["slo"]
+                    f"({', '.join(sorted(own))} given), expected only notify.slo or "
+                    "notify.timeout_ms"]
+        made.update({k: given[k] for k in USER_KEYS if given.get(k) is not None})
     raw["notify"] = made
     gw = raw.setdefault("gateways", {})
     http = gw.setdefault("http", {}) if isinstance(gw, dict) else None
