@@ -108,8 +108,11 @@ def test_the_http_thing_emits_on_its_schedule_to_that_instances_streams(tmp_path
         value = json.loads(data.removeprefix("data: "))
         assert set(value) == {"power", "phase"} and 3000 <= value["power"] <= 3600
     assert all(e[4] == 0 for e in emissions if e[1] == "meter-1")   # no stream there
+    # emitted on absolute due times 20 ms apart: a late emission shortens the next gap, so the
+    # schedule shows in the mean gap, not in each one
     stamps = [e[3] for e in mine]
-    assert all(18e6 <= b - a <= 60e6 for a, b in zip(stamps, stamps[1:])), stamps
+    assert all(b > a for a, b in zip(stamps, stamps[1:])), stamps
+    assert 15e6 <= (stamps[-1] - stamps[0]) / (len(stamps) - 1) <= 60e6, stamps
 
 
 def test_the_analysis_joins_arrivals_to_emissions_and_counts_a_lost_one(tmp_path):
