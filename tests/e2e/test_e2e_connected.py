@@ -5,6 +5,7 @@ wot-fleet-conn engines, wot-rpcapp applications for the test, a run directory li
 components' run-queue wait); `wotbench sweep --vary` over the number of devices with repeats;
 a template nginx refuses stops the run before anything starts, naming it."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,18 @@ def test_a_connected_run_measures_rpcs_and_judges_the_testbed(tmp_path):
     assert 'id="connected"' in html and 'id="fig-connected-rpc"' in html
     assert "Not available because" not in html.split('id="connected"')[1].split("</section>")[0]
     assert (d / "run.json").is_file()
+    # the edge server is the SUT: its whole tree (master + workers) sampled like a server: SUT
+    edge = summ.sut_resources.components["edge-server"]
+    assert edge.role == "server" and edge.test.cpu_cores > 0 and edge.test.rss_mean_bytes > 0
+    assert summ.sut_resources.total.cpu_cores == edge.test.cpu_cores
+    assert 'id="table-connected-sut-resources"' in html
+    # least privilege: every process of the server unprivileged (when WoTbench runs as root)
+    # and without effective capabilities
+    procs = json.loads((d / "edge" / "privileges.json").read_text())
+    assert {p["name"] for p in procs} == {"nginx"} and len(procs) >= 2, procs
+    assert all(p["cap_eff"] == "0000000000000000" for p in procs), procs
+    if os.getuid() == 0:
+        assert all(p["uid"] == p["euid"] == 65534 for p in procs), procs
 
 
 @pytest.mark.long

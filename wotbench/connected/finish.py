@@ -45,6 +45,18 @@ def _with_slo(run_dir: Path, inp: analysis.Inputs, s: Summary) -> Summary:
     return s.model_copy(update={"slo": sloa.with_verdict(block, v.status), "verdict": v})
 
 
+def _with_sut(rd: RunDir, inp: analysis.Inputs, s: Summary, series: dict) -> Summary:
+    """The edge server's CPU and memory (``monitor/sut.csv``) as a single-host run's SUT:
+    ``sut_resources`` and ``series/sut_resources.csv``, per contention window."""
+    from wotbench.analysis import sut_resources as sutm
+    block, sut_series = sutm.analyse(rd, inp.test_start_ns, inp.duration_s,
+                                     s.run.params.contention.window_s)
+    if block is None:
+        return s
+    series["sut_resources"] = sut_series
+    return s.model_copy(update={"sut_resources": block})
+
+
 def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted: bool,
                   tolerance: float, think_min_ms: float, log=print) -> Summary:
     rd = RunDir(run_dir)
@@ -61,6 +73,7 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
                        test_start_ns=inp.test_start_ns, duration_s=inp.duration_s,
                        interrupted=interrupted, tolerance=tolerance, think_min_ms=think_min_ms)
     s = _with_slo(run_dir, inp, s)
+    s = _with_sut(rd, inp, s, series)
     rd.series_dir.mkdir(exist_ok=True)
     for key, df in series.items():
         with atomic.replacing_path(rd.series(key)) as tmp:

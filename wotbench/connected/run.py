@@ -8,7 +8,8 @@ was measured.
 
 Run directory ``reports/<name>-<UTC>/``: ``config.resolved.yaml``, ``edge/`` (rendered config,
 its stderr), ``engines/<group>-conn<j>/`` (connections.csv, the engine's files, stderr),
-``apps/`` (wot-rpcapp's files), ``monitor/connected-sched.csv``, ``run.json``, ``series/``,
+``apps/`` (wot-rpcapp's files), ``monitor/connected-sched.csv``, ``monitor/sut.csv`` (the edge
+server's CPU and memory: :mod:`wotbench.connected.sut`), ``edge/privileges.json``, ``run.json``, ``series/``,
 ``summary.json``, ``report.html``, ``connected-summary.json``."""
 from __future__ import annotations
 
@@ -25,11 +26,12 @@ from wotbench.configfile.yaml_loader import load_config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
+from wotbench.connected.sut import EdgeSutSampler, privileges
 from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
                                       start_engines)
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.rundir import atomic
+from wotbench.rundir import RunDir, atomic
 from wotbench.run_result import RunResult
 
 
@@ -84,10 +86,12 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     interrupted = False
     sampler = sched.SchedSampler(run_dir / "monitor" / "connected-sched.csv")
     extra["sched_missing"] = sched.available()
+    edge_sut: Optional[EdgeSutSampler] = None
     start = 0
     try:
         edge.start()
         sampler.add("edge-server", "system", edge.pids)
+        edge_sut = EdgeSutSampler(RunDir(run_dir), log=log).start(edge.proc.pid)
         sampler.start()
         m0 = _mem_available()
         t0 = time.monotonic()
@@ -107,6 +111,8 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
         extra["attach_s"] = time.monotonic() - t0
         extra["host_memory_per_device_bytes"] = (m0 - _mem_available()) / max(1, lay.devices)
         log(f"attached: {'all' if attached_all else 'NOT all'} after {extra['attach_s']:.1f} s")
+        # who the server's processes run as, now that its workers serve (least privilege)
+        atomic.write_json(run_dir / "edge" / "privileges.json", privileges(edge.proc.pid))
         warm_end = start = time.monotonic_ns()
         if attached_all and apps:
             (run_dir / "apps").mkdir()
@@ -133,6 +139,8 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
             _stop(p)
         extra["engines_s"] = time.monotonic() - t0 if procs else None
         sampler.stop()
+        if edge_sut is not None:
+            edge_sut.stop()           # its last sample while the server still runs
         edge.stop()
         edge.remove()
     extra["load_after"] = os.getloadavg()

@@ -5,7 +5,8 @@
 The monitor hands over every component it watches (:meth:`SutSampler.watch`); the sampler keeps
 the SUT ones, known from the run's ``config.resolved.yaml`` (the groups with ``server:``) and
 the role ``proxy``. So the runner needs no change: a SUT component is the proxy or a device of
-such a group.
+such a group, or one watched with the role ``server`` (a connected run's edge server:
+:mod:`wotbench.connected.sut`).
 
 Per sample and component: CPU from the container's cgroup (v1 ``cpuacct.usage``, v2
 ``cpu.stat`` usage_usec) or, for a process, the sum over its tree of /proc/<pid>/stat utime +
@@ -198,6 +199,8 @@ class SutSampler:
             sut_role, sut_group = "proxy", "proxy"
         elif role == "device" and group in self.groups:
             sut_role, sut_group = "server", str(group)
+        elif role == "server":        # a server started as the SUT itself (a connected run's edge)
+            sut_role, sut_group = "server", str(group or component)
         else:
             return False
         with self._lock:
