@@ -288,17 +288,25 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
                       "text/plain\r\n%sContent-Length: %zu\r\n\r\n", c->method, path,
                       c->host, idh, blen);
     }
-    a->pend[a->npend++] = ri;
-    a->resp[(a->resp_head + a->nresp++) % c->window] = ri;
     struct iovec iov[2] = {{G.tx, (size_t)hn}, {body, blen}};
-    r->send_ns = (uint64_t)mono_ns();
+    uint64_t t_send = (uint64_t)mono_ns();
     ssize_t n = writev(a->fd, iov, 2);
-    G.st.sent++;
     if (n != (ssize_t)(hn + (int)blen)) {   /* a small request goes whole unless the server
                                                stopped reading this connection */
-        app_down(a, r->send_ns);
+        /* not sent (failed or partial write): lost with no send_ns, counted unsent_write,
+         * never in sent; its connection is ended (a partial request cannot be resumed) */
+        r->outcome = RO_LOST;
+        G.st.outcome[RO_LOST]++;
+        G.st.unsent_write++;
+        if (n > 0)
+            G.st.bytes_out += (uint64_t)n;
+        app_down(a, t_send);
         return;
     }
+    r->send_ns = t_send;
+    G.st.sent++;
+    a->pend[a->npend++] = ri;
+    a->resp[(a->resp_head + a->nresp++) % c->window] = ri;
     G.st.bytes_out += (uint64_t)n;
     if (!open_loop()) {
         a->state = AS_WAIT;
@@ -701,7 +709,7 @@ static int write_outputs(uint64_t t_end) {
     }
     fputs("app,id,device,sched_ns,send_ns,reply_ns,status,outcome\n", fp);
     uint64_t *lat = calloc(G.nrows + 1, sizeof *lat), *lag = calloc(G.nrows + 1, sizeof *lag);
-    size_t nl = 0, ng = 0, nlag = 0;
+    size_t nl = 0, ng = 0, nlag = 0, nsent = 0, nok = 0;
     uint64_t warm_end = c->start_ns + c->warmup_ns;
     for (size_t i = 0; i < G.nrows; i++) {
         const struct ra_row *r = &G.rows[i];
@@ -716,11 +724,15 @@ static int write_outputs(uint64_t t_end) {
         fprintf(fp, ",%u,%s\n", r->status, outcome_name[r->outcome]);
         if (r->sched_ns < warm_end || !lat)
             continue;
-        ng++;
-        if (r->send_ns)
+        ng++;                      /* scheduled after the warm-up (offered) */
+        if (r->send_ns) {
+            nsent++;
             lag[nlag++] = r->send_ns > r->sched_ns ? r->send_ns - r->sched_ns : 0;
-        if (r->outcome == RO_OK)
+        }
+        if (r->outcome == RO_OK) {
+            nok++;
             lat[nl++] = r->reply_ns - r->send_ns;
+        }
     }
     int bad = ferror(fp) | fclose(fp);
     snprintf(path, sizeof path, "%s/rpc-summary.json", c->log_dir);
@@ -728,17 +740,25 @@ static int write_outputs(uint64_t t_end) {
     if (!fp)
         return 1;
     double secs = (double)(c->duration_ns - c->warmup_ns) / 1e9;
+    /* per second of the measured window (warm-up end to stop), by the RPCs scheduled in it:
+     * offered = scheduled, sent = written whole, answered = ok (the throughput) */
+    double per = secs > 0 ? 1.0 / secs : 0.0;
     fprintf(fp, "{\"apps\": %u, \"shards\": %u, \"devices\": %u, \"duration_s\": %.3f, "
-            "\"rpcs\": %zu, \"measured\": %zu, \"rpc_per_s\": %.1f", c->apps, c->shards,
-            c->dev_count, (double)c->duration_ns / 1e9, G.nrows, ng, secs > 0 ? ng / secs : 0.0);
+            "\"rpcs\": %zu, \"measured\": %zu, \"measured_sent\": %zu, \"measured_ok\": %zu, "
+            "\"offered_per_s\": %.3f, \"sent_per_s\": %.3f, \"answered_per_s\": %.3f, "
+            "\"measured_s\": %.3f", c->apps, c->shards, c->dev_count,
+            (double)c->duration_ns / 1e9, G.nrows, ng, nsent, nok, ng * per, nsent * per,
+            nok * per, secs);
     for (int o = 1; o < RO_N; o++)
         fprintf(fp, ", \"%s\": %llu", outcome_name[o], (unsigned long long)G.st.outcome[o]);
     fprintf(fp, ", \"first_app\": %u, \"others\": %llu", c->first_app,
             (unsigned long long)G.st.others);
     fprintf(fp, ", \"loop\": \"%s\", \"rate\": %.3f, \"arrival\": \"%s\", \"window\": %u, "
-            "\"unsent_down\": %llu, \"first_shard\": %u", open_loop() ? "open" : "closed",
+            "\"unsent_down\": %llu, \"unsent_write\": %llu, \"sent\": %llu, "
+            "\"first_shard\": %u", open_loop() ? "open" : "closed",
             c->rate, c->arrival == ARR_CONSTANT ? "constant" : "poisson", c->window,
-            (unsigned long long)G.st.unsent_down, c->first_shard);
+            (unsigned long long)G.st.unsent_down, (unsigned long long)G.st.unsent_write,
+            (unsigned long long)G.st.sent, c->first_shard);
     fprintf(fp, ", \"unmatched\": %llu, \"late_replies\": %llu, \"events_in\": %llu, "
             "\"post_2xx\": %llu, \"post_202\": %llu, \"app_disconnects\": %llu, "
             "\"sub_disconnects\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "

@@ -13,7 +13,8 @@
  * where the config puts it: the body template's or the path's "{id}", or a header. Every RPC
  * ends in exactly one outcome: ok, timeout, rejected (the server refused the request), or lost
  * (the application's connection ended before the reply, or was not up when an open-loop RPC
- * was due: then it was never sent), overflow (open loop, above). */
+ * was due, or its request's write failed: then it was never sent, no send_ns), overflow
+ * (open loop, above). */
 #ifndef WOT_RPCAPP_H
 #define WOT_RPCAPP_H
 #include <netinet/in.h>
@@ -94,7 +95,8 @@ struct ra_config {
 
 struct ra_stats {
     uint64_t sent, outcome[RO_N], unmatched, others, late_replies, events_in, sub_disconnects;
-    uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202, unsent_down;
+    uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202, unsent_down,
+        unsent_write;   /* lost, never sent: connection down when due / its write failed */
 };
 
 int ra_run(const struct ra_config *cfg);

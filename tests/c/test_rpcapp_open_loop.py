@@ -78,6 +78,41 @@ def test_an_application_at_its_window_does_not_send_the_next_rpc(tmp_path):
     window = [((t > x - 300_000_000) & (t <= x)).sum() for x in t]
     assert max(window) == 2, window
     assert len(set(log["id"])) == len(log)          # one id per scheduled RPC
+    # nothing answered: the throughput is 0 whatever was offered, each rate by its own rows
+    assert s["answered_per_s"] == 0 and s["measured_ok"] == 0, s
+    assert s["offered_per_s"] == pytest.approx(s["measured"] / s["measured_s"], abs=1e-3)
+    assert s["sent_per_s"] == pytest.approx(len(sent) / s["measured_s"], abs=1e-3)
+    assert s["sent_per_s"] < s["offered_per_s"] and s["sent"] == len(sent) == s["measured_sent"]
+
+
+def test_a_request_whose_write_fails_is_unsent_not_sent(tmp_path):
+    """A server that never reads (its listening socket never accepts, a tiny receive buffer):
+    the application's writes fill the socket, the first that does not go whole is not sent —
+    no send_ns, counted unsent_write, never in sent — and its connection ends: the RPCs it had
+    sent are lost (sent, reset), the later ones unsent_down."""
+    import socket
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    with srv:
+        binary = build("rpc-app", "wot-rpcapp-asan")
+        r = subprocess.run([str(binary), "--server", f"127.0.0.1:{srv.getsockname()[1]}",
+                            "--log-dir", str(tmp_path), "--duration-s", "1", "--apps", "1",
+                            "--rate", "1000", "--arrival", "constant", "--window", "1024",
+                            "--timeout-ms", "300", "--devices", "0:4",
+                            "--body", '{"id":"{id}","pad":"' + "x" * 3000 + '"}'],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "rpc-summary.json").read_text())
+    log = pd.read_csv(tmp_path / "rpc-log.csv", dtype={"id": str})
+    assert sum(s[o] for o in OUTCOMES) == s["rpcs"] == len(log)
+    assert s["unsent_write"] == 1 and s["app_disconnects"] == 1, s
+    sent = log["send_ns"].notna()
+    assert s["sent"] == int(sent.sum()) > 0, s
+    lost = log["outcome"] == "lost"
+    assert int((lost & ~sent).sum()) == s["unsent_down"] + s["unsent_write"], s
+    assert int((lost & sent).sum()) == s["lost"] - s["unsent_down"] - s["unsent_write"]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -193,6 +193,11 @@ def test_open_loop_applications_send_on_their_schedule_through_nchan(tmp_path):
     assert 650 <= app["rpcs"] <= 950, app          # 800 ± 5 standard deviations
     assert sum(app[k] for k in ("ok", "timeout", "rejected", "lost", "overflow")) == app["rpcs"]
     assert app["ok"] >= 0.99 * app["rpcs"], app
-    rpc = RunDir(d).read_summary().connected.rpc
+    summary = RunDir(d).read_summary()
+    rpc = summary.connected.rpc
     assert rpc.outcomes["overflow"] == app["overflow"]
+    # the overall's sent are the rows written whole; its throughput the answered ones per s
+    assert summary.overall.sent == app["sent"] == app["rpcs"] - summary.overall.outcomes.unsent
+    assert summary.overall.throughput_rps == pytest.approx(app["answered_per_s"])
+    assert summary.overall.offered_rps == pytest.approx(app["offered_per_s"])
     assert rpc.from_schedule.p50_ms >= rpc.round_trip.p50_ms, rpc

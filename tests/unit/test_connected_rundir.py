@@ -50,7 +50,7 @@ def _engine(d: Path, *, disconnects=None, late_ms=0.05, pool_full=0) -> Path:
     return d
 
 
-def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9), overflow=()) -> Path:
+def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9), overflow=(), down=()) -> Path:
     d.mkdir(parents=True)
     rows = ["app,id,device,sched_ns,send_ns,reply_ns,status,outcome"]
     rt = []
@@ -63,16 +63,23 @@ def _apps(d: Path, *, lag_ms=0.01, timeouts=(7, 9), overflow=()) -> Path:
         if k in overflow:          # open loop: never sent (no send_ns, no status)
             rows.append(f"0,0-{k},{k % 4},{sched},,,0,overflow")
             continue
+        if k in down:              # open loop: due while its connection was down, never sent
+            rows.append(f"0,0-{k},{k % 4},{sched},,,0,lost")
+            continue
         reply = send + 4 * MS
         rt.append(reply - send)
         rows.append(f"0,0-{k},{k % 4},{sched},{send},{reply},200,ok")
     rows.append(f"0,0-200,1,{T0 + 10_001 * MS},{T0 + 10_001 * MS},,200,timeout")  # never arrived
     (d / "rpc-log.csv").write_text("\n".join(rows) + "\n")
+    n_unsent = len(overflow) + len(down)
+    n_ok = 198 - n_unsent
     pct = {"p50": 4 * MS, "p90": 4 * MS, "p99": 4 * MS, "p99.9": 4 * MS, "max": 4 * MS}
     (d / "rpc-summary.json").write_text(json.dumps({
         "apps": 1, "shards": 1, "devices": 4, "duration_s": 10.0, "rpcs": 201, "measured": 201,
-        "rpc_per_s": 20.1, "ok": 198 - len(overflow), "timeout": 3, "rejected": 0, "lost": 0,
-        "overflow": len(overflow), "unmatched": 0,
+        "measured_s": 10.0, "offered_per_s": 20.1, "sent_per_s": (201 - n_unsent) / 10,
+        "answered_per_s": n_ok / 10, "ok": n_ok, "timeout": 3, "rejected": 0,
+        "lost": len(down), "overflow": len(overflow), "unsent_down": len(down),
+        "unsent_write": 0, "sent": 201 - n_unsent, "unmatched": 0,
         "late_replies": 0, "events_in": 10, "post_2xx": 201, "post_202": 0,
         "app_disconnects": 0, "sub_disconnects": 0, "bytes_out": 30000, "bytes_in": 50000,
         "rows_full": 0, "end_ns": T0 + 13_000 * MS, "latency_ns": pct, "send_lag_ns": pct}))
@@ -178,3 +185,29 @@ def test_an_open_loop_rpc_never_sent_is_one_overflow_outside_the_send_lag(tmp_pa
     import pandas as pd
     series = pd.concat(pd.read_csv(f) for f in (rd.path / "series").glob("connected_rpc*.csv"))
     assert series["overflow"].sum() == 2 and series["sent"].sum() == 199
+
+
+def test_an_rpc_due_while_its_connection_was_down_is_unsent_in_the_overall_and_the_slo(tmp_path):
+    """Open loop, issue 30's accounting: two RPCs due while their connection was down (lost,
+    no send_ns) and one overflow are the overall's unsent — not reset, not sent — as the SLO
+    judges the same rows; the loss of the sent RPCs is over the sent ones."""
+    from wotbench.connected.rpc_outcomes import judged_rows
+    import pandas as pd
+    rd, s = _run(tmp_path, apps={"overflow": (20,), "down": (30, 31)})
+    o = rd.read_summary().overall
+    assert o.outcomes.unsent == 3 and o.outcomes.reset == 0, o.outcomes
+    assert o.sent == 201 - 3
+    assert o.loss_rate_of_sent == pytest.approx((198 - 195) / 198)    # the 3 timeouts
+    log = pd.read_csv(rd.path / "apps" / "rpc-log.csv")
+    per_row = judged_rows(log["outcome"], log["send_ns"]).value_counts().to_dict()
+    assert per_row == {k: v for k, v in o.outcomes.model_dump().items() if v}
+
+
+def test_the_throughput_is_the_answered_rpcs_not_the_offered_rate(tmp_path):
+    """A server that falls behind: fewer answered than scheduled; throughput_rps is the answered
+    RPCs per second, offered_rps the scheduled ones, and the block gives the sent rate too."""
+    rd, s = _run(tmp_path, apps={"overflow": tuple(range(20, 60))})
+    o = rd.read_summary().overall
+    r = rd.read_summary().connected.rpc
+    assert o.throughput_rps == pytest.approx(158 / 10) and o.offered_rps == pytest.approx(20.1)
+    assert r.sent_per_s == pytest.approx(161 / 10) and r.answered_per_s == o.throughput_rps

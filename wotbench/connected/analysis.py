@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
+from wotbench.connected.rpc_outcomes import unsent_lost
 from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
                                              CountStats, PerDeviceCounts, RpcFigures, SchedWait,
                                              ShareStats, Traffic)
@@ -92,7 +93,8 @@ def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFr
     arrived = set(dev["id"])
     fig = RpcFigures(
         apps=app["apps"], rpcs=app["rpcs"], measured=app["measured"],
-        rpc_per_s=app.get("rpc_per_s"),
+        offered_per_s=app.get("offered_per_s"), sent_per_s=app.get("sent_per_s"),
+        answered_per_s=app.get("answered_per_s"), unsent_lost=unsent_lost(app),
         outcomes={k: int(app.get(k, 0)) for k in OUTCOMES},
         post_202=app.get("post_202", 0), late_replies=app.get("late_replies", 0),
         unmatched=app.get("unmatched", 0),
@@ -205,7 +207,7 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
             mine = _own_part(_device_log(inp.engine_dirs), inp.warmup_end_ns)
             rpc = rpc.model_copy(update={"engine_part": _ms(ConnStats, mine)})
         series["connected_rpc_over_time"] = rpc_over_time(j, inp.test_start_ns)
-        apps_side = _traffic(app["rpcs"], app["ok"] + app.get("late_replies", 0) +
+        apps_side = _traffic(app.get("sent", app["rpcs"]), app["ok"] + app.get("late_replies", 0) +
                              app.get("events_in", 0), app["bytes_out"], app["bytes_in"],
                              app.get("duration_s") or secs)
     sched, sched_series = sched_figures(inp.sched_csv, inp.test_start_ns,

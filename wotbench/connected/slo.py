@@ -15,12 +15,9 @@ import pandas as pd
 
 from wotbench.analysis import slo_judge as sloa
 from wotbench.config.connected import CONNECTED_PROTOCOLS
+from wotbench.connected.rpc_outcomes import judged_rows
 from wotbench.rundir import SloBlock
 
-# wot-rpcapp's outcomes in the judge's words (rejected: the server refused the RPC's request)
-# (overflow, or lost before it was sent: an open-loop RPC never sent is "unsent")
-OUTCOME = {"ok": "ok", "timeout": "timeout", "rejected": "error", "lost": "reset",
-           "overflow": "unsent"}
 
 
 def _names(resolved: dict[str, Any]) -> tuple[dict[int, str], dict[str, str]]:
@@ -60,8 +57,7 @@ def evaluate(run_dir: Path, rpc_log: Optional[Path], warmup_end_ns: int, duratio
     rs = np.where(ok, (j["reply_ns"] - j["sched_ns"]).to_numpy(float) / 1e6, np.nan)
     frame = sloa.RequestFrame(
         device=codes, t_s=(j["sched_ns"].to_numpy(float) - warmup_end_ns) / 1e9,
-        outcome=j["outcome"].map(OUTCOME).fillna("error").astype(str)
-        .where(j["send_ns"].notna(), "unsent").to_numpy(),
+        outcome=judged_rows(j["outcome"], j["send_ns"]).to_numpy(),
         rt_sent_ms=rt, rt_sched_ms=rs, names=names, group_of=group_of)
     warmup_s = float((resolved.get("applications") or {}).get("warmup_s") or 0)
     return sloa.evaluate(spec, frame, max(1e-9, duration_s - warmup_s))

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
+from wotbench.connected.rpc_outcomes import judged_counts
 from wotbench.rundir.connected_block import ConnectedBlock
 from wotbench.rundir.evidence import EvidenceParams
 from wotbench.rundir.summary import (AnalysisParams, Checks, ContentionBlock, DecompStats,
@@ -34,12 +35,15 @@ def _overall(b: ConnectedBlock, rtt_ms: np.ndarray, sched_ms: np.ndarray,
     r = b.rpc
     o = r.outcomes if r else {}
     n = sum(o.values())
-    outc = Outcomes(ok=o.get("ok", 0), error=o.get("rejected", 0), timeout=o.get("timeout", 0),
-                    reset=o.get("lost", 0), unsent=o.get("overflow", 0))
+    outc = Outcomes(**judged_counts(o, r.unsent_lost if r else 0))
     rate = {k: (v / n if n else None) for k, v in outc.model_dump().items()}
-    return Overall(requests=n, sent=n - outc.unsent, outcomes=outc, rates=OutcomeRates(**rate),
-                   loss_rate_of_sent=(n - outc.ok) / n if n else None,
-                   throughput_rps=r.rpc_per_s if r else None, devices=b.devices,
+    sent = n - outc.unsent
+    # throughput: answered RPCs per second of the measured window; offered: scheduled ones
+    return Overall(requests=n, sent=sent, outcomes=outc, rates=OutcomeRates(**rate),
+                   loss_rate_of_sent=(sent - outc.ok) / sent if sent else None,
+                   throughput_rps=r.answered_per_s if r else None,
+                   offered_rps=(r.offered_per_s if r.offered_per_s is not None else r.rpc_per_s)
+                   if r else None, devices=b.devices,
                    duration_s=duration_s,
                    response_time_ms=ResponseTimes(from_sent=quantiles_of(RtStats, rtt_ms),
                                                   from_scheduled=quantiles_of(RtStats, sched_ms)))

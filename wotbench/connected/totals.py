@@ -11,6 +11,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from wotbench.connected.rpc_outcomes import unsent_lost
+
 CAUSES = ("server_closed", "reset", "testbed", "protocol")
 
 
@@ -77,10 +79,13 @@ def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
         app = json.loads((app_dir / "rpc-summary.json").read_text())
         rtt, mine = rpc_join(app_dir, engine_dirs, warmup_end_ns)
         share = mine / rtt if len(rtt) else np.asarray([])
-        out["rpc"] = {k: app[k] for k in ("apps", "rpcs", "measured", "rpc_per_s", "ok",
+        out["rpc"] = {k: app[k] for k in ("apps", "rpcs", "measured", "ok",
                                           "timeout", "rejected", "lost", "late_replies",
                                           "post_202", "bytes_out", "bytes_in", "latency_ns",
                                           "send_lag_ns")}
+        for k in ("offered_per_s", "sent_per_s", "answered_per_s"):   # older runs: absent
+            out["rpc"][k] = app.get(k)
+        out["rpc"]["unsent_lost"] = unsent_lost(app)
         out["rpc"]["overflow"] = app.get("overflow", 0)     # open loop only
         out["rpc"]["engine_part_ns"] = _pct(mine)
         out["rpc"]["testbed_share"] = _pct(share)

@@ -22,8 +22,10 @@ from wotbench.rundir.summary import Outcomes, ResponseTimes, RtStats, Summary
 from cd_module.tolerance import parse_tolerance
 
 RPC_TIMES = ("sched_ns", "send_ns", "reply_ns")
-SUMMED = ("apps", "rpcs", "measured", "rpc_per_s", "ok", "timeout", "rejected", "lost",
-          "overflow", "post_2xx", "post_202", "late_replies", "unmatched", "others", "events_in",
+SUMMED = ("apps", "rpcs", "measured", "measured_sent", "measured_ok", "offered_per_s",
+          "sent_per_s", "answered_per_s", "ok", "timeout", "rejected", "lost", "overflow",
+          "unsent_down", "unsent_write", "sent", "post_2xx", "post_202", "late_replies",
+          "unmatched", "others", "events_in",
           "app_disconnects", "sub_disconnects", "bytes_out", "bytes_in")
 
 

@@ -41,9 +41,15 @@ class Traffic(Record):
 
 class RpcFigures(Record):
     apps: int
-    rpcs: int                        # every RPC sent (warm-up included)
+    rpcs: int                        # every RPC scheduled (warm-up included)
     measured: int                    # scheduled after the warm-up
-    rpc_per_s: Optional[float] = None
+    # per second of the measured window (warm-up end to stop), RPCs scheduled in it:
+    offered_per_s: Optional[float] = None    # scheduled (the configured load)
+    sent_per_s: Optional[float] = None       # written whole to the server
+    answered_per_s: Optional[float] = None   # ok: the throughput (overall.throughput_rps)
+    rpc_per_s: Optional[float] = None        # older runs only: the offered rate, ambiguous
+    unsent_lost: int = 0             # lost and never sent (connection down when due, or the
+                                     # request's write failed): "unsent", not "reset"
     outcomes: dict[str, int]         # ok, timeout, rejected, lost, overflow (one per RPC)
     post_202: int = 0                # published with no subscriber on the device's channel
     late_replies: int = 0
