@@ -43,6 +43,13 @@ class _Model(BaseModel):
 ServiceTime = Union[float, DistSpec]
 
 
+def _with_mean(v: Optional[DistSpec], between: str) -> Optional[DistSpec]:
+    """A time between events must give its mean (ms)."""
+    if v is not None and v.mean is None:
+        raise ValueError(f"mean: required (ms between {between})")
+    return v
+
+
 def _checked(v: ServiceTime) -> ServiceTime:
     """A service time: ms, or a distribution (``{dist, mean, cv?}``, as ``devices[].
     service_time``); every instance draws its own per affordance (:mod:`.workload`)."""
@@ -101,16 +108,12 @@ class OpLoad(_Model):
     @field_validator("interval")
     @classmethod
     def _interval(cls, v: Optional[DistSpec]) -> Optional[DistSpec]:
-        if v is not None and v.mean is None:
-            raise ValueError("mean: required (ms between requests)")
-        return None if v is None else _checked(v)
+        return None if v is None else _checked(_with_mean(v, "requests"))
 
     @field_validator("notify")
     @classmethod
     def _notify(cls, v: Optional[DistSpec]) -> Optional[DistSpec]:
-        if v is not None and v.mean is None:
-            raise ValueError("mean: required (ms between notifications)")
-        return v
+        return _with_mean(v, "notifications")
 
     @field_validator("affordance")
     @classmethod
