@@ -202,8 +202,10 @@ def main() -> int:
     if app:
         rtt, mine = testbed_share(tmp / "app", fleets)
         secs = a.rpc_s - min(5, a.rpc_s - 1)
-        print(f"RPCs: {app['apps']} applications, {app['rpcs']} sent, {app['rpc_per_s']:.0f}/s "
-              f"measured; ok {app['ok']}, timeout {app['timeout']}, lost {app['lost']}, rejected "
+        print(f"RPCs: {app['apps']} applications, {app['rpcs']} scheduled, {app['sent']} sent; "
+              f"per second after the warm-up: offered {app['offered_per_s']:.0f}, sent "
+              f"{app['sent_per_s']:.0f}, answered {app['answered_per_s']:.0f}; "
+              f"ok {app['ok']}, timeout {app['timeout']}, lost {app['lost']}, rejected "
               f"{app['rejected']}, published to no subscriber (202) {app['post_202']}")
         print(f"  timeouts whose device sent the reply: {replied_timeouts(tmp / 'app', fleets)}; "
               f"replies after their timeout: {app['late_replies']}, unmatched {app['unmatched']}")

@@ -106,6 +106,8 @@ SMOKES = [
     Smoke("connected_bench.py", (r"^attach: every device attached after [\d.]+ s \(300 devices",
                                  rf"^host memory per attached device: {NUM} KiB",
                                  r"^  testbed-attributed connection losses: 0$",
+                                 rf"^RPCs: \d+ applications, \d+ scheduled, \d+ sent; per second after the "
+                                 rf"warm-up: offered {NUM}, sent {NUM}, answered {NUM}; ok \d+",
                                  rf"^  round trip \(app send -> reply\) p50 {NUM} ms"),
           needs=("nginx",)),
     Smoke("notify_bench.py", (r"^\| 50 \| sse-a \| 50 \| 50 \| 0 \| 0 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$",
