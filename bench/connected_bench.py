@@ -166,10 +166,15 @@ def main() -> int:
         print(f"attach: {'every device attached' if attached else na('not every device attached')}"
               f" after {t_att:.1f} s ({a.devices} devices, {a.attach_rate}/s staggered)")
         per_dev = (m0 - m1) / a.devices
-        print(f"host memory per attached device: {per_dev / 1024:.1f} KiB (MemAvailable -"
-              f"{(m0 - m1) / 2**20:.0f} MiB: engines RSS {eng_rss / 2**20:.0f} MiB = "
-              f"{eng_rss / a.devices:.0f} B/device, nginx RSS {srv_rss / 2**20:.0f} MiB = "
-              f"{srv_rss / a.devices:.0f} B/device, the rest kernel sockets and buffers)")
+        parts = (f"engines RSS {eng_rss / 2**20:.0f} MiB = {eng_rss / a.devices:.0f} B/device, "
+                 f"nginx RSS {srv_rss / 2**20:.0f} MiB = {srv_rss / a.devices:.0f} B/device")
+        if m0 > m1:
+            print(f"host memory per attached device: {per_dev / 1024:.1f} KiB (MemAvailable -"
+                  f"{(m0 - m1) / 2**20:.0f} MiB: {parts}, the rest kernel sockets and buffers)")
+        else:   # the host freed more than the fleet took (a small fleet): RSS is a lower bound
+            print(f"host memory per attached device: ≥ {(eng_rss + srv_rss) / a.devices / 1024:.1f}"
+                  f" KiB ({parts}; MemAvailable rose by {(m1 - m0) / 2**20:.0f} MiB: the host's "
+                  "other processes freed more than the fleet took, so its drop cannot be read)")
         t_hold = time.monotonic()
         app = None
         if attached:
