@@ -125,15 +125,20 @@ def device_ids(raw: dict) -> dict[str, int]:
     return ids
 
 
-def scopes_of(config_resolved: Path) -> dict[str, tuple[int, str]]:
-    """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one (the
-    id: the device's position in the config's devices, requests.csv's ``device``)."""
-    if not config_resolved.is_file():
+def _resolved(run_dir: Path) -> dict:
+    """The run's config.resolved.yaml as a dict ({} when absent or not a mapping): read once
+    per analysis, for the subscribers' scopes, the event emissions and their failures."""
+    conf = run_dir / "config.resolved.yaml"
+    if not conf.is_file():
         return {}
     import yaml
-    raw = yaml.safe_load(config_resolved.read_text()) or {}
-    if not isinstance(raw, dict):
-        return {}
+    raw = yaml.safe_load(conf.read_text()) or {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def scopes_of(raw: dict) -> dict[str, tuple[int, str]]:
+    """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one (the
+    id: the device's position in the config's devices, requests.csv's ``device``)."""
     ids = device_ids(raw)
     subs = (raw.get("notify") or {}).get("subscribers") or []
     return {s["name"]: (ids[s["device"]], s["updates_to"]) for s in subs
@@ -155,15 +160,11 @@ def analyse(ge_dir: Path, sink_dir: Path,
     return figures(updates, notes, sink, scopes)
 
 
-def _emitted(run_dir: Path, ge_dir: Path) -> Optional[pd.DataFrame]:
+def _emitted(run_dir: Path, ge_dir: Path, raw: dict) -> Optional[pd.DataFrame]:
     """The events HTTP Things emitted on their own schedule (subscribeevent over SSE), or None."""
     from wotbench.things.sse_events import emission_updates
-    conf = run_dir / "config.resolved.yaml"
-    if not conf.is_file():
+    if not raw:
         return None
-    import yaml
-    raw = yaml.safe_load(conf.read_text()) or {}
-    raw = raw if isinstance(raw, dict) else {}
     start = int(json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"])
     sink_end = int(json.loads((run_dir / "sink" / "sink.json").read_text())["end_mono_ns"])
     timeout_ms = (raw.get("notify") or {}).get("timeout_ms") \
@@ -180,22 +181,17 @@ def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
     sink_dir = run_dir / "sink"
     if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
         return None
-    subs = analyse(ge_dirs[0], sink_dir, scopes_of(run_dir / "config.resolved.yaml"),
-                   _emitted(run_dir, ge_dirs[0]))
+    raw = _resolved(run_dir)
+    subs = analyse(ge_dirs[0], sink_dir, scopes_of(raw), _emitted(run_dir, ge_dirs[0], raw))
     sink = json.loads((sink_dir / "sink.json").read_text())
     return NotifyBlock(marker=sink["marker"], subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
-        for f in subs], failures=_failures(run_dir))
+        for f in subs], failures=_failures(run_dir, raw))
 
 
-def _failures(run_dir: Path) -> list[str]:
+def _failures(run_dir: Path, raw: dict) -> list[str]:
     from wotbench.things.sse_events import missing_emissions
-    conf = run_dir / "config.resolved.yaml"
-    if not conf.is_file():
-        return []
-    import yaml
-    raw = yaml.safe_load(conf.read_text()) or {}
-    return missing_emissions(run_dir, raw) if isinstance(raw, dict) else []
+    return missing_emissions(run_dir, raw) if raw else []
 
 
 def invalidate(verdict, notify: Optional[NotifyBlock]) -> None:
