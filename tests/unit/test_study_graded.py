@@ -12,11 +12,13 @@ from wotbench.validation.scenarios import read_manifest
 
 
 def _w(intensity: str, inflation: float, flagged: bool, added: float | None = None,
-       named: bool | None = None, window: int = 0, tol: float = 0.3) -> WindowScore:
+       named: bool | None = None, window: int = 0, tol: float = 0.3,
+       se: float = 0.02) -> WindowScore:
     return WindowScore(scenario="s", intensity=intensity, seed=1, window=window,
                        start_s=10.0 * window, end_s=10.0 * (window + 1), in_episode=True,
                        requests=100, twin_r_ms=6.0, inflation_ms=inflation, tolerance_ms=tol,
-                       inflated=inflation > tol, flagged=flagged, added_ms=added, named=named)
+                       inflated=inflation > tol, flagged=flagged, added_ms=added, named=named,
+                       inflation_se_ms=se, truth=graded.truth_side(inflation, se, tol))
 
 
 def test_windows_without_ground_truth_are_counted_apart():
@@ -56,7 +58,7 @@ def test_score_per_intensity_and_targets_met_only_when_measured():
     r2 = graded.score([_w("x", 0.0, False, 0.0)], [])
     assert r2["met"]["detected"] is None and r2["met"]["clean_false_windows"] is None
     assert r2["met"]["clean_runs"] is False
-    assert "| inflated windows flagged | — | ≥ 95 % | not measured |" in graded.render(r2)
+    assert "| inflated windows flagged | — (0 of 0) | ≥ 95 % | not measured |" in graded.render(r2)
     # one false window in a clean run fails that target
     bad = graded.score(ws, clean[:19] + [{"scenario": "c0", "run_dir": "y", "windows": 3,
                                            "flagged": 1}])
@@ -145,3 +147,24 @@ def test_episode_share_and_the_devices_amount_of_a_window():
               P(place="core0", requests=50, added_ms=None)]
     assert graded._devices_added(places, {"core1", "core1b", "core0"}) == pytest.approx(1.5)
     assert graded._devices_added(places, {"nowhere"}) is None
+
+
+def test_windows_whose_truth_cannot_tell_are_counted_apart_from_the_targets():
+    # inflation 0.36 +- 1.96 x 0.08 ms straddles the tolerance of 0.3 ms: the truth cannot say
+    # on which side the window is, so its miss counts neither way; the point truth keeps it
+    assert graded.truth_side(0.36, 0.08, 0.3) == "cannot tell"
+    assert graded.truth_side(0.60, 0.08, 0.3) == "beyond"
+    assert graded.truth_side(0.05, 0.08, 0.3) == "within"
+    ws = [_w("a", 0.36, False, 0.1, se=0.08),                 # missed, but cannot tell
+          _w("a", 1.0, True, 1.1, True), _w("a", 0.8, True, 0.7, True),
+          _w("a", 0.0, False, 0.0)]
+    c = graded.confusion(ws)
+    assert c["detected"] == pytest.approx(2 / 3)               # the point truth
+    cl = c["clear"]
+    assert (cl["beyond"], cl["within"], cl["cannot_tell"]) == (2, 1, 1)
+    assert cl["detected"] == 1.0 and cl["false_rate"] == 0.0
+    r = graded.score(ws, [])
+    assert r["measured"]["detected"] == 1.0 and r["met"]["detected"] is True
+    text = graded.render(r)
+    assert "1 cannot tell (0 of them flagged)" in text and "67 % of the inflated" in text
+

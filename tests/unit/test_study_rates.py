@@ -107,6 +107,15 @@ def test_clean_runs_pass_only_without_false_windows():
     ({"pid": 50, "comm": "hog", "owner_kind": "container", "owner": "study-antagonist-1"},
      [{"pid": 51, "comm": "hog", "owner_kind": "container", "owner": "study-antagonist-1"}],
      [], True),
+    # a launcher's worker (another pid of the same command line), named by its pid in the text
+    ({"pid": 60, "comm": "python3", "cmdline": "python3 -m dutyhog --duty 0.45"},
+     [{"pid": 61, "comm": "python3", "cmdline": "python3 -m dutyhog --duty 0.45"}],
+     ["core 1: `python3` (pid 61, outside the testbed: `python3 -m dutyhog`) used 0.2"], True),
+    ({"pid": 60, "comm": "python3", "cmdline": "python3 -m dutyhog --duty 0.45"},
+     [{"pid": 61, "comm": "python3", "cmdline": "python3 -m dutyhog --duty 0.45"}], [], False),
+    ({"pid": 60, "comm": "python3", "cmdline": "python3 -m dutyhog --duty 0.45"},
+     [{"pid": 61, "comm": "python3", "cmdline": "python3 -m other"}],
+     ["core 1: `python3` (pid 61, outside the testbed)"], False),
 ])
 def test_naming_match(name_by, antagonists, texts, expect):
     assert names(name_by, antagonists, texts) is expect
@@ -157,7 +166,8 @@ def test_antagonist_records_become_episodes_or_say_why_not():
     loop = {"kind": "busy-loop", "started": True, "core": 1, "pid": 42, "comm": "sh",
             "start_mono_ns": T0 + 15_000_000_000, "end_mono_ns": T0 + 25_010_000_000}
     e = antagonist_episode(loop, T0)
-    assert (e["start_s"], e["cores"], e["name_by"]) == (15.0, [1], {"pid": 42, "comm": "sh"})
+    assert (e["start_s"], e["cores"], e["name_by"]) == (15.0, [1], {"pid": 42, "comm": "sh",
+                                                          "cmdline": None})
     assert e["end_s"] == pytest.approx(25.01)
     never = {"kind": "busy-loop", "started": False, "why_not": "the test start was not seen"}
     assert "the test start was not seen" in antagonist_episode(never, T0)["invalid"]

@@ -54,7 +54,9 @@ def antagonist_episode(rec: dict, main_test_start_ns: Optional[int]) -> dict[str
         ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm"),
                          "owner_kind": "container", "owner": rec.get("owner")}
     else:
-        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm")}
+        # cmdline: a launcher's workers (the duty loop's) are other pids of the same command
+        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm"),
+                         "cmdline": rec.get("cmdline")}
     return ep
 
 

@@ -8,6 +8,15 @@ the mean, over the window's answered requests, of R(antagonist run) − R(twin) 
 request (GE, request index), which removes the service-time variance that makes two windows' mean
 R differ by ~7 % by chance. A window is *inflated beyond the tolerance* when that inflation
 exceeds the tolerance of the run's verdict (``tolerance_ms``, or its share of the twin's mean R).
+
+The measured inflation is itself a mean of a few hundred paired differences, and two runs of the
+same trace differ by their own scheduling: its standard error (sd of the differences / √n) was
+0.08–0.19 ms in the busy windows of the 2026-11-27 study, against tolerances of 0.26–0.34 ms. A
+window whose truth lies within its own 95 % interval of the tolerance cannot say on which side
+it is, so scoring the verdict against it would score against a coin. The targets are therefore
+judged on the windows whose truth is clear (``truth``: beyond / within, the interval
+inflation ± 1.96 se entirely on one side of the tolerance); the others are counted as "cannot
+tell", and the rates on the point truth (``inflated``, every window) are kept beside them.
 A window the twin's own verdict flagged is not scored (a contended twin is no ground truth).
 
 Per intensity (the antagonist's duty, workers, nice, pinning, user/kernel time) the confusion
@@ -60,6 +69,22 @@ class WindowScore:
     # why the window is not scored: no paired request, or the twin's own verdict flagged it
     # (a contended twin is no ground truth: its R is inflated too)
     not_scored: Optional[str] = None
+    # the truth's own standard error (sd of the paired differences / √n) and, from it, on which
+    # side of the tolerance the window clearly is: "beyond", "within" or "cannot tell"
+    inflation_se_ms: Optional[float] = None
+    truth: Optional[str] = None
+
+
+TRUTH_Z = 1.96   # a two-sided 95 % interval of the measured inflation
+
+
+def truth_side(inflation_ms: float, se_ms: float, tolerance_ms: float) -> str:
+    """On which side of the tolerance the measured inflation is, given its standard error."""
+    if inflation_ms - TRUTH_Z * se_ms > tolerance_ms:
+        return "beyond"
+    if inflation_ms + TRUTH_Z * se_ms < tolerance_ms:
+        return "within"
+    return "cannot tell"
 
 
 def intensity_label(antagonist: Optional[dict]) -> str:
@@ -148,7 +173,9 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
         sel = pairs[(pairs["sent_s"] >= w.start_s) & (pairs["sent_s"] < w.end_s)]
         n = len(sel)
         twin_r = float(sel["twin_r_ms"].mean()) if n else None
-        infl = float((sel["r_ms"] - sel["twin_r_ms"]).mean()) if n else None
+        diff = sel["r_ms"] - sel["twin_r_ms"]
+        infl = float(diff.mean()) if n else None
+        se = float(diff.std(ddof=1) / np.sqrt(n)) if n >= 2 else None
         tol = v.tolerance_ms if v.tolerance_ms is not None else \
             (v.tolerance_share * twin_r if twin_r is not None else None)
         beyond = any(pw.beyond_tolerance for pw in w.places if pw.place in devices)
@@ -169,7 +196,9 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
             inflation_ms=infl, tolerance_ms=tol,
             inflated=None if why else bool(infl > tol),
             flagged=beyond, added_ms=added, named=named, not_scored=why,
-            twin_added_ms=twin_added.get(w.start_s), episode_share=round(covered, 3)))
+            twin_added_ms=twin_added.get(w.start_s), episode_share=round(covered, 3),
+            inflation_se_ms=se,
+            truth=None if why or se is None else truth_side(infl, se, tol)))
     return out
 
 
@@ -209,7 +238,23 @@ def confusion(scores: Iterable[WindowScore]) -> dict[str, Any]:
            if s.inflated and s.added_ms is not None and s.twin_added_ms is not None
            and s.inflation_ms]
     named = [s.named for s in scores if s.named is not None]
-    return {"windows": len(sc), "not_scored": len(scores) - len(sc),
+    clear = [s for s in sc if s.truth in ("beyond", "within")]
+    beyond = [s for s in clear if s.truth == "beyond"]
+    c_tp = sum(s.flagged for s in beyond)
+    c_fp = sum(s.flagged for s in clear if s.truth == "within")
+    c_errs = [(s.added_ms - s.inflation_ms) / s.inflation_ms for s in beyond
+              if s.added_ms is not None and s.inflation_ms]
+    return {"clear": {"beyond": len(beyond), "within": len(clear) - len(beyond),
+                      "cannot_tell": sum(s.truth == "cannot tell" for s in sc),
+                      "cannot_tell_flagged": sum(s.flagged for s in sc
+                                                 if s.truth == "cannot tell"),
+                      "tp": c_tp, "fn": len(beyond) - c_tp, "fp": c_fp,
+                      "tn": len(clear) - len(beyond) - c_fp,
+                      "detected": _rate(c_tp, len(beyond)),
+                      "false_rate": _rate(c_fp, len(clear) - len(beyond)),
+                      "added_within_25": _rate(sum(abs(e) <= TARGETS["added_within"]
+                                                   for e in c_errs), len(c_errs))},
+            "windows": len(sc), "not_scored": len(scores) - len(sc),
             "tp": tp, "fn": fn, "fp": fp, "tn": tn,
             "detected": _rate(tp, tp + fn), "false_rate": _rate(fp, fp + tn),
             "added_rel_err_median": float(np.median(errs)) if errs else None,
@@ -230,10 +275,12 @@ def score(windows: list[WindowScore], clean: list[dict]) -> dict[str, Any]:
     total = confusion(windows)
     clean_false = sum(c["flagged"] for c in clean)
     shapes = sorted({c["scenario"] for c in clean})
+    # the targets on the windows whose truth is clear (module docstring); the point truth's
+    # rates stay in "total" and in the rendered table beside them
     measured = {
-        "detected": total["detected"], "false_rate": total["false_rate"],
+        "detected": total["clear"]["detected"], "false_rate": total["clear"]["false_rate"],
         "clean_false_windows": clean_false if clean else None,
-        "added_within": total["added_within_25"], "named": total["named"],
+        "added_within": total["clear"]["added_within_25"], "named": total["named"],
         "clean_runs": len(clean)}
     met = {
         "detected": None if measured["detected"] is None else measured["detected"] >= TARGETS["detected"],
@@ -269,9 +316,19 @@ def render(result: dict[str, Any]) -> str:
     m, met = result["measured"], result["met"]
     word = {True: "yes", False: "no", None: "not measured"}
     cl = result["clean"]
-    lines += ["", "| target | measured | target | met |", "|---|---|---|---|",
-              f"| inflated windows flagged | {_pct(m['detected'])} | ≥ 95 % | {word[met['detected']]} |",
-              f"| other windows flagged | {_pct(m['false_rate'])} | ≤ 5 % | {word[met['false_rate']]} |",
+    t, c = result["total"], result["total"]["clear"]
+    lines += ["", f"Truth per window (inflation ± {TRUTH_Z} se against the tolerance): "
+              f"{c['beyond']} clearly beyond, {c['within']} clearly within, {c['cannot_tell']} "
+              f"cannot tell ({c['cannot_tell_flagged']} of them flagged). On the point truth "
+              f"(every scored window): {_pct(t['detected'])} of the inflated windows flagged, "
+              f"{_pct(t['false_rate'])} of the others, amount within ±25 % in "
+              f"{_pct(t['added_within_25'])}.",
+              "", "| target (windows whose truth is clear) | measured | target | met |",
+              "|---|---|---|---|",
+              f"| inflated windows flagged | {_pct(m['detected'])} ({c['tp']} of {c['beyond']}) "
+              f"| ≥ 95 % | {word[met['detected']]} |",
+              f"| other windows flagged | {_pct(m['false_rate'])} ({c['fp']} of {c['within']}) "
+              f"| ≤ 5 % | {word[met['false_rate']]} |",
               f"| false windows in clean runs | {cl['false_windows']} of {cl['windows']} in "
               f"{cl['runs']} runs ({len(cl['shapes'])} shapes) | 0 | "
               f"{word[met['clean_false_windows']]} |",

@@ -93,6 +93,10 @@ def names(name_by: dict, antagonists: list[dict], texts: list[str]) -> bool:
             return True
         if f"`{comm}` (pid {pid}," in text:
             return True
+    cmd = name_by.get("cmdline")
+    if cmd and any(a.get("cmdline") == cmd and f"(pid {a.get('pid')}," in text
+                   for a in antagonists):
+        return True        # one of the launcher's workers, named by its pid in the verdict
     if kind == "injected":
         return (any(a.get("owner_kind") == "injected" for a in antagonists)
                 or "the injected hog" in text)
