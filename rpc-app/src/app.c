@@ -18,6 +18,7 @@
 #include <wslay/wslay.h>
 
 #include "rpcapp.h"
+#include "rxstamp_pin.h"
 
 #define NIL UINT32_MAX
 
@@ -39,6 +40,10 @@ static struct {
     struct ra_stats st;
     char tx[8192], rx[65536];
     size_t marker_len;
+    tcpstamp_t rs;                 /* the stamps of the subscription read being decoded
+                                      (tcpstamp.h); read_ns 0 between events */
+    clock_map_t cmap;              /* the kernel's REALTIME stamps -> MONOTONIC */
+    int stamp_pin, pin_on;         /* rxstamp_pin.h: the kernel's stamping held on */
 } G;
 
 static uint64_t rnd(void) {
@@ -373,7 +378,10 @@ static void app_read(struct ra_app *a) {
 /* ---- replies on the WebSocket subscriptions ---- */
 
 static void on_reply(const char *msg, size_t len) {
-    uint64_t now = (uint64_t)mono_ns();
+    /* stamped by the read that completed the message (its last bytes came with that read's
+     * last segment): the kernel's stamp of it, else that read's time (tcpstamp.h) */
+    tcpstamp_t st = G.rs.read_ns ? G.rs : (tcpstamp_t){(uint64_t)mono_ns(), 0};
+    uint64_t now = tcpstamp_at(&st);
     const char *p = G.marker_len <= len ? memmem(msg, len, G.cfg->reply_marker, G.marker_len)
                                         : NULL;
     if (!p || p + G.marker_len >= msg + len || p[G.marker_len] < '0' || p[G.marker_len] > '9') {
@@ -395,6 +403,13 @@ static void on_reply(const char *msg, size_t len) {
     struct ra_app *a = &G.apps[app];
     for (uint32_t i = 0; i < a->npend; i++)
         if (G.rows[a->pend[i]].seq == seq) {
+            struct ra_row *r = &G.rows[a->pend[i]];
+            r->reply_read_ns = st.read_ns;
+            r->kstamp = st.kernel_ns != 0;
+            if (st.kernel_ns)
+                G.st.reply_kernel++;
+            else
+                G.st.reply_user++;
             end_rpc(a, i, RO_OK, now);
             return;
         }
@@ -410,7 +425,9 @@ static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         s->hoff = (uint16_t)(s->hoff + k);
         return (ssize_t)k;
     }
-    ssize_t n = recv(s->fd, buf, len, MSG_DONTWAIT);
+    /* wslay reads only when the frame it parses needs more bytes, so the read before a
+     * message's callback brought its last bytes: its stamps are the message's */
+    ssize_t n = tcpstamp_recv(s->fd, buf, len, &G.cmap, &G.rs);
     if (n > 0) {
         G.st.bytes_in += (uint64_t)n;
         return n;
@@ -483,7 +500,9 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         return watch(s->fd, &s->events, EPOLLIN, s);
     }
     if (!s->ws) {                  /* the Upgrade's answer */
-        ssize_t n = recv(s->fd, s->head + s->hlen, sizeof s->head - s->hlen, MSG_DONTWAIT);
+        /* stamped: frames that came with the 101 are that read's (G.rs) */
+        ssize_t n = tcpstamp_recv(s->fd, s->head + s->hlen, sizeof s->head - s->hlen, &G.cmap,
+                                  &G.rs);
         if (n <= 0)
             return n < 0 && errno == EAGAIN ? 0 : -1;
         s->hlen = (uint16_t)(s->hlen + n);
@@ -536,6 +555,10 @@ int ra_run(const struct ra_config *c) {
     G.cfg = c;
     G.marker_len = strlen(c->reply_marker);
     G.rng = 0x2545F4914F6CDD1DULL ^ (uint64_t)mono_ns();
+    clock_map_init(&G.cmap);
+    /* the kernel stamps arriving segments only while some socket asks (and resumes a while
+     * after one asks again): one socket holds it on for the run, waited for at most 200 ms */
+    G.stamp_pin = rxstamp_pin(200 * NS_PER_MS, &G.pin_on);
     G.apps = calloc(c->apps, sizeof *G.apps);
     G.subs = calloc(c->shards, sizeof *G.subs);
     G.rows = calloc(c->max_rows, sizeof *G.rows);
@@ -560,6 +583,8 @@ int ra_run(const struct ra_config *c) {
         s->k = c->first_shard + k;
         s->fd = tcp_connect();
         s->state = AS_CONNECTING;
+        if (s->fd >= 0 && rxstamp_enable(s->fd))   /* replies: their reads' kernel stamps */
+            G.st.no_kernel_stamps++;
         if (s->fd < 0 || watch(s->fd, &s->events, EPOLLOUT, s)) {
             fprintf(stderr, "wot-rpcapp: cannot connect reply subscription %u: %s\n", k,
                     strerror(errno));
@@ -606,6 +631,7 @@ int ra_run(const struct ra_config *c) {
                 G.armed = UINT64_MAX;
             } else if ((char *)p >= (char *)G.subs && (char *)p < (char *)(G.subs + c->shards)) {
                 struct ra_sub *s = p;
+                G.rs.read_ns = 0;          /* no read of this event yet */
                 if (s->fd >= 0 && sub_event(s, ev[i].events)) {
                     G.st.sub_disconnects++;
                     fprintf(stderr, "wot-rpcapp: reply subscription %u ended\n", s->k);
@@ -629,6 +655,7 @@ int ra_run(const struct ra_config *c) {
                 }
             }
         }
+        clock_map_refresh(&G.cmap, mono_ns(), CLOCK_MAP_REFRESH_NS);   /* once a second */
         if (!ready_note && all_subs_open()) {
             ready_note = 1;
             fprintf(stderr, "wot-rpcapp: %u reply subscriptions open\n", c->shards);
@@ -669,7 +696,10 @@ int ra_run(const struct ra_config *c) {
     for (uint32_t i = 0; i < c->apps; i++)
         while (G.apps[i].npend)
             end_rpc(&G.apps[i], 0, RO_TIMEOUT, (uint64_t)mono_ns());
-    return write_outputs(t_end);
+    int rc = write_outputs(t_end);
+    if (G.stamp_pin >= 0)
+        close(G.stamp_pin);
+    return rc;
 }
 
 /* ---- files ---- */
@@ -707,9 +737,11 @@ static int write_outputs(uint64_t t_end) {
         fprintf(stderr, "wot-rpcapp: cannot write %s: %s\n", path, strerror(errno));
         return 1;
     }
-    fputs("app,id,device,sched_ns,send_ns,reply_ns,status,outcome\n", fp);
+    fputs("app,id,device,sched_ns,send_ns,reply_ns,status,outcome,reply_read_ns,reply_stamp\n",
+          fp);
     uint64_t *lat = calloc(G.nrows + 1, sizeof *lat), *lag = calloc(G.nrows + 1, sizeof *lag);
-    size_t nl = 0, ng = 0, nlag = 0, nsent = 0, nok = 0;
+    uint64_t *rlag = calloc(G.nrows + 1, sizeof *rlag);
+    size_t nl = 0, ng = 0, nlag = 0, nsent = 0, nok = 0, nrlag = 0;
     uint64_t warm_end = c->start_ns + c->warmup_ns;
     for (size_t i = 0; i < G.nrows; i++) {
         const struct ra_row *r = &G.rows[i];
@@ -721,8 +753,14 @@ static int write_outputs(uint64_t t_end) {
         fputc(',', fp);
         if (r->reply_ns)
             fprintf(fp, "%llu", (unsigned long long)r->reply_ns);
-        fprintf(fp, ",%u,%s\n", r->status, outcome_name[r->outcome]);
-        if (r->sched_ns < warm_end || !lat)
+        fprintf(fp, ",%u,%s,", r->status, outcome_name[r->outcome]);
+        if (r->outcome == RO_OK)   /* empty unless answered: which stamp reply_ns is */
+            fprintf(fp, "%llu,%s", (unsigned long long)r->reply_read_ns,
+                    r->kstamp ? "kernel" : "user");
+        else
+            fputc(',', fp);
+        fputc('\n', fp);
+        if (r->sched_ns < warm_end || !lat || !lag || !rlag)
             continue;
         ng++;                      /* scheduled after the warm-up (offered) */
         if (r->send_ns) {
@@ -732,6 +770,8 @@ static int write_outputs(uint64_t t_end) {
         if (r->outcome == RO_OK) {
             nok++;
             lat[nl++] = r->reply_ns - r->send_ns;
+            if (r->kstamp)         /* the application's own read delay (the testbed's) */
+                rlag[nrlag++] = r->reply_read_ns - r->reply_ns;
         }
     }
     int bad = ferror(fp) | fclose(fp);
@@ -768,11 +808,17 @@ static int write_outputs(uint64_t t_end) {
             (unsigned long long)G.st.post_202, (unsigned long long)G.st.app_disconnects,
             (unsigned long long)G.st.sub_disconnects, (unsigned long long)G.st.bytes_out,
             (unsigned long long)G.st.bytes_in, G.nrows >= c->max_rows, (unsigned long long)t_end);
+    fprintf(fp, ", \"replies_kernel_stamped\": %llu, \"replies_user_stamped\": %llu, "
+            "\"subs_without_kernel_stamps\": %llu, \"stamp_pin_on\": %d",
+            (unsigned long long)G.st.reply_kernel, (unsigned long long)G.st.reply_user,
+            (unsigned long long)G.st.no_kernel_stamps, G.pin_on);
     pct(fp, "latency_ns", lat, nl);
     pct(fp, "send_lag_ns", lag, nlag);
+    pct(fp, "reply_read_lag_ns", rlag, nrlag);
     fputs("}\n", fp);
     bad |= ferror(fp) | fclose(fp);
     free(lat);
     free(lag);
+    free(rlag);
     return bad ? 1 : 0;
 }

@@ -23,6 +23,7 @@
 
 #include "clock.h"
 #include "http_chunked.h"
+#include "tcpstamp.h"
 #include "ws_handshake.h"
 
 enum ra_outcome { RO_PENDING = 0, RO_OK, RO_TIMEOUT, RO_REJECTED, RO_LOST, RO_OVERFLOW, RO_N };
@@ -33,6 +34,9 @@ enum ra_state { AS_DOWN = 0, AS_CONNECTING, AS_THINK, AS_WAIT };
 
 struct ra_row {                  /* one RPC (rpc-log.csv) */
     uint64_t sched_ns, send_ns, reply_ns;   /* send_ns 0: never sent (overflow, lost) */
+    uint64_t reply_read_ns;      /* ok: when the read that completed the reply returned;
+                                    reply_ns is that read's kernel stamp when kstamp */
+    uint8_t kstamp;
     uint32_t app, seq, device;
     uint16_t status;             /* HTTP status of the POST, 0 = none yet */
     uint8_t outcome;
@@ -97,6 +101,8 @@ struct ra_stats {
     uint64_t sent, outcome[RO_N], unmatched, others, late_replies, events_in, sub_disconnects;
     uint64_t app_disconnects, bytes_out, bytes_in, post_2xx, post_202, unsent_down,
         unsent_write;   /* lost, never sent: connection down when due / its write failed */
+    uint64_t reply_kernel, reply_user;   /* ok replies stamped by the kernel / by the read */
+    uint64_t no_kernel_stamps;           /* subscriptions whose socket refused the option */
 };
 
 int ra_run(const struct ra_config *cfg);

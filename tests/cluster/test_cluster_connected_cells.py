@@ -4,7 +4,8 @@ server once on the manager's address, each cell attaches its share of the device
 wot-fleet engines and runs its share of the applications, which call only that cell's devices
 (replies on the cell's own shards: no reply relayed to a cell that did not ask), and the run
 directory merges every cell's RPCs (percentiles from the raw round trips) with a
-verdict per cell; nothing is left on the nodes. Brings its own cluster up and down (after
+verdict per cell and the server's own resources sampled on the manager; nothing is left on the
+nodes. Brings its own cluster up and down (after
 test_emulated_cluster.py's, which takes its own down)."""
 from __future__ import annotations
 
@@ -112,6 +113,17 @@ def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_
     assert p99 == pytest.approx(float(np.percentile(rt, 99)), rel=1e-6)   # from the union
     assert summary["verdict"]["status"] == cluster["verdict"]["status"]   # the worst cell's
     assert summary["connected"]["devices"] == 400
+    # the edge server's own CPU and memory, sampled on the manager where it runs (its whole
+    # tree: master + workers), in the merged summary as a single-host run's sut_resources
+    assert (merged / "monitor" / "sut.csv").is_file()
+    sut = summary["sut_resources"]
+    edge = sut["components"]["edge-server"]
+    assert set(sut["components"]) == {"edge-server"} and edge["role"] == "server", sut
+    assert edge["test"]["cpu_cores"] > 0 and edge["test"]["rss_mean_bytes"] > 0, edge
+    assert sut["total"]["cpu_cores"] == edge["test"]["cpu_cores"]
+    assert not any((merged / c["run_dir"] / "monitor" / "sut.csv").exists()
+                   for c in cluster["cells"])            # the server is in no cell
+    assert 'id="table-connected-sut-resources"' in (merged / "report.html").read_text()
     assert (merged / "edge" / "attached-devices-nchan.conf").is_file()
     assert (merged / "report.html").is_file() and (merged / "report.md").is_file()
     print((merged / "report.md").read_text())

@@ -175,3 +175,53 @@ def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_
     assert {o.device for o in by["p95_ms"].offenders} <= {"m-0", "m-1", "m-2", "m-3", "h-0",
                                                           "h-1"}
     assert slo.evaluate(tmp_path, None, warm, 3.0, []).objectives[0].state == "no_data"
+
+
+def test_the_reply_read_stamp_moves_onto_the_clock_with_the_others(tmp_path):
+    md = MergedRunDir(tmp_path)
+    apps = md.cell_dir("n1") / "apps"
+    apps.mkdir(parents=True)
+    pd.DataFrame([(0, "0-1", 7, 6_000, 6_100, 9_100, 202, "ok", 9_150, "kernel")],
+                 columns=["app", "id", "device", "sched_ns", "send_ns", "reply_ns", "status",
+                          "outcome", "reply_read_ns", "reply_stamp"]).to_csv(
+        apps / "rpc-log.csv", index=False)
+    (apps / "rpc-summary.json").write_text(json.dumps(
+        {"apps": 1, "rpcs": 1, "ok": 1, "replies_kernel_stamped": 1, "duration_s": 9.0}))
+    _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}}, 100, tmp_path / "apps")
+    f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
+    assert (f.loc[0, "reply_ns"], f.loc[0, "reply_read_ns"]) == (4_200, 4_250)
+    assert f.loc[0, "reply_stamp"] == "kernel"
+    s = json.loads((tmp_path / "apps" / "rpc-summary.json").read_text())
+    assert s["replies_kernel_stamped"] == 1 and s["replies_user_stamped"] == 0
+
+
+def test_the_coordinator_takes_the_servers_last_sample_before_stopping_it():
+    """The edge server runs on the coordinator's host: its process tree is sampled there
+    (monitor/sut.csv of the merged run), the last sample while it still runs."""
+    from wotbench.distributed.connected_coord import ConnectedCoordinator
+    order: list[str] = []
+
+    class Edge:
+        def running(self):
+            order.append("running?")
+            return True
+
+        def stop(self):
+            order.append("edge stopped")
+
+        def remove(self):
+            order.append("edge removed")
+
+    class Sampler:
+        def __init__(self, what):
+            self.what = what
+
+        def stop(self):
+            order.append(f"{self.what} stopped")
+
+    c = ConnectedCoordinator.__new__(ConnectedCoordinator)
+    c.edge, c.sampler, c.edge_sut = Edge(), Sampler("sched"), Sampler("sut")
+    assert c._stop_edge() is True
+    assert order == ["running?", "sched stopped", "sut stopped", "edge stopped", "edge removed"]
+    assert c.edge is None and c.edge_sut is None
+    assert c._stop_edge() is None                 # idempotent: run()'s finally calls it again

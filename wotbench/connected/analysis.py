@@ -1,5 +1,6 @@
 """A connected run's figures from its components' files (CONTRACTS §3c, §3d) and the kernel's
-evidence (``monitor/connected-sched.csv``, :mod:`wotbench.connected.sched`): the
+evidence (``monitor/connected-sched.csv``, :mod:`wotbench.connected.sched`) and which receive
+stamp the messages got (:mod:`wotbench.connected.stamps`): the
 :class:`~wotbench.rundir.connected_block.ConnectedBlock` of summary.json and the series the
 report draws (``series/connected_*.csv``).
 
@@ -7,8 +8,10 @@ The RPC join: the application's row (``send_ns``, ``reply_ns``) meets the device
 (``arrival_ns``, ``due_ns``, ``end_ns``, ``sent_ns``) by the RPC's id; both stamp
 CLOCK_MONOTONIC on this host. The engine's part of a round trip is its timer lateness
 (end − due) plus building and writing the reply (sent − end): the testbed's. A timeout whose
-device sent the reply was lost by the server (or the application's read, no kernel stamps on
-TCP); one whose device never got the RPC was not delivered by the server."""
+device sent the reply was lost by the server; one whose device never got the RPC was not
+delivered by the server. Both sides stamp a message by the TCP read that completed it, with
+the kernel's receive stamp where there is one (common/tcpstamp.h), so a reader's delay is not
+in the server's span: the engine's shows in its timer lateness once it exceeds the service."""
 from __future__ import annotations
 
 import json
@@ -21,6 +24,7 @@ import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
 from wotbench.connected.rpc_outcomes import unsent_lost
+from wotbench.connected.stamps import rx_stamps
 from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
                                              CountStats, PerDeviceCounts, RpcFigures, SchedWait,
                                              ShareStats, Traffic)
@@ -195,7 +199,8 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
     secs, x = inp.duration_s, inp.extra
     series: dict[str, pd.DataFrame] = {}
     dev = _device_log(inp.join_dirs or inp.engine_dirs)
-    rpc, mine, apps_side = None, np.zeros(0), None
+    own_dev = _device_log(inp.engine_dirs) if inp.join_dirs is not None else dev   # a cell's
+    rpc, mine, apps_side, app, j = None, np.zeros(0), None, None, None
     app_file = inp.app_dir / "rpc-summary.json" if inp.app_dir else None
     if app_file is not None and app_file.exists():
         app = json.loads(app_file.read_text())
@@ -204,7 +209,7 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
         j = rpc_frame(inp.app_dir, dev)
         rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev)
         if inp.join_dirs is not None:
-            mine = _own_part(_device_log(inp.engine_dirs), inp.warmup_end_ns)
+            mine = _own_part(own_dev, inp.warmup_end_ns)
             rpc = rpc.model_copy(update={"engine_part": _ms(ConnStats, mine)})
         series["connected_rpc_over_time"] = rpc_over_time(j, inp.test_start_ns)
         apps_side = _traffic(app.get("sent", app["rpcs"]), app["ok"] + app.get("late_replies", 0) +
@@ -233,5 +238,6 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
                                                  "no run-queue samples of the components"),
         per_device=_per_device(inp.engine_dirs),
         load_before=list(x.get("load_before", [])), load_after=list(x.get("load_after", [])),
-        edge_running_at_end=x.get("edge_running_at_end"))
+        edge_running_at_end=x.get("edge_running_at_end"),
+        stamps=rx_stamps(eng, own_dev, app, j, inp.warmup_end_ns))
     return block, series, mine

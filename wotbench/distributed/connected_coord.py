@@ -3,7 +3,10 @@ a cluster"): the cells' machinery of :class:`~wotbench.distributed.coordinator.C
 (agents, clocks, T0, beats, fetch, cleanup) with a connected share per cell.
 
 - The **edge server** runs once, here (the manager), on its Swarm address, as a single-host
-  run starts it (rendered, checked, unprivileged); every cell's devices attach to it.
+  run starts it (rendered, checked, unprivileged); every cell's devices attach to it. Its
+  process tree is sampled here too (:mod:`wotbench.connected.sut`: ``monitor/sut.csv`` of the
+  merged run directory, on this host's clock), so the merged ``summary.json`` has its
+  ``sut_resources`` as a single-host run's has.
 - Each labelled node's cell runs a contiguous part of every connected group (its own
   wot-fleet engines) and a part of the applications (ids ``first_app..``), which call only
   that cell's devices, whose replies go to the cell's own reply shards
@@ -27,6 +30,7 @@ import yaml
 from wotbench.connected import sched
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import make_layout
+from wotbench.connected.sut import EdgeSutSampler
 from wotbench.distributed import service, wire
 from wotbench.distributed import agents as ag
 from wotbench.distributed.connected_cell import CELL_JSON
@@ -35,7 +39,7 @@ from wotbench.distributed.merge import CellRecord, MergedRun
 from wotbench.distributed.verdict import aggregate, failed_cell, from_summary
 from wotbench.errors import ConfigError
 from wotbench.run_result import RunResult
-from wotbench.rundir import MergedRunDir
+from wotbench.rundir import MergedRunDir, RunDir
 
 SPLIT_JSON = "connected-split.json"
 
@@ -85,6 +89,7 @@ def cell_config_text(text: str) -> str:
 class ConnectedCoordinator(Coordinator):
     edge: Optional[Edge] = None
     sampler: Optional[sched.SchedSampler] = None
+    edge_sut: Optional[EdgeSutSampler] = None
     t0_mono_ns = 0          # T0 on this host's CLOCK_MONOTONIC
 
     def run(self) -> int:
@@ -99,6 +104,9 @@ class ConnectedCoordinator(Coordinator):
             running = self.edge.running()
             if self.sampler is not None:
                 self.sampler.stop()
+            if self.edge_sut is not None:
+                self.edge_sut.stop()       # its last sample while the server still runs
+                self.edge_sut = None
             self.edge.stop()
             self.edge.remove()
             self.edge = None
@@ -116,6 +124,9 @@ class ConnectedCoordinator(Coordinator):
         self.sampler = sched.SchedSampler(self.dir / "monitor" / "edge-sched.csv")
         self.sampler.add("edge-server", "system", self.edge.pids)
         self.sampler.start()
+        # the server's own CPU and memory (its process tree, on this host): the merged run
+        # directory's monitor/sut.csv, analysed into summary.json sut_resources
+        self.edge_sut = EdgeSutSampler(RunDir(self.dir), log=log).start(self.edge.proc.pid)
         log(f"edge server on {self.edge.endpoint}; split: " + ", ".join(
             f"{n} {sum(c for _, c in s.groups.values())} device(s), {s.apps} application(s)"
             for n, s in shares.items()))

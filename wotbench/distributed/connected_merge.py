@@ -21,12 +21,13 @@ from wotbench.rundir import MergedRunDir, RunDir
 from wotbench.rundir.summary import Outcomes, ResponseTimes, RtStats, Summary
 from cd_module.tolerance import parse_tolerance
 
-RPC_TIMES = ("sched_ns", "send_ns", "reply_ns")
+RPC_TIMES = ("sched_ns", "send_ns", "reply_ns", "reply_read_ns")
 SUMMED = ("apps", "rpcs", "measured", "measured_sent", "measured_ok", "offered_per_s",
           "sent_per_s", "answered_per_s", "ok", "timeout", "rejected", "lost", "overflow",
           "unsent_down", "unsent_write", "sent", "post_2xx", "post_202", "late_replies",
           "unmatched", "others", "events_in",
-          "app_disconnects", "sub_disconnects", "bytes_out", "bytes_in")
+          "app_disconnects", "sub_disconnects", "bytes_out", "bytes_in",
+          "replies_kernel_stamped", "replies_user_stamped")
 
 
 def engine_dirs(cell: Path) -> list[Path]:
@@ -74,7 +75,8 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: 
             continue
         f = pd.read_csv(apps / "rpc-log.csv", dtype={"id": str})
         for c in RPC_TIMES:
-            f[c] = (f[c] - info["t0_mono_ns"] + t0_here).astype("Int64")
+            if c in f:             # reply_read_ns: absent in a file of an older build
+                f[c] = (f[c] - info["t0_mono_ns"] + t0_here).astype("Int64")
         frames.append(f)
         s = json.loads((apps / "rpc-summary.json").read_text())
         for k in SUMMED:

@@ -85,6 +85,17 @@ class PerDeviceCounts(Record):
     worst: list[dict[str, int | str]] = Field(default_factory=list)   # most disconnects first
 
 
+class RxStamps(Record):
+    """Which receive stamp each message got on its TCP read (common/tcpstamp.h): the kernel's
+    (the arrival of the segment that completed it) where it gave one, else the read's time."""
+    device_kernel: int = 0           # messages at the engines (RPCs and the rest)
+    device_user: int = 0
+    reply_kernel: int = 0            # answered RPCs' replies at the applications
+    reply_user: int = 0
+    engine_read_lag: ConnStats       # read − kernel stamp, RPCs after the warm-up (testbed's)
+    app_read_lag: ConnStats          # the same of their replies at the applications
+
+
 class ConnectedBlock(Record):
     devices: int
     engines: int
@@ -109,3 +120,4 @@ class ConnectedBlock(Record):
     load_before: list[float] = Field(default_factory=list)
     load_after: list[float] = Field(default_factory=list)
     edge_running_at_end: Optional[bool] = None
+    stamps: Optional[RxStamps] = None        # None: files of a build without TCP stamps

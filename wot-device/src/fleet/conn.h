@@ -20,6 +20,7 @@
 #include "msg_frame.h"
 #include "ws_handshake.h"
 #include "clock.h"
+#include "tcpstamp.h"
 
 #define FL_CN_NIL UINT32_MAX
 #define CN_ID_MAX 40              /* longest RPC id copied from a message into its reply */
@@ -93,14 +94,16 @@ struct cn_job {
     uint32_t dev, gen, next;
     uint8_t idlen;
     char id[CN_ID_MAX];
-    uint64_t arrival_ns, due_ns;
+    uint8_t kstamp;               /* arrival_ns is the kernel's receive stamp (else read_ns) */
+    uint64_t arrival_ns, due_ns, read_ns;
 };
 
 /* one row of conn-log-<loop>.csv */
 struct cn_log_row {
-    uint64_t arrival_ns, due_ns, end_ns, sent_ns;
+    uint64_t arrival_ns, due_ns, end_ns, sent_ns, read_ns;
     uint32_t device;
     uint8_t outcome, idlen;      /* enum cn_outcome */
+    uint8_t kstamp;
     char id[CN_ID_MAX];
 };
 enum cn_outcome { CO_SENT = 0, CO_LOST_DISCONNECT, CO_SEND_ERROR };
@@ -114,6 +117,8 @@ struct cn_heap_ent {
 struct cn_loop_stats {
     uint64_t wakeups, busy_ns, cpu_ns, heap_full, pool_full, log_dropped;
     uint64_t timer_late_max_ns;
+    uint64_t rx_kernel, rx_user;  /* messages stamped by the kernel / by the read's time */
+    uint64_t no_kernel_stamps;    /* sockets that refused SO_TIMESTAMPNS */
 };
 
 struct cn_loop {
@@ -131,8 +136,9 @@ struct cn_loop {
     struct cn_loop_stats st;
     uint64_t rng;
     uint32_t attached_once;       /* devices of this loop that attached at least once */
-    uint64_t rx_ns;               /* while a chunked read is decoded: when it was read (every
-                                     message it completes carries it), else 0 */
+    tcpstamp_t rs;                /* the stamps of the read being decoded (every message it
+                                     completes carries them); read_ns 0 between events */
+    clock_map_t cmap;             /* the kernel's REALTIME stamps -> MONOTONIC */
     volatile int stop;
     pthread_t thread;
     struct cn_set *set;
@@ -157,6 +163,9 @@ struct cn_set {
                                      webdis publishes a PUT's body) */
     volatile uint32_t attached_total;  /* devices that attached at least once (all loops) */
     int attached_marked;          /* DIR/attached written (by the first loop that saw it) */
+    int stamp_pin, pinned;        /* rxstamp_pin.h: holds the kernel's stamping on for the run;
+                                     pinned: cn_start opened it; pin_on: stamping was seen on */
+    int pin_on;
 };
 
 /* conn_file.c: the connections file; "FILE:LINE: what, expected what" and -1 on bad input

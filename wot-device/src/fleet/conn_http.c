@@ -105,25 +105,18 @@ static void sub_head(struct cn_loop *l, struct cn_device *d) {
     char *hb = c->hbuf;
     c->hbuf = NULL;
     c->hlen = 0;
-    /* the attach message first; a POST that fails ends the session (nothing left to feed) */
-    uint64_t read_ns = (uint64_t)mono_ns();   /* the read that brought the head and rest */
-    if (cn_on_attached(l, d) == 0 && rest) {
-        l->rx_ns = read_ns;
+    /* the attach message first; a POST that fails ends the session (nothing left to feed).
+     * What came with the head is stamped by the read that brought it (l->rs, cn_read_head's;
+     * the attach's send reads nothing) */
+    if (cn_on_attached(l, d) == 0 && rest)
         feed(l, d, hb + end, rest);
-        l->rx_ns = 0;
-    }
     free(hb);
 }
 
 static void sub_read(struct cn_loop *l, struct cn_device *d) {
     for (int i = 0; i < READS_PER_EVENT; i++) {
-        ssize_t n = cn_recv(l, d, &d->sub, l->rx, sizeof l->rx);
-        if (n <= 0)
-            return;
-        l->rx_ns = (uint64_t)mono_ns();
-        int r = feed(l, d, (const char *)l->rx, (size_t)n);
-        l->rx_ns = 0;
-        if (r)
+        ssize_t n = cn_recv(l, d, &d->sub, l->rx, sizeof l->rx);   /* stamps it: l->rs */
+        if (n <= 0 || feed(l, d, (const char *)l->rx, (size_t)n))
             return;
     }
 }

@@ -24,9 +24,11 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "rxstamp_pin.h"
 
 #define EP_EVENTS 256
 #define FDS_PER_LOOP 3            /* epoll, timerfd, eventfd */
+#define STAMP_PIN_WAIT_NS (200 * NS_PER_MS)  /* at start, for the kernel to stamp (bounded) */
 #define JOBS_PER_DEVICE 4         /* pending replies a device may have at once */
 #define TIMERS_PER_DEVICE 4       /* connect, heartbeat, event, and one stale of an old session */
 
@@ -143,7 +145,7 @@ static void close_session(struct cn_device *d) {
 }
 
 ssize_t cn_recv(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, void *buf, size_t len) {
-    ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+    ssize_t n = tcpstamp_recv(c->fd, buf, len, &l->cmap, &l->rs);
     if (n > 0) {
         d->c.bytes_in += (uint64_t)n;
         return n;
@@ -194,6 +196,9 @@ static int conn_open(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, 
         return -cn_cause_of_errno(errno) - 1;
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* messages arrive on the WebSocket or the subscription: their reads get kernel stamps */
+    if (kind != CK_PUB && rxstamp_enable(c->fd))
+        l->st.no_kernel_stamps++;
     if (d->source.sin_addr.s_addr) {
         /* the source port is chosen at connect() for the 4-tuple, not at bind(): one source
          * address then carries up to the ephemeral range per server address and port */
@@ -325,8 +330,8 @@ static void log_reply(struct cn_loop *l, const struct cn_job *J, struct cn_devic
     }
     struct cn_log_row *r = &l->log[l->log_n++];
     *r = (struct cn_log_row){.arrival_ns = J->arrival_ns, .due_ns = J->due_ns, .end_ns = end,
-                             .sent_ns = sent, .device = d->index, .outcome = outcome,
-                             .idlen = J->idlen};
+                             .sent_ns = sent, .read_ns = J->read_ns, .device = d->index,
+                             .outcome = outcome, .idlen = J->idlen, .kstamp = J->kstamp};
     memcpy(r->id, J->id, J->idlen);
     if (outcome == CO_SENT && end >= J->due_ns && J->due_ns > J->arrival_ns)
         l->late[l->late_n++] = end - J->due_ns;
@@ -366,9 +371,16 @@ static void send_reply(struct cn_loop *l, uint32_t j) {
  * (webdis: {"SUBSCRIBE":["message","rpc.5","{\"id\":\"3-7\"}"]} with marker id\":\"). */
 void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len,
                    size_t total) {
-    /* a message completed by a chunked read: stamped when that read returned, not later in
-     * the parse of what the read brought (a merged chunk's last message included) */
-    uint64_t now = l->rx_ns ? l->rx_ns : (uint64_t)mono_ns();
+    /* stamped by the read that completed it (tcpstamp.h): its last bytes came with that read's
+     * last segment, so the kernel's stamp of that segment is when the message was whole here
+     * (earlier reads carried only its beginning); the read's own time where the kernel gave
+     * none. Not the time the parse reached it (a merged chunk's last message included). */
+    tcpstamp_t st = l->rs.read_ns ? l->rs : (tcpstamp_t){(uint64_t)mono_ns(), 0};
+    uint64_t now = tcpstamp_at(&st);
+    if (st.kernel_ns)
+        l->st.rx_kernel++;
+    else
+        l->st.rx_user++;
     d->c.msgs_in++;
     const char *mk = l->set->id_marker;
     size_t ml = strlen(mk);
@@ -399,6 +411,10 @@ void cn_on_message(struct cn_loop *l, struct cn_device *d, const char *msg, size
     J->idlen = (uint8_t)(end - (p + ml));
     memcpy(J->id, p + ml, J->idlen);
     J->arrival_ns = now;
+    J->read_ns = st.read_ns;
+    J->kstamp = st.kernel_ns != 0;
+    /* the service runs from the arrival: a read later than that is the engine's delay, and
+     * when it exceeds the service it shows as timer lateness (end - due, the testbed's) */
     J->due_ns = now + (uint64_t)d->service_us * 1000ULL;
     if (d->service_us == 0 || timer_add(l, J->due_ns, d->loop_pos, CT_REPLY, j))
         send_reply(l, j);
@@ -476,6 +492,7 @@ static void *loop_run(void *arg) {
                 struct cn_conn *c = p;
                 if (c->fd < 0)
                     continue;     /* closed earlier in this batch */
+                l->rs.read_ns = 0;   /* no read of this event yet: no stamp of another's */
                 if (c->state == CS_CONNECTING)
                     on_connected(l, c);
                 else if (c->kind == CK_WS)
@@ -491,7 +508,9 @@ static void *loop_run(void *arg) {
             if (!__atomic_exchange_n(&l->set->attached_marked, 1, __ATOMIC_RELAXED))
                 mark_attached(l->set);
         }
-        l->st.busy_ns += (uint64_t)(mono_ns() - t0);
+        int64_t t1 = mono_ns();
+        l->st.busy_ns += (uint64_t)(t1 - t0);
+        clock_map_refresh(&l->cmap, t1, CLOCK_MAP_REFRESH_NS);   /* once a second, idle side */
     }
     l->st.cpu_ns = (uint64_t)clock_read_ns(CLOCK_THREAD_CPUTIME_ID);
     return NULL;
@@ -505,6 +524,7 @@ static int loop_init(struct cn_set *s, struct cn_loop *l, int id, uint32_t first
     l->cpu = s->ncpus ? s->cpus[id % s->ncpus] : -1;
     l->rng = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)mono_ns() + 77u * (uint64_t)id);
     l->jfree = FL_CN_NIL;
+    clock_map_init(&l->cmap);
     l->ep = epoll_create1(EPOLL_CLOEXEC);
     l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     l->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -532,10 +552,15 @@ uint64_t cn_needed_fds(const struct cn_set *s) {
     uint64_t n = 0;
     for (uint32_t i = 0; i < s->ndev; i++)
         n += s->dev[i].proto == CN_CHUNKED ? 2 : 1;
-    return n + FDS_PER_LOOP * (uint64_t)s->nloops;
+    return n + FDS_PER_LOOP * (uint64_t)s->nloops + 1;   /* + the stamp pin */
 }
 
 int cn_start(struct cn_set *s) {
+    /* the kernel stamps arriving segments only while some socket asks, and resumes only a
+     * while after one asks again: one socket holds it on for the whole run (rxstamp_pin.h),
+     * so a reconnect after every device was down still gets stamps */
+    s->stamp_pin = rxstamp_pin(STAMP_PIN_WAIT_NS, &s->pin_on);
+    s->pinned = 1;
     s->loops = calloc((size_t)s->nloops, sizeof *s->loops);
     if (!s->loops)
         return -1;
@@ -598,4 +623,7 @@ void cn_release(struct cn_set *s) {
     }
     free(s->loops);
     s->loops = NULL;
+    if (s->pinned && s->stamp_pin >= 0)
+        close(s->stamp_pin);
+    s->pinned = 0;
 }

@@ -35,7 +35,7 @@ static int write_log(const struct cn_set *s, const struct cn_loop *l) {
     FILE *fp = open_out(s->log_dir, name);
     if (!fp)
         return -1;
-    fputs("device,id,arrival_ns,due_ns,end_ns,sent_ns,outcome\n", fp);
+    fputs("device,id,arrival_ns,due_ns,end_ns,sent_ns,outcome,read_ns,arrival_stamp\n", fp);
     for (size_t i = 0; i < l->log_n; i++) {
         const struct cn_log_row *r = &l->log[i];
         fprintf(fp, "%u,%.*s,%llu,%llu,%llu,", r->device, r->idlen, r->id,
@@ -43,7 +43,8 @@ static int write_log(const struct cn_set *s, const struct cn_loop *l) {
                 (unsigned long long)r->end_ns);
         if (r->sent_ns)
             fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
-        fprintf(fp, ",%s\n", outcome_name[r->outcome]);
+        fprintf(fp, ",%s,%llu,%s\n", outcome_name[r->outcome], (unsigned long long)r->read_ns,
+                r->kstamp ? "kernel" : "user");
     }
     return close_out(fp, name);
 }
@@ -142,6 +143,16 @@ int cn_write_outputs(const struct cn_set *s) {
                     (unsigned long long)(pass ? tot.disconnects[k] : tot.connect_failures[k]));
         fputc('}', fp);
     }
+    /* which stamp the messages got (tcpstamp.h): the kernel's, or the read's time without it */
+    uint64_t rk = 0, ru = 0, refused = 0;
+    for (int i = 0; i < s->nloops; i++) {
+        rk += s->loops[i].st.rx_kernel;
+        ru += s->loops[i].st.rx_user;
+        refused += s->loops[i].st.no_kernel_stamps;
+    }
+    fprintf(fp, ", \"stamps\": {\"kernel\": %llu, \"user\": %llu, \"sockets_refused\": %llu, "
+            "\"pin_on\": %d}", (unsigned long long)rk, (unsigned long long)ru,
+            (unsigned long long)refused, s->pin_on);
     fputs(", \"loop\": [", fp);
     for (int i = 0; i < s->nloops; i++) {
         const struct cn_loop *l = &s->loops[i];

@@ -2,7 +2,8 @@
  * The opening handshake is ws_handshake.h's; frames, masking (every client frame, mask from
  * the loop's PRNG), ping/pong (a ping from the server is answered by wslay) and the closing
  * handshake are wslay's event API. A close from the server, EOF, a reset or a malformed frame
- * end the session with that cause (conn_loop.c cn_disconnect). */
+ * end the session with that cause (conn_loop.c cn_disconnect). Reads carry the kernel's
+ * receive stamp (tcpstamp.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
     (void)flags;
     struct cn_device *d = user;
     struct cn_conn *c = &d->sub;
-    if (c->hlen) {                /* bytes that came with the handshake's answer */
+    if (c->hlen) {                /* bytes that came with the handshake's answer (their
+                                     stamps: the head's read, already in cur->rs) */
         size_t n = len < c->hlen ? len : c->hlen;
         memcpy(buf, c->hbuf, n);
         memmove(c->hbuf, c->hbuf + n, c->hlen - n);
@@ -37,7 +39,10 @@ static ssize_t recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         }
         return (ssize_t)n;
     }
-    ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+    /* stamped (cur->rs): a message wslay completes from these bytes carries this read's
+     * stamps; wslay reads only when the frame it parses needs more, so the read before a
+     * message's callback is the one that brought its last bytes */
+    ssize_t n = tcpstamp_recv(c->fd, buf, len, &cur->cmap, &cur->rs);
     if (n > 0) {
         d->c.bytes_in += (uint64_t)n;
         return n;

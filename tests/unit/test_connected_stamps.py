@@ -1,0 +1,49 @@
+"""summary.json connected.stamps (wotbench.connected.stamps): which receive stamp the
+messages got, and the readers' own delay (read − kernel stamp) of the RPCs after the warm-up,
+from hand-written engine and application files; files of a build without stamps give None."""
+import pandas as pd
+import pytest
+
+from wotbench.connected.stamps import rx_stamps
+
+WARM = 1_000
+
+
+def _dev(rows):
+    return pd.DataFrame(rows, columns=["device", "id", "arrival_ns", "due_ns", "end_ns",
+                                       "sent_ns", "outcome", "read_ns", "arrival_stamp"])
+
+
+def _app(rows):
+    return pd.DataFrame(rows, columns=["id", "sched_ns", "send_ns", "reply_ns", "outcome",
+                                       "reply_read_ns", "reply_stamp"])
+
+
+ENGINES = [{"stamps": {"kernel": 5, "user": 1, "sockets_refused": 0, "pin_on": 1}},
+           {"stamps": {"kernel": 2, "user": 0, "sockets_refused": 0, "pin_on": 1}}]
+
+
+def test_counts_and_read_lags_of_the_kernel_stamped_rpcs_after_the_warm_up():
+    dev = _dev([(1, "0-1", 500, 600, 610, 620, "sent", 900_500, "kernel"),      # warm-up
+                (1, "0-2", 2_000, 3_000, 3_010, 3_020, "sent", 42_000, "kernel"),
+                (2, "0-3", 5_000, 6_000, 6_010, 6_020, "sent", 7_000, "kernel"),
+                (2, "0-4", 9_000, 9_500, 9_600, 9_700, "sent", 9_000, "user"),
+                (3, "0-5", 9_000, 9_500, 9_600, None, "lost_disconnect", 90_000, "kernel")])
+    app = _app([("0-2", 1_500, 1_600, 4_000, "ok", 2_004_000, "kernel"),
+                ("0-3", 1_800, 1_900, 7_000, "ok", 7_000, "user"),
+                ("0-6", 500, 600, 800, "ok", 50_000_800, "kernel"),                # warm-up
+                ("0-7", 2_000, 2_100, None, "timeout", None, None)])
+    s = rx_stamps(ENGINES, dev, {"replies_kernel_stamped": 2, "replies_user_stamped": 1}, app,
+                  WARM)
+    assert (s.device_kernel, s.device_user, s.reply_kernel, s.reply_user) == (7, 1, 2, 1)
+    # engines: 40 µs and 2 µs (the warm-up's and the unsent reply's rows are not RPCs measured)
+    assert s.engine_read_lag.n == 2 and s.engine_read_lag.max_ms == pytest.approx(0.040)
+    # applications: the one kernel-stamped ok reply after the warm-up, 2 ms late to be read
+    assert s.app_read_lag.n == 1 and s.app_read_lag.p50_ms == pytest.approx(2.0)
+
+
+def test_files_without_stamps_give_none_and_a_run_without_applications_has_no_app_lag():
+    old = _dev([]).drop(columns=["read_ns", "arrival_stamp"])
+    assert rx_stamps([{"attaches": 1}], old, None, None, WARM) is None
+    s = rx_stamps(ENGINES, _dev([]), None, None, WARM)
+    assert s.reply_kernel == 0 and s.app_read_lag.n == 0 and s.engine_read_lag.n == 0
