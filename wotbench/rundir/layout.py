@@ -29,6 +29,30 @@ FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --d
 
 FLEET_LOG_GLOB = "fleet-log-*.csv"     # in a fleet's directory: one log per event loop
 
+# a gateway emulator's files in its output directory (ge/<id>/, cd-ge/, phases/<phase>/ge/;
+# docs/CONTRACTS.md §2), for the readers that are given the directory alone
+GE_SUMMARY = "summary.json"           # its own summary (model rundir.ge_files.GeSummary)
+GE_REQUESTS = "requests.csv"
+GE_BLOCKWISE = "blockwise.csv"
+GE_HANDSHAKES = "handshakes.csv"
+GE_HTTP = "http.csv"
+GE_NOTIFICATIONS = "notifications.csv"
+GE_OBSERVE = "observe.json"
+NOTIFY_LOG = "notify-log.csv"         # in a device's log dir: its observable resources' events
+
+# the notification sink's files (RUN/sink/, CONTRACTS §2 notify-sink)
+SINK_JSON = "sink.json"               # model rundir.sink_files.SinkSummary
+SINK_NOTIFICATIONS = "notifications.csv"
+
+# a connected run's component files (CONTRACTS §3c, §3d): in an engine's output directory
+# (engines/<engine>/out/) and in the applications' (apps/); models rundir.connected_files
+CONN_SUMMARY = "conn-summary.json"
+CONN_DEVICES = "conn-devices.csv"
+CONN_LOG_GLOB = "conn-log-*.csv"      # one per event loop
+RPC_SUMMARY = "rpc-summary.json"
+RPC_LOG = "rpc-log.csv"
+CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-queue samples
+
 
 class RunDir:
     """The layout of one run directory. Paths only; :meth:`read_run` / :meth:`read_summary`
@@ -84,13 +108,18 @@ class RunDir:
         return self.secrets_dir / "dtls-psk.key"
 
     # -- what the components write ------------------------------------------------------
+    @property
+    def ges_dir(self) -> Path:
+        """Where every main GE's directory is (:meth:`ge_dir`)."""
+        return self.path / "ge"
+
     def ge_dir(self, ge_id: str) -> Path:
         """Output directory of a GE: ge/<id>/ for main GEs, cd-ge/ for the CD's GE."""
-        return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.path / "ge" / ge_id
+        return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.ges_dir / ge_id
 
     def ge_summary(self, ge_id: str) -> Path:
         """The GE's own summary.json (docs/CONTRACTS.md §2): it wrote its results."""
-        return self.ge_dir(ge_id) / "summary.json"
+        return self.ge_dir(ge_id) / GE_SUMMARY
 
     def ge_progress(self, ge_id: str) -> Path:
         """The GE's live counters (``progress.bin``, docs/CONTRACTS.md §2)."""
@@ -211,6 +240,49 @@ class RunDir:
 
     def fleet_container_log(self, fleet: str) -> Path:
         return self.fleet_dir(fleet) / CONTAINER_LOG
+
+    def phase_dir(self, phase: str) -> Path:
+        """A ``gateways.http`` setup/verify phase's own GE run (trace.csv, ge.log, ge/)."""
+        return self.path / "phases" / phase
+
+    def phase_ge_dir(self, phase: str) -> Path:
+        """That phase's GE output directory (a GE's usual files)."""
+        return self.phase_dir(phase) / "ge"
+
+    def phase_trace(self, phase: str) -> Path:
+        return self.phase_dir(phase) / "trace.csv"
+
+    def phase_body(self, phase: str) -> Path:
+        """The phase's body template, as the GE's --http-body-template reads it."""
+        return self.phase_dir(phase) / "body.txt"
+
+    def phase_log(self, phase: str) -> Path:
+        """The phase GE's stdout + stderr."""
+        return self.phase_dir(phase) / "ge.log"
+
+    @property
+    def sink_dir(self) -> Path:
+        """The notification sink's directory (``notify:``; wotbench.runner.notify_sink)."""
+        return self.path / "sink"
+
+    @property
+    def sink_json(self) -> Path:
+        return self.sink_dir / SINK_JSON
+
+    @property
+    def sink_ready(self) -> Path:
+        """Created by the sink once every subscription holds."""
+        return self.sink_dir / "ready"
+
+    @property
+    def sink_log(self) -> Path:
+        """The sink's stdout + stderr."""
+        return self.sink_dir / "sink.log"
+
+    @property
+    def sut_faults_json(self) -> Path:
+        """What the SUT faults did and when (wotbench.runner.sut_faults, ``sut_faults:``)."""
+        return self.path / "sut-faults.json"
 
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
