@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wotbench.rundir import atomic
 from wotbench.sweep.aggregate import CONFIDENCE, METRICS, RepeatRow, SettingRow, repeat_rows, settings
+from wotbench.sweep.rows import PointRow
 
 SCHEMA = "wotbench-sweep-results/1"
 
@@ -42,7 +43,7 @@ def x_key(varied: list[str], rows: list[SettingRow]) -> Optional[str]:
     return None
 
 
-def build(rows: list[dict], varied: list[str], repeats: int, order: str) -> SweepResults:
+def build(rows: list[PointRow], varied: list[str], repeats: int, order: str) -> SweepResults:
     runs = repeat_rows(rows)
     sets = settings(runs, repeats)
     return SweepResults(repeats=repeats, order=order, confidence=CONFIDENCE, varied=varied,
