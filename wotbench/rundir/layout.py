@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 CD_GE_DIR = "cd-ge"
 CONTAINER_LOG = "container.log"   # a container's own output, saved for a failed component
 STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process backend)
+STDERR_LOG = "stderr.log"         # a connected run's engine's or wot-rpcapp's stderr
 
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
@@ -52,6 +53,7 @@ CONN_LOG_GLOB = "conn-log-*.csv"      # one per event loop
 RPC_SUMMARY = "rpc-summary.json"
 RPC_LOG = "rpc-log.csv"
 CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-queue samples
+CONN_ATTACHED = "attached"            # in an engine's output directory: every device attached once
 
 
 class RunDir:
@@ -364,6 +366,64 @@ class RunDir:
     def network_dir(self) -> Path:
         return self.path / "network"
 
+    # -- a connected run's components (docs/CONNECTED.md, CONTRACTS §3c, §3d) -------------
+    @property
+    def engines_dir(self) -> Path:
+        """Every wot-fleet-conn engine's directory (:meth:`engine_dir`)."""
+        return self.path / "engines"
+
+    def engine_dir(self, engine: str) -> Path:
+        """An engine's directory: its connections file, stderr.log and ``out/``."""
+        return self.engines_dir / engine
+
+    def engine_connections(self, engine: str) -> Path:
+        """What the engine connects (its --connections file), written by the runner."""
+        return self.engine_dir(engine) / "connections.csv"
+
+    def engine_out(self, engine: str) -> Path:
+        """What the engine writes (its --log-dir): conn-summary.json, conn-log-*.csv, ..."""
+        return self.engine_dir(engine) / "out"
+
+    def engine_outs(self) -> list[Path]:
+        """Every engine's ``out/`` there is, in name order."""
+        return sorted(p for p in self.engines_dir.glob("*/out") if p.is_dir())
+
+    @property
+    def apps_dir(self) -> Path:
+        """wot-rpcapp's directory (its --log-dir): rpc-summary.json, rpc-log.csv, stderr.log."""
+        return self.path / "apps"
+
+    @property
+    def edge_dir(self) -> Path:
+        """The edge server's directory (its config, stderr, privileges.json)."""
+        return self.path / "edge"
+
+    @property
+    def edge_privileges_json(self) -> Path:
+        """Who the edge server's processes run as, once its workers serve."""
+        return self.edge_dir / "privileges.json"
+
+    @property
+    def connected_sched_csv(self) -> Path:
+        """The components' CPU and run-queue samples (wotbench.connected.sched)."""
+        return self.monitor_dir / CONNECTED_SCHED
+
+    @property
+    def edge_sched_csv(self) -> Path:
+        """A run across hosts' coordinator: the edge server's samples (its own clock)."""
+        return self.monitor_dir / "edge-sched.csv"
+
+    @property
+    def cell_json(self) -> Path:
+        """A connected cell's account of its run (wotbench.distributed.connected_cell), read by
+        the coordinator once it fetched the cell's directory."""
+        return self.path / "cell.json"
+
+    @property
+    def connected_summary_json(self) -> Path:
+        """The components' totals in one file (wotbench.connected.totals), as before summary.json."""
+        return self.path / "connected-summary.json"
+
     # -- what the harness and the analysis write ----------------------------------------
     @property
     def run_json(self) -> Path:
@@ -429,6 +489,10 @@ class MergedRunDir:
     @property
     def split_json(self) -> Path:
         return self.path / "split.json"        # the coordinator's Split, before T0
+
+    @property
+    def connected_split_json(self) -> Path:
+        return self.path / "connected-split.json"   # a connected run's shares, before T0
 
     @property
     def agents_log(self) -> Path:
