@@ -25,6 +25,17 @@ STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process b
 STDERR_LOG = "stderr.log"         # a connected run's engine's or wot-rpcapp's stderr
 
 
+# a trace directory (RUN/trace/, or `wotbench generate --out`; docs/CONTRACTS.md §1)
+TRACE_CSV = "trace.csv"               # every request (with several GEs: ge_trace_name's)
+CD_TRACE_CSV = "cd-trace.csv"         # the contention detector's probes
+RESOURCES_DIR = "resources"           # one <device>.csv per device
+
+
+def ge_trace_name(ge_index: int, ge_count: int) -> str:
+    """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
+    return TRACE_CSV if ge_count == 1 else f"ge-{ge_index}.csv"
+
+
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
 FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --devices file
 
@@ -39,6 +50,7 @@ GE_HANDSHAKES = "handshakes.csv"
 GE_HTTP = "http.csv"
 GE_NOTIFICATIONS = "notifications.csv"
 GE_OBSERVE = "observe.json"
+GE_BODY_TEMPLATE = "http-body-template.txt"   # written by the runner: the GE's request bodies
 NOTIFY_LOG = "notify-log.csv"         # in a device's log dir: its observable resources' events
 
 # the notification sink's files (RUN/sink/, CONTRACTS §2 notify-sink)
@@ -54,6 +66,7 @@ RPC_SUMMARY = "rpc-summary.json"
 RPC_LOG = "rpc-log.csv"
 CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-queue samples
 CONN_ATTACHED = "attached"            # in an engine's output directory: every device attached once
+EDGE_STDERR = "edge-stderr.log"       # in the edge server's directory (RunDir.edge_dir)
 
 
 class RunDir:
@@ -81,7 +94,7 @@ class RunDir:
 
     @property
     def resources_dir(self) -> Path:
-        return self.trace_dir / "resources"
+        return self.trace_dir / RESOURCES_DIR
 
     def resource_file(self, device: str) -> Path:
         return self.resources_dir / f"{device}.csv"
@@ -93,12 +106,12 @@ class RunDir:
         return [f"{base}{d}.csv" for d in devices]
 
     def ge_trace(self, ge_index: int, ge_count: int) -> Path:
-        """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
-        return self.trace_dir / ("trace.csv" if ge_count == 1 else f"ge-{ge_index}.csv")
+        """The trace a main GE replays (:func:`ge_trace_name`)."""
+        return self.trace_dir / ge_trace_name(ge_index, ge_count)
 
     @property
     def cd_trace(self) -> Path:
-        return self.trace_dir / "cd-trace.csv"
+        return self.trace_dir / CD_TRACE_CSV
 
     @property
     def secrets_dir(self) -> Path:
@@ -133,8 +146,13 @@ class RunDir:
     def ge_stdout(self, ge_id: str) -> Path:
         return self.ge_dir(ge_id) / STDOUT_LOG
 
+    @property
+    def devices_dir(self) -> Path:
+        """Where every device's directory is (:meth:`device_dir`)."""
+        return self.path / "devices"
+
     def device_dir(self, device: str) -> Path:
-        return self.path / "devices" / device
+        return self.devices_dir / device
 
     def device_container_log(self, device: str) -> Path:
         return self.device_dir(device) / CONTAINER_LOG
