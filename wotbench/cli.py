@@ -170,7 +170,7 @@ def _cmd_sweep(args) -> int:
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
                       repeats=args.repeats)
-    print(sweep.dir / "report.html")
+    print(sweep.files.report_html)
     return sweep_exit_code(sweep)
 
 

@@ -546,3 +546,56 @@ class MergedRunDir:
     def is_merged(self) -> bool:
         """A run across hosts (its cluster.json exists), not a single-host run directory."""
         return self.cluster_json.is_file()
+
+
+class SweepDir:
+    """The layout of a sweep directory (wotbench/sweep/README.md; a capacity search's too):
+    ``sweep.json``, the base config as given, each point's derived config and run directories,
+    and the report with the results beside it."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"SweepDir({str(self.path)!r})"
+
+    @property
+    def sweep_json(self) -> Path:
+        return self.path / "sweep.json"       # the points, their state and run directories
+
+    @property
+    def base_yaml(self) -> Path:
+        return self.path / "base.yaml"        # the base config as given (a copy)
+
+    @property
+    def configs_dir(self) -> Path:
+        return self.path / "configs"
+
+    @staticmethod
+    def point_config(point: str) -> str:
+        """A point's derived config, relative to the sweep dir (as sweep.json keeps it)."""
+        return f"configs/{point}.yaml"
+
+    def point_runs(self, point: str) -> Path:
+        """Where a point's run makes its run directory (the runner's out root)."""
+        return self.path / "runs" / point
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def results_json(self) -> Path:
+        return self.path / "results.json"     # model wotbench.sweep.results.SweepResults
+
+    @property
+    def points_csv(self) -> Path:
+        return self.path / "points.csv"       # one row per run
+
+    @property
+    def settings_csv(self) -> Path:
+        return self.path / "settings.csv"     # one row per setting: mean, CI of every metric
+
+    @property
+    def capacity_json(self) -> Path:
+        return self.path / "capacity.json"    # a capacity search's CapacityResult

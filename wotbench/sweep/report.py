@@ -160,6 +160,6 @@ def write_report(sweep: Sweep, capacity: Optional[Any] = None) -> Path:
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),
         capacity=capacity, esc=html.escape, results=res, metrics=_shown(res), ci_text=ci_text,
         ci_figures=ci_figures.make_ci_figures(res) if capacity is None else [])
-    out = sweep.dir / "report.html"
+    out = sweep.files.report_html
     atomic.write_text(out, page)
     return out
