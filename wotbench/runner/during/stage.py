@@ -13,6 +13,7 @@ from wotbench.config import http_spec
 from wotbench.errors import EnvironmentProblem
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
+from wotbench.rundir.layout import GE_REQUESTS
 from wotbench.runner import http_phases, notify_sink, push_run, run_json, sut_faults
 from wotbench.runner.deployment import readiness
 from wotbench.runner.deployment.components import GeRun
@@ -62,8 +63,8 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
         if done.failed:
             raise EnvironmentProblem(
                 f"gateways.http.setup: {done.failed} of {done.requests} requests were not "
-                "answered 2xx (phases/setup/ge/requests.csv has each one's status); the run "
-                "stops before T0")
+                f"answered 2xx ({rd.rel(rd.phase_ge_dir('setup') / GE_REQUESTS)} has each "
+                "one's status); the run stops before T0")
     if cfg.notify is not None:   # issue 35: subscriptions hold before any update
         held.sink = notify_sink.start(
             cfg, rd, {d.name: (d.address, d.port) for d in parts.devices},
