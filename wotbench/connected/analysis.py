@@ -218,7 +218,7 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
         attached_at_exit=sum(e.attached_at_exit for e in eng),
         attaches=sum(e.attaches for e in eng), disconnects=disc, connect_failures=cfail,
         testbed_loss=lost, host_memory_per_device_bytes=x.get("host_memory_per_device_bytes"),
-        engine_cpu_s=sum(lp["cpu_ns"] for lp in loops) / 1e9,
+        engine_cpu_s=sum(lp.cpu_ns for lp in loops) / 1e9,
         engine_timer_late_p99_ms=max(late) / 1e6 if late else None,
         heartbeats=sum(e.heartbeats for e in eng), pongs=sum(e.pongs for e in eng),
         devices_side=_traffic(sum(e.replies + e.events + e.heartbeats for e in eng),
