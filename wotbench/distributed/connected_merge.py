@@ -114,10 +114,10 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
                    t0_here: int, edge_running: Optional[bool], v: ClusterVerdict) -> Summary:
     """The merged summary.json (every RPC and engine) with the run's verdict: the worst
     cell's (each cell's evidence judges its own host); the SLO from every RPC decides 0/4."""
-    md = MergedRunDir(merged)
-    RunDir(merged).config_resolved.write_text(resolved)
-    _rebased_rpcs(md, infos, t0_here, RunDir(merged).apps_dir)
-    _rebased_sched(md, infos, t0_here, RunDir(merged).connected_sched_csv)
+    md, rd = MergedRunDir(merged), RunDir(merged)
+    rd.config_resolved.write_text(resolved)
+    _rebased_rpcs(md, infos, t0_here, rd.apps_dir)
+    _rebased_sched(md, infos, t0_here, rd.connected_sched_csv)
     dirs = [d for n in sorted(infos) for d in engine_dirs(md.cell_dir(n))]
     warm = t0_here + (cfg.applications.warmup_s if cfg.applications else 0) * 1_000_000_000
     extra = {"attached_all": all(i.get("attached_all") for i in infos.values()),
@@ -129,9 +129,8 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
              "sched_missing": next((i["sched_missing"] for i in infos.values()
                                     if i.get("sched_missing")), None)}
     inp = Inputs(engine_dirs=dirs,
-                 app_dir=RunDir(merged).apps_dir if (RunDir(merged).apps_dir / RPC_LOG).exists()
-                 else None,
-                 sched_csv=RunDir(merged).connected_sched_csv,
+                 app_dir=rd.apps_dir if (rd.apps_dir / RPC_LOG).exists() else None,
+                 sched_csv=rd.connected_sched_csv,
                  devices=sum(i["devices"] for i in infos.values()), test_start_ns=t0_here,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm, extra=extra)
     s = _judge(cfg, merged, cfg.name, inp)
