@@ -270,7 +270,7 @@ class RunDir:
         return self.phase_dir(phase) / "ge"
 
     def phase_trace(self, phase: str) -> Path:
-        return self.phase_dir(phase) / "trace.csv"
+        return self.phase_dir(phase) / TRACE_CSV
 
     def phase_body(self, phase: str) -> Path:
         """The phase's body template, as the GE's --http-body-template reads it."""
