@@ -132,8 +132,7 @@ def _cmd_analyze(args) -> int:
 
 def _cmd_report(args) -> int:
     from wotbench.rundir import MergedRunDir
-    from wotbench.distributed.connected_coord import SPLIT_JSON
-    connected = (Path(args.run_dir) / SPLIT_JSON).is_file()   # its report is a connected run's
+    connected = MergedRunDir(args.run_dir).connected_split_json.is_file()   # a connected run's
     if MergedRunDir(args.run_dir).is_merged() and not connected:   # across hosts: merged report
         from wotbench.distributed.report import render_cluster
         print(render_cluster(args.run_dir))
@@ -171,7 +170,7 @@ def _cmd_sweep(args) -> int:
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
                       repeats=args.repeats)
-    print(sweep.dir / "report.html")
+    print(sweep.files.report_html)
     return sweep_exit_code(sweep)
 
 

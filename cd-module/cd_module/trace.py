@@ -12,6 +12,7 @@ from wotbench.config.schema import Config
 from wotbench.deploy.resolve import cd_node_address
 from cd_module.sizing import resolve_cd
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import CD_TRACE_CSV, RESOURCES_DIR
 from wotbench.workload.formats import TRACE_HEADER, write_resources
 from wotbench.workload.formats import uri as resource_uri
 
@@ -35,7 +36,7 @@ def write_cd_files(cfg: Config, out_dir: Path) -> int:
     times = cd_trace_times_us(cfg) if cd.enabled else np.zeros(0, np.int64)
     uri = resource_uri(a, CD_RESOURCE)
     atomic.write_text(
-        out_dir / "cd-trace.csv", TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
-    write_resources(out_dir / "resources" / f"{a.name}.csv",
+        out_dir / CD_TRACE_CSV, TRACE_HEADER + "\n" + "".join(f"{a.id},{t},GET,{uri}\n" for t in times.tolist()))
+    write_resources(out_dir / RESOURCES_DIR / f"{a.name}.csv",
                      [(CD_RESOURCE, int(round(float(cd.service_time_ms) * 1000)), cd.mode, CD_PAYLOAD_BYTES)])
     return len(times)

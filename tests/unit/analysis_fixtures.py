@@ -35,6 +35,17 @@ def ge_summary(**kw) -> dict:
     return {k: v for k, v in d.items() if v is not None or k == "warmup"}
 
 
+def sink_summary(subscribers: list[tuple[str, str]], start_mono_ns: int = 0,
+                 end_mono_ns: int = 10 ** 10, **kw) -> dict:
+    """A notification sink's sink.json as notify-sink writes it (wotbench.rundir.sink_files):
+    ``subscribers`` (name, kind), their counters zero."""
+    subs = [{"name": n, "kind": k, "target": f"http://127.0.0.1:8080/{n}", "ready": True,
+             "status": 200, "connections": 1, "bytes": 0, "messages": 0, "ids": 0, "errors": 0}
+            for n, k in subscribers]
+    return {"marker": "urn:wot:upd:", "start_mono_ns": start_mono_ns, "end_mono_ns": end_mono_ns,
+            "notifications": 0, "over_capacity": 0, "capacity": 1000, "subscribers": subs, **kw}
+
+
 def device_summary(name: str, requests: int, **kw) -> dict:
     """A device-summary.json as wot-device writes it (wotbench.rundir.device_files)."""
     return {"name": name, "requests": requests, "responses": requests, "overload_503": 0,

@@ -121,6 +121,19 @@ def test_a_cells_config_loads_there_without_the_servers_template(tmp_path):
     assert c.edge_server.config_template is None and c.devices[0].count == 100000
 
 
+def _rpc_summary(**kw) -> dict:
+    """A cell's rpc-summary.json as wot-rpcapp writes it (wotbench.rundir.connected_files),
+    its counts zero but ``kw``."""
+    counts = ("apps", "rpcs", "measured", "measured_sent", "measured_ok", "ok", "timeout",
+              "rejected", "lost", "overflow", "others", "unsent_down", "unsent_write", "sent",
+              "unmatched", "late_replies", "events_in", "post_2xx", "post_202", "app_disconnects",
+              "sub_disconnects", "bytes_out", "bytes_in", "shards", "devices", "first_app",
+              "window", "first_shard", "end_ns", "rows_full")
+    return {**dict.fromkeys(counts, 0), "duration_s": 10.0, "offered_per_s": 0.0,
+            "sent_per_s": 0.0, "answered_per_s": 0.0, "measured_s": 10.0, "loop": "closed",
+            "rate": 0.0, "arrival": "poisson", "latency_ns": None, "send_lag_ns": None, **kw}
+
+
 def _cell(md: MergedRunDir, node: str, t0: int, rows: list[tuple], summary: dict) -> None:
     apps = md.cell_dir(node) / "apps"
     apps.mkdir(parents=True)
@@ -132,9 +145,9 @@ def _cell(md: MergedRunDir, node: str, t0: int, rows: list[tuple], summary: dict
 def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
     md = MergedRunDir(tmp_path)
     _cell(md, "n1", 5_000, [(0, "0-1", 7, 6_000, 6_100, 9_100, 202, "ok")],
-          {"apps": 1, "rpcs": 1, "ok": 1, "bytes_in": 10, "others": 1, "duration_s": 9.0})
+          _rpc_summary(apps=1, rpcs=1, ok=1, bytes_in=10, others=1, duration_s=9.0))
     _cell(md, "n2", 900_000, [(1, "1-1", 3, 901_000, 901_050, None, 202, "timeout")],
-          {"apps": 1, "rpcs": 1, "timeout": 1, "bytes_in": 5, "duration_s": 10.0})
+          _rpc_summary(apps=1, rpcs=1, timeout=1, bytes_in=5, duration_s=10.0))
     _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}, "n2": {"t0_mono_ns": 900_000}}, 100,
                   tmp_path / "apps")
     f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
@@ -186,7 +199,10 @@ def test_the_reply_read_stamp_moves_onto_the_clock_with_the_others(tmp_path):
                           "outcome", "reply_read_ns", "reply_stamp"]).to_csv(
         apps / "rpc-log.csv", index=False)
     (apps / "rpc-summary.json").write_text(json.dumps(
-        {"apps": 1, "rpcs": 1, "ok": 1, "replies_kernel_stamped": 1, "duration_s": 9.0}))
+        {"apps": 1, "rpcs": 1, "measured": 1, "ok": 1, "timeout": 0, "rejected": 0, "lost": 0,
+         "late_replies": 0, "post_202": 1, "bytes_out": 10, "bytes_in": 10, "latency_ns": None,
+         "send_lag_ns": None, "rows_full": False, "replies_kernel_stamped": 1,
+         "duration_s": 9.0}))
     _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}}, 100, tmp_path / "apps")
     f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
     assert (f.loc[0, "reply_ns"], f.loc[0, "reply_read_ns"]) == (4_200, 4_250)

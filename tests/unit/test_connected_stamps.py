@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from wotbench.connected.stamps import rx_stamps
+from wotbench.rundir.connected_files import ConnStamps, ConnSummary, RpcSummary
 
 WARM = 1_000
 
@@ -19,8 +20,11 @@ def _app(rows):
                                        "reply_read_ns", "reply_stamp"])
 
 
-ENGINES = [{"stamps": {"kernel": 5, "user": 1, "sockets_refused": 0, "pin_on": 1}},
-           {"stamps": {"kernel": 2, "user": 0, "sockets_refused": 0, "pin_on": 1}}]
+# only the fields rx_stamps reads (model_construct: the other counts do not matter here)
+ENGINES = [ConnSummary.model_construct(stamps=ConnStamps(kernel=5, user=1, sockets_refused=0,
+                                                         pin_on=1)),
+           ConnSummary.model_construct(stamps=ConnStamps(kernel=2, user=0, sockets_refused=0,
+                                                         pin_on=1))]
 
 
 def test_counts_and_read_lags_of_the_kernel_stamped_rpcs_after_the_warm_up():
@@ -33,7 +37,7 @@ def test_counts_and_read_lags_of_the_kernel_stamped_rpcs_after_the_warm_up():
                 ("0-3", 1_800, 1_900, 7_000, "ok", 7_000, "user"),
                 ("0-6", 500, 600, 800, "ok", 50_000_800, "kernel"),                # warm-up
                 ("0-7", 2_000, 2_100, None, "timeout", None, None)])
-    s = rx_stamps(ENGINES, dev, {"replies_kernel_stamped": 2, "replies_user_stamped": 1}, app,
+    s = rx_stamps(ENGINES, dev, RpcSummary.model_construct(replies_kernel_stamped=2, replies_user_stamped=1), app,
                   WARM)
     assert (s.device_kernel, s.device_user, s.reply_kernel, s.reply_user) == (7, 1, 2, 1)
     # engines: 40 µs and 2 µs (the warm-up's and the unsent reply's rows are not RPCs measured)
@@ -44,6 +48,6 @@ def test_counts_and_read_lags_of_the_kernel_stamped_rpcs_after_the_warm_up():
 
 def test_files_without_stamps_give_none_and_a_run_without_applications_has_no_app_lag():
     old = _dev([]).drop(columns=["read_ns", "arrival_stamp"])
-    assert rx_stamps([{"attaches": 1}], old, None, None, WARM) is None
+    assert rx_stamps([ConnSummary.model_construct(stamps=None)], old, None, None, WARM) is None
     s = rx_stamps(ENGINES, _dev([]), None, None, WARM)
     assert s.reply_kernel == 0 and s.app_read_lag.n == 0 and s.engine_read_lag.n == 0

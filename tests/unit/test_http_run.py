@@ -24,6 +24,7 @@ from wotbench.runner.deployment import httpprobe
 from wotbench.runner import serverconf
 from wotbench.runner.deployment.components import DeviceRun, GeRun
 from wotbench.rundir.ge_files import GeHttp
+from wotbench.rundir.layout import GE_BODY_TEMPLATE
 from wotbench.sweep.core import derive_config
 from wotbench.workload.generate import write_trace
 
@@ -145,7 +146,7 @@ def test_ge_options_and_body_template_file():
     g = GeRun(name="ge-0", role="ge", cpu=1, trace=Path("t"), out_dir=Path("o"), stdout=Path("s"),
               http_body_template=True)
     a = g.args("/trace.csv", "/out")
-    assert a[a.index("--http-body-template") + 1] == f"/out/{http_spec.BODY_TEMPLATE_FILE}"
+    assert a[a.index("--http-body-template") + 1] == f"/out/{GE_BODY_TEMPLATE}"
 
 
 def test_the_example_config_loads_and_sweeps_over_http_keys(tmp_path):

@@ -341,14 +341,15 @@ def test_the_fault_windows_hold_the_device_requests_by_schedule(tmp_path):
 
 
 def test_notification_figures_per_subscriber():
+    from analysis_fixtures import sink_summary
     from wotbench.analysis.notify_sink import figures
+    from wotbench.rundir.sink_files import SinkSummary
     updates = pd.DataFrame({"seq": [0, 1, 2, 3], "sent": [0.0, 1e9, 2e9, 3e9],
                             "ok": [True, True, True, False]})
     notes = pd.DataFrame({"subscriber": ["a", "a", "a", "a", "b"], "id": [0, 1, 1, 9, 0],
                           "received_ns": [2e6, 1.005e9, 1.007e9, 2.5e9, 4e6],
                           "kernel": [1, 1, 1, 0, 1]})
-    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
-            "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "webhook"}]}
+    sink = SinkSummary.model_validate(sink_summary([("a", "stream"), ("b", "webhook")]))
     a, b = figures(updates, notes, sink)
     assert (a.updates, a.notified, a.lost, a.duplicates, a.unknown_ids) == (3, 2, 1, 1, 1)
     assert a.latency_ms["p50"] == pytest.approx(3.5) and a.latency_ms["max"] == pytest.approx(5)

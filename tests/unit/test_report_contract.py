@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -66,21 +67,22 @@ def test_every_run_report_draws_every_figure(sweep):
 
 def test_every_sweep_fact_comes_from_the_analysed_runs(sweep):
     rows = collect(sweep)
-    assert len(rows) == 4 and {r["affinity"] for r in rows} == {"pinned", "shared"}
+    assert len(rows) == 4 and {r.affinity for r in rows} == {"pinned", "shared"}
     for r in rows:
         # the host's share is None exactly when the run's summary has no amount (this fixture
         # writes no monitor files, so no run-queue wait): still a fact of the analysed run
-        s = RunDir(Path(r["run_dir"]) if Path(r["run_dir"]).is_absolute()
-                   else sweep.dir / r["run_dir"]).read_summary()
+        s = RunDir(Path(r.run_dir) if Path(r.run_dir).is_absolute()
+                   else sweep.dir / r.run_dir).read_summary()
         no_amount = {"testbed_ms", "testbed_share", "testbed_worst_share"} \
             if s.contention.added_ms is None else set()
         if s.notify is None:            # no notification sink in this fixture's runs
             no_amount |= set(NOTIFY_FACTS)
-        missing = [k for k, v in r.items() if v is None and k not in ("error", "exit_code")
-                   and k not in no_amount]
-        assert r["exit_code"] is not None and not missing, (r["id"], missing)
-        assert r["report"] == f"{r['run_dir']}/report.html"
-    assert sorted(r["devices"] for r in rows) == [2, 2, 4, 4]
+        # host: a run across hosts' unfaithful node only
+        missing = [k for k, v in asdict(r).items() if v is None
+                   and k not in ("error", "exit_code", "host") and k not in no_amount]
+        assert r.exit_code is not None and not missing, (r.id, missing)
+        assert r.report == f"{r.run_dir}/report.html"
+    assert sorted(r.devices for r in rows) == [2, 2, 4, 4]
 
 
 def test_the_sweep_report_draws_every_figure(sweep):

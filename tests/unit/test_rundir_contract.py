@@ -44,8 +44,8 @@ def test_every_reader_gets_its_facts_from_a_genuinely_analysed_run(analysed):
     facts = _facts(s)                   # the sweep report
     for k in ("devices", "throughput_rps", "rt_p50_ms", "rd_devices", "rd_cd", "late_share",
               "ks", "lag_p99_us", "ge_kept_up"):
-        assert facts[k] is not None, k
-    assert facts["notify_p99_ms"] is None          # no notification sink in this run
+        assert facts.fact(k) is not None, k
+    assert facts.notify_p99_ms is None             # no notification sink in this run
     sub = lambda name, p99, lost, rate: NotifySubscriber(   # noqa: E731
         name=name, kind="webhook", updates=100, notified=100 - lost, lost=lost,
         lost_share=lost / 100, duplicates=0, unknown_ids=0, notifications_per_s=rate,
@@ -53,7 +53,7 @@ def test_every_reader_gets_its_facts_from_a_genuinely_analysed_run(analysed):
     notified = s.model_copy(update={"notify": NotifyBlock(marker="id", subscribers=[
         sub("a", 4.0, 0, 30.0), sub("b", 9.0, 3, 20.0)])})
     f = _facts(notified)                # the worst subscriber's latency and loss, rates summed
-    assert (f["notify_p50_ms"], f["notify_p99_ms"], f["notify_per_s"],
-            f["notify_lost_share"]) == (2.25, 9.0, 50.0, 0.03)
+    assert (f.notify_p50_ms, f.notify_p99_ms, f.notify_per_s,
+            f.notify_lost_share) == (2.25, 9.0, 50.0, 0.03)
     v = load_run(rd.path)               # the validation study
     assert v["verdict"] == s.verdict.status and v["dev_windows"] and v["rd_cd_cal_p50"] is not None

@@ -6,10 +6,12 @@ import json
 
 import pytest
 
+from analysis_fixtures import device_summary
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.runner.deployment.components import DeviceRun
 from wotbench.rundir import RunDir
+from wotbench.rundir.device_files import DeviceImpair
 from wotbench.runner.backends.docker.backend import DockerKind
 from wotbench.runner.deployment.impair import Impairments
 from wotbench.runner.backends.process.backend import ProcessKind
@@ -89,9 +91,10 @@ def test_bad_override_is_a_config_error():
 def test_record_carries_device_counters(tmp_path):
     imp = Impairments.select(_cfg(DELAY_LOSS, "app"), DOCKER, True)
     (tmp_path / "devices" / "far-0").mkdir(parents=True)
+    impair = {k: 0 for k in DeviceImpair.model_fields if k not in ("dir", "seed")}
     (tmp_path / "devices" / "far-0" / "device-summary.json").write_text(json.dumps(
-        {"name": "far-0", "impair": {"dir": "egress", "seed": 1, "dropped_in": 0, "dropped_out": 3,
-                                     "duplicated": 0, "corrupted": 0}}))
+        device_summary("far-0", 10, impair={**impair, "dir": "egress", "seed": 1,
+                                            "dropped_out": 3})))
     rec = imp.record(RunDir(tmp_path)).model_dump(mode="json", exclude_none=True)
     assert rec["devices"]["far-0"]["counters"]["dropped_out"] == 3
     assert "counters" not in rec["devices"]["far-1"] and rec["in_effect"] is False

@@ -230,8 +230,8 @@ def test_report_rows_read_a_real_analysis_summary(tmp_path):
     row = collect(sweep)[0]
     for fact in ("devices", "throughput_rps", "rt_p50_ms", "rt_p95_ms", "rd_devices", "rd_cd",
                  "cd_rt_ms", "late_share", "ks", "lag_p99_us", "ge_kept_up"):
-        assert row[fact] is not None, fact
-    assert row["devices"] == 3 and 0 < row["rt_p50_ms"] < row["rt_p95_ms"]
+        assert row.fact(fact) is not None, fact
+    assert row.devices == 3 and 0 < row.rt_p50_ms < row.rt_p95_ms
 
 
 # ----------------------------------------------------------------------------- quiet-host gate

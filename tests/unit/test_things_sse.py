@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis_fixtures import sink_summary
 from wotbench.analysis.notify_sink import figures
+from wotbench.rundir.sink_files import SinkSummary
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.things import http_thing, sse_notify
@@ -148,14 +150,13 @@ def test_each_subscriber_counts_only_the_writes_to_its_own_instance():
                             "path": ["api/state", "api/state", "api/state", "api/schedule"]})
     notes = pd.DataFrame({"subscriber": ["a", "a", "b"], "id": [0, 2, 1],
                           "received_ns": [3e6, 2.004e9, 1.005e9], "kernel": [1, 1, 1]})
-    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
-            "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "stream"}]}
+    sink = SinkSummary.model_validate(sink_summary([("a", "stream"), ("b", "stream")]))
     a, b = figures(updates, notes, sink, {"a": (0, "api/state"), "b": (1, "/api/state")})
     assert (a.updates, a.notified, a.lost) == (2, 2, 0)
     assert (b.updates, b.notified, b.lost) == (1, 1, 0)
     assert a.latency_ms["max"] == pytest.approx(4) and b.latency_ms["p50"] == pytest.approx(5)
-    (c,) = figures(updates, notes[notes.subscriber == "a"], {**sink, "subscribers": sink[
-        "subscribers"][:1]})   # unscoped: every update is this subscriber's
+    (c,) = figures(updates, notes[notes.subscriber == "a"], sink.model_copy(update={
+        "subscribers": sink.subscribers[:1]}))   # unscoped: every update is this subscriber's
     assert (c.updates, c.lost) == (4, 2)
 
 
@@ -166,8 +167,7 @@ def test_the_latency_is_only_over_updates_that_count():
                             "device": [0, 0], "path": ["api/state", "api/state"]})
     notes = pd.DataFrame({"subscriber": ["a", "a"], "id": [0, 1],
                           "received_ns": [2e6, 1.05e9], "kernel": [1, 1]})
-    sink = {"start_mono_ns": 0, "end_mono_ns": 10e9,
-            "subscribers": [{"name": "a", "kind": "stream"}]}
+    sink = SinkSummary.model_validate(sink_summary([("a", "stream")]))
     (a,) = figures(updates, notes, sink, {"a": (0, "api/state")})
     assert (a.updates, a.notified, a.lost, a.unknown_ids) == (1, 1, 0, 0)
     assert a.latency_ms["max"] == pytest.approx(2) and a.latency_ms["min"] == pytest.approx(2)

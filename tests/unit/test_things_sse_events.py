@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import yaml
-
+from analysis_fixtures import ge_summary, sink_summary
 from wotbench.analysis.notify_sink import analyse, block as notify_block
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
+from wotbench.rundir import GeSummary
 from wotbench.things import http_thing, sse_events
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +30,21 @@ def _raw(load, count=3, td=str(METER_FILE)) -> dict:
     return {"name": "t", "duration_s": 10, "backend": "process",
             "things": [{"td": td, "group": "meter", "count": count, "service_time_ms": 2,
                         "load": load}]}
+
+
+def _resolved(run_dir: Path, **kw) -> None:
+    """The run's config.resolved.yaml: one meter instance, read and subscribed to (its stream
+    meter-0-overload on api/overload)."""
+    from wotbench.deploy.resolve import dump_resolved
+    dump_resolved(config_from_dict({**_raw([READ, EVENT], count=1), **kw}, run_dir),
+                  run_dir / "config.resolved.yaml")
+
+
+def _ge(ge_dir: Path, **kw) -> list:
+    """The GE's summary.json, written, and what the analysis hands notify_sink.block."""
+    s = ge_summary(**kw)
+    (ge_dir / "summary.json").write_text(json.dumps(s))
+    return [(ge_dir, GeSummary.model_validate(s))]
 
 
 def test_an_sse_subscribeevent_makes_one_stream_per_instance_on_its_own_emissions(tmp_path):
@@ -129,12 +144,11 @@ def test_the_analysis_joins_arrivals_to_emissions_and_counts_a_lost_one(tmp_path
     ge, sink = tmp_path / "ge", tmp_path / "sink"
     ge.mkdir()
     sink.mkdir()
-    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": 900, "end_mono_ns": 5000}))
+    _ge(ge, start_mono_ns=900, end_mono_ns=5000)
     (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n"
                                      "0,0,GET,api/power,10,ok\n")
-    (sink / "sink.json").write_text(json.dumps({
-        "start_mono_ns": 0, "end_mono_ns": 6000,
-        "subscribers": [{"name": "a", "kind": "stream"}, {"name": "b", "kind": "stream"}]}))
+    (sink / "sink.json").write_text(json.dumps(sink_summary([("a", "stream"), ("b", "stream")],
+                                                            0, 6000)))
     pd.DataFrame({"subscriber": ["a", "a", "a", "b", "b"],
                   "id": [e0[0], e0[1], e0[3], e1, e1],
                   "received_ns": [700, 1300, 3100, 1900, 2000], "kernel": [1] * 5}
@@ -168,20 +182,15 @@ def test_an_emission_too_close_to_the_sinks_stop_is_not_judged_not_lost(tmp_path
     ge.mkdir()
     sink.mkdir()
     # the GE's own end (after its drain) is well beyond the test: it is not the window
-    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": s, "end_mono_ns": 9 * s}))
+    ges = _ge(ge, start_mono_ns=s, end_mono_ns=9 * s)
     (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n")
-    (sink / "sink.json").write_text(json.dumps({
-        "marker": "urn:wot:upd:", "start_mono_ns": 0, "end_mono_ns": 6 * s + s // 5,
-        "subscribers": [{"name": "meter-0-overload", "kind": "stream"}]}))
+    (sink / "sink.json").write_text(json.dumps(sink_summary([("meter-0-overload", "stream")],
+                                                            0, 6 * s + s // 5)))
     pd.DataFrame({"subscriber": ["meter-0-overload"], "id": [ids[0]],
                   "received_ns": [3 * s + 50_000], "kernel": [1]}
                  ).to_csv(sink / "notifications.csv", index=False)
-    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump({
-        "duration_s": 5, "devices": [{"group": "meter", "count": 1}],
-        "notify": {"marker": "urn:wot:upd:", "timeout_ms": 1000, "subscribers": [
-            {"name": "meter-0-overload", "kind": "stream", "device": "meter-0",
-             "path": "api/overload", "updates_to": "api/overload"}]}}))
-    (a,) = notify_block(tmp_path, [ge]).subscribers
+    _resolved(tmp_path, duration_s=5)    # notify.timeout_ms: its default, 1000
+    (a,) = notify_block(tmp_path, ges).subscribers
     assert (a.updates, a.notified, a.lost, a.not_judged, a.unknown_ids) == (1, 1, 0, 1, 0)
     assert a.latency_ms.max == pytest.approx(0.05)
 
@@ -197,21 +206,14 @@ def test_a_missing_emission_file_is_a_testbed_failure_not_no_loss(tmp_path):
     ge.mkdir()
     sink.mkdir()
     (tmp_path / "devices" / "meter-0").mkdir(parents=True)   # no sse-events.csv in it
-    (ge / "summary.json").write_text(json.dumps({"start_mono_ns": 0, "end_mono_ns": 10 ** 10}))
+    ges = _ge(ge, start_mono_ns=0, end_mono_ns=10 ** 10)
     (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n"
                                      "0,0,GET,api/power,10,ok\n")
-    (sink / "sink.json").write_text(json.dumps({
-        "marker": "urn:wot:upd:", "start_mono_ns": 0, "end_mono_ns": 10 ** 10,
-        "subscribers": [{"name": "meter-0-overload", "kind": "stream"}]}))
+    (sink / "sink.json").write_text(json.dumps(sink_summary([("meter-0-overload", "stream")])))
     pd.DataFrame({"subscriber": ["meter-0-overload"], "id": [e], "received_ns": [10 ** 9],
                   "kernel": [1]}).to_csv(sink / "notifications.csv", index=False)
-    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump({
-        "duration_s": 5, "things": [{"group": "meter", "load": [READ, EVENT]}],
-        "devices": [{"group": "meter", "count": 1, "thing": 0}],
-        "notify": {"marker": "urn:wot:upd:", "subscribers": [
-            {"name": "meter-0-overload", "kind": "stream", "device": "meter-0",
-             "path": "api/overload", "updates_to": "api/overload"}]}}))
-    block = notify_block(tmp_path, [ge])
+    _resolved(tmp_path, duration_s=5)
+    block = notify_block(tmp_path, ges)
     assert block.failures == [
         "notify: subscriber meter-0-overload: no emission of meter-0 in any "
         "devices/*/sse-events.csv (its HTTP Thing process did not stop cleanly, or its file "
@@ -223,4 +225,4 @@ def test_a_missing_emission_file_is_a_testbed_failure_not_no_loss(tmp_path):
     assert v.reasons == block.failures + ["fine"]
     # the Thing stopped cleanly (its file, even with no emission of it yet): no failure
     sse_events.write_emissions(tmp_path / "devices" / "meter-0" / sse_events.EMISSIONS_FILE, [])
-    assert notify_block(tmp_path, [ge]).failures == []
+    assert notify_block(tmp_path, ges).failures == []

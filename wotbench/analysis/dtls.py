@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir.layout import GE_SUMMARY
 from wotbench.rundir.summary import BlockTimes, DtlsBlock, DtlsMode
 
 from wotbench.analysis.errors import AnalysisError
@@ -46,7 +47,7 @@ def _mode(g: GeData) -> str:
     """The GE's session mode; a handshakes.csv without the summary's ``dtls`` member (which
     every GE that writes one also writes) is an error naming the file."""
     if g.summary.dtls is None:
-        raise AnalysisError(f"{g.dir / 'summary.json'}: summary.json of {g.ge_id}: dtls: required "
+        raise AnalysisError(f"{g.dir / GE_SUMMARY}: summary.json of {g.ge_id}: dtls: required "
                             "key missing (the GE wrote handshakes.csv)")
     return g.summary.dtls.mode
 

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from wotbench.csvcheck import read_csv_checked
 from wotbench.rundir import CD_GE_DIR, GeRecord, RunDir, RunRecord
+from wotbench.rundir.layout import (GE_BLOCKWISE, GE_HANDSHAKES, GE_HTTP, GE_NOTIFICATIONS,
+                                    GE_OBSERVE, GE_REQUESTS, GE_SUMMARY, NOTIFY_LOG)
 from wotbench.rundir.device_files import DeviceSummary
 from wotbench.rundir.ge_files import GeObserve, GeSummary
 from wotbench.schema_errors import problems as schema_problems
@@ -196,18 +198,18 @@ class RunData:
 
 def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
     d = run_dir / rel_dir
-    summary = read_model(d / "summary.json", GeSummary, f"summary.json of {ge_id}")
-    requests = read_requests(d / "requests.csv")
+    summary = read_model(d / GE_SUMMARY, GeSummary, f"summary.json of {ge_id}")
+    requests = read_requests(d / GE_REQUESTS)
     blockwise = None
-    if (d / "blockwise.csv").is_file():
-        blockwise = read_csv_checked(d / "blockwise.csv", BLOCKWISE_COLUMNS, "GE blockwise.csv",
+    if (d / GE_BLOCKWISE).is_file():
+        blockwise = read_csv_checked(d / GE_BLOCKWISE, BLOCKWISE_COLUMNS, "GE blockwise.csv",
                                      AnalysisError)
     handshakes = None
-    if (d / "handshakes.csv").is_file():
-        handshakes = read_csv_checked(d / "handshakes.csv", HANDSHAKE_COLUMNS, "GE handshakes.csv",
+    if (d / GE_HANDSHAKES).is_file():
+        handshakes = read_csv_checked(d / GE_HANDSHAKES, HANDSHAKE_COLUMNS, "GE handshakes.csv",
                                       AnalysisError)
-    if (d / "http.csv").is_file():   # the wait for a connection is the server's, not the GE's
-        http = read_csv_checked(d / "http.csv", HTTP_COLUMNS, "GE http.csv", AnalysisError)
+    if (d / GE_HTTP).is_file():   # the wait for a connection is the server's, not the GE's
+        http = read_csv_checked(d / GE_HTTP, HTTP_COLUMNS, "GE http.csv", AnalysisError)
         queued = pd.Series(http["queued_ns"].to_numpy("float64"), index=http["index"].to_numpy())
         requests["queued_ns"] = queued.reindex(requests["index"].to_numpy()).to_numpy()
     marked = None
@@ -223,13 +225,13 @@ def _load_ge(run_dir: Path, ge_id: str, rel_dir: str) -> GeData:
         requests = requests[~obs_rows].reset_index(drop=True)
         requests["method"] = requests["method"].cat.remove_unused_categories()
         requests["path"] = requests["path"].cat.remove_unused_categories()
-        if (d / "notifications.csv").is_file():
-            path = d / "notifications.csv"
+        if (d / GE_NOTIFICATIONS).is_file():
+            path = d / GE_NOTIFICATIONS
             notifications = read_csv_checked(
                 path, _with_optional(path, NOTIFICATION_COLUMNS, NOTIFICATION_OPTIONAL),
                 "GE notifications.csv", AnalysisError)
         # the GE writes it whenever its trace has OBSERVE lines: its counts are in the summary
-        observe = read_model(d / "observe.json", GeObserve, f"observe.json of {ge_id}")
+        observe = read_model(d / GE_OBSERVE, GeObserve, f"observe.json of {ge_id}")
     return GeData(ge_id=ge_id, dir=d, requests=requests, summary=summary,
                   observe_requests=observe_requests, notifications=notifications,
                   observe=observe, blockwise=blockwise, handshakes=handshakes,
@@ -255,7 +257,7 @@ def _load_device_files(rd: RunDir, dev: DeviceInfo, res_rel: str | None,
     else:
         warnings.append(f"{log_path}: device log missing; no response-time decomposition "
                         f"for {dev.name}")
-    notify_path = log_path.parent / "notify-log.csv"
+    notify_path = log_path.parent / NOTIFY_LOG
     if notify_path.is_file():
         dev.notify_log = read_csv_checked(notify_path, NOTIFY_LOG_COLUMNS, "notify-log.csv",
                                           AnalysisError)
@@ -310,17 +312,17 @@ def load_run(run_dir: str | Path) -> RunData:
     ges_spec = run.ges
     if ges_spec is None:   # a hand-made run.json: every ge/<id>/ directory is a main GE
         ges_spec = [GeRecord(id=p.name, dir=rd.rel(p))
-                    for p in sorted((run_dir / "ge").glob("*")) if p.is_dir()]
+                    for p in sorted(rd.ges_dir.glob("*")) if p.is_dir()]
     ges = [_load_ge(run_dir, g.id, g.dir) for g in ges_spec]
 
     cd_ge = None
     cd_spec = run.cd
     cd_ge_dir = run.cd_ge.dir if run.cd_ge else CD_GE_DIR
     if cd_spec is not None or (run_dir / cd_ge_dir).is_dir():
-        if (run_dir / cd_ge_dir / "requests.csv").is_file():
+        if (run_dir / cd_ge_dir / GE_REQUESTS).is_file():
             cd_ge = _load_ge(run_dir, CD_GE_DIR, cd_ge_dir)
         else:
-            warnings.append(f"{run_dir / cd_ge_dir / 'requests.csv'}: contention-detector GE "
+            warnings.append(f"{run_dir / cd_ge_dir / GE_REQUESTS}: contention-detector GE "
                             "log missing; contention cannot be assessed")
 
     devices: dict[str, DeviceInfo] = {}

@@ -22,9 +22,16 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from wotbench.config.notify import Notify
-from wotbench.config.schema import Config, device_name
+from pydantic import ValidationError
+
+from wotbench.analysis.errors import AnalysisError
+from wotbench.analysis.loading import read_model
+from wotbench.config.schema import Config
+from wotbench.rundir import GeSummary, RunDir
+from wotbench.rundir.layout import GE_REQUESTS, GE_SUMMARY, SINK_JSON, SINK_NOTIFICATIONS
 from wotbench.rundir.notify import NotifyBlock, NotifyLatency, NotifySubscriber
+from wotbench.rundir.sink_files import SinkSummary
+from wotbench.schema_errors import problems as schema_problems
 
 UPDATE_METHODS = ("POST", "PUT", "PATCH")
 
@@ -45,12 +52,21 @@ class SubscriberFigures:
     not_judged: int = 0            # events emitted in the test too close to the sink's stop
 
 
-def updates_of(ge_dir: Path, methods: tuple[str, ...] = UPDATE_METHODS) -> pd.DataFrame:
-    """The GE's updates: seq (the requests.csv row), sent (mono ns), ok, device, path."""
-    req = pd.read_csv(ge_dir / "requests.csv",
+def read_ge(ge_dir: Path) -> GeSummary:
+    return read_model(ge_dir / GE_SUMMARY, GeSummary, "the updating GE's summary.json")
+
+
+def read_sink(sink_dir: Path) -> SinkSummary:
+    return read_model(sink_dir / SINK_JSON, SinkSummary, "the notification sink's sink.json")
+
+
+def updates_of(ge_dir: Path, start: int, methods: tuple[str, ...] = UPDATE_METHODS
+               ) -> pd.DataFrame:
+    """The GE's updates: seq (the requests.csv row), sent (mono ns: ``start``, its summary's
+    start_mono_ns, + sent_ns), ok, device, path."""
+    req = pd.read_csv(ge_dir / GE_REQUESTS,
                       usecols=["index", "device", "method", "path", "sent_ns", "outcome"],
                       dtype={"path": str})
-    start = json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"]
     req = req[req["method"].isin(methods)]
     return pd.DataFrame({"seq": req["index"].to_numpy(np.int64),
                          "sent": start + req["sent_ns"].to_numpy(np.float64),
@@ -84,18 +100,18 @@ def _rate(received_ns: np.ndarray, window_s: float) -> float:
     return (len(received_ns) - 1) / span if span > 0 else 0.0
 
 
-def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
+def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: SinkSummary,
             scopes: Optional[dict[str, tuple[int, str]]] = None) -> list[SubscriberFigures]:
     """One block per subscriber of sink.json; ``scopes``: subscriber -> (device id, path) of its
     own updates (the others' are neither its losses nor its latencies)."""
-    window_s = max((sink["end_mono_ns"] - sink["start_mono_ns"]) / 1e9, 1e-9)
+    window_s = max((sink.end_mono_ns - sink.start_mono_ns) / 1e9, 1e-9)
     every = updates
     out = []
-    for sub in sink["subscribers"]:
-        updates = _own(every, (scopes or {}).get(sub["name"]))
+    for sub in sink.subscribers:
+        updates = _own(every, (scopes or {}).get(sub.name))
         sent = updates.set_index("seq")["sent"]
         ok_ids = set(updates.loc[updates["ok"], "seq"].tolist())
-        n = notes[notes["subscriber"] == sub["name"]]
+        n = notes[notes["subscriber"] == sub.name]
         first = n.sort_values("received_ns").drop_duplicates("id")
         known = first[first["id"].isin(sent.index)]
         counted = known[known["id"].isin(ok_ids)]   # latency only of updates that count
@@ -105,7 +121,7 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
         lost = len(ok_ids) - notified
         not_judged = int(updates["not_judged"].eq(True).sum()) if "not_judged" in updates else 0
         out.append(SubscriberFigures(
-            name=sub["name"], kind=sub["kind"], updates=len(ok_ids), notified=notified,
+            name=sub.name, kind=sub.kind, updates=len(ok_ids), notified=notified,
             lost=lost, lost_share=lost / len(ok_ids) if ok_ids else None,
             duplicates=len(n) - len(first), unknown_ids=len(first) - len(known),
             notifications_per_s=_rate(n["received_ns"].to_numpy(np.int64), window_s),
@@ -115,83 +131,95 @@ def figures(updates: pd.DataFrame, notes: pd.DataFrame, sink: dict,
     return out
 
 
-def device_ids(raw: dict) -> dict[str, int]:
-    """device name -> its position in the config's devices (requests.csv's ``device``)."""
-    ids, first = {}, 0
-    for g in raw.get("devices") or []:
-        for i in range(int(g.get("count", 1))):
-            ids[device_name(g["group"], i)] = first + i
-        first += int(g.get("count", 1))
-    return ids
+@dataclass
+class RunConfig:
+    """The run's config.resolved.yaml, read once per analysis: its mapping (the Things'
+    emission checks read it) and the :class:`Config` it validates as."""
+    raw: dict
+    config: Config
+
+    def device_ids(self) -> dict[str, int]:
+        """device name -> its position in the config's devices (requests.csv's ``device``)."""
+        return {n: i for i, n in enumerate(self.config.device_names())}
+
+    def scopes(self) -> dict[str, tuple[int, str]]:
+        """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one
+        (the id: the device's position in the config's devices, requests.csv's ``device``)."""
+        ids = self.device_ids()
+        subs = self.config.notify.subscribers if self.config.notify is not None else []
+        return {s.name: (ids[s.device], s.updates_to) for s in subs
+                if s.updates_to is not None and s.device in ids}
 
 
-def _resolved(run_dir: Path) -> dict:
-    """The run's config.resolved.yaml as a dict ({} when absent or not a mapping): read once
-    per analysis, for the subscribers' scopes, the event emissions and their failures."""
-    conf = run_dir / "config.resolved.yaml"
+def _resolved(run_dir: Path) -> Optional[RunConfig]:
+    """The run's config (None when config.resolved.yaml is absent or not a mapping); one that
+    is not a Config is an AnalysisError naming the file and the keys."""
+    conf = RunDir(run_dir).config_resolved
     if not conf.is_file():
-        return {}
+        return None
     import yaml
     raw = yaml.safe_load(conf.read_text()) or {}
-    return raw if isinstance(raw, dict) else {}
-
-
-def scopes_of(raw: dict) -> dict[str, tuple[int, str]]:
-    """subscriber -> (device id, updates_to) of the run's notify.subscribers that have one (the
-    id: the device's position in the config's devices, requests.csv's ``device``)."""
-    ids = device_ids(raw)
-    subs = (raw.get("notify") or {}).get("subscribers") or []
-    return {s["name"]: (ids[s["device"]], s["updates_to"]) for s in subs
-            if isinstance(s, dict) and s.get("updates_to") is not None and s.get("device") in ids}
+    if not isinstance(raw, dict) or not raw:
+        return None
+    try:
+        return RunConfig(raw, Config.model_validate(raw))
+    except ValidationError as e:
+        raise AnalysisError(f"{conf}: " + "; ".join(schema_problems(e, Config))) from None
 
 
 def analyse(ge_dir: Path, sink_dir: Path,
             scopes: Optional[dict[str, tuple[int, str]]] = None,
             emitted: Optional[pd.DataFrame] = None) -> list[SubscriberFigures]:
     """``emitted``: the HTTP Things' event emissions, updates of the same shape
-    (:func:`wotbench.things.sse_events.emission_updates`)."""
-    notes = pd.read_csv(sink_dir / "notifications.csv",
+    (:func:`wotbench.things.sse_events.emission_updates`). Reads the GE's summary.json and
+    sink.json (:func:`block` is given them)."""
+    return _analyse(ge_dir, read_ge(ge_dir).start_mono_ns, sink_dir, read_sink(sink_dir),
+                    scopes, emitted)
+
+
+def _analyse(ge_dir: Path, start: int, sink_dir: Path, sink: SinkSummary,
+             scopes: Optional[dict[str, tuple[int, str]]],
+             emitted: Optional[pd.DataFrame]) -> list[SubscriberFigures]:
+    notes = pd.read_csv(sink_dir / SINK_NOTIFICATIONS,
                         dtype={"subscriber": str, "id": np.int64, "received_ns": np.int64,
                                "kernel": np.int8})
-    sink = json.loads((sink_dir / "sink.json").read_text())
-    updates = updates_of(ge_dir)
+    updates = updates_of(ge_dir, start)
     if emitted is not None and len(emitted):
         updates = pd.concat([updates, emitted], ignore_index=True)
     return figures(updates, notes, sink, scopes)
 
 
-def _emitted(run_dir: Path, ge_dir: Path, raw: dict) -> Optional[pd.DataFrame]:
+def _emitted(run_dir: Path, start: int, sink: SinkSummary, conf: Optional[RunConfig]
+             ) -> Optional[pd.DataFrame]:
     """The events HTTP Things emitted on their own schedule (subscribeevent over SSE), or None."""
     from wotbench.things.sse_events import emission_updates
-    if not raw:
+    if conf is None or conf.config.notify is None:   # no sink was started without notify:
         return None
-    start = int(json.loads((ge_dir / "summary.json").read_text())["start_mono_ns"])
-    sink_end = int(json.loads((run_dir / "sink" / "sink.json").read_text())["end_mono_ns"])
-    timeout_ms = (raw.get("notify") or {}).get("timeout_ms") \
-        or Notify.model_fields["timeout_ms"].default
-    return emission_updates(run_dir, device_ids(raw), start,
-                            start + int(float(raw.get("duration_s") or
-                                              Config.model_fields["duration_s"].default) * 1e9),
-                            sink_end - int(timeout_ms * 1e6))
+    return emission_updates(run_dir, conf.device_ids(), start,
+                            start + int(float(conf.config.duration_s) * 1e9),
+                            sink.end_mono_ns - int(conf.config.notify.timeout_ms * 1e6))
 
 
-def block(run_dir: Path, ge_dirs: list[Path]) -> Optional[NotifyBlock]:
-    """summary.json ``notify`` of a run with ``notify:`` (its ``sink/`` files), else None. The
-    ids are one GE's rows (wotbench.config.notify allows one main GE)."""
-    sink_dir = run_dir / "sink"
-    if not (sink_dir / "sink.json").exists() or len(ge_dirs) != 1:
+def block(run_dir: Path, ges: list[tuple[Path, GeSummary]]) -> Optional[NotifyBlock]:
+    """summary.json ``notify`` of a run with ``notify:`` (its ``sink/`` files), else None.
+    ``ges``: each main GE's directory and its summary, as the analysis loaded them. The ids
+    are one GE's rows (wotbench.config.notify allows one main GE)."""
+    rd = RunDir(run_dir)
+    if not rd.sink_json.exists() or len(ges) != 1:
         return None
-    raw = _resolved(run_dir)
-    subs = analyse(ge_dirs[0], sink_dir, scopes_of(raw), _emitted(run_dir, ge_dirs[0], raw))
-    sink = json.loads((sink_dir / "sink.json").read_text())
-    return NotifyBlock(marker=sink["marker"], subscribers=[
+    (ge_dir, ge), sink = ges[0], read_sink(rd.sink_dir)
+    conf = _resolved(run_dir)
+    subs = _analyse(ge_dir, ge.start_mono_ns, rd.sink_dir, sink,
+                    conf.scopes() if conf is not None else {},
+                    _emitted(run_dir, ge.start_mono_ns, sink, conf))
+    return NotifyBlock(marker=sink.marker, subscribers=[
         NotifySubscriber.model_validate({**asdict(f), "latency_ms": NotifyLatency(**f.latency_ms)})
-        for f in subs], failures=_failures(run_dir, raw))
+        for f in subs], failures=_failures(run_dir, conf))
 
 
-def _failures(run_dir: Path, raw: dict) -> list[str]:
+def _failures(run_dir: Path, conf: Optional[RunConfig]) -> list[str]:
     from wotbench.things.sse_events import missing_emissions
-    return missing_emissions(run_dir, raw) if raw else []
+    return missing_emissions(run_dir, conf.raw) if conf is not None else []
 
 
 def invalidate(verdict, notify: Optional[NotifyBlock]) -> None:

@@ -378,7 +378,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
         verdict.reasons.append(dtls_note)
-    notify_block = notify_sink.block(run.run_dir, [g.dir for g in run.ges])
+    notify_block = notify_sink.block(run.run_dir, [(g.dir, g.summary) for g in run.ges])
     notify_sink.invalidate(verdict, notify_block)
     slo_block = None
     if slo_spec is not None:

@@ -13,6 +13,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from wotbench.rundir import RunDir
 from wotbench.rundir.sut_faults import FaultFigures, FaultWindow
 
 
@@ -38,7 +39,7 @@ def _window(req: pd.DataFrame, start_s: float, end_s: float) -> FaultWindow:
 def analyse(run_dir: Path, req: pd.DataFrame, ids: dict[str, int]
             ) -> Optional[list[FaultFigures]]:
     """``ids``: device name -> its trace id (the windows hold the faulty device's requests)."""
-    f = run_dir / "sut-faults.json"
+    f = RunDir(run_dir).sut_faults_json
     if not f.exists():
         return None
     out = []

@@ -148,7 +148,7 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
     search = engine(sweep, params, run_fn or default_run_fn(), console, backend, gate)
     result = search.run()
     result.sweep_dir = str(sweep.dir)
-    atomic.write_text(sweep.dir / "capacity.json", result.to_json())
+    atomic.write_text(sweep.files.capacity_json, result.to_json())
     if report:
         write_report(sweep, capacity=result)
     if console is not None:

@@ -37,7 +37,6 @@ RESERVED_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
 MAX_HEADERS = 32                 # the GE's --http-header limit
 MAX_CONNECTIONS = 60000          # the GE's --http-connections limit (per target)
 HTTP_PORT = 8080                 # a server's default port: non-privileged (it runs as uid 65534)
-BODY_TEMPLATE_FILE = "http-body-template.txt"   # in each GE's output directory
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")   # RFC 9110 field name
 
 

@@ -14,7 +14,6 @@ the kernel's receive stamp where there is one (common/tcpstamp.h), so a reader's
 in the server's span: the engine's shows in its timer lateness once it exceeds the service."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -25,6 +24,9 @@ import pandas as pd
 from wotbench.analysis.stats import quantiles_of
 from wotbench.connected.rpc_outcomes import unsent_lost
 from wotbench.connected.stamps import rx_stamps
+from wotbench.connected.totals import app_file as _app_file, engine_files
+from wotbench.rundir.connected_files import RpcSummary
+from wotbench.rundir.layout import CONN_DEVICES, CONN_LOG_GLOB, RPC_LOG, RPC_SUMMARY
 from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
                                              CountStats, PerDeviceCounts, RpcFigures, SchedWait,
                                              ShareStats, Traffic)
@@ -52,15 +54,10 @@ class Inputs:
     join_dirs: Optional[list[Path]] = None
 
 
-def _engine_summaries(dirs: list[Path]) -> list[dict[str, Any]]:
-    return [json.loads((d / "conn-summary.json").read_text()) for d in dirs
-            if (d / "conn-summary.json").exists()]
-
-
 def _device_log(dirs: list[Path]) -> pd.DataFrame:
     cols = ["device", "id", "arrival_ns", "due_ns", "end_ns", "sent_ns", "outcome"]
     frames = [pd.read_csv(f, dtype={"id": str}) for d in dirs
-              for f in sorted(d.glob("conn-log-*.csv"))]
+              for f in sorted(d.glob(CONN_LOG_GLOB))]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
@@ -79,13 +76,13 @@ def _traffic(msgs_out: int, msgs_in: int, b_out: int, b_in: int, secs: float) ->
 
 def rpc_frame(app_dir: Path, dev: pd.DataFrame) -> pd.DataFrame:
     """Every RPC of rpc-log.csv with its device row's stamps (NaN where the device has none)."""
-    app = pd.read_csv(app_dir / "rpc-log.csv", dtype={"id": str})
+    app = pd.read_csv(app_dir / RPC_LOG, dtype={"id": str})
     sent = dev[dev["outcome"] == "sent"].drop_duplicates("id")
     return app.merge(sent[["id", "arrival_ns", "due_ns", "end_ns", "sent_ns"]], on="id",
                      how="left", suffixes=("", "_dev"))
 
 
-def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFrame
+def _rpc_figures(app: RpcSummary, j: pd.DataFrame, warm: int, dev: pd.DataFrame
                  ) -> tuple[RpcFigures, np.ndarray]:
     m = j[j["sched_ns"] >= warm]
     ok = m[(m["outcome"] == "ok") & m["sent_ns"].notna()]
@@ -96,12 +93,12 @@ def _rpc_figures(app: dict[str, Any], j: pd.DataFrame, warm: int, dev: pd.DataFr
     to = m[m["outcome"] == "timeout"]
     arrived = set(dev["id"])
     fig = RpcFigures(
-        apps=app["apps"], rpcs=app["rpcs"], measured=app["measured"],
-        offered_per_s=app.get("offered_per_s"), sent_per_s=app.get("sent_per_s"),
-        answered_per_s=app.get("answered_per_s"), unsent_lost=unsent_lost(app),
-        outcomes={k: int(app.get(k, 0)) for k in OUTCOMES},
-        post_202=app.get("post_202", 0), late_replies=app.get("late_replies", 0),
-        unmatched=app.get("unmatched", 0),
+        apps=app.apps, rpcs=app.rpcs, measured=app.measured,
+        offered_per_s=app.offered_per_s, sent_per_s=app.sent_per_s,
+        answered_per_s=app.answered_per_s, unsent_lost=unsent_lost(app),
+        outcomes={k: int(getattr(app, k) or 0) for k in OUTCOMES},
+        post_202=app.post_202, late_replies=app.late_replies,
+        unmatched=app.unmatched or 0,
         round_trip=_ms(ConnStats, rtt),
         from_schedule=_ms(ConnStats, (okall["reply_ns"] - okall["sched_ns"]).to_numpy(float)),
         send_lag=_ms(ConnStats, (m["send_ns"] - m["sched_ns"]).dropna().to_numpy(float)),
@@ -167,7 +164,7 @@ def sched_figures(path: Path, start_ns: int, end_ns: int, rpcs: int
 
 
 def _per_device(dirs: list[Path]) -> Optional[PerDeviceCounts]:
-    frames = [pd.read_csv(d / "conn-devices.csv") for d in dirs if (d / "conn-devices.csv").exists()]
+    frames = [pd.read_csv(d / CONN_DEVICES) for d in dirs if (d / CONN_DEVICES).exists()]
     if not frames:
         return None
     df = pd.concat(frames, ignore_index=True)
@@ -188,23 +185,22 @@ def _per_device(dirs: list[Path]) -> Optional[PerDeviceCounts]:
 
 def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.ndarray]:
     """The block, the series (name -> frame) and the engine's part of each measured RPC (ns)."""
-    eng = _engine_summaries(inp.engine_dirs)
-    loops = [lp for e in eng for lp in e["loop"]]
-    disc = Causes(**{c: sum(e["disconnects"][c] for e in eng) for c in CAUSES})
-    cfail = Causes(**{c: sum(e["connect_failures"][c] for e in eng) for c in CAUSES})
+    eng = engine_files(inp.engine_dirs)
+    loops = [lp for e in eng for lp in e.loop]
+    disc = Causes(**{c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES})
+    cfail = Causes(**{c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES})
     lost = {"disconnects": disc.testbed, "connect_failures": cfail.testbed,
-            "pool_full": sum(lp["pool_full"] for lp in loops),
-            "heap_full": sum(lp["heap_full"] for lp in loops),
-            "log_dropped": sum(lp["log_dropped"] for lp in loops)}
+            "pool_full": sum(lp.pool_full for lp in loops),
+            "heap_full": sum(lp.heap_full for lp in loops),
+            "log_dropped": sum(lp.log_dropped for lp in loops)}
     secs, x = inp.duration_s, inp.extra
     series: dict[str, pd.DataFrame] = {}
     dev = _device_log(inp.join_dirs or inp.engine_dirs)
     own_dev = _device_log(inp.engine_dirs) if inp.join_dirs is not None else dev   # a cell's
     rpc, mine, apps_side, app, j = None, np.zeros(0), None, None, None
-    app_file = inp.app_dir / "rpc-summary.json" if inp.app_dir else None
-    if app_file is not None and app_file.exists():
-        app = json.loads(app_file.read_text())
-        if app.get("rows_full"):
+    if inp.app_dir is not None and (inp.app_dir / RPC_SUMMARY).exists():
+        app = _app_file(inp.app_dir)
+        if app.rows_full:
             lost["app_rows_full"] = 1
         j = rpc_frame(inp.app_dir, dev)
         rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev)
@@ -212,27 +208,27 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
             mine = _own_part(own_dev, inp.warmup_end_ns)
             rpc = rpc.model_copy(update={"engine_part": _ms(ConnStats, mine)})
         series["connected_rpc_over_time"] = rpc_over_time(j, inp.test_start_ns)
-        apps_side = _traffic(app.get("sent", app["rpcs"]), app["ok"] + app.get("late_replies", 0) +
-                             app.get("events_in", 0), app["bytes_out"], app["bytes_in"],
-                             app.get("duration_s") or secs)
+        apps_side = _traffic(app.sent if app.sent is not None else app.rpcs,
+                             app.ok + app.late_replies + (app.events_in or 0), app.bytes_out,
+                             app.bytes_in, app.duration_s or secs)
     sched, sched_series = sched_figures(inp.sched_csv, inp.test_start_ns,
                                         inp.test_start_ns + int(secs * 1e9),
                                         rpc.measured if rpc else 0)
     if len(sched_series):
         series["connected_sched"] = sched_series
-    late = [lp["timer_late_ns"]["p99"] for lp in loops if lp["timer_late_ns"]["p99"] is not None]
+    late = [lp.timer_late_ns.p99 for lp in loops if lp.timer_late_ns.p99 is not None]
     block = ConnectedBlock(
         devices=inp.devices, engines=len(inp.engine_dirs),
         attached_all=bool(x.get("attached_all")), attach_s=x.get("attach_s"),
-        attached_at_exit=sum(e["attached_at_exit"] for e in eng),
-        attaches=sum(e["attaches"] for e in eng), disconnects=disc, connect_failures=cfail,
+        attached_at_exit=sum(e.attached_at_exit for e in eng),
+        attaches=sum(e.attaches for e in eng), disconnects=disc, connect_failures=cfail,
         testbed_loss=lost, host_memory_per_device_bytes=x.get("host_memory_per_device_bytes"),
-        engine_cpu_s=sum(lp["cpu_ns"] for lp in loops) / 1e9,
+        engine_cpu_s=sum(lp.cpu_ns for lp in loops) / 1e9,
         engine_timer_late_p99_ms=max(late) / 1e6 if late else None,
-        heartbeats=sum(e["heartbeats"] for e in eng), pongs=sum(e["pongs"] for e in eng),
-        devices_side=_traffic(sum(e["replies"] + e["events"] + e["heartbeats"] for e in eng),
-                              sum(e["msgs_in"] for e in eng), sum(e["bytes_out"] for e in eng),
-                              sum(e["bytes_in"] for e in eng), x.get("engines_s") or secs),
+        heartbeats=sum(e.heartbeats for e in eng), pongs=sum(e.pongs for e in eng),
+        devices_side=_traffic(sum(e.replies + e.events + e.heartbeats for e in eng),
+                              sum(e.msgs_in for e in eng), sum(e.bytes_out for e in eng),
+                              sum(e.bytes_in for e in eng), x.get("engines_s") or secs),
         apps_side=apps_side, rpc=rpc, sched=sched,
         sched_missing=x.get("sched_missing") or (None if sched else
                                                  "no run-queue samples of the components"),

@@ -18,6 +18,7 @@ from typing import Optional
 
 from wotbench.config.connected import EdgeServer
 from wotbench.errors import ConfigError, EnvironmentProblem
+from wotbench.rundir.layout import EDGE_STDERR
 from wotbench.runner.deployment import thirdparty
 
 NOBODY = 65534
@@ -104,7 +105,7 @@ class Edge:
                                    + "\n    ".join(out.splitlines()[-12:])])
 
     def start(self) -> None:
-        self.log = open(self.dir / "edge-stderr.log", "wb")
+        self.log = open(self.dir / EDGE_STDERR, "wb")
         self.proc = subprocess.Popen(self._argv(self.spec.command or []), stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      preexec_fn=_drop_privileges, start_new_session=True)
@@ -118,7 +119,7 @@ class Edge:
             except OSError:
                 time.sleep(0.05)
         self.stop()
-        tail = (self.dir / "edge-stderr.log").read_text(errors="replace")[-1500:]
+        tail = (self.dir / EDGE_STDERR).read_text(errors="replace")[-1500:]
         raise EnvironmentProblem(f"edge_server did not accept on {self.endpoint} within "
                                  f"{READY_TIMEOUT_S} s: {tail}")
 

@@ -14,6 +14,7 @@ import numpy as np
 from wotbench.connected import analysis, summary as csummary
 from wotbench.connected.totals import summarize
 from wotbench.rundir import RunDir, atomic
+from wotbench.rundir.layout import RPC_LOG
 from wotbench.rundir.record import HostRecord, RunRecord, TestWindow
 from wotbench.rundir.summary import Summary
 from wotbench.stamps import iso_stamp
@@ -21,10 +22,10 @@ from wotbench.stamps import iso_stamp
 
 def _rtts(inp: analysis.Inputs) -> tuple[np.ndarray, np.ndarray]:
     """Round trip (send → reply) and from the schedule of every ok RPC after the warm-up, ms."""
-    if inp.app_dir is None or not (inp.app_dir / "rpc-log.csv").exists():
+    if inp.app_dir is None or not (inp.app_dir / RPC_LOG).exists():
         return np.zeros(0), np.zeros(0)
     import pandas as pd
-    j = pd.read_csv(inp.app_dir / "rpc-log.csv", usecols=["sched_ns", "send_ns", "reply_ns",
+    j = pd.read_csv(inp.app_dir / RPC_LOG, usecols=["sched_ns", "send_ns", "reply_ns",
                                                           "outcome"])
     ok = j[(j["outcome"] == "ok") & (j["sched_ns"] >= inp.warmup_end_ns)]
     return ((ok["reply_ns"] - ok["send_ns"]) / 1e6).to_numpy(float), \
@@ -36,7 +37,7 @@ def _with_slo(run_dir: Path, inp: analysis.Inputs, s: Summary) -> Summary:
     from wotbench.analysis import slo_judge as sloa
     from wotbench.connected import slo
     warnings: list[str] = []
-    block = slo.evaluate(run_dir, inp.app_dir / "rpc-log.csv" if inp.app_dir else None,
+    block = slo.evaluate(run_dir, inp.app_dir / RPC_LOG if inp.app_dir else None,
                          inp.warmup_end_ns, inp.duration_s, warnings)
     if block is None:
         return s
@@ -83,7 +84,7 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
     legacy = summarize(inp.engine_dirs, inp.app_dir, inp.devices, bool(inp.extra.get(
         "attached_all")), inp.warmup_end_ns, inp.extra)
     legacy["verdict"] = s.verdict.model_dump(mode="json")
-    atomic.write_json(run_dir / "connected-summary.json", legacy)
+    atomic.write_json(rd.connected_summary_json, legacy)
     try:
         from wotbench.report import render
         render(run_dir)

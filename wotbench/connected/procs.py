@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 from wotbench.config.connected import connection_rows, connections_header
 from wotbench.connected.layout import Layout
+from wotbench.rundir import RunDir
+from wotbench.rundir.layout import STDERR_LOG
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
@@ -35,24 +37,24 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
     apps = cfg.applications
     shards = apps.reply_shards if apps else 1
     first_of = first_ids(cfg)
-    out = []
+    out, rd = [], RunDir(run_dir)
     for e in lay.engines:
         g = cfg.devices[e.group_index]
-        d = run_dir / "engines" / e.name
-        (d / "out").mkdir(parents=True)
+        d, conns = rd.engine_out(e.name), rd.engine_connections(e.name)
+        d.mkdir(parents=True)
         rows = connection_rows(g, first_of[g.group], endpoint, shards, sources,
                                offset=e.offset, count=e.count, first_shard=first_shard)
-        (d / "connections.csv").write_text(connections_header(g) + "\n" + "\n".join(rows) + "\n")
-        argv = [str(FLEET_BIN), "--connections", str(d / "connections.csv"), "--log-dir",
-                str(d / "out"), "--name", e.name, "--attach-rate", str(rate)]
+        conns.write_text(connections_header(g) + "\n" + "\n".join(rows) + "\n")
+        argv = [str(FLEET_BIN), "--connections", str(conns), "--log-dir",
+                str(d), "--name", e.name, "--attach-rate", str(rate)]
         if apps:
             argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
                      "--id-header", apps.id_header]
         if g.protocol in ("chunked", "chunked-post"):
             argv += ["--reply-method", g.connection.reply_method]
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                             stderr=open(d / "stderr.log", "wb"))
-        out.append((e.name, p, d / "out"))
+                             stderr=open(rd.engine_dir(e.name) / STDERR_LOG, "wb"))
+        out.append((e.name, p, d))
     return out
 
 

@@ -9,15 +9,17 @@ from typing import Mapping
 
 import pandas as pd
 
+from wotbench.rundir.connected_files import RpcSummary
+
 # wot-rpcapp's outcomes in the judge's words (rejected: the server refused the RPC's request)
 JUDGED = {"ok": "ok", "timeout": "timeout", "rejected": "error", "lost": "reset",
           "overflow": "unsent"}
 UNSENT_LOST = ("unsent_down", "unsent_write")   # rpc-summary.json: lost rows never sent
 
 
-def unsent_lost(app: Mapping[str, int]) -> int:
+def unsent_lost(app: RpcSummary) -> int:
     """rpc-summary.json's ``lost`` RPCs that were never sent (connection down, write failed)."""
-    return sum(int(app.get(k, 0) or 0) for k in UNSENT_LOST)
+    return sum(int(getattr(app, k) or 0) for k in UNSENT_LOST)
 
 
 def judged_counts(outcomes: Mapping[str, int], never_sent_lost: int) -> dict[str, int]:

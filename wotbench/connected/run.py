@@ -32,6 +32,7 @@ from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import RunDir, atomic
+from wotbench.rundir.layout import CONN_ATTACHED, STDERR_LOG
 from wotbench.run_result import RunResult
 
 
@@ -67,9 +68,10 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     run_dir = Path(out_root) / f"{cfg.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     run_dir.mkdir(parents=True)
     os.chmod(run_dir, 0o755)
-    atomic.write_text(run_dir / "config.resolved.yaml",
+    rd = RunDir(run_dir)
+    atomic.write_text(rd.config_resolved,
                       yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    edge = Edge(cfg.edge_server, run_dir / "edge", EDGE_ADDRESS, lay.server_workers,
+    edge = Edge(cfg.edge_server, rd.edge_dir, EDGE_ADDRESS, lay.server_workers,
                 lay.worker_connections, lay.fds_per_process)
     try:
         edge.prepare()                               # the server's own check, before anything
@@ -84,14 +86,14 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     extra: dict = {"load_before": os.getloadavg()}
     attached_all = False
     interrupted = False
-    sampler = sched.SchedSampler(run_dir / "monitor" / "connected-sched.csv")
+    sampler = sched.SchedSampler(rd.connected_sched_csv)
     extra["sched_missing"] = sched.available()
     edge_sut: Optional[EdgeSutSampler] = None
     start = 0
     try:
         edge.start()
         sampler.add("edge-server", "system", edge.pids)
-        edge_sut = EdgeSutSampler(RunDir(run_dir), log=log).start(edge.proc.pid)
+        edge_sut = EdgeSutSampler(rd, log=log).start(edge.proc.pid)
         sampler.start()
         m0 = _mem_available()
         t0 = time.monotonic()
@@ -102,7 +104,7 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
             dirs.append(out)
         deadline = t0 + 60 + 2 * lay.devices / ATTACH_RATE
         while time.monotonic() < deadline:
-            if all((d / "attached").exists() for d in dirs):
+            if all((d / CONN_ATTACHED).exists() for d in dirs):
                 attached_all = True
                 break
             if any(p.poll() is not None for p in procs) or not edge.running():
@@ -112,16 +114,16 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
         extra["host_memory_per_device_bytes"] = (m0 - _mem_available()) / max(1, lay.devices)
         log(f"attached: {'all' if attached_all else 'NOT all'} after {extra['attach_s']:.1f} s")
         # who the server's processes run as, now that its workers serve (least privilege)
-        atomic.write_json(run_dir / "edge" / "privileges.json", privileges(edge.proc.pid))
+        atomic.write_json(rd.edge_privileges_json, privileges(edge.proc.pid))
         warm_end = start = time.monotonic_ns()
         if attached_all and apps:
-            (run_dir / "apps").mkdir()
+            rd.apps_dir.mkdir()
             start = time.monotonic_ns() + 1_000_000_000
             warm_end = start + apps.warmup_s * 1_000_000_000
-            argv = rpcapp_argv(apps, edge.endpoint, lay.devices, run_dir / "apps",
+            argv = rpcapp_argv(apps, edge.endpoint, lay.devices, rd.apps_dir,
                                cfg.duration_s, start, "127.0.0.250")
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                        stderr=open(run_dir / "apps" / "stderr.log", "wb"))
+                                        stderr=open(rd.apps_dir / STDERR_LOG, "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])
             app_proc.wait(cfg.duration_s + apps.timeout_ms / 1000 + 60)
         elif attached_all:
@@ -148,7 +150,7 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     # the analysis (pandas, the report's matplotlib) only now: `wotbench check` imports this
     from wotbench.connected.analysis import Inputs
     from wotbench.connected.finish import write_run_dir
-    inp = Inputs(engine_dirs=dirs, app_dir=run_dir / "apps" if apps and attached_all else None,
+    inp = Inputs(engine_dirs=dirs, app_dir=rd.apps_dir if apps and attached_all else None,
                  sched_csv=sampler.path, devices=lay.devices, test_start_ns=start,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
     s = write_run_dir(run_dir, cfg.name, inp, interrupted=interrupted,
@@ -156,5 +158,5 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
                       think_min_ms=apps.send_lag_scale_ms if apps else 0, log=log)
     v = s.verdict
     log(f"verdict: {v.status}" + (f" ({'; '.join(v.reasons)})" if v.reasons else ""))
-    log(f"report: {run_dir / 'report.html'}")
+    log(f"report: {rd.report_html}")
     return RunResult(130 if interrupted else v.exit_code, run_dir, s)

@@ -16,7 +16,7 @@ import pandas as pd
 from wotbench.analysis import slo_judge as sloa
 from wotbench.config.connected import CONNECTED_PROTOCOLS
 from wotbench.connected.rpc_outcomes import judged_rows
-from wotbench.rundir import SloBlock
+from wotbench.rundir import RunDir, SloBlock
 
 
 
@@ -37,7 +37,7 @@ def evaluate(run_dir: Path, rpc_log: Optional[Path], warmup_end_ns: int, duratio
              warnings: list[str]) -> Optional[SloBlock]:
     """The run's SLO block (None without ``slo:`` in its config.resolved.yaml)."""
     import yaml
-    resolved_path = run_dir / "config.resolved.yaml"
+    resolved_path = RunDir(run_dir).config_resolved
     spec = sloa.spec_of(resolved_path, warnings)
     if spec is None:
         return None

@@ -7,13 +7,14 @@ segment, or the read's own time where the kernel gave none (common/tcpstamp.h). 
 span. Files of a build without the columns give None."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
 from wotbench.rundir.connected_block import ConnStats, RxStamps
+from wotbench.rundir.connected_files import ConnSummary, RpcSummary
 
 
 def _lag_ms(frame: pd.DataFrame, read: str, at: str, src: str) -> np.ndarray:
@@ -21,21 +22,21 @@ def _lag_ms(frame: pd.DataFrame, read: str, at: str, src: str) -> np.ndarray:
     return ((k[read] - k[at]) / 1e6).to_numpy(float)
 
 
-def rx_stamps(engines: list[dict[str, Any]], dev: pd.DataFrame, app: Optional[dict[str, Any]],
+def rx_stamps(engines: list[ConnSummary], dev: pd.DataFrame, app: Optional[RpcSummary],
               rpcs: Optional[pd.DataFrame], warm: int) -> Optional[RxStamps]:
     """The counts by stamp and the read lags of the RPCs scheduled (at the devices: arrived)
     after the warm-up; None when the engines' files predate the stamps."""
-    if not engines or any("stamps" not in e for e in engines):
+    if not engines or any(e.stamps is None for e in engines):
         return None
     has_dev = {"read_ns", "arrival_stamp"} <= set(dev.columns)
     d = dev[(dev["outcome"] == "sent") & (dev["arrival_ns"] >= warm)] if has_dev else dev[:0]
     has_app = rpcs is not None and {"reply_read_ns", "reply_stamp"} <= set(rpcs.columns)
     a = rpcs[(rpcs["sched_ns"] >= warm) & (rpcs["outcome"] == "ok")] if has_app else None
     return RxStamps(
-        device_kernel=sum(e["stamps"]["kernel"] for e in engines),
-        device_user=sum(e["stamps"]["user"] for e in engines),
-        reply_kernel=int((app or {}).get("replies_kernel_stamped", 0) or 0),
-        reply_user=int((app or {}).get("replies_user_stamped", 0) or 0),
+        device_kernel=sum(e.stamps.kernel for e in engines),
+        device_user=sum(e.stamps.user for e in engines),
+        reply_kernel=(app.replies_kernel_stamped or 0) if app else 0,
+        reply_user=(app.replies_user_stamped or 0) if app else 0,
         engine_read_lag=quantiles_of(ConnStats, _lag_ms(d, "read_ns", "arrival_ns",
                                                         "arrival_stamp") if has_dev
                                      else np.zeros(0)),

@@ -5,13 +5,15 @@ rpc-summary.json and rpc-log.csv (§3d). The run's verdict is summary.json's
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
+from wotbench.analysis.loading import read_model
 from wotbench.connected.rpc_outcomes import unsent_lost
+from wotbench.rundir.connected_files import ConnSummary, RpcSummary
+from wotbench.rundir.layout import CONN_LOG_GLOB, CONN_SUMMARY, RPC_LOG, RPC_SUMMARY
 
 CAUSES = ("server_closed", "reset", "testbed", "protocol")
 
@@ -23,9 +25,13 @@ def _pct(v: np.ndarray) -> Optional[dict[str, float]]:
             "p99": float(np.quantile(v, 0.99)), "max": float(v.max())}
 
 
-def engine_files(engine_dirs: list[Path]) -> list[dict[str, Any]]:
-    return [json.loads((d / "conn-summary.json").read_text()) for d in engine_dirs
-            if (d / "conn-summary.json").exists()]
+def engine_files(engine_dirs: list[Path]) -> list[ConnSummary]:
+    return [read_model(d / CONN_SUMMARY, ConnSummary, "conn-summary.json") for d in engine_dirs
+            if (d / CONN_SUMMARY).exists()]
+
+
+def app_file(app_dir: Path) -> RpcSummary:
+    return read_model(app_dir / RPC_SUMMARY, RpcSummary, "rpc-summary.json")
 
 
 def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
@@ -33,13 +39,13 @@ def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
     """Per answered RPC scheduled after the warm-up: round trip and the engine's part (ns)."""
     dev: dict[str, tuple[int, int, int]] = {}
     for d in engine_dirs:
-        for f in sorted(d.glob("conn-log-*.csv")):
+        for f in sorted(d.glob(CONN_LOG_GLOB)):
             with f.open() as fp:
                 for r in csv.DictReader(fp):
                     if r["outcome"] == "sent":
                         dev[r["id"]] = (int(r["due_ns"]), int(r["end_ns"]), int(r["sent_ns"]))
     rtt, mine = [], []
-    log = app_dir / "rpc-log.csv"
+    log = app_dir / RPC_LOG
     if log.exists():
         with log.open() as fp:
             for r in csv.DictReader(fp):
@@ -54,41 +60,42 @@ def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
 def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
               attached_all: bool, warmup_end_ns: int, extra: dict[str, Any]) -> dict[str, Any]:
     eng = engine_files(engine_dirs)
-    disc = {c: sum(e["disconnects"][c] for e in eng) for c in CAUSES}
-    cfail = {c: sum(e["connect_failures"][c] for e in eng) for c in CAUSES}
-    loops = [lp for e in eng for lp in e["loop"]]
+    disc = {c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES}
+    cfail = {c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES}
+    loops = [lp for e in eng for lp in e.loop]
     testbed = {"disconnects": disc["testbed"], "connect_failures": cfail["testbed"],
-               "pool_full": sum(lp["pool_full"] for lp in loops),
-               "heap_full": sum(lp["heap_full"] for lp in loops),
-               "log_dropped": sum(lp["log_dropped"] for lp in loops)}
+               "pool_full": sum(lp.pool_full for lp in loops),
+               "heap_full": sum(lp.heap_full for lp in loops),
+               "log_dropped": sum(lp.log_dropped for lp in loops)}
     out: dict[str, Any] = {
         "devices": devices, "engines": len(engine_dirs), "engine_files": len(eng),
         "attached_all": attached_all,
-        "attached_at_exit": sum(e["attached_at_exit"] for e in eng),
-        "attaches": sum(e["attaches"] for e in eng),
+        "attached_at_exit": sum(e.attached_at_exit for e in eng),
+        "attaches": sum(e.attaches for e in eng),
         "disconnects": disc, "connect_failures": cfail, "testbed": testbed,
-        "device_messages_in": sum(e["msgs_in"] for e in eng),
-        "device_replies": sum(e["replies"] for e in eng),
-        "device_bytes_in": sum(e["bytes_in"] for e in eng),
-        "device_bytes_out": sum(e["bytes_out"] for e in eng),
-        "heartbeats": sum(e["heartbeats"] for e in eng), "pongs": sum(e["pongs"] for e in eng),
-        "engine_cpu_s": sum(lp["cpu_ns"] for lp in loops) / 1e9,
-        "engine_timer_late_p99_ns": max([lp["timer_late_ns"]["p99"] or 0 for lp in loops] or [0]),
+        "device_messages_in": sum(e.msgs_in for e in eng),
+        "device_replies": sum(e.replies for e in eng),
+        "device_bytes_in": sum(e.bytes_in for e in eng),
+        "device_bytes_out": sum(e.bytes_out for e in eng),
+        "heartbeats": sum(e.heartbeats for e in eng), "pongs": sum(e.pongs for e in eng),
+        "engine_cpu_s": sum(lp.cpu_ns for lp in loops) / 1e9,
+        "engine_timer_late_p99_ns": max([lp.timer_late_ns.p99 or 0 for lp in loops] or [0]),
         **extra}
-    if app_dir is not None and (app_dir / "rpc-summary.json").exists():
-        app = json.loads((app_dir / "rpc-summary.json").read_text())
+    if app_dir is not None and (app_dir / RPC_SUMMARY).exists():
+        app = app_file(app_dir)
         rtt, mine = rpc_join(app_dir, engine_dirs, warmup_end_ns)
         share = mine / rtt if len(rtt) else np.asarray([])
-        out["rpc"] = {k: app[k] for k in ("apps", "rpcs", "measured", "ok",
-                                          "timeout", "rejected", "lost", "late_replies",
-                                          "post_202", "bytes_out", "bytes_in", "latency_ns",
-                                          "send_lag_ns")}
+        written = app.model_dump(mode="json", by_alias=True)    # these keys as the file has them
+        out["rpc"] = {k: written[k] for k in ("apps", "rpcs", "measured", "ok",
+                                              "timeout", "rejected", "lost", "late_replies",
+                                              "post_202", "bytes_out", "bytes_in", "latency_ns",
+                                              "send_lag_ns")}
         for k in ("offered_per_s", "sent_per_s", "answered_per_s"):   # older runs: absent
-            out["rpc"][k] = app.get(k)
+            out["rpc"][k] = getattr(app, k)
         out["rpc"]["unsent_lost"] = unsent_lost(app)
-        out["rpc"]["overflow"] = app.get("overflow", 0)     # open loop only
+        out["rpc"]["overflow"] = app.overflow or 0     # open loop only
         out["rpc"]["engine_part_ns"] = _pct(mine)
         out["rpc"]["testbed_share"] = _pct(share)
-        if app.get("rows_full"):
+        if app.rows_full:
             testbed["app_rows_full"] = 1
     return out

@@ -29,9 +29,10 @@ from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp
 from wotbench.distributed import wire
 from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import EnvironmentProblem, WotbenchError
+from wotbench.rundir import RunDir
+from wotbench.rundir.layout import CONN_ATTACHED, STDERR_LOG
 
 LEAD_S = 3.0          # T0's arrival to T0: wot-rpcapp starts and subscribes in it
-CELL_JSON = "cell.json"
 
 
 def log(msg: str) -> None:
@@ -96,7 +97,8 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
                   "first_app": cs.first_app, "apps": cs.apps, "endpoint": cs.endpoint,
                   "engines": [e.name for e in lay.engines], "load_before": os.getloadavg(),
                   "sched_missing": sched.available(), "attached_all": False}
-    sampler = sched.SchedSampler(out / "monitor" / "connected-sched.csv")
+    rd = RunDir(out)
+    sampler = sched.SchedSampler(rd.connected_sched_csv)
     procs: list[subprocess.Popen] = []
     app_proc: Optional[subprocess.Popen] = None
     t_att = time.monotonic()
@@ -111,7 +113,7 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
             sampler.add(name, "testbed", lambda pid=p.pid: [pid])
         deadline = t_att + 60 + 2 * lay.attached / ATTACH_RATE
         while time.monotonic() < deadline and dirs:
-            if all((d / "attached").exists() for d in dirs):
+            if all((d / CONN_ATTACHED).exists() for d in dirs):
                 info["attached_all"] = True
                 break
             if any(p.poll() is not None for p in procs):
@@ -128,13 +130,13 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         info["t0_mono_ns"] = start
         info["warmup_end_ns"] = start + (apps.warmup_s if apps else 0) * 1_000_000_000
         if apps and cs.apps:
-            (out / "apps").mkdir()
-            argv = rpcapp_argv(apps, cs.endpoint, lay.devices, out / "apps", cfg.duration_s,
+            rd.apps_dir.mkdir()
+            argv = rpcapp_argv(apps, cs.endpoint, lay.devices, rd.apps_dir, cfg.duration_s,
                                start, None, first_app=cs.first_app, count=cs.apps,
                                device_ranges=device_ranges(cfg, cs.groups), first_shard=shard0,
                                devices_total=all_devices(cfg))
             app_proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                        stderr=open(out / "apps" / "stderr.log", "wb"))
+                                        stderr=open(rd.apps_dir / STDERR_LOG, "wb"))
             sampler.add("wot-rpcapp", "testbed", lambda pid=app_proc.pid: [pid])
             app_proc.wait(cfg.duration_s + LEAD_S + apps.timeout_ms / 1000 + 60)
         else:
@@ -151,4 +153,4 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         info["engines_s"] = time.monotonic() - t_att
         sampler.stop()
         info["load_after"] = os.getloadavg()
-        (out / CELL_JSON).write_text(json.dumps(info, indent=1) + "\n")
+        rd.cell_json.write_text(json.dumps(info, indent=1) + "\n")

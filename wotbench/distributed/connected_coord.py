@@ -33,7 +33,6 @@ from wotbench.connected.layout import make_layout
 from wotbench.connected.sut import EdgeSutSampler
 from wotbench.distributed import service, wire
 from wotbench.distributed import agents as ag
-from wotbench.distributed.connected_cell import CELL_JSON
 from wotbench.distributed.coordinator import Coordinator, log, report
 from wotbench.distributed.merge import CellRecord, MergedRun
 from wotbench.distributed.verdict import aggregate, failed_cell, from_summary
@@ -41,7 +40,6 @@ from wotbench.errors import ConfigError
 from wotbench.run_result import RunResult
 from wotbench.rundir import MergedRunDir, RunDir
 
-SPLIT_JSON = "connected-split.json"
 
 
 def ranges(total: int, parts: int) -> list[tuple[int, int]]:
@@ -116,12 +114,12 @@ class ConnectedCoordinator(Coordinator):
         nodes = sorted(self.agents)
         lay = make_layout(cfg)
         addr = service.manager(self.client)
-        self.edge = Edge(cfg.edge_server, self.dir / "edge", addr, lay.server_workers,
+        self.edge = Edge(cfg.edge_server, RunDir(self.dir).edge_dir, addr, lay.server_workers,
                          lay.worker_connections, lay.fds_per_process)
         shares = split_shares(cfg, nodes, self.edge.endpoint)   # bad input before the server
         self.edge.prepare()
         self.edge.start()
-        self.sampler = sched.SchedSampler(self.dir / "monitor" / "edge-sched.csv")
+        self.sampler = sched.SchedSampler(RunDir(self.dir).edge_sched_csv)
         self.sampler.add("edge-server", "system", self.edge.pids)
         self.sampler.start()
         # the server's own CPU and memory (its process tree, on this host): the merged run
@@ -130,7 +128,7 @@ class ConnectedCoordinator(Coordinator):
         log(f"edge server on {self.edge.endpoint}; split: " + ", ".join(
             f"{n} {sum(c for _, c in s.groups.values())} device(s), {s.apps} application(s)"
             for n, s in shares.items()))
-        (self.dir / SPLIT_JSON).write_text(json.dumps(
+        MergedRunDir(self.dir).connected_split_json.write_text(json.dumps(
             {n: s.model_dump() for n, s in shares.items()}, indent=1) + "\n")
         text = cell_config_text(self.source.text)
         for n in nodes:
@@ -165,9 +163,9 @@ class ConnectedCoordinator(Coordinator):
                     why = f"its run directory could not be fetched ({e})"
             if not why and a.done and not a.done.ok:
                 why = a.done.why or "it failed"
-            info = md.cell_dir(n) / CELL_JSON
+            info = RunDir(md.cell_dir(n)).cell_json
             if not why and not info.exists():
-                why = f"its run directory has no {CELL_JSON}"
+                why = f"its run directory has no {info.name}"
             if why:
                 failed[n] = why
             else:

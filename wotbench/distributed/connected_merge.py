@@ -15,9 +15,11 @@ import pandas as pd
 
 from wotbench.connected.analysis import Inputs
 from wotbench.connected.finish import write_run_dir
+from wotbench.connected.totals import app_file
 from wotbench.distributed.merge import Requests
 from wotbench.distributed.verdict import ClusterVerdict
 from wotbench.rundir import MergedRunDir, RunDir
+from wotbench.rundir.layout import RPC_LOG, RPC_SUMMARY
 from wotbench.rundir.summary import Outcomes, ResponseTimes, RtStats, Summary
 from cd_module.tolerance import parse_tolerance
 
@@ -31,14 +33,14 @@ SUMMED = ("apps", "rpcs", "measured", "measured_sent", "measured_ok", "offered_p
 
 
 def engine_dirs(cell: Path) -> list[Path]:
-    return sorted(p for p in (cell / "engines").glob("*/out") if p.is_dir())
+    return RunDir(cell).engine_outs()
 
 
 def _inputs(cell: Path, info: dict, duration_s: float, extra: dict, **kw) -> Inputs:
-    apps = cell / "apps"
+    apps = RunDir(cell).apps_dir
     return Inputs(engine_dirs=engine_dirs(cell),
-                  app_dir=apps if (apps / "rpc-summary.json").exists() else None,
-                  sched_csv=cell / "monitor" / "connected-sched.csv", devices=info["devices"],
+                  app_dir=apps if (apps / RPC_SUMMARY).exists() else None,
+                  sched_csv=RunDir(cell).connected_sched_csv, devices=info["devices"],
                   test_start_ns=info["t0_mono_ns"], duration_s=duration_s,
                   warmup_end_ns=info["warmup_end_ns"], extra=extra, **kw)
 
@@ -59,7 +61,7 @@ def _judge(cfg: Any, run_dir: Path, name: str, inp: Inputs) -> Summary:
 def analyse_cell(cell: Path, node: str, info: dict, infos: dict[str, dict], cfg: Any,
                  resolved: str, md: MergedRunDir) -> Summary:
     """The cell's summary.json and report.html in its own directory."""
-    (cell / "config.resolved.yaml").write_text(resolved)
+    RunDir(cell).config_resolved.write_text(resolved)
     join = [d for n in sorted(infos) for d in engine_dirs(md.cell_dir(n))]
     inp = _inputs(cell, info, float(cfg.duration_s), _extra(info), join_dirs=join)
     return _judge(cfg, cell, f"{cfg.name}-{node}", inp)
@@ -70,23 +72,23 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: 
     frames, sums = [], {k: 0 for k in SUMMED}
     duration, rows_full = 0.0, False
     for n, info in sorted(infos.items()):
-        apps = md.cell_dir(n) / "apps"
-        if not (apps / "rpc-log.csv").exists() or not (apps / "rpc-summary.json").exists():
+        apps = RunDir(md.cell_dir(n)).apps_dir
+        if not (apps / RPC_LOG).exists() or not (apps / RPC_SUMMARY).exists():
             continue
-        f = pd.read_csv(apps / "rpc-log.csv", dtype={"id": str})
+        f = pd.read_csv(apps / RPC_LOG, dtype={"id": str})
         for c in RPC_TIMES:
             if c in f:             # reply_read_ns: absent in a file of an older build
                 f[c] = (f[c] - info["t0_mono_ns"] + t0_here).astype("Int64")
         frames.append(f)
-        s = json.loads((apps / "rpc-summary.json").read_text())
+        s = app_file(apps)
         for k in SUMMED:
-            sums[k] += s.get(k, 0) or 0
-        duration = max(duration, s.get("duration_s") or 0.0)
-        rows_full = rows_full or bool(s.get("rows_full"))
+            sums[k] += getattr(s, k) or 0
+        duration = max(duration, s.duration_s or 0.0)
+        rows_full = rows_full or s.rows_full
     dest.mkdir(parents=True, exist_ok=True)
     if frames:
-        pd.concat(frames, ignore_index=True).to_csv(dest / "rpc-log.csv", index=False)
-    (dest / "rpc-summary.json").write_text(json.dumps(
+        pd.concat(frames, ignore_index=True).to_csv(dest / RPC_LOG, index=False)
+    (dest / RPC_SUMMARY).write_text(json.dumps(
         {**sums, "duration_s": duration, "rows_full": rows_full,
          # the processes' own percentiles do not add up: summary.json has the merged ones
          "latency_ns": None, "send_lag_ns": None}) + "\n")
@@ -95,11 +97,11 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: 
 def _rebased_sched(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: Path) -> None:
     """The server's samples (this host) and every cell's, named ``node/component``."""
     frames = []
-    edge = md.path / "monitor" / "edge-sched.csv"
+    edge = RunDir(md.path).edge_sched_csv
     if edge.exists():
         frames.append(pd.read_csv(edge))
     for n, info in sorted(infos.items()):
-        f = md.cell_dir(n) / "monitor" / "connected-sched.csv"
+        f = RunDir(md.cell_dir(n)).connected_sched_csv
         if f.exists():
             df = pd.read_csv(f)
             df["mono_ns"] = df["mono_ns"] - info["t0_mono_ns"] + t0_here
@@ -114,10 +116,10 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
                    t0_here: int, edge_running: Optional[bool], v: ClusterVerdict) -> Summary:
     """The merged summary.json (every RPC and engine) with the run's verdict: the worst
     cell's (each cell's evidence judges its own host); the SLO from every RPC decides 0/4."""
-    md = MergedRunDir(merged)
-    (merged / "config.resolved.yaml").write_text(resolved)
-    _rebased_rpcs(md, infos, t0_here, merged / "apps")
-    _rebased_sched(md, infos, t0_here, merged / "monitor" / "connected-sched.csv")
+    md, rd = MergedRunDir(merged), RunDir(merged)
+    rd.config_resolved.write_text(resolved)
+    _rebased_rpcs(md, infos, t0_here, rd.apps_dir)
+    _rebased_sched(md, infos, t0_here, rd.connected_sched_csv)
     dirs = [d for n in sorted(infos) for d in engine_dirs(md.cell_dir(n))]
     warm = t0_here + (cfg.applications.warmup_s if cfg.applications else 0) * 1_000_000_000
     extra = {"attached_all": all(i.get("attached_all") for i in infos.values()),
@@ -129,8 +131,8 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
              "sched_missing": next((i["sched_missing"] for i in infos.values()
                                     if i.get("sched_missing")), None)}
     inp = Inputs(engine_dirs=dirs,
-                 app_dir=merged / "apps" if (merged / "apps" / "rpc-log.csv").exists() else None,
-                 sched_csv=merged / "monitor" / "connected-sched.csv",
+                 app_dir=rd.apps_dir if (rd.apps_dir / RPC_LOG).exists() else None,
+                 sched_csv=rd.connected_sched_csv,
                  devices=sum(i["devices"] for i in infos.values()), test_start_ns=t0_here,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm, extra=extra)
     s = _judge(cfg, merged, cfg.name, inp)

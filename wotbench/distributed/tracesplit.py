@@ -18,9 +18,7 @@ from typing import Iterable
 import yaml
 
 from wotbench.config.schema import Config
-
-TRACE_FILE = "trace.csv"
-RESOURCES_DIR = "resources"
+from wotbench.rundir.layout import RESOURCES_DIR, TRACE_CSV
 
 
 def _device_id(line: str) -> int | None:
@@ -60,12 +58,12 @@ def localise(config_yaml: str, where: Path, trace_csv: str, resources: dict[str,
     text with ``trace:`` pointing at them (absolute paths: the node's own)."""
     res = where / RESOURCES_DIR
     res.mkdir(parents=True, exist_ok=True)
-    (where / TRACE_FILE).write_text(trace_csv)
+    (where / TRACE_CSV).write_text(trace_csv)
     for name, text in resources.items():
         if Path(name).name != name:   # a file name, never a path out of the directory
             raise ValueError(f"resource file name {name!r} is not a plain file name")
         (res / name).write_text(text)
     raw = yaml.safe_load(config_yaml)
-    raw["trace"] = {**(raw.get("trace") or {}), "file": str(where / TRACE_FILE),
+    raw["trace"] = {**(raw.get("trace") or {}), "file": str(where / TRACE_CSV),
                     "resources": str(res)}
     return yaml.safe_dump(raw, sort_keys=False)

@@ -20,18 +20,19 @@ import pandas as pd
 from wotbench.analysis.loading import OUTCOMES, read_requests
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir
+from wotbench.rundir.layout import GE_NOTIFICATIONS, GE_REQUESTS
 from wotbench.things.files import AFFORDANCES_FILE, THINGS_DIR
 
 
 def _ge_request_files(rd: RunDir, ge_dirs: list[str]) -> list[Path]:
-    dirs = [rd.path / d for d in ge_dirs] or sorted(rd.ge_dir("ge-0").parent.glob("ge-*"))
-    return [d / "requests.csv" for d in dirs if (d / "requests.csv").is_file()]
+    dirs = [rd.path / d for d in ge_dirs] or sorted(rd.ges_dir.glob("ge-*"))
+    return [d / GE_REQUESTS for d in dirs if (d / GE_REQUESTS).is_file()]
 
 
 def _notifications(files: list[Path]) -> Optional[pd.DataFrame]:
     """(device, path) of every notification the GEs received; None: no observation in the run."""
-    frames = [pd.read_csv(p.parent / "notifications.csv", usecols=["device", "path"])
-              for p in files if (p.parent / "notifications.csv").is_file()]
+    frames = [pd.read_csv(p.parent / GE_NOTIFICATIONS, usecols=["device", "path"])
+              for p in files if (p.parent / GE_NOTIFICATIONS).is_file()]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 

@@ -10,7 +10,10 @@ analysis and from the analysis to every reader (report, sweep, validation, capac
 - what the C programs write, read by the analysis and the runner: a GE's ``summary.json``
   (:class:`GeSummary`, with ``dtls``: :class:`GeDtls`), ``observe.json`` (:class:`GeObserve`)
   and ``warmup.json`` (:class:`GeWarmupFile`) in ``ge_files.py``; a device's
-  ``device-summary.json`` (:class:`DeviceSummary`) in ``device_files.py``.
+  ``device-summary.json`` (:class:`DeviceSummary`) in ``device_files.py``; the notification
+  sink's ``sink.json`` (``SinkSummary``) in ``sink_files.py``; a connected run's
+  ``conn-summary.json`` and ``rpc-summary.json`` (``ConnSummary``, ``RpcSummary``) in
+  ``connected_files.py``.
 
 Models reject unknown keys: a writer and a reader cannot disagree silently.
 """

@@ -22,12 +22,51 @@ if TYPE_CHECKING:
 CD_GE_DIR = "cd-ge"
 CONTAINER_LOG = "container.log"   # a container's own output, saved for a failed component
 STDOUT_LOG = "stdout.log"         # a local process's stdout + stderr (process backend)
+STDERR_LOG = "stderr.log"         # a connected run's engine's or wot-rpcapp's stderr
+
+
+# a trace directory (RUN/trace/, or `wotbench generate --out`; docs/CONTRACTS.md §1)
+TRACE_CSV = "trace.csv"               # every request (with several GEs: ge_trace_name's)
+CD_TRACE_CSV = "cd-trace.csv"         # the contention detector's probes
+RESOURCES_DIR = "resources"           # one <device>.csv per device
+
+
+def ge_trace_name(ge_index: int, ge_count: int) -> str:
+    """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
+    return TRACE_CSV if ge_count == 1 else f"ge-{ge_index}.csv"
 
 
 PUSH_SCHEDULE = "push-schedule.csv"   # in the device's log dir: it reads it there
 FLEET_DEVICES_IN = "devices.csv"      # in a fleet's directory: the engine's --devices file
 
 FLEET_LOG_GLOB = "fleet-log-*.csv"     # in a fleet's directory: one log per event loop
+
+# a gateway emulator's files in its output directory (ge/<id>/, cd-ge/, phases/<phase>/ge/;
+# docs/CONTRACTS.md §2), for the readers that are given the directory alone
+GE_SUMMARY = "summary.json"           # its own summary (model rundir.ge_files.GeSummary)
+GE_REQUESTS = "requests.csv"
+GE_BLOCKWISE = "blockwise.csv"
+GE_HANDSHAKES = "handshakes.csv"
+GE_HTTP = "http.csv"
+GE_NOTIFICATIONS = "notifications.csv"
+GE_OBSERVE = "observe.json"
+GE_BODY_TEMPLATE = "http-body-template.txt"   # written by the runner: the GE's request bodies
+NOTIFY_LOG = "notify-log.csv"         # in a device's log dir: its observable resources' events
+
+# the notification sink's files (RUN/sink/, CONTRACTS §2 notify-sink)
+SINK_JSON = "sink.json"               # model rundir.sink_files.SinkSummary
+SINK_NOTIFICATIONS = "notifications.csv"
+
+# a connected run's component files (CONTRACTS §3c, §3d): in an engine's output directory
+# (engines/<engine>/out/) and in the applications' (apps/); models rundir.connected_files
+CONN_SUMMARY = "conn-summary.json"
+CONN_DEVICES = "conn-devices.csv"
+CONN_LOG_GLOB = "conn-log-*.csv"      # one per event loop
+RPC_SUMMARY = "rpc-summary.json"
+RPC_LOG = "rpc-log.csv"
+CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-queue samples
+CONN_ATTACHED = "attached"            # in an engine's output directory: every device attached once
+EDGE_STDERR = "edge-stderr.log"       # in the edge server's directory (RunDir.edge_dir)
 
 
 class RunDir:
@@ -55,7 +94,7 @@ class RunDir:
 
     @property
     def resources_dir(self) -> Path:
-        return self.trace_dir / "resources"
+        return self.trace_dir / RESOURCES_DIR
 
     def resource_file(self, device: str) -> Path:
         return self.resources_dir / f"{device}.csv"
@@ -67,12 +106,12 @@ class RunDir:
         return [f"{base}{d}.csv" for d in devices]
 
     def ge_trace(self, ge_index: int, ge_count: int) -> Path:
-        """The trace a main GE replays: trace.csv with one GE, ge-<k>.csv with several."""
-        return self.trace_dir / ("trace.csv" if ge_count == 1 else f"ge-{ge_index}.csv")
+        """The trace a main GE replays (:func:`ge_trace_name`)."""
+        return self.trace_dir / ge_trace_name(ge_index, ge_count)
 
     @property
     def cd_trace(self) -> Path:
-        return self.trace_dir / "cd-trace.csv"
+        return self.trace_dir / CD_TRACE_CSV
 
     @property
     def secrets_dir(self) -> Path:
@@ -84,13 +123,18 @@ class RunDir:
         return self.secrets_dir / "dtls-psk.key"
 
     # -- what the components write ------------------------------------------------------
+    @property
+    def ges_dir(self) -> Path:
+        """Where every main GE's directory is (:meth:`ge_dir`)."""
+        return self.path / "ge"
+
     def ge_dir(self, ge_id: str) -> Path:
         """Output directory of a GE: ge/<id>/ for main GEs, cd-ge/ for the CD's GE."""
-        return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.path / "ge" / ge_id
+        return self.path / CD_GE_DIR if ge_id == CD_GE_DIR else self.ges_dir / ge_id
 
     def ge_summary(self, ge_id: str) -> Path:
         """The GE's own summary.json (docs/CONTRACTS.md §2): it wrote its results."""
-        return self.ge_dir(ge_id) / "summary.json"
+        return self.ge_dir(ge_id) / GE_SUMMARY
 
     def ge_progress(self, ge_id: str) -> Path:
         """The GE's live counters (``progress.bin``, docs/CONTRACTS.md §2)."""
@@ -102,8 +146,13 @@ class RunDir:
     def ge_stdout(self, ge_id: str) -> Path:
         return self.ge_dir(ge_id) / STDOUT_LOG
 
+    @property
+    def devices_dir(self) -> Path:
+        """Where every device's directory is (:meth:`device_dir`)."""
+        return self.path / "devices"
+
     def device_dir(self, device: str) -> Path:
-        return self.path / "devices" / device
+        return self.devices_dir / device
 
     def device_container_log(self, device: str) -> Path:
         return self.device_dir(device) / CONTAINER_LOG
@@ -212,6 +261,49 @@ class RunDir:
     def fleet_container_log(self, fleet: str) -> Path:
         return self.fleet_dir(fleet) / CONTAINER_LOG
 
+    def phase_dir(self, phase: str) -> Path:
+        """A ``gateways.http`` setup/verify phase's own GE run (trace.csv, ge.log, ge/)."""
+        return self.path / "phases" / phase
+
+    def phase_ge_dir(self, phase: str) -> Path:
+        """That phase's GE output directory (a GE's usual files)."""
+        return self.phase_dir(phase) / "ge"
+
+    def phase_trace(self, phase: str) -> Path:
+        return self.phase_dir(phase) / TRACE_CSV
+
+    def phase_body(self, phase: str) -> Path:
+        """The phase's body template, as the GE's --http-body-template reads it."""
+        return self.phase_dir(phase) / "body.txt"
+
+    def phase_log(self, phase: str) -> Path:
+        """The phase GE's stdout + stderr."""
+        return self.phase_dir(phase) / "ge.log"
+
+    @property
+    def sink_dir(self) -> Path:
+        """The notification sink's directory (``notify:``; wotbench.runner.notify_sink)."""
+        return self.path / "sink"
+
+    @property
+    def sink_json(self) -> Path:
+        return self.sink_dir / SINK_JSON
+
+    @property
+    def sink_ready(self) -> Path:
+        """Created by the sink once every subscription holds."""
+        return self.sink_dir / "ready"
+
+    @property
+    def sink_log(self) -> Path:
+        """The sink's stdout + stderr."""
+        return self.sink_dir / "sink.log"
+
+    @property
+    def sut_faults_json(self) -> Path:
+        """What the SUT faults did and when (wotbench.runner.sut_faults, ``sut_faults:``)."""
+        return self.path / "sut-faults.json"
+
     def ge_warmup(self, ge_id: str) -> Path:
         """The GE's readiness pings before its start: who answered (gateway-emulator --warmup-ms)."""
         return self.ge_dir(ge_id) / "warmup.json"
@@ -292,6 +384,64 @@ class RunDir:
     def network_dir(self) -> Path:
         return self.path / "network"
 
+    # -- a connected run's components (docs/CONNECTED.md, CONTRACTS §3c, §3d) -------------
+    @property
+    def engines_dir(self) -> Path:
+        """Every wot-fleet-conn engine's directory (:meth:`engine_dir`)."""
+        return self.path / "engines"
+
+    def engine_dir(self, engine: str) -> Path:
+        """An engine's directory: its connections file, stderr.log and ``out/``."""
+        return self.engines_dir / engine
+
+    def engine_connections(self, engine: str) -> Path:
+        """What the engine connects (its --connections file), written by the runner."""
+        return self.engine_dir(engine) / "connections.csv"
+
+    def engine_out(self, engine: str) -> Path:
+        """What the engine writes (its --log-dir): conn-summary.json, conn-log-*.csv, ..."""
+        return self.engine_dir(engine) / "out"
+
+    def engine_outs(self) -> list[Path]:
+        """Every engine's ``out/`` there is, in name order."""
+        return sorted(p for p in self.engines_dir.glob("*/out") if p.is_dir())
+
+    @property
+    def apps_dir(self) -> Path:
+        """wot-rpcapp's directory (its --log-dir): rpc-summary.json, rpc-log.csv, stderr.log."""
+        return self.path / "apps"
+
+    @property
+    def edge_dir(self) -> Path:
+        """The edge server's directory (its config, stderr, privileges.json)."""
+        return self.path / "edge"
+
+    @property
+    def edge_privileges_json(self) -> Path:
+        """Who the edge server's processes run as, once its workers serve."""
+        return self.edge_dir / "privileges.json"
+
+    @property
+    def connected_sched_csv(self) -> Path:
+        """The components' CPU and run-queue samples (wotbench.connected.sched)."""
+        return self.monitor_dir / CONNECTED_SCHED
+
+    @property
+    def edge_sched_csv(self) -> Path:
+        """A run across hosts' coordinator: the edge server's samples (its own clock)."""
+        return self.monitor_dir / "edge-sched.csv"
+
+    @property
+    def cell_json(self) -> Path:
+        """A connected cell's account of its run (wotbench.distributed.connected_cell), read by
+        the coordinator once it fetched the cell's directory."""
+        return self.path / "cell.json"
+
+    @property
+    def connected_summary_json(self) -> Path:
+        """The components' totals in one file (wotbench.connected.totals), as before summary.json."""
+        return self.path / "connected-summary.json"
+
     # -- what the harness and the analysis write ----------------------------------------
     @property
     def run_json(self) -> Path:
@@ -359,6 +509,10 @@ class MergedRunDir:
         return self.path / "split.json"        # the coordinator's Split, before T0
 
     @property
+    def connected_split_json(self) -> Path:
+        return self.path / "connected-split.json"   # a connected run's shares, before T0
+
+    @property
     def agents_log(self) -> Path:
         return self.path / "agents.log"        # every cell agent's output (docker service logs)
 
@@ -392,3 +546,56 @@ class MergedRunDir:
     def is_merged(self) -> bool:
         """A run across hosts (its cluster.json exists), not a single-host run directory."""
         return self.cluster_json.is_file()
+
+
+class SweepDir:
+    """The layout of a sweep directory (wotbench/sweep/README.md; a capacity search's too):
+    ``sweep.json``, the base config as given, each point's derived config and run directories,
+    and the report with the results beside it."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"SweepDir({str(self.path)!r})"
+
+    @property
+    def sweep_json(self) -> Path:
+        return self.path / "sweep.json"       # the points, their state and run directories
+
+    @property
+    def base_yaml(self) -> Path:
+        return self.path / "base.yaml"        # the base config as given (a copy)
+
+    @property
+    def configs_dir(self) -> Path:
+        return self.path / "configs"
+
+    @staticmethod
+    def point_config(point: str) -> str:
+        """A point's derived config, relative to the sweep dir (as sweep.json keeps it)."""
+        return f"configs/{point}.yaml"
+
+    def point_runs(self, point: str) -> Path:
+        """Where a point's run makes its run directory (the runner's out root)."""
+        return self.path / "runs" / point
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def results_json(self) -> Path:
+        return self.path / "results.json"     # model wotbench.sweep.results.SweepResults
+
+    @property
+    def points_csv(self) -> Path:
+        return self.path / "points.csv"       # one row per run
+
+    @property
+    def settings_csv(self) -> Path:
+        return self.path / "settings.csv"     # one row per setting: mean, CI of every metric
+
+    @property
+    def capacity_json(self) -> Path:
+        return self.path / "capacity.json"    # a capacity search's CapacityResult

@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 from wotbench.config import notify as notify_spec
 from wotbench.errors import EnvironmentProblem
+from wotbench.rundir import RunDir
 from wotbench.runner.prepare.binaries import Component, ensure_binary
 
 SINK = Component("notify-sink", "WOTBENCH_SINK_BIN", source="gateway-emulator")
@@ -39,22 +40,23 @@ class SinkRun:
         return self.proc.returncode
 
 
-def start(cfg, out: Path, addresses: dict[str, tuple[str, int]], bound_s: float,
+def start(cfg, rd: RunDir, addresses: dict[str, tuple[str, int]], bound_s: float,
           log: Callable[[str], None] = print) -> SinkRun:
+    """Into ``rd.sink_dir``."""
     binary = ensure_binary(SINK, log)
+    out, ready = rd.sink_dir, rd.sink_ready
     out.mkdir(parents=True, exist_ok=True)
-    ready = out / "ready"
     argv = [str(binary), "--out", str(out), "--ready-file", str(ready),
             "--duration-ms", str(int((bound_s + MARGIN_S) * 1000))]
     argv += notify_spec.sink_args(cfg, addresses)
-    with open(out / "sink.log", "wb") as f:
+    with open(rd.sink_log, "wb") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
     run = SinkRun(proc, out)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             run.stop()
-            said = (out / "sink.log").read_text(errors="replace").strip()[-800:]
+            said = rd.sink_log.read_text(errors="replace").strip()[-800:]
             raise EnvironmentProblem(
                 f"notify: the notification sink did not get its subscriptions within "
                 f"{READY_TIMEOUT_S:g} s: {said or 'no message'} (notify.subscribers; is the "

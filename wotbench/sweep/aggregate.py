@@ -13,6 +13,8 @@ from typing import Any, Optional
 from pydantic import BaseModel
 from scipy import stats
 
+from wotbench.sweep.rows import PointRow
+
 CONFIDENCE = 0.95
 # (fact key of wotbench.sweep.report.collect, label, unit) of every aggregated metric
 METRICS: list[tuple[str, str, str]] = [
@@ -110,12 +112,11 @@ class SettingRow(BaseModel):
         return text
 
 
-def repeat_rows(rows: list[dict]) -> list[RepeatRow]:
-    """The per-run facts of :func:`wotbench.sweep.report.collect`, typed."""
-    return [RepeatRow(setting=r["setting"], point=r["id"], repeat=r["repeat"],
-                      overrides=r["overrides"], status=r["status"], verdict=r["verdict"],
-                      reasons=list(r["reasons"] or []), run_dir=r["run_dir"],
-                      values={k: r.get(k) for k, _, _ in METRICS})
+def repeat_rows(rows: list[PointRow]) -> list[RepeatRow]:
+    """The per-run facts of :func:`wotbench.sweep.report.collect`, as results.json keeps them."""
+    return [RepeatRow(setting=r.setting, point=r.id, repeat=r.repeat, overrides=r.overrides,
+                      status=r.status, verdict=r.verdict, reasons=list(r.reasons or []),
+                      run_dir=r.run_dir, values={k: r.fact(k) for k, _, _ in METRICS})
             for r in rows]
 
 

@@ -9,7 +9,7 @@ Layout of a sweep dir (``reports/sweep-<name>-<UTC>/``; capacity searches use
     runs/<id>/<name>-<UTC>/   the run dir the runner wrote for the point
     report.html           the series report
 
-A point is complete when its run dir has ``summary.json``; ``resume`` re-runs only the others.
+(``wotbench.rundir.layout.SweepDir``, ``Sweep.files``: every path of it.) A point is complete when its run dir has ``summary.json``; ``resume`` re-runs only the others.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from wotbench.config.schema import Config
 from wotbench.configfile.yaml_loader import ConfigFile, config_from_dict, read_config_file
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 from wotbench.rundir import RunDir, Summary, atomic
+from wotbench.rundir.layout import SweepDir
 from wotbench.run_result import RunResult
 from wotbench.monitor.quiet import QuietGate
 from wotbench.stamps import dir_stamp, iso_stamp
@@ -169,12 +170,13 @@ class Sweep:
 
     def __init__(self, directory: Path, data: dict, base_raw: dict):
         self.dir = Path(directory)
+        self.files = SweepDir(self.dir)
         data = dict(data)
         self.points = [Point(**p) for p in data.pop("points", [])]
         try:
             self.header = SweepHeader.model_validate(data)
         except ValidationError as e:
-            raise ConfigError([f"{self.dir / 'sweep.json'}: {p}"
+            raise ConfigError([f"{self.files.sweep_json}: {p}"
                                for p in schema_problems(e, SweepHeader)]) from None
         self.base_raw = base_raw              # the base config as written (base.yaml)
 
@@ -218,7 +220,7 @@ class Sweep:
     @classmethod
     def open(cls, directory: str | Path) -> "Sweep":
         directory = Path(directory)
-        f = directory / "sweep.json"
+        f = SweepDir(directory).sweep_json
         if not f.is_file():
             raise ConfigError([f"{f}: not found (expected a sweep dir written by 'wotbench sweep')"])
         try:
@@ -228,7 +230,7 @@ class Sweep:
         if data.get("schema") not in READABLE:
             raise ConfigError([f"{f}: schema {data.get('schema')!r}, expected one of {READABLE}"])
         data["schema"] = SCHEMA
-        return cls(directory, data, yaml.safe_load((directory / "base.yaml").read_text()))
+        return cls(directory, data, yaml.safe_load(SweepDir(directory).base_yaml.read_text()))
 
     # ------------------------------------------------------------------ points
     def _new_id(self, index: int, total: int = 0) -> str:
@@ -248,11 +250,11 @@ class Sweep:
                              label=f"point {pid}")
 
     def _write_base(self, text: str) -> None:
-        (self.dir / "configs").mkdir(parents=True, exist_ok=True)
-        atomic.write_text(self.dir / "base.yaml", text)
+        self.files.configs_dir.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(self.files.base_yaml, text)
 
     def _add(self, pid: str, overrides: dict, cfg: dict, origin: Optional[dict[str, str]]) -> Point:
-        rel = f"configs/{pid}.yaml"
+        rel = SweepDir.point_config(pid)
         atomic.write_text(self.dir / rel, yaml.safe_dump(cfg, sort_keys=False))
         p = Point(id=pid, index=len(self.points), overrides=dict(overrides), config=rel,
                   origin="; ".join(dict.fromkeys(origin.values())) if origin else None)
@@ -308,7 +310,7 @@ class Sweep:
     def save(self) -> None:
         self.header.updated_utc = utc_now()
         self.dir.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(self.dir / "sweep.json", self.to_json(), default=str)
+        atomic.write_json(self.files.sweep_json, self.to_json(), default=str)
 
     def run_dir(self, p: Point) -> Optional[RunDir]:
         return RunDir(self.dir / p.run_dir) if p.run_dir else None
@@ -357,7 +359,7 @@ class Sweep:
                 p.status, p.error, p.finished_utc = "skipped", why, utc_now()
                 self.save()
                 return p
-        out_root = self.dir / "runs" / p.id
+        out_root = self.files.point_runs(p.id)
         out_root.mkdir(parents=True, exist_ok=True)
         p.status, p.started_utc, p.finished_utc, p.error = "running", utc_now(), None, None
         self.save()

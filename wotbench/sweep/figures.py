@@ -1,6 +1,7 @@
 """The sweep report's figures (the paper's Fig 5, 7, 8, 9), as inline SVG strings.
 
-Every figure function takes the rows of :func:`wotbench.sweep.report.collect` and returns
+Every figure function takes the rows of :func:`wotbench.sweep.report.collect`
+(:class:`~wotbench.sweep.rows.PointRow`) and returns
 ``{"id", "title", "caption", "svg"}`` with ``svg=None`` and ``missing="not available because …"``
 when the series lacks the data.
 """
@@ -10,8 +11,7 @@ from collections import defaultdict
 from typing import Any, Callable, Optional
 
 from wotbench.report.plotting import MUTED, RED, plt, svg
-
-Row = dict[str, Any]
+from wotbench.sweep.rows import PointRow as Row
 
 
 def _from_zero(ax) -> None:
@@ -20,14 +20,14 @@ def _from_zero(ax) -> None:
 
 
 def _usable(rows: list[Row], *keys: str) -> list[Row]:
-    return [r for r in rows if all(r.get(k) is not None for k in keys)]
+    return [r for r in rows if all(r.fact(k) is not None for k in keys)]
 
 
 def _missing(rows: list[Row], keys: tuple[str, ...], what: str) -> Optional[str]:
-    done = [r for r in rows if r.get("has_summary")]
+    done = [r for r in rows if r.has_summary]
     if not done:
         return "not available because no point has finished (no summary.json yet)"
-    lacking = [k for k in keys if all(r.get(k) is None for r in done)]
+    lacking = [k for k in keys if all(r.fact(k) is None for r in done)]
     if lacking:
         return f"not available because {what} ({', '.join(lacking)}) is missing from every run"
     return None
@@ -36,7 +36,7 @@ def _missing(rows: list[Row], keys: tuple[str, ...], what: str) -> Optional[str]
 def _curves(rows: list[Row], by: Callable[[Row], Any], x: str, y: str) -> dict[Any, list[tuple]]:
     out: dict[Any, list[tuple]] = defaultdict(list)
     for r in _usable(rows, x, y):
-        out[by(r)].append((r[x], r[y], r["verdict"]))
+        out[by(r)].append((r.fact(x), r.fact(y), r.verdict))
     return {k: sorted(v, key=lambda t: t[0]) for k, v in sorted(out.items(), key=lambda kv: str(kv[0]))}
 
 
@@ -54,8 +54,9 @@ def _fig(fid: str, title: str, caption: str, svg_text: Optional[str] = None,
     return {"id": fid, "title": title, "caption": caption, "svg": svg_text, "missing": missing}
 
 
-def _group_label(r: Row) -> str:
-    return f"{r['devices']} devices" + (f", {r['affinity']}" if r.get("_aff_varies") else "")
+def _aff_varies(rows: list[Row]) -> bool:
+    """placement.affinity differs between the finished points: curves are told apart by it."""
+    return len({r.affinity for r in rows if r.has_summary}) > 1
 
 
 def _vs_throughput(rows: list[Row], fid: str, title: str, cap: str, ykey: str, ylabel: str,
@@ -63,8 +64,12 @@ def _vs_throughput(rows: list[Row], fid: str, title: str, cap: str, ykey: str, y
     miss = _missing(rows, ("tput_per_device", ykey, "devices"), what)
     if miss:
         return _fig(fid, title, cap, missing=miss)
+    varies = _aff_varies(rows)
+
+    def label(r: Row) -> str:
+        return f"{r.devices} devices" + (f", {r.affinity}" if varies else "")
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    _plot_curves(ax, _curves(rows, _group_label, "tput_per_device", ykey), str)
+    _plot_curves(ax, _curves(rows, label, "tput_per_device", ykey), str)
     ax.set_xlabel("throughput per device (req/s)")
     ax.set_ylabel(ylabel)
     _from_zero(ax)
@@ -96,11 +101,11 @@ def fig9_rd_vs_devices(rows: list[Row]) -> dict:
     if miss:
         return _fig("fig9", title, cap, missing=miss)
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    label = (lambda r: f"{r['affinity']}") if any(r.get("_aff_varies") for r in rows) else (lambda r: "")
+    label = (lambda r: f"{r.affinity}") if _aff_varies(rows) else (lambda r: "")
     for key, name, ls in (("rd_devices", "devices", "-"), ("rd_cd", "CD node", "--")):
         curves = _curves(rows, label, "devices", key)
         _plot_curves(ax, curves, lambda k, name=name: f"{name} {k}".strip(), ls=ls)
-    base = [r["rd_cd_baseline"] for r in rows if r.get("rd_cd_baseline") is not None]
+    base = [r.rd_cd_baseline for r in rows if r.rd_cd_baseline is not None]
     if base:
         ax.axhline(sorted(base)[len(base) // 2], color=MUTED, ls=":", lw=1, label="CD calibration")
     ax.set_xlabel("number of devices")
@@ -113,7 +118,7 @@ def fig5_affinity(rows: list[Row]) -> dict:
     title = "Affinity vs no affinity: response time and CPU utilisation vs devices (paper Fig 5)"
     cap = ("Left: median response time; right: mean host CPU busy (average over cores), one line per "
            "placement.affinity setting.")
-    affs = {r["affinity"] for r in rows if r.get("has_summary")}
+    affs = {r.affinity for r in rows if r.has_summary}
     if len(affs) < 2:
         return _fig("fig5", title, cap, missing="not available because placement.affinity does not vary "
                     "in this series (vary it: --vary placement.affinity=pinned,shared)")
@@ -121,12 +126,12 @@ def fig5_affinity(rows: list[Row]) -> dict:
     if miss:
         return _fig("fig5", title, cap, missing=miss)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.6, 3.4))
-    _plot_curves(a1, _curves(rows, lambda r: r["affinity"], "devices", "rt_p50_ms"), str)
+    _plot_curves(a1, _curves(rows, lambda r: r.affinity, "devices", "rt_p50_ms"), str)
     a1.set_xlabel("number of devices")
     a1.set_ylabel("response time p50 (ms)")
     _from_zero(a1)
     a1.legend()
-    cpu = _curves(rows, lambda r: r["affinity"], "devices", "cpu_total_pct")
+    cpu = _curves(rows, lambda r: r.affinity, "devices", "cpu_total_pct")
     if cpu:
         _plot_curves(a2, cpu, str)
         a2.set_ylim(0, 100)
@@ -140,7 +145,5 @@ def fig5_affinity(rows: list[Row]) -> dict:
 
 
 def make_figures(rows: list[Row]) -> list[dict]:
-    aff_varies = len({r["affinity"] for r in rows if r.get("has_summary")}) > 1
-    rows = [{**r, "_aff_varies": aff_varies} for r in rows]
     return [fig7_rt_vs_throughput(rows), fig8_cd_rt_vs_throughput(rows), fig9_rd_vs_devices(rows),
             fig5_affinity(rows)]

@@ -4,6 +4,7 @@ run.json and plan.json), figures (:mod:`wotbench.sweep.figures`) and one self-co
 from __future__ import annotations
 
 import html
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -20,41 +21,36 @@ from wotbench.sweep.aggregate import METRICS, Interval
 from wotbench.distributed.answer import hosts_text
 from wotbench.sweep.core import Point, Sweep
 from wotbench.sweep.repeats import ORDER
+from wotbench.sweep.rows import PointRow, RunFacts
 
 
-def _facts(s: Optional[Summary]) -> dict[str, Any]:
+def _facts(s: Optional[Summary]) -> RunFacts:
     """The facts a series shows, from one point's summary (None when it has none)."""
     if s is None:
-        return dict.fromkeys(("devices", "throughput_rps", "offered_rps", "rt_p50_ms", "rt_mean_ms",
-                              "rt_p95_ms", "rt_p99_ms", "loss_share", "timeouts", "rd_devices",
-                              "rd_cd", "rd_cd_baseline", "ge_kept_up", "late_share", "ks",
-                              "lag_p99_us", "cpu_total_pct", "sut_cpu_cores", "sut_rss_peak_mib",
-                              "testbed_ms", "testbed_share", "testbed_worst_share",
-                              *NOTIFY_FACTS))
+        return RunFacts()
     o, rt, cd, ge = s.overall, s.overall.response_time_ms.from_sent, s.rd.cd, s.ge_integrity
     lag_ms = ge.worst_lag_p99_ms      # GE integrity is per GE: the row shows the worst GE
     sut = s.sut_resources.total if s.sut_resources else None
-    return {"devices": o.devices, "throughput_rps": o.throughput_rps, "offered_rps": o.offered_rps,
-            "rt_p50_ms": rt.p50_ms, "rt_mean_ms": rt.mean_ms, "rt_p95_ms": rt.p95_ms,
-            "rt_p99_ms": rt.p99_ms, "loss_share": o.loss_rate_of_sent,
-            "timeouts": o.outcomes.timeout,
-            "sut_cpu_cores": sut.cpu_cores if sut else None,
-            "sut_rss_peak_mib": sut.rss_peak_bytes / MIB if sut and sut.rss_peak_bytes is not None
-            else None,
-            "rd_devices": s.rd.overall.rd.p50, "rd_cd": cd.test.p50 if cd else None,
-            "rd_cd_baseline": cd.calibration.p50 if cd else None,
-            "ge_kept_up": ge.kept_up, "late_share": ge.worst_late_share, "ks": ge.worst_ks_tol,
-            "lag_p99_us": lag_ms * 1000.0 if lag_ms is not None else None,
-            "cpu_total_pct": s.monitor.host_cpu_busy_pct if s.monitor else None,
-            # how much of the devices' response time the host added (evidence.host_share)
-            "testbed_ms": s.contention.added_ms, "testbed_share": s.contention.added_share,
-            "testbed_worst_share": s.contention.worst_share, **_notify_facts(s)}
+    return RunFacts(
+        devices=o.devices, throughput_rps=o.throughput_rps, offered_rps=o.offered_rps,
+        rt_p50_ms=rt.p50_ms, rt_mean_ms=rt.mean_ms, rt_p95_ms=rt.p95_ms, rt_p99_ms=rt.p99_ms,
+        loss_share=o.loss_rate_of_sent, timeouts=o.outcomes.timeout,
+        sut_cpu_cores=sut.cpu_cores if sut else None,
+        sut_rss_peak_mib=sut.rss_peak_bytes / MIB if sut and sut.rss_peak_bytes is not None
+        else None,
+        rd_devices=s.rd.overall.rd.p50, rd_cd=cd.test.p50 if cd else None,
+        rd_cd_baseline=cd.calibration.p50 if cd else None,
+        ge_kept_up=ge.kept_up, late_share=ge.worst_late_share, ks=ge.worst_ks_tol,
+        lag_p99_us=lag_ms * 1000.0 if lag_ms is not None else None,
+        cpu_total_pct=s.monitor.host_cpu_busy_pct if s.monitor else None,
+        testbed_ms=s.contention.added_ms, testbed_share=s.contention.added_share,
+        testbed_worst_share=s.contention.worst_share, **_notify_facts(s))
 
 
 NOTIFY_FACTS = ("notify_p50_ms", "notify_p99_ms", "notify_per_s", "notify_lost_share")
 
 
-def _notify_facts(s: Summary) -> dict[str, Any]:
+def _notify_facts(s: Summary) -> dict[str, Optional[float]]:
     """The notification sink's figures (None without ``notify:``): the worst subscriber's
     latency and lost share, every subscriber's notifications/s together."""
     subs = s.notify.subscribers if s.notify else []
@@ -90,9 +86,9 @@ def _read(read) -> Any:
         return None
 
 
-def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]]:
-    """One row of facts per point (None where a fact is not available); ``ids``: only those.
-    Reads the points as they are: the caller refreshes the sweep first."""
+def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[PointRow]:
+    """One row per point (None where a fact is not available); ``ids``: only those. Reads the
+    points as they are: the caller refreshes the sweep first."""
     rows = []
     for p in sweep.points:
         if ids is not None and p.id not in ids:
@@ -101,26 +97,23 @@ def collect(sweep: Sweep, ids: Optional[set[str]] = None) -> list[dict[str, Any]
         summ = sweep.summary(p)
         run = _read(rd.read_run) if rd else None
         plan = _read(lambda: Plan.model_validate_json(rd.plan_json.read_text())) if rd else None
-        row: dict[str, Any] = {"id": p.id, "setting": p.setting, "repeat": p.repeat,
-                               "overrides": p.overrides, "status": p.status,
-                               "verdict": p.verdict, "reasons": p.reasons, "error": p.error,
-                               "exit_code": p.exit_code, "run_dir": p.run_dir,
-                               "has_summary": summ is not None}
-        if p.host:   # swarm: the node whose cell stopped being faithful
-            row["host"] = hosts_text([p.host])
-        row.update(_facts(summ))
-        row["affinity"] = _affinity(sweep, p, plan)
-        n = row["devices"]
-        row["tput_per_device"] = row["throughput_rps"] / n if n and row["throughput_rps"] is not None else None
-        row["offered_per_device"] = row["offered_rps"] / n if n and row["offered_rps"] is not None else None
+        f = _facts(summ)
+        n = f.devices
         # the CD's median response time: R = S (1 + R_d) holds for the median (S is fixed)
         s_us = run.cd.service_time_us if run and run.cd else None
-        row["cd_rt_ms"] = (s_us / 1000 * (1 + row["rd_cd"])
-                           if s_us is not None and row["rd_cd"] is not None else None)
-        row["report"] = rd.rel(rd.report_html) if rd and rd.report_html.is_file() else None
-        if row["report"]:
-            row["report"] = f"{p.run_dir}/{row['report']}"
-        rows.append(row)
+        report = rd.rel(rd.report_html) if rd and rd.report_html.is_file() else None
+        rows.append(PointRow(
+            **{k.name: getattr(f, k.name) for k in fields(RunFacts)},
+            id=p.id, setting=p.setting, repeat=p.repeat, overrides=p.overrides,
+            status=p.status, verdict=p.verdict, reasons=p.reasons, error=p.error,
+            exit_code=p.exit_code, run_dir=p.run_dir, has_summary=summ is not None,
+            host=hosts_text([p.host]) if p.host else None,
+            affinity=_affinity(sweep, p, plan),
+            tput_per_device=f.throughput_rps / n if n and f.throughput_rps is not None else None,
+            offered_per_device=f.offered_rps / n if n and f.offered_rps is not None else None,
+            cd_rt_ms=(s_us / 1000 * (1 + f.rd_cd)
+                      if s_us is not None and f.rd_cd is not None else None),
+            report=f"{p.run_dir}/{report}" if report else None))
     return rows
 
 
@@ -167,6 +160,6 @@ def write_report(sweep: Sweep, capacity: Optional[Any] = None) -> Path:
         sweep=sweep.to_json(), rows=rows, varied=varied, figures=figures.make_figures(rows),
         capacity=capacity, esc=html.escape, results=res, metrics=_shown(res), ci_text=ci_text,
         ci_figures=ci_figures.make_ci_figures(res) if capacity is None else [])
-    out = sweep.dir / "report.html"
+    out = sweep.files.report_html
     atomic.write_text(out, page)
     return out

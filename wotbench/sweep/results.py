@@ -12,7 +12,9 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import SweepDir
 from wotbench.sweep.aggregate import CONFIDENCE, METRICS, RepeatRow, SettingRow, repeat_rows, settings
+from wotbench.sweep.rows import PointRow
 
 SCHEMA = "wotbench-sweep-results/1"
 
@@ -42,7 +44,7 @@ def x_key(varied: list[str], rows: list[SettingRow]) -> Optional[str]:
     return None
 
 
-def build(rows: list[dict], varied: list[str], repeats: int, order: str) -> SweepResults:
+def build(rows: list[PointRow], varied: list[str], repeats: int, order: str) -> SweepResults:
     runs = repeat_rows(rows)
     sets = settings(runs, repeats)
     return SweepResults(repeats=repeats, order=order, confidence=CONFIDENCE, varied=varied,
@@ -55,16 +57,17 @@ def _cell(v: Any) -> Any:
 
 def write(directory: Path, res: SweepResults) -> None:
     # replaced whole, never half written: a reader (or a resume) sees the old or the new file
-    atomic.write_text(directory / "results.json", res.model_dump_json(by_alias=True, indent=1) + "\n")
+    files = SweepDir(directory)
+    atomic.write_text(files.results_json, res.model_dump_json(by_alias=True, indent=1) + "\n")
     metrics = [k for k, _, _ in METRICS]
-    with atomic.replacing(directory / "points.csv", newline="") as f:
+    with atomic.replacing(files.points_csv, newline="") as f:
         w = csv.writer(f)
         w.writerow(["setting", "point", "repeat", *res.varied, "status", "verdict", "run_dir", *metrics])
         for r in res.points:
             w.writerow([r.setting, r.point, r.repeat, *(_cell(r.overrides.get(k)) for k in res.varied),
                         r.status, _cell(r.verdict), _cell(r.run_dir),
                         *(_cell(r.values.get(k)) for k in metrics)])
-    with atomic.replacing(directory / "settings.csv", newline="") as f:
+    with atomic.replacing(files.settings_csv, newline="") as f:
         w = csv.writer(f)
         w.writerow(["setting", *res.varied, "repeats", "done", "flagged", "contention", "verdicts",
                     *(f"{k}_{s}" for k in metrics for s in ("mean", "ci95", "low", "high", "n"))])

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 EVENT_ID_BASE = 10 ** 18
+# in the Thing's device directory; named here, not in rundir/layout.py, so that the Thing
+# process (http_thing) does not import the run directory's models to start
 EMISSIONS_FILE = "sse-events.csv"
 EMISSION_COLUMNS = ("id", "device", "path", "emitted_ns", "streams")
 STREAM_EVENTS = 97        # + nothing: rng([seed, gi, STREAM_EVENTS, entry, instance])
@@ -91,7 +93,8 @@ def emission_updates(run_dir: Path, device_ids: dict[str, int], start_ns: int, e
     One emitted before T0 (or after the test) and notified is in no figure. None when no
     Thing wrote emissions."""
     import pandas as pd
-    files = sorted((run_dir / "devices").glob(f"*/{EMISSIONS_FILE}"))
+    from wotbench.rundir import RunDir
+    files = sorted(RunDir(run_dir).devices_dir.glob(f"*/{EMISSIONS_FILE}"))
     if not files:
         return None
     e = pd.concat([pd.read_csv(f, dtype={"id": np.int64, "device": str, "path": str,
@@ -131,12 +134,13 @@ def missing_emissions(run_dir: Path, raw: dict) -> list[str]:
     file holds a row of it). The Thing writes the file only on a clean stop (SIGTERM), so a
     killed process leaves its subscribers' updates and losses unknown, not zero."""
     import pandas as pd
+    from wotbench.rundir import RunDir
     events = _event_devices(raw)
     subs = [s for s in (raw.get("notify") or {}).get("subscribers") or []
             if isinstance(s, dict) and s.get("device") in events and s.get("updates_to")]
     if not subs:
         return []
-    files = sorted((run_dir / "devices").glob(f"*/{EMISSIONS_FILE}"))
+    files = sorted(RunDir(run_dir).devices_dir.glob(f"*/{EMISSIONS_FILE}"))
     have = {f.parent.name for f in files}
     for f in files:
         have.update(pd.read_csv(f, usecols=["device"], dtype={"device": str})["device"])

@@ -590,10 +590,10 @@ class Watcher:
             try:
                 plan = Plan.model_validate_json(RunDir(rd).plan_json.read_text())
             except (OSError, ValueError) as e:   # (pydantic's ValidationError is a ValueError)
-                raise NotStarted(f"{rd / 'plan.json'}: unreadable ({e})") from None
+                raise NotStarted(f"{RunDir(rd).plan_json}: unreadable ({e})") from None
             ges = sorted(plan.ge_cores)
             if not ges:
-                raise NotStarted(f"{rd / 'plan.json'}: no gateway emulator (ge_cores)")
+                raise NotStarted(f"{RunDir(rd).plan_json}: no gateway emulator (ge_cores)")
             core = None
             if self.spec.kind != "second-run":
                 try:

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.rundir import RunDir
+from wotbench.rundir.layout import GE_REQUESTS
 from wotbench.validation.antagonist import RECORD_NAME
 
 TARGETS = {"detected": 0.95, "false_rate": 0.05, "clean_false_windows": 0, "added_within": 0.25,
@@ -107,7 +108,7 @@ def paired_requests(run: Path, twin: Path) -> pd.DataFrame:
     there is one (as the analysis's)."""
     def load(d: Path) -> pd.DataFrame:
         frames = []
-        for f in sorted((d / "ge").glob("*/requests.csv")):
+        for f in sorted(RunDir(d).ges_dir.glob(f"*/{GE_REQUESTS}")):
             df = pd.read_csv(f, usecols=lambda c: c in {"index", "device", "sent_ns", "received_ns",
                                                          "received_kernel_ns", "outcome"})
             df = df[df["outcome"].astype(str) == "ok"]

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import yaml
 
 from wotbench.errors import ConfigError
+from wotbench.rundir.layout import SweepDir
 from wotbench.sweep.core import Sweep
 from wotbench.validation.antagonist import parse_antagonist
 
@@ -134,7 +135,7 @@ def scenario_sweep(study_dir: Path, source: Path, sc: dict,
     given (``wotbench study --seed-base``: the same seeds in every scenario, so twins still
     pair), else the config's seed and the ones after it."""
     d = study_dir / "scenarios" / sc["name"]
-    if (d / "sweep.json").is_file():
+    if SweepDir(d).sweep_json.is_file():
         return Sweep.open(d)
     config = source.parent / sc["config"]
     seed, duration = _config_facts(config, sc)

@@ -43,7 +43,7 @@ SCHEMA = "wotbench-study/1"
 def _why_no_run(sweep: Sweep, p) -> str:
     """Why a point has no summary: its error, and why its antagonist never started."""
     why = p.error or f"no summary.json (exit {p.exit_code})"
-    rec = sweep.dir / "runs" / p.id / RECORD_NAME
+    rec = sweep.files.point_runs(p.id) / RECORD_NAME
     if rec.is_file():
         try:
             why_not = json.loads(rec.read_text()).get("why_not")

@@ -63,6 +63,7 @@ from wotbench.workload.trace_io import observe_problems, read_resources, read_tr
 from wotbench.config.distributions import make_distribution
 from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import RESOURCES_DIR, TRACE_CSV, ge_trace_name
 
 _STREAM_ARRIVALS, _STREAM_RESOURCES, _STREAM_CHOICE, _STREAM_OBSERVE = 1, 2, 3, 4
 _WITH_BODY = tuple(HTTP_METHODS.index(m) for m in BODY_METHODS)
@@ -445,7 +446,7 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     ``drawn_elsewhere``: the Things' and directory groups
     (:func:`wotbench.things.trace.write_trace` gives it)."""
     out_dir = Path(out_dir)
-    (out_dir / "resources").mkdir(parents=True, exist_ok=True)
+    (out_dir / RESOURCES_DIR).mkdir(parents=True, exist_ok=True)
     addrs = device_addresses(cfg)
     if cfg.trace is not None:
         return _import_recorded(cfg, out_dir, addrs, only, recorded)
@@ -455,10 +456,10 @@ def write_trace(cfg: Config, out_dir: str | Path, only: Optional[set[int]] = Non
     open_clients = cfg.gateways.clients if cfg.gateways.loop == "open" else None
     schemes, via = _schemes(cfg, addrs), httpproxy.via(cfg)
     parts = _uri_parts(tr, addrs, schemes, via)   # the whole trace's and each GE's rows
-    _write_rows(out_dir / "trace.csv", tr, addrs, schemes=schemes, clients=open_clients,
+    _write_rows(out_dir / TRACE_CSV, tr, addrs, schemes=schemes, clients=open_clients,
                 via=via, parts=parts)
     durable = len(tr.resources) <= DURABLE_RESOURCE_FILES
-    res_dir = str(out_dir / "resources")   # a str: 10^5 Path joins cost more than the writes
+    res_dir = str(out_dir / RESOURCES_DIR)   # a str: 10^5 Path joins cost more than the writes
     for name, rows in tr.resources.items():
         write_resources(f"{res_dir}/{name}.csv", rows, durable)
     ge_files = _write_ge_split(cfg, out_dir, tr, addrs, parts, only)
@@ -489,14 +490,14 @@ def _write_ge_split(cfg: Config, out_dir: Path, tr: GeneratedTrace, addrs,
                     only: Optional[set[int]] = None) -> list[str]:
     G = cfg.gateways.count
     if G <= 1:
-        return ["trace.csv"]
+        return [TRACE_CSV]
     files = []
     schemes, via = _schemes(cfg, addrs), httpproxy.via(cfg)
     ge = ge_index(tr.device_id, G, only)
     for k in range(G):
-        _write_rows(out_dir / f"ge-{k}.csv", tr, addrs, mask=ge == k,
+        _write_rows(out_dir / ge_trace_name(k, G), tr, addrs, mask=ge == k,
                     schemes=schemes, via=via, parts=parts)
-        files.append(f"ge-{k}.csv")
+        files.append(ge_trace_name(k, G))
     return files
 
 
@@ -557,7 +558,7 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
     resources: dict[str, list] = {}
     for a in addrs:
         if a.name in files and (only is None or a.id in only):   # third-party devices have none
-            with atomic.replacing_path(out_dir / "resources" / files[a.name].name) as tmp:
+            with atomic.replacing_path(out_dir / RESOURCES_DIR / files[a.name].name) as tmp:
                 shutil.copyfile(files[a.name], tmp)
             resources[a.name] = _read_resources(files[a.name])
     paths = df.uri.str.replace(r"^(coaps?|http)://(\[[^\]]*\]|[^/]*)/", "", regex=True)
@@ -574,14 +575,14 @@ def _import_recorded(cfg: Config, out_dir: Path, addrs: list[DeviceAddress],
     if "body" in df.columns:   # the requests' own bodies, as recorded (no CSV quoting)
         out["body"] = df.body
     G = cfg.gateways.count
-    ge_files = ["trace.csv"]
-    _write_frame(out_dir / "trace.csv", out)
+    ge_files = [TRACE_CSV]
+    _write_frame(out_dir / TRACE_CSV, out)
     if G > 1:
         ge_files = []
         ge = ge_index(out.device_id.to_numpy(), G, only)
         for k in range(G):
-            _write_frame(out_dir / f"ge-{k}.csv", out[ge == k])
-            ge_files.append(f"ge-{k}.csv")
+            _write_frame(out_dir / ge_trace_name(k, G), out[ge == k])
+            ge_files.append(ge_trace_name(k, G))
     cd_requests = write_cd_files(cfg, out_dir)
     is_req = df.method.isin(HTTP_METHODS).to_numpy()
     return _summarise(cfg, df.device_id.to_numpy()[is_req], resources, out_dir, cd_requests, ge_files, True)

@@ -20,6 +20,7 @@ from wotbench.runner import serverconf
 from wotbench.runner.deployment import thirdparty
 from wotbench.runner.deployment.components import DeviceRun, GeRun
 from wotbench.runner.stages import Components, Inputs
+from wotbench.rundir.layout import GE_BODY_TEMPLATE
 
 
 def share_addresses(resolved: Config, share: Optional[frozenset[str]]) -> list[DeviceAddress]:
@@ -150,7 +151,7 @@ def _write_body_template(cfg: Config, ge_dir: Path) -> bool:
     text = http_spec.ge_body_text(cfg)
     if text is None:
         return False
-    f = ge_dir / http_spec.BODY_TEMPLATE_FILE
+    f = ge_dir / GE_BODY_TEMPLATE
     f.write_text(text)
     f.chmod(0o644)
     return True

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING, Optional
 
-from wotbench.config.http_spec import BODY_TEMPLATE_FILE
 from wotbench.deploy.addressing import COAP_PORT
 from wotbench.rundir import DeviceRecord, GeRecord, RunDir
-from wotbench.rundir.layout import PUSH_SCHEDULE
+from wotbench.rundir.layout import GE_BODY_TEMPLATE, PUSH_SCHEDULE
 
 if TYPE_CHECKING:
     from wotbench.config.byo import Program
@@ -142,7 +141,7 @@ class GeRun:
         if self.warmup_ms:
             a += ["--warmup-ms", str(self.warmup_ms)]
         if self.http_body_template:
-            a += ["--http-body-template", f"{out_dir}/{BODY_TEMPLATE_FILE}"]
+            a += ["--http-body-template", f"{out_dir}/{GE_BODY_TEMPLATE}"]
         return a + self.extra + (self.dtls.ge_args(key_file) if self.dtls else [])
 
     def record(self, rd: RunDir) -> GeRecord:

@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 from wotbench import netimpair
 from wotbench.deploy import fleet
 from wotbench.errors import ConfigError, EnvironmentProblem
-from wotbench.rundir import NetworkRecord, RunDir
+from wotbench.rundir import DeviceSummary, NetworkRecord, RunDir
 
 
 class Impairments:
@@ -160,11 +160,11 @@ class Impairments:
         if rd is not None:
             for name, d in rec.get("devices", {}).items():
                 try:
-                    summ = json.loads(rd.device_summary(name).read_text())
-                except (OSError, ValueError):
+                    summ = DeviceSummary.model_validate_json(rd.device_summary(name).read_text())
+                except (OSError, ValueError):   # none, or not what a wot-device writes
                     continue
-                if isinstance(summ.get("impair"), dict):
-                    d["counters"] = summ["impair"]
+                if summ.impair is not None:
+                    d["counters"] = summ.impair.model_dump()
         for name, c in (fleet_counters or {}).items():
             if name in rec.get("devices", {}):
                 rec["devices"][name]["counters"] = c

@@ -13,6 +13,7 @@ from wotbench.config import http_spec
 from wotbench.errors import EnvironmentProblem
 from wotbench.monitor.recorder import Monitor
 from wotbench.rundir import ContentionParams
+from wotbench.rundir.layout import GE_REQUESTS
 from wotbench.runner import http_phases, notify_sink, push_run, run_json, sut_faults
 from wotbench.runner.deployment import readiness
 from wotbench.runner.deployment.components import GeRun
@@ -58,16 +59,15 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
         _watch(st, f.name, "fleet", f.req.group)
 
     if cfg.gateways.http is not None and cfg.gateways.http.setup is not None:   # issue 35
-        done = http_phases.run("setup", cfg, parts.http_targets, rd.path / "phases" /
-                               "setup", log)
+        done = http_phases.run("setup", cfg, parts.http_targets, rd, log)
         if done.failed:
             raise EnvironmentProblem(
                 f"gateways.http.setup: {done.failed} of {done.requests} requests were not "
-                "answered 2xx (phases/setup/ge/requests.csv has each one's status); the run "
-                "stops before T0")
+                f"answered 2xx ({rd.rel(rd.phase_ge_dir('setup') / GE_REQUESTS)} has each "
+                "one's status); the run stops before T0")
     if cfg.notify is not None:   # issue 35: subscriptions hold before any update
         held.sink = notify_sink.start(
-            cfg, rd.path / "sink", {d.name: (d.address, d.port) for d in parts.devices},
+            cfg, rd, {d.name: (d.address, d.port) for d in parts.devices},
             cfg.duration_s + 60 + cfg.gateways.timeout_ms / 1000, log)
     all_ges = parts.all_ges
     n_main = 1 if parts.proxy else sum(1 for d in parts.devices if d.role != "cd-node")
@@ -128,7 +128,7 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
     faults = cfg.sut_faults or []   # issue 35: a killed server's death is expected
     if faults:
         held.faults = sut_faults.FaultRunner(held.backend, faults, tl.test_start_ns,
-                                             rd.path / "sut-faults.json", log,
+                                             rd.sut_faults_json, log,
                                              sut_faults.device_runs(parts),
                                              on_restarted=lambda name: _watch_again(st, name))
         held.faults.start()

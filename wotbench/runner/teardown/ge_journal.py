@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import GE_REQUESTS, GE_SUMMARY
 from wotbench.workload.trace_io import read_trace
 
 MAGIC = 0x314E524A45474257          # "WBGEJRN1"
@@ -99,7 +100,7 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
         "received_kernel_ns": _where(rec["recv_ns"] - rec["rx_wait_ns"].astype(np.int64),
                                      kstamp)})
     out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic.replacing_path(out_dir / "requests.csv") as tmp:
+    with atomic.replacing_path(out_dir / GE_REQUESTS) as tmp:
         df.to_csv(tmp, index=False)
     counts = {name: int((outcome == i).sum()) for i, name in enumerate(OUTCOMES) if i}
     last_sent = int(rec["sent_ns"][sent].max()) if sent.any() else 0
@@ -116,7 +117,7 @@ def salvage(journal: Path, trace_file: Path, out_dir: Path, label: str, died_mon
         "clock_map_bracket_ns": None, "memory_locked": None, **settings,
         "timeout_ms": timeout // 1_000_000, "ports_per_device": 0,
         "interrupted": True, "salvaged": True}
-    atomic.write_json(out_dir / "summary.json", summary)
+    atomic.write_json(out_dir / GE_SUMMARY, summary)
     return counts
 
 
@@ -144,4 +145,4 @@ def _lag(sent: np.ndarray) -> dict[str, float]:
 
 def salvage_needed(out_dir: Path, journal: Optional[Path]) -> bool:
     """The GE left no summary.json but a journal."""
-    return journal is not None and journal.exists() and not (out_dir / "summary.json").exists()
+    return journal is not None and journal.exists() and not (out_dir / GE_SUMMARY).exists()

@@ -36,11 +36,12 @@ def stop_components(inp: Inputs, parts: Components, st: RunState) -> None:
     for name, code in backend.stop(running, GE_STOP_WAIT_S).items():
         happened.ge_exit.setdefault(name, code)
     if st.held.sink is not None and st.held.sink.stop() not in (0, None):
-        st.fail("notify-sink", f"exited with {st.held.sink.proc.returncode} (sink/sink.log)")
+        st.fail("notify-sink", f"exited with {st.held.sink.proc.returncode} "
+                               f"({rd.rel(rd.sink_log)})")
     h = inp.resolved.gateways.http if inp.resolved is not None else None
     if h is not None and h.verify is not None and not happened.stopped:
-        http_phases.run("verify", inp.resolved, parts.http_targets,
-                        rd.path / "phases" / "verify", log)   # judged by the analysis
+        http_phases.run("verify", inp.resolved, parts.http_targets, rd,
+                        log)   # judged by the analysis
     names = [d.name for d in parts.started_devices if backend.created(d.name)]
     already = backend.exited(set(names))
     alive = [n for n in names if n not in already]
