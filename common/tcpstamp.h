@@ -8,8 +8,11 @@
  * host-wide switch was off, rxstamp_pin.h) yields no stamp at all, never a read-time stand-in.
  * The stamp is mapped to CLOCK_MONOTONIC with the caller's clock_map_t (as the UDP paths do).
  *
- * A message completed by a read is stamped with that read (the bytes that completed it came
- * with its last segment: the instant it was whole at this host). The user-space time right
+ * A message completed by a read is stamped with that read: the kernel reports one stamp per
+ * read, its last segment's. For the last message a read completes that is the instant it was
+ * whole at this host; when one read returns several whole messages (a reader behind), the
+ * earlier ones get the later segment's stamp — later than their true arrival, never later
+ * than the read itself. The user-space time right
  * after the read is kept beside it: it is the fallback when the kernel gave no stamp, and
  * read - kernel is the reader's own delay. Header-only, no allocation. */
 #ifndef WB_COMMON_TCPSTAMP_H

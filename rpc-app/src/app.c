@@ -216,7 +216,9 @@ static void end_rpc(struct ra_app *a, uint32_t i, uint8_t outcome, uint64_t now)
         rearm(ai);
     } else {
         a->state = AS_THINK;
-        a->due_ns = now + think_ns();
+        /* the think time starts when the application has the reply in hand (now), not at the
+         * kernel's receive stamp an ok reply carries: the app's read delay is not thinking */
+        a->due_ns = (uint64_t)mono_ns() + think_ns();
         set_timer(ai, a->due_ns);
     }
 }

@@ -51,3 +51,17 @@ def test_files_without_stamps_give_none_and_a_run_without_applications_has_no_ap
     assert rx_stamps([ConnSummary.model_construct(stamps=None)], old, None, None, WARM) is None
     s = rx_stamps(ENGINES, _dev([]), None, None, WARM)
     assert s.reply_kernel == 0 and s.app_read_lag.n == 0 and s.engine_read_lag.n == 0
+
+
+def test_a_merged_runs_device_rows_are_picked_by_the_rpcs_ids_not_by_their_own_clock():
+    # a cell's device log on its own host's clock (10^12 ns ahead of the run's): the warm-up
+    # is on the run's clock, so only the ids of the RPCs scheduled after it select the rows
+    off = 10**12
+    dev = _dev([(1, "0-1", off + 500, off + 600, off + 610, off + 620, "sent", off + 700,
+                 "kernel"),                                                 # a warm-up RPC's
+                (1, "0-2", off + 2_000, off + 3_000, off + 3_010, off + 3_020, "sent",
+                 off + 12_000, "kernel")])
+    app = _app([("0-1", 500, 600, 800, "ok", 900, "kernel"),
+                ("0-2", 1_500, 1_600, 4_000, "ok", 4_100, "kernel")])
+    s = rx_stamps(ENGINES, dev, None, app, WARM)
+    assert s.engine_read_lag.n == 1 and s.engine_read_lag.max_ms == pytest.approx(0.010)

@@ -29,9 +29,18 @@ def rx_stamps(engines: list[ConnSummary], dev: pd.DataFrame, app: Optional[RpcSu
     if not engines or any(e.stamps is None for e in engines):
         return None
     has_dev = {"read_ns", "arrival_stamp"} <= set(dev.columns)
-    d = dev[(dev["outcome"] == "sent") & (dev["arrival_ns"] >= warm)] if has_dev else dev[:0]
     has_app = rpcs is not None and {"reply_read_ns", "reply_stamp"} <= set(rpcs.columns)
     a = rpcs[(rpcs["sched_ns"] >= warm) & (rpcs["outcome"] == "ok")] if has_app else None
+    if not has_dev:
+        d = dev[:0]
+    elif rpcs is not None and "id" in rpcs.columns:
+        # the devices' replies to the RPCs scheduled after the warm-up, matched by id: the
+        # applications' clock is the run's (rebased in a merged run), while each cell's device
+        # logs keep their own host's, so a device row's time cannot be compared with ``warm``
+        after = set(rpcs.loc[rpcs["sched_ns"] >= warm, "id"].astype(str))
+        d = dev[(dev["outcome"] == "sent") & dev["id"].astype(str).isin(after)]
+    else:
+        d = dev[(dev["outcome"] == "sent") & (dev["arrival_ns"] >= warm)]
     return RxStamps(
         device_kernel=sum(e.stamps.kernel for e in engines),
         device_user=sum(e.stamps.user for e in engines),

@@ -199,7 +199,8 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
             flagged=beyond, added_ms=added, named=named, not_scored=why,
             twin_added_ms=twin_added.get(w.start_s), episode_share=round(covered, 3),
             inflation_se_ms=se,
-            truth=None if why or se is None else truth_side(infl, se, tol)))
+            # one paired request has no spread to bound it: its side cannot be told
+            truth=None if why else "cannot tell" if se is None else truth_side(infl, se, tol)))
     return out
 
 
