@@ -63,6 +63,18 @@ SLOW = (
     "test_cluster_answer.py::test_a_sweep_on_swarm_names_the_host_per_point",
     "test_cluster_answer.py::test_wotbench_report_of_a_merged_run_draws_the_merged_report",
     "test_sut_resources.py::test_sampler_follows_a_process_tree_and_keeps_only_the_sut",
+    # the next heaviest, from `make check PYTEST_ARGS=--durations=30` on 2026-11-27 19:36 UTC
+    # (make check 91 s wall on a quiet host, load 0.27 -> 1.64): each 2.3-10 s
+    "test_things.py::test_service_time_distribution_is_drawn_per_instance",
+    "test_hostshare.py::test_the_bound_is_honest_where_the_truth_is_known",
+    "test_hostshare.py::test_clean_runs_with_typical_scatter_raise_no_false_window",
+    "test_things_http_shared.py::test_one_process_serves_several_instances_on_their_own_ports",
+    "test_connected_rundir.py::",          # each analyses a whole connected run directory
+    "test_connected_sut.py::test_a_connected_run_directory_with_the_servers_samples_has_sut",
+    "test_analysis_contention.py::test_realistic_shift_is_flagged_with_onset_within_one_window",
+    "test_cluster_cell_gateways.py::test_a_cells_fleet_check_counts_its_own_ges_endpoints",
+    "test_cluster_answer.py::test_a_capacity_search_on_swarm_names_the_host_at_the_first",
+    "test_sweep.py::test_affinity_series_draws_fig5",
 )
 
 
