@@ -204,6 +204,9 @@ def measure(args) -> dict:
         row.update(requests=s["overall"].get("requests"),
                    testbed_loss=(s.get("loss") or {}).get("testbed"),
                    ge_kept_up=all(g.get("kept_up") for g in integ.values()) if integ else None,
+                   ge_lag={gid: (g.get("late_share"), g.get("late_abs_share"),
+                                 *((g.get("lag_ms") or {}).get(q) for q in ("p99", "p999", "max")))
+                           for gid, g in sorted(integ.items())},
                    verdict=s["verdict"]["status"])
     row["leftovers"] = _leftovers(run["run_id"]) if args.backend == "docker" else "n/a"
     return row
@@ -246,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  requests {_f(r.get('requests'))}, lost in the testbed {_f(r.get('testbed_loss'))}, "
           f"GE kept up {_f(r.get('ge_kept_up'))}, verdict {_f(r.get('verdict'))}, "
           f"failures {_f(r.get('failures'))}")
+    for gid, (late, late_abs, p99, p999, mx) in (r.get("ge_lag") or {}).items():
+        print(f"  {gid}: sends late (beyond their device's tolerance) {_f(late, '.2%')}, later "
+              f"than 1 ms {_f(late_abs, '.2%')}; send lag p99 {_f(p99, '.3f')} ms, p99.9 "
+              f"{_f(p999, '.3f')} ms, max {_f(mx, '.1f')} ms")
     print(f"  engines: {_f(r.get('engine_requests'))} requests, {_f(r.get('engine_responses'))} "
           f"responses, send errors {_f(r.get('send_errors'))}, read lag p99 "
           f"{_f(r.get('read_lag_p99_us'), '.0f')} µs, timer lateness p99 "

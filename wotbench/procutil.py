@@ -11,9 +11,11 @@ import signal as _signal
 PR_SET_PDEATHSIG = 1
 
 
-def child_setup(cpus: set[int], nofile: Optional[int] = None):
+def child_setup(cpus: set[int], nofile: Optional[int] = None, keep_nice: bool = False):
     """preexec_fn: pin to ``cpus`` and get SIGTERM when the harness dies (even SIGKILLed);
-    ``nofile``: raise RLIMIT_NOFILE to it (soft and hard; never lowered)."""
+    ``nofile``: raise RLIMIT_NOFILE to it (soft and hard; never lowered); the harness's nice is
+    undone (an emulator competes as any process) unless ``keep_nice`` (the harness's own
+    helpers, e.g. collectl: they must yield to the GEs on the core they share)."""
     def setup():
         if cpus:
             os.sched_setaffinity(0, cpus)
@@ -25,7 +27,8 @@ def child_setup(cpus: set[int], nofile: Optional[int] = None):
                 except (ValueError, OSError):
                     pass
         try:  # undo the harness's own nice (needs root or CAP_SYS_NICE; else all stay equal)
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
+            if not keep_nice:
+                os.setpriority(os.PRIO_PROCESS, 0, 0)
         except OSError:
             pass
         try:

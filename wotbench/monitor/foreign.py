@@ -50,7 +50,8 @@ MAX_DEPTH = 32            # the parent chain walked to find the harness
 RUNTIME_COMMS = {"dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "runc",
                  "docker-proxy", "docker-init"}
 HOG_COMM = "hog"
-_CONTAINER_ID = re.compile(r"docker[/-]([0-9a-f]{64})")
+# under dockerd's cgroup (docker/<id>, docker-<id>.scope) or at the top (:/<id>, the GEs)
+_CONTAINER_ID = re.compile(r"(?:docker[/-]|:/)([0-9a-f]{64})")
 # what the monitor gets to tell a container WoTbench did not start from another run's
 ContainerLookup = Callable[[str], Optional[tuple[str, dict[str, str]]]]
 

@@ -86,8 +86,9 @@ def cgroup_dirs(pid: int) -> dict[str, Path]:
 
 def container_cgroup_dirs(container_id: str) -> dict[str, Path]:
     """The cgroup directories of a Docker container found from its id alone (no API call, no
-    pid): cgroupfs (``docker/<id>``) or systemd (``system.slice/docker-<id>.scope``) layout."""
-    rels = (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope")
+    pid): cgroupfs (``docker/<id>``, or ``<id>`` at the top: the GEs, runner/backends/docker)
+    or systemd (``system.slice/docker-<id>.scope``) layout."""
+    rels = (f"docker/{container_id}", container_id, f"system.slice/docker-{container_id}.scope")
     out = {}
     for ctl, mounts in (("cpuacct", ("cpuacct", "cpu,cpuacct")), ("cpu", ("cpu", "cpu,cpuacct")),
                         ("memory", ("memory",))):
@@ -240,7 +241,9 @@ class Monitor:
             self._proc = subprocess.Popen(
                 ["collectl", "-scCmn", "-i", str(interval), "-P", "-oUzm", "-F1", "-f", str(cdir)],
                 stdout=subprocess.DEVNULL, stderr=open(rd.collectl_stderr, "w"),
-                preexec_fn=child_setup(set(self.cpus or ())),
+                # at the harness's nice: collectl at 0 delayed the GEs' sends around its
+                # sample each second (docs/FLEET.md "The GEs' late sends")
+                preexec_fn=child_setup(set(self.cpus or ()), keep_nice=True),
                 start_new_session=True)
         elif self.use_collectl:
             self.log("monitor: collectl not found; host metrics skipped (apt-get install collectl)")

@@ -47,6 +47,13 @@ JOURNAL_IN = "/journal"
 # the OS and the harness (hosts with < 4 cores), a sleeping GE that wakes for its next send then
 # preempts the harness, collectl and dockerd instead of queueing behind them. Needs no privilege.
 GE_CPU_SHARES = 8192
+# ... and that weight only counts against the GE's siblings in the cgroup hierarchy: under the
+# daemon's /docker (weight 1024 at the top) it weighed the GEs against the other containers,
+# while every host task on the GE core (the sandbox's agent at nice -10 = 9 548, dockerd,
+# kworkers) outweighed all of /docker together and held the core for tens of milliseconds
+# (docs/FLEET.md "The GEs' late sends"). So a GE's cgroup goes to the top, beside the host's
+# tasks, where the daemon keeps its containers under /docker (ge_cgroup_parent).
+GE_CGROUP_PARENT = "/"
 CFS_PERIOD_US = 100_000   # Docker's default CFS period (cpu_quota fault); 1 ms is the quota's floor
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
 DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
@@ -218,6 +225,7 @@ class DockerBackend:
         self.programs: dict[str, tuple[str, bool]] = {}   # config key -> (image, its own entrypoint)
         self.net_plan: Optional[network.NetworkPlan] = None
         self.ctr: dict[str, Any] = {}
+        self._ge_parent: Optional[str] = None   # _ge_cgroup_parent, decided once
         self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.deploy.pods)
         self._pids: dict[str, int] = {}    # device -> its process in its pod
         self._member_codes: dict[str, int] = {}   # pod devices whose process died (pod goes on)
@@ -390,7 +398,19 @@ class DockerBackend:
             networks=self.net_plan.endpoints(g.name),
             network_mode="host" if g.host_network else None,
             binds=binds,
-            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES))
+            memory_mb=None, pids_limit=64, cpu_shares=GE_CPU_SHARES,
+            cgroup_parent=self._ge_cgroup_parent()))
+
+    def _ge_cgroup_parent(self) -> Optional[str]:
+        """GE_CGROUP_PARENT where the run's containers so far landed under the daemon's default
+        /docker (cgroupfs), else None: a daemon with its own cgroup-parent (the emulated
+        cluster's nodes) or the systemd driver keeps its layout."""
+        if self._ge_parent is None:
+            first = next(iter(self.ctr.values()), None)
+            dirs = container_cgroup_dirs(first.id) if first is not None else {}
+            self._ge_parent = GE_CGROUP_PARENT if any(
+                d.parent.name == "docker" for d in dirs.values()) else ""
+        return self._ge_parent or None
 
     def start_ge(self, g: GeRun) -> None:
         self.ctr[g.name].start()

@@ -38,6 +38,7 @@ class Spec:
     memory_mb: int | None = None
     pids_limit: int = 64
     cpu_shares: int | None = None   # CFS weight (default 1024)
+    cgroup_parent: str | None = None  # None: the daemon's (/docker with cgroupfs)
     network_mode: str | None = None  # "host": the host's namespace, instead of ``networks``
     tmpfs: dict[str, str] = field(default_factory=dict)   # path -> mount options (writable)
     warden: Optional[Warden] = None
@@ -88,6 +89,8 @@ def create(client, run_id: str, spec: Spec):
         kwargs["nano_cpus"] = int(spec.cpu_quota * 1e9)
     if spec.cpu_shares:
         kwargs["cpu_shares"] = spec.cpu_shares
+    if spec.cgroup_parent:
+        kwargs["cgroup_parent"] = spec.cgroup_parent
     if spec.tmpfs:   # writable scratch space; the root stays read-only
         kwargs["tmpfs"] = dict(spec.tmpfs)
 
