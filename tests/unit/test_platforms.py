@@ -322,12 +322,20 @@ def test_bad_faults_are_refused_with_the_key(faults, message):
     assert any(message in p for p in got), got
 
 
+def _fault_record(**kw) -> dict:
+    """One fault of RUN/sut-faults.json with every key the runner writes (runner/sut_faults.py)."""
+    rec = {"device": "d", "action": "pause", "at_s": 1.0, "for_s": None, "cpus": None,
+           "window_s": 1.0, "applied_ns": None, "resumed_ns": None, "stopped_ns": None,
+           "throttled_periods": None, "error": None}
+    return {**rec, **kw}
+
+
 def test_the_fault_windows_hold_the_device_requests_by_schedule(tmp_path):
     import json as _json
     from wotbench.analysis.sut_faults import analyse, notes
     (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [
-        {"device": "d", "action": "pause", "at_s": 1.0, "for_s": 1.0, "window_s": 1.0,
-         "applied_ns": 1e9, "resumed_ns": 2e9, "error": None}]}))
+        _fault_record(action="pause", at_s=1.0, for_s=1.0, applied_ns=10**9,
+                      resumed_ns=2 * 10**9)]}))
     sched = np.arange(0, 3, 0.1) * 1e9
     recv = np.where((sched >= 1e9) & (sched < 2e9), 2.05e9, sched + 1e6)   # held to SIGCONT
     req = pd.DataFrame({"device": 5, "sched": sched, "recv": recv, "outcome": "ok",
@@ -363,12 +371,9 @@ def test_restart_and_quota_windows_and_notes(tmp_path):
     import json as _json
     from wotbench.analysis.sut_faults import analyse, notes
     (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [
-        {"device": "d", "action": "restart", "at_s": 1.0, "for_s": None, "cpus": None,
-         "window_s": 1.0, "applied_ns": 1e9, "stopped_ns": 1.2e9, "resumed_ns": 1.5e9,
-         "error": None},
-        {"device": "d", "action": "cpu_quota", "at_s": 2.0, "for_s": None, "cpus": 0.25,
-         "window_s": 1.0, "applied_ns": 2e9, "stopped_ns": None, "resumed_ns": None,
-         "error": None}]}))
+        _fault_record(action="restart", at_s=1.0, applied_ns=10**9, stopped_ns=12 * 10**8,
+                      resumed_ns=15 * 10**8),
+        _fault_record(action="cpu_quota", at_s=2.0, cpus=0.25, applied_ns=2 * 10**9)]}))
     sched = np.arange(0, 3, 0.1) * 1e9
     down = (sched >= 1e9) & (sched < 1.5e9)
     req = pd.DataFrame({"device": 5, "sched": sched, "recv": np.where(down, np.nan, sched + 1e6),
@@ -444,6 +449,9 @@ def test_a_cpu_quota_fault_goes_through_the_backends_cpu_limiter(tmp_path):
     assert backend.calls == [("prepare", "s-0"), ("limit", "s-0", 0.25), ("release", "s-0")]
     rec = json.loads(out.read_text())["faults"][0]
     assert rec["throttled_periods"] == 7 and rec["error"] is None and rec["applied_ns"] > 0
+    # what the runner wrote is what the analysis's model reads, key for key
+    from wotbench.rundir.sut_faults import FaultsFile
+    assert FaultsFile.model_validate_json(out.read_text()).faults[0].throttled_periods == 7
 
 
 def test_coap_values_in_paths_and_payload_reach_the_trace_and_the_ge_args(tmp_path):
@@ -457,3 +465,15 @@ def test_coap_values_in_paths_and_payload_reach_the_trace_and_the_ge_args(tmp_pa
     write_trace(c, tmp_path)
     t = read_trace(tmp_path / "trace.csv")
     assert len(t) and t.uri.str.endswith("/e/{{rand}}").all()
+
+
+def test_a_sut_faults_record_the_runner_did_not_write_is_named_not_guessed(tmp_path):
+    import json as _json
+    from wotbench.analysis.errors import AnalysisError
+    from wotbench.analysis.sut_faults import analyse
+    bad = _fault_record()
+    del bad["window_s"]
+    (tmp_path / "sut-faults.json").write_text(_json.dumps({"faults": [bad]}))
+    with pytest.raises(AnalysisError, match="sut-faults.json.*window_s"):
+        analyse(tmp_path, pd.DataFrame({"device": [], "sched": [], "recv": [], "outcome": [],
+                                        "rt_sched_ms": []}), {"d": 5})

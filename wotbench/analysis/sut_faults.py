@@ -6,7 +6,6 @@ throughput (ok answers that arrived in the window, per second), failures and R f
 scheduled send p50/p99 of the requests scheduled in it — and one verdict note each."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -14,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from wotbench.rundir import RunDir
-from wotbench.rundir.sut_faults import FaultFigures, FaultWindow
+from wotbench.analysis.loading import read_model
+from wotbench.rundir.sut_faults import FaultFigures, FaultsFile, FaultWindow
 
 
 def _window(req: pd.DataFrame, start_s: float, end_s: float) -> FaultWindow:
@@ -44,21 +44,21 @@ def analyse(run_dir: Path, req: pd.DataFrame, ids: dict[str, int]
         return None
     out = []
     dev = req["device"].to_numpy()
-    for r in json.loads(f.read_text())["faults"]:
-        mine = req[dev == ids.get(r["device"], -1)]
-        s = {k: (r.get(k + "_ns") / 1e9 if r.get(k + "_ns") is not None else None)
-             for k in ("applied", "resumed", "stopped")}
-        at = s["applied"] if s["applied"] is not None else r["at_s"]
-        ends = r["action"] in ("pause", "restart")   # a kill or a quota change lasts
-        end = s["resumed"] if s["resumed"] is not None else at + (r["for_s"] or r["window_s"])
-        w = r["window_s"]
+    for r in read_model(f, FaultsFile, "the SUT faults' record").faults:
+        mine = req[dev == ids.get(r.device, -1)]
+        s = {k: (ns / 1e9 if ns is not None else None) for k, ns in
+             (("applied", r.applied_ns), ("resumed", r.resumed_ns), ("stopped", r.stopped_ns))}
+        at = s["applied"] if s["applied"] is not None else r.at_s
+        ends = r.action in ("pause", "restart")   # a kill or a quota change lasts
+        end = s["resumed"] if s["resumed"] is not None else at + (r.for_s or r.window_s)
+        w = r.window_s
         out.append(FaultFigures(
-            device=r["device"], action=r["action"], at_s=r["at_s"], applied_s=s["applied"],
-            resumed_s=s["resumed"], stopped_s=s["stopped"], cpus=r.get("cpus"),
-            throttled_periods=r.get("throttled_periods"),
-            downtime_s=(s["resumed"] - s["applied"]) if r["action"] == "restart"
+            device=r.device, action=r.action, at_s=r.at_s, applied_s=s["applied"],
+            resumed_s=s["resumed"], stopped_s=s["stopped"], cpus=r.cpus,
+            throttled_periods=r.throttled_periods,
+            downtime_s=(s["resumed"] - s["applied"]) if r.action == "restart"
             and s["resumed"] is not None and s["applied"] is not None else None,
-            error=r["error"], before=_window(mine, max(at - w, 0.0), at),
+            error=r.error, before=_window(mine, max(at - w, 0.0), at),
             during=_window(mine, at, end),
             after=_window(mine, end, end + w) if ends else None))
     return out

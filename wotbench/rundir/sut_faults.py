@@ -1,6 +1,7 @@
 """summary.json ``sut_faults`` (issue 35): each scheduled fault in the system under test (when
 it took effect) and the throughput and latency of the requests sent in the windows before,
-during and after it (``wotbench.analysis.sut_faults``)."""
+during and after it (``wotbench.analysis.sut_faults``); and ``RUN/sut-faults.json``, what the
+runner recorded of each fault as it applied it (``wotbench.runner.sut_faults``)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -37,3 +38,24 @@ class FaultFigures(Record):
     before: FaultWindow
     during: FaultWindow                # a kill or cpu_quota change: window_s after it
     after: Optional[FaultWindow] = None   # a pause's or restart's window_s after it ended
+
+
+class FaultRecord(Record):
+    """One scheduled fault as the runner recorded it; the ``*_ns`` stamps are monotonic ns from
+    the test's start, null where the step did not happen (``error`` says why, if it failed)."""
+    device: str
+    action: str
+    at_s: float
+    for_s: F                           # a pause's length (config)
+    cpus: F                            # a cpu_quota's cores (config)
+    window_s: float
+    applied_ns: Optional[int]
+    resumed_ns: Optional[int]
+    stopped_ns: Optional[int]
+    throttled_periods: Optional[int]   # cpu_quota on the process backend: the periods throttled
+    error: Optional[str]
+
+
+class FaultsFile(Record):
+    """``RUN/sut-faults.json``."""
+    faults: list[FaultRecord]
