@@ -31,8 +31,11 @@ def test_one_held_open_post_carries_everything(tmp_path, conn_fleet_bin):
                       attach_headers=HEADERS, attach_body='{"attach":"{device}"}')]
     with ScriptedEdge(on_open=on_open) as edge:
         fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        # events are Poisson (mean 100 ms per device): wait for one too, rather than hope that
+        # one came while the replies and heartbeats did (none did once in a fresh-clone run)
         edge.wait_for(lambda: sum('"id":' in m for m in edge.up_chunks) >= 4
-                      and sum('"hb":1' in m for m in edge.up_chunks) >= 4)
+                      and sum('"hb":1' in m for m in edge.up_chunks) >= 4
+                      and any('"event":' in m for m in edge.up_chunks))
         s = fleet.stop()
     assert not edge.errors, edge.errors
     assert len(edge.requests) == 2, edge.requests         # one request per device, nothing else
