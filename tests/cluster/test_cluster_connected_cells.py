@@ -125,6 +125,11 @@ def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_
                    for c in cluster["cells"])            # the server is in no cell
     assert 'id="table-connected-sut-resources"' in (merged / "report.html").read_text()
     assert (merged / "edge" / "attached-devices-nchan.conf").is_file()
+    # least privilege on the manager too: who the server's processes ran as
+    procs = json.loads((merged / "edge" / "privileges.json").read_text())
+    assert {p["name"] for p in procs} == {"nginx"} and len(procs) >= 2, procs
+    assert all(p["cap_eff"] == "0000000000000000" for p in procs), procs
+    assert all(p["uid"] == p["euid"] == 65534 for p in procs), procs
     assert (merged / "report.html").is_file() and (merged / "report.md").is_file()
     print((merged / "report.md").read_text())
     before = (merged / "report.html").stat().st_mtime_ns   # `wotbench report` draws it again

@@ -82,15 +82,23 @@ def test_readiness_names_devices_a_gateway_could_not_reach(tmp_path):
     w.write_text(json.dumps({"endpoints": 2, "answered": 2, "took_ms": 3.0, "rounds": 1,
                              "unanswered": []}))
     soon = time.monotonic_ns() + 2 * 10**9
-    assert readiness.wait_warm([("ge-0", w)], names, soon)["ge-0"].answered == 2
+    assert readiness.wait_warm([("ge-0", w, soon)], names)["ge-0"].answered == 2
     w.write_text(json.dumps({"endpoints": 2, "answered": 1, "took_ms": 2000.0, "rounds": 20,
                              "unanswered": ["172.28.0.11:5683"]}))
     with pytest.raises(readiness.NotReady) as e:
-        readiness.wait_warm([("ge-0", w)], names, soon)
+        readiness.wait_warm([("ge-0", w, soon)], names)
     assert e.value.missing == ["cpu-1"] and "did not answer the gateway emulator's CoAP ping" in str(e.value)
-    with pytest.raises(readiness.NotReady, match="before T0"):
-        readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, time.monotonic_ns())
-    assert readiness.wait_warm([("ge-1", tmp_path / "none.json")], names, soon,
+    # a GE is waited for until its own start instant plus the margin, then named as a GE
+    started = time.monotonic_ns() - int(readiness.WARM_RECORD_MARGIN_S * 1e9)
+    t = time.monotonic()
+    with pytest.raises(readiness.GeNotWarm, match="gateway emulator.s. ge-1 wrote no warm-up") as g:
+        readiness.wait_warm([("ge-1", tmp_path / "none.json", started)], names)
+    assert g.value.missing == ["ge-1"] and time.monotonic() - t < 1
+    t = time.monotonic()
+    with pytest.raises(readiness.GeNotWarm):
+        readiness.wait_warm([("ge-1", tmp_path / "none.json", started + 5 * 10**8)], names)
+    assert time.monotonic() - t >= 0.4   # not before its own deadline
+    assert readiness.wait_warm([("ge-1", tmp_path / "none.json", soon)], names,
                                ge_gone=lambda g: True) == {}
     assert readiness.warmup_ms(1000) == (readiness.WARMUP_BASE_MS
                                          + 1000 * readiness.WARMUP_PER_ENDPOINT_MS

@@ -30,13 +30,14 @@ import yaml
 from wotbench.connected import sched
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import make_layout
-from wotbench.connected.sut import EdgeSutSampler
+from wotbench.connected.sut import EdgeSutSampler, privileges
 from wotbench.distributed import service, wire
 from wotbench.distributed import agents as ag
 from wotbench.distributed.coordinator import Coordinator, log, report
 from wotbench.distributed.merge import CellRecord, MergedRun
 from wotbench.distributed.verdict import aggregate, failed_cell, from_summary
 from wotbench.errors import ConfigError
+from wotbench.rundir import atomic
 from wotbench.run_result import RunResult
 from wotbench.rundir import MergedRunDir, RunDir
 
@@ -110,6 +111,16 @@ class ConnectedCoordinator(Coordinator):
             self.edge = None
         return running
 
+    def _record_privileges(self) -> None:
+        """Who the server's processes ran as (uid, capabilities), read while its workers still
+        serve, as a single-host run does once all are attached: least privilege checked."""
+        if self.edge is not None and self.edge.running():
+            try:
+                atomic.write_json(RunDir(self.dir).edge_privileges_json,
+                                  privileges(self.edge.proc.pid))
+            except OSError as e:   # the server's /proc gone between the check and the read
+                log(f"edge server: privileges not recorded: {e}")
+
     def _split(self, cfg):
         nodes = sorted(self.agents)
         lay = make_layout(cfg)
@@ -148,6 +159,7 @@ class ConnectedCoordinator(Coordinator):
         self.t0_mono_ns = time.monotonic_ns() - (time.time_ns() - self.t0_wall_ns)
 
     def _finish(self) -> int:
+        self._record_privileges()
         edge_running = self._stop_edge()
         self._clocks_after()
         md = MergedRunDir(self.dir)

@@ -97,18 +97,39 @@ def wait_listening(devices: Iterable[tuple[str, Path]], timeout_s: float,
     return time.monotonic() - t0
 
 
-def wait_warm(ges: Iterable[tuple[str, Path]], names: dict[str, str], deadline_ns: int,
+WARM_RECORD_MARGIN_S = 1.0   # a GE stops pinging 20 ms before its start instant and then writes
+                             # warmup.json; the margin covers the write on a loaded host
+
+
+class GeNotWarm(EnvironmentProblem):
+    """A gateway emulator wrote no warm-up record by its start instant (it was not scheduled,
+    or started too late to ping at all): the GE's problem, not a device's."""
+    def __init__(self, ges: list[str]):
+        super().__init__(f"gateway emulator(s) {', '.join(ges)} wrote no warm-up record "
+                         f"({WARM_RECORD_MARGIN_S:g} s after their start instant): they started "
+                         "too late to ping their devices (a loaded host: docker took longer than "
+                         "the run's lead to start them) -- run again on a quieter host")
+        self.missing = ges
+
+
+def wait_warm(ges: Iterable[tuple[str, Path, int]], names: dict[str, str],
               dead: Optional[Dead] = None, ge_gone: Callable[[str], bool] = lambda g: False
               ) -> dict[str, GeWarmupFile]:
-    """Wait for every GE's ``warmup.json`` (``(GE name, file)``) until ``deadline_ns``
-    (CLOCK_MONOTONIC); raise :class:`NotReady` naming the devices (``names``: ``"ip:port"`` ->
-    device) a GE could not reach. A GE that exited is not waited for: the test's own checks
-    report it. Returns each GE's warm-up record; a warmup.json that is not what a GE writes
-    (:class:`GeWarmupFile`) is an EnvironmentProblem naming the file and the key."""
-    pending, results = dict(ges), {}
+    """Wait for every GE's ``warmup.json`` (``(GE name, file, start instant)``, CLOCK_MONOTONIC
+    ns): a GE pings until 20 ms before its own start instant at the latest, so its record is
+    waited for until then plus :data:`WARM_RECORD_MARGIN_S`, never less (a main GE whose
+    docker start was slow may still be pinging after the CD-GE's T0). Raise :class:`NotReady`
+    naming the devices (``names``: ``"ip:port"`` -> device) a GE could not reach,
+    :class:`GeNotWarm` naming a GE that wrote nothing. A GE that exited is not waited for: the
+    test's own checks report it. Returns each GE's warm-up record; a warmup.json that is not
+    what a GE writes (:class:`GeWarmupFile`) is an EnvironmentProblem naming the file and the
+    key."""
+    pending = {ge: (path, start_ns + int(WARM_RECORD_MARGIN_S * 1e9))
+               for ge, path, start_ns in ges}
+    results = {}
     next_dead = 0.0
     while pending:
-        for ge, path in list(pending.items()):
+        for ge, (path, _) in list(pending.items()):
             if path.exists():
                 try:
                     data = json.loads(path.read_text())
@@ -124,9 +145,10 @@ def wait_warm(ges: Iterable[tuple[str, Path]], names: dict[str, str], deadline_n
                 del pending[ge]
         if not pending:
             break
-        if time.monotonic_ns() >= deadline_ns:
-            raise NotReady(sorted(pending), "not checked: the gateway emulator(s) did not finish "
-                           "their warm-up pings before T0")
+        now = time.monotonic_ns()
+        late = sorted(ge for ge, (_, deadline) in pending.items() if now >= deadline)
+        if late:
+            raise GeNotWarm(late)
         if time.monotonic() >= next_dead:
             next_dead = time.monotonic() + 0.5
             _check_dead(dead, names.values(), "exited before the test")

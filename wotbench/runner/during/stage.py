@@ -88,7 +88,9 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
             g.warmup_ms = 0   # nothing to open before the start: the harness probed them
     warm_s = max(g.warmup_ms for g in all_ges) / 1000
     st.timeline = tl = Timeline(
-        choose_t0(st.cell, rd.path, lead_s(len(all_ges), inp.kind.ge_start_lead_s,
+        # the hogs' containers start in the lead too (held.hogs.launch, before the GEs)
+        choose_t0(st.cell, rd.path, lead_s(len(all_ges) + len(cfg.contention or ()),
+                                           inp.kind.ge_start_lead_s,
                                            inp.trace_summary.requests) + warm_s),
         inp.cd.calibration_s if parts.cd_ge else 0.0, cfg.duration_s,
         cfg.gateways.timeout_ms)
@@ -113,10 +115,10 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
         happened.warnings.append(
             f"gateways started {late / 1e6:.0f} ms after T0: increase the lead")
     warm = readiness.wait_warm(
-        [(g.name, rd.ge_warmup(g.name)) for g in all_ges if g.warmup_ms],
+        [(g.name, rd.ge_warmup(g.name), g.start_at) for g in all_ges if g.warmup_ms],
         {f"{d.address}:{d.port}": d.name for d in parts.devices_and_proxy}
         | {e: n for f in parts.fleets for e, n in f.endpoints.items()},
-        tl.t0_ns, dead=lambda: dead(st),
+        dead=lambda: dead(st),
         ge_gone=lambda name: held.backend.exit_code(name) is not None)
     if warm:
         happened.phases.warmup_s = max(w.took_ms for w in warm.values()) / 1000
