@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from wotbench.connected import analysis, summary as csummary
-from wotbench.connected.totals import summarize
+from wotbench.connected.totals import read_components, summarize
 from wotbench.rundir import RunDir, atomic
 from wotbench.rundir.layout import RPC_LOG
 from wotbench.rundir.record import HostRecord, RunRecord, TestWindow
@@ -68,7 +68,8 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
                         python=sys.version.split()[0]),
         test=TestWindow(start_mono_ns=inp.test_start_ns, duration_s=inp.duration_s),
         t0_mono_ns=inp.test_start_ns, interrupted=interrupted, written_at_utc=iso_stamp()))
-    block, series, _ = analysis.analyse(inp)
+    files = read_components(inp.engine_dirs, inp.app_dir)   # once: the figures and the totals
+    block, series, _ = analysis.analyse(inp, files)
     rtt, sched = _rtts(inp)
     s = csummary.build(block, series, rtt, sched, name=name, run_dir=str(run_dir),
                        test_start_ns=inp.test_start_ns, duration_s=inp.duration_s,
@@ -81,8 +82,8 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
             df.to_csv(tmp, index=False, float_format="%.6g")
     rd.write_summary(s)
     # the components' totals (as before summary.json existed), with the run's verdict
-    legacy = summarize(inp.engine_dirs, inp.app_dir, inp.devices, bool(inp.extra.get(
-        "attached_all")), inp.warmup_end_ns, inp.extra)
+    legacy = summarize(files, inp.engine_dirs, inp.app_dir, inp.devices,
+                       bool(inp.extra.get("attached_all")), inp.warmup_end_ns, inp.extra)
     legacy["verdict"] = s.verdict.model_dump(mode="json")
     atomic.write_json(rd.connected_summary_json, legacy)
     try:
