@@ -22,7 +22,7 @@ from typing import Optional
 
 import yaml
 
-from wotbench.configfile.yaml_loader import load_config
+from wotbench.config.schema import Config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
@@ -54,9 +54,10 @@ def _stop(p: Optional[subprocess.Popen], grace: float = 60) -> None:
             p.wait()
 
 
-def run_connected(config_path: str, out_root: str = "reports", log=print,
+def run_connected(cfg: Config, config_path: str, out_root: str = "reports", log=print,
                   backend: Optional[str] = None) -> RunResult:
-    cfg = load_config(config_path)
+    """One connected run of ``cfg``, read from ``config_path`` by the dispatcher (named in a
+    refusal)."""
     if (backend or cfg.backend) not in ("process", "auto"):
         raise ConfigError([f"backend: {backend or cfg.backend}: connected devices run on the "
                            "process backend of one host, or across hosts with backend: swarm "
