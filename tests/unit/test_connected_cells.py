@@ -194,12 +194,13 @@ def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
 
 
 def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_path):
-    resolved = {"devices": [{"group": "m", "count": 4, "protocol": "websocket"},
-                            {"group": "c", "count": 2, "protocol": "udp"},
-                            {"group": "h", "count": 2, "protocol": "chunked"}],
-                "applications": {"warmup_s": 1},
-                "slo": {"p95_ms": 5, "loss_max": 0.2, "groups": {"h": {"p50_ms": 1}}}}
-    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    c = config_from_dict({"name": "t", "edge_server": EDGE, "applications": {"warmup_s": 1},
+                          "devices": [{"group": "m", "count": 4, "protocol": "websocket",
+                                       "connection": {}},
+                                      {"group": "c", "count": 2},
+                                      {"group": "h", "count": 2, "protocol": "chunked",
+                                       "connection": {}}],
+                          "slo": {"p95_ms": 5, "loss_max": 0.2, "groups": {"h": {"p50_ms": 1}}}})
     warm = 10 * 10**9
     rows = [(0, "w-0", 0, warm - 1, warm, warm + 99 * 10**6, 202, "ok")]   # in the warm-up
     rts = [1, 2, 3, 4, 6, 8, 2, 3]                                          # ms
@@ -211,7 +212,7 @@ def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_
     pd.DataFrame(rows, columns=["app", "id", "device", "sched_ns", "send_ns", "reply_ns",
                                 "status", "outcome"]).to_csv(tmp_path / "rpc-log.csv",
                                                               index=False)
-    b = slo.evaluate(tmp_path, tmp_path / "rpc-log.csv", warm, 3.0, [])
+    b = slo.evaluate(c, tmp_path / "rpc-log.csv", warm, 3.0)
     by = {o.key: o for o in b.objectives}
     assert by["p95_ms"].measured == pytest.approx(np.percentile(rts, 95))
     assert by["p95_ms"].state == "fail" and b.status == "missed"
@@ -220,7 +221,8 @@ def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_
     assert h.measured == pytest.approx(2.5) and h.state == "fail"    # devices 4, 5 only
     assert {o.device for o in by["p95_ms"].offenders} <= {"m-0", "m-1", "m-2", "m-3", "h-0",
                                                           "h-1"}
-    assert slo.evaluate(tmp_path, None, warm, 3.0, []).objectives[0].state == "no_data"
+    assert slo.evaluate(c, None, warm, 3.0).objectives[0].state == "no_data"
+    assert slo.evaluate(c.model_copy(update={"slo": None}), None, warm, 3.0) is None
 
 
 def test_the_reply_read_stamp_moves_onto_the_clock_with_the_others(tmp_path):

@@ -108,7 +108,7 @@ def _run(tmp_path: Path, **kw) -> tuple[RunDir, object]:
                  duration_s=10.0, warmup_end_ns=T0,
                  extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
                         "load_before": [0.5, 0.4, 0.3], "load_after": [0.6, 0.4, 0.3]})
-    s = write_run_dir(run_dir, "conn-test", inp, interrupted=False, tolerance=0.05,
+    s = write_run_dir(run_dir, "conn-test", inp, cfg=None, interrupted=False, tolerance=0.05,
                       think_min_ms=40, log=lambda *_: None)
     return RunDir(run_dir), s
 

@@ -74,7 +74,7 @@ def test_a_connected_run_directory_with_the_servers_samples_has_sut_resources(tm
                  test_start_ns=T0, duration_s=10.0, warmup_end_ns=T0,
                  extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
                         "load_before": [0.5, 0.4, 0.3], "load_after": [0.6, 0.4, 0.3]})
-    write_run_dir(run_dir, "conn-test", inp, interrupted=False, tolerance=0.05,
+    write_run_dir(run_dir, "conn-test", inp, cfg=None, interrupted=False, tolerance=0.05,
                   think_min_ms=40, log=lambda *_: None)
     rd = RunDir(run_dir)
     sut = rd.read_summary().sut_resources

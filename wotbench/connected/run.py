@@ -154,7 +154,7 @@ def run_connected(cfg: Config, config_path: str, out_root: str = "reports", log=
     inp = Inputs(engine_dirs=dirs, app_dir=rd.apps_dir if apps and attached_all else None,
                  sched_csv=sampler.path, devices=lay.devices, test_start_ns=start,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
-    s = write_run_dir(run_dir, cfg.name, inp, interrupted=interrupted,
+    s = write_run_dir(run_dir, cfg.name, inp, cfg=cfg, interrupted=interrupted,
                       tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
                       think_min_ms=apps.send_lag_scale_ms if apps else 0, log=log)
     v = s.verdict

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import pandas as pd
 
+from wotbench.config.schema import Config
 from wotbench.connected.analysis import Inputs
 from wotbench.connected.finish import write_run_dir
 from wotbench.connected.totals import app_file
@@ -46,15 +47,15 @@ def _inputs(cell: Path, info: CellFile, duration_s: float, **kw) -> Inputs:
                   warmup_end_ns=info.warmup_end_ns, extra=info.extra(), **kw)
 
 
-def _judge(cfg: Any, run_dir: Path, name: str, inp: Inputs) -> Summary:
+def _judge(cfg: Config, run_dir: Path, name: str, inp: Inputs) -> Summary:
     apps = cfg.applications
-    return write_run_dir(run_dir, name, inp, interrupted=False,
+    return write_run_dir(run_dir, name, inp, cfg=cfg, interrupted=False,
                          tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
                          think_min_ms=apps.send_lag_scale_ms if apps else 0,
                          log=lambda m: print(f"wotbench: {name}: {m}", flush=True))
 
 
-def analyse_cell(cell: Path, node: str, info: CellFile, infos: dict[str, CellFile], cfg: Any,
+def analyse_cell(cell: Path, node: str, info: CellFile, infos: dict[str, CellFile], cfg: Config,
                  resolved: str, md: MergedRunDir) -> Summary:
     """The cell's summary.json and report.html in its own directory (``info``: its cell.json,
     read by the coordinator with T0 known)."""
@@ -111,7 +112,7 @@ def _rebased_sched(md: MergedRunDir, infos: dict[str, CellFile], t0_here: int,
         pd.concat(frames, ignore_index=True).to_csv(dest, index=False)
 
 
-def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, CellFile],
+def analyse_merged(merged: Path, cfg: Config, resolved: str, infos: dict[str, CellFile],
                    t0_here: int, edge_running: Optional[bool], v: ClusterVerdict) -> Summary:
     """The merged summary.json (every RPC and engine) with the run's verdict: the worst
     cell's (each cell's evidence judges its own host); the SLO from every RPC decides 0/4."""
