@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from binary_fakes import fresh_binaries
+from preflight_fakes import quick_preflight
 
 from wotbench import cli, dispatch
 from wotbench.errors import EnvironmentProblem
 from wotbench.run_result import RunResult
 from wotbench.runner.backends.process import loopslot
-from wotbench.runner.prepare import binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "tests" / "e2e" / "configs" / "small.yaml"
@@ -59,7 +58,7 @@ def test_a_run_on_one_host_reads_its_yaml_once(tmp_path, monkeypatch, parses):
         got["cfg"] = inputs.cfg
         raise EnvironmentProblem("stopped by the test before deploying")
     monkeypatch.setattr(main, "deploy", deploy)
-    monkeypatch.setattr(binaries, "ensure_binaries", fresh_binaries)
+    quick_preflight(monkeypatch)
     path, text = _config(tmp_path, SMALL)
     try:
         with pytest.raises(EnvironmentProblem, match="stopped by the test"):

@@ -138,9 +138,8 @@ def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
     monkeypatch.setattr(main, "deploy", failing_deploy)
     # the binaries as they are: a unit test builds no C (a fresh checkout's make check took 18 s
     # more here, compiling every program before the pin it looks at)
-    from binary_fakes import fresh_binaries
-    from wotbench.runner.prepare import binaries
-    monkeypatch.setattr(binaries, "ensure_binaries", fresh_binaries)
+    from preflight_fakes import quick_preflight
+    quick_preflight(monkeypatch)
     cfg = Path(__file__).parents[1] / "e2e" / "configs" / "small.yaml"
     outcome = main.Runner(cfg, out_root=tmp_path, backend="process").execute()
     assert isinstance(outcome.error, EnvironmentProblem)   # the run ends, analysis is not its job
