@@ -166,8 +166,8 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
         stdout=subprocess.PIPE, start_new_session=True)
     assert stubborn.stdout.readline() == b"ready\n"   # SIGTERM is ignored from here on
     hogs.running = {"h0": ProcessHog(stubborn)}
-    communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.5 s is enough here
-    monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.5))
+    communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.1 s is enough here
+    monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.1))
     hogs.stop()
     assert stubborn.poll() is not None and hogs.running == {}
 
