@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ SERVER = ("import os, sys, time\n"
 def test_the_sampler_follows_the_servers_tree_from_its_pid_and_stops(tmp_path):
     rd = RunDir(tmp_path)
     (tmp_path / "monitor").mkdir()
-    p = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE,
+                         start_new_session=True)      # its group: the worker goes with it
     try:
         s = EdgeSutSampler(rd, interval_s=0.05, log=lambda *_: None).start(p.pid)
         assert s._thread is not None and s._thread.is_alive()
@@ -49,7 +51,7 @@ def test_the_sampler_follows_the_servers_tree_from_its_pid_and_stops(tmp_path):
         time.sleep(0.2)
         assert len(list(csv.DictReader(open(rd.sut_csv)))) == n  # nothing after the stop
     finally:
-        p.kill()
+        os.killpg(p.pid, signal.SIGKILL)
         p.wait()
     assert n >= 5 and {r["component"] for r in rows} == {"edge-server"}
     assert {(r["role"], r["group"], r["source"]) for r in rows} == {("server", "edge-server", "proc")}
