@@ -16,22 +16,18 @@ from typing import Optional, Sequence
 from wotbench.errors import ConfigError, EnvironmentProblem, WotbenchError
 
 
-def _connected(path: str) -> bool:
-    """Does the config have connected device groups (docs/CONNECTED.md: their own runner)?"""
-    from wotbench.config.connected import connected_groups
-    from wotbench.configfile.yaml_loader import load_config
-    return bool(connected_groups(load_config(path)))
-
-
 def _cmd_check(args) -> int:
     """The run's pre-flight (wotbench.runner.preflight): every refusal `run` makes before T0,
     with the same message; one line per step, those that needed this host marked, skipped ones
-    said."""
-    if _connected(args.config):
+    said. The YAML is read once, here."""
+    from wotbench.config.connected import connected_groups
+    from wotbench.configfile.yaml_loader import load_config
+    cfg = load_config(args.config)
+    if connected_groups(cfg):     # connected device groups: their own runner (docs/CONNECTED.md)
         from wotbench.connected.check import check_connected
-        return check_connected(args.config, offline=args.offline)
+        return check_connected(cfg, offline=args.offline)
     from wotbench.runner.preflight import preflight
-    pf = preflight(args.config, args.backend, offline=args.offline)
+    pf = preflight(args.config, args.backend, offline=args.offline, loaded=cfg)
     for s in pf.steps:
         print(f"{'host' if s.host else 'config':6} {s.name}: {s.detail}")
     skipped = [s.name for s in pf.steps if s.skipped]
@@ -101,15 +97,16 @@ def _cmd_plan(args) -> int:
 def _cmd_run(args) -> int:
     from wotbench.dispatch import run_config   # one host or swarm (docs/CLUSTER.md)
 
-    def run(path) -> int:
-        return run_config(path, args.out_root, args.backend, args.clock_bound_ms).exit_code
+    def run(path, source=None) -> int:
+        return run_config(path, args.out_root, args.backend, args.clock_bound_ms,
+                          source=source).exit_code
     if args.isolate_cores:
         args.set = (args.set or []) + ["placement.isolate_cores=true"]
     if not args.set:
         return run(args.config)
     from wotbench.sweep.overridden import overridden_config
-    with overridden_config(Path(args.config), args.set) as path:
-        return run(path)
+    with overridden_config(Path(args.config), args.set) as source:   # the YAML read there
+        return run(source.path, source)
 
 
 def _cmd_doctor(args) -> int:
@@ -154,19 +151,26 @@ def _gate(args):
                      wait=not getattr(args, "no_wait", False))
 
 
-def _refuse_connected(path: Optional[str], backend: Optional[str], command: str) -> None:
-    """Connected configs run on the process backend or across hosts (swarm), not in Docker:
-    refused before the first point rather than at it."""
-    if path and backend not in (None, "process", "swarm") and _connected(path):
+def _series_base(path: Optional[str], backend: Optional[str], command: str):
+    """The base config of a sweep or capacity search, read once here for the whole series (None
+    on --resume). Connected configs run on the process backend or across hosts (swarm), not in
+    Docker: refused before the first point rather than at it."""
+    if not path:
+        return None
+    from wotbench.config.connected import connected_groups
+    from wotbench.configfile.yaml_loader import read_config_file
+    base = read_config_file(path)
+    if backend not in (None, "process", "swarm") and connected_groups(base.config):
         raise ConfigError([f"--backend {backend}: connected device groups (websocket, chunked) "
                            f"run on the process backend or with --backend swarm, so `wotbench "
                            f"{command}` cannot run them on {backend} (docs/CONNECTED.md)"], path)
+    return base
 
 
 def _cmd_sweep(args) -> int:
     from wotbench.sweep import run_sweep, sweep_exit_code
-    _refuse_connected(args.config, args.backend, "sweep")
-    sweep = run_sweep(args.config, args.vary or [], matrix=args.matrix, resume=args.resume,
+    base = _series_base(args.config, args.backend, "sweep")
+    sweep = run_sweep(base, args.vary or [], matrix=args.matrix, resume=args.resume,
                       out_root=args.out_root, backend=args.backend, progress=not args.no_progress,
                       gate=_gate(args) if args.quiet else None, set_args=args.set,
                       repeats=args.repeats)
@@ -175,11 +179,11 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_capacity(args) -> int:
-    _refuse_connected(args.config, args.backend, "capacity")
+    base = _series_base(args.config, args.backend, "capacity")
     from rich.console import Console
     from wotbench.capacity.command import capacity_exit_code, run_capacity
     from wotbench.sweep.paths import parse_set
-    result = run_capacity(args.config, key=args.key, start=_yaml_scalar(args.start),
+    result = run_capacity(base, key=args.key, start=_yaml_scalar(args.start),
                           maximum=_yaml_scalar(args.max), step=_yaml_scalar(args.step),
                           bisect=True if args.bisect else None, repeats=args.repeats,
                           resolution=_yaml_scalar(args.resolution), resume=args.resume,

@@ -23,6 +23,7 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 START_ATTEMPTS = 3       # a dockerd that exits before answering is started again, this often
 RETRY_PAUSE_S = 3.0      # before starting it again: what the last one left settles (mounts)
+READY_POLL_S = 0.5       # between two asks whether it answers
 
 _started: dict[int, subprocess.Popen] = {}   # pid -> the process, for its exit status
 
@@ -108,7 +109,7 @@ def wait_ready(node: Node, timeout: float = READY_TIMEOUT_S) -> str:
                    check=False, timeout=10)
         if r.returncode == 0:
             return r.stdout.strip()
-        time.sleep(0.5)
+        time.sleep(READY_POLL_S)
     raise ClusterError(f"dockerd of {node.name} did not answer within {timeout:.0f} s; its log "
                        f"({node.log_file}):\n{log_tail(node)}")
 

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from preflight_fakes import quick_preflight
 
 from wotbench import cli
 from wotbench.runner.backends.process import loopslot
-from wotbench.runner.prepare import binaries
 
 CATALOGUE = Path(__file__).parent / "bad_configs"
 FILES = sorted(CATALOGUE.glob("*.yaml"))
@@ -45,16 +45,6 @@ def _missing(need: str) -> bool:
     return not _docker() if need == "docker" else shutil.which(need) is None
 
 
-def _fresh_binaries(log=print, hog: bool = False, fleet: bool = False) -> dict[str, Path]:
-    """``binaries.ensure_binaries`` without make: the binaries that are there and fresh, the
-    ones ``check`` looks at. A run builds the stale ones before its host checks; a unit test
-    compiles no C (``make check``: a fresh checkout has no hog, which ``make build`` leaves
-    out), and no refusal here depends on a binary being rebuilt."""
-    comps = (binaries.COMPONENTS + ((binaries.HOG,) if hog else ())
-             + ((binaries.FLEET,) if fleet else ()))
-    return {c.name: c.binary() for c in comps if not binaries.is_stale(c)}
-
-
 def refusal(capsys, *argv) -> tuple[int, str]:
     capsys.readouterr()
     rc = cli.main(list(argv))
@@ -76,6 +66,7 @@ def test_check_and_run_refuse_with_the_same_message(path, capsys, tmp_path, monk
         if _missing(need):
             pytest.skip(f"{need} is not on this host: the refusal would be another")
     monkeypatch.chdir(tmp_path)       # relative paths in commands count from here
+    quick_preflight(monkeypatch)      # nothing built (a refused config is never run), 20 ms
     rc, said = refusal(capsys, "check", str(path))
     assert rc == int(header(path, "exit")[0]), said
     for expected in header(path, "refusal"):
@@ -83,7 +74,6 @@ def test_check_and_run_refuse_with_the_same_message(path, capsys, tmp_path, monk
     assert "Traceback" not in said
     # only a refused config is run: a config this host carries would start a real run
     out = tmp_path / "reports"
-    monkeypatch.setattr(binaries, "ensure_binaries", _fresh_binaries)
     rc_run, said_run = refusal(capsys, "run", str(path), "--out-root", str(out))
     assert (rc_run, said_run) == (rc, said)
     assert not out.exists() or not any(out.iterdir()), list(out.iterdir())   # nothing created

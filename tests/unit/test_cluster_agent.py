@@ -145,13 +145,16 @@ def test_a_cell_that_does_not_deploy_in_time_is_named_with_its_last_stage(conns)
     a, b = conns
     agent = ag.Agent(b, wire.Hello(node="n4", cores=[0]))
 
-    def beat():   # alive, stuck in one stage
-        for _ in range(20):
+    waited = threading.Event()
+
+    def beat():   # alive, stuck in one stage, as long as it is waited for
+        while not waited.is_set():
             a.send(wire.Beat(phase="deploy: pre-flight: capacity"))
             time.sleep(0.05)
     t = threading.Thread(target=beat)
     t.start()
     ag.wait_deployed(agent, 0.4)
+    waited.set()
     t.join()
     assert agent.deployed is None
     assert agent.lost == ("it did not deploy within 0 s (its last beat: deploy: pre-flight: "

@@ -129,6 +129,7 @@ def _retrying(tmp_path, monkeypatch, scripts: list[str]):
             up = False
         return subprocess.CompletedProcess(args, 0 if up else 1, stdout="27.0\n", stderr="")
     monkeypatch.setattr(daemon, "RETRY_PAUSE_S", 0.01)
+    monkeypatch.setattr(daemon, "READY_POLL_S", 0.01)   # the waits' lengths, not their logic
     monkeypatch.setattr(daemon, "docker", answers)
 
     def restart():

@@ -13,12 +13,14 @@ import yaml
 from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.connected import slo
 from wotbench.distributed import wire
-from wotbench.distributed.connected_coord import cell_config_text, ranges, split_shares
+from wotbench.distributed.connected_coord import (cell_config_text, ranges, read_cell,
+                                                  split_shares)
 from wotbench.distributed.connected_merge import _rebased_rpcs
 from wotbench.connected.procs import rpcapp_argv
 from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import ConfigError
-from wotbench.rundir import MergedRunDir
+from wotbench.rundir import MergedRunDir, atomic
+from wotbench.rundir.connected_cell import CellFile
 
 ROOT = Path(__file__).resolve().parents[2]
 EDGE = {"command": ["nginx", "-c", "{config}"],
@@ -114,8 +116,10 @@ def test_fewer_applications_than_cells_is_refused_naming_the_key():
 
 def test_a_cells_config_loads_there_without_the_servers_template(tmp_path):
     text = (ROOT / "configs" / "attached-devices.yaml").read_text()
-    out = cell_config_text(text)
+    raw = yaml.safe_load(text)
+    out = cell_config_text(raw)
     assert "config_template" not in out and "config_template" in text
+    assert raw == yaml.safe_load(text)       # the coordinator's mapping is left as it was
     (tmp_path / "c.yaml").write_text(out)    # a directory without the template
     c = load_config(tmp_path / "c.yaml")
     assert c.edge_server.config_template is None and c.devices[0].count == 100000
@@ -134,6 +138,35 @@ def _rpc_summary(**kw) -> dict:
             "rate": 0.0, "arrival": "poisson", "latency_ns": None, "send_lag_ns": None, **kw}
 
 
+def _cell_file(node: str, t0: int) -> CellFile:
+    """A cell's cell.json as a finished cell writes it, T0 at ``t0`` on its clock."""
+    return CellFile(node=node, devices=2, groups={0: (0, 2)}, index=0, first_shard=0,
+                    first_app=0, apps=1, endpoint="10.0.0.1:8080", engines=["m-conn0"],
+                    load_before=[0.5, 0.4, 0.3], sched_missing=None, attached_all=True,
+                    attach_s=1.5, t0_mono_ns=t0, warmup_end_ns=t0 + 5 * 10**9, engines_s=20.0,
+                    load_after=[0.9, 0.5, 0.3])
+
+
+def test_a_cells_account_is_written_and_read_through_its_model(tmp_path):
+    """cell.json as the cell writes it (every key, JSON keys strings) reads back equal; a
+    file that lacks a key, has one the model does not know or a value of the wrong type makes
+    the cell a failed one, the reason naming the file and the key."""
+    f = tmp_path / "cell.json"
+    cell = _cell_file("n1", 7_000)
+    atomic.write_json(f, cell.model_dump(mode="json"), indent=1)
+    assert '"0": [' in f.read_text() and read_cell(f) == cell
+    good = json.loads(f.read_text())
+    for change, key in (({"t0_mono_ns": None, "warmup_end_ns": None}, "t0_mono_ns"),
+                        ({"devices": "many"}, "devices"), ({"engine": []}, "engine")):
+        f.write_text(json.dumps({**good, **change}))
+        why = read_cell(f)
+        assert isinstance(why, str) and str(f) in why and key in why, why
+    f.write_text(json.dumps({k: v for k, v in good.items() if k != "attach_s"}))
+    why = read_cell(f)
+    assert isinstance(why, str) and str(f) in why and "attach_s" in why, why
+    assert read_cell(tmp_path / "none.json") == "its run directory has no none.json"
+
+
 def _cell(md: MergedRunDir, node: str, t0: int, rows: list[tuple], summary: dict) -> None:
     apps = md.cell_dir(node) / "apps"
     apps.mkdir(parents=True)
@@ -148,7 +181,7 @@ def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
           _rpc_summary(apps=1, rpcs=1, ok=1, bytes_in=10, others=1, duration_s=9.0))
     _cell(md, "n2", 900_000, [(1, "1-1", 3, 901_000, 901_050, None, 202, "timeout")],
           _rpc_summary(apps=1, rpcs=1, timeout=1, bytes_in=5, duration_s=10.0))
-    _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}, "n2": {"t0_mono_ns": 900_000}}, 100,
+    _rebased_rpcs(md, {"n1": _cell_file("n1", 5_000), "n2": _cell_file("n2", 900_000)}, 100,
                   tmp_path / "apps")
     f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
     # 1 000 ns after each cell's T0 -> 1 100 on this clock; a round trip is unchanged
@@ -161,12 +194,13 @@ def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
 
 
 def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_path):
-    resolved = {"devices": [{"group": "m", "count": 4, "protocol": "websocket"},
-                            {"group": "c", "count": 2, "protocol": "udp"},
-                            {"group": "h", "count": 2, "protocol": "chunked"}],
-                "applications": {"warmup_s": 1},
-                "slo": {"p95_ms": 5, "loss_max": 0.2, "groups": {"h": {"p50_ms": 1}}}}
-    (tmp_path / "config.resolved.yaml").write_text(yaml.safe_dump(resolved))
+    c = config_from_dict({"name": "t", "edge_server": EDGE, "applications": {"warmup_s": 1},
+                          "devices": [{"group": "m", "count": 4, "protocol": "websocket",
+                                       "connection": {}},
+                                      {"group": "c", "count": 2},
+                                      {"group": "h", "count": 2, "protocol": "chunked",
+                                       "connection": {}}],
+                          "slo": {"p95_ms": 5, "loss_max": 0.2, "groups": {"h": {"p50_ms": 1}}}})
     warm = 10 * 10**9
     rows = [(0, "w-0", 0, warm - 1, warm, warm + 99 * 10**6, 202, "ok")]   # in the warm-up
     rts = [1, 2, 3, 4, 6, 8, 2, 3]                                          # ms
@@ -178,7 +212,7 @@ def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_
     pd.DataFrame(rows, columns=["app", "id", "device", "sched_ns", "send_ns", "reply_ns",
                                 "status", "outcome"]).to_csv(tmp_path / "rpc-log.csv",
                                                               index=False)
-    b = slo.evaluate(tmp_path, tmp_path / "rpc-log.csv", warm, 3.0, [])
+    b = slo.evaluate(c, tmp_path / "rpc-log.csv", warm, 3.0)
     by = {o.key: o for o in b.objectives}
     assert by["p95_ms"].measured == pytest.approx(np.percentile(rts, 95))
     assert by["p95_ms"].state == "fail" and b.status == "missed"
@@ -187,7 +221,8 @@ def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_
     assert h.measured == pytest.approx(2.5) and h.state == "fail"    # devices 4, 5 only
     assert {o.device for o in by["p95_ms"].offenders} <= {"m-0", "m-1", "m-2", "m-3", "h-0",
                                                           "h-1"}
-    assert slo.evaluate(tmp_path, None, warm, 3.0, []).objectives[0].state == "no_data"
+    assert slo.evaluate(c, None, warm, 3.0).objectives[0].state == "no_data"
+    assert slo.evaluate(c.model_copy(update={"slo": None}), None, warm, 3.0) is None
 
 
 def test_the_reply_read_stamp_moves_onto_the_clock_with_the_others(tmp_path):
@@ -203,7 +238,7 @@ def test_the_reply_read_stamp_moves_onto_the_clock_with_the_others(tmp_path):
          "late_replies": 0, "post_202": 1, "bytes_out": 10, "bytes_in": 10, "latency_ns": None,
          "send_lag_ns": None, "rows_full": False, "replies_kernel_stamped": 1,
          "duration_s": 9.0}))
-    _rebased_rpcs(md, {"n1": {"t0_mono_ns": 5_000}}, 100, tmp_path / "apps")
+    _rebased_rpcs(md, {"n1": _cell_file("n1", 5_000)}, 100, tmp_path / "apps")
     f = pd.read_csv(tmp_path / "apps" / "rpc-log.csv", dtype={"id": str})
     assert (f.loc[0, "reply_ns"], f.loc[0, "reply_read_ns"]) == (4_200, 4_250)
     assert f.loc[0, "reply_stamp"] == "kernel"

@@ -108,7 +108,7 @@ def _run(tmp_path: Path, **kw) -> tuple[RunDir, object]:
                  duration_s=10.0, warmup_end_ns=T0,
                  extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
                         "load_before": [0.5, 0.4, 0.3], "load_after": [0.6, 0.4, 0.3]})
-    s = write_run_dir(run_dir, "conn-test", inp, interrupted=False, tolerance=0.05,
+    s = write_run_dir(run_dir, "conn-test", inp, cfg=None, interrupted=False, tolerance=0.05,
                       think_min_ms=40, log=lambda *_: None)
     return RunDir(run_dir), s
 
@@ -211,3 +211,19 @@ def test_the_throughput_is_the_answered_rpcs_not_the_offered_rate(tmp_path):
     r = rd.read_summary().connected.rpc
     assert o.throughput_rps == pytest.approx(158 / 10) and o.offered_rps == pytest.approx(20.1)
     assert r.sent_per_s == pytest.approx(161 / 10) and r.answered_per_s == o.throughput_rps
+
+
+def test_the_components_summaries_are_read_once_for_the_figures_and_the_totals(tmp_path,
+                                                                               monkeypatch):
+    """conn-summary.json and rpc-summary.json feed summary.json's connected block and
+    connected-summary.json's totals: each file is read (and validated) once."""
+    from wotbench.connected import totals
+    read, real = [], totals.read_model
+    monkeypatch.setattr(totals, "read_model",
+                        lambda path, model, what: read.append(path.name) or real(path, model,
+                                                                                 what))
+    rd, s = _run(tmp_path)
+    assert sorted(read) == ["conn-summary.json", "rpc-summary.json"]
+    legacy = json.loads(rd.connected_summary_json.read_text())
+    assert legacy["engine_files"] == 1 and legacy["heartbeats"] == s.connected.heartbeats == 8
+    assert legacy["rpc"]["ok"] == s.connected.rpc.outcomes["ok"] == 198

@@ -164,7 +164,9 @@ class _Server:
                 pass
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: 0.5 s by default, per test
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()
 
     def __enter__(self):
         return SimpleNamespace(name="proxy", address="127.0.0.1", port=self.port, role="proxy")

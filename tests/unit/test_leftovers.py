@@ -65,7 +65,9 @@ def test_remove_abandoned_spares_live_runs_and_the_caller(tmp_path, monkeypatch)
     assert any("run b" in s and "left over" in s for s in said)
 
 
-def test_lease_state_follows_renewal_and_release(tmp_path):
+def test_lease_state_follows_renewal_and_release(tmp_path, monkeypatch):
+    from wotbench.runner.deployment import lease as lease_mod
+    monkeypatch.setattr(lease_mod, "RENEW_S", 0.05)   # the renewal's period, not its logic
     lease = Lease(tmp_path / "l", "r")
     assert lease_state(lease.path) == "gone"
     lease.start(deadline_mono_ns=123)
@@ -74,7 +76,9 @@ def test_lease_state_follows_renewal_and_release(tmp_path):
     old = time.time() - 100
     os.utime(lease.path, (old, old))
     assert lease_state(lease.path) == "stale"
-    time.sleep(1.3)                          # the renewal thread touches it again
+    deadline = time.monotonic() + 5           # the renewal thread touches it again
+    while lease_state(lease.path) != "live" and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert lease_state(lease.path) == "live"
     lease.release()
     assert lease_state(lease.path) == "gone"

@@ -12,11 +12,12 @@ def test_set_changes_the_key_and_keeps_the_rest(tmp_path):
     src = tmp_path / "c.yaml"
     src.write_text(yaml.safe_dump({"name": "c", "duration_s": 60,
                                    "devices": [{"group": "a", "count": 3}]}))
-    with overridden_config(src, ["duration_s=30", "devices[0].count=5"]) as path:
-        cfg = load_config(path)
+    with overridden_config(src, ["duration_s=30", "devices[0].count=5"]) as source:
+        cfg = source.config                  # the run gets it read: no second parse
         assert (cfg.name, cfg.duration_s, cfg.devices[0].count) == ("c", 30, 5)
         assert "subnet" not in cfg.network.model_fields_set   # defaults stay defaults
-    assert not path.exists()
+        assert load_config(source.path) == cfg and yaml.safe_load(source.text) == source.raw
+    assert not source.path.exists()
 
 
 def test_a_bad_key_is_named(tmp_path):

@@ -136,6 +136,10 @@ def test_runner_restores_affinity_after_a_run(tmp_path, monkeypatch):
         raise EnvironmentProblem("deploy stopped by the test")
 
     monkeypatch.setattr(main, "deploy", failing_deploy)
+    # the binaries as they are: a unit test builds no C (a fresh checkout's make check took 18 s
+    # more here, compiling every program before the pin it looks at)
+    from preflight_fakes import quick_preflight
+    quick_preflight(monkeypatch)
     cfg = Path(__file__).parents[1] / "e2e" / "configs" / "small.yaml"
     outcome = main.Runner(cfg, out_root=tmp_path, backend="process").execute()
     assert isinstance(outcome.error, EnvironmentProblem)   # the run ends, analysis is not its job
@@ -162,8 +166,8 @@ def test_hogs_stop_kills_a_process_hog_that_ignores_sigterm(tmp_path, monkeypatc
         stdout=subprocess.PIPE, start_new_session=True)
     assert stubborn.stdout.readline() == b"ready\n"   # SIGTERM is ignored from here on
     hogs.running = {"h0": ProcessHog(stubborn)}
-    communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.5 s is enough here
-    monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.5))
+    communicate = subprocess.Popen.communicate   # stop() waits 10 s; 0.1 s is enough here
+    monkeypatch.setattr(subprocess.Popen, "communicate", lambda self, timeout=None: communicate(self, timeout=0.1))
     hogs.stop()
     assert stubborn.poll() is not None and hogs.running == {}
 

@@ -141,7 +141,7 @@ def _watcher(tmp_path, spec, wait_test_s=5.0):
 def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp_path):
     spec = AntagonistSpec("busy-loop", "device", 0.0, 1.0)
     (tmp_path / "runs" / "p000").mkdir(parents=True)
-    w, fake = _watcher(tmp_path, spec, wait_test_s=0.5)
+    w, fake = _watcher(tmp_path, spec, wait_test_s=0.2)
     rd = tmp_path / "runs" / "p000" / "v-20261124T000000Z"    # the run's dir, after the watcher
     rd.mkdir()
     _write_whole(rd / "plan.json", PLAN.to_json().encode())
@@ -150,7 +150,7 @@ def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp
     w.thread.join(5)
     rec = w.stop()
     assert fake.started_at is None and rec.started is False
-    assert "the test start was not seen within 0.5 s" in rec.why_not and "progress.bin" in rec.why_not
+    assert "the test start was not seen within 0.2 s" in rec.why_not and "progress.bin" in rec.why_not
     assert json.loads((rd / RECORD_NAME).read_text())["why_not"] == rec.why_not
 
 
@@ -248,13 +248,13 @@ def test_a_study_point_without_test_start_is_not_graded_and_says_why(tmp_path, m
 
     def slow_run(*a, **kw):        # the run dir is there, its GE never reports a send
         code = fake(*a, **kw)
-        time.sleep(0.8)
+        time.sleep(0.4)            # twice the wait for the test start
         return code
     rc = run_study(m, out_root=tmp_path / "r", gate=NO_WAIT, run_fn=slow_run,
-                   log=lambda s: None, antagonist_opts={"wait_test_s": 0.4, "grace_s": 0})
+                   log=lambda s: None, antagonist_opts={"wait_test_s": 0.2, "grace_s": 0})
     [d] = (tmp_path / "r").iterdir()
     [entry] = json.loads((d / "results.json").read_text())["scenarios"]
     assert rc == 3 and not entry["passed"]
     [bad] = entry["invalid"]
-    assert "never started: the test start was not seen within 0.4 s" in bad["why"]
+    assert "never started: the test start was not seen within 0.2 s" in bad["why"]
     assert "p000 not graded" in (d / "table.md").read_text()

@@ -106,7 +106,7 @@ def _slo_of(config: ConfigFile, exprs: list[str]) -> Optional[dict]:
     return merged
 
 
-def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].count", start: Any = 5,
+def run_capacity(config: Optional[str | Path | ConfigFile] = None, *, key: str = "devices[0].count", start: Any = 5,
                  maximum: Any = 200, step: Any = None, bisect: Optional[bool] = None, repeats: int = 1,
                  resolution: Any = None, resume: Optional[str | Path] = None,
                  out_root: str | Path = "reports", backend: Optional[str] = None,
@@ -132,7 +132,8 @@ def run_capacity(config: Optional[str | Path] = None, *, key: str = "devices[0].
             bisect = step is None
         integer = all(isinstance(v, int) for v in (start, maximum, step or 1))
         fixed = dict(fixed or {})
-        base = read_config_file(config)      # the YAML read once for the whole search
+        base = (config if isinstance(config, ConfigFile)   # the YAML read once for the search
+                else read_config_file(config))
         slo_spec = _slo_of(base, list(slo or []))
         if slo:
             fixed["slo"] = slo_spec

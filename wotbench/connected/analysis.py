@@ -24,9 +24,9 @@ import pandas as pd
 from wotbench.analysis.stats import quantiles_of
 from wotbench.connected.rpc_outcomes import unsent_lost
 from wotbench.connected.stamps import rx_stamps
-from wotbench.connected.totals import app_file as _app_file, engine_files
+from wotbench.connected.totals import ComponentFiles
 from wotbench.rundir.connected_files import RpcSummary
-from wotbench.rundir.layout import CONN_DEVICES, CONN_LOG_GLOB, RPC_LOG, RPC_SUMMARY
+from wotbench.rundir.layout import CONN_DEVICES, CONN_LOG_GLOB, RPC_LOG
 from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
                                              CountStats, PerDeviceCounts, RpcFigures, SchedWait,
                                              ShareStats, Traffic)
@@ -183,9 +183,11 @@ def _per_device(dirs: list[Path]) -> Optional[PerDeviceCounts]:
                for r in worst[cols].to_dict("records")])
 
 
-def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.ndarray]:
-    """The block, the series (name -> frame) and the engine's part of each measured RPC (ns)."""
-    eng = engine_files(inp.engine_dirs)
+def analyse(inp: Inputs, files: ComponentFiles
+            ) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.ndarray]:
+    """The block, the series (name -> frame) and the engine's part of each measured RPC (ns);
+    ``files``: the components' summaries of ``inp``'s directories."""
+    eng = files.engines
     loops = [lp for e in eng for lp in e.loop]
     disc = Causes(**{c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES})
     cfail = Causes(**{c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES})
@@ -197,9 +199,9 @@ def analyse(inp: Inputs) -> tuple[ConnectedBlock, dict[str, pd.DataFrame], np.nd
     series: dict[str, pd.DataFrame] = {}
     dev = _device_log(inp.join_dirs or inp.engine_dirs)
     own_dev = _device_log(inp.engine_dirs) if inp.join_dirs is not None else dev   # a cell's
-    rpc, mine, apps_side, app, j = None, np.zeros(0), None, None, None
-    if inp.app_dir is not None and (inp.app_dir / RPC_SUMMARY).exists():
-        app = _app_file(inp.app_dir)
+    rpc, mine, apps_side, j = None, np.zeros(0), None, None
+    app = files.app
+    if app is not None and inp.app_dir is not None:
         if app.rows_full:
             lost["app_rows_full"] = 1
         j = rpc_frame(inp.app_dir, dev)

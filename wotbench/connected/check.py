@@ -1,5 +1,5 @@
 """``wotbench check`` of a config with connected device groups: the schema and cross-block
-rules (load_config), the layout on this host (engines by the descriptor limit, the server's
+rules (read by the caller, once), the layout on this host (engines by the descriptor limit, the server's
 workers), the programs (wot-fleet, wot-rpcapp, the edge server's command) and the edge
 server's own check of its rendered config."""
 from __future__ import annotations
@@ -7,15 +7,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from wotbench.configfile.yaml_loader import load_config
+from wotbench.config.schema import Config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected.procs import FLEET_BIN, RPCAPP_BIN
 from wotbench.errors import EnvironmentProblem
 
 
-def check_connected(path: str, offline: bool = False) -> int:
-    cfg = load_config(path)
+def check_connected(cfg: Config, offline: bool = False) -> int:
     print("config config: the schema and the cross-block rules (connected devices)")
     lay = make_layout(cfg)
     print(f"host   layout: {lay.describe()}")

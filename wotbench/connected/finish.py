@@ -9,10 +9,13 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Optional
+
 import numpy as np
 
+from wotbench.config.schema import Config
 from wotbench.connected import analysis, summary as csummary
-from wotbench.connected.totals import summarize
+from wotbench.connected.totals import read_components, summarize
 from wotbench.rundir import RunDir, atomic
 from wotbench.rundir.layout import RPC_LOG
 from wotbench.rundir.record import HostRecord, RunRecord, TestWindow
@@ -32,17 +35,15 @@ def _rtts(inp: analysis.Inputs) -> tuple[np.ndarray, np.ndarray]:
         ((ok["reply_ns"] - ok["sched_ns"]) / 1e6).to_numpy(float)
 
 
-def _with_slo(run_dir: Path, inp: analysis.Inputs, s: Summary) -> Summary:
+def _with_slo(cfg: Optional[Config], inp: analysis.Inputs, s: Summary) -> Summary:
     """The config's ``slo:`` judged on the RPCs; exit code 4 when missed on a faithful run."""
     from wotbench.analysis import slo_judge as sloa
     from wotbench.connected import slo
-    warnings: list[str] = []
-    block = slo.evaluate(run_dir, inp.app_dir / RPC_LOG if inp.app_dir else None,
-                         inp.warmup_end_ns, inp.duration_s, warnings)
+    block = None if cfg is None else slo.evaluate(
+        cfg, inp.app_dir / RPC_LOG if inp.app_dir else None, inp.warmup_end_ns, inp.duration_s)
     if block is None:
         return s
-    v = s.verdict.model_copy(update={"exit_code": sloa.exit_code(s.verdict.status, block),
-                                     "reasons": s.verdict.reasons + warnings})
+    v = s.verdict.model_copy(update={"exit_code": sloa.exit_code(s.verdict.status, block)})
     return s.model_copy(update={"slo": sloa.with_verdict(block, v.status), "verdict": v})
 
 
@@ -58,8 +59,11 @@ def _with_sut(rd: RunDir, inp: analysis.Inputs, s: Summary, series: dict) -> Sum
     return s.model_copy(update={"sut_resources": block})
 
 
-def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted: bool,
-                  tolerance: float, think_min_ms: float, log=print) -> Summary:
+def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, cfg: Optional[Config],
+                  interrupted: bool, tolerance: float, think_min_ms: float,
+                  log=print) -> Summary:
+    """``cfg``: the run's config (its ``slo:`` is judged; None: no SLO, e.g. a directory made by
+    hand), the one it wrote to config.resolved.yaml."""
     rd = RunDir(run_dir)
     rd.write_run(RunRecord(
         name=name, run_id=run_dir.name, backend="process",
@@ -68,12 +72,13 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
                         python=sys.version.split()[0]),
         test=TestWindow(start_mono_ns=inp.test_start_ns, duration_s=inp.duration_s),
         t0_mono_ns=inp.test_start_ns, interrupted=interrupted, written_at_utc=iso_stamp()))
-    block, series, _ = analysis.analyse(inp)
+    files = read_components(inp.engine_dirs, inp.app_dir)   # once: the figures and the totals
+    block, series, _ = analysis.analyse(inp, files)
     rtt, sched = _rtts(inp)
     s = csummary.build(block, series, rtt, sched, name=name, run_dir=str(run_dir),
                        test_start_ns=inp.test_start_ns, duration_s=inp.duration_s,
                        interrupted=interrupted, tolerance=tolerance, think_min_ms=think_min_ms)
-    s = _with_slo(run_dir, inp, s)
+    s = _with_slo(cfg, inp, s)
     s = _with_sut(rd, inp, s, series)
     rd.series_dir.mkdir(exist_ok=True)
     for key, df in series.items():
@@ -81,8 +86,8 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, interrupted
             df.to_csv(tmp, index=False, float_format="%.6g")
     rd.write_summary(s)
     # the components' totals (as before summary.json existed), with the run's verdict
-    legacy = summarize(inp.engine_dirs, inp.app_dir, inp.devices, bool(inp.extra.get(
-        "attached_all")), inp.warmup_end_ns, inp.extra)
+    legacy = summarize(files, inp.engine_dirs, inp.app_dir, inp.devices,
+                       bool(inp.extra.get("attached_all")), inp.warmup_end_ns, inp.extra)
     legacy["verdict"] = s.verdict.model_dump(mode="json")
     atomic.write_json(rd.connected_summary_json, legacy)
     try:

@@ -22,7 +22,7 @@ from typing import Optional
 
 import yaml
 
-from wotbench.configfile.yaml_loader import load_config
+from wotbench.config.schema import Config
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
@@ -54,9 +54,10 @@ def _stop(p: Optional[subprocess.Popen], grace: float = 60) -> None:
             p.wait()
 
 
-def run_connected(config_path: str, out_root: str = "reports", log=print,
+def run_connected(cfg: Config, config_path: str, out_root: str = "reports", log=print,
                   backend: Optional[str] = None) -> RunResult:
-    cfg = load_config(config_path)
+    """One connected run of ``cfg``, read from ``config_path`` by the dispatcher (named in a
+    refusal)."""
     if (backend or cfg.backend) not in ("process", "auto"):
         raise ConfigError([f"backend: {backend or cfg.backend}: connected devices run on the "
                            "process backend of one host, or across hosts with backend: swarm "
@@ -153,7 +154,7 @@ def run_connected(config_path: str, out_root: str = "reports", log=print,
     inp = Inputs(engine_dirs=dirs, app_dir=rd.apps_dir if apps and attached_all else None,
                  sched_csv=sampler.path, devices=lay.devices, test_start_ns=start,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm_end, extra=extra)
-    s = write_run_dir(run_dir, cfg.name, inp, interrupted=interrupted,
+    s = write_run_dir(run_dir, cfg.name, inp, cfg=cfg, interrupted=interrupted,
                       tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
                       think_min_ms=apps.send_lag_scale_ms if apps else 0, log=log)
     v = s.verdict

@@ -4,45 +4,43 @@
 second; per device = the RPC's target device. Only RPCs scheduled after the warm-up count, and
 the windows start at its end (as every other figure of a connected run). The same judge as a
 CoAP run's (:mod:`wotbench.analysis.slo_judge`), so ``wotbench capacity --slo`` reads it
-unchanged."""
+unchanged. It reads the run's typed config (the one the run was started with and wrote to
+config.resolved.yaml), not that file again."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
 from wotbench.analysis import slo_judge as sloa
 from wotbench.config.connected import CONNECTED_PROTOCOLS
+from wotbench.config.schema import Config
 from wotbench.connected.rpc_outcomes import judged_rows
-from wotbench.rundir import RunDir, SloBlock
+from wotbench.rundir import SloBlock
 
 
-
-def _names(resolved: dict[str, Any]) -> tuple[dict[int, str], dict[str, str]]:
+def _names(cfg: Config) -> tuple[dict[int, str], dict[str, str]]:
     """Device id -> name (``<group>-<k>``, as the engines name them) and name -> group."""
     by_id, group_of, nid = {}, {}, 0
-    for g in resolved.get("devices") or []:
-        if g.get("protocol") not in CONNECTED_PROTOCOLS:
+    for g in cfg.devices:
+        if g.protocol not in CONNECTED_PROTOCOLS:
             continue
-        for k in range(int(g["count"])):
-            name = f"{g['group']}-{k}"
-            by_id[nid + k], group_of[name] = name, g["group"]
-        nid += int(g["count"])
+        for k in range(g.count):
+            name = f"{g.group}-{k}"
+            by_id[nid + k], group_of[name] = name, g.group
+        nid += g.count
     return by_id, group_of
 
 
-def evaluate(run_dir: Path, rpc_log: Optional[Path], warmup_end_ns: int, duration_s: float,
-             warnings: list[str]) -> Optional[SloBlock]:
-    """The run's SLO block (None without ``slo:`` in its config.resolved.yaml)."""
-    import yaml
-    resolved_path = RunDir(run_dir).config_resolved
-    spec = sloa.spec_of(resolved_path, warnings)
+def evaluate(cfg: Config, rpc_log: Optional[Path], warmup_end_ns: int,
+             duration_s: float) -> Optional[SloBlock]:
+    """The run's SLO block (None without ``slo:`` in ``cfg``)."""
+    spec = cfg.slo
     if spec is None:
         return None
-    resolved = yaml.safe_load(resolved_path.read_text()) or {}
-    by_id, group_of = _names(resolved)
+    by_id, group_of = _names(cfg)
     if rpc_log is not None and rpc_log.exists():
         j = pd.read_csv(rpc_log, usecols=["device", "sched_ns", "send_ns", "reply_ns",
                                           "outcome"])
@@ -59,5 +57,5 @@ def evaluate(run_dir: Path, rpc_log: Optional[Path], warmup_end_ns: int, duratio
         device=codes, t_s=(j["sched_ns"].to_numpy(float) - warmup_end_ns) / 1e9,
         outcome=judged_rows(j["outcome"], j["send_ns"]).to_numpy(),
         rt_sent_ms=rt, rt_sched_ms=rs, names=names, group_of=group_of)
-    warmup_s = float((resolved.get("applications") or {}).get("warmup_s") or 0)
+    warmup_s = float(cfg.applications.warmup_s if cfg.applications else 0)
     return sloa.evaluate(spec, frame, max(1e-9, duration_s - warmup_s))

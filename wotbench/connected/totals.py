@@ -5,6 +5,7 @@ rpc-summary.json and rpc-log.csv (§3d). The run's verdict is summary.json's
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -34,6 +35,20 @@ def app_file(app_dir: Path) -> RpcSummary:
     return read_model(app_dir / RPC_SUMMARY, RpcSummary, "rpc-summary.json")
 
 
+@dataclass(frozen=True)
+class ComponentFiles:
+    """A connected run's components' summaries, read once for both the figures of summary.json
+    (:mod:`wotbench.connected.analysis`) and the totals here."""
+    engines: list[ConnSummary]          # the conn-summary.json of every engine that wrote one
+    app: Optional[RpcSummary]           # wot-rpcapp's rpc-summary.json (None: no applications)
+
+
+def read_components(engine_dirs: list[Path], app_dir: Optional[Path]) -> ComponentFiles:
+    return ComponentFiles(engine_files(engine_dirs),
+                          app_file(app_dir) if app_dir is not None
+                          and (app_dir / RPC_SUMMARY).exists() else None)
+
+
 def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
              ) -> tuple[np.ndarray, np.ndarray]:
     """Per answered RPC scheduled after the warm-up: round trip and the engine's part (ns)."""
@@ -57,9 +72,10 @@ def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
     return np.asarray(rtt, float), np.asarray(mine, float)
 
 
-def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
-              attached_all: bool, warmup_end_ns: int, extra: dict[str, Any]) -> dict[str, Any]:
-    eng = engine_files(engine_dirs)
+def summarize(files: ComponentFiles, engine_dirs: list[Path], app_dir: Optional[Path],
+              devices: int, attached_all: bool, warmup_end_ns: int,
+              extra: dict[str, Any]) -> dict[str, Any]:
+    eng = files.engines
     disc = {c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES}
     cfail = {c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES}
     loops = [lp for e in eng for lp in e.loop]
@@ -81,8 +97,8 @@ def summarize(engine_dirs: list[Path], app_dir: Optional[Path], devices: int,
         "engine_cpu_s": sum(lp.cpu_ns for lp in loops) / 1e9,
         "engine_timer_late_p99_ns": max([lp.timer_late_ns.p99 or 0 for lp in loops] or [0]),
         **extra}
-    if app_dir is not None and (app_dir / RPC_SUMMARY).exists():
-        app = app_file(app_dir)
+    app = files.app
+    if app is not None and app_dir is not None:
         rtt, mine = rpc_join(app_dir, engine_dirs, warmup_end_ns)
         share = mine / rtt if len(rtt) else np.asarray([])
         written = app.model_dump(mode="json", by_alias=True)    # these keys as the file has them

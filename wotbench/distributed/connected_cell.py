@@ -9,11 +9,11 @@ run directory sent back. The cell measures; the coordinator analyses. The applic
 call this cell's devices only, which reply on this cell's own reply shards
 (:mod:`~wotbench.distributed.connected_routes`).
 What the cell writes beside the components' files: ``cell.json`` (its share, T0 on its
-clock, the attach, the load) and ``monitor/connected-sched.csv``."""
+clock, the attach, the load: :class:`~wotbench.rundir.connected_cell.CellFile`) and
+``monitor/connected-sched.csv``."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import threading
@@ -29,7 +29,8 @@ from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp
 from wotbench.distributed import wire
 from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import EnvironmentProblem, WotbenchError
-from wotbench.rundir import RunDir
+from wotbench.rundir import RunDir, atomic
+from wotbench.rundir.connected_cell import CellFile
 from wotbench.rundir.layout import CONN_ATTACHED, STDERR_LOG
 
 LEAD_S = 3.0          # T0's arrival to T0: wot-rpcapp starts and subscribes in it
@@ -92,11 +93,9 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
     log(f"run {share.run_id}: {lay.attached} connected device(s) in {len(lay.engines)} "
         f"engine(s), {cs.apps} application(s) from id {cs.first_app}, server {cs.endpoint}")
     apps = cfg.applications
-    info: dict = {"node": cell.node, "devices": lay.attached, "groups": cs.groups,
-                  "index": cs.index, "first_shard": first_shard(cfg, cs.index),
-                  "first_app": cs.first_app, "apps": cs.apps, "endpoint": cs.endpoint,
-                  "engines": [e.name for e in lay.engines], "load_before": os.getloadavg(),
-                  "sched_missing": sched.available(), "attached_all": False}
+    load_before, sched_missing = list(os.getloadavg()), sched.available()
+    attached_all, attach_s = False, None
+    start = warm_end = None                      # T0 on this node's clock, once known
     rd = RunDir(out)
     sampler = sched.SchedSampler(rd.connected_sched_csv)
     procs: list[subprocess.Popen] = []
@@ -114,21 +113,20 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         deadline = t_att + 60 + 2 * lay.attached / ATTACH_RATE
         while time.monotonic() < deadline and dirs:
             if all((d / CONN_ATTACHED).exists() for d in dirs):
-                info["attached_all"] = True
+                attached_all = True
                 break
             if any(p.poll() is not None for p in procs):
                 break
             time.sleep(0.1)
-        info["attached_all"] = info["attached_all"] or not dirs
-        info["attach_s"] = time.monotonic() - t_att
-        if not info["attached_all"]:
+        attached_all = attached_all or not dirs
+        attach_s = time.monotonic() - t_att
+        if not attached_all:
             raise EnvironmentProblem(
                 f"not every device of the share attached to {cs.endpoint} within "
                 f"{time.monotonic() - t_att:.0f} s (engines/*/stderr.log in the run directory)")
-        log(f"attached: {lay.attached} device(s) after {info['attach_s']:.1f} s")
+        log(f"attached: {lay.attached} device(s) after {attach_s:.1f} s")
         start = cell.t0(out, LEAD_S)            # deployed -> clocks -> T0 on this clock
-        info["t0_mono_ns"] = start
-        info["warmup_end_ns"] = start + (apps.warmup_s if apps else 0) * 1_000_000_000
+        warm_end = start + (apps.warmup_s if apps else 0) * 1_000_000_000
         if apps and cs.apps:
             rd.apps_dir.mkdir()
             argv = rpcapp_argv(apps, cs.endpoint, lay.devices, rd.apps_dir, cfg.duration_s,
@@ -150,7 +148,12 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
         _stop(app_proc, 10)
         for p in procs:
             _stop(p, 60)
-        info["engines_s"] = time.monotonic() - t_att
+        engines_s = time.monotonic() - t_att
         sampler.stop()
-        info["load_after"] = os.getloadavg()
-        rd.cell_json.write_text(json.dumps(info, indent=1) + "\n")
+        atomic.write_json(rd.cell_json, CellFile(
+            node=cell.node, devices=lay.attached, groups=cs.groups, index=cs.index,
+            first_shard=first_shard(cfg, cs.index), first_app=cs.first_app, apps=cs.apps,
+            endpoint=cs.endpoint, engines=[e.name for e in lay.engines],
+            load_before=load_before, sched_missing=sched_missing, attached_all=attached_all,
+            attach_s=attach_s, t0_mono_ns=start, warmup_end_ns=warm_end, engines_s=engines_s,
+            load_after=list(os.getloadavg())).model_dump(mode="json"), indent=1)

@@ -21,12 +21,16 @@ a cluster"): the cells' machinery of :class:`~wotbench.distributed.coordinator.C
 """
 from __future__ import annotations
 
+import copy
 import json
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
+from wotbench.analysis.errors import AnalysisError
+from wotbench.analysis.loading import read_model
 from wotbench.connected import sched
 from wotbench.connected.edge import Edge
 from wotbench.connected.layout import make_layout
@@ -37,9 +41,9 @@ from wotbench.distributed.coordinator import Coordinator, log, report
 from wotbench.distributed.merge import CellRecord, MergedRun
 from wotbench.distributed.verdict import aggregate, failed_cell, from_summary
 from wotbench.errors import ConfigError
-from wotbench.rundir import atomic
+from wotbench.rundir import MergedRunDir, RunDir, atomic
 from wotbench.run_result import RunResult
-from wotbench.rundir import MergedRunDir, RunDir
+from wotbench.rundir.connected_cell import CellFile
 
 
 
@@ -77,10 +81,11 @@ def split_shares(cfg: Any, nodes: list[str], endpoint: str) -> dict[str, wire.Co
             for k, n in enumerate(nodes)}
 
 
-def cell_config_text(text: str) -> str:
-    """The config a cell loads: its edge_server's template is the coordinator's file (the
-    server runs there), so the cell's copy does not name it."""
-    raw = yaml.safe_load(text)
+def cell_config_text(source: dict) -> str:
+    """The config a cell loads, from the mapping the coordinator read (``ConfigFile.raw``, left
+    as it is): its edge_server's template is the coordinator's file (the server runs there),
+    so the cell's copy does not name it."""
+    raw = copy.deepcopy(source)
     (raw.get("edge_server") or {}).pop("config_template", None)
     return yaml.safe_dump(raw, sort_keys=False)
 
@@ -141,7 +146,7 @@ class ConnectedCoordinator(Coordinator):
             for n, s in shares.items()))
         MergedRunDir(self.dir).connected_split_json.write_text(json.dumps(
             {n: s.model_dump() for n, s in shares.items()}, indent=1) + "\n")
-        text = cell_config_text(self.source.text)
+        text = cell_config_text(self.source.raw)     # the YAML read once, by the dispatcher
         for n in nodes:
             s = shares[n]
             if not s.groups and not s.apps:   # more nodes than devices: nothing to run
@@ -163,7 +168,7 @@ class ConnectedCoordinator(Coordinator):
         edge_running = self._stop_edge()
         self._clocks_after()
         md = MergedRunDir(self.dir)
-        got: dict[str, dict] = {}
+        got: dict[str, CellFile] = {}
         notes = list(self.notes)
         failed: dict[str, str] = {}
         for n, a in sorted(self.agents.items()):
@@ -175,13 +180,14 @@ class ConnectedCoordinator(Coordinator):
                     why = f"its run directory could not be fetched ({e})"
             if not why and a.done and not a.done.ok:
                 why = a.done.why or "it failed"
-            info = RunDir(md.cell_dir(n)).cell_json
-            if not why and not info.exists():
-                why = f"its run directory has no {info.name}"
+            if not why:
+                got_or_why = read_cell(RunDir(md.cell_dir(n)).cell_json)
+                if isinstance(got_or_why, str):
+                    why = got_or_why
+                else:
+                    got[n] = got_or_why
             if why:
                 failed[n] = why
-            else:
-                got[n] = json.loads(info.read_text())
         from wotbench.distributed import connected_merge as cm
         resolved = yaml.safe_dump(self.cfg.model_dump(mode="json"), sort_keys=False)
         cells, summaries = [], {}
@@ -192,7 +198,7 @@ class ConnectedCoordinator(Coordinator):
                 continue
             s = cm.analyse_cell(md.cell_dir(n), n, got[n], got, self.cfg, resolved, md)
             summaries[n] = s
-            cells.append(CellRecord(node=n, run_dir=f"cells/{n}", devices=got[n]["devices"],
+            cells.append(CellRecord(node=n, run_dir=f"cells/{n}", devices=got[n].devices,
                                     requests=cm.requests_of(s), verdict=from_summary(n, s)))
         v = aggregate([c.verdict for c in cells])
         merged = None
@@ -216,6 +222,20 @@ class ConnectedCoordinator(Coordinator):
                 log(f"merged {merged.slo.text}")
         self.summary = merged
         return merged.verdict.exit_code if merged is not None else v.exit_code
+
+
+def read_cell(path: Path) -> CellFile | str:
+    """A finished cell's ``cell.json``, or why it cannot be analysed (naming the file and the
+    key): the cell is then a failed one, the others are merged."""
+    if not path.exists():
+        return f"its run directory has no {path.name}"
+    try:
+        cell = read_model(path, CellFile, "the cell's account of its run")
+    except AnalysisError as e:
+        return str(e)
+    if cell.t0_mono_ns is None or cell.warmup_end_ns is None:
+        return f"{path}: t0_mono_ns: null, the cell said it finished but never reached T0"
+    return cell
 
 
 def _ms(x: Optional[float]) -> str:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import pandas as pd
 
+from wotbench.config.schema import Config
 from wotbench.connected.analysis import Inputs
 from wotbench.connected.finish import write_run_dir
 from wotbench.connected.totals import app_file
 from wotbench.distributed.merge import Requests
 from wotbench.distributed.verdict import ClusterVerdict
 from wotbench.rundir import MergedRunDir, RunDir
+from wotbench.rundir.connected_cell import CellFile
 from wotbench.rundir.layout import RPC_LOG, RPC_SUMMARY
 from wotbench.rundir.summary import Outcomes, ResponseTimes, RtStats, Summary
 from cd_module.tolerance import parse_tolerance
@@ -36,38 +38,35 @@ def engine_dirs(cell: Path) -> list[Path]:
     return RunDir(cell).engine_outs()
 
 
-def _inputs(cell: Path, info: dict, duration_s: float, extra: dict, **kw) -> Inputs:
+def _inputs(cell: Path, info: CellFile, duration_s: float, **kw) -> Inputs:
     apps = RunDir(cell).apps_dir
     return Inputs(engine_dirs=engine_dirs(cell),
                   app_dir=apps if (apps / RPC_SUMMARY).exists() else None,
-                  sched_csv=RunDir(cell).connected_sched_csv, devices=info["devices"],
-                  test_start_ns=info["t0_mono_ns"], duration_s=duration_s,
-                  warmup_end_ns=info["warmup_end_ns"], extra=extra, **kw)
+                  sched_csv=RunDir(cell).connected_sched_csv, devices=info.devices,
+                  test_start_ns=info.t0_mono_ns, duration_s=duration_s,
+                  warmup_end_ns=info.warmup_end_ns, extra=info.extra(), **kw)
 
 
-def _extra(info: dict) -> dict:
-    return {k: info.get(k) for k in ("attached_all", "attach_s", "engines_s", "load_before",
-                                     "load_after", "sched_missing")}
-
-
-def _judge(cfg: Any, run_dir: Path, name: str, inp: Inputs) -> Summary:
+def _judge(cfg: Config, run_dir: Path, name: str, inp: Inputs) -> Summary:
     apps = cfg.applications
-    return write_run_dir(run_dir, name, inp, interrupted=False,
+    return write_run_dir(run_dir, name, inp, cfg=cfg, interrupted=False,
                          tolerance=parse_tolerance(cfg.verdict.tolerance)["tolerance_share"],
                          think_min_ms=apps.send_lag_scale_ms if apps else 0,
                          log=lambda m: print(f"wotbench: {name}: {m}", flush=True))
 
 
-def analyse_cell(cell: Path, node: str, info: dict, infos: dict[str, dict], cfg: Any,
+def analyse_cell(cell: Path, node: str, info: CellFile, infos: dict[str, CellFile], cfg: Config,
                  resolved: str, md: MergedRunDir) -> Summary:
-    """The cell's summary.json and report.html in its own directory."""
+    """The cell's summary.json and report.html in its own directory (``info``: its cell.json,
+    read by the coordinator with T0 known)."""
     RunDir(cell).config_resolved.write_text(resolved)
     join = [d for n in sorted(infos) for d in engine_dirs(md.cell_dir(n))]
-    inp = _inputs(cell, info, float(cfg.duration_s), _extra(info), join_dirs=join)
+    inp = _inputs(cell, info, float(cfg.duration_s), join_dirs=join)
     return _judge(cfg, cell, f"{cfg.name}-{node}", inp)
 
 
-def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: Path) -> None:
+def _rebased_rpcs(md: MergedRunDir, infos: dict[str, CellFile], t0_here: int,
+                  dest: Path) -> None:
     """Every cell's rpc-log.csv on this host's clock, and their rpc-summary.json summed."""
     frames, sums = [], {k: 0 for k in SUMMED}
     duration, rows_full = 0.0, False
@@ -78,7 +77,7 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: 
         f = pd.read_csv(apps / RPC_LOG, dtype={"id": str})
         for c in RPC_TIMES:
             if c in f:             # reply_read_ns: absent in a file of an older build
-                f[c] = (f[c] - info["t0_mono_ns"] + t0_here).astype("Int64")
+                f[c] = (f[c] - info.t0_mono_ns + t0_here).astype("Int64")
         frames.append(f)
         s = app_file(apps)
         for k in SUMMED:
@@ -94,7 +93,8 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: 
          "latency_ns": None, "send_lag_ns": None}) + "\n")
 
 
-def _rebased_sched(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest: Path) -> None:
+def _rebased_sched(md: MergedRunDir, infos: dict[str, CellFile], t0_here: int,
+                   dest: Path) -> None:
     """The server's samples (this host) and every cell's, named ``node/component``."""
     frames = []
     edge = RunDir(md.path).edge_sched_csv
@@ -104,7 +104,7 @@ def _rebased_sched(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest:
         f = RunDir(md.cell_dir(n)).connected_sched_csv
         if f.exists():
             df = pd.read_csv(f)
-            df["mono_ns"] = df["mono_ns"] - info["t0_mono_ns"] + t0_here
+            df["mono_ns"] = df["mono_ns"] - info.t0_mono_ns + t0_here
             df["component"] = n + "/" + df["component"].astype(str)
             frames.append(df)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def _rebased_sched(md: MergedRunDir, infos: dict[str, dict], t0_here: int, dest:
         pd.concat(frames, ignore_index=True).to_csv(dest, index=False)
 
 
-def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict],
+def analyse_merged(merged: Path, cfg: Config, resolved: str, infos: dict[str, CellFile],
                    t0_here: int, edge_running: Optional[bool], v: ClusterVerdict) -> Summary:
     """The merged summary.json (every RPC and engine) with the run's verdict: the worst
     cell's (each cell's evidence judges its own host); the SLO from every RPC decides 0/4."""
@@ -122,18 +122,18 @@ def analyse_merged(merged: Path, cfg: Any, resolved: str, infos: dict[str, dict]
     _rebased_sched(md, infos, t0_here, rd.connected_sched_csv)
     dirs = [d for n in sorted(infos) for d in engine_dirs(md.cell_dir(n))]
     warm = t0_here + (cfg.applications.warmup_s if cfg.applications else 0) * 1_000_000_000
-    extra = {"attached_all": all(i.get("attached_all") for i in infos.values()),
-             "attach_s": max((i.get("attach_s") or 0) for i in infos.values()),
-             "engines_s": max((i.get("engines_s") or 0) for i in infos.values()),
-             "load_before": infos[min(infos)].get("load_before") or [],
-             "load_after": infos[min(infos)].get("load_after") or [],
+    first = infos[min(infos)]
+    extra = {"attached_all": all(i.attached_all for i in infos.values()),
+             "attach_s": max((i.attach_s or 0) for i in infos.values()),
+             "engines_s": max((i.engines_s or 0) for i in infos.values()),
+             "load_before": first.load_before, "load_after": first.load_after,
              "edge_running_at_end": edge_running,
-             "sched_missing": next((i["sched_missing"] for i in infos.values()
-                                    if i.get("sched_missing")), None)}
+             "sched_missing": next((i.sched_missing for i in infos.values()
+                                    if i.sched_missing), None)}
     inp = Inputs(engine_dirs=dirs,
                  app_dir=rd.apps_dir if (rd.apps_dir / RPC_LOG).exists() else None,
                  sched_csv=rd.connected_sched_csv,
-                 devices=sum(i["devices"] for i in infos.values()), test_start_ns=t0_here,
+                 devices=sum(i.devices for i in infos.values()), test_start_ns=t0_here,
                  duration_s=float(cfg.duration_s), warmup_end_ns=warm, extra=extra)
     s = _judge(cfg, merged, cfg.name, inp)
     own = [f"the merged figures alone (every cell's RPCs and processes) would say "

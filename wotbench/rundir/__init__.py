@@ -13,7 +13,8 @@ analysis and from the analysis to every reader (report, sweep, validation, capac
   ``device-summary.json`` (:class:`DeviceSummary`) in ``device_files.py``; the notification
   sink's ``sink.json`` (``SinkSummary``) in ``sink_files.py``; a connected run's
   ``conn-summary.json`` and ``rpc-summary.json`` (``ConnSummary``, ``RpcSummary``) in
-  ``connected_files.py``.
+  ``connected_files.py``; a connected cell's ``cell.json`` (``CellFile``) in
+  ``connected_cell.py``.
 
 Models reject unknown keys: a writer and a reader cannot disagree silently.
 """

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import yaml
 
+from wotbench.configfile.yaml_loader import ConfigFile
 from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
 from wotbench.sweep.core import RunFn, Sweep
@@ -69,7 +70,7 @@ def plan_points(vary_args: list[str], matrix: Optional[str | Path] = None
     return points, origins, [{"key": k, "values": v} for k, v in varies]
 
 
-def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[str | Path] = None,
+def create_sweep(config: str | Path | ConfigFile, vary_args: list[str], *, matrix: Optional[str | Path] = None,
                  out_root: str | Path = "reports", backend: Optional[str] = None,
                  set_args: Optional[list[str]] = None, repeats: int = 1) -> Sweep:
     """``set_args``: ``--set KEY=VALUE``, keys every point gets (the what-if); ``repeats``: runs
@@ -84,7 +85,7 @@ def create_sweep(config: str | Path, vary_args: list[str], *, matrix: Optional[s
                                "set": fixed}, repeats=repeats)
 
 
-def run_sweep(config: Optional[str | Path] = None, vary_args: Optional[list[str]] = None, *,
+def run_sweep(config: Optional[str | Path | ConfigFile] = None, vary_args: Optional[list[str]] = None, *,
               matrix: Optional[str | Path] = None, resume: Optional[str | Path] = None,
               out_root: str | Path = "reports", backend: Optional[str] = None,
               run_fn: Optional[RunFn] = None, console: Any = None, progress: bool = True,

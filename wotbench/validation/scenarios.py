@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import yaml
 
+from wotbench.configfile.yaml_loader import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
 from wotbench.rundir.layout import SweepDir
 from wotbench.sweep.core import Sweep
@@ -114,17 +115,14 @@ def points(sc: dict, base_seed: int = 1) -> list[dict[str, Any]]:
     return [{"seed": s} for s in seeds]
 
 
-def _config_facts(config: Path, sc: dict) -> tuple[int, float]:
-    """(seed, duration_s) the scenario's config sets (defaults 1 and 60)."""
+def _read_config(config: Path, sc: dict) -> ConfigFile:
+    """The scenario's config, read once: its seed and duration here, its points' base in the
+    sweep; a problem names the scenario too."""
     try:
-        raw = yaml.safe_load(config.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError([f"{config}: cannot read the config of scenario {sc['name']} "
-                           f"({e})".replace("\n", " ")]) from None
-    raw = raw if isinstance(raw, dict) else {}
-    seed, dur = raw.get("seed", 1), raw.get("duration_s", 60)
-    return (seed if isinstance(seed, int) and not isinstance(seed, bool) else 1,
-            float(dur) if isinstance(dur, (int, float)) else 60.0)
+        return read_config_file(config)
+    except ConfigError as e:
+        raise ConfigError([f"the config of scenario {sc['name']}: {p}" for p in e.problems],
+                          e.source) from None
 
 
 def scenario_sweep(study_dir: Path, source: Path, sc: dict,
@@ -137,8 +135,8 @@ def scenario_sweep(study_dir: Path, source: Path, sc: dict,
     d = study_dir / "scenarios" / sc["name"]
     if SweepDir(d).sweep_json.is_file():
         return Sweep.open(d)
-    config = source.parent / sc["config"]
-    seed, duration = _config_facts(config, sc)
+    base = _read_config(source.parent / sc["config"], sc)
+    seed, duration = base.config.seed, base.config.duration_s
     if seed_base is not None:
         seed = seed_base
     if sc.get("antagonist") is not None:
@@ -146,5 +144,5 @@ def scenario_sweep(study_dir: Path, source: Path, sc: dict,
         problem = spec.check(duration, source.parent)
         if problem:
             raise ConfigError([f"{source}: scenario {sc['name']}: antagonist: {problem}"])
-    return Sweep.create(config, points(sc, seed), kind="study", directory=d,
+    return Sweep.create(base, points(sc, seed), kind="study", directory=d,
                         extra={"scenario": sc})
