@@ -17,9 +17,13 @@ Against Debian's nginx + nchan on loopback (configs/attached-devices-nchan.conf)
    end - due, plus building and writing the reply sent - end) out of the round trip, from the
    device log joined by id. The rest is nchan, the kernel and the application's read.
 
+Then where the RPCs' time went, span by span (server in, service, engine, server out), and how
+the slowest 1 % split between them and over the seconds; `--spans RUN_DIR` prints only that
+for a `wotbench run` of a connected config (the open-loop table of docs/CONNECTED.md).
+
 Holds the host lock (testkit/hostlock.py) while measuring; prints the load average before and
 after. usage: .venv/bin/python bench/connected_bench.py [--devices 100000] [--hold-s 300]
-  [--apps 2000] [--rpc-s 60] [--per-engine 19000] [--smoke]
+  [--apps 2000] [--rpc-s 60] [--per-engine 19000] [--smoke] | --spans RUN_DIR
 """
 from __future__ import annotations
 
