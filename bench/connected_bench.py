@@ -17,9 +17,13 @@ Against Debian's nginx + nchan on loopback (configs/attached-devices-nchan.conf)
    end - due, plus building and writing the reply sent - end) out of the round trip, from the
    device log joined by id. The rest is nchan, the kernel and the application's read.
 
+Then where the RPCs' time went, span by span (server in, service, engine, server out), and how
+the slowest 1 % split between them and over the seconds; `--spans RUN_DIR` prints only that
+for a `wotbench run` of a connected config (the open-loop table of docs/CONNECTED.md).
+
 Holds the host lock (testkit/hostlock.py) while measuring; prints the load average before and
 after. usage: .venv/bin/python bench/connected_bench.py [--devices 100000] [--hold-s 300]
-  [--apps 2000] [--rpc-s 60] [--per-engine 19000] [--smoke]
+  [--apps 2000] [--rpc-s 60] [--per-engine 19000] [--smoke] | --spans RUN_DIR
 """
 from __future__ import annotations
 
@@ -69,22 +73,79 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def testbed_share(app_dir: Path, fleets: list[ConnFleet]) -> tuple[np.ndarray, np.ndarray]:
-    """Per answered RPC: round trip (ns) and the engine's part of it (ns), joined by id."""
+# An answered RPC's round trip cut at its stamps (docs/CONNECTED.md "Where time goes"): the
+# application's send -> the RPC's kernel arrival at the device (the server relaying it) ->
+# due (the service time) -> the reply written (the engine: timer lateness + write) -> the
+# reply's kernel arrival at the application (the server relaying it back).
+SPANS = ("round_trip", "server_in", "service", "engine", "server_out", "send_lag",
+         "engine_read", "app_read")
+
+
+def spans(rpc_log: Path, conn_logs: list[Path], after_ns: int = 0) -> dict[str, np.ndarray]:
+    """Per answered RPC scheduled at or after ``after_ns``, joined with its device's row by
+    id: each span of SPANS in ns, and ``t_ns`` its send (one CLOCK_MONOTONIC, one host)."""
     dev = {}
-    for f in fleets:
-        for r in f.log_rows():
-            if r["outcome"] == "sent":
-                dev[r["id"]] = (int(r["due_ns"]), int(r["end_ns"]), int(r["sent_ns"]))
-    rtt, mine = [], []
-    with (app_dir / "rpc-log.csv").open() as fp:
+    for f in conn_logs:
+        with f.open() as fp:
+            for r in csv.DictReader(fp):
+                if r["outcome"] == "sent":
+                    dev[r["id"]] = r
+    rows = []
+    with rpc_log.open() as fp:
         for r in csv.DictReader(fp):
-            if r["outcome"] != "ok" or r["id"] not in dev:
+            d = dev.get(r["id"])
+            if r["outcome"] != "ok" or d is None or int(r["sched_ns"]) < after_ns:
                 continue
-            due, end, sent = dev[r["id"]]
-            rtt.append(int(r["reply_ns"]) - int(r["send_ns"]))
-            mine.append(max(end - due, 0) + (sent - end))
-    return np.asarray(rtt, float), np.asarray(mine, float)
+            send, reply = int(r["send_ns"]), int(r["reply_ns"])
+            arr, due, end, sent = (int(d[k]) for k in ("arrival_ns", "due_ns", "end_ns", "sent_ns"))
+            rows.append((reply - send, arr - send, due - arr, max(end - due, 0) + sent - end,
+                         reply - sent, send - int(r["sched_ns"]),
+                         int(d.get("read_ns") or arr) - arr,
+                         int(r.get("reply_read_ns") or reply) - reply, send))
+    a = np.asarray(rows, float).reshape(-1, len(SPANS) + 1)
+    out = {k: a[:, i] for i, k in enumerate(SPANS)}
+    out["t_ns"] = a[:, -1]
+    return out
+
+
+def print_spans(sp: dict[str, np.ndarray]) -> None:
+    """Percentiles of every span, then what the slowest 1 % of round trips spent where and
+    how they bunch in time (a tail spread over the run vs a few bad seconds)."""
+    rtt = sp["round_trip"]
+    if not len(rtt):
+        print("spans: no answered RPC joined with its device")
+        return
+    print(f"where the time goes ({len(rtt)} answered RPCs; ms): span p50 / p99 / p99.9 / max")
+    for k in SPANS:
+        q = np.quantile(sp[k], [0.5, 0.99, 0.999]) / 1e6
+        print(f"  {k:11} {q[0]:.3f} / {q[1]:.3f} / {q[2]:.3f} / {sp[k].max() / 1e6:.3f}")
+    top = rtt >= np.quantile(rtt, 0.99)
+    total = rtt[top].sum()
+    parts = ", ".join(f"{k} {sp[k][top].sum() / total * 100:.1f} %"
+                      for k in ("server_in", "service", "engine", "server_out"))
+    print(f"  slowest 1 % ({int(top.sum())} RPCs, >= {np.quantile(rtt, 0.99) / 1e6:.2f} ms, mean "
+          f"{rtt[top].mean() / 1e6:.2f} ms): {parts}")
+    secs, n = np.unique((sp["t_ns"][top] - sp["t_ns"].min()) // 1e9, return_counts=True)
+    worst = np.argsort(n)[::-1][:3]
+    print(f"  they fall in {len(secs)} of {int(np.ptp(sp['t_ns']) // 1e9) + 1} seconds; the "
+          f"busiest: " + ", ".join(f"s {int(secs[i])} ({n[i]})" for i in worst)
+          + f" = {n[worst].sum() / top.sum() * 100:.0f} % of them")
+
+
+def run_spans(run_dir: Path) -> int:
+    """--spans RUN_DIR: the breakdown of a `wotbench run` of a connected config (its RPCs
+    after the warm-up); measures nothing."""
+    import json
+    import yaml
+    start = json.loads((run_dir / "summary.json").read_text())["run"]["test_start_mono_ns"]
+    cfg = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
+    warm = start + int(float((cfg.get("applications") or {}).get("warmup_s") or 0) * 1e9)
+    logs = sorted(run_dir.rglob("conn-log-*.csv"))
+    if not logs or not (run_dir / "apps" / "rpc-log.csv").is_file():
+        print(f"{run_dir}: no apps/rpc-log.csv or conn-log-*.csv (not a connected run?)")
+        return 2
+    print_spans(spans(run_dir / "apps" / "rpc-log.csv", logs, warm))
+    return 0
 
 
 def replied_timeouts(app_dir: Path, fleets: list[ConnFleet]) -> int:
@@ -110,7 +171,11 @@ def main() -> int:
     ap.add_argument("--nchan-buffer", type=int, default=0,
                     help="nchan_message_buffer_length instead of the template's (0: keep)")
     ap.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+    ap.add_argument("--spans", type=Path, metavar="RUN_DIR",
+                    help="only print where the time of a connected run's RPCs went (no run)")
     a = ap.parse_args()
+    if a.spans:
+        return run_spans(a.spans)
     if a.smoke:
         a.devices, a.hold_s, a.apps, a.rpc_s, a.think_ms = 300, 4, 50, 3, "50:150"
         print(SMOKE_BANNER)
@@ -205,7 +270,9 @@ def main() -> int:
           f"{disc}; connect failures {cf}; nginx {'still running' if srv_ok else 'ENDED'}")
     print(f"  testbed-attributed connection losses: {disc['testbed'] + cf['testbed']}")
     if app:
-        rtt, mine = testbed_share(tmp / "app", fleets)
+        sp = spans(tmp / "app" / "rpc-log.csv",
+                   [f for fl in fleets for f in sorted(fl.out.glob("conn-log-*.csv"))])
+        rtt, mine = sp["round_trip"], sp["engine"]
         secs = a.rpc_s - min(5, a.rpc_s - 1)
         print(f"RPCs: {app['apps']} applications, {app['rpcs']} scheduled, {app['sent']} sent; "
               f"per second after the warm-up: offered {app['offered_per_s']:.0f}, sent "
@@ -228,6 +295,7 @@ def main() -> int:
         print(f"  app send lag p99 {(app['send_lag_ns'] or {}).get('p99', 0) / 1e6:.2f} ms; "
               f"app traffic out {app['bytes_out'] / secs / 1024:.0f} kB/s, in "
               f"{app['bytes_in'] / secs / 1024:.0f} kB/s")
+        print_spans(sp)
         b_in = sum(s["bytes_in"] for s in sums)
         b_out = sum(s["bytes_out"] for s in sums)
         msgs = sum(s["msgs_in"] for s in sums)

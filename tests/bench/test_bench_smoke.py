@@ -108,7 +108,11 @@ SMOKES = [
                                  r"^  testbed-attributed connection losses: 0$",
                                  rf"^RPCs: \d+ applications, \d+ scheduled, \d+ sent; per second after the "
                                  rf"warm-up: offered {NUM}, sent {NUM}, answered {NUM}; ok \d+",
-                                 rf"^  round trip \(app send -> reply\) p50 {NUM} ms"),
+                                 rf"^  round trip \(app send -> reply\) p50 {NUM} ms",
+                                 r"^where the time goes \(\d+ answered RPCs; ms\)",
+                                 rf"^  server_in +{NUM} / {NUM} / {NUM} / {NUM}$",
+                                 rf"^  slowest 1 % \(\d+ RPCs, >= {NUM} ms, mean {NUM} ms\): "
+                                 rf"server_in {NUM} %"),
           needs=("nginx",)),
     Smoke("notify_bench.py", (r"^\| 50 \| sse-a \| 50 \| 50 \| 0 \| 0 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$",
                               r"^\| 50 \| sse-b \| 50 \| 50 \| 0 \| 0 \| "),

@@ -5,8 +5,8 @@ wot-fleet engines and runs its share of the applications, which call only that c
 (replies on the cell's own shards: no reply relayed to a cell that did not ask), and the run
 directory merges every cell's RPCs (percentiles from the raw round trips) with a
 verdict per cell and the server's own resources sampled on the manager; nothing is left on the
-nodes. Brings its own cluster up and down (after
-test_emulated_cluster.py's, which takes its own down)."""
+nodes. Brings its own cluster up and down (it runs before test_emulated_cluster.py, which
+brings up its own)."""
 from __future__ import annotations
 
 import json
@@ -130,6 +130,9 @@ def test_cells_of_attached_devices_against_one_server_merged_with_a_verdict_per_
     assert {p["name"] for p in procs} == {"nginx"} and len(procs) >= 2, procs
     assert all(p["cap_eff"] == "0000000000000000" for p in procs), procs
     assert all(p["uid"] == p["euid"] == 65534 for p in procs), procs
+    print(f"edge server: {edge['test']['cpu_cores']:.3f} cores, RSS mean "
+          f"{edge['test']['rss_mean_bytes'] / 2**20:.1f} MiB; {len(procs)} processes, all uid "
+          "65534 with CapEff 0")
     assert (merged / "report.html").is_file() and (merged / "report.md").is_file()
     print((merged / "report.md").read_text())
     before = (merged / "report.html").stat().st_mtime_ns   # `wotbench report` draws it again

@@ -44,8 +44,12 @@ def on(node: layout.Node, *args: str, check: bool = True) -> str:
 
 def test_an_interrupted_cluster_up_removes_what_it_created():
     """Ctrl-C once a node's dockerd runs: cluster-up removes all it made and exits 130."""
+    # SIGINT at its default in the child: a test run started in the background (`make
+    # test-cluster &`, nohup, a CI step) inherits SIGINT ignored, Python then keeps it ignored
+    # and this Ctrl-C would never arrive (the up ran to its end and exited 0)
     p = subprocess.Popen([sys.executable, str(SCRIPT), "up", "--nodes", "2", "--root", str(ROOT)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and p.poll() is None:
         st = layout.load(ROOT) if (ROOT / "state.json").exists() else None

@@ -148,12 +148,15 @@ def sched_figures(path: Path, start_ns: int, end_ns: int, rpcs: int
         g = g.sort_values("mono_ns")
         if len(g) < 2:
             continue
-        cpu = (g["cpu_ns"].iloc[-1] - g["cpu_ns"].iloc[0]) / 1e9
-        wait = (g["runqueue_ns"].iloc[-1] - g["runqueue_ns"].iloc[0]) / 1e9
+        # a sample sums the threads alive then: when threads exit (an engine stopping, a
+        # worker gone) the sum drops, and last − first would lose all they ran, even go below
+        # zero; adding the rises loses only their last interval
+        d = g[["cpu_ns", "runqueue_ns"]].diff().iloc[1:].clip(lower=0)
+        cpu = d["cpu_ns"].sum() / 1e9
+        wait = d["runqueue_ns"].sum() / 1e9
         out.append(SchedWait(component=name, role=role, cpu_s=cpu, runqueue_s=wait,
                              wait_of_cpu=wait / cpu if cpu > 0 else None,
                              wait_per_rpc_ms=wait * 1e3 / rpcs if rpcs else None))
-        d = g[["cpu_ns", "runqueue_ns"]].diff().iloc[1:]
         span = g["mono_ns"].diff().iloc[1:]
         series.append(pd.DataFrame({"t_s": (g["mono_ns"].iloc[1:] - start_ns) / 1e9,
                                     "component": name, "role": role,
