@@ -29,6 +29,9 @@ BENCHES = [
      ["push_bench.py"]),
     ("HTTP: GE vs wrk against nginx at 1/10/100 connections (closed loop); open-loop latency at "
      "50 % of the max rate vs wrk2", ["http_bench.py"]),
+    ("connected devices: 100 000 attached to nginx/nchan and held 5 min, memory per attached "
+     "device, RPC round trip from 2 000 applications at 1 000/s with the testbed's share",
+     ["connected_bench.py"]),
 ]
 
 
