@@ -158,6 +158,36 @@ def test_docker_backend_maps_a_pods_exit_and_stop_to_its_devices():
     assert pod.signals == ["SIGTERM"] and alone.signals == ["SIGTERM"]   # the pod once
 
 
+def test_a_pod_member_gone_unreported_waits_for_the_pods_own_exit(monkeypatch):
+    """A killed pod's processes are gone a moment before its exit event: a member seen dead
+    without the pod's report is not called a member's death (-1) until the grace has passed,
+    and the pod's exit code wins if it comes first; a reported death is taken at once."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from wotbench.runner.backends.docker import backend as be
+    dead = subprocess.Popen(["true"])
+    dead.wait()                                  # a pid that no longer runs
+    pod = _FakeContainer()
+    pod.logs = lambda **kw: b"pod: device g-1 exited with code 139 (SIGSEGV)\n"
+    b = be.DockerBackend(client=None, run_id="r", log=lambda m: None)
+    b.ctr, b.pod_of = {"g-pod0": pod}, {"g-0": "g-pod0", "g-1": "g-pod0"}
+    b.exits = SimpleNamespace(codes={})
+    b._pids = {"g-0": dead.pid, "g-1": dead.pid}
+    clock = [100.0]
+    monkeypatch.setattr(be.time, "monotonic", lambda: clock[0])
+    assert b.exited({"g-0", "g-1"}) == {"g-1": 139}       # reported: at once
+    b.exits.codes["g-pod0"] = 137                         # the pod's exit event arrives
+    assert b.exited({"g-0"}) == {"g-0": 137}
+    b.exits.codes.clear()
+    b._member_codes.pop("g-1")
+    clock[0] += be.POD_REPORT_GRACE_S / 2
+    pod.logs = lambda **kw: b""
+    assert b.exited({"g-0", "g-1"}) == {}                 # gone, no report, no exit event yet
+    clock[0] += be.POD_REPORT_GRACE_S / 2
+    assert b.exited({"g-0", "g-1"}) == {"g-0": -1, "g-1": -1}   # the pod went on without them
+
+
 def test_pod_spec_mounts_the_dtls_key_once_and_passes_its_path(tmp_path):
     from wotbench.runner.prepare.dtlskey import KEY_IN, DtlsCreds
     creds = DtlsCreds("wotbench", tmp_path / "secrets" / "dtls-psk.key", "reuse")

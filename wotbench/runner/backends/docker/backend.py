@@ -57,6 +57,8 @@ GE_CGROUP_PARENT = "/"
 CFS_PERIOD_US = 100_000   # Docker's default CFS period (cpu_quota fault); 1 ms is the quota's floor
 PARALLEL = 8     # API calls per container are slow (dockerd work each): a few at once
 DAEMON_BACK_WAIT_S = 60.0   # cleanup after a daemon restart: how long to wait for it
+POD_REPORT_GRACE_S = 2.0   # a pod member gone without the pod's report: how long to wait for the
+                           # pod's own exit event before calling it a member's death (code -1)
 
 T = TypeVar("T")
 
@@ -229,6 +231,7 @@ class DockerBackend:
         self.pod_of: dict[str, str] = {}   # device -> its pod's container (wotbench.deploy.pods)
         self._pids: dict[str, int] = {}    # device -> its process in its pod
         self._member_codes: dict[str, int] = {}   # pod devices whose process died (pod goes on)
+        self._dead_since: dict[str, float] = {}   # ... first seen gone, not yet reported
         self.labels = {RUN_LABEL: run_id}
         self.exits: Optional[ExitEvents] = None
 
@@ -473,8 +476,14 @@ class DockerBackend:
         for n in names - out.keys():
             pid = self._pids.get(n)
             if pid is not None and n not in self._member_codes and not _alive(pid):
-                self._member_codes[n] = docker_pods.reported_exit(
+                code = docker_pods.reported_exit(
                     containers.logs_tail(self.ctr[self.pod_of[n]], lines=50), n)
+                # no report yet: the whole pod may be going (killed: its exit event comes a
+                # moment after its processes are gone), so its code is the container's; only
+                # a pod still running POD_REPORT_GRACE_S later lost one member unreported
+                first = self._dead_since.setdefault(n, time.monotonic())
+                if code >= 0 or time.monotonic() - first >= POD_REPORT_GRACE_S:
+                    self._member_codes[n] = code
             if n in self._member_codes:
                 out[n] = self._member_codes[n]
         return out
