@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from wotbench.deploy.plan import Plan
 from wotbench.errors import WotbenchError
@@ -40,7 +40,7 @@ from wotbench.labels import PROCESS_ENV, RUN_LABEL
 from wotbench.run_result import RunDirSeen, RunResult
 from wotbench.rundir import RunDir, atomic
 from wotbench.rundir._model import Record
-from wotbench.schema_errors import problems as schema_problems
+from wotbench.rundir._model import read_record as read_json_record
 from wotbench.rundir.layout import SECOND_RUN_LOG, STUDY_ANTAGONIST_JSON
 
 KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
@@ -213,16 +213,7 @@ class AntagonistRecord(Record):
 
 def read_record(path: Path) -> AntagonistRecord:
     """``study-antagonist.json`` through its model; ValueError naming the file and every bad key."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: must be a JSON object")
-    try:
-        return AntagonistRecord.model_validate(data)
-    except ValidationError as e:
-        raise ValueError(f"{path}: " + "; ".join(schema_problems(e, AntagonistRecord))) from None
+    return read_json_record(path, AntagonistRecord)
 
 
 class NotStarted(Exception):
