@@ -6,11 +6,7 @@ one-sided confidence of the bound a window is judged on). docs/DETECTOR.md "The 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Optional
-
-import yaml
-from pydantic import ValidationError
 
 from wotbench.rundir.evidence import VerdictParams
 
@@ -49,18 +45,3 @@ def from_config(raw: Optional[dict]) -> VerdictParams:
     if raw.get("confidence") is not None:
         out["confidence"] = float(raw["confidence"])
     return VerdictParams(**out)
-
-
-def verdict_params(config_resolved: Path, warnings: list[str]) -> Optional[VerdictParams]:
-    """The ``verdict:`` of a run's config.resolved.yaml (None without one; a warning when it
-    cannot be read, so an old or hand-edited run dir still analyses with the defaults)."""
-    if not config_resolved.is_file():
-        return None
-    try:
-        raw = yaml.safe_load(config_resolved.read_text())
-        spec = raw.get("verdict") if isinstance(raw, dict) else None
-        return from_config(spec) if spec is not None else None
-    except (OSError, yaml.YAMLError, ValueError, ValidationError) as e:
-        warnings.append(f"{config_resolved.name}: its verdict: cannot be read, the default "
-                        f"tolerance is used ({e})")
-        return None

@@ -9,16 +9,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from wotbench.configfile.yaml_loader import config_from_dict, load_config
 from wotbench.connected import slo
+from wotbench.connected.totals import app_file
 from wotbench.distributed import wire
+from wotbench.distributed.wire import ConnectedSplit
 from wotbench.distributed.connected_coord import (cell_config_text, ranges, read_cell,
                                                   split_shares)
 from wotbench.distributed.connected_merge import _rebased_rpcs
 from wotbench.connected.procs import rpcapp_argv
 from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import ConfigError
+from wotbench.schema_errors import problems as schema_problems
 from wotbench.rundir import MergedRunDir, atomic
 from wotbench.rundir.connected_cell import CellFile
 
@@ -191,6 +195,20 @@ def test_the_cells_rpcs_move_onto_one_clock_by_each_cells_t0(tmp_path):
     s = json.loads((tmp_path / "apps" / "rpc-summary.json").read_text())
     assert (s["apps"], s["rpcs"], s["ok"], s["timeout"], s["bytes_in"], s["others"],
             s["duration_s"]) == (2, 2, 1, 1, 15, 1, 10.0)
+    merged = app_file(tmp_path / "apps")     # the merged file reads through its model
+    assert (merged.ok, merged.timeout, merged.latency_ns, merged.shards) == (1, 1, None, None)
+
+
+def test_the_connected_split_is_written_from_its_model_and_a_bad_one_names_the_key():
+    shares = split_shares(cfg(), ["n1", "n2"], "10.0.0.1:8080")
+    text = json.dumps(ConnectedSplit(shares).model_dump(), indent=1)
+    assert json.loads(text) == {n: json.loads(s.model_dump_json()) for n, s in shares.items()}
+    assert ConnectedSplit.model_validate_json(text).root == shares
+    bad = json.loads(text)
+    del bad["n1"]["endpoint"]
+    with pytest.raises(ValidationError) as e:
+        ConnectedSplit.model_validate(bad)
+    assert schema_problems(e.value, ConnectedSplit) == ["n1.endpoint: required key missing"]
 
 
 def test_the_slo_of_a_connected_run_is_judged_on_its_rpcs_after_the_warm_up(tmp_path):

@@ -62,6 +62,28 @@ def test_a_study_on_new_seeds_gives_every_scenario_the_same_ones(tmp_path):
                   seed_base=7)
 
 
+def test_study_json_keeps_what_was_asked_and_a_bad_one_names_the_key(tmp_path):
+    assert run_study(_manifest(tmp_path), out_root=tmp_path / "reports", gate=NO_WAIT,
+                     run_fn=FakeRunner(), log=lambda m: None) == 0
+    [d] = (tmp_path / "reports").iterdir()
+    meta = json.loads((d / "study.json").read_text())
+    assert sorted(meta) == ["cpus", "gate", "host", "manifest", "only", "repeats_override",
+                            "schema", "seed_base", "started_utc"]   # no finished_utc yet
+    assert meta["gate"] == {"max_load": NO_WAIT.max_load, "timeout_s": NO_WAIT.timeout_s,
+                            "wait": False}
+    results_meta = json.loads((d / "results.json").read_text())["meta"]
+    assert results_meta["finished_utc"] and results_meta["seed_base"] is None
+    (d / "study.json").write_text(json.dumps({**meta, "seed_base": "five", "onl": None}))
+    with pytest.raises(ConfigError) as e:
+        run_study(resume=d, gate=NO_WAIT, run_fn=FakeRunner(), log=lambda m: None)
+    msg = str(e.value)
+    assert f"{d / 'study.json'}: seed_base: must be an integer" in msg
+    assert "onl: unknown key, did you mean 'only'?" in msg
+    (d / "study.json").write_text("{")
+    with pytest.raises(ConfigError, match="not a study directory"):
+        run_study(resume=d, gate=NO_WAIT, run_fn=FakeRunner(), log=lambda m: None)
+
+
 def test_a_killed_study_resumes_without_rerunning_finished_points(tmp_path):
     calls = []
 

@@ -17,7 +17,8 @@ from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
 from wotbench.runner.during.progress import MAGIC
 from wotbench.validation.antagonist import (RECORD_NAME, AntagonistSpec, Launcher, Watcher,
-                                            parse_antagonist, resolve_core, with_antagonist)
+                                            parse_antagonist, read_record, resolve_core,
+                                            with_antagonist)
 from wotbench.validation.scenarios import points, read_manifest
 from wotbench.validation.study import run_study
 
@@ -152,6 +153,17 @@ def test_without_progress_the_antagonist_never_starts_and_the_point_says_why(tmp
     assert fake.started_at is None and rec.started is False
     assert "the test start was not seen within 0.2 s" in rec.why_not and "progress.bin" in rec.why_not
     assert json.loads((rd / RECORD_NAME).read_text())["why_not"] == rec.why_not
+    assert read_record(rd / RECORD_NAME) == rec      # the readers get back what was written
+
+
+def test_a_bad_antagonist_record_names_the_file_and_the_key(tmp_path):
+    f = tmp_path / RECORD_NAME
+    f.write_text(json.dumps({"kind": "busy-loop", "asked": {}, "started": True,
+                             "start_mono_ns": "soon", "pids": [1]}))
+    with pytest.raises(ValueError) as e:
+        read_record(f)
+    assert str(f) in str(e.value) and "start_mono_ns: must be an integer" in str(e.value)
+    assert "pids: unknown key, did you mean 'pid'?" in str(e.value)
 
 
 def test_without_a_run_dir_the_record_lands_in_the_points_out_root(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from wotbench.validation.antagonist import AntagonistRecord
 from wotbench.validation.facts import antagonist_episode, second_run_interval
 from wotbench.validation.rates import (classify, grade_run, grade_series_repeat, grid_windows,
                                        names, summarize, totals)
@@ -160,17 +161,17 @@ def test_antagonist_records_become_episodes_or_say_why_not():
            "end_mono_ns": T0 + 31_000_000_000, "owner_kind": "wotbench", "owner": "v-2-x",
            "second_run": {"t0_mono_ns": T0 + 9_000_000_000,
                           "test": {"start_mono_ns": T0 + 9_000_000_000, "duration_s": 15}}}
-    e = antagonist_episode(rec, T0)
+    e = antagonist_episode(AntagonistRecord(asked={}, **rec), T0)
     assert (e["start_s"], e["end_s"], e["outer"]) == (9.0, 24.0, [3.0, 31.0])
     assert e["name_by"] == {"owner_kind": "wotbench", "owner": "v-2-x"}
     loop = {"kind": "busy-loop", "started": True, "core": 1, "pid": 42, "comm": "sh",
             "start_mono_ns": T0 + 15_000_000_000, "end_mono_ns": T0 + 25_010_000_000}
-    e = antagonist_episode(loop, T0)
+    e = antagonist_episode(AntagonistRecord(asked={}, **loop), T0)
     assert (e["start_s"], e["cores"], e["name_by"]) == (15.0, [1], {"pid": 42, "comm": "sh",
                                                           "cmdline": None})
     assert e["end_s"] == pytest.approx(25.01)
     never = {"kind": "busy-loop", "started": False, "why_not": "the test start was not seen"}
-    assert "the test start was not seen" in antagonist_episode(never, T0)["invalid"]
+    assert "the test start was not seen" in antagonist_episode(AntagonistRecord(asked={}, **never), T0)["invalid"]
 
 
 def _series_run(rd, status, flagged=()):

@@ -4,11 +4,7 @@ decides) and merged into the run's ``slo`` block, so exit code 4 and the report'
 cover them as any objective."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
-
-import yaml
-from pydantic import ValidationError
 
 from wotbench.config.notify import NotifySlo
 from wotbench.rundir import SloBlock, SloObjectiveResult
@@ -17,19 +13,6 @@ from wotbench.rundir.notify import NotifyBlock
 _KEYS = (("p50_ms", "p50", "ms", "median update→notification latency"),
          ("p99_ms", "p99", "ms", "99th-percentile update→notification latency"),
          ("lost_max", "lost_share", "share", "updates never notified"))
-
-
-def spec_of(config_resolved: Path, warnings: list[str]) -> Optional[NotifySlo]:
-    """``notify.slo`` of the run's config.resolved.yaml, or None."""
-    if not config_resolved.is_file():
-        return None
-    try:
-        raw = yaml.safe_load(config_resolved.read_text())
-        spec = ((raw or {}).get("notify") or {}).get("slo")
-        return NotifySlo.model_validate(spec) if spec else None
-    except (OSError, yaml.YAMLError, ValidationError, AttributeError) as e:
-        warnings.append(f"{config_resolved.name}: its notify.slo cannot be read ({e})")
-        return None
 
 
 def _measured(block: NotifyBlock, metric: str) -> Optional[float]:

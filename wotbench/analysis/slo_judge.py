@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import pandas as pd
-import yaml
-from pydantic import ValidationError
 
 from wotbench.rundir import SloBlock, SloObjectiveResult, SloOffender, SloWindow
 from wotbench.config.slo_spec import PERCENTILES, Objective, Slo, objectives
@@ -185,17 +182,3 @@ def exit_code(verdict_status: str, block: Optional[SloBlock]) -> int:
     if verdict_status != "trustworthy":
         return 3
     return 4 if block is not None and block.status != "met" else 0
-
-
-def spec_of(config_resolved: Path, warnings: list[str]) -> Optional[Slo]:
-    """The ``slo:`` of a run's config.resolved.yaml (None without one; a warning when it
-    cannot be read, so an old or hand-edited run dir still analyses)."""
-    if not config_resolved.is_file():
-        return None
-    try:
-        raw = yaml.safe_load(config_resolved.read_text())
-        spec = raw.get("slo") if isinstance(raw, dict) else None
-        return Slo.model_validate(spec) if spec is not None else None
-    except (OSError, yaml.YAMLError, ValidationError) as e:
-        warnings.append(f"{config_resolved.name}: its slo: cannot be read, SLOs not evaluated ({e})")
-        return None

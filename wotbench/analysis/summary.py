@@ -33,6 +33,7 @@ from wotbench.analysis import push_figures as pushm
 from wotbench.analysis import push_merge as pushmerge
 from wotbench.analysis import rd as rdm
 from wotbench.analysis import responses as resp
+from wotbench.analysis import resolved
 from wotbench.analysis import slo_judge as sloa
 from wotbench.rundir import AnalysisParams, RunDir, Summary
 from wotbench.rundir import atomic
@@ -40,8 +41,8 @@ from wotbench.rundir.summary import (CdSplit, Checks, ContentionBlock, GeIntegri
                                      Overall, RunBlock, Verdict)
 
 from wotbench.analysis.loading import RunData
-from cd_module.tolerance import verdict_params
 from wotbench.workload import httpproxy
+from wotbench.rundir.evidence import VerdictParams
 from wotbench.rundir.values import json_clean
 
 # 2: the kernel evidence (summary "evidence", contention "cd_status", "evidence_missing",
@@ -136,9 +137,8 @@ def _answered(req: pd.DataFrame, codes: np.ndarray, names: list[str],
         columns=["device", "sent_ns", "rt_ms"])
 
 
-def _evidence_params(p: AnalysisParams, run: RunData):
+def _evidence_params(p: AnalysisParams, v: Optional[VerdictParams]):
     """The evidence parameters with the config's ``verdict:`` (tolerance) in them."""
-    v = verdict_params(RunDir(run.run_dir).config_resolved, run.warnings)
     if v is None:
         return p.evidence
     mine = v.model_dump(include={"tolerance_share", "tolerance_ms", "confidence"})
@@ -335,12 +335,14 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         run, names, p.contention.window_s or p.rd.window_s, p.evidence.loop_lag_ms)
     if fleet_series is not None:
         series["fleet_lag"] = fleet_series
+    # config.resolved.yaml's verdict:, slo: and notify.slo, read once
+    specs = resolved.read(RunDir(run.run_dir).config_resolved, run.warnings)
     evidence, series["evidence"] = evid.assess(
         RunDir(run.run_dir), run.run, *_device_tables(run),
         {**_ge_sends(req, cd_req, ge_block, run),
          **pushmerge.sends(push_req, push_codes, names, run, p.ge)},
         run.test_start_ns, run.duration_s, p.contention.window_s or p.rd.window_s,
-        _evidence_params(p, run), _answered(all_req, all_codes, names, cd_req, run),
+        _evidence_params(p, specs.verdict), _answered(all_req, all_codes, names, cd_req, run),
         loop_lags)    # the engines' loops: evidence of their own (cd_module/loop_lag.py)
     series["host_share"] = evid.host_share_series(evidence)
     fleet_block = fleetm.with_flags(fleet_block, evidence)
@@ -348,7 +350,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
 
     groups = {d.name: d.group or d.name.rpartition("-")[0] for d in run.run.devices}
     groups.update({n: d.group for n, d in run.devices.items() if d.fleet and d.group})
-    slo_spec = sloa.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
+    slo_spec = specs.slo
     answered: dict[str, int] = {}
     for name, d in per_device.items():
         g = groups.get(name, name)
@@ -392,7 +394,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     verdict.reasons.extend(sut_faults.notes(faults_block))
     if http_phases.verify_note(phases_block):
         verdict.reasons.append(http_phases.verify_note(phases_block))
-    notify_spec = notify_slo.spec_of(RunDir(run.run_dir).config_resolved, run.warnings)
+    notify_spec = specs.notify_slo
     if notify_block is not None and notify_spec is not None:   # issue 35
         slo_block = notify_slo.merge(slo_block, notify_slo.results(notify_spec, notify_block))
         slo_block = sloa.with_verdict(slo_block, verdict.status)

@@ -16,7 +16,6 @@ The total sums the components (its peak is the sum of their peaks: an upper boun
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Optional
 
@@ -24,8 +23,10 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.errors import AnalysisError
+from wotbench.analysis.loading import read_model
 from wotbench.monitor.counters import monotone
 from wotbench.rundir import RunDir
+from wotbench.rundir.monitor_files import MonitorCost
 from wotbench.rundir.sut import MIB, SutComponent, SutResourcesBlock, SutWindow, read_sut_samples
 
 DEFINITION = ("CPU: CPU time / wall time per window (cores); memory: RSS of the component's "
@@ -80,13 +81,14 @@ def _window(rows: pd.DataFrame, t: np.ndarray, a: float, b: float) -> SutWindow:
 
 
 def _sampling_cost(rd: RunDir) -> Optional[str]:
-    try:
-        cost = json.loads(rd.monitor_cost_json.read_text())
-        share = cost["sut_cpu_ns"] / (cost["elapsed_s"] * 1e9)
-    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+    if not rd.monitor_cost_json.is_file():
         return None
+    cost = read_model(rd.monitor_cost_json, MonitorCost, "the monitor's cost")
+    if cost.elapsed_s <= 0:
+        return None
+    share = cost.sut_cpu_ns / (cost.elapsed_s * 1e9)
     return (f"sampling them cost the monitor {100 * share:.3f} % of a core "
-            f"({cost.get('sut_components')} component(s), {cost.get('samples')} samples)")
+            f"({cost.sut_components} component(s), {cost.samples} samples)")
 
 
 def analyse(rd: RunDir, test_start_ns: int, duration_s: float, window_s: float

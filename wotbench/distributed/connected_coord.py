@@ -145,7 +145,7 @@ class ConnectedCoordinator(Coordinator):
             f"{n} {sum(c for _, c in s.groups.values())} device(s), {s.apps} application(s)"
             for n, s in shares.items()))
         MergedRunDir(self.dir).connected_split_json.write_text(json.dumps(
-            {n: s.model_dump() for n, s in shares.items()}, indent=1) + "\n")
+            wire.ConnectedSplit(shares).model_dump(), indent=1) + "\n")
         text = cell_config_text(self.source.raw)     # the YAML read once, by the dispatcher
         for n in nodes:
             s = shares[n]

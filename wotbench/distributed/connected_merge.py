@@ -21,6 +21,7 @@ from wotbench.distributed.merge import Requests
 from wotbench.distributed.verdict import ClusterVerdict
 from wotbench.rundir import MergedRunDir, RunDir
 from wotbench.rundir.connected_cell import CellFile
+from wotbench.rundir.connected_files import RpcSummary
 from wotbench.rundir.layout import RPC_LOG, RPC_SUMMARY
 from wotbench.rundir.summary import Outcomes, ResponseTimes, RtStats, Summary
 from cd_module.tolerance import parse_tolerance
@@ -87,10 +88,12 @@ def _rebased_rpcs(md: MergedRunDir, infos: dict[str, CellFile], t0_here: int,
     dest.mkdir(parents=True, exist_ok=True)
     if frames:
         pd.concat(frames, ignore_index=True).to_csv(dest / RPC_LOG, index=False)
+    # the processes' own percentiles do not add up: summary.json has the merged ones
+    merged = RpcSummary(**sums, duration_s=duration, rows_full=rows_full, latency_ns=None,
+                        send_lag_ns=None)
+    # the keys set here only, as before: a field no cell's file sums stays absent
     (dest / RPC_SUMMARY).write_text(json.dumps(
-        {**sums, "duration_s": duration, "rows_full": rows_full,
-         # the processes' own percentiles do not add up: summary.json has the merged ones
-         "latency_ns": None, "send_lag_ns": None}) + "\n")
+        merged.model_dump(mode="json", exclude_unset=True)) + "\n")
 
 
 def _rebased_sched(md: MergedRunDir, infos: dict[str, CellFile], t0_here: int,

@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+from wotbench.analysis import resolved
 from wotbench.analysis import slo_judge as sloa
 from wotbench.analysis.loading import load_run
 from wotbench.analysis.responses import combine_ge, compute_responses
@@ -65,7 +66,8 @@ def merged_summary(merged: Path, m: MergedRun, run_id: str) -> Optional[Summary]
     v = m.verdict
     slo_block, exit_code = None, v.exit_code
     warnings = list(template.run.warnings)
-    spec = sloa.spec_of(RunDir(MergedRunDir(merged).cell_dir(node)).config_resolved, warnings)
+    spec = resolved.read(RunDir(MergedRunDir(merged).cell_dir(node)).config_resolved, warnings,
+                         ("slo",)).slo
     if spec is not None:
         frame = sloa.RequestFrame(device=codes, t_s=req["sched"].to_numpy(np.float64) / 1e9,
                                   outcome=req["outcome"].astype(str).to_numpy(),

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, RootModel, TypeAdapter
 
 MAX_FRAME = 64 << 20
 CHUNK = 1 << 20
@@ -43,6 +43,11 @@ class ConnectedShare(BaseModel):
     endpoint: str                         # the edge server, address:port
     cells: int = 1                        # how many cells attach at once (the attach rate)
     index: int = 0                        # this cell's place: its reply shards (connected_routes)
+
+
+class ConnectedSplit(RootModel[dict[str, ConnectedShare]]):
+    """A connected run's ``connected-split.json`` (MergedRunDir): node -> its cell's share,
+    written by the coordinator before T0."""
 
 
 class Share(BaseModel):

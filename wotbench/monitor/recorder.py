@@ -25,7 +25,6 @@ Every file is read defensively (cgroup v1 or v2, missing files, vanished process
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import shutil
@@ -43,6 +42,8 @@ from wotbench.monitor.host_counters import CORE_COLUMNS, PRESSURE_COLUMNS, HostC
 from wotbench.monitor.sut_sampler import SutSampler
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir, atomic
+from wotbench.rundir._model import read_record
+from wotbench.rundir.monitor_files import MonitorClock, MonitorCost
 from wotbench.procutil import child_setup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -232,7 +233,8 @@ class Monitor:
     def start(self) -> None:
         rd = self.rd
         rd.monitor_dir.mkdir(parents=True, exist_ok=True)
-        atomic.write_json(rd.clock_json, {"wall_s": time.time(), "mono_ns": time.monotonic_ns()},
+        atomic.write_json(rd.clock_json, MonitorClock(wall_s=time.time(),
+                                                      mono_ns=time.monotonic_ns()).model_dump(),
                           indent=None)
         if self.use_collectl and shutil.which("collectl"):
             cdir = rd.collectl_dir
@@ -340,9 +342,10 @@ class Monitor:
     def _write_cost(self) -> None:
         elapsed = time.monotonic_ns() - (self._started_ns or time.monotonic_ns())
         cpu = sum(v for k, v in self.cost.items() if k.endswith("_cpu_ns"))
-        atomic.write_json(self.rd.monitor_cost_json,
-            {**self.cost, "interval_s": self.interval, "elapsed_s": round(elapsed / 1e9, 3),
-             "share_of_a_core": round(cpu / elapsed, 5) if elapsed > 0 else None}, indent=1)
+        cost = MonitorCost(**self.cost, interval_s=self.interval,
+                           elapsed_s=round(elapsed / 1e9, 3),
+                           share_of_a_core=round(cpu / elapsed, 5) if elapsed > 0 else None)
+        atomic.write_json(self.rd.monitor_cost_json, cost.model_dump(), indent=1)
 
     def evidence_sources(self) -> dict[str, Optional[str]]:
         """Evidence source -> None when this host has it, else why not (monitor/sources.json)."""
@@ -423,7 +426,7 @@ def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:
     """Parse ``monitor/collectl/*.tab`` (key "host") and ``*.cpu`` (key "cpu") written with
     ``-oUzm``. Columns keep collectl's names (``[CPU:1]Totl%``...) plus ``utc_s`` and
     ``mono_ns`` (CLOCK_MONOTONIC, via ``monitor/clock.json``)."""
-    clock = json.loads(rd.clock_json.read_text())
+    clock = read_record(rd.clock_json, MonitorClock)
     out = {}
     for kind, ext in (("host", "tab"), ("cpu", "cpu")):
         frames = []
@@ -441,7 +444,7 @@ def load_collectl(rd: RunDir) -> dict[str, pd.DataFrame]:
                                                                        errors="coerce"))
         if frames:
             df = pd.concat(frames, ignore_index=True)
-            df.insert(1, "mono_ns", ((df["utc_s"] - clock["wall_s"]) * 1e9
-                                     + clock["mono_ns"]).round().astype("int64"))
+            df.insert(1, "mono_ns", ((df["utc_s"] - clock.wall_s) * 1e9
+                                     + clock.mono_ns).round().astype("int64"))
             out[kind] = df
     return out

@@ -21,7 +21,6 @@ from wotbench.analysis.loading import OUTCOMES, read_requests
 from wotbench.errors import WotbenchError
 from wotbench.rundir import RunDir
 from wotbench.rundir.layout import GE_NOTIFICATIONS, GE_REQUESTS
-from wotbench.things.files import AFFORDANCES_FILE, THINGS_DIR
 
 
 def _ge_request_files(rd: RunDir, ge_dirs: list[str]) -> list[Path]:
@@ -61,7 +60,7 @@ def _span_rate(ok: pd.DataFrame) -> Optional[float]:
 
 def things_table(rd: RunDir, ge_dirs: list[str], duration_s: Optional[float]) -> dict:
     """``{"available", "rows": [...], "note"}`` for the report template."""
-    f = rd.trace_dir / THINGS_DIR / AFFORDANCES_FILE
+    f = rd.things_affordances
     if not f.is_file():
         return {"available": False}
     aff = pd.read_csv(f)

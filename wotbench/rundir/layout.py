@@ -68,6 +68,16 @@ CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-que
 CONN_ATTACHED = "attached"            # in an engine's output directory: every device attached once
 EDGE_STDERR = "edge-stderr.log"       # in the edge server's directory (RunDir.edge_dir)
 
+# the trace directory's things/ (wotbench.things.files). An HTTP Thing's sse-events.csv is named
+# in wotbench.things.sse_events: the Thing process starts without the run directory's models
+THINGS_DIR = "things"
+THINGS_AFFORDANCES_CSV = "affordances.csv"
+
+# the validation study (wotbench.validation): the antagonist it started, in the run directory
+# (or the run's out root when none appeared), and a second run's output in its out root
+STUDY_ANTAGONIST_JSON = "study-antagonist.json"
+SECOND_RUN_LOG = "second-run.log"
+
 
 class RunDir:
     """The layout of one run directory. Paths only; :meth:`read_run` / :meth:`read_summary`
@@ -432,6 +442,16 @@ class RunDir:
         return self.monitor_dir / "edge-sched.csv"
 
     @property
+    def study_antagonist_json(self) -> Path:
+        """The antagonist a validation study started around this run (wotbench.validation)."""
+        return self.path / STUDY_ANTAGONIST_JSON
+
+    @property
+    def things_affordances(self) -> Path:
+        """The trace's Things: one row per affordance (wotbench.things.files)."""
+        return self.trace_dir / THINGS_DIR / THINGS_AFFORDANCES_CSV
+
+    @property
     def cell_json(self) -> Path:
         """A connected cell's account of its run (wotbench.distributed.connected_cell), read by
         the coordinator once it fetched the cell's directory."""
@@ -599,3 +619,46 @@ class SweepDir:
     @property
     def capacity_json(self) -> Path:
         return self.path / "capacity.json"    # a capacity search's CapacityResult
+
+
+class StudyDir:
+    """The layout of a validation study's directory (wotbench.validation.study): what was asked,
+    the manifest copy, one sweep directory per scenario, the second runs, the evaluation."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"StudyDir({str(self.path)!r})"
+
+    @property
+    def study_json(self) -> Path:
+        return self.path / "study.json"       # what was asked and when (model StudyMeta)
+
+    @property
+    def manifest_yaml(self) -> Path:
+        return self.path / "manifest.yaml"    # the scenarios manifest as given (a copy)
+
+    def scenario_dir(self, name: str) -> Path:
+        """A scenario's sweep directory (a :class:`SweepDir`)."""
+        return self.path / "scenarios" / name
+
+    def second_runs(self, name: str) -> Path:
+        """Where a scenario's second-run antagonists make their run directories."""
+        return self.path / "second-runs" / name
+
+    @property
+    def results_json(self) -> Path:
+        return self.path / "results.json"     # every scenario's evaluation
+
+    @property
+    def table_md(self) -> Path:
+        return self.path / "table.md"
+
+    @property
+    def graded_json(self) -> Path:
+        return self.path / "graded.json"      # the graded study, when it has duty-loop scenarios
+
+    @property
+    def graded_md(self) -> Path:
+        return self.path / "graded.md"

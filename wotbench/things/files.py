@@ -16,11 +16,11 @@ from pathlib import Path
 
 from wotbench.config.schema import Config
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import THINGS_AFFORDANCES_CSV, THINGS_DIR
 from wotbench.things.workload import affordance_rows
 
-THINGS_DIR = "things"
 TDS_FILE = "tds.jsonl"
-AFFORDANCES_FILE = "affordances.csv"
+
 AFFORDANCE_COLUMNS = ("group", "model", "first_device", "devices", "affordance", "op", "method",
                       "path", "pattern")
 
@@ -36,4 +36,4 @@ def write_thing_files(cfg: Config, out_dir: Path, tds: dict[str, str],
     w = csv.DictWriter(buf, AFFORDANCE_COLUMNS, lineterminator="\n")
     w.writeheader()
     w.writerows(affordance_rows(cfg) + list(extra_rows))
-    atomic.write_text(d / AFFORDANCES_FILE, buf.getvalue())
+    atomic.write_text(d / THINGS_AFFORDANCES_CSV, buf.getvalue())

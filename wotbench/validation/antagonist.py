@@ -28,20 +28,25 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
+
+from pydantic import ConfigDict, Field
 
 from wotbench.deploy.plan import Plan
 from wotbench.errors import WotbenchError
 from wotbench.labels import PROCESS_ENV, RUN_LABEL
 from wotbench.run_result import RunDirSeen, RunResult
 from wotbench.rundir import RunDir, atomic
+from wotbench.rundir._model import Record
+from wotbench.rundir._model import read_record as read_json_record
+from wotbench.rundir.layout import SECOND_RUN_LOG, STUDY_ANTAGONIST_JSON
 
 KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
 CORE_WORDS = ("device", "ge", "all")
 LAUNCHERS = {"timeout", "taskset", "nice", "sh", "env"}   # duty-loop: exec'd through these
-RECORD_NAME = "study-antagonist.json"
+RECORD_NAME = STUDY_ANTAGONIST_JSON        # the name the tests and readers know it by
 SCHEMA = "wotbench-study-antagonist/1"
 CONTAINER_PREFIX = "study-antagonist-"
 MAX_DURATION_S = 600.0
@@ -176,17 +181,16 @@ def resolve_core(core: Union[str, int, None], plan: Plan) -> int:
 
 # --------------------------------------------------------------------------- the record
 
-@dataclass
-class AntagonistRecord:
+class AntagonistRecord(Record):
     """``study-antagonist.json``: what the study started, when (CLOCK_MONOTONIC ns) and what
-    the run's evidence should name."""
+    the run's evidence should name. Written by :class:`Watcher`, read by :func:`read_record`."""
     kind: str
-    asked: dict[str, Any]
-    schema: str = SCHEMA
+    asked: dict[str, Any]                     # the scenario's AntagonistSpec
+    schema_: str = Field(SCHEMA, alias="schema")
     started: bool = False
     why_not: Optional[str] = None             # never started: why
     core: Optional[int] = None
-    cores: list[int] = field(default_factory=list)   # duty-loop: every core it ran on
+    cores: list[int] = []                     # duty-loop: every core it ran on
     cmdline: Optional[str] = None             # duty-loop: what the scan should name it by
     test_start_seen_mono_ns: Optional[int] = None
     start_mono_ns: Optional[int] = None
@@ -199,7 +203,17 @@ class AntagonistRecord:
     container: Optional[str] = None
     second_run: Optional[dict[str, Any]] = None
     removed: Optional[bool] = None            # container-hog: gone after the run
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = []
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def read_record(path: Path) -> AntagonistRecord:
+    """``study-antagonist.json`` through its model; ValueError naming the file and every bad key."""
+    return read_json_record(path, AntagonistRecord)
 
 
 class NotStarted(Exception):
@@ -452,7 +466,7 @@ class SecondRun(Launcher):
         self.out_root.mkdir(parents=True, exist_ok=True)
         argv = ["timeout", "-s", "INT", "-k", "30", f"{self.spec.duration_s:g}",
                 *wotbench_argv(), "run", str(self.config), "--out-root", str(self.out_root)]
-        self.log = (self.out_root / "second-run.log").open("w")
+        self.log = (self.out_root / SECOND_RUN_LOG).open("w")
         self.rec.start_mono_ns = time.monotonic_ns()
         self.proc = subprocess.Popen(argv, env=_clean_env(), stdin=subprocess.DEVNULL,
                                      stdout=self.log, stderr=subprocess.STDOUT,
@@ -644,7 +658,7 @@ class Watcher:
         where = (self.run_dir or self.out_root) / RECORD_NAME
         try:
             where.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_json(where, asdict(self.rec), indent=1, default=str)
+            atomic.write_json(where, self.rec.to_json(), indent=1)
         except (OSError, WotbenchError) as e:
             self.log(f"cannot write {where}: {e}")
         return self.rec

@@ -5,13 +5,12 @@ run.json / summary.json models and the analysis's series (``rd_over_time``,
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 from wotbench.analysis.stats import fnum
 from wotbench.rundir import RunDir
-from wotbench.validation.antagonist import RECORD_NAME
+from wotbench.validation.antagonist import AntagonistRecord, read_record
 
 NS = 1e9
 
@@ -28,35 +27,34 @@ def second_run_interval(second_run: dict, main_test_start_ns: int) -> Optional[t
     return ((int(start_ns) - main_test_start_ns) / NS, (end_ns - main_test_start_ns) / NS)
 
 
-def antagonist_episode(rec: dict, main_test_start_ns: Optional[int]) -> dict[str, Any]:
+def antagonist_episode(rec: AntagonistRecord, main_test_start_ns: Optional[int]) -> dict[str, Any]:
     """The ground-truth episode of a ``study-antagonist.json`` record: ``{name, kind, cores,
     start_s, end_s, outer, name_by, process}`` or ``{invalid: why}`` when it gives none."""
-    kind = rec.get("kind")
-    if not rec.get("started"):
-        return {"invalid": f"the {kind} antagonist never started: {rec.get('why_not')}"}
+    kind = rec.kind
+    if not rec.started:
+        return {"invalid": f"the {kind} antagonist never started: {rec.why_not}"}
     if main_test_start_ns is None:
         return {"invalid": "run.json has no test start to place the antagonist on"}
-    if rec.get("start_mono_ns") is None or rec.get("end_mono_ns") is None:
+    if rec.start_mono_ns is None or rec.end_mono_ns is None:
         return {"invalid": f"the {kind} antagonist's start or end was not recorded"}
-    a = (int(rec["start_mono_ns"]) - main_test_start_ns) / NS
-    b = (int(rec["end_mono_ns"]) - main_test_start_ns) / NS
+    a = (rec.start_mono_ns - main_test_start_ns) / NS
+    b = (rec.end_mono_ns - main_test_start_ns) / NS
     ep: dict[str, Any] = {"name": f"study-{kind}", "kind": kind,
-                          "cores": [rec["core"]] if rec.get("core") is not None else [],
+                          "cores": [rec.core] if rec.core is not None else [],
                           "start_s": a, "end_s": b, "outer": None, "process": True}
     if kind == "second-run":
-        iv = second_run_interval(rec.get("second_run") or {}, main_test_start_ns)
+        iv = second_run_interval(rec.second_run or {}, main_test_start_ns)
         if iv is None:
             return {"invalid": "the second run's run.json has no T0/test window"}
         # the process's whole life (deploy, teardown: dockerd's work) is the outer bound
         ep.update(start_s=iv[0], end_s=iv[1], outer=[a, b],
-                  name_by={"owner_kind": "wotbench", "owner": rec.get("owner")})
+                  name_by={"owner_kind": "wotbench", "owner": rec.owner})
     elif kind == "container-hog":
-        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm"),
-                         "owner_kind": "container", "owner": rec.get("owner")}
+        ep["name_by"] = {"pid": rec.pid, "comm": rec.comm,
+                         "owner_kind": "container", "owner": rec.owner}
     else:
         # cmdline: a launcher's workers (the duty loop's) are other pids of the same command
-        ep["name_by"] = {"pid": rec.get("pid"), "comm": rec.get("comm"),
-                         "cmdline": rec.get("cmdline")}
+        ep["name_by"] = {"pid": rec.pid, "comm": rec.comm, "cmdline": rec.cmdline}
     return ep
 
 
@@ -83,14 +81,15 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                  "end_s": e.end_s, "outer": None, "process": True,
                  "name_by": {"owner_kind": "injected"}} for e in run.contention]
     antagonist, invalid = None, None
-    rec_path = rd.path / RECORD_NAME
+    rec_path = rd.study_antagonist_json
     if rec_path.is_file():
         try:
-            antagonist = json.loads(rec_path.read_text())
-        except ValueError as e:
-            invalid = f"{rec_path}: not valid JSON ({e})"
+            rec = read_record(rec_path)
+        except ValueError as e:          # names the file and the key
+            invalid = str(e)
         else:
-            ep = antagonist_episode(antagonist, run.test.start_mono_ns if run.test else None)
+            antagonist = rec.to_json()
+            ep = antagonist_episode(rec, run.test.start_mono_ns if run.test else None)
             if "invalid" in ep:
                 invalid = ep["invalid"]
             else:

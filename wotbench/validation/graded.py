@@ -28,7 +28,6 @@ flagged windows of its episode. A target without data says "not measured", never
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -38,7 +37,7 @@ import pandas as pd
 
 from wotbench.rundir import RunDir
 from wotbench.rundir.layout import GE_REQUESTS
-from wotbench.validation.antagonist import RECORD_NAME
+from wotbench.validation.antagonist import AntagonistRecord, read_record
 
 TARGETS = {"detected": 0.95, "false_rate": 0.05, "clean_false_windows": 0, "added_within": 0.25,
            "added_share_within": 0.95, "named": 0.95, "clean_runs": 20}
@@ -126,24 +125,25 @@ def paired_requests(run: Path, twin: Path) -> pd.DataFrame:
     return m[np.isfinite(m["r_ms"]) & np.isfinite(m["twin_r_ms"])]
 
 
-def _episode_s(rec: dict, test_start_ns: Optional[int]) -> Optional[tuple[float, float]]:
-    if not rec.get("started") or test_start_ns is None or rec.get("start_mono_ns") is None:
+def _episode_s(rec: Optional[AntagonistRecord], test_start_ns: Optional[int]
+               ) -> Optional[tuple[float, float]]:
+    if rec is None or not rec.started or test_start_ns is None or rec.start_mono_ns is None:
         return None
-    end = rec.get("end_mono_ns") or rec["start_mono_ns"]
-    return ((rec["start_mono_ns"] - test_start_ns) / 1e9, (end - test_start_ns) / 1e9)
+    end = rec.end_mono_ns or rec.start_mono_ns
+    return ((rec.start_mono_ns - test_start_ns) / 1e9, (end - test_start_ns) / 1e9)
 
 
-def _matches(a: dict, rec: dict) -> bool:
+def _matches(a: dict, rec: AntagonistRecord) -> bool:
     """An antagonist row of the summary is the study's antagonist (or one of its workers)."""
-    if rec.get("pid") is not None and a.get("pid") == rec["pid"]:
+    if rec.pid is not None and a.get("pid") == rec.pid:
         return True
-    cmd = rec.get("cmdline")
+    cmd = rec.cmdline
     if cmd and a.get("cmdline") and (a["cmdline"] == cmd or a["cmdline"] in cmd or
                                      cmd.endswith(a["cmdline"].split(" ", 1)[-1])):
         return True
-    return bool(rec.get("comm") and a.get("comm") == rec["comm"] and
-                a.get("owner_kind") == rec.get("owner_kind") and
-                (a.get("owner") or "") == (rec.get("owner") or ""))
+    return bool(rec.comm and a.get("comm") == rec.comm and
+                a.get("owner_kind") == rec.owner_kind and
+                (a.get("owner") or "") == (rec.owner or ""))
 
 
 def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
@@ -156,8 +156,8 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
     if ev is None or ev.host_share is None:
         raise ValueError(f"{rd.summary_json}: no evidence.host_share (analyse it with this "
                          "version: wotbench analyze)")
-    rec_path = rd.path / RECORD_NAME
-    rec = json.loads(rec_path.read_text()) if rec_path.is_file() else {}
+    rec_path = rd.study_antagonist_json
+    rec = read_record(rec_path) if rec_path.is_file() else None
     episode = _episode_s(rec, run.test.start_mono_ns if run.test else None)
     pairs = paired_requests(rd.path, Path(twin_dir))
     v = ev.params.verdict

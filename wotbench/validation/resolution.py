@@ -14,7 +14,6 @@ window's bound is the run's own noise over its N requests (σ/√N, cd_module/ho
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -23,7 +22,7 @@ from wotbench.analysis import analyze
 from wotbench.rundir import AnalysisParams, RunDir
 from wotbench.rundir.evidence import EvidenceParams, VerdictParams
 from wotbench.rundir.summary import ContentionParams, RdParams
-from wotbench.validation.antagonist import RECORD_NAME
+from wotbench.validation.antagonist import read_record
 
 
 def params_for(length_s: float) -> AnalysisParams:
@@ -61,16 +60,16 @@ def compare(flagged: list[tuple[float, float]], episode: Optional[tuple[float, f
 
 def episode_of(run_dir: Path) -> Optional[tuple[float, float]]:
     rd = RunDir(run_dir)
-    rec_path = rd.path / RECORD_NAME
+    rec_path = rd.study_antagonist_json
     run = rd.read_run()
     if not rec_path.is_file() or run.test is None:
         return None
-    rec = json.loads(rec_path.read_text())
-    if not rec.get("started") or rec.get("start_mono_ns") is None:
+    rec = read_record(rec_path)
+    if not rec.started or rec.start_mono_ns is None:
         return None
     t0 = run.test.start_mono_ns
-    return ((rec["start_mono_ns"] - t0) / 1e9,
-            ((rec.get("end_mono_ns") or rec["start_mono_ns"]) - t0) / 1e9)
+    return ((rec.start_mono_ns - t0) / 1e9,
+            ((rec.end_mono_ns or rec.start_mono_ns) - t0) / 1e9)
 
 
 def resolve(run_dir: Path, lengths: list[float]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import yaml
 
 from wotbench.configfile.yaml_loader import ConfigFile, read_config_file
 from wotbench.errors import ConfigError
-from wotbench.rundir.layout import SweepDir
+from wotbench.rundir.layout import StudyDir, SweepDir
 from wotbench.sweep.core import Sweep
 from wotbench.validation.antagonist import parse_antagonist
 
@@ -132,7 +132,7 @@ def scenario_sweep(study_dir: Path, source: Path, sc: dict,
     the ``source`` manifest. Its runs' seeds are ``seed_base``, ``seed_base + 1``, ... when
     given (``wotbench study --seed-base``: the same seeds in every scenario, so twins still
     pair), else the config's seed and the ones after it."""
-    d = study_dir / "scenarios" / sc["name"]
+    d = StudyDir(study_dir).scenario_dir(sc["name"])
     if SweepDir(d).sweep_json.is_file():
         return Sweep.open(d)
     base = _read_config(source.parent / sc["config"], sc)

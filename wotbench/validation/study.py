@@ -16,7 +16,6 @@ before and after it.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -26,18 +25,19 @@ from wotbench.analysis import analyze
 from wotbench.errors import ConfigError
 from wotbench.monitor.quiet import QuietGate
 from wotbench.rundir import atomic
+from wotbench.rundir.layout import StudyDir
 from wotbench.stamps import dir_stamp, iso_stamp
 from wotbench.sweep.core import RunFn, Sweep, default_run_fn
 from wotbench.validation import graded
-from wotbench.validation.antagonist import RECORD_NAME, parse_antagonist, with_antagonist
+from wotbench.validation.antagonist import (RECORD_NAME, parse_antagonist, read_record,
+                                            with_antagonist)
 from wotbench.validation.facts import load_run
 from wotbench.validation.rates import (grade_point_as, grade_run, grade_series_repeat,
                                        summarize, totals)
 from wotbench.validation.rules import evaluate_run, evaluate_series
 from wotbench.validation.scenarios import DEFAULT_MANIFEST, repeats, scenario_sweep, select
+from wotbench.validation.study_meta import StudyGate, StudyMeta, read_study_meta
 from wotbench.validation.table import render_table
-
-SCHEMA = "wotbench-study/1"
 
 
 def _why_no_run(sweep: Sweep, p) -> str:
@@ -46,8 +46,8 @@ def _why_no_run(sweep: Sweep, p) -> str:
     rec = sweep.files.point_runs(p.id) / RECORD_NAME
     if rec.is_file():
         try:
-            why_not = json.loads(rec.read_text()).get("why_not")
-        except ValueError:
+            why_not = read_record(rec).why_not
+        except (OSError, ValueError):
             why_not = None
         if why_not:
             why += f"; antagonist: {why_not}"
@@ -130,12 +130,13 @@ def evaluate(sc: dict, sweep: Sweep) -> dict[str, Any]:
     return entry
 
 
-def _write(study_dir: Path, results: list[dict], meta: dict) -> str:
+def _write(study_dir: Path, results: list[dict], meta: StudyMeta) -> str:
     total = totals(results)
     table = render_table(results, total)
-    atomic.write_json(study_dir / "results.json", {"meta": meta, "scenarios": results,
-                                                   "totals": total}, indent=1, default=str)
-    atomic.write_text(study_dir / "table.md", f"# Validation study {meta.get('started_utc')}\n\n{table}")
+    sd = StudyDir(study_dir)
+    atomic.write_json(sd.results_json, {"meta": meta.to_json(), "scenarios": results,
+                                        "totals": total}, indent=1, default=str)
+    atomic.write_text(sd.table_md, f"# Validation study {meta.started_utc}\n\n{table}")
     return table
 
 
@@ -150,36 +151,35 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
     their configs' (a study on new seeds; a resumed study keeps the seeds it started with)."""
     if resume is not None:
         study_dir = Path(resume)
-        try:
-            meta = json.loads((study_dir / "study.json").read_text())
-        except (OSError, ValueError) as e:
-            raise ConfigError([f"{study_dir / 'study.json'}: not a study directory ({e})"]) from None
-        only = only or meta.get("only")
-        scenarios = select(study_dir / "manifest.yaml", only)
-        repeats_override = repeats_override or meta.get("repeats_override")
-        if seed_base is not None and seed_base != meta.get("seed_base"):
-            began = meta.get("seed_base")
+        sd = StudyDir(study_dir)
+        meta = read_study_meta(sd.study_json)
+        only = only or meta.only
+        scenarios = select(sd.manifest_yaml, only)
+        repeats_override = repeats_override or meta.repeats_override
+        if seed_base is not None and seed_base != meta.seed_base:
+            began = meta.seed_base
             began = "each config's seed" if began is None else f"--seed-base {began}"
             raise ConfigError([f"--seed-base {seed_base}: {study_dir} was started with {began}; "
                                "a resumed study keeps its seeds"])
-        seed_base = meta.get("seed_base")
+        seed_base = meta.seed_base
     else:
         scenarios = select(Path(manifest), only)       # nothing is written for a bad manifest
         study_dir = Path(out_root) / f"study-{dir_stamp()}"
         study_dir.mkdir(parents=True)
-        atomic.write_text(study_dir / "manifest.yaml", Path(manifest).read_text())
-        meta = {"schema": SCHEMA, "started_utc": iso_stamp(), "manifest": str(Path(manifest).resolve()),
-                "host": os.uname().nodename, "cpus": os.cpu_count(), "only": only,
-                "repeats_override": repeats_override, "seed_base": seed_base,
-                "gate": vars(gate) if gate else None}
-        atomic.write_json(study_dir / "study.json", meta, indent=1)
+        sd = StudyDir(study_dir)
+        atomic.write_text(sd.manifest_yaml, Path(manifest).read_text())
+        meta = StudyMeta(started_utc=iso_stamp(), manifest=str(Path(manifest).resolve()),
+                         host=os.uname().nodename, cpus=os.cpu_count(), only=only,
+                         repeats_override=repeats_override, seed_base=seed_base,
+                         gate=StudyGate(**vars(gate)) if gate else None)
+        atomic.write_json(sd.study_json, meta.to_json(), indent=1)
     if repeats_override:
         for sc in scenarios:
             sc["repeats"] = int(repeats_override)
     # every scenario's sweep before any run, so a bad scenario config stops the study at once;
     # the manifest's config paths are relative to the manifest the study was created from
     try:
-        sweeps = [scenario_sweep(study_dir, Path(meta["manifest"]), sc, seed_base)
+        sweeps = [scenario_sweep(study_dir, Path(meta.manifest), sc, seed_base)
                   for sc in scenarios]
     except ConfigError:
         if resume is None:
@@ -193,8 +193,8 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
             fn = run_fn or default_run_fn()
             if sc.get("antagonist") is not None:
                 fn = with_antagonist(fn, parse_antagonist(sc["antagonist"]),
-                                     manifest_dir=Path(meta["manifest"]).parent,
-                                     second_root=study_dir / "second-runs" / sc["name"],
+                                     manifest_dir=Path(meta.manifest).parent,
+                                     second_root=sd.second_runs(sc["name"]),
                                      log=log, **(antagonist_opts or {}))
             sweep.run_all(fn, gate=gate, progress=False)
         if reanalyze:
@@ -206,13 +206,13 @@ def run_study(manifest: Path = DEFAULT_MANIFEST, *, only: Optional[list[str]] = 
         _write(study_dir, results, meta)
     graded_result = graded.evaluate_study(list(zip(scenarios, sweeps)))
     if graded_result is not None:
-        atomic.write_json(study_dir / "graded.json", graded_result, indent=1, default=str)
-        atomic.write_text(study_dir / "graded.md", "# Graded study\n\n" +
+        atomic.write_json(sd.graded_json, graded_result, indent=1, default=str)
+        atomic.write_text(sd.graded_md, "# Graded study\n\n" +
                           graded.render(graded_result) + "".join(
                               f"\n- missing: {m}" for m in graded_result["missing"]))
-        log(f"wrote {study_dir / 'graded.md'}")
-    meta["finished_utc"] = iso_stamp()
+        log(f"wrote {sd.graded_md}")
+    meta.finished_utc = iso_stamp()
     print(_write(study_dir, results, meta))
-    log(f"wrote {study_dir / 'table.md'} and {study_dir / 'results.json'}")
+    log(f"wrote {sd.table_md} and {sd.results_json}")
     bad = [r["name"] for r in results if not r.get("skipped") and not r.get("passed")]
     return 0 if not bad and not any(r.get("skipped") for r in results) else 3
