@@ -118,9 +118,38 @@ def test_this_host_and_contract_keys():
     p = make_plan(load_config(Path(__file__).resolve().parents[2] / "configs" / "20dev.yaml"))
     d = json.loads(p.to_json())
     assert set(d) == {"cores_total", "usable_cores", "os_cores", "ge_cores", "cd_ge_core", "device_cores",
-                      "cd_node_cpuset", "proxy_cpuset", "devices", "ge_wait", "affinity", "faithful",
+                      "cd_node_cpuset", "proxy_cpuset", "devices", "ge_wait", "ge_spin_us", "affinity", "faithful",
                       "warnings"}
 
 
 def test_cpuset_format():
     assert cpuset_str([5, 1, 2, 3]) == "1-3,5" and parse_cpuset("1-3,5") == [1, 2, 3, 5]
+
+
+def test_ges_sharing_a_core_spin_less_when_they_would_spin_most_of_it():
+    """fleet-100k on 2 cores: 2 GEs at 5 000 req/s each share core 0; at 200 µs each would
+    spin nearly all the time, so they spin 50 µs. A light run keeps the 200 µs; GEs on cores of
+    their own (busy wait) keep the default; a config's gateways.spin_us wins over the plan."""
+    from wotbench.deploy.plan import GE_SPIN_US, SHARED_GE_SPIN_US
+    from wotbench.deploy.resolve import resolve
+    from wotbench.runner.deployment.components import GeRun
+    heavy = config_from_dict({"name": "t", "devices": [
+        {"group": "m", "count": 100000, "rit": {"dist": "exponential", "mean": 10000}}],
+        "gateways": {"count": 2}})
+    light = config_from_dict({"name": "t", "devices": [
+        {"group": "m", "count": 100, "rit": {"dist": "exponential", "mean": 1000}}],
+        "gateways": {"count": 2}})
+    assert make_plan(heavy, cores=[0, 1]).ge_spin_us == SHARED_GE_SPIN_US == 50
+    assert make_plan(light, cores=[0, 1]).ge_spin_us == GE_SPIN_US == 200
+    assert make_plan(heavy, cores=range(8)).ge_wait == "busy"
+    assert make_plan(heavy, cores=range(8)).ge_spin_us == GE_SPIN_US
+    r = resolve(heavy, make_plan(heavy, cores=[0, 1]))
+    assert (r.gateways.wait, r.gateways.spin_us) == ("hybrid", 50)
+    heavy.gateways.spin_us = 120
+    assert resolve(heavy, make_plan(heavy, cores=[0, 1])).gateways.spin_us == 120
+    ge = GeRun(name="ge-0", role="ge", cpu=0, trace=Path("t"), out_dir=Path("o"),
+               stdout=Path("s"), spin_us=50)
+    a = ge.args("t.csv", "out")
+    assert a[a.index("--spin-us") + 1] == "50"
+    assert "--spin-us" not in GeRun(name="cd-ge", role="cd-ge", cpu=0, trace=Path("t"),
+                                    out_dir=Path("o"), stdout=Path("s")).args("t.csv", "out")

@@ -249,6 +249,9 @@ class Gateways(_Model):
     wait: Literal["busy", "hybrid", "auto"] = Field(
         "auto", description="`busy` (spin, for a dedicated core), `hybrid` (sleep then spin), "
                             "`auto` (the planner decides)")
+    spin_us: Optional[int] = Field(
+        None, ge=0, le=10000, description="hybrid wait: each GE spins this long before a send "
+        "instead of sleeping (gateway-emulator --spin-us); null: the planner picks (docs/FLEET.md)")
     message_type: Literal["con", "non"] = Field("con", description="CoAP message type of requests")
     timeout_ms: int = Field(10000, gt=0, description="no answer by then = lost (timeout)")
     retransmit: bool = Field(False, description="RFC 7252 CON retransmission")

@@ -31,6 +31,10 @@ from wotbench.deploy.pods import slots
 from wotbench.errors import ConfigError
 from wotbench.rundir import atomic
 
+GE_SPIN_US = 200          # hybrid wait: spin the last 200 µs before a send (the GE's default)
+SHARED_GE_SPIN_US = 50    # ... where GEs sharing a core would spin most of it (docs/FLEET.md)
+MAX_SPIN_SHARE = 0.25     # the share of a shared GE core that GEs' spinning may take
+
 
 class Plan(BaseModel):
     cores_total: int
@@ -43,6 +47,7 @@ class Plan(BaseModel):
     proxy_cpuset: Optional[str] = None   # a forward proxy WoTbench starts (gateways.proxy)
     devices: dict[str, str]
     ge_wait: Literal["busy", "hybrid"]
+    ge_spin_us: int = 200               # hybrid: the GEs' spin before each send (--spin-us)
     affinity: Literal["pinned", "shared"]
     faithful: bool
     warnings: list[str]
@@ -199,12 +204,14 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
     dedicated = all(ge_side_cores.count(c) == 1 and c not in os_cores and c not in device_cores
                     for c in ge_side_cores)
     wanted = cfg.gateways.wait
+    ge_spin_us = GE_SPIN_US
     if dedicated:
         ge_wait = "busy" if wanted == "auto" else wanted
     else:
         ge_wait = "hybrid"
+        ge_spin_us = shared_ge_spin_us(cfg, ge_cores)
         what = "GE busy wait replaced by hybrid" if wanted == "busy" else "GE wait is hybrid"
-        warnings.append(f"{what} (sleep, then spin the last few hundred µs; the paper busy-waits on a "
+        warnings.append(f"{what} (sleep, then spin the last {ge_spin_us} µs; the paper busy-waits on a "
                         f"dedicated core): the GE cores are shared, a busy-waiting GE would starve what "
                         f"shares its core")
 
@@ -245,7 +252,29 @@ def make_plan(cfg: Config, cores: Optional[Sequence[int]] = None) -> Plan:
                 cd_ge_core=cd_ge_core, device_cores=list(device_cores),
                 cd_node_cpuset=cpuset_str(device_cores) if cd else None,
                 proxy_cpuset=proxy_cpuset, devices=devices,
-                ge_wait=ge_wait, affinity=affinity, faithful=not warnings, warnings=warnings)
+                ge_wait=ge_wait, ge_spin_us=ge_spin_us, affinity=affinity, faithful=not warnings, warnings=warnings)
+
+
+def offered_rate(cfg: Config) -> float:
+    """Requests/s the trace sends over all device groups (count / mean RIT)."""
+    return sum(g.count * 1000.0 / g.rit.mean for g in cfg.devices
+               if g.requests and g.rit.mean)
+
+
+def shared_ge_spin_us(cfg: Config, ge_cores: dict[str, int]) -> int:
+    """The hybrid GEs' spin before each send. A GE spinning 200 µs at a mean send interval of
+    about 200 µs spins nearly all the time; two such GEs on one core wait for each other's
+    scheduler slices and their sends come late (fleet-100k: 2 GEs at 5 000 req/s each took 93 %
+    of core 0). Where the GEs of the busiest core would spin more than MAX_SPIN_SHARE of it,
+    they spin SHARED_GE_SPIN_US, about a timer wake-up here (p50 39, p90 63 µs). Measured on
+    fleet-100k, 30 s, two A/B pairs on a shared host (2026-11-27): 200 -> 50 µs took core 0
+    from 63 % to 43 % busy, the sends later than 1 ms from 3.1 % to 1.0 %, the GEs' send lag
+    p90 from 519 to 86 µs and their late share from 2.1 % to 1.4 % (load 2.8); on a loaded host
+    (load 5.4) the late share 2.1 -> 2.0 %, the rest within its noise (docs/FLEET.md)."""
+    rate = offered_rate(cfg) / max(len(ge_cores), 1)          # per GE (the trace is split evenly)
+    per_core = max((list(ge_cores.values()).count(c) for c in set(ge_cores.values())), default=0)
+    share = per_core * GE_SPIN_US * rate / 1e6
+    return SHARED_GE_SPIN_US if share > MAX_SPIN_SHARE else GE_SPIN_US
 
 
 def print_plan(plan: Plan, console=None) -> None:
@@ -253,7 +282,9 @@ def print_plan(plan: Plan, console=None) -> None:
     from rich.table import Table
     console = console or Console()
     table = Table(title=f"core map ({len(plan.usable_cores)} of {plan.cores_total} cores usable, "
-                        f"GE wait {plan.ge_wait}, devices {plan.affinity})")
+                        f"GE wait {plan.ge_wait}"
+                        + (f" (spin {plan.ge_spin_us} µs)" if plan.ge_wait == "hybrid" else "")
+                        + f", devices {plan.affinity})")
     table.add_column("core", justify="right")
     table.add_column("runs")
     for c, roles in plan.core_roles().items():

@@ -38,13 +38,17 @@ PROXY_NAME = "proxy"
 def resolve(cfg: Config, plan: Optional[Plan] = None, *,
             cores: Optional[Sequence[int]] = None) -> Config:
     """A copy with every ``auto`` value filled in: the CD's (:func:`resolve_cd`), and ``gateways.wait``
-    from ``plan`` (busy when each GE has a dedicated core, else hybrid; planned on ``cores``,
+    and ``gateways.spin_us`` from ``plan`` (busy when each GE has a dedicated core, else hybrid; planned on ``cores``,
     default this host's, when no plan is given)."""
     out = resolve_cd(cfg)
     for i, g in enumerate(out.devices):   # engine: auto decided (wotbench.deploy.fleet)
         g.engine = engine_of(cfg, i)
-    if out.gateways.wait == "auto":
-        out.gateways.wait = (plan or make_plan(cfg, cores=cores)).ge_wait
+    if out.gateways.wait == "auto" or out.gateways.spin_us is None:
+        plan = plan or make_plan(cfg, cores=cores)
+        if out.gateways.wait == "auto":
+            out.gateways.wait = plan.ge_wait
+        if out.gateways.spin_us is None:
+            out.gateways.spin_us = plan.ge_spin_us
     return out
 
 

@@ -94,6 +94,7 @@ def build_components(inp: Inputs) -> Components:
         ges.append(GeRun(name=name, role="ge", cpu=plan.ge_cores[name], trace=rd.ge_trace(k, n),
                          out_dir=run_inputs.writable_dir(rd.ge_dir(name)),
                          stdout=rd.ge_stdout(name), wait=cfg.gateways.wait,
+                         spin_us=cfg.gateways.spin_us,
                          msg_type=cfg.gateways.message_type,
                          timeout_ms=cfg.gateways.timeout_ms,
                          retransmit=cfg.gateways.retransmit,

@@ -116,6 +116,7 @@ class GeRun:
     out_dir: Path               # host path: ge/<id>/ or cd-ge/
     stdout: Path                # its stdout + stderr when a local process (process backend)
     wait: str = "hybrid"
+    spin_us: Optional[int] = None   # --spin-us (hybrid); None: the GE's default
     msg_type: str = "con"
     timeout_ms: int = 10000
     retransmit: bool = False
@@ -132,6 +133,8 @@ class GeRun:
         """Its command line; ``journal``: the journal's path as the GE sees it."""
         a = ["--trace", trace, "--out", out_dir, "--wait", self.wait, "--type", self.msg_type,
              "--timeout-ms", str(self.timeout_ms), "--cpu", str(self.cpu), "--label", self.name]
+        if self.spin_us is not None:
+            a += ["--spin-us", str(self.spin_us)]
         if journal:
             a += ["--journal", journal]
         if self.start_at is not None:
