@@ -173,6 +173,19 @@ def test_ge_integrity_is_relative_to_each_devices_rit():
     assert both["devices_not_kept_up"] == ["dev-1"]
 
 
+def test_a_single_request_device_is_judged_on_the_ges_typical_rit_not_the_floor():
+    # 100 devices at 1 s, 50 more with one request each: all sent 2 ms after their instant
+    # (0.2 % of 1 s); the single-request ones have no RIT of their own
+    many = {d: (np.arange(10) * 1_000_000_000 + d * 1_000_000,) * 2 for d in range(100)}
+    many = {d: (s, s + 2_000_000) for d, (s, _) in many.items()}
+    once = {100 + d: (np.array([d * 7_000_000]), np.array([d * 7_000_000 + 2_000_000]))
+            for d in range(50)}
+    b = _judge(many | once)
+    assert b["late_share"] == 0 and b["kept_up"] is True
+    b = _judge(once)                        # no device with a RIT: the floor judges
+    assert b["late_share"] == 1.0 and b["kept_up"] is False
+
+
 @pytest.mark.parametrize("n_late, kept", [(0, True), (2, True), (6, False)])
 def test_ge_integrity_small_sample_binomial(n_late, kept):
     # a CD-GE's ~100 probes at 1 s: 2 late probes are within what 1 % allows, 6 are not

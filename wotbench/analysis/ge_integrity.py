@@ -6,7 +6,8 @@ device, submitted RIT = difference of consecutive ``sent_ns``. Send lag = sent �
 
 The rule is judged on the workload's own time scale, not on an absolute 1 ms:
   * each device's tolerance = max(rel_tolerance × its median positive expected RIT,
-    min_tolerance_ms): a 5 % slip of a 125 ms period is invisible to the device, a 5 % slip of a
+    min_tolerance_ms) (a device with a single request: the median of the GE's other devices'
+    medians, when there are any): a 5 % slip of a 125 ms period is invisible to the device, a 5 % slip of a
     300 µs period is not;
   * a send is late (early) when its lag exceeds +tolerance (−tolerance) of its device;
   * the late and the early share are each judged by a one-sided binomial test against
@@ -123,6 +124,12 @@ def _rit_arrays(df: pd.DataFrame, p: GeIntegrityParams) -> dict[str, np.ndarray]
     rit_scale = scales[np.searchsorted(dev_ids, rit_dev)]
     if len(exp) and time_varying(rit_dev, exp):   # a rate profile: judged on the local rate
         row_scale, rit_scale = local_scales(dev, rit_dev, exp)
+    # a device with one request has no RIT of its own: its scale is the GE's typical device's
+    # (the median of the others' scales), not the 20 µs floor -- a once-a-minute device sent
+    # 100 µs after its instant is on time (issue 29: 3 129 of 3 130 "late" sends at 100 000
+    # devices were single-request devices judged on the floor); none at all: the floor
+    if np.isnan(row_scale).any() and not np.isnan(scales).all():
+        row_scale = np.where(np.isnan(row_scale), np.nanmedian(scales), row_scale)
     tol = np.fmax(p.rel_tolerance * row_scale, p.min_tolerance_ms)   # fmax: NaN -> the floor
     # RITs are divided by max(scale, floor / rel): a KS tolerance of rel_tolerance in these
     # units is then the same per-device tolerance as the lateness test's (5 % of the median RIT,
