@@ -140,6 +140,10 @@ def run_spans(run_dir: Path) -> int:
     start = json.loads((run_dir / "summary.json").read_text())["run"]["test_start_mono_ns"]
     cfg = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
     warm = start + int(float((cfg.get("applications") or {}).get("warmup_s") or 0) * 1e9)
+    if (run_dir / "cells").is_dir():   # each cell's engines log on its own clock
+        print(f"{run_dir}: a run across hosts: its cells' logs are on their own clocks; "
+              "give one cell's run directory")
+        return 2
     logs = sorted(run_dir.rglob("conn-log-*.csv"))
     if not logs or not (run_dir / "apps" / "rpc-log.csv").is_file():
         print(f"{run_dir}: no apps/rpc-log.csv or conn-log-*.csv (not a connected run?)")

@@ -79,6 +79,10 @@ def test_study_json_keeps_what_was_asked_and_a_bad_one_names_the_key(tmp_path):
     msg = str(e.value)
     assert f"{d / 'study.json'}: seed_base: must be an integer" in msg
     assert "onl: unknown key, did you mean 'only'?" in msg
+    # a study started by an older WoTbench (no repeats_override/seed_base/gate keys) resumes
+    old = {k: v for k, v in meta.items() if k not in ("repeats_override", "seed_base", "gate")}
+    (d / "study.json").write_text(json.dumps(old))
+    assert run_study(resume=d, gate=NO_WAIT, run_fn=FakeRunner(), log=lambda m: None) == 0
     (d / "study.json").write_text("{")
     with pytest.raises(ConfigError, match="not a study directory"):
         run_study(resume=d, gate=NO_WAIT, run_fn=FakeRunner(), log=lambda m: None)

@@ -30,9 +30,10 @@ class StudyMeta(Record):
     host: str
     cpus: Optional[int]
     only: Optional[list[str]]          # the scenarios asked for (null: every one)
-    repeats_override: Optional[int]
-    seed_base: Optional[int]           # null: each config's seed
-    gate: Optional[StudyGate]
+    # a study started before these keys were written resumes with them unset (null)
+    repeats_override: Optional[int] = None
+    seed_base: Optional[int] = None    # null: each config's seed
+    gate: Optional[StudyGate] = None
     finished_utc: Optional[str] = None   # set once the study ends (results.json only)
 
     def to_json(self) -> dict[str, Any]:

@@ -473,11 +473,14 @@ class DockerBackend:
         process died in a pod that goes on (pod.c) has the code its pod reported."""
         codes = dict(self.exits.codes) if self.exits is not None else {}
         out = {n: codes[self._unit(n)] for n in names if self._unit(n) in codes}
+        tails: dict[str, str] = {}   # one log read per pod per poll, however many are gone
         for n in names - out.keys():
             pid = self._pids.get(n)
             if pid is not None and n not in self._member_codes and not _alive(pid):
-                code = docker_pods.reported_exit(
-                    containers.logs_tail(self.ctr[self.pod_of[n]], lines=50), n)
+                pod = self.pod_of[n]
+                if pod not in tails:
+                    tails[pod] = containers.logs_tail(self.ctr[pod], lines=50)
+                code = docker_pods.reported_exit(tails[pod], n)
                 # no report yet: the whole pod may be going (killed: its exit event comes a
                 # moment after its processes are gone), so its code is the container's; only
                 # a pod still running POD_REPORT_GRACE_S later lost one member unreported
