@@ -2,6 +2,7 @@
 launchers: no real antagonist, no Docker."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import struct
@@ -164,6 +165,42 @@ def test_a_bad_antagonist_record_names_the_file_and_the_key(tmp_path):
         read_record(f)
     assert str(f) in str(e.value) and "start_mono_ns: must be an integer" in str(e.value)
     assert "pids: unknown key, did you mean 'pid'?" in str(e.value)
+
+
+def test_bad_asked_and_second_run_keys_are_named(tmp_path):
+    f = tmp_path / RECORD_NAME
+    f.write_text(json.dumps({
+        "kind": "second-run", "asked": {"kind": "second-run", "start_s": 5},
+        "second_run": {"out_root": "o", "argv": ["wotbench"], "exit_code": "soon",
+                       "test": {"start_mono_ns": 1}, "pid": 3}}))
+    with pytest.raises(ValueError) as e:
+        read_record(f)
+    for key in ("asked.duration_s: required key missing", "second_run.exit_code: must be an "
+                "integer", "second_run.test.duration_s: required key missing",
+                "second_run.pid: unknown key"):
+        assert key in str(e.value), (key, str(e.value))
+
+
+def test_a_second_run_record_holds_only_the_keys_its_writer_set(tmp_path):
+    """As the watcher writes it: out_root and argv at the start, exit_code when the process
+    ended, the run.json facts once read (null ones too); nothing it did not learn."""
+    from wotbench.rundir.record import Phases
+    from wotbench.validation.antagonist import AntagonistRecord, AskedRecord, SecondRunRecord
+    spec = AntagonistSpec("second-run", None, 5.0, 20.0, config="c.yaml")
+    rec = AntagonistRecord(kind="second-run", asked=AskedRecord(**dataclasses.asdict(spec)))
+    rec.second_run = SecondRunRecord(out_root="o", argv=["wotbench", "run"])
+    assert rec.to_json()["second_run"] == {"out_root": "o", "argv": ["wotbench", "run"]}
+    sr = rec.second_run
+    sr.exit_code = 0
+    sr.run_dir, sr.run_id, sr.t0_mono_ns, sr.test, sr.phases = "o/r", "r", None, None, Phases()
+    out = rec.to_json()
+    assert out["second_run"] == {"out_root": "o", "argv": ["wotbench", "run"], "exit_code": 0,
+                                 "run_dir": "o/r", "run_id": "r", "t0_mono_ns": None,
+                                 "test": None, "phases": Phases().model_dump(mode="json")}
+    assert out["asked"] == dataclasses.asdict(spec)
+    f = tmp_path / RECORD_NAME
+    f.write_text(json.dumps(out))
+    assert read_record(f).to_json() == out
 
 
 def test_without_a_run_dir_the_record_lands_in_the_points_out_root(tmp_path):

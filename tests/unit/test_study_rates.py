@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wotbench.validation.antagonist import AntagonistRecord
+from wotbench.validation.antagonist import AntagonistRecord, SecondRunRecord
 from wotbench.validation.facts import antagonist_episode, second_run_interval
 from wotbench.validation.rates import (classify, grade_run, grade_series_repeat, grid_windows,
                                        names, summarize, totals)
@@ -146,32 +146,41 @@ def test_the_grid_comes_from_evidence_else_cd_windows_else_the_duration():
     assert grid_windows(r)[-1] == (20.0, 25.0)
 
 
+def _second(**kw) -> SecondRunRecord:
+    return SecondRunRecord(out_root="o", argv=["wotbench", "run"], **kw)
+
+
 def test_second_run_interval_on_the_shared_monotonic_clock():
-    second = {"t0_mono_ns": T0 + 8_500_000_000,
-              "test": {"start_mono_ns": T0 + 8_500_000_000, "duration_s": 15.0}}
+    second = _second(t0_mono_ns=T0 + 8_500_000_000,
+                     test={"start_mono_ns": T0 + 8_500_000_000, "duration_s": 15.0})
     assert second_run_interval(second, T0) == pytest.approx((8.5, 23.5))
-    with_cal = {"t0_mono_ns": T0 - 2_000_000_000,
-                "test": {"start_mono_ns": T0 + 8_000_000_000, "duration_s": 15.0}}
+    with_cal = _second(t0_mono_ns=T0 - 2_000_000_000,
+                       test={"start_mono_ns": T0 + 8_000_000_000, "duration_s": 15.0})
     assert second_run_interval(with_cal, T0) == pytest.approx((-2.0, 23.0))
-    assert second_run_interval({"t0_mono_ns": T0}, T0) is None
+    assert second_run_interval(_second(t0_mono_ns=T0), T0) is None
+    assert second_run_interval(None, T0) is None
+
+
+ASKED = {"kind": "busy-loop", "core": 1, "start_s": 15.0, "duration_s": 10.0}
 
 
 def test_antagonist_records_become_episodes_or_say_why_not():
     rec = {"kind": "second-run", "started": True, "start_mono_ns": T0 + 3_000_000_000,
            "end_mono_ns": T0 + 31_000_000_000, "owner_kind": "wotbench", "owner": "v-2-x",
-           "second_run": {"t0_mono_ns": T0 + 9_000_000_000,
+           "second_run": {"out_root": "o", "argv": ["wotbench", "run"],
+                          "t0_mono_ns": T0 + 9_000_000_000,
                           "test": {"start_mono_ns": T0 + 9_000_000_000, "duration_s": 15}}}
-    e = antagonist_episode(AntagonistRecord(asked={}, **rec), T0)
+    e = antagonist_episode(AntagonistRecord(asked=ASKED, **rec), T0)
     assert (e["start_s"], e["end_s"], e["outer"]) == (9.0, 24.0, [3.0, 31.0])
     assert e["name_by"] == {"owner_kind": "wotbench", "owner": "v-2-x"}
     loop = {"kind": "busy-loop", "started": True, "core": 1, "pid": 42, "comm": "sh",
             "start_mono_ns": T0 + 15_000_000_000, "end_mono_ns": T0 + 25_010_000_000}
-    e = antagonist_episode(AntagonistRecord(asked={}, **loop), T0)
+    e = antagonist_episode(AntagonistRecord(asked=ASKED, **loop), T0)
     assert (e["start_s"], e["cores"], e["name_by"]) == (15.0, [1], {"pid": 42, "comm": "sh",
                                                           "cmdline": None})
     assert e["end_s"] == pytest.approx(25.01)
     never = {"kind": "busy-loop", "started": False, "why_not": "the test start was not seen"}
-    assert "the test start was not seen" in antagonist_episode(AntagonistRecord(asked={}, **never), T0)["invalid"]
+    assert "the test start was not seen" in antagonist_episode(AntagonistRecord(asked=ASKED, **never), T0)["invalid"]
 
 
 def _series_run(rd, status, flagged=()):

@@ -15,7 +15,7 @@ from analysis_fixtures import TEST_START_NS, make_run
 from wotbench.analysis import analyze
 from wotbench.analysis.errors import AnalysisError
 from wotbench.analysis.sut_resources import analyse
-from wotbench.monitor.sut_sampler import SutSampler
+from wotbench.monitor.sut_sampler import SutSampler, sut_groups
 from wotbench.rundir import RunDir
 from wotbench.rundir.sut import MIB, SUT_COLUMNS, read_sut_samples
 
@@ -77,6 +77,19 @@ def test_no_sut_component_no_file(tmp_path):
     s.close()
     assert not rd.sut_csv.exists()
     assert analyse(rd, 0, 10.0, 10.0) == (None, None)
+
+
+def test_the_sut_groups_come_from_the_devices_section_and_a_bad_one_names_the_key(tmp_path):
+    """The sampler reads config.resolved.yaml's devices through its section model: the groups
+    with server:, the rest of the file ignored; a bad entry is logged naming its key."""
+    rd = _rd(tmp_path, groups=("coap", "http"))
+    with rd.config_resolved.open("a") as f:
+        f.write("name: anything\n")
+    logged: list[str] = []
+    assert sut_groups(rd, logged.append) == {"coap", "http"} and logged == []
+    rd.config_resolved.write_text(yaml.safe_dump({"devices": [{"count": 2, "server": {}}]}))
+    assert sut_groups(rd, logged.append) == set()
+    assert len(logged) == 1 and "devices[0].group: required key missing" in logged[0], logged
 
 
 def test_sampler_reads_a_container_from_its_cgroup(tmp_path):

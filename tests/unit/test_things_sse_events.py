@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from analysis_fixtures import ge_summary, sink_summary
-from wotbench.analysis.notify_sink import analyse, block as notify_block
+from wotbench.analysis import resolved
+from wotbench.analysis.notify_sink import analyse, block as _block
 from wotbench.configfile.yaml_loader import config_from_dict
 from wotbench.errors import ConfigError
 from wotbench.rundir import GeSummary
@@ -38,6 +39,11 @@ def _resolved(run_dir: Path, **kw) -> None:
     from wotbench.deploy.resolve import dump_resolved
     dump_resolved(config_from_dict({**_raw([READ, EVENT], count=1), **kw}, run_dir),
                   run_dir / "config.resolved.yaml")
+
+
+def notify_block(run_dir: Path, ges: list):
+    """notify_sink.block, given the run's config as the analysis reads it once."""
+    return _block(run_dir, ges, resolved.read(run_dir / "config.resolved.yaml", []))
 
 
 def _ge(ge_dir: Path, **kw) -> list:
@@ -226,3 +232,23 @@ def test_a_missing_emission_file_is_a_testbed_failure_not_no_loss(tmp_path):
     # the Thing stopped cleanly (its file, even with no emission of it yet): no failure
     sse_events.write_emissions(tmp_path / "devices" / "meter-0" / sse_events.EMISSIONS_FILE, [])
     assert notify_block(tmp_path, ges).failures == []
+
+
+def test_a_resolved_config_that_is_no_config_names_the_file_and_the_key(tmp_path):
+    """The notify block reads the analysis's one read of config.resolved.yaml as a whole
+    Config: a key the Config does not know is an AnalysisError naming the file and the key."""
+    from wotbench.analysis.errors import AnalysisError
+    ge, sink = tmp_path / "ge", tmp_path / "sink"
+    ge.mkdir()
+    sink.mkdir()
+    ges = _ge(ge, start_mono_ns=0, end_mono_ns=10 ** 10)
+    (ge / "requests.csv").write_text("index,device,method,path,sent_ns,outcome\n")
+    (sink / "sink.json").write_text(json.dumps(sink_summary([("meter-0-overload", "stream")])))
+    pd.DataFrame({"subscriber": [], "id": [], "received_ns": [], "kernel": []}
+                 ).to_csv(sink / "notifications.csv", index=False)
+    _resolved(tmp_path, duration_s=5)
+    conf = tmp_path / "config.resolved.yaml"
+    conf.write_text(conf.read_text() + "no_such_key: 1\n")
+    with pytest.raises(AnalysisError) as e:
+        notify_block(tmp_path, ges)
+    assert str(conf) in str(e.value) and "no_such_key" in str(e.value)

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from wotbench.analysis.errors import AnalysisError
 from wotbench.analysis.loading import read_model
+from wotbench.analysis.resolved import ResolvedSpecs
 from wotbench.config.schema import Config
 from wotbench.rundir import GeSummary, RunDir
 from wotbench.rundir.layout import GE_REQUESTS, GE_SUMMARY, SINK_JSON, SINK_NOTIFICATIONS
@@ -151,20 +152,17 @@ class RunConfig:
                 if s.updates_to is not None and s.device in ids}
 
 
-def _resolved(run_dir: Path) -> Optional[RunConfig]:
-    """The run's config (None when config.resolved.yaml is absent or not a mapping); one that
-    is not a Config is an AnalysisError naming the file and the keys."""
-    conf = RunDir(run_dir).config_resolved
-    if not conf.is_file():
-        return None
-    import yaml
-    raw = yaml.safe_load(conf.read_text()) or {}
+def _resolved(specs: ResolvedSpecs) -> Optional[RunConfig]:
+    """The run's config from the analysis's one read of config.resolved.yaml (None when it is
+    absent or not a mapping); one that is not a Config is an AnalysisError naming the file and
+    the keys."""
+    raw = specs.raw
     if not isinstance(raw, dict) or not raw:
         return None
     try:
         return RunConfig(raw, Config.model_validate(raw))
     except ValidationError as e:
-        raise AnalysisError(f"{conf}: " + "; ".join(schema_problems(e, Config))) from None
+        raise AnalysisError(f"{specs.path}: " + "; ".join(schema_problems(e, Config))) from None
 
 
 def analyse(ge_dir: Path, sink_dir: Path,
@@ -200,15 +198,17 @@ def _emitted(run_dir: Path, start: int, sink: SinkSummary, conf: Optional[RunCon
                             sink.end_mono_ns - int(conf.config.notify.timeout_ms * 1e6))
 
 
-def block(run_dir: Path, ges: list[tuple[Path, GeSummary]]) -> Optional[NotifyBlock]:
+def block(run_dir: Path, ges: list[tuple[Path, GeSummary]],
+          specs: ResolvedSpecs) -> Optional[NotifyBlock]:
     """summary.json ``notify`` of a run with ``notify:`` (its ``sink/`` files), else None.
-    ``ges``: each main GE's directory and its summary, as the analysis loaded them. The ids
-    are one GE's rows (wotbench.config.notify allows one main GE)."""
+    ``ges``: each main GE's directory and its summary, as the analysis loaded them; ``specs``:
+    its read of config.resolved.yaml (:func:`wotbench.analysis.resolved.read`). The ids are one
+    GE's rows (wotbench.config.notify allows one main GE)."""
     rd = RunDir(run_dir)
     if not rd.sink_json.exists() or len(ges) != 1:
         return None
     (ge_dir, ge), sink = ges[0], read_sink(rd.sink_dir)
-    conf = _resolved(run_dir)
+    conf = _resolved(specs)
     subs = _analyse(ge_dir, ge.start_mono_ns, rd.sink_dir, sink,
                     conf.scopes() if conf is not None else {},
                     _emitted(run_dir, ge.start_mono_ns, sink, conf))

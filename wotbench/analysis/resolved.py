@@ -5,10 +5,12 @@ down, each section through its typed model.
 Section by section, not the whole ``Config``: a run directory of an older version, or a
 hand-made one holding only the sections it is judged by, still analyses; a section that cannot
 be read is a warning and its default (no SLO, the default tolerance), as each reader did before
-it moved here."""
+it moved here. The file's mapping is kept (``raw``) for the one reader that needs the whole
+``Config``, the notification sink's block (:mod:`wotbench.analysis.notify_sink`), so the file
+is read once."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,6 +30,9 @@ class ResolvedSpecs:
     verdict: Optional[VerdictParams] = None   # None: the analysis parameters' own
     slo: Optional[Slo] = None
     notify_slo: Optional[NotifySlo] = None
+    # the file's YAML as read (None: no file, or not YAML) and where it is, for error messages
+    raw: Any = field(default=None, compare=False, repr=False)
+    path: Optional[Path] = field(default=None, compare=False, repr=False)
 
 
 def _cannot(name: str, section: str, e: Exception) -> str:
@@ -58,7 +63,7 @@ def read(config_resolved: Path, warnings: list[str],
     except (OSError, yaml.YAMLError) as e:
         warnings.extend(_cannot(name, s, e) for s in sections)
         return ResolvedSpecs()
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"raw": raw, "path": config_resolved}
     for s in sections:
         try:
             out[s] = _section(raw, s)

@@ -335,7 +335,7 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
         run, names, p.contention.window_s or p.rd.window_s, p.evidence.loop_lag_ms)
     if fleet_series is not None:
         series["fleet_lag"] = fleet_series
-    # config.resolved.yaml's verdict:, slo: and notify.slo, read once
+    # config.resolved.yaml's verdict:, slo: and notify.slo, read once (the notify block too)
     specs = resolved.read(RunDir(run.run_dir).config_resolved, run.warnings)
     evidence, series["evidence"] = evid.assess(
         RunDir(run.run_dir), run.run, *_device_tables(run),
@@ -380,7 +380,8 @@ def build(run: RunData, p: AnalysisParams) -> tuple[Summary, dict[str, pd.DataFr
     dtls_note = dtlsm.verdict_note(dtls_block)
     if dtls_note:   # the loss block counts these requests as local_send (testbed)
         verdict.reasons.append(dtls_note)
-    notify_block = notify_sink.block(run.run_dir, [(g.dir, g.summary) for g in run.ges])
+    notify_block = notify_sink.block(run.run_dir, [(g.dir, g.summary) for g in run.ges],
+                                     specs)
     notify_sink.invalidate(verdict, notify_block)
     slo_block = None
     if slo_spec is not None:

@@ -27,23 +27,45 @@ from pathlib import Path
 from typing import Optional
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
 from wotbench.monitor.host_counters import TICK_NS
 from wotbench.rundir import RunDir
 from wotbench.rundir.sut import SUT_COLUMNS
+from wotbench.schema_errors import problems as schema_problems
 
 SUT_BATCH = 50
 
 
-def sut_groups(rd: RunDir) -> set[str]:
-    """The device groups that run a third-party server (``server:`` in the resolved config)."""
+class _Group(BaseModel):
+    """A ``devices[]`` entry as the sampler reads it: its name, whether it runs a server."""
+    model_config = ConfigDict(extra="ignore")
+    group: str
+    server: Optional[dict] = None
+
+
+class SutSection(BaseModel):
+    """config.resolved.yaml as the sampler reads it: its device groups, the rest ignored (the
+    runner validated the whole Config before it wrote the file)."""
+    model_config = ConfigDict(extra="ignore")
+    devices: Optional[list[_Group]] = None
+
+
+def sut_groups(rd: RunDir, log=print) -> set[str]:
+    """The device groups that run a third-party server (``server:`` in the resolved config);
+    none without the file, and none, logged naming the key, when it cannot be read."""
     try:
         raw = yaml.safe_load(rd.config_resolved.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return set()
-    return {str(g.get("group")) for g in raw.get("devices") or []
-            if isinstance(g, dict) and g.get("server")}
+    try:
+        section = SutSection.model_validate(raw)
+    except ValidationError as e:
+        log(f"sut: {rd.config_resolved.name}: " + "; ".join(schema_problems(e, SutSection))
+            + ": no device group sampled as the SUT")
+        return set()
+    return {g.group for g in section.devices or [] if g.server}
 
 
 def _read(path: str) -> Optional[str]:
@@ -190,7 +212,7 @@ class SutSampler:
         self._file = self._writer = None
 
     def start(self) -> None:
-        self.groups = sut_groups(self.rd)
+        self.groups = sut_groups(self.rd, self.log)
 
     def watch(self, component: str, role: str, group: Optional[str], pid: Optional[int],
               dirs: dict[str, Path]) -> bool:

@@ -68,15 +68,19 @@ CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-que
 CONN_ATTACHED = "attached"            # in an engine's output directory: every device attached once
 EDGE_STDERR = "edge-stderr.log"       # in the edge server's directory (RunDir.edge_dir)
 
-# the trace directory's things/ (wotbench.things.files). An HTTP Thing's sse-events.csv is named
-# in wotbench.things.sse_events: the Thing process starts without the run directory's models
+# the trace directory's things/ (wotbench.things.files)
 THINGS_DIR = "things"
 THINGS_AFFORDANCES_CSV = "affordances.csv"
+THINGS_TDS_JSONL = "tds.jsonl"
+# an HTTP Thing's event emissions, in its device directory (wotbench.things.sse_events)
+SSE_EVENTS_CSV = "sse-events.csv"
 
 # the validation study (wotbench.validation): the antagonist it started, in the run directory
 # (or the run's out root when none appeared), and a second run's output in its out root
 STUDY_ANTAGONIST_JSON = "study-antagonist.json"
 SECOND_RUN_LOG = "second-run.log"
+STUDY_SCENARIOS_DIR = "scenarios"       # in a study's directory: one sweep directory each
+STUDY_SECOND_RUNS_DIR = "second-runs"   # in a study's directory: the second runs' out roots
 
 
 class RunDir:
@@ -452,6 +456,15 @@ class RunDir:
         return self.trace_dir / THINGS_DIR / THINGS_AFFORDANCES_CSV
 
     @property
+    def things_tds(self) -> Path:
+        """The trace's Things: one TD per instance (wotbench.things.files)."""
+        return self.trace_dir / THINGS_DIR / THINGS_TDS_JSONL
+
+    def sse_events(self, device: str) -> Path:
+        """An HTTP Thing's event emissions (wotbench.things.sse_events), written when it stops."""
+        return self.device_dir(device) / SSE_EVENTS_CSV
+
+    @property
     def cell_json(self) -> Path:
         """A connected cell's account of its run (wotbench.distributed.connected_cell), read by
         the coordinator once it fetched the cell's directory."""
@@ -641,11 +654,11 @@ class StudyDir:
 
     def scenario_dir(self, name: str) -> Path:
         """A scenario's sweep directory (a :class:`SweepDir`)."""
-        return self.path / "scenarios" / name
+        return self.path / STUDY_SCENARIOS_DIR / name
 
     def second_runs(self, name: str) -> Path:
         """Where a scenario's second-run antagonists make their run directories."""
-        return self.path / "second-runs" / name
+        return self.path / STUDY_SECOND_RUNS_DIR / name
 
     @property
     def results_json(self) -> Path:

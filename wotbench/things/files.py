@@ -16,10 +16,8 @@ from pathlib import Path
 
 from wotbench.config.schema import Config
 from wotbench.rundir import atomic
-from wotbench.rundir.layout import THINGS_AFFORDANCES_CSV, THINGS_DIR
+from wotbench.rundir.layout import THINGS_AFFORDANCES_CSV, THINGS_DIR, THINGS_TDS_JSONL
 from wotbench.things.workload import affordance_rows
-
-TDS_FILE = "tds.jsonl"
 
 AFFORDANCE_COLUMNS = ("group", "model", "first_device", "devices", "affordance", "op", "method",
                       "path", "pattern")
@@ -30,7 +28,7 @@ def write_thing_files(cfg: Config, out_dir: Path, tds: dict[str, str],
     """``extra_rows``: more rows of affordances.csv (a directory's, :mod:`.directory`)."""
     d = Path(out_dir) / THINGS_DIR
     d.mkdir(parents=True, exist_ok=True)
-    with atomic.replacing(d / TDS_FILE, buffering=1 << 20) as f:
+    with atomic.replacing(d / THINGS_TDS_JSONL, buffering=1 << 20) as f:
         f.write("".join(f'{{"device":"{name}","td":{text}}}\n' for name, text in tds.items()))
     buf = io.StringIO()
     w = csv.DictWriter(buf, AFFORDANCE_COLUMNS, lineterminator="\n")

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from wotbench.rundir.layout import SSE_EVENTS_CSV as EMISSIONS_FILE
+
 EVENT_ID_BASE = 10 ** 18
-# in the Thing's device directory; named here, not in rundir/layout.py, so that the Thing
-# process (http_thing) does not import the run directory's models to start
-EMISSIONS_FILE = "sse-events.csv"
 EMISSION_COLUMNS = ("id", "device", "path", "emitted_ns", "streams")
 STREAM_EVENTS = 97        # + nothing: rng([seed, gi, STREAM_EVENTS, entry, instance])
 MAX_GROUPS, MAX_INSTANCES, MAX_EVENTS = 1000, 10 ** 6, 10 ** 9

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_serializer
 
 from wotbench.deploy.plan import Plan
 from wotbench.errors import WotbenchError
@@ -42,6 +42,7 @@ from wotbench.rundir import RunDir, atomic
 from wotbench.rundir._model import Record
 from wotbench.rundir._model import read_record as read_json_record
 from wotbench.rundir.layout import SECOND_RUN_LOG, STUDY_ANTAGONIST_JSON
+from wotbench.rundir.record import Phases, TestWindow
 
 KINDS = ("busy-loop", "duty-loop", "container-hog", "second-run")
 CORE_WORDS = ("device", "ge", "all")
@@ -181,11 +182,45 @@ def resolve_core(core: Union[str, int, None], plan: Plan) -> int:
 
 # --------------------------------------------------------------------------- the record
 
+class AskedRecord(Record):
+    """``asked``: the scenario's :class:`AntagonistSpec` as the watcher was given it."""
+    kind: str
+    core: Union[int, str, None] = None
+    start_s: float
+    duration_s: float
+    config: Optional[str] = None
+    duty: float = 1.0                    # the duty-loop's keys: their defaults before them
+    workers: int = 1
+    nice: int = 0
+    pinned: bool = True
+    kernel: bool = False
+
+
+class SecondRunRecord(Record):
+    """``second_run``: the second run started (``out_root``, ``argv``), how its process ended
+    (``exit_code``: it ended before the stop) and what its run.json says (``run_dir`` ..
+    ``error``: once read). Written key by key as the watcher learns them: only those it set."""
+    out_root: str
+    argv: list[str]
+    exit_code: Optional[int] = None
+    run_dir: Optional[str] = None
+    run_id: Optional[str] = None
+    t0_mono_ns: Optional[int] = None
+    test: Optional[TestWindow] = None
+    phases: Optional[Phases] = None
+    interrupted: Optional[bool] = None
+    error: Optional[str] = None
+
+    @model_serializer(mode="wrap")
+    def _only_set(self, handler):
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
 class AntagonistRecord(Record):
     """``study-antagonist.json``: what the study started, when (CLOCK_MONOTONIC ns) and what
     the run's evidence should name. Written by :class:`Watcher`, read by :func:`read_record`."""
     kind: str
-    asked: dict[str, Any]                     # the scenario's AntagonistSpec
+    asked: AskedRecord                        # the scenario's AntagonistSpec
     schema_: str = Field(SCHEMA, alias="schema")
     started: bool = False
     why_not: Optional[str] = None             # never started: why
@@ -201,7 +236,7 @@ class AntagonistRecord(Record):
     owner_kind: Optional[str] = None          # what the run's process scan should call it
     owner: Optional[str] = None
     container: Optional[str] = None
-    second_run: Optional[dict[str, Any]] = None
+    second_run: Optional[SecondRunRecord] = None
     removed: Optional[bool] = None            # container-hog: gone after the run
     notes: list[str] = []
 
@@ -473,7 +508,7 @@ class SecondRun(Launcher):
                                      start_new_session=True)
         self.rec.started = True
         self.rec.owner_kind = "wotbench"
-        self.rec.second_run = {"out_root": str(self.out_root), "argv": argv}
+        self.rec.second_run = SecondRunRecord(out_root=str(self.out_root), argv=argv)
 
     def stop(self) -> None:
         p = self.proc
@@ -490,7 +525,7 @@ class SecondRun(Launcher):
             return
         self._read = True
         if p.poll() is not None:
-            self.rec.second_run["exit_code"] = p.returncode
+            self.rec.second_run.exit_code = p.returncode
             self.rec.end_mono_ns = self.rec.end_mono_ns or time.monotonic_ns()
         self._read_run()
         self.log.close()
@@ -509,11 +544,9 @@ class SecondRun(Launcher):
             self.rec.notes.append(f"{rd.run_json}: unreadable ({e})")
             return
         self.rec.owner = run.run_id or d.name
-        self.rec.second_run.update({"run_dir": str(d), "run_id": self.rec.owner,
-                                    "t0_mono_ns": run.t0_mono_ns,
-                                    "test": run.test.model_dump(mode="json") if run.test else None,
-                                    "phases": run.phases.model_dump(mode="json"),
-                                    "interrupted": run.interrupted, "error": run.error})
+        sr = self.rec.second_run
+        sr.run_dir, sr.run_id, sr.t0_mono_ns = str(d), self.rec.owner, run.t0_mono_ns
+        sr.test, sr.phases, sr.interrupted, sr.error = run.test, run.phases, run.interrupted, run.error
         self._leftovers()
 
     def _leftovers(self) -> None:
@@ -546,7 +579,7 @@ class Watcher:
                  launcher: Optional[Launcher] = None):
         self.spec, self.out_root, self.log = spec, Path(out_root), log
         self.wait_test_s, self.poll_s = wait_test_s, poll_s
-        self.rec = AntagonistRecord(kind=spec.kind, asked=asdict(spec))
+        self.rec = AntagonistRecord(kind=spec.kind, asked=AskedRecord(**asdict(spec)))
         self.stop_event = threading.Event()
         self.run_dir: Optional[Path] = None
         self.announced: Optional[Path] = None    # the run's directory, told by the run

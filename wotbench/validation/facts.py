@@ -10,21 +10,22 @@ from typing import Any, Optional
 
 from wotbench.analysis.stats import fnum
 from wotbench.rundir import RunDir
-from wotbench.validation.antagonist import AntagonistRecord, read_record
+from wotbench.validation.antagonist import AntagonistRecord, SecondRunRecord, read_record
 
 NS = 1e9
 
 
-def second_run_interval(second_run: dict, main_test_start_ns: int) -> Optional[tuple[float, float]]:
+def second_run_interval(second_run: Optional[SecondRunRecord],
+                        main_test_start_ns: int) -> Optional[tuple[float, float]]:
     """When a second run loaded the host, in s after the main run's test start: from its T0
     (its gateway emulators start: calibration probes, then its test) to its test end. Both runs
     stamp CLOCK_MONOTONIC, so the difference is exact. None when its run.json has no test."""
-    test = second_run.get("test") or {}
-    start_ns = second_run.get("t0_mono_ns") or test.get("start_mono_ns")
-    if start_ns is None or test.get("start_mono_ns") is None or test.get("duration_s") is None:
+    test = second_run.test if second_run is not None else None
+    if test is None:
         return None
-    end_ns = int(test["start_mono_ns"]) + float(test["duration_s"]) * NS
-    return ((int(start_ns) - main_test_start_ns) / NS, (end_ns - main_test_start_ns) / NS)
+    start_ns = second_run.t0_mono_ns or test.start_mono_ns
+    end_ns = test.start_mono_ns + test.duration_s * NS
+    return ((start_ns - main_test_start_ns) / NS, (end_ns - main_test_start_ns) / NS)
 
 
 def antagonist_episode(rec: AntagonistRecord, main_test_start_ns: Optional[int]) -> dict[str, Any]:
@@ -43,7 +44,7 @@ def antagonist_episode(rec: AntagonistRecord, main_test_start_ns: Optional[int])
                           "cores": [rec.core] if rec.core is not None else [],
                           "start_s": a, "end_s": b, "outer": None, "process": True}
     if kind == "second-run":
-        iv = second_run_interval(rec.second_run or {}, main_test_start_ns)
+        iv = second_run_interval(rec.second_run, main_test_start_ns)
         if iv is None:
             return {"invalid": "the second run's run.json has no T0/test window"}
         # the process's whole life (deploy, teardown: dockerd's work) is the outer bound
