@@ -15,6 +15,10 @@
 static int64_t now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1000000000LL + t.tv_nsec; }
 static int cmp(const void *a, const void *b) { int64_t x = *(int64_t *)a, y = *(int64_t *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
+    if (argc < 3 || atof(argv[2]) <= 0 || atof(argv[2]) > 600) {
+        fprintf(stderr, "usage: fleet_wakeup CPU SECONDS(0<s<=600) [SPIN_US]\n");
+        return 2;
+    }
     int cpu = atoi(argv[1]); double secs = atof(argv[2]); int64_t spin = argc > 3 ? atoll(argv[3]) * 1000 : 0;
     cpu_set_t s; CPU_ZERO(&s); CPU_SET(cpu, &s); sched_setaffinity(0, sizeof s, &s);
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
