@@ -45,3 +45,21 @@ def test_a_service_already_gone_writes_nothing(tmp_path):
     out = tmp_path / "agents.log"
     assert not service.save_logs(_Client(None), "run-1", out)
     assert not out.exists()
+
+
+def test_a_log_stream_that_never_ends_is_cut_and_what_came_is_kept(tmp_path):
+    """Swarm's stream of a service with a task on a lost node does not end: the read is bounded."""
+    import threading
+    import time
+    release = threading.Event()
+
+    def endless():
+        yield b"2026-11-27T21:30:00Z wotbench: cell done\n"
+        release.wait(30)              # blocks like the SDK's read of a stream with no timeout
+    client = _Client(_Service(endless()))
+    t = time.monotonic()
+    out = service._agent_logs(client, "run-1", read_s=0.3, timestamps=True)
+    assert time.monotonic() - t < 2
+    release.set()
+    assert out.startswith(b"2026-11-27T21:30:00Z wotbench: cell done\n")
+    assert b"cut after 0.3 s" in out

@@ -11,6 +11,7 @@ a registry (the SDK does not; the CLI needs --no-resolve-image).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -129,14 +130,34 @@ def tasks(client, run_id: str, names: dict[str, str]) -> list[TaskState]:
             for nid, t in newest.items()]
 
 
-def _agent_logs(client, run_id: str, **options) -> Optional[bytes]:
+LOG_READ_S = 30.0   # how long the agents' logs are read before what came is kept
+
+
+def _agent_logs(client, run_id: str, read_s: float = LOG_READ_S, **options) -> Optional[bytes]:
     """What the agents logged (``docker service logs``); None when there is none to read (the
-    service is gone, a log driver without)."""
-    try:
-        return b"".join(client.services.get(service_name(run_id)).logs(
-            stdout=True, stderr=True, **options))
-    except Exception:  # noqa: BLE001 - see the docstring
-        return None
+    service is gone, a log driver without). Bounded: the SDK reads a log stream with no socket
+    timeout, and Swarm's stream of a service with a task on a node that is down never ends
+    (the coordinator once waited 900 s there after a node was lost), so the stream is read in
+    a daemon thread for ``read_s`` and what came by then is kept, marked as cut."""
+    chunks: list[bytes] = []
+    failed: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in client.services.get(service_name(run_id)).logs(
+                    stdout=True, stderr=True, **options):
+                chunks.append(chunk)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            failed.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=read, name="agent-logs", daemon=True).start()
+    if not done.wait(read_s):
+        return b"".join(list(chunks)) + (f"wotbench: the agents' logs were cut after "
+                                         f"{read_s:g} s (a node did not answer)\n").encode()
+    return None if failed and not chunks else b"".join(chunks)
 
 
 def last_words(client, run_id: str, tail: int = 6) -> str:
