@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from analysis_fixtures import TEST_START_NS, make_run
 from wotbench.analysis import analyze
 from wotbench.analysis.errors import AnalysisError
 from wotbench.analysis.sut_resources import analyse
+from wotbench.config.schema import Config
 from wotbench.monitor.sut_sampler import SutSampler, sut_groups
 from wotbench.rundir import RunDir
 from wotbench.rundir.sut import MIB, SUT_COLUMNS, read_sut_samples
@@ -33,11 +33,9 @@ TREE = ("import os, time\n"
         "time.sleep(0.6)\n")
 
 
-def _rd(tmp_path: Path, groups=("coap",)) -> RunDir:
+def _rd(tmp_path: Path) -> RunDir:
     rd = RunDir(tmp_path)
     rd.monitor_dir.mkdir(parents=True)
-    rd.config_resolved.write_text(yaml.safe_dump({"devices": [
-        {"group": g, "server": {"command": ["x"]}} for g in groups] + [{"group": "emu"}]}))
     return rd
 
 
@@ -52,8 +50,7 @@ def _sample_until_exit(s: SutSampler, proc: subprocess.Popen, every: int = 4) ->
 def test_sampler_follows_a_process_tree_and_keeps_only_the_sut(tmp_path):
     rd = _rd(tmp_path)
     proc = subprocess.Popen([sys.executable, "-c", TREE])
-    s = SutSampler(rd)
-    s.start()
+    s = SutSampler(rd, {"coap"})
     assert s.watch("coap-0", "device", "coap", proc.pid, {})
     assert not s.watch("emu-0", "device", "emu", proc.pid, {})     # a wot-device group
     assert not s.watch("ge-0", "ge", None, proc.pid, {})
@@ -70,8 +67,7 @@ def test_sampler_follows_a_process_tree_and_keeps_only_the_sut(tmp_path):
 
 def test_no_sut_component_no_file(tmp_path):
     rd = _rd(tmp_path)
-    s = SutSampler(rd)
-    s.start()
+    s = SutSampler(rd, {"coap"})
     assert not s.watch("cpu-0", "device", "cpu", 1, {})
     s.sample(time.monotonic_ns(), True)
     s.close()
@@ -79,17 +75,14 @@ def test_no_sut_component_no_file(tmp_path):
     assert analyse(rd, 0, 10.0, 10.0) == (None, None)
 
 
-def test_the_sut_groups_come_from_the_devices_section_and_a_bad_one_names_the_key(tmp_path):
-    """The sampler reads config.resolved.yaml's devices through its section model: the groups
-    with server:, the rest of the file ignored; a bad entry is logged naming its key."""
-    rd = _rd(tmp_path, groups=("coap", "http"))
-    with rd.config_resolved.open("a") as f:
-        f.write("name: anything\n")
-    logged: list[str] = []
-    assert sut_groups(rd, logged.append) == {"coap", "http"} and logged == []
-    rd.config_resolved.write_text(yaml.safe_dump({"devices": [{"count": 2, "server": {}}]}))
-    assert sut_groups(rd, logged.append) == set()
-    assert len(logged) == 1 and "devices[0].group: required key missing" in logged[0], logged
+def test_the_sut_groups_are_the_configs_groups_with_a_server():
+    """The runner hands the monitor the groups of its typed config that run a server."""
+    cfg = Config.model_validate({"name": "t", "duration_s": 5, "devices": [
+        {"group": "coap", "count": 2, "server": {"command": ["coap-server-notls"]}},
+        {"group": "http", "count": 1, "server": {"command": ["nginx"]}},
+        {"group": "emu", "count": 3}]})
+    assert sut_groups(cfg.devices) == {"coap", "http"}
+    assert sut_groups(cfg.devices[2:]) == set()
 
 
 def test_sampler_reads_a_container_from_its_cgroup(tmp_path):
@@ -106,7 +99,6 @@ def test_sampler_reads_a_container_from_its_cgroup(tmp_path):
         (mem / "memory.usage_in_bytes").write_text("7000000\n")
         (mem / "memory.max_usage_in_bytes").write_text("9000000\n")
         s = SutSampler(rd)
-        s.start()
         assert s.watch("proxy", "proxy", None, None, {"cpuacct": acct, "cpu": acct, "memory": mem})
         s.sample(time.monotonic_ns(), True)
         s.close()

@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 import pandas as pd
 
@@ -184,16 +184,17 @@ class Monitor:
     def __init__(self, rd: RunDir, interval_s: float = 1.0, cpus: list[int] | None = None,
                  collectl: bool = True, log=print, device_batch: int = DEVICE_BATCH, *,
                  run_id: str = "", run_cores: Optional[set[int]] = None,
-                 lookup: Optional[ContainerLookup] = None):
+                 lookup: Optional[ContainerLookup] = None, sut_groups: Iterable[str] = ()):
         """``cpus``: where collectl runs (the OS cores); ``run_cores``: the cores whose foreign
-        use is recorded (None: every core); ``lookup``: container id -> (name, labels)."""
+        use is recorded (None: every core); ``lookup``: container id -> (name, labels);
+        ``sut_groups``: the device groups that run a third-party server (sampled as the SUT)."""
         self.rd = rd
         self.counters = HostCounters()
         self._extra: dict = {}
         self.cost = {"samples": 0, "components": 0, "components_cpu_ns": 0,
                      "host_counters_cpu_ns": 0, "process_scan_cpu_ns": 0, "sut_cpu_ns": 0,
                      "sut_components": 0}
-        self.sut = SutSampler(rd, log=log)
+        self.sut = SutSampler(rd, sut_groups, log=log)
         self._started_ns: Optional[int] = None
         # instants (CLOCK_MONOTONIC ns) to read every component / scan the host's processes at
         self._full_at: list[int] = []
@@ -261,7 +262,6 @@ class Monitor:
             w.writerow(columns)
             self._extra[key] = (f, w)
         atomic.write_json(rd.monitor_sources_json, self.evidence_sources(), indent=1)
-        self.sut.start()
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="wotbench-monitor", daemon=True)
         self._thread.start()

@@ -3,9 +3,9 @@
 (a device of a ``devices[].server`` group) and of the started proxy (``gateways.proxy``).
 
 The monitor hands over every component it watches (:meth:`SutSampler.watch`); the sampler keeps
-the SUT ones, known from the run's ``config.resolved.yaml`` (the groups with ``server:``) and
-the role ``proxy``. So the runner needs no change: a SUT component is the proxy or a device of
-such a group, or one watched with the role ``server`` (a connected run's edge server:
+the SUT ones, known from the device groups with ``server:`` (the runner's typed config, given
+to the monitor: :func:`sut_groups`) and the role ``proxy``: a SUT component is the proxy or a
+device of such a group, or one watched with the role ``server`` (a connected run's edge server:
 :mod:`wotbench.connected.sut`).
 
 Per sample and component: CPU from the container's cgroup (v1 ``cpuacct.usage``, v2
@@ -24,48 +24,20 @@ import csv
 import os
 import threading
 from pathlib import Path
-from typing import Optional
-
-import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Any, Iterable, Optional
 
 from wotbench.monitor.fds import open_ro as _open, pread_text as _pread
 from wotbench.monitor.host_counters import TICK_NS
 from wotbench.rundir import RunDir
 from wotbench.rundir.sut import SUT_COLUMNS
-from wotbench.schema_errors import problems as schema_problems
 
 SUT_BATCH = 50
 
 
-class _Group(BaseModel):
-    """A ``devices[]`` entry as the sampler reads it: its name, whether it runs a server."""
-    model_config = ConfigDict(extra="ignore")
-    group: str
-    server: Optional[dict] = None
-
-
-class SutSection(BaseModel):
-    """config.resolved.yaml as the sampler reads it: its device groups, the rest ignored (the
-    runner validated the whole Config before it wrote the file)."""
-    model_config = ConfigDict(extra="ignore")
-    devices: Optional[list[_Group]] = None
-
-
-def sut_groups(rd: RunDir, log=print) -> set[str]:
-    """The device groups that run a third-party server (``server:`` in the resolved config);
-    none without the file, and none, logged naming the key, when it cannot be read."""
-    try:
-        raw = yaml.safe_load(rd.config_resolved.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return set()
-    try:
-        section = SutSection.model_validate(raw)
-    except ValidationError as e:
-        log(f"sut: {rd.config_resolved.name}: " + "; ".join(schema_problems(e, SutSection))
-            + ": no device group sampled as the SUT")
-        return set()
-    return {g.group for g in section.devices or [] if g.server}
+def sut_groups(devices: Iterable[Any]) -> set[str]:
+    """The device groups that run a third-party server (``server:``), from the run's typed
+    ``Config.devices`` (the runner hands them to the monitor; nothing is read back from disk)."""
+    return {g.group for g in devices if g.server is not None}
 
 
 def _read(path: str) -> Optional[str]:
@@ -203,16 +175,15 @@ class SutSource:
 class SutSampler:
     """Owns ``monitor/sut.csv`` (created with the first SUT component) and its sources."""
 
-    def __init__(self, rd: RunDir, batch: int = SUT_BATCH, log=print):
+    def __init__(self, rd: RunDir, groups: Iterable[str] = (), batch: int = SUT_BATCH,
+                 log=print):
+        """``groups``: the device groups that run a server (:func:`sut_groups`)."""
         self.rd, self.batch, self.log = rd, batch, log
-        self.groups: set[str] = set()
+        self.groups: set[str] = set(groups)
         self.sources: dict[str, SutSource] = {}
         self._next = 0
         self._lock = threading.Lock()
         self._file = self._writer = None
-
-    def start(self) -> None:
-        self.groups = sut_groups(self.rd, self.log)
 
     def watch(self, component: str, role: str, group: Optional[str], pid: Optional[int],
               dirs: dict[str, Path]) -> bool:

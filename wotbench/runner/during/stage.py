@@ -12,6 +12,7 @@ from typing import Optional
 from wotbench.config import http_spec
 from wotbench.errors import EnvironmentProblem
 from wotbench.monitor.recorder import Monitor
+from wotbench.monitor.sut_sampler import sut_groups
 from wotbench.rundir import ContentionParams
 from wotbench.rundir.layout import GE_REQUESTS
 from wotbench.runner import http_phases, notify_sink, push_run, run_json, sut_faults
@@ -51,7 +52,8 @@ def run_test(inp: Inputs, parts: Components, st: RunState) -> Timeline:
                            cpus=inp.plan.os_cores or None,
                            collectl=cfg.monitor.enabled, log=log, run_id=inp.run_id,
                            run_cores=set(inp.plan.usable_cores),
-                           lookup=held.backend.container_info)
+                           lookup=held.backend.container_info,
+                           sut_groups=sut_groups(cfg.devices))
     held.monitor.start()
     for d in parts.started_devices:
         _watch(st, d.name, d.role, d.group if d.role == "device" else None)
