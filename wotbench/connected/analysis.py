@@ -24,10 +24,10 @@ import pandas as pd
 from wotbench.analysis.stats import quantiles_of
 from wotbench.connected.rpc_outcomes import unsent_lost
 from wotbench.connected.stamps import rx_stamps
-from wotbench.connected.totals import ComponentFiles
+from wotbench.connected.totals import ComponentFiles, engine_totals
 from wotbench.rundir.connected_files import RpcSummary
 from wotbench.rundir.layout import CONN_DEVICES, CONN_LOG_GLOB, RPC_LOG
-from wotbench.rundir.connected_block import (CAUSES, Causes, ConnectedBlock, ConnStats,
+from wotbench.rundir.connected_block import (Causes, ConnectedBlock, ConnStats,
                                              CountStats, PerDeviceCounts, RpcFigures, SchedWait,
                                              ShareStats, Traffic)
 
@@ -192,12 +192,9 @@ def analyse(inp: Inputs, files: ComponentFiles
     ``files``: the components' summaries of ``inp``'s directories."""
     eng = files.engines
     loops = [lp for e in eng for lp in e.loop]
-    disc = Causes(**{c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES})
-    cfail = Causes(**{c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES})
-    lost = {"disconnects": disc.testbed, "connect_failures": cfail.testbed,
-            "pool_full": sum(lp.pool_full for lp in loops),
-            "heap_full": sum(lp.heap_full for lp in loops),
-            "log_dropped": sum(lp.log_dropped for lp in loops)}
+    totals = engine_totals(eng)
+    disc, cfail = Causes(**totals.disconnects), Causes(**totals.connect_failures)
+    lost = totals.testbed
     secs, x = inp.duration_s, inp.extra
     series: dict[str, pd.DataFrame] = {}
     dev = _device_log(inp.join_dirs or inp.engine_dirs)

@@ -13,10 +13,9 @@ import numpy as np
 
 from wotbench.analysis.loading import read_model
 from wotbench.connected.rpc_outcomes import unsent_lost
+from wotbench.rundir.connected_block import CAUSES
 from wotbench.rundir.connected_files import ConnSummary, RpcSummary
 from wotbench.rundir.layout import CONN_LOG_GLOB, CONN_SUMMARY, RPC_LOG, RPC_SUMMARY
-
-CAUSES = ("server_closed", "reset", "testbed", "protocol")
 
 
 def _pct(v: np.ndarray) -> Optional[dict[str, float]]:
@@ -72,17 +71,33 @@ def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
     return np.asarray(rtt, float), np.asarray(mine, float)
 
 
+@dataclass(frozen=True)
+class EngineTotals:
+    """The engines' counts summed: disconnects and connect failures by cause, and what the
+    testbed lost (its own causes, full pools and heaps, dropped log rows)."""
+    disconnects: dict[str, int]
+    connect_failures: dict[str, int]
+    testbed: dict[str, int]     # a fresh dict per call: the caller may add app_rows_full
+
+
+def engine_totals(engines: list[ConnSummary]) -> EngineTotals:
+    disc = {c: sum(getattr(e.disconnects, c) for e in engines) for c in CAUSES}
+    cfail = {c: sum(getattr(e.connect_failures, c) for e in engines) for c in CAUSES}
+    loops = [lp for e in engines for lp in e.loop]
+    return EngineTotals(disc, cfail, {
+        "disconnects": disc["testbed"], "connect_failures": cfail["testbed"],
+        "pool_full": sum(lp.pool_full for lp in loops),
+        "heap_full": sum(lp.heap_full for lp in loops),
+        "log_dropped": sum(lp.log_dropped for lp in loops)})
+
+
 def summarize(files: ComponentFiles, engine_dirs: list[Path], app_dir: Optional[Path],
               devices: int, attached_all: bool, warmup_end_ns: int,
               extra: dict[str, Any]) -> dict[str, Any]:
     eng = files.engines
-    disc = {c: sum(getattr(e.disconnects, c) for e in eng) for c in CAUSES}
-    cfail = {c: sum(getattr(e.connect_failures, c) for e in eng) for c in CAUSES}
+    totals = engine_totals(eng)
+    disc, cfail, testbed = totals.disconnects, totals.connect_failures, totals.testbed
     loops = [lp for e in eng for lp in e.loop]
-    testbed = {"disconnects": disc["testbed"], "connect_failures": cfail["testbed"],
-               "pool_full": sum(lp.pool_full for lp in loops),
-               "heap_full": sum(lp.heap_full for lp in loops),
-               "log_dropped": sum(lp.log_dropped for lp in loops)}
     out: dict[str, Any] = {
         "devices": devices, "engines": len(engine_dirs), "engine_files": len(eng),
         "attached_all": attached_all,
