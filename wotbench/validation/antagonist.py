@@ -245,6 +245,14 @@ class AntagonistRecord(Record):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
 
+    def episode_s(self, test_start_ns: Optional[int]) -> Optional[tuple[float, float]]:
+        """When it ran, in s after the run's test start (an end not recorded: its start);
+        None when it never started or the run has no test start."""
+        if not self.started or test_start_ns is None or self.start_mono_ns is None:
+            return None
+        end = self.end_mono_ns or self.start_mono_ns
+        return ((self.start_mono_ns - test_start_ns) / 1e9, (end - test_start_ns) / 1e9)
+
 
 def read_record(path: Path) -> AntagonistRecord:
     """``study-antagonist.json`` through its model; ValueError naming the file and every bad key."""

@@ -125,14 +125,6 @@ def paired_requests(run: Path, twin: Path) -> pd.DataFrame:
     return m[np.isfinite(m["r_ms"]) & np.isfinite(m["twin_r_ms"])]
 
 
-def _episode_s(rec: Optional[AntagonistRecord], test_start_ns: Optional[int]
-               ) -> Optional[tuple[float, float]]:
-    if rec is None or not rec.started or test_start_ns is None or rec.start_mono_ns is None:
-        return None
-    end = rec.end_mono_ns or rec.start_mono_ns
-    return ((rec.start_mono_ns - test_start_ns) / 1e9, (end - test_start_ns) / 1e9)
-
-
 def _matches(a: dict, rec: AntagonistRecord) -> bool:
     """An antagonist row of the summary is the study's antagonist (or one of its workers)."""
     if rec.pid is not None and a.get("pid") == rec.pid:
@@ -158,7 +150,8 @@ def window_scores(run_dir: Path, twin_dir: Path, scenario: str, intensity: str,
                          "version: wotbench analyze)")
     rec_path = rd.study_antagonist_json
     rec = read_record(rec_path) if rec_path.is_file() else None
-    episode = _episode_s(rec, run.test.start_mono_ns if run.test else None)
+    episode = rec.episode_s(run.test.start_mono_ns if run.test else None) \
+        if rec is not None else None
     pairs = paired_requests(rd.path, Path(twin_dir))
     v = ev.params.verdict
     devices = set(ev.host_share.per_device) | {p for p in ev.host_share.per_place

@@ -64,12 +64,7 @@ def episode_of(run_dir: Path) -> Optional[tuple[float, float]]:
     run = rd.read_run()
     if not rec_path.is_file() or run.test is None:
         return None
-    rec = read_record(rec_path)
-    if not rec.started or rec.start_mono_ns is None:
-        return None
-    t0 = run.test.start_mono_ns
-    return ((rec.start_mono_ns - t0) / 1e9,
-            ((rec.end_mono_ns or rec.start_mono_ns) - t0) / 1e9)
+    return read_record(rec_path).episode_s(run.test.start_mono_ns)
 
 
 def resolve(run_dir: Path, lengths: list[float]) -> list[dict[str, Any]]:
