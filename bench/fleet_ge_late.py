@@ -3,8 +3,9 @@
 
 For each GE of a run directory: the sends the integrity rule counts late (lag beyond the
 device's tolerance, wotbench.analysis.ge_integrity), split by the tolerance that judged them:
-the floor (``min_tolerance_ms``, 20 µs: a device with a single request in the test has no RIT
-to scale it) or 5 % of the device's median RIT; and the send lag's quantiles over all sends.
+the floor (``min_tolerance_ms``, 20 µs: where 5 % of the RIT is less, or no device of the GE
+has a RIT) or 5 % of the RIT (a device with a single request: the GE's typical device's); and
+the send lag's quantiles over all sends.
 
     .venv/bin/python bench/fleet_ge_late.py RUN_DIR [RUN_DIR ...]
 """
@@ -18,7 +19,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wotbench.analysis.ge_integrity import _rit_arrays  # noqa: E402
-from wotbench.rundir import GeIntegrityParams  # noqa: E402
+from wotbench.rundir import GeIntegrityParams, RunDir  # noqa: E402
+from wotbench.rundir.layout import GE_REQUESTS  # noqa: E402
 
 
 def ge_late(requests_csv: Path, p: GeIntegrityParams) -> str:
@@ -42,7 +44,7 @@ def main(argv: list[str]) -> int:
     for run in argv:
         rd = Path(run)
         rd = next(iter(sorted(rd.glob("*/run.json"))), rd / "run.json").parent
-        for f in sorted(rd.glob("ge/ge-*/requests.csv")):
+        for f in sorted(RunDir(rd).ges_dir.glob(f"ge-*/{GE_REQUESTS}")):
             print(f"{rd.name} {f.parent.name}: {ge_late(f, p)}")
     return 0
 

@@ -20,14 +20,28 @@ services later than 50 µs (the issue's bound) which part was the larger.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wotbench.rundir import RunDir  # noqa: E402
+from wotbench.rundir.layout import FLEET_LOG_GLOB  # noqa: E402
+
 BOUND_NS = 50_000
+
+
+def test_window(rd: Path) -> tuple[int, int]:
+    """The run's test window [start, end) on CLOCK_MONOTONIC ns, from its run.json."""
+    test = RunDir(rd).read_run().test
+    return test.start_mono_ns, test.start_mono_ns + int(test.duration_s * 1e9)
+
+
+def fleet_logs(rd: Path) -> list[Path]:
+    """Every engine loop's log of the run (fleets/<fleet>/fleet-log-<loop>.csv)."""
+    return sorted(RunDir(rd).fleets_dir.glob(f"*/{FLEET_LOG_GLOB}"))
 
 
 def loop_parts(f: Path, t0: int, t1: int) -> np.ndarray:
@@ -46,10 +60,8 @@ def loop_parts(f: Path, t0: int, t1: int) -> np.ndarray:
 
 
 def report(rd: Path) -> str:
-    run = json.loads((rd / "run.json").read_text())
-    t0 = run["test"]["start_mono_ns"]
-    t1 = t0 + int(run["test"]["duration_s"] * 1e9)
-    parts = [loop_parts(f, t0, t1) for f in sorted(rd.glob("fleets/*/fleet-log-*.csv"))]
+    t0, t1 = test_window(rd)
+    parts = [loop_parts(f, t0, t1) for f in fleet_logs(rd)]
     a = np.concatenate(parts) / 1e3
     a = a[a[:, 0] >= 0]
     q = lambda x: "/".join(f"{v:.0f}" for v in np.nanpercentile(x, [50, 99, 99.9]))  # noqa: E731

@@ -17,7 +17,6 @@ the host lock, e.g. (docs/FLEET.md, "Where the service-time tail comes from"):
     .venv/bin/python bench/fleet_trace_core.py TRACE RUN_ROOT
 """
 import glob
-import json
 import re
 import sys
 from collections import defaultdict
@@ -25,7 +24,11 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
+from fleet_stages import fleet_logs, test_window   # bench/, beside this script
+
 LINE = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+):\s+(\w+):\s*(.*)$")
+if len(sys.argv) != 3:
+    sys.exit("usage: fleet_trace_core.py TRACE RUN_ROOT")
 trace, root = sys.argv[1], sys.argv[2]
 ev = []
 for ln in open(trace):
@@ -76,12 +79,12 @@ print("core 1 over the trace (ms):", ", ".join(f"{w} {v / 1e6:.1f}" for w, v in
                                                 sorted(totals.items(), key=lambda x: -x[1])[:12]))
 
 rd = glob.glob(root + "/*/run.json")[0].rsplit("/", 1)[0]
-run = json.load(open(rd + "/run.json"))
-t0 = run["test"]["start_mono_ns"]
-print(f"test window {(t0) / 1e9:.2f} .. {(t0 + run['test']['duration_s'] * 1e9) / 1e9:.2f}; trace {t_lo / 1e9:.2f} .. {t_hi / 1e9:.2f}")
-d = pd.concat([pd.read_csv(f, usecols=["end_ns", "due_ns"]) for f in
-               glob.glob(rd + "/fleets/*/fleet-log-*.csv")]).dropna()
+t0, t1 = test_window(rd)
+print(f"test window {t0 / 1e9:.2f} .. {t1 / 1e9:.2f}; trace {t_lo / 1e9:.2f} .. {t_hi / 1e9:.2f}")
+d = pd.concat([pd.read_csv(f, usecols=["end_ns", "due_ns"]) for f in fleet_logs(rd)]).dropna()
 d = d[(d.due_ns > t_lo) & (d.end_ns < t_hi)]
+if not len(d):
+    sys.exit("no service of the run lies inside the trace: record the trace during the run's test")
 err = (d.end_ns - d.due_ns).to_numpy()
 print(f"services in the trace: {len(d)}; error p50 {np.percentile(err, 50) / 1e3:.0f} p99 {np.percentile(err, 99) / 1e3:.0f} µs")
 
