@@ -42,6 +42,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from testkit import hostlock  # noqa: E402
+from wotbench.configfile.yaml_loader import load_config  # noqa: E402
+from wotbench.connected.spans import SPANS, spans  # noqa: E402
+from wotbench.rundir import MergedRunDir, RunDir  # noqa: E402
+from wotbench.rundir.layout import CONN_LOG_GLOB, RPC_LOG  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP, na  # noqa: E402
 from testkit.connected import (NCHAN_TEMPLATE, ConnFleet, ConnSpec, NchanServer,  # noqa: E402
                                build, missing_prerequisite, run_rpcapp)
@@ -73,41 +77,6 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-# An answered RPC's round trip cut at its stamps (docs/CONNECTED.md "Where time goes"): the
-# application's send -> the RPC's kernel arrival at the device (the server relaying it) ->
-# due (the service time) -> the reply written (the engine: timer lateness + write) -> the
-# reply's kernel arrival at the application (the server relaying it back).
-SPANS = ("round_trip", "server_in", "service", "engine", "server_out", "send_lag",
-         "engine_read", "app_read")
-
-
-def spans(rpc_log: Path, conn_logs: list[Path], after_ns: int = 0) -> dict[str, np.ndarray]:
-    """Per answered RPC scheduled at or after ``after_ns``, joined with its device's row by
-    id: each span of SPANS in ns, and ``t_ns`` its send (one CLOCK_MONOTONIC, one host)."""
-    dev = {}
-    for f in conn_logs:
-        with f.open() as fp:
-            for r in csv.DictReader(fp):
-                if r["outcome"] == "sent":
-                    dev[r["id"]] = r
-    rows = []
-    with rpc_log.open() as fp:
-        for r in csv.DictReader(fp):
-            d = dev.get(r["id"])
-            if r["outcome"] != "ok" or d is None or int(r["sched_ns"]) < after_ns:
-                continue
-            send, reply = int(r["send_ns"]), int(r["reply_ns"])
-            arr, due, end, sent = (int(d[k]) for k in ("arrival_ns", "due_ns", "end_ns", "sent_ns"))
-            rows.append((reply - send, arr - send, due - arr, max(end - due, 0) + sent - end,
-                         reply - sent, send - int(r["sched_ns"]),
-                         int(d.get("read_ns") or arr) - arr,
-                         int(r.get("reply_read_ns") or reply) - reply, send))
-    a = np.asarray(rows, float).reshape(-1, len(SPANS) + 1)
-    out = {k: a[:, i] for i, k in enumerate(SPANS)}
-    out["t_ns"] = a[:, -1]
-    return out
-
-
 def print_spans(sp: dict[str, np.ndarray]) -> None:
     """Percentiles of every span, then what the slowest 1 % of round trips spent where and
     how they bunch in time (a tail spread over the run vs a few bad seconds)."""
@@ -135,20 +104,18 @@ def print_spans(sp: dict[str, np.ndarray]) -> None:
 def run_spans(run_dir: Path) -> int:
     """--spans RUN_DIR: the breakdown of a `wotbench run` of a connected config (its RPCs
     after the warm-up); measures nothing."""
-    import json
-    import yaml
-    start = json.loads((run_dir / "summary.json").read_text())["run"]["test_start_mono_ns"]
-    cfg = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
-    warm = start + int(float((cfg.get("applications") or {}).get("warmup_s") or 0) * 1e9)
-    if (run_dir / "cells").is_dir():   # each cell's engines log on its own clock
+    rd = RunDir(run_dir)
+    if MergedRunDir(run_dir).cells_dir.is_dir():   # each cell's engines log on its own clock
         print(f"{run_dir}: a run across hosts: its cells' logs are on their own clocks; "
               "give one cell's run directory")
         return 2
-    logs = sorted(run_dir.rglob("conn-log-*.csv"))
-    if not logs or not (run_dir / "apps" / "rpc-log.csv").is_file():
-        print(f"{run_dir}: no apps/rpc-log.csv or conn-log-*.csv (not a connected run?)")
+    logs = sorted(run_dir.rglob(CONN_LOG_GLOB))
+    if not logs or not (rd.apps_dir / RPC_LOG).is_file():
+        print(f"{run_dir}: no apps/{RPC_LOG} or {CONN_LOG_GLOB} (not a connected run?)")
         return 2
-    print_spans(spans(run_dir / "apps" / "rpc-log.csv", logs, warm))
+    apps = load_config(rd.config_resolved).applications
+    warm = rd.read_summary().run.test_start_mono_ns + int((apps.warmup_s if apps else 0) * 1e9)
+    print_spans(spans(rd.apps_dir / RPC_LOG, logs, warm))
     return 0
 
 
@@ -274,8 +241,8 @@ def main() -> int:
           f"{disc}; connect failures {cf}; nginx {'still running' if srv_ok else 'ENDED'}")
     print(f"  testbed-attributed connection losses: {disc['testbed'] + cf['testbed']}")
     if app:
-        sp = spans(tmp / "app" / "rpc-log.csv",
-                   [f for fl in fleets for f in sorted(fl.out.glob("conn-log-*.csv"))])
+        sp = spans(tmp / "app" / RPC_LOG,
+                   [f for fl in fleets for f in sorted(fl.out.glob(CONN_LOG_GLOB))])
         rtt, mine = sp["round_trip"], sp["engine"]
         secs = a.rpc_s - min(5, a.rpc_s - 1)
         print(f"RPCs: {app['apps']} applications, {app['rpcs']} scheduled, {app['sent']} sent; "

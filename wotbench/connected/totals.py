@@ -4,7 +4,6 @@ rpc-summary.json and rpc-log.csv (§3d). The run's verdict is summary.json's
 (:mod:`wotbench.connected.summary`); :mod:`wotbench.connected.finish` copies it in."""
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -13,6 +12,7 @@ import numpy as np
 
 from wotbench.analysis.loading import read_model
 from wotbench.connected.rpc_outcomes import unsent_lost
+from wotbench.connected.spans import spans
 from wotbench.rundir.connected_block import CAUSES
 from wotbench.rundir.connected_files import ConnSummary, RpcSummary
 from wotbench.rundir.layout import CONN_LOG_GLOB, CONN_SUMMARY, RPC_LOG, RPC_SUMMARY
@@ -51,24 +51,12 @@ def read_components(engine_dirs: list[Path], app_dir: Optional[Path]) -> Compone
 def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
              ) -> tuple[np.ndarray, np.ndarray]:
     """Per answered RPC scheduled after the warm-up: round trip and the engine's part (ns)."""
-    dev: dict[str, tuple[int, int, int]] = {}
-    for d in engine_dirs:
-        for f in sorted(d.glob(CONN_LOG_GLOB)):
-            with f.open() as fp:
-                for r in csv.DictReader(fp):
-                    if r["outcome"] == "sent":
-                        dev[r["id"]] = (int(r["due_ns"]), int(r["end_ns"]), int(r["sent_ns"]))
-    rtt, mine = [], []
     log = app_dir / RPC_LOG
-    if log.exists():
-        with log.open() as fp:
-            for r in csv.DictReader(fp):
-                if r["outcome"] != "ok" or int(r["sched_ns"]) < warmup_end_ns or r["id"] not in dev:
-                    continue
-                due, end, sent = dev[r["id"]]
-                rtt.append(int(r["reply_ns"]) - int(r["send_ns"]))
-                mine.append(max(end - due, 0) + (sent - end))
-    return np.asarray(rtt, float), np.asarray(mine, float)
+    if not log.exists():
+        return np.zeros(0), np.zeros(0)
+    sp = spans(log, [f for d in engine_dirs for f in sorted(d.glob(CONN_LOG_GLOB))],
+               warmup_end_ns)
+    return sp["round_trip"], sp["engine"]
 
 
 @dataclass(frozen=True)
