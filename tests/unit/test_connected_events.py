@@ -141,3 +141,10 @@ def test_histogram_buckets_match_the_engines():
     assert bucket_lo(12) == 16 * 1024 and bucket_lo(13) == 20 * 1024
     assert hist_quantile_ns([(4096, 99), (8192, 1)], 0.99) == 5120
     assert hist_quantile_ns([], 0.99) is None
+
+
+def test_the_engines_event_rows_follow_the_rate_and_lifetime_up_to_the_cap():
+    from wotbench.connected.procs import EVENT_ROWS_CAP, event_rows
+    assert event_rows(60, 100_000, 400) == -(-100_000 * 400 * 5 // (60 * 4)) + 64   # ×1.25
+    assert event_rows(0.001, 100_000, 400) == EVENT_ROWS_CAP
+    assert event_rows(0, 100_000, 400) == 0 and event_rows(1, 0, 400) == 0
