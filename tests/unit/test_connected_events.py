@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from test_connected_rundir import MS, T0, _apps, _engine, _sched   # the run's other files
+from test_connected_rundir import MS, T0, _apps, _engine, _finish, _sched   # the other files
 from wotbench.analysis.errors import AnalysisError
-from wotbench.connected.analysis import Inputs
 from wotbench.connected.events import bucket_lo, hist_quantile_ns
-from wotbench.connected.finish import write_run_dir
-from wotbench.rundir import RunDir
 
 WARM = T0 + 1000 * MS          # the warm-up ends 1 s into the test
 
@@ -55,15 +52,8 @@ def _run(tmp_path: Path, **ev):
     run_dir.mkdir(parents=True)
     eng = _engine(run_dir / "engines" / "e-conn0" / "out")
     _events(eng, **ev)
-    apps = _apps(run_dir / "apps")
-    sched = _sched(run_dir / "monitor" / "connected-sched.csv", 0.1)
-    inp = Inputs(engine_dirs=[eng], app_dir=apps, sched_csv=sched, devices=4, test_start_ns=T0,
-                 duration_s=10.0, warmup_end_ns=WARM,
-                 extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
-                        "load_before": [0.5, 0.4, 0.3], "load_after": [0.6, 0.4, 0.3]})
-    s = write_run_dir(run_dir, "conn-events", inp, cfg=None, interrupted=False, tolerance=0.05,
-                      think_min_ms=40, log=lambda *_: None)
-    return RunDir(run_dir), s
+    return _finish(run_dir, eng, _apps(run_dir / "apps"),
+                   _sched(run_dir / "monitor" / "connected-sched.csv", 0.1), WARM)
 
 
 def test_events_on_schedule_are_counted_and_their_send_lag_stays_within_the_rule(tmp_path):

@@ -31,45 +31,44 @@ static int close_out(FILE *fp, const char *name) {
     return 0;
 }
 
-static int write_log(const struct cn_set *s, const struct cn_loop *l) {
+/* one row of a loop's log (i: its index) */
+typedef void (*row_fn)(FILE *fp, const struct cn_loop *l, size_t i);
+
+/* DIR/<stem>-<loop>.csv: the header, then n rows */
+static int write_rows(const struct cn_set *s, const struct cn_loop *l, const char *stem,
+                      const char *header, size_t n, row_fn row) {
     char name[64];
-    snprintf(name, sizeof name, "conn-log-%d.csv", l->id);
+    snprintf(name, sizeof name, "%s-%d.csv", stem, l->id);
     FILE *fp = open_out(s->log_dir, name);
     if (!fp)
         return -1;
-    fputs("device,id,arrival_ns,due_ns,end_ns,sent_ns,outcome,read_ns,arrival_stamp\n", fp);
-    for (size_t i = 0; i < l->log_n; i++) {
-        const struct cn_log_row *r = &l->log[i];
-        fprintf(fp, "%u,%.*s,%llu,%llu,%llu,", r->device, r->idlen, r->id,
-                (unsigned long long)r->arrival_ns, (unsigned long long)r->due_ns,
-                (unsigned long long)r->end_ns);
-        if (r->sent_ns)
-            fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
-        fprintf(fp, ",%s,%llu,%s\n", outcome_name[r->outcome], (unsigned long long)r->read_ns,
-                r->kstamp ? "kernel" : "user");
-    }
+    fputs(header, fp);
+    for (size_t i = 0; i < n; i++)
+        row(fp, l, i);
     return close_out(fp, name);
+}
+
+static void log_row(FILE *fp, const struct cn_loop *l, size_t i) {
+    const struct cn_log_row *r = &l->log[i];
+    fprintf(fp, "%u,%.*s,%llu,%llu,%llu,", r->device, r->idlen, r->id,
+            (unsigned long long)r->arrival_ns, (unsigned long long)r->due_ns,
+            (unsigned long long)r->end_ns);
+    if (r->sent_ns)
+        fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
+    fprintf(fp, ",%s,%llu,%s\n", outcome_name[r->outcome], (unsigned long long)r->read_ns,
+            r->kstamp ? "kernel" : "user");
 }
 
 static const char *const ev_outcome_name[CE_N] = {"sent", "queued", "unsent_down",
                                                   "backlog_full", "send_error"};
 
-static int write_events(const struct cn_set *s, const struct cn_loop *l) {
-    char name[64];
-    snprintf(name, sizeof name, "events-log-%d.csv", l->id);
-    FILE *fp = open_out(s->log_dir, name);
-    if (!fp)
-        return -1;
-    fputs("device,seq,due_ns,sent_ns,outcome\n", fp);
-    for (size_t i = 0; i < l->ev.n; i++) {
-        const struct cn_ev_row *r = &l->ev.row[i];
-        fprintf(fp, "%u,%llu,%llu,", r->device, (unsigned long long)r->seq,
-                (unsigned long long)r->due_ns);
-        if (r->outcome == CE_SENT)
-            fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
-        fprintf(fp, ",%s\n", ev_outcome_name[r->outcome]);
-    }
-    return close_out(fp, name);
+static void event_row(FILE *fp, const struct cn_loop *l, size_t i) {
+    const struct cn_ev_row *r = &l->ev.row[i];
+    fprintf(fp, "%u,%llu,%llu,", r->device, (unsigned long long)r->seq,
+            (unsigned long long)r->due_ns);
+    if (r->outcome == CE_SENT)
+        fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
+    fprintf(fp, ",%s\n", ev_outcome_name[r->outcome]);
 }
 
 /* "upstream": the events of every loop: by outcome, rows, bytes, the send-lag histogram
@@ -184,7 +183,10 @@ static int write_devices(const struct cn_set *s, struct cn_counters *tot, uint64
 int cn_write_outputs(const struct cn_set *s) {
     int rc = 0;
     for (int i = 0; i < s->nloops; i++)
-        rc |= write_log(s, &s->loops[i]) | write_events(s, &s->loops[i]);
+        rc |= write_rows(s, &s->loops[i], "conn-log", "device,id,arrival_ns,due_ns,end_ns,"
+                         "sent_ns,outcome,read_ns,arrival_stamp\n", s->loops[i].log_n, log_row) |
+              write_rows(s, &s->loops[i], "events-log", "device,seq,due_ns,sent_ns,outcome\n",
+                         s->loops[i].ev.n, event_row);
     struct cn_counters tot = {0};
     uint64_t attached = 0;
     rc |= write_devices(s, &tot, &attached);
