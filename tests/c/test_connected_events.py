@@ -166,3 +166,24 @@ def test_beyond_the_reserved_rows_events_are_counted_not_logged(tmp_path, conn_f
     assert up["scheduled"] == 50 + up["unlogged"] and up["unlogged"] > 100, up
     assert sum(up[k] for k in OUTCOMES) == up["scheduled"], up
     assert sum(n for _, n in up["lag_hist"]) == up["sent"], up
+
+
+def test_a_server_that_stops_reading_gives_queued_then_backlog_full_then_unsent(tmp_path,
+                                                                                 conn_fleet_bin):
+    """The scripted server never reads a held-open POST's body (read_held=False): 64 KiB
+    events every 2 ms fill the socket (later events `queued` in the device's backlog), then
+    the backlog's 256 KiB bound (one `backlog_full`, the session ends as a protocol
+    disconnect), then, never reconnecting, every later event is `unsent_down`."""
+    specs = [ConnSpec(1, "chunked-post", 0, 1, event_ms=2, reply_bytes=65536)]
+    with ScriptedEdge(read_held=False) as edge:
+        fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
+        assert edge.wait_for(lambda: (fleet.out / "attached").exists(), 5)
+        time.sleep(3)
+        s = fleet.stop()
+    rows = sorted(event_rows(fleet), key=lambda r: int(r["seq"]))
+    check_totals(rows, s)
+    seq = [r["outcome"] for r in rows]
+    runs = [k for i, k in enumerate(seq) if i == 0 or seq[i - 1] != k]
+    assert runs[-3:] == ["queued", "backlog_full", "unsent_down"], runs
+    assert set(runs[:-3]) <= {"sent", "queued"}, runs
+    assert s["upstream"]["backlog_full"] == 1 and s["disconnects"]["protocol"] == 1, s

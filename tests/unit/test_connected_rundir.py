@@ -109,7 +109,7 @@ def _run(tmp_path: Path, **kw) -> tuple[RunDir, object]:
 
 def _finish(run_dir: Path, eng: Path, apps: Path, sched: Path, warmup_end_ns: int = T0
             ) -> tuple[RunDir, object]:
-    """The run directory of these components' files (also tests/unit/test_connected_events.py)."""
+    """The run directory of these files (also test_connected_event_figures.py)."""
     inp = Inputs(engine_dirs=[eng], app_dir=apps, sched_csv=sched, devices=4, test_start_ns=T0,
                  duration_s=10.0, warmup_end_ns=warmup_end_ns,
                  extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
