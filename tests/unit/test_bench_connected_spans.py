@@ -30,7 +30,9 @@ def test_each_span_of_an_answered_rpc_from_its_stamps(tmp_path):
     assert got == {"round_trip": [8000.0], "server_in": [2000.0], "service": [2000.0],
                    "engine": [500.0],    # timer lateness 300 + the reply's write 200
                    "server_out": [3500.0], "send_lag": [100.0], "engine_read": [200.0],
-                   "app_read": [50.0], "t_ns": [1100.0]}
+                   "app_read": [50.0],
+                   "server_device_server": [2500.0],   # reply written − kernel arrival
+                   "t_ns": [1100.0]}
     # the spans between the stamps add up to the round trip
     assert sum(sp[k][0] for k in ("server_in", "service", "engine", "server_out")) == \
         sp["round_trip"][0]

@@ -104,8 +104,14 @@ def _run(tmp_path: Path, **kw) -> tuple[RunDir, object]:
     eng = _engine(run_dir / "engines" / "e-conn0" / "out", **kw.pop("engine", {}))
     apps = _apps(run_dir / "apps", **kw.pop("apps", {}))
     sched = _sched(run_dir / "monitor" / "connected-sched.csv", kw.pop("wait", 0.1))
+    return _finish(run_dir, eng, apps, sched)
+
+
+def _finish(run_dir: Path, eng: Path, apps: Path, sched: Path, warmup_end_ns: int = T0
+            ) -> tuple[RunDir, object]:
+    """The run directory of these files (also test_connected_event_figures.py)."""
     inp = Inputs(engine_dirs=[eng], app_dir=apps, sched_csv=sched, devices=4, test_start_ns=T0,
-                 duration_s=10.0, warmup_end_ns=T0,
+                 duration_s=10.0, warmup_end_ns=warmup_end_ns,
                  extra={"attached_all": True, "attach_s": 0.5, "engines_s": 20.0,
                         "load_before": [0.5, 0.4, 0.3], "load_after": [0.6, 0.4, 0.3]})
     s = write_run_dir(run_dir, "conn-test", inp, cfg=None, interrupted=False, tolerance=0.05,

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
+from wotbench.connected.events import event_figures
 from wotbench.connected.rpc_outcomes import unsent_lost
 from wotbench.connected.stamps import rx_stamps
 from wotbench.connected.totals import ComponentFiles, engine_totals
@@ -52,6 +53,9 @@ class Inputs:
     # a cell of a run across hosts: every cell's engine dirs, so its applications' RPCs meet
     # their device wherever it is; the engines' own part is then that of this cell's devices
     join_dirs: Optional[list[Path]] = None
+    # a merged run across hosts: the engine dirs are on several hosts' clocks (nothing on a
+    # device's clock is cut by the run's warm-up; the server → device → server figure omitted)
+    several_hosts: bool = False
 
 
 def _device_log(dirs: list[Path]) -> pd.DataFrame:
@@ -82,8 +86,10 @@ def rpc_frame(app_dir: Path, dev: pd.DataFrame) -> pd.DataFrame:
                      how="left", suffixes=("", "_dev"))
 
 
-def _rpc_figures(app: RpcSummary, j: pd.DataFrame, warm: int, dev: pd.DataFrame
-                 ) -> tuple[RpcFigures, np.ndarray]:
+def _rpc_figures(app: RpcSummary, j: pd.DataFrame, warm: int, dev: pd.DataFrame,
+                 one_host: bool = True) -> tuple[RpcFigures, np.ndarray]:
+    """``one_host``: the applications, the server and the devices on one host (the
+    server → device → server figure is the kernel's boundaries there; omitted otherwise)."""
     m = j[j["sched_ns"] >= warm]
     ok = m[(m["outcome"] == "ok") & m["sent_ns"].notna()]
     rtt = (ok["reply_ns"] - ok["send_ns"]).to_numpy(float)
@@ -105,7 +111,9 @@ def _rpc_figures(app: RpcSummary, j: pd.DataFrame, warm: int, dev: pd.DataFrame
         engine_part=_ms(ConnStats, mine),
         testbed_share=quantiles_of(ShareStats, mine / rtt if len(rtt) else np.zeros(0)),
         replied_not_received=int(to["sent_ns"].notna().sum()),
-        not_delivered=int((~to["id"].isin(arrived)).sum()))
+        not_delivered=int((~to["id"].isin(arrived)).sum()),
+        server_device_server=_ms(ConnStats, (ok["sent_ns"] - ok["arrival_ns"]).to_numpy(float))
+        if one_host else None)
     return fig, mine
 
 
@@ -205,7 +213,8 @@ def analyse(inp: Inputs, files: ComponentFiles
         if app.rows_full:
             lost["app_rows_full"] = 1
         j = rpc_frame(inp.app_dir, dev)
-        rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev)
+        rpc, mine = _rpc_figures(app, j, inp.warmup_end_ns, dev,
+                                 one_host=inp.join_dirs is None and not inp.several_hosts)
         if inp.join_dirs is not None:
             mine = _own_part(own_dev, inp.warmup_end_ns)
             rpc = rpc.model_copy(update={"engine_part": _ms(ConnStats, mine)})
@@ -232,6 +241,8 @@ def analyse(inp: Inputs, files: ComponentFiles
                               sum(e.msgs_in for e in eng), sum(e.bytes_out for e in eng),
                               sum(e.bytes_in for e in eng), x.get("engines_s") or secs),
         apps_side=apps_side, rpc=rpc, sched=sched,
+        events=event_figures(eng, inp.engine_dirs,
+                             None if inp.several_hosts else inp.warmup_end_ns),
         sched_missing=x.get("sched_missing") or (None if sched else
                                                  "no run-queue samples of the components"),
         per_device=_per_device(inp.engine_dirs),

@@ -87,7 +87,8 @@ def write_run_dir(run_dir: Path, name: str, inp: analysis.Inputs, *, cfg: Option
     rd.write_summary(s)
     # the components' totals (as before summary.json existed), with the run's verdict
     legacy = summarize(files, inp.engine_dirs, inp.app_dir, inp.devices,
-                       bool(inp.extra.get("attached_all")), inp.warmup_end_ns, inp.extra)
+                       bool(inp.extra.get("attached_all")), inp.warmup_end_ns, inp.extra,
+                       block=block)
     legacy["verdict"] = s.verdict.model_dump(mode="json")
     atomic.write_json(rd.connected_summary_json, legacy)
     try:

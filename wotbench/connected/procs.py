@@ -4,6 +4,7 @@ single-host run (:mod:`wotbench.connected.run`) and a cell of a run across hosts
 (:mod:`wotbench.distributed.connected_cell`), so a cell runs exactly what one host runs."""
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 from typing import Any, Optional
@@ -17,6 +18,27 @@ ROOT = Path(__file__).resolve().parents[2]
 FLEET_BIN = ROOT / "wot-device" / "build" / "wot-fleet-conn"   # connected devices: CONTRACTS §3c
 RPCAPP_BIN = ROOT / "rpc-app" / "build" / "wot-rpcapp"
 ATTACH_RATE = 5000            # first connects per second over all engines
+# rows of an engine's events-log-*.csv (32 B each, reserved at start as zero pages: only the
+# rows used cost memory); beyond them the events are counted and in its send-lag histogram
+EVENT_ROWS_CAP = 2_000_000
+EVENT_ROWS_MARGIN = 1.25      # over the expected count (a Poisson count's spread is far less)
+
+
+def event_rows(event_mean_s: float, devices: int, lifetime_s: float) -> int:
+    """Rows for ``devices`` with events every ``event_mean_s`` on average over the engine's
+    ``lifetime_s`` (attach, test, stop), with margin, at most EVENT_ROWS_CAP."""
+    if event_mean_s <= 0 or devices <= 0:
+        return 0
+    want = math.ceil(devices * lifetime_s / event_mean_s * EVENT_ROWS_MARGIN) + 64
+    return min(EVENT_ROWS_CAP, want)
+
+
+def engine_lifetime_s(cfg: Any, devices: int) -> float:
+    """How long an engine may run: the attach deadline (run.py), the test, the applications'
+    timeout and the stop."""
+    apps = cfg.applications
+    return (60 + 2 * devices / ATTACH_RATE + float(cfg.duration_s)
+            + (apps.timeout_ms / 1000 + 1 + apps.warmup_s if apps else 0) + 30)
 
 
 def first_ids(cfg: Any) -> dict[str, int]:
@@ -46,7 +68,9 @@ def start_engines(cfg: Any, lay: Layout, run_dir: Path, endpoint: str, rate: int
                                offset=e.offset, count=e.count, first_shard=first_shard)
         conns.write_text(connections_header(g) + "\n" + "\n".join(rows) + "\n")
         argv = [str(FLEET_BIN), "--connections", str(conns), "--log-dir",
-                str(d), "--name", e.name, "--attach-rate", str(rate)]
+                str(d), "--name", e.name, "--attach-rate", str(rate), "--event-rows",
+                str(event_rows(g.connection.event_mean_s, e.count,
+                               engine_lifetime_s(cfg, lay.devices)))]
         if apps:
             argv += ["--id-marker", apps.id_marker, "--reply-id", apps.reply_id,
                      "--id-header", apps.id_header]

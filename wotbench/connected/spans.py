@@ -3,8 +3,16 @@ application's rpc-log.csv joined by id with the devices' conn-log-*.csv rows (on
 CLOCK_MONOTONIC): the application's send -> the RPC's kernel arrival at the device (the server
 relaying it) -> due (the service time) -> the reply written (the engine: timer lateness +
 write) -> the reply's kernel arrival at the application (the server relaying it back).
-``connected-summary.json``'s engine part (:mod:`wotbench.connected.totals`) and
-``bench/connected_bench.py``'s breakdown both come from here."""
+``connected-summary.json``'s engine part and server → device → server figure
+(:mod:`wotbench.connected.totals`) and ``bench/connected_bench.py``'s breakdown come from here.
+
+``server_device_server`` (the study's "server → device → server"): the reply written − the
+RPC's kernel arrival at the device. On one host over loopback the kernel stamps a segment in
+its sender's write, so the arrival is the server's write of the RPC and the reply's write is
+where the server's kernel receives it: the span from the server's write to its kernel's
+receipt of the reply, i.e. the device's service, the engine's part and both loopback
+crossings, without the server's own read and write delays (nginx logs no per-message stamp).
+Across hosts the arrival is the device host's, after the wire: not this figure."""
 from __future__ import annotations
 
 import csv
@@ -13,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 SPANS = ("round_trip", "server_in", "service", "engine", "server_out", "send_lag",
-         "engine_read", "app_read")
+         "engine_read", "app_read", "server_device_server")
 
 
 def spans(rpc_log: Path, conn_logs: list[Path], after_ns: int = 0) -> dict[str, np.ndarray]:
@@ -36,7 +44,7 @@ def spans(rpc_log: Path, conn_logs: list[Path], after_ns: int = 0) -> dict[str, 
             rows.append((reply - send, arr - send, due - arr, max(end - due, 0) + sent - end,
                          reply - sent, send - int(r["sched_ns"]),
                          int(d.get("read_ns") or arr) - arr,
-                         int(r.get("reply_read_ns") or reply) - reply, send))
+                         int(r.get("reply_read_ns") or reply) - reply, sent - arr, send))
     a = np.asarray(rows, float).reshape(-1, len(SPANS) + 1)
     out = {k: a[:, i] for i, k in enumerate(SPANS)}
     out["t_ns"] = a[:, -1]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from wotbench.analysis.stats import quantiles_of
+from wotbench.connected.events import event_reason
 from wotbench.connected.rpc_outcomes import judged_counts
 from wotbench.rundir.connected_block import ConnectedBlock
 from wotbench.rundir.evidence import EvidenceParams
@@ -94,6 +95,13 @@ def judge(b: ConnectedBlock, tolerance: float, think_min_ms: float,
         reasons.append(f"the engines fell behind their devices: their own part of the round trip "
                        f"p99 {r.engine_part.p99_ms:.2f} ms > {tolerance:.0%} of the median round "
                        f"trip {median:.2f} ms")
+    late_events = event_reason(b.events)
+    if late_events:
+        reasons.append(late_events)
+    elif b.events and b.events.send_lag.p99_ms is not None:
+        notes.append(f"the devices' upstream events went out on their schedule: send lag "
+                     f"(sent − due) p99 {b.events.send_lag.p99_ms:.3f} ms <= "
+                     f"{b.events.rule_ms:g} ms (the open-loop applications' rule)")
     limit = params.evidence.wait_of_service
     for s in b.sched:
         if s.role == "testbed" and median and s.wait_per_rpc_ms is not None and \
@@ -111,8 +119,8 @@ def judge(b: ConnectedBlock, tolerance: float, think_min_ms: float,
     contention = ContentionBlock(
         status="detected" if reasons else "none", cd_status="not_checked",
         reason="; ".join(reasons) if reasons else
-        "the engines' own stamps, the applications' send lag and the testbed processes' "
-        "run-queue wait stayed within the tolerance", evidence_missing=missing,
+        "the engines' own stamps, the applications' and the devices' events' send lag and the "
+        "testbed processes' run-queue wait stayed within the tolerance", evidence_missing=missing,
         params=params.contention, flagged_windows=flagged, windows_flagged=len(flagged),
         tolerance=f"{tolerance:.0%}",
         # the testbed's part of the round trip (the engines' own stamps), per RPC and as a
@@ -142,6 +150,14 @@ def judge(b: ConnectedBlock, tolerance: float, think_min_ms: float,
         if r.not_delivered:
             notes.append(f"{r.not_delivered} RPC(s) timed out without reaching their device "
                          "(the server did not deliver them: the system's)")
+    ev = b.events
+    if ev and ev.unlogged:
+        notes.append(f"{ev.unlogged} of the devices' {ev.scheduled} upstream events beyond the "
+                     "rows reserved were counted and put in the engines' send-lag histogram, "
+                     "not logged row by row")
+    if ev and ev.outcomes.get("unsent_down"):
+        notes.append(f"{ev.outcomes['unsent_down']} upstream event(s) were due while their "
+                     "device's connection was down: not sent (see the disconnects)")
     if b.disconnects.server_closed + b.disconnects.reset + b.disconnects.protocol:
         notes.append(f"the server ended connections: {b.disconnects.model_dump()} (the system's)")
     if invalid:

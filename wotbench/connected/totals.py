@@ -12,8 +12,8 @@ import numpy as np
 
 from wotbench.analysis.loading import read_model
 from wotbench.connected.rpc_outcomes import unsent_lost
-from wotbench.connected.spans import spans
-from wotbench.rundir.connected_block import CAUSES
+from wotbench.connected.spans import SPANS, spans
+from wotbench.rundir.connected_block import CAUSES, ConnectedBlock
 from wotbench.rundir.connected_files import ConnSummary, RpcSummary
 from wotbench.rundir.layout import CONN_LOG_GLOB, CONN_SUMMARY, RPC_LOG, RPC_SUMMARY
 
@@ -49,14 +49,13 @@ def read_components(engine_dirs: list[Path], app_dir: Optional[Path]) -> Compone
 
 
 def rpc_join(app_dir: Path, engine_dirs: list[Path], warmup_end_ns: int
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Per answered RPC scheduled after the warm-up: round trip and the engine's part (ns)."""
+             ) -> dict[str, np.ndarray]:
+    """Per answered RPC scheduled after the warm-up: its spans (ns, :data:`spans.SPANS`)."""
     log = app_dir / RPC_LOG
     if not log.exists():
-        return np.zeros(0), np.zeros(0)
-    sp = spans(log, [f for d in engine_dirs for f in sorted(d.glob(CONN_LOG_GLOB))],
-               warmup_end_ns)
-    return sp["round_trip"], sp["engine"]
+        return {k: np.zeros(0) for k in SPANS}
+    return spans(log, [f for d in engine_dirs for f in sorted(d.glob(CONN_LOG_GLOB))],
+                 warmup_end_ns)
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,10 @@ def engine_totals(engines: list[ConnSummary]) -> EngineTotals:
 
 def summarize(files: ComponentFiles, engine_dirs: list[Path], app_dir: Optional[Path],
               devices: int, attached_all: bool, warmup_end_ns: int,
-              extra: dict[str, Any]) -> dict[str, Any]:
+              extra: dict[str, Any], block: Optional[ConnectedBlock] = None
+              ) -> dict[str, Any]:
+    """``block``: summary.json's figures of the same run (its events; whether the server →
+    device → server figure applies: one host)."""
     eng = files.engines
     totals = engine_totals(eng)
     disc, cfail, testbed = totals.disconnects, totals.connect_failures, totals.testbed
@@ -102,7 +104,8 @@ def summarize(files: ComponentFiles, engine_dirs: list[Path], app_dir: Optional[
         **extra}
     app = files.app
     if app is not None and app_dir is not None:
-        rtt, mine = rpc_join(app_dir, engine_dirs, warmup_end_ns)
+        sp = rpc_join(app_dir, engine_dirs, warmup_end_ns)
+        rtt, mine = sp["round_trip"], sp["engine"]
         share = mine / rtt if len(rtt) else np.asarray([])
         written = app.model_dump(mode="json", by_alias=True)    # these keys as the file has them
         out["rpc"] = {k: written[k] for k in ("apps", "rpcs", "measured", "ok",
@@ -115,6 +118,20 @@ def summarize(files: ComponentFiles, engine_dirs: list[Path], app_dir: Optional[
         out["rpc"]["overflow"] = app.overflow or 0     # open loop only
         out["rpc"]["engine_part_ns"] = _pct(mine)
         out["rpc"]["testbed_share"] = _pct(share)
+        # the study's figure at the kernel's boundaries (spans.py; one host, loopback only)
+        if block is not None and block.rpc is not None and \
+                block.rpc.server_device_server is not None:
+            out["rpc"]["server_device_server_ns"] = _pct(sp["server_device_server"])
         if app.rows_full:
             testbed["app_rows_full"] = 1
+    ev = block.events if block is not None else None
+    if ev is not None:
+        lag = ev.send_lag
+        out["events"] = {
+            "scheduled": ev.scheduled, **ev.outcomes, "rows": ev.rows, "unlogged": ev.unlogged,
+            "measured": ev.measured, "bytes": ev.bytes,
+            "send_lag_ns": None if lag.p50_ms is None else
+            {k: getattr(lag, f"{k}_ms") * 1e6 for k in ("p50", "p90", "p99", "max")},
+            "send_lag_all_p99_ns": None if ev.send_lag_all_p99_ms is None
+            else ev.send_lag_all_p99_ms * 1e6}
     return out

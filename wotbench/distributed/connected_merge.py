@@ -137,7 +137,8 @@ def analyse_merged(merged: Path, cfg: Config, resolved: str, infos: dict[str, Ce
                  app_dir=rd.apps_dir if (rd.apps_dir / RPC_LOG).exists() else None,
                  sched_csv=rd.connected_sched_csv,
                  devices=sum(i.devices for i in infos.values()), test_start_ns=t0_here,
-                 duration_s=float(cfg.duration_s), warmup_end_ns=warm, extra=extra)
+                 duration_s=float(cfg.duration_s), warmup_end_ns=warm, extra=extra,
+                 several_hosts=True)
     s = _judge(cfg, merged, cfg.name, inp)
     own = [f"the merged figures alone (every cell's RPCs and processes) would say "
            f"{s.verdict.status}" + (f": {s.verdict.reasons[0]}" if s.verdict.reasons else "")]

@@ -59,8 +59,29 @@ class RpcFigures(Record):
     send_lag: ConnStats              # app send - its think timer end or schedule (testbed)
     engine_part: ConnStats           # engine's timer lateness + reply write (the testbed's)
     testbed_share: ShareStats        # engine_part / round_trip, per RPC
+    # the device's reply write − the RPC's kernel arrival at the device (one host, loopback:
+    # the server's write of the RPC to its read of the reply, at the kernel's boundaries,
+    # minus the server's own read/write delays); None across hosts
+    server_device_server: Optional[ConnStats] = None
     replied_not_received: int = 0    # timeouts whose device sent the reply (late or lost: server)
     not_delivered: int = 0           # timeouts whose device never got the RPC
+
+
+class EventFigures(Record):
+    """The devices' upstream events (docs/CONNECTED.md "Upstream events: schedule and stamps"):
+    an open-loop schedule per device; every event whose due time came ends in one outcome."""
+    scheduled: int                   # every event due (warm-up included)
+    outcomes: dict[str, int]         # sent, queued, unsent_down, backlog_full, send_error
+    rows: int                        # rows of events-log-*.csv
+    unlogged: int = 0                # beyond the rows reserved: counted, not in send_lag
+    measured: int                    # rows due after the warm-up
+    send_lag: ConnStats              # sent − due of the sent rows due after the warm-up (testbed)
+    send_lag_all_p99_ms: Optional[float] = None   # the engines' histogram (every sent event,
+                                     # warm-up included; the upper bound of its bucket)
+    bytes: int = 0                   # of the events sent or queued
+    rule_ms: float = 1.0             # the verdict's bound on send_lag p99 (open loop)
+    after_warmup: bool = True        # False: a merged run across hosts (several clocks):
+                                     # send_lag over every row
 
 
 class SchedWait(Record):
@@ -114,6 +135,7 @@ class ConnectedBlock(Record):
     devices_side: Traffic                    # at the devices (engines): in = RPCs, out = replies
     apps_side: Optional[Traffic] = None      # at the applications: out = RPC POSTs, in = replies
     rpc: Optional[RpcFigures] = None
+    events: Optional[EventFigures] = None    # None: no device has events, or older engines
     sched: list[SchedWait] = Field(default_factory=list)
     sched_missing: Optional[str] = None      # why there is no run-queue evidence
     per_device: Optional[PerDeviceCounts] = None

@@ -52,6 +52,24 @@ class ConnLoop(Record):
     timer_late_ns: ConnTimerLate
 
 
+class ConnUpstream(Record):
+    """The engine's upstream events (every loop): each event whose due time came, by outcome
+    (exactly one each), the rows of events-log-*.csv and those beyond the rows reserved, and
+    the send lag (sent − due) of every sent one in buckets of 4 per octave."""
+    scheduled: int
+    sent: int                          # written whole (sent_ns when its write returned)
+    queued: int                        # the socket took part or none: the rest in its backlog
+    unsent_down: int                   # due while the device was not attached
+    backlog_full: int                  # its backlog was full: not sent, the session ended
+    send_error: int                    # the write failed
+    rows: int
+    rows_reserved: int
+    unlogged: int                      # events beyond the rows: counted here only
+    bytes: int                         # of the events sent or queued
+    lag_max_ns: int
+    lag_hist: list[tuple[int, int]]    # [lower bound ns, sent events], buckets that have any
+
+
 class ConnSummary(Record):
     """An engine's ``conn-summary.json``: its totals over its devices and loops."""
     name: str
@@ -76,6 +94,7 @@ class ConnSummary(Record):
     loop: list[ConnLoop]
     rss_bytes: int
     stamps: Optional[ConnStamps] = None   # absent: an engine without kernel stamps on TCP
+    upstream: Optional[ConnUpstream] = None   # absent: an engine without per-event rows
 
 
 class RpcPercentiles(Record):

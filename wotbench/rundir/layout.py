@@ -62,6 +62,7 @@ SINK_NOTIFICATIONS = "notifications.csv"
 CONN_SUMMARY = "conn-summary.json"
 CONN_DEVICES = "conn-devices.csv"
 CONN_LOG_GLOB = "conn-log-*.csv"      # one per event loop
+EVENTS_LOG_GLOB = "events-log-*.csv"  # one per event loop: the devices' upstream events
 RPC_SUMMARY = "rpc-summary.json"
 RPC_LOG = "rpc-log.csv"
 CONNECTED_SCHED = "connected-sched.csv"   # in monitor/: the components' run-queue samples

@@ -86,6 +86,8 @@ struct cn_device {
                                      the first member of a struct cn_rx (conn_http.c) */
     char key[WS_KEY_LEN + 1];
     uint64_t event_seq;
+    uint8_t events_on;            /* its event schedule runs (from its first attach to the
+                                     end, whatever its connection: conn_events.c) */
     struct cn_counters c;
 };
 
@@ -107,6 +109,35 @@ struct cn_log_row {
     char id[CN_ID_MAX];
 };
 enum cn_outcome { CO_SENT = 0, CO_LOST_DISCONNECT, CO_SEND_ERROR };
+
+/* one upstream event (events-log-<loop>.csv, conn_events.c): every event whose due time came
+ * ends in exactly one outcome */
+struct cn_ev_row {
+    uint64_t due_ns, sent_ns, seq;
+    uint32_t device;
+    uint8_t outcome;              /* enum cn_ev_outcome */
+};
+enum cn_ev_outcome {
+    CE_SENT = 0,                  /* written whole by its write: sent_ns when that returned */
+    CE_QUEUED,                    /* the socket took part or none: the rest waits in the
+                                     device's send backlog (wslay's queue, the POST backlog) */
+    CE_UNSENT_DOWN,               /* due while the device was not attached: not sent */
+    CE_BACKLOG_FULL,              /* the backlog would pass its bound: not sent, the session
+                                     ends (a protocol disconnect) */
+    CE_SEND_ERROR,                /* the write failed (the session ended) */
+    CE_N
+};
+/* what the last device_send did with the bytes (conn_http.c, conn_ws.c set it) */
+enum cn_tx { TX_WHOLE = 0, TX_QUEUED, TX_FULL, TX_FAILED };
+#define CN_EV_HIST 96             /* send-lag buckets, 4 per octave from 1.024 us (~34 s) */
+
+/* a loop's events: rows reserved at start; beyond them only the counts and the histogram */
+struct cn_events {
+    struct cn_ev_row *row;
+    size_t cap, n;
+    uint64_t unlogged, out[CE_N], bytes, lag_max_ns;
+    uint64_t hist[CN_EV_HIST];    /* sent events by send lag (sent - due) */
+};
 
 struct cn_heap_ent {
     uint64_t at;
@@ -134,6 +165,8 @@ struct cn_loop {
     uint64_t *late;               /* timer lateness samples (replies), for percentiles */
     size_t log_cap, log_n, late_n;
     struct cn_loop_stats st;
+    struct cn_events ev;
+    uint8_t tx_state;             /* enum cn_tx of the last send */
     uint64_t rng;
     uint32_t attached_once;       /* devices of this loop that attached at least once */
     tcpstamp_t rs;                /* the stamps of the read being decoded (every message it
@@ -156,6 +189,7 @@ struct cn_set {
     const char *file, *log_dir, *name;
     uint32_t attach_rate;         /* first connects per second per engine (staggered) */
     size_t log_capacity;
+    uint64_t event_rows;          /* rows of events-log-*.csv over all loops (--event-rows) */
     char id_marker[32];           /* the RPC id follows this in a message: "id":" */
     uint8_t reply_id;             /* enum cn_reply_id */
     char id_header[64];           /* CR_HEADER: the reply POST's header that carries the id */
@@ -229,7 +263,26 @@ void cn_http_flush(struct cn_loop *l, struct cn_device *d, struct cn_conn *c);
 int cn_stream_send_request(struct cn_loop *l, struct cn_device *d);
 int cn_stream_send(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len);
 
-/* conn_output.c: conn-log-<loop>.csv, conn-devices.csv, conn-summary.json */
+/* conn_loop.c, for conn_events.c: l->tx[0..len) upstream (id: the RPC it answers, NULL for
+ * an event or the attach message); the body `{"<key>":<value>,"device":N,"p":"xx..."}` */
+int cn_device_send(struct cn_loop *l, struct cn_device *d, size_t len, const char *id);
+size_t cn_build_body(struct cn_loop *l, struct cn_device *d, const char *key, const char *value,
+                     int quoted);
+uint64_t cn_exp_interval_ns(struct cn_loop *l, uint32_t mean_ms);
+int cn_timer_add(struct cn_loop *l, uint64_t at, uint32_t dev, uint8_t kind, uint32_t x);
+
+/* conn_events.c: the devices' upstream events on their open-loop schedule */
+int cn_events_init(struct cn_loop *l);     /* its rows, its share of s->event_rows */
+void cn_events_free(struct cn_loop *l);
+/* the first event of a device at its first attach; the rest from each one's due time */
+void cn_events_start(struct cn_loop *l, struct cn_device *d, uint64_t now);
+/* a CT_EVENT timer came up (due: its scheduled time): sent, or its outcome, and the next */
+void cn_event_due(struct cn_loop *l, struct cn_device *d, uint64_t due);
+/* the lower bound (ns) of histogram bucket b */
+uint64_t cn_ev_bucket_lo(unsigned b);
+
+/* conn_output.c: conn-log-<loop>.csv, events-log-<loop>.csv, conn-devices.csv,
+ * conn-summary.json */
 int cn_write_outputs(const struct cn_set *s);
 
 #endif

@@ -239,6 +239,7 @@ int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struc
     if (live && c->olen == 0) {
         ssize_t w = writev(c->fd, iov, n);
         if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            l->tx_state = TX_FAILED;
             cn_disconnect(l, d, cn_cause_of_errno(errno));
             return -1;
         }
@@ -247,16 +248,19 @@ int cn_http_put(struct cn_loop *l, struct cn_device *d, struct cn_conn *c, struc
     }
     if (done == total)
         return 0;
+    l->tx_state = TX_QUEUED;            /* the rest waits in the backlog (events: outcome queued) */
     for (int i = 0; i < n; i++) {
         size_t skip = done < iov[i].iov_len ? done : iov[i].iov_len;
         done -= skip;
         if (iov[i].iov_len > skip &&
             backlog(c, (const char *)iov[i].iov_base + skip, iov[i].iov_len - skip)) {
+            l->tx_state = TX_FULL;
             cn_disconnect(l, d, CC_PROTOCOL);   /* the server stopped taking this device's bytes */
             return -1;
         }
     }
     if (live && cn_watch(l, c, EPOLLIN | EPOLLOUT)) {
+        l->tx_state = TX_FAILED;
         cn_disconnect(l, d, CC_TESTBED);
         return -1;
     }

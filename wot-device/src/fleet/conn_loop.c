@@ -81,6 +81,11 @@ static int timer_add(struct cn_loop *l, uint64_t at, uint32_t dev, uint8_t kind,
     return 0;
 }
 
+/* conn_events.c's timers */
+int cn_timer_add(struct cn_loop *l, uint64_t at, uint32_t dev, uint8_t kind, uint32_t x) {
+    return timer_add(l, at, dev, kind, x);
+}
+
 static struct cn_heap_ent timer_pop(struct cn_loop *l) {
     struct cn_heap_ent top = l->heap[0];
     l->heap[0] = l->heap[--l->hn];
@@ -269,8 +274,8 @@ static void on_connected(struct cn_loop *l, struct cn_conn *c) {
 
 /* `{"<key>":<value>,"device":N,"p":"xx..."}` padded to d->reply_bytes (or unpadded when the
  * fixed part is already longer) into l->tx; returns the length. */
-static size_t build_body(struct cn_loop *l, struct cn_device *d, const char *key,
-                         const char *value, int quoted) {
+size_t cn_build_body(struct cn_loop *l, struct cn_device *d, const char *key,
+                     const char *value, int quoted) {
     int n = snprintf(l->tx, 256, quoted ? "{\"%s\":\"%s\",\"device\":%u,\"p\":\"" :
                      "{\"%s\":%s,\"device\":%u,\"p\":\"", key, value, d->index);
     size_t len = (size_t)n, want = d->reply_bytes;
@@ -283,13 +288,14 @@ static size_t build_body(struct cn_loop *l, struct cn_device *d, const char *key
 }
 
 /* l->tx[0..len) upstream; id: the RPC it answers (NULL: an event or the attach message) */
-static int device_send(struct cn_loop *l, struct cn_device *d, size_t len, const char *id) {
+int cn_device_send(struct cn_loop *l, struct cn_device *d, size_t len, const char *id) {
+    l->tx_state = TX_WHOLE;             /* the senders say when the bytes did not all go out */
     return d->proto == CN_WEBSOCKET ? cn_ws_send(l, d, l->tx, len, 0)
          : d->proto == CN_STREAM    ? cn_stream_send(l, d, l->tx, len)
                                     : cn_http_post(l, d, l->tx, len, id);
 }
 
-static uint64_t exp_interval_ns(struct cn_loop *l, uint32_t mean_ms) {
+uint64_t cn_exp_interval_ns(struct cn_loop *l, uint32_t mean_ms) {
     /* inverse CDF of the exponential: an open-loop (Poisson) schedule of events */
     double u = ((double)(xorshift(&l->rng) >> 11) + 0.5) / 9007199254740992.0;
     double ns = -__builtin_log(u) * (double)mean_ms * 1e6;
@@ -308,14 +314,14 @@ int cn_on_attached(struct cn_loop *l, struct cn_device *d) {
     if (d->heartbeat_ms)
         timer_add(l, now + (uint64_t)d->heartbeat_ms * 1000000ULL, d->loop_pos, CT_HEARTBEAT,
                   d->gen);
-    if (d->event_ms)
-        timer_add(l, now + exp_interval_ns(l, d->event_ms), d->loop_pos, CT_EVENT, d->gen);
+    if (d->event_ms && !d->events_on)
+        cn_events_start(l, d, now);   /* from the first attach on, down or up (conn_events.c) */
     if (!d->attach_body || d->proto == CN_STREAM)
         return 0;                 /* CN_STREAM: it went as the request body's first chunk */
     /* e.g. a subscription of a server that takes it as a message (webdis: ["SUBSCRIBE",..]) */
     uint32_t gen = d->gen;
     memcpy(l->tx, d->attach_body, d->attach_body_len);
-    if (device_send(l, d, d->attach_body_len, NULL) == 0)
+    if (cn_device_send(l, d, d->attach_body_len, NULL) == 0)
         return 0;
     if (gen == d->gen)
         cn_disconnect(l, d, CC_TESTBED);   /* not queued and the session still up: ours */
@@ -349,10 +355,10 @@ static void send_reply(struct cn_loop *l, uint32_t j) {
         memcpy(id, J->id, J->idlen);
         id[J->idlen] = '\0';
         /* with the id in the POST's header or target the body does not repeat it */
-        size_t len = l->set->reply_id == CR_BODY ? build_body(l, d, "id", id, 1)
-                                                 : build_body(l, d, "reply", "1", 0);
+        size_t len = l->set->reply_id == CR_BODY ? cn_build_body(l, d, "id", id, 1)
+                                                 : cn_build_body(l, d, "reply", "1", 0);
         uint64_t sent = (uint64_t)mono_ns();
-        if (device_send(l, d, len, id) == 0) {
+        if (cn_device_send(l, d, len, id) == 0) {
             d->c.replies++;
             log_reply(l, J, d, end, sent, CO_SENT);
         } else {
@@ -427,25 +433,20 @@ static void on_timers(struct cn_loop *l) {
         struct cn_device *d = &l->dev[e.dev];
         if (e.kind == CT_REPLY) {
             send_reply(l, e.gen_or_job);
+        } else if (e.kind == CT_EVENT) {
+            cn_event_due(l, d, e.at);   /* not of a session: the schedule runs while down */
         } else if (e.gen_or_job != d->gen) {
             /* a timer of an earlier session */
         } else if (e.kind == CT_CONNECT) {
             on_connect_timer(l, d);
         } else if (d->attached_ns && e.kind == CT_HEARTBEAT) {
             int r = d->proto == CN_WEBSOCKET ? cn_ws_send(l, d, "", 0, 1)
-                  : device_send(l, d, build_body(l, d, "hb", "1", 0), NULL);
+                  : cn_device_send(l, d, cn_build_body(l, d, "hb", "1", 0), NULL);
             if (r == 0)
                 d->c.heartbeats++;
             if (d->gen == e.gen_or_job)
                 timer_add(l, now + (uint64_t)d->heartbeat_ms * 1000000ULL, e.dev,
                           CT_HEARTBEAT, d->gen);
-        } else if (d->attached_ns && e.kind == CT_EVENT) {
-            char seq[24];
-            snprintf(seq, sizeof seq, "%llu", (unsigned long long)++d->event_seq);
-            if (device_send(l, d, build_body(l, d, "event", seq, 0), NULL) == 0)
-                d->c.events++;
-            if (d->gen == e.gen_or_job)
-                timer_add(l, e.at + exp_interval_ns(l, d->event_ms), e.dev, CT_EVENT, d->gen);
         }
         now = (uint64_t)mono_ns();
     }
@@ -536,9 +537,11 @@ static int loop_init(struct cn_set *s, struct cn_loop *l, int id, uint32_t first
     l->heap = calloc(l->hcap, sizeof *l->heap);
     l->log = calloc(l->log_cap ? l->log_cap : 1, sizeof *l->log);
     l->late = calloc(l->log_cap ? l->log_cap : 1, sizeof *l->late);
+    int ev_bad = cn_events_init(l);
     struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &l->tfd};
     struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &l->wfd};
     if (l->ep < 0 || l->tfd < 0 || l->wfd < 0 || !l->jobs || !l->heap || !l->log || !l->late ||
+        ev_bad ||
         epoll_ctl(l->ep, EPOLL_CTL_ADD, l->tfd, &e1) ||
         epoll_ctl(l->ep, EPOLL_CTL_ADD, l->wfd, &e2)) {
         fprintf(stderr, "wot-fleet: conn loop %d: cannot create its epoll/timerfd/eventfd or "
@@ -620,6 +623,7 @@ void cn_release(struct cn_set *s) {
         free(l->heap);
         free(l->log);
         free(l->late);
+        cn_events_free(l);
     }
     free(s->loops);
     s->loops = NULL;

@@ -1,6 +1,8 @@
 /* conn_output.c - the connected devices' files, written at exit (CONTRACTS §3c):
- * conn-log-<loop>.csv (one row per RPC that arrived with an id), conn-devices.csv (counters per
- * device), conn-summary.json (totals, disconnects by cause, per-loop lag and costs). */
+ * conn-log-<loop>.csv (one row per RPC that arrived with an id), events-log-<loop>.csv (one row
+ * per upstream event whose due time came, up to the rows reserved), conn-devices.csv (counters
+ * per device), conn-summary.json (totals, disconnects by cause, the events' outcomes and send
+ * lag histogram, per-loop lag and costs). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,24 +31,82 @@ static int close_out(FILE *fp, const char *name) {
     return 0;
 }
 
-static int write_log(const struct cn_set *s, const struct cn_loop *l) {
+/* one row of a loop's log (i: its index) */
+typedef void (*row_fn)(FILE *fp, const struct cn_loop *l, size_t i);
+
+/* DIR/<stem>-<loop>.csv: the header, then n rows */
+static int write_rows(const struct cn_set *s, const struct cn_loop *l, const char *stem,
+                      const char *header, size_t n, row_fn row) {
     char name[64];
-    snprintf(name, sizeof name, "conn-log-%d.csv", l->id);
+    snprintf(name, sizeof name, "%s-%d.csv", stem, l->id);
     FILE *fp = open_out(s->log_dir, name);
     if (!fp)
         return -1;
-    fputs("device,id,arrival_ns,due_ns,end_ns,sent_ns,outcome,read_ns,arrival_stamp\n", fp);
-    for (size_t i = 0; i < l->log_n; i++) {
-        const struct cn_log_row *r = &l->log[i];
-        fprintf(fp, "%u,%.*s,%llu,%llu,%llu,", r->device, r->idlen, r->id,
-                (unsigned long long)r->arrival_ns, (unsigned long long)r->due_ns,
-                (unsigned long long)r->end_ns);
-        if (r->sent_ns)
-            fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
-        fprintf(fp, ",%s,%llu,%s\n", outcome_name[r->outcome], (unsigned long long)r->read_ns,
-                r->kstamp ? "kernel" : "user");
-    }
+    fputs(header, fp);
+    for (size_t i = 0; i < n; i++)
+        row(fp, l, i);
     return close_out(fp, name);
+}
+
+static void log_row(FILE *fp, const struct cn_loop *l, size_t i) {
+    const struct cn_log_row *r = &l->log[i];
+    fprintf(fp, "%u,%.*s,%llu,%llu,%llu,", r->device, r->idlen, r->id,
+            (unsigned long long)r->arrival_ns, (unsigned long long)r->due_ns,
+            (unsigned long long)r->end_ns);
+    if (r->sent_ns)
+        fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
+    fprintf(fp, ",%s,%llu,%s\n", outcome_name[r->outcome], (unsigned long long)r->read_ns,
+            r->kstamp ? "kernel" : "user");
+}
+
+static const char *const ev_outcome_name[CE_N] = {"sent", "queued", "unsent_down",
+                                                  "backlog_full", "send_error"};
+
+static void event_row(FILE *fp, const struct cn_loop *l, size_t i) {
+    const struct cn_ev_row *r = &l->ev.row[i];
+    fprintf(fp, "%u,%llu,%llu,", r->device, (unsigned long long)r->seq,
+            (unsigned long long)r->due_ns);
+    if (r->outcome == CE_SENT)
+        fprintf(fp, "%llu", (unsigned long long)r->sent_ns);
+    fprintf(fp, ",%s\n", ev_outcome_name[r->outcome]);
+}
+
+/* "upstream": the events of every loop: by outcome, rows, bytes, the send-lag histogram
+ * [[lower bound ns, count], ...] of the buckets that have any (4 per octave) */
+static void put_events(FILE *fp, const struct cn_set *s) {
+    struct cn_events t = {0};
+    size_t rows = 0, cap = 0;
+    for (int i = 0; i < s->nloops; i++) {
+        const struct cn_events *e = &s->loops[i].ev;
+        for (int k = 0; k < CE_N; k++)
+            t.out[k] += e->out[k];
+        for (int b = 0; b < CN_EV_HIST; b++)
+            t.hist[b] += e->hist[b];
+        t.unlogged += e->unlogged;
+        t.bytes += e->bytes;
+        rows += e->n;
+        cap += e->cap;
+        if (e->lag_max_ns > t.lag_max_ns)
+            t.lag_max_ns = e->lag_max_ns;
+    }
+    uint64_t all = 0;
+    for (int k = 0; k < CE_N; k++)
+        all += t.out[k];
+    fprintf(fp, ", \"upstream\": {\"scheduled\": %llu", (unsigned long long)all);
+    for (int k = 0; k < CE_N; k++)
+        fprintf(fp, ", \"%s\": %llu", ev_outcome_name[k], (unsigned long long)t.out[k]);
+    fprintf(fp, ", \"rows\": %zu, \"rows_reserved\": %zu, \"unlogged\": %llu, \"bytes\": %llu, "
+            "\"lag_max_ns\": %llu, \"lag_hist\": [", rows, cap, (unsigned long long)t.unlogged,
+            (unsigned long long)t.bytes, (unsigned long long)t.lag_max_ns);
+    int first = 1;
+    for (unsigned b = 0; b < CN_EV_HIST; b++) {
+        if (!t.hist[b])
+            continue;
+        fprintf(fp, "%s[%llu, %llu]", first ? "" : ", ", (unsigned long long)cn_ev_bucket_lo(b),
+                (unsigned long long)t.hist[b]);
+        first = 0;
+    }
+    fputs("]}", fp);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -123,7 +183,10 @@ static int write_devices(const struct cn_set *s, struct cn_counters *tot, uint64
 int cn_write_outputs(const struct cn_set *s) {
     int rc = 0;
     for (int i = 0; i < s->nloops; i++)
-        rc |= write_log(s, &s->loops[i]);
+        rc |= write_rows(s, &s->loops[i], "conn-log", "device,id,arrival_ns,due_ns,end_ns,"
+                         "sent_ns,outcome,read_ns,arrival_stamp\n", s->loops[i].log_n, log_row) |
+              write_rows(s, &s->loops[i], "events-log", "device,seq,due_ns,sent_ns,outcome\n",
+                         s->loops[i].ev.n, event_row);
     struct cn_counters tot = {0};
     uint64_t attached = 0;
     rc |= write_devices(s, &tot, &attached);
@@ -153,6 +216,7 @@ int cn_write_outputs(const struct cn_set *s) {
     fprintf(fp, ", \"stamps\": {\"kernel\": %llu, \"user\": %llu, \"sockets_refused\": %llu, "
             "\"pin_on\": %d}", (unsigned long long)rk, (unsigned long long)ru,
             (unsigned long long)refused, s->pin_on);
+    put_events(fp, s);
     fputs(", \"loop\": [", fp);
     for (int i = 0; i < s->nloops; i++) {
         const struct cn_loop *l = &s->loops[i];

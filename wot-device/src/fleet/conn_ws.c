@@ -197,7 +197,14 @@ int cn_ws_send(struct cn_loop *l, struct cn_device *d, const char *msg, size_t l
         rc = wslay_event_send(d->ws);
     uint32_t gen = d->gen;
     settle(l, d, rc);
-    return gen == d->gen ? 0 : -1;
+    if (gen != d->gen) {
+        l->tx_state = TX_FAILED;
+        return -1;
+    }
+    /* what wslay could not write now waits in its queue (an event's outcome: queued) */
+    if (wslay_event_want_write(d->ws))
+        l->tx_state = TX_QUEUED;
+    return 0;
 }
 
 void cn_ws_close(struct cn_device *d) {

@@ -22,6 +22,8 @@
  * burst to many devices at once is bounded by this times the number of devices. */
 #define DEFAULT_RCVBUF 32768
 #define FDS_BESIDE_DEVICES 16  /* stdio, signalfd, per loop epoll/timerfd/eventfd, files */
+#define DEFAULT_EVENT_ROWS (1L << 20)   /* rows of events-log-*.csv (32 B each, zero pages
+                                           until used): the runner sizes it (--event-rows) */
 #define DEFAULT_OBSERVERS 8    /* observer records per device with an observable resource */
 
 static void usage(void) {
@@ -30,7 +32,7 @@ static void usage(void) {
           "                 [--observers N] [--push FILE [--push-timeout-ms N]]\n"
           "                 [--connections FILE] [--conn-loops N] [--attach-rate N]\n"
           "                 [--id-marker TEXT] [--reply-id body|header|path] [--id-header NAME]\n"
-          "                 [--reply-method POST|PUT]\n"
+          "                 [--reply-method POST|PUT] [--event-rows N]\n"
           "                 (--devices or --connections or both)\n", stderr);
 }
 
@@ -195,7 +197,7 @@ int main(int argc, char **argv) {
     struct fleet f = {.name = "", .log_capacity = DEFAULT_LOG_CAPACITY, .rcvbuf = DEFAULT_RCVBUF};
     long loops = 1, workers = -1, log_cap = DEFAULT_LOG_CAPACITY, rcvbuf = DEFAULT_RCVBUF;
     long spin_us = 0, observers = DEFAULT_OBSERVERS, push_timeout_ms = 10000;
-    long conn_loops = 1, attach_rate = 2000;
+    long conn_loops = 1, attach_rate = 2000, event_rows = DEFAULT_EVENT_ROWS;
     const char *devices = NULL, *log_dir = NULL, *cpus = NULL, *push = NULL, *conns = NULL;
     const char *id_marker = "\"id\":\"", *id_header = "X-Rpc-Id", *post_method = "POST";
     int reply_id = CR_BODY;
@@ -209,7 +211,7 @@ int main(int argc, char **argv) {
         {"connections", required_argument, 0, 'N'}, {"conn-loops", required_argument, 0, 'K'},
         {"attach-rate", required_argument, 0, 'A'}, {"id-marker", required_argument, 0, 'I'},
         {"reply-id", required_argument, 0, 'Y'}, {"id-header", required_argument, 0, 'H'},
-        {"reply-method", required_argument, 0, 'M'},
+        {"reply-method", required_argument, 0, 'M'}, {"event-rows", required_argument, 0, 'E'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -230,6 +232,7 @@ int main(int argc, char **argv) {
         case 'N': conns = optarg; break;
         case 'K': bad = parse_count("--conn-loops", optarg, 1, 256, &conn_loops); break;
         case 'A': bad = parse_count("--attach-rate", optarg, 1, 1000000, &attach_rate); break;
+        case 'E': bad = parse_count("--event-rows", optarg, 0, 1L << 26, &event_rows); break;
         case 'I':
             id_marker = optarg;
             bad = !*optarg || strlen(optarg) >= sizeof ((struct cn_set *)0)->id_marker;
@@ -301,7 +304,8 @@ int main(int argc, char **argv) {
     f.observers = (uint32_t)observers;
     struct cn_set cs = {.file = conns, .log_dir = log_dir, .name = f.name,
                         .nloops = (int)conn_loops, .attach_rate = (uint32_t)attach_rate,
-                        .log_capacity = (size_t)log_cap, .cpus = f.cpus, .ncpus = f.ncpus};
+                        .log_capacity = (size_t)log_cap, .cpus = f.cpus, .ncpus = f.ncpus,
+                        .event_rows = (uint64_t)event_rows};
     snprintf(cs.id_marker, sizeof cs.id_marker, "%s", id_marker);
     snprintf(cs.id_header, sizeof cs.id_header, "%s", id_header);
     cs.reply_id = (uint8_t)reply_id;
