@@ -51,11 +51,12 @@ class Conn:
     request: Request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, opcode: int = 0x1) -> None:
+        """A message down: a WebSocket frame of `opcode` (text; 0x9 a ping), or a chunk."""
         data = text.encode()
         if self.kind == "ws":
-            n = len(data)
-            head = (bytes([0x81, n]) if n < 126 else bytes([0x81, 126]) + struct.pack("!H", n))
+            n, b0 = len(data), 0x80 | opcode
+            head = (bytes([b0, n]) if n < 126 else bytes([b0, 126]) + struct.pack("!H", n))
             out = head + data
         else:
             out = f"{len(data):x}\r\n".encode() + data + b"\r\n"
@@ -247,6 +248,9 @@ class ScriptedEdge:
             if op == 0x9:                     # ping: pong with the same payload
                 with c.lock:
                     sock.sendall(bytes([0x8A, len(data)]) + data)
+            elif op == 0xA:                   # a pong: recorded, not a message
+                self.ws_frames.append(WsFrame(req.target, r.last_masked, op,
+                                              data.decode("utf-8", "replace")))
             elif op in (0x1, 0x2):
                 text = data.decode("utf-8", "replace")
                 self.ws_messages.append(text)

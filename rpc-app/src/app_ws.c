@@ -2,19 +2,21 @@
  * docs/CONNECTED.md "Applications on their own WebSockets", CONTRACTS §3d).
  *
  * Each application holds one WebSocket: the Upgrade to --ws-path with --ws-header lines
- * (common/ws_handshake.h, the 101 and Sec-WebSocket-Accept checked), then
- * - out: each RPC is ONE masked text frame. wslay's frame API encodes it (header, mask key
- *   from the process's PRNG, masked payload) into the caller's buffer through a staging send
- *   callback that takes every byte, so the frame goes out in one send() the caller makes and
- *   stamps, exactly as an HTTP request: sent only when written whole. One frame context for
- *   the whole process: after a whole frame it holds no state (allocated once, at start).
- * - in: a wslay event context per application (allocated when its WebSocket opens, not per
- *   message) reads what the server sends: a ping is answered, a close ends the connection,
- *   and every text or binary frame is ONE in-order ack of the oldest RPC frame not yet acked
- *   (ra_ack: the HTTP path's response to its request), classified by the configured texts:
+ * (common/ws_handshake.h, the 101 and Sec-WebSocket-Accept checked), then, both ways through
+ * wslay's frame API (Debian libwslay), nothing allocated per message:
+ * - out: each RPC is ONE masked text frame, encoded (header, mask key from the process's PRNG,
+ *   masked payload) into the caller's buffer through a staging send callback that takes every
+ *   byte, so the frame goes out in one send() the caller makes and stamps, exactly as an HTTP
+ *   request: sent only when written whole. One encoding context for the process: after a
+ *   whole frame it holds no state. A pong is encoded and written whole the same way.
+ * - in: a frame context per application (allocated when its WebSocket opens, with a fixed
+ *   input buffer) parses what the server sends: a ping is answered with a pong of its
+ *   payload, a close ends the connection, and every text or binary message is ONE in-order
+ *   ack of the oldest RPC frame not yet acked (ra_ack: the HTTP path's response to its
+ *   request), classified by the configured texts, looked for in its first RA_ACK_KEEP bytes:
  *   --ack-rejected (the RPC ends rejected), --ack-unheard (taken, nobody subscribed: counted
- *   as nchan's 202), else accepted. --no-acks: the server answers nothing; every frame on the
- *   socket is counted as an event and RPC frames wait for no answer. */
+ *   as nchan's 202), else accepted. --no-acks: the server answers nothing; every message on
+ *   the socket is counted as an event and RPC frames wait for no answer. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,12 +29,12 @@
 static struct {
     const struct ra_config *cfg;
     struct ra_stats *st;
-    wslay_frame_context_ptr fc;    /* encodes RPC frames into out[] (staging) */
+    wslay_frame_context_ptr enc;   /* encodes frames into out[] (staging) */
     uint8_t *out;
     size_t cap, len;
 } W;
 
-/* ---- encoding an RPC frame (wslay's frame API, into a buffer) ---- */
+/* ---- encoding a frame (into a buffer, written whole by the caller) ---- */
 
 static ssize_t stage(const uint8_t *data, size_t len, int flags, void *u) {
     (void)flags;
@@ -46,7 +48,7 @@ static ssize_t stage(const uint8_t *data, size_t len, int flags, void *u) {
 
 static ssize_t no_recv(uint8_t *buf, size_t len, int flags, void *u) {
     (void)buf, (void)len, (void)flags, (void)u;
-    return -1;                     /* never called: the frame context only encodes */
+    return -1;                     /* never called: this context only encodes */
 }
 
 static int frame_mask(uint8_t *buf, size_t len, void *u) {
@@ -56,44 +58,42 @@ static int frame_mask(uint8_t *buf, size_t len, void *u) {
     return 0;
 }
 
-static const struct wslay_frame_callbacks frame_cb = {
+static const struct wslay_frame_callbacks enc_cb = {
     .send_callback = stage, .recv_callback = no_recv, .genmask_callback = frame_mask};
 
 void aw_init(const struct ra_config *cfg, struct ra_stats *st) {
     W.cfg = cfg;
     W.st = st;
-    if (cfg->transport == TR_WEBSOCKET && wslay_frame_context_init(&W.fc, &frame_cb, NULL))
-        W.fc = NULL;               /* aw_frame then fails: every RPC unsent_write */
+    if (cfg->transport == TR_WEBSOCKET && wslay_frame_context_init(&W.enc, &enc_cb, NULL))
+        W.enc = NULL;              /* encode() then fails: every RPC unsent_write */
 }
 
-/* The whole frame of message msg into out: its length, 0 when it cannot go now (no room, or
- * a control frame of the event context (a pong, a close) is still half written: a frame of
- * ours would cut into it). */
-size_t aw_frame(struct ra_app *a, char *out, size_t cap, const char *msg, size_t len) {
-    wslay_event_context_ptr ev = a->ws;
-    if (!W.fc || !ev)
-        return 0;
-    if (wslay_event_want_write(ev) && (wslay_event_send(ev) || wslay_event_want_write(ev)))
+/* one whole masked frame of opcode op into out: its length, 0 when it does not fit */
+static size_t encode(uint8_t op, char *out, size_t cap, const char *msg, size_t len) {
+    if (!W.enc)
         return 0;
     W.out = (uint8_t *)out;
     W.cap = cap;
     W.len = 0;
-    struct wslay_frame_iocb io = {.fin = 1, .opcode = WSLAY_TEXT_FRAME, .mask = 1,
-                                  .payload_length = len, .data = (const uint8_t *)msg,
-                                  .data_length = len};
-    ssize_t n = wslay_frame_send(W.fc, &io);
-    if (n != (ssize_t)len) {       /* cannot happen with room for it: start the next afresh */
-        wslay_frame_context_free(W.fc);
-        if (wslay_frame_context_init(&W.fc, &frame_cb, NULL))
-            W.fc = NULL;
+    struct wslay_frame_iocb io = {.fin = 1, .opcode = op, .mask = 1, .payload_length = len,
+                                  .data = (const uint8_t *)msg, .data_length = len};
+    ssize_t n = wslay_frame_send(W.enc, &io);
+    if (n != (ssize_t)len) {       /* no room: start the next frame afresh */
+        wslay_frame_context_free(W.enc);
+        if (wslay_frame_context_init(&W.enc, &enc_cb, NULL))
+            W.enc = NULL;
         return 0;
     }
     return W.len;
 }
 
-/* ---- the server's side of the application's WebSocket (wslay's event API) ---- */
+size_t aw_frame(struct ra_app *a, char *out, size_t cap, const char *msg, size_t len) {
+    return a->wf ? encode(WSLAY_TEXT_FRAME, out, cap, msg, len) : 0;
+}
 
-static ssize_t ev_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
+/* ---- what the server sends on the application's WebSocket ---- */
+
+static ssize_t dec_recv(uint8_t *buf, size_t len, int flags, void *u) {
     (void)flags;
     struct ra_app *a = u;
     if (a->hoff < a->hlen) {       /* first the frames that arrived with the Upgrade's answer */
@@ -107,54 +107,77 @@ static ssize_t ev_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
         W.st->bytes_in += (uint64_t)n;
         return n;
     }
-    if (n == 0)                    /* EOF: the server closed the connection */
-        wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-    else
-        wslay_event_set_error(ctx, errno == EAGAIN || errno == EINTR ? WSLAY_ERR_WOULDBLOCK
-                                                                     : WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
+    if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        a->eof = 1;                /* the end, or an error: the connection is over */
+    return -1;                     /* wslay: nothing to read now */
 }
 
-static ssize_t ev_send(wslay_event_context_ptr ctx, const uint8_t *d, size_t len, int flags,
-                       void *u) {
-    (void)flags;
-    struct ra_app *a = u;
-    ssize_t n = send(a->fd, d, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n >= 0) {
-        W.st->bytes_out += (uint64_t)n;
-        return n;
-    }
-    wslay_event_set_error(ctx, errno == EAGAIN || errno == EINTR ? WSLAY_ERR_WOULDBLOCK
-                                                                  : WSLAY_ERR_CALLBACK_FAILURE);
-    return -1;
-}
+static const struct wslay_frame_callbacks dec_cb = {
+    .send_callback = stage, .recv_callback = dec_recv, .genmask_callback = frame_mask};
 
-static int ev_mask(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *u) {
-    (void)ctx;
-    return frame_mask(buf, len, u);
-}
-
-static int holds(const struct wslay_event_on_msg_recv_arg *m, const char *text) {
+static int holds(const struct ra_app *a, const char *text) {
     size_t n = text ? strlen(text) : 0;
-    return n && n <= m->msg_length && memmem(m->msg, m->msg_length, text, n);
+    return n && n <= a->klen && memmem(a->keep, a->klen, text, n);
 }
 
-static void ev_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *m,
-                   void *u) {
-    (void)ctx;
-    if (m->opcode != WSLAY_TEXT_FRAME && m->opcode != WSLAY_BINARY_FRAME)
-        return;                    /* ping answered, close handled by wslay */
+/* a whole data message: one ack (or, with --no-acks, an event) */
+static void on_message(struct ra_app *a) {
     if (!W.cfg->acks) {
         W.st->events_in++;         /* a server that acks nothing: whatever it sends is counted */
         return;
     }
-    ra_ack(u, holds(m, W.cfg->ack_rejected) ? ACK_REJECTED
-              : holds(m, W.cfg->ack_unheard) ? ACK_UNHEARD : ACK_OK);
+    ra_ack(a, holds(a, W.cfg->ack_rejected) ? ACK_REJECTED
+              : holds(a, W.cfg->ack_unheard) ? ACK_UNHEARD : ACK_OK);
 }
 
-static const struct wslay_event_callbacks ev_cb = {
-    .recv_callback = ev_recv, .send_callback = ev_send, .genmask_callback = ev_mask,
-    .on_msg_recv_callback = ev_msg};
+/* a piece of a frame: kept, and acted on once its frame (and message) is whole; -1: the
+ * connection ends (a close, a pong that cannot be written whole) */
+static int on_piece(struct ra_app *a, const struct wslay_frame_iocb *io) {
+    int ctl = io->opcode & 0x8;
+    if (ctl) {                     /* a control frame: at most 125 bytes (wslay checks) */
+        memcpy(a->ctl + a->clen, io->data, io->data_length);
+        a->clen = (uint8_t)(a->clen + io->data_length);
+    } else {
+        if (io->opcode != WSLAY_CONTINUATION_FRAME && a->fgot == 0)
+            a->inmsg = 1, a->klen = 0;           /* a new message */
+        size_t room = sizeof a->keep - a->klen;
+        size_t k = io->data_length < room ? io->data_length : room;
+        memcpy(a->keep + a->klen, io->data, k);
+        a->klen = (uint16_t)(a->klen + k);
+    }
+    a->fgot += io->data_length;
+    if (a->fgot < io->payload_length)
+        return 0;                  /* more of this frame to come */
+    a->fgot = 0;
+    if (!ctl) {
+        if (io->fin && a->inmsg) {
+            a->inmsg = 0;
+            on_message(a);
+        }
+        return 0;
+    }
+    uint8_t n = a->clen;
+    a->clen = 0;
+    if (io->opcode == WSLAY_CONNECTION_CLOSE)
+        return -1;                 /* the server ends it (no close frame sent back) */
+    if (io->opcode != WSLAY_PING)
+        return 0;                  /* a pong: nothing to do */
+    char pong[160];
+    size_t len = encode(WSLAY_PONG, pong, sizeof pong, a->ctl, n);
+    return len && send(a->fd, pong, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* every frame piece readable now; -1 when the connection is over */
+static int read_frames(struct ra_app *a) {
+    for (;;) {
+        struct wslay_frame_iocb io;
+        ssize_t r = wslay_frame_recv(a->wf, &io);
+        if (r == WSLAY_ERR_WANT_READ)
+            return a->eof ? -1 : 0;
+        if (r < 0 || on_piece(a, &io))
+            return -1;             /* a protocol error, a close */
+    }
+}
 
 /* the Upgrade, once the TCP connect completed */
 static int upgrade(struct ra_app *a) {
@@ -172,7 +195,7 @@ static int upgrade(struct ra_app *a) {
     return ra_watch(a->fd, &a->events, EPOLLIN, a);
 }
 
-/* the Upgrade's answer: the 101 checked, the event context made; 1 open, 0 more to read */
+/* the Upgrade's answer: the 101 checked, the frame reader made; 1 open, 0 more to read */
 static int answer(struct ra_app *a) {
     ssize_t n = recv(a->fd, a->head + a->hlen, sizeof a->head - a->hlen, MSG_DONTWAIT);
     if (n <= 0)
@@ -190,11 +213,10 @@ static int answer(struct ra_app *a) {
                     W.cfg->ws_path, why);
         return -1;
     }
-    wslay_event_context_ptr ws;
-    if (wslay_event_context_client_init(&ws, &ev_cb, a))
+    wslay_frame_context_ptr wf;
+    if (wslay_frame_context_init(&wf, &dec_cb, a))
         return -1;
-    wslay_event_config_set_max_recv_msg_length(ws, 1 << 16);
-    a->ws = ws;
+    a->wf = wf;
     a->upgrading = 0;
     a->hoff = (uint16_t)end;       /* frames that came with the 101 are read first */
     a->state = AS_THINK;           /* open: its RPCs may go */
@@ -202,31 +224,22 @@ static int answer(struct ra_app *a) {
 }
 
 int aw_event(struct ra_app *a, uint32_t ev) {
+    (void)ev;
     if (a->state == AS_CONNECTING && !a->upgrading)
         return upgrade(a);
-    if (!a->ws) {
+    if (!a->wf) {
         int r = answer(a);
         if (r <= 0)
             return r;
-        if (a->hoff == a->hlen)
-            return ra_watch(a->fd, &a->events, EPOLLIN, a);
-        ev = EPOLLIN;
     }
-    wslay_event_context_ptr ws = a->ws;
-    int rc = 0;
-    if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
-        rc = wslay_event_recv(ws);
-    if (rc == 0 && (ev & EPOLLOUT))
-        rc = wslay_event_send(ws);
-    if (rc || (!wslay_event_want_read(ws) && !wslay_event_want_write(ws)))
-        return -1;
-    return ra_watch(a->fd, &a->events, EPOLLIN | (wslay_event_want_write(ws) ? EPOLLOUT : 0), a);
+    return read_frames(a);
 }
 
 void aw_free(struct ra_app *a) {
-    if (a->ws)
-        wslay_event_context_free(a->ws);
-    a->ws = NULL;
-    a->upgrading = 0;
-    a->hoff = 0;
+    if (a->wf)
+        wslay_frame_context_free(a->wf);
+    a->wf = NULL;
+    a->upgrading = a->eof = a->inmsg = a->clen = 0;
+    a->hoff = a->klen = 0;
+    a->fgot = 0;
 }

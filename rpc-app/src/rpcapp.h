@@ -38,6 +38,7 @@ enum ra_state { AS_DOWN = 0, AS_CONNECTING, AS_THINK, AS_WAIT };
 enum ra_transport { TR_HTTP = 0, TR_WEBSOCKET };
 enum ra_ack { ACK_OK = 0, ACK_UNHEARD, ACK_REJECTED };   /* websocket: what an ack says */
 #define RA_FRAME_MAX 4096        /* an RPC frame's payload, the template filled */
+#define RA_ACK_KEEP 256          /* an ack's first bytes, where its texts are looked for */
 
 struct ra_row {                  /* one RPC (rpc-log.csv) */
     uint64_t sched_ns, send_ns, reply_ns;   /* send_ns 0: never sent (overflow, lost) */
@@ -63,8 +64,16 @@ struct ra_app {
     uint16_t hlen;
     uint16_t hoff;               /* websocket: frames that came with the 101, not yet read */
     uint8_t upgrading;           /* websocket: the Upgrade went out, its 101 not checked yet */
-    void *ws;                    /* websocket: wslay event context (acks, ping, close) */
+    uint8_t eof;                 /* websocket: the read saw the end (or an error) */
+    uint8_t inmsg;               /* websocket: a data message (an ack) is being read */
+    uint8_t clen;                /* websocket: bytes of the control frame being read */
+    uint16_t klen;               /* websocket: bytes kept of that message */
+    uint64_t fgot;               /* websocket: payload bytes of the frame being read */
+    void *wf;                    /* websocket: wslay frame context reading what the server
+                                    sends (its acks, pings, close) */
     char key[WS_KEY_LEN + 1];
+    char keep[RA_ACK_KEEP];      /* websocket: the first bytes of the message being read */
+    char ctl[125];               /* websocket: a control frame's payload (a ping's, echoed) */
     char head[512];
 };
 

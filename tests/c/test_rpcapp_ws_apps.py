@@ -34,10 +34,12 @@ def _run(edge: ScriptedEdge, log_dir, *args: str, transport=True) -> subprocess.
                           timeout=60)
 
 
-def _relay(acks=lambda rid: '{"PUBLISH":1}', reply=lambda rid: True, close=lambda rid: False):
+def _relay(acks=lambda rid: '{"PUBLISH":1}', reply=lambda rid: True, close=lambda rid: False,
+           ping=lambda rid: False):
     """A server that, for each RPC frame on an application's WebSocket, sends that socket the
     ack `acks(id)` (None: none), relays the reply down the first reply subscription when
-    `reply(id)`, or ends the application's connection when `close(id)` (nothing else)."""
+    `reply(id)`, or ends the application's connection when `close(id)` (nothing else); a
+    ping "hb-<id>" before the ack when `ping(id)`."""
     box: list[ScriptedEdge] = []
 
     def on_ws_message(conn: Conn, text: str) -> None:
@@ -47,6 +49,8 @@ def _relay(acks=lambda rid: '{"PUBLISH":1}', reply=lambda rid: True, close=lambd
         if close(rid):
             conn.close()
             return
+        if ping(rid):
+            conn.send(f"hb-{rid}", opcode=0x9)
         ack = acks(rid)
         if ack is not None:
             conn.send(ack)
@@ -98,12 +102,18 @@ def test_every_rpc_is_one_masked_frame_on_its_applications_websocket_and_is_answ
 
 
 def test_a_closed_loop_waits_for_the_reply_and_thinks(tmp_path):
-    with _relay() as edge:
+    """... and a ping from the server (before some acks) is answered with a masked pong of its
+    payload, the acks after it still taken in order."""
+    with _relay(ping=lambda rid: rid.endswith("-1")) as edge:
         r = _run(edge, tmp_path, "--apps", "4", "--think-ms", "20:40", "--timeout-ms", "500",
                  "--devices", "0:10")
     assert r.returncode == 0, r.stderr
     s, log = _read(tmp_path)
     assert s["loop"] == "closed" and s["rpcs"] > 100 and s["ok"] == s["rpcs"], s
+    assert s["post_2xx"] == s["rpcs"] and s["app_disconnects"] == 0, s
+    pongs = sorted(f.text for f in edge.ws_frames if f.opcode == 0xA)
+    assert pongs == [f"hb-{a}-1" for a in range(4)], pongs
+    assert all(f.masked for f in edge.ws_frames if f.opcode == 0xA)
     # one RPC in flight per application: each sent after the previous one's reply
     for _, g in log.sort_values("send_ns").groupby("app"):
         assert (g["send_ns"].iloc[1:].to_numpy() > g["reply_ns"].iloc[:-1].to_numpy()).all()
