@@ -229,11 +229,13 @@ class Applications(_Model):
         "has not come counts as outstanding (max_outstanding, as an HTTP request without its "
         "response). false: frames on that socket are only counted (`events_in`)")
     rpc_ack_unheard: Optional[str] = Field(
-        None, description="transport websocket: an ack holding this text says nobody got the "
+        None, description="transport websocket: an ack holding this text (in its first 256 "
+        "bytes) says nobody got the "
         "RPC (webdis `{\"PUBLISH\":0}`: no subscriber on the device's channel); counted as "
         "nchan's 202 (`post_202`), the RPC then times out")
     rpc_ack_rejected: Optional[str] = Field(
-        None, description="transport websocket: an ack holding this text refuses the RPC: it "
+        None, description="transport websocket: an ack holding this text (in its first 256 "
+        "bytes) refuses the RPC: it "
         "ends `rejected` (as a non-2xx response). Checked before rpc_ack_unheard; none: no ack "
         "rejects")
 
