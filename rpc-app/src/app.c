@@ -494,12 +494,9 @@ static void on_reply(const char *msg, size_t len) {
 static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
     (void)flags;
     struct ra_sub *s = u;
-    if (s->hoff < s->hlen) {       /* first the frames that arrived with the Upgrade's answer */
-        size_t left = (size_t)(s->hlen - s->hoff), k = left < len ? left : len;
-        memcpy(buf, s->head + s->hoff, k);
-        s->hoff = (uint16_t)(s->hoff + k);
+    size_t k = ra_leftover(s->head, &s->hoff, s->hlen, buf, len);
+    if (k)                         /* first the frames that arrived with the Upgrade's answer */
         return (ssize_t)k;
-    }
     /* wslay reads only when the frame it parses needs more bytes, so the read before a
      * message's callback brought its last bytes: its stamps are the message's */
     ssize_t n = tcpstamp_recv(s->fd, buf, len, &G.cmap, &G.rs);

@@ -96,12 +96,9 @@ size_t aw_frame(struct ra_app *a, char *out, size_t cap, const char *msg, size_t
 static ssize_t dec_recv(uint8_t *buf, size_t len, int flags, void *u) {
     (void)flags;
     struct ra_app *a = u;
-    if (a->hoff < a->hlen) {       /* first the frames that arrived with the Upgrade's answer */
-        size_t left = (size_t)(a->hlen - a->hoff), k = left < len ? left : len;
-        memcpy(buf, a->head + a->hoff, k);
-        a->hoff = (uint16_t)(a->hoff + k);
+    size_t k = ra_leftover(a->head, &a->hoff, a->hlen, buf, len);
+    if (k)                         /* first the frames that arrived with the Upgrade's answer */
         return (ssize_t)k;
-    }
     ssize_t n = recv(a->fd, buf, len, MSG_DONTWAIT);
     if (n > 0) {
         W.st->bytes_in += (uint64_t)n;

@@ -62,6 +62,16 @@ static int pair(const char *opt, const char *s, unsigned long long max, uint32_t
     return 0;
 }
 
+/* s is one of two words: *out 0 (the first) or 1; -1 (named) if neither */
+static int choice(const char *opt, const char *s, const char *w0, const char *w1, int *out) {
+    if (strcmp(s, w0) && strcmp(s, w1)) {
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected %s or %s\n", opt, s, w0, w1);
+        return -1;
+    }
+    *out = strcmp(s, w0) != 0;
+    return 0;
+}
+
 /* a path format must hold exactly one %u and no other conversion */
 static int one_u(const char *opt, const char *f) {
     const char *p = strstr(f, "%u");
@@ -226,13 +236,7 @@ int main(int argc, char **argv) {
             break;
         case 'e': bad = add_header("--reply-header", c.reply_headers, sizeof c.reply_headers, optarg); break;
         case 'E': bad = add_header("--ws-header", c.ws_headers, sizeof c.ws_headers, optarg); ws_opt = "--ws-header"; break;
-        case 'X':
-            bad = strcmp(optarg, "http") && strcmp(optarg, "websocket");
-            c.transport = strcmp(optarg, "websocket") ? TR_HTTP : TR_WEBSOCKET;
-            if (bad)
-                fprintf(stderr, "wot-rpcapp: bad --transport '%s', expected http or websocket\n",
-                        optarg);
-            break;
+        case 'X': bad = choice("--transport", optarg, "http", "websocket", &c.transport); break;
         case 'P':
             c.ws_path = optarg;
             ws_opt = "--ws-path";
@@ -262,13 +266,7 @@ int main(int argc, char **argv) {
                         "process, a number > 0 and <= 1000000\n", optarg);
             break;
         }
-        case 'V':
-            bad = strcmp(optarg, "poisson") && strcmp(optarg, "constant");
-            c.arrival = strcmp(optarg, "constant") ? ARR_POISSON : ARR_CONSTANT;
-            if (bad)
-                fprintf(stderr, "wot-rpcapp: bad --arrival '%s', expected poisson or constant\n",
-                        optarg);
-            break;
+        case 'V': bad = choice("--arrival", optarg, "poisson", "constant", &c.arrival); break;
         case 'W': bad = num("--window", optarg, 1, RA_MAX_WINDOW, &v); c.window = (uint32_t)v; break;
         case 'K': bad = num("--first-shard", optarg, 0, 1000000, &v); c.first_shard = (uint32_t)v; break;
         case 'h': usage(); return 0;

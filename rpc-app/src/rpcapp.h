@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "clock.h"
 #include "http_chunked.h"
@@ -134,6 +135,16 @@ struct ra_stats {
 };
 
 int ra_run(const struct ra_config *cfg);
+
+/* the bytes that came with an Upgrade's 101 after its head (head[*hoff..hlen)), handed to the
+ * frame parser before the socket's next ones: how many were copied into buf (0: none left) */
+static inline size_t ra_leftover(const char *head, uint16_t *hoff, uint16_t hlen, uint8_t *buf,
+                                 size_t len) {
+    size_t left = *hoff < hlen ? (size_t)(hlen - *hoff) : 0, k = left < len ? left : len;
+    memcpy(buf, head + *hoff, k);
+    *hoff = (uint16_t)(*hoff + k);
+    return k;
+}
 
 /* app.c, for app_ws.c */
 uint64_t ra_rnd(void);

@@ -39,18 +39,25 @@ def _missing() -> str | None:
 
 
 why = _missing()
+WSAPPS = "attached-devices-webdis-wsapps.yaml"
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
 
 
-@pytest.mark.long
-def test_rpcs_through_webdis_are_matched_by_the_id_in_the_path(tmp_path):
+def _run(tmp_path, config: str, exe: str = "webdis",
+         attach_headers: dict | None = None) -> tuple[subprocess.CompletedProcess, Path]:
+    """`wotbench run` of configs/<config> made small: 100 devices (heartbeat 1 s), 20
+    applications for 6 s, with the webdis program `exe`; (its result, the run directory)."""
     tmp_path.chmod(0o755)
-    c = yaml.safe_load((ROOT / "configs" / "attached-devices-webdis.yaml").read_text())
+    c = yaml.safe_load((ROOT / "configs" / config).read_text())
     c["name"] = "connected-webdis-e2e"
     c["duration_s"] = 6
     c["devices"][0].update(count=100)
-    c["devices"][0]["connection"].update(heartbeat_s=1, attach_headers={"X-Device": "{device}"})
+    c["devices"][0]["connection"].update(heartbeat_s=1, **({"attach_headers": attach_headers}
+                                                          if attach_headers else {}))
     c["applications"].update(count=20, think_ms=[50, 150], warmup_s=2, reply_shards=4)
+    cmd = c["edge_server"]["command"]
+    assert "webdis {config}" in cmd[2]
+    cmd[2] = cmd[2].replace("webdis {config}", f"{exe} {{config}}")
     c["edge_server"].update(config_template=str(ROOT / "configs" / "attached-devices-webdis.json"),
                             port=free_tcp_port("127.0.0.1"))
     cfg = tmp_path / "c.yaml"
@@ -58,8 +65,14 @@ def test_rpcs_through_webdis_are_matched_by_the_id_in_the_path(tmp_path):
     r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "run", str(cfg),
                         "--out-root", str(tmp_path / "r")],
                        capture_output=True, text=True, timeout=180, cwd=ROOT)
-    assert r.returncode in (0, 3), r.stdout + r.stderr
     (d,) = (tmp_path / "r").iterdir()
+    return r, d
+
+
+@pytest.mark.long
+def test_rpcs_through_webdis_are_matched_by_the_id_in_the_path(tmp_path):
+    r, d = _run(tmp_path, "attached-devices-webdis.yaml", attach_headers={"X-Device": "{device}"})
+    assert r.returncode in (0, 3), r.stdout + r.stderr
     s = json.loads((d / "connected-summary.json").read_text())
     assert s["attached_all"] and s["attached_at_exit"] == 100, s
     assert sum(s["disconnects"].values()) == 0 and sum(s["testbed"].values()) == 0, s
@@ -92,34 +105,12 @@ def _webdis_keeps_websockets() -> tuple[str | None, str]:
     return exe, ""
 
 
-def _wsapps_run(tmp_path, exe: str) -> tuple[subprocess.CompletedProcess, Path]:
-    tmp_path.chmod(0o755)
-    c = yaml.safe_load((ROOT / "configs" / "attached-devices-webdis-wsapps.yaml").read_text())
-    c["name"] = "connected-webdis-wsapps-e2e"
-    c["duration_s"] = 6
-    c["devices"][0].update(count=100)
-    c["devices"][0]["connection"].update(heartbeat_s=1)
-    c["applications"].update(count=20, think_ms=[50, 150], warmup_s=2, reply_shards=4)
-    cmd = c["edge_server"]["command"]
-    assert "webdis {config}" in cmd[2]
-    cmd[2] = cmd[2].replace("webdis {config}", f"{exe} {{config}}")
-    c["edge_server"].update(config_template=str(ROOT / "configs" / "attached-devices-webdis.json"),
-                            port=free_tcp_port("127.0.0.1"))
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text(yaml.safe_dump(c))
-    r = subprocess.run([str(Path(sys.executable).parent / "wotbench"), "run", str(cfg),
-                        "--out-root", str(tmp_path / "r")],
-                       capture_output=True, text=True, timeout=180, cwd=ROOT)
-    (d,) = (tmp_path / "r").iterdir()
-    return r, d
-
-
 @pytest.mark.long
 def test_applications_on_their_own_websockets_through_webdis_are_each_answered(tmp_path):
     exe, reason = _webdis_keeps_websockets()
     if exe is None:
         pytest.skip(reason)
-    r, d = _wsapps_run(tmp_path, exe)
+    r, d = _run(tmp_path, WSAPPS, exe)
     assert r.returncode in (0, 3), r.stdout + r.stderr
     s = json.loads((d / "connected-summary.json").read_text())
     assert s["attached_all"] and sum(s["disconnects"].values()) == 0, s
@@ -140,7 +131,7 @@ def test_debian_webdis_closes_each_applications_websocket_after_its_first_rpc(tm
     exe, reason = _webdis_keeps_websockets()
     if exe is not None or not reason.startswith("Debian's webdis"):
         pytest.skip("runs with Debian's webdis < 0.1.17 on PATH (the behaviour it documents)")
-    r, d = _wsapps_run(tmp_path, "webdis")
+    r, d = _run(tmp_path, WSAPPS)
     app = json.loads((d / "apps" / "rpc-summary.json").read_text())
     # each application sent one RPC, webdis acked it ({"PUBLISH":1}) and closed the WebSocket:
     # that RPC is lost unless its reply beat the close, and the application (closed loop,

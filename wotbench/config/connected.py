@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_validator)
 
 from wotbench.config.byo import Program
 from wotbench.config.connected_wire import (DEFAULT_FRAME, DEFAULT_ID_HEADER, DEFAULT_RPC_PATH,
@@ -256,15 +257,17 @@ class Applications(_Model):
     def _rpc(cls, v: str) -> str:
         return _path_template(v, ("device", "id")) or v
 
-    @field_validator("reply_headers")
+    @field_validator("reply_headers", "rpc_ws_headers")
     @classmethod
-    def _reply_headers(cls, v: dict[str, str]) -> dict[str, str]:
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         return check_reply_headers(v)
 
-    @field_validator("reply_subscribe")
+    @field_validator("reply_subscribe", "rpc_frame", "rpc_ack_unheard", "rpc_ack_rejected")
     @classmethod
-    def _reply_subscribe(cls, v: Optional[str]) -> Optional[str]:
-        return None if v is None else check_reply_subscribe(v)
+    def _message(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        check = {"reply_subscribe": check_reply_subscribe,
+                 "rpc_frame": check_rpc_frame}.get(info.field_name, check_ack_text)
+        return None if v is None else check(v)
 
     @field_validator("id_header")
     @classmethod
@@ -275,21 +278,6 @@ class Applications(_Model):
     @classmethod
     def _ws_path(cls, v: Optional[str]) -> Optional[str]:
         return _path_template(v, ())
-
-    @field_validator("rpc_ws_headers")
-    @classmethod
-    def _ws_headers(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_reply_headers(v)
-
-    @field_validator("rpc_frame")
-    @classmethod
-    def _frame(cls, v: Optional[str]) -> Optional[str]:
-        return None if v is None else check_rpc_frame(v)
-
-    @field_validator("rpc_ack_unheard", "rpc_ack_rejected")
-    @classmethod
-    def _ack_text(cls, v: Optional[str]) -> Optional[str]:
-        return None if v is None else check_ack_text(v)
 
     @property
     def send_lag_scale_ms(self) -> float:
