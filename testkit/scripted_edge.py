@@ -6,7 +6,11 @@ a POST `post_status` with an empty body, and a POST with a chunked body (the stu
 held open both ways) a chunked 200 at once while its body's chunks are read as they come, each
 recorded in `up_chunks`. `on_open(conn)` runs once a WebSocket, chunked subscription or held-open
 POST is open, `on_post(request)` for every POST with a Content-Length; `conn.send(text)` pushes
-a message down (an unmasked text frame, or a chunk)."""
+a message down (an unmasked text frame, or a chunk), `conn.close()` ends the connection.
+Every data frame a WebSocket client sent is also in `ws_frames` (`WsFrame`: the connection's
+target, whether it was masked, its opcode and text), and `on_ws_message(conn, text)` runs for
+each: e.g. an application's own WebSocket whose RPC frames the server answers (acks) and
+relays."""
 from __future__ import annotations
 
 import base64
@@ -33,22 +37,39 @@ class Request:
 
 
 @dataclass
+class WsFrame:
+    target: str                                 # the WebSocket's Upgrade target
+    masked: bool                                # RFC 6455: every client frame is masked
+    opcode: int
+    text: str
+
+
+@dataclass
 class Conn:
     sock: socket.socket
     kind: str                                   # "ws" | "chunked"
     request: Request
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, opcode: int = 0x1) -> None:
+        """A message down: a WebSocket frame of `opcode` (text; 0x9 a ping), or a chunk."""
         data = text.encode()
         if self.kind == "ws":
-            n = len(data)
-            head = (bytes([0x81, n]) if n < 126 else bytes([0x81, 126]) + struct.pack("!H", n))
+            n, b0 = len(data), 0x80 | opcode
+            head = (bytes([b0, n]) if n < 126 else bytes([b0, 126]) + struct.pack("!H", n))
             out = head + data
         else:
             out = f"{len(data):x}\r\n".encode() + data + b"\r\n"
         with self.lock:
             self.sock.sendall(out)
+
+    def close(self) -> None:
+        """The server ends the connection (a FIN; the serving thread then sees EOF)."""
+        with self.lock:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class _Reader:
@@ -94,8 +115,9 @@ class _Reader:
         return data if size else None
 
     def frame(self) -> tuple[int, bytes]:
-        """One client frame: (opcode, unmasked payload)."""
+        """One client frame: (opcode, unmasked payload); `last_masked` says whether it was."""
         b0, b1 = self.take(2)
+        self.last_masked = bool(b1 & 0x80)
         n = b1 & 0x7F
         if n == 126:
             n = struct.unpack("!H", self.take(2))[0]
@@ -116,8 +138,10 @@ def parse_head(head: str) -> Request:
 class ScriptedEdge:
     def __init__(self, on_open: Optional[Callable[[Conn], None]] = None,
                  on_post: Optional[Callable[[Request], None]] = None, post_status: int = 200,
-                 first_frames: bytes = b"", held_status: int = 200, read_held: bool = True):
+                 first_frames: bytes = b"", held_status: int = 200, read_held: bool = True,
+                 on_ws_message: Optional[Callable[[Conn, str], None]] = None):
         self.on_open, self.on_post, self.post_status = on_open, on_post, post_status
+        self.on_ws_message = on_ws_message
         # a held-open POST: the status of its answer (a non-200 one has an empty body and the
         # connection is closed), and whether its body is read (False: a server that stalls)
         self.held_status, self.read_held = held_status, read_held
@@ -125,6 +149,7 @@ class ScriptedEdge:
         self.port = free_tcp_port("127.0.0.1")
         self.requests: list[Request] = []
         self.ws_messages: list[str] = []
+        self.ws_frames: list[WsFrame] = []
         self.up_chunks: list[str] = []           # chunks of held-open POSTs' bodies
         self.conns: list[Conn] = []
         self.errors: list[str] = []
@@ -223,8 +248,15 @@ class ScriptedEdge:
             if op == 0x9:                     # ping: pong with the same payload
                 with c.lock:
                     sock.sendall(bytes([0x8A, len(data)]) + data)
+            elif op == 0xA:                   # a pong: recorded, not a message
+                self.ws_frames.append(WsFrame(req.target, r.last_masked, op,
+                                              data.decode("utf-8", "replace")))
             elif op in (0x1, 0x2):
-                self.ws_messages.append(data.decode("utf-8", "replace"))
+                text = data.decode("utf-8", "replace")
+                self.ws_messages.append(text)
+                self.ws_frames.append(WsFrame(req.target, r.last_masked, op, text))
+                if self.on_ws_message:
+                    self.on_ws_message(c, text)
 
     def close(self) -> None:
         self.stop.set()

@@ -54,6 +54,10 @@ static uint64_t rnd(void) {
     return G.rng = x;
 }
 
+uint64_t ra_rnd(void) {
+    return rnd();
+}
+
 /* ---- timers ---- */
 
 /* One timer per application (its think time's end, or its pending RPC's timeout) in an
@@ -140,7 +144,7 @@ static void arm(void) {
     G.armed = next;
 }
 
-static int watch(int fd, uint32_t *cur, uint32_t events, void *ptr) {
+int ra_watch(int fd, uint32_t *cur, uint32_t events, void *ptr) {
     if (events == *cur)
         return 0;
     struct epoll_event e = {.events = events, .data.ptr = ptr};
@@ -230,6 +234,7 @@ static void app_down(struct ra_app *a, uint64_t now) {
     a->nresp = a->resp_head = 0;
     a->body_left = 0;
     a->hlen = 0;
+    aw_free(a);
     if (a->fd >= 0)
         close(a->fd);
     a->fd = -1;
@@ -252,6 +257,54 @@ static uint32_t pick_device(void) {
     while (k >= c->range_count[i])
         k -= c->range_count[i++];
     return c->range_first[i] + k;
+}
+
+/* template t with every "{device}" and "{id}" replaced, into out; the length, 0 when too long */
+static size_t fill_frame(char *out, size_t cap, const char *t, const char *dev, const char *id) {
+    size_t n = 0;
+    while (*t) {
+        const char *v = NULL;
+        size_t skip = 1;
+        if (t[0] == '{' && strncmp(t, "{id}", 4) == 0)
+            v = id, skip = 4;
+        else if (t[0] == '{' && strncmp(t, "{device}", 8) == 0)
+            v = dev, skip = 8;
+        size_t k = v ? strlen(v) : 1;
+        if (n + k >= cap)
+            return 0;
+        memcpy(out + n, v ? v : t, k);
+        n += k;
+        t += skip;
+    }
+    return n;
+}
+
+/* the RPC's HTTP request written (one writev), its send time in *t_send and the write's result
+ * in *n; returns the request's length */
+static ssize_t http_request(struct ra_app *a, uint32_t dev, const char *id, uint64_t *t_send,
+                            ssize_t *n) {
+    const struct ra_config *c = G.cfg;
+    char body[4096], fmt[256], path[256], idh[96] = "";
+    /* the id where the config puts it: the body template's or the path's {id}, or a header */
+    size_t blen = fill_id(body, sizeof body, c->body, id);
+    snprintf(fmt, sizeof fmt, c->rpc_path, dev);
+    fill_id(path, sizeof path, fmt, id);
+    if (c->id_header)
+        snprintf(idh, sizeof idh, "%s: %s\r\n", c->id_header, id);
+    int hn;
+    if (strcmp(c->method, "GET") == 0) {   /* everything in the target (webdis /PUBLISH/..) */
+        blen = 0;
+        hn = snprintf(G.tx, sizeof G.tx, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path,
+                      c->host, idh);
+    } else {
+        hn = snprintf(G.tx, sizeof G.tx, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                      "text/plain\r\n%sContent-Length: %zu\r\n\r\n", c->method, path,
+                      c->host, idh, blen);
+    }
+    struct iovec iov[2] = {{G.tx, (size_t)hn}, {body, blen}};
+    *t_send = (uint64_t)mono_ns();
+    *n = writev(a->fd, iov, 2);
+    return (ssize_t)hn + (ssize_t)blen;
 }
 
 /* one RPC scheduled at sched: a row, sent now unless the application cannot take it */
@@ -277,28 +330,22 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
         G.st.outcome[RO_OVERFLOW]++;
         return;
     }
-    char id[32], body[4096], fmt[256], path[256], idh[96] = "";
+    char id[32];
     snprintf(id, sizeof id, "%u-%u", c->first_app + ai, r->seq);
-    /* the id where the config puts it: the body template's or the path's {id}, or a header */
-    size_t blen = fill_id(body, sizeof body, c->body, id);
-    snprintf(fmt, sizeof fmt, c->rpc_path, dev);
-    fill_id(path, sizeof path, fmt, id);
-    if (c->id_header)
-        snprintf(idh, sizeof idh, "%s: %s\r\n", c->id_header, id);
-    int hn;
-    if (strcmp(c->method, "GET") == 0) {   /* everything in the target (webdis /PUBLISH/..) */
-        blen = 0;
-        hn = snprintf(G.tx, sizeof G.tx, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path,
-                      c->host, idh);
+    uint64_t t_send;
+    ssize_t n, want;
+    if (c->transport == TR_WEBSOCKET) {
+        /* one masked text frame, the template's {device} and {id} filled (app_ws.c) */
+        char msg[RA_FRAME_MAX], dv[16];
+        snprintf(dv, sizeof dv, "%u", dev);
+        size_t mlen = fill_frame(msg, sizeof msg, c->frame, dv, id);
+        want = (ssize_t)(mlen ? aw_frame(a, G.tx, sizeof G.tx, msg, mlen) : 0);
+        t_send = (uint64_t)mono_ns();
+        n = want ? send(a->fd, G.tx, (size_t)want, MSG_DONTWAIT | MSG_NOSIGNAL) : -1;
     } else {
-        hn = snprintf(G.tx, sizeof G.tx, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: "
-                      "text/plain\r\n%sContent-Length: %zu\r\n\r\n", c->method, path,
-                      c->host, idh, blen);
+        want = http_request(a, dev, id, &t_send, &n);
     }
-    struct iovec iov[2] = {{G.tx, (size_t)hn}, {body, blen}};
-    uint64_t t_send = (uint64_t)mono_ns();
-    ssize_t n = writev(a->fd, iov, 2);
-    if (n != (ssize_t)(hn + (int)blen)) {   /* a small request goes whole unless the server
+    if (n != want) {   /* a small request goes whole unless the server
                                                stopped reading this connection */
         /* not sent (failed or partial write): lost with no send_ns, counted unsent_write,
          * never in sent; its connection is ended (a partial request cannot be resumed) */
@@ -313,7 +360,8 @@ static void send_rpc(struct ra_app *a, uint64_t sched) {
     r->send_ns = t_send;
     G.st.sent++;
     a->pend[a->npend++] = ri;
-    a->resp[(a->resp_head + a->nresp++) % c->window] = ri;
+    if (c->transport == TR_HTTP || c->acks)   /* its answer (response, ack) is awaited */
+        a->resp[(a->resp_head + a->nresp++) % c->window] = ri;
     G.st.bytes_out += (uint64_t)n;
     if (!open_loop()) {
         a->state = AS_WAIT;
@@ -377,6 +425,31 @@ static void app_read(struct ra_app *a) {
     }
 }
 
+/* websocket transport: the server's answer on the application's own WebSocket, one per RPC
+ * frame in order (as an HTTP response per request): the oldest RPC not answered yet gets it.
+ * Its rpc-log status and the counts say it in the HTTP path's terms: 200 accepted, 202
+ * accepted but nobody subscribed (post_202; the RPC then times out unless a reply comes), 400
+ * refused (the RPC ends rejected); post_2xx counts the first two. An ack with no RPC waiting
+ * for one is counted unmatched. */
+void ra_ack(struct ra_app *a, int cls) {
+    uint64_t now = (uint64_t)mono_ns();
+    if (!a->nresp) {
+        G.st.unmatched++;
+        return;
+    }
+    uint32_t ri = a->resp[a->resp_head];
+    a->resp_head = (uint16_t)((a->resp_head + 1) % G.cfg->window);
+    a->nresp--;
+    G.rows[ri].status = cls == ACK_REJECTED ? 400 : cls == ACK_UNHEARD ? 202 : 200;
+    if (cls != ACK_REJECTED)
+        G.st.post_2xx++;
+    if (cls == ACK_UNHEARD)
+        G.st.post_202++;
+    int pi = cls == ACK_REJECTED ? pend_index(a, ri) : -1;
+    if (pi >= 0)
+        end_rpc(a, (uint32_t)pi, RO_REJECTED, now);
+}
+
 /* ---- replies on the WebSocket subscriptions ---- */
 
 static void on_reply(const char *msg, size_t len) {
@@ -421,12 +494,9 @@ static void on_reply(const char *msg, size_t len) {
 static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *u) {
     (void)flags;
     struct ra_sub *s = u;
-    if (s->hoff < s->hlen) {       /* first the frames that arrived with the Upgrade's answer */
-        size_t left = (size_t)(s->hlen - s->hoff), k = left < len ? left : len;
-        memcpy(buf, s->head + s->hoff, k);
-        s->hoff = (uint16_t)(s->hoff + k);
+    size_t k = ra_leftover(s->head, &s->hoff, s->hlen, buf, len);
+    if (k)                         /* first the frames that arrived with the Upgrade's answer */
         return (ssize_t)k;
-    }
     /* wslay reads only when the frame it parses needs more bytes, so the read before a
      * message's callback brought its last bytes: its stamps are the message's */
     ssize_t n = tcpstamp_recv(s->fd, buf, len, &G.cmap, &G.rs);
@@ -499,7 +569,7 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         if (err || send(s->fd, G.tx, n, MSG_NOSIGNAL) != (ssize_t)n)
             return -1;
         s->state = AS_WAIT;
-        return watch(s->fd, &s->events, EPOLLIN, s);
+        return ra_watch(s->fd, &s->events, EPOLLIN, s);
     }
     if (!s->ws) {                  /* the Upgrade's answer */
         /* stamped: frames that came with the 101 are that read's (G.rs) */
@@ -528,7 +598,7 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         if (G.cfg->reply_subscribe && subscribe(s))
             return -1;
         if (s->hoff == s->hlen)
-            return watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(ws) ? EPOLLOUT : 0),
+            return ra_watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(ws) ? EPOLLOUT : 0),
                          s);
         ev = EPOLLIN;
     }
@@ -539,7 +609,7 @@ static int sub_event(struct ra_sub *s, uint32_t ev) {
         rc = wslay_event_send(s->ws);
     if (rc || (!wslay_event_want_read(s->ws) && !wslay_event_want_write(s->ws)))
         return -1;
-    return watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(s->ws) ? EPOLLOUT : 0), s);
+    return ra_watch(s->fd, &s->events, EPOLLIN | (wslay_event_want_write(s->ws) ? EPOLLOUT : 0), s);
 }
 
 /* ---- the run ---- */
@@ -566,11 +636,12 @@ int ra_run(const struct ra_config *c) {
     G.rows = calloc(c->max_rows, sizeof *G.rows);
     G.heap = calloc(c->apps, sizeof *G.heap);
     G.slots = calloc((size_t)c->apps * 2 * c->window, sizeof *G.slots);
+    aw_init(c, &G.st);
     G.ep = epoll_create1(EPOLL_CLOEXEC);
     G.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     uint32_t tev = 0;
     if (!G.apps || !G.subs || !G.rows || !G.heap || !G.slots || G.ep < 0 || G.tfd < 0 ||
-        watch(G.tfd, &tev, EPOLLIN, &G.tfd)) {
+        ra_watch(G.tfd, &tev, EPOLLIN, &G.tfd)) {
         fprintf(stderr, "wot-rpcapp: out of memory or descriptors\n");
         return 1;
     }
@@ -587,7 +658,7 @@ int ra_run(const struct ra_config *c) {
         s->state = AS_CONNECTING;
         if (s->fd >= 0 && rxstamp_enable(s->fd))   /* replies: their reads' kernel stamps */
             G.st.no_kernel_stamps++;
-        if (s->fd < 0 || watch(s->fd, &s->events, EPOLLOUT, s)) {
+        if (s->fd < 0 || ra_watch(s->fd, &s->events, EPOLLOUT, s)) {
             fprintf(stderr, "wot-rpcapp: cannot connect reply subscription %u: %s\n", k,
                     strerror(errno));
             return 1;
@@ -600,7 +671,7 @@ int ra_run(const struct ra_config *c) {
         a->resp = a->pend + c->window;
         a->fd = tcp_connect();
         a->state = AS_CONNECTING;
-        if (a->fd < 0 || watch(a->fd, &a->events, EPOLLOUT, a)) {
+        if (a->fd < 0 || ra_watch(a->fd, &a->events, EPOLLOUT, a)) {
             fprintf(stderr, "wot-rpcapp: cannot connect application %u: %s (raise the "
                     "descriptor limit or use --source)\n", i, strerror(errno));
             return 1;
@@ -644,11 +715,14 @@ int ra_run(const struct ra_config *c) {
                 struct ra_app *a = p;
                 if (a->fd < 0)
                     continue;
-                if (a->state == AS_CONNECTING) {
+                if (c->transport == TR_WEBSOCKET) {
+                    if (aw_event(a, ev[i].events))
+                        app_down(a, (uint64_t)mono_ns());
+                } else if (a->state == AS_CONNECTING) {
                     int err = 0;
                     socklen_t l = sizeof err;
                     getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &l);
-                    if (err || watch(a->fd, &a->events, EPOLLIN, a))
+                    if (err || ra_watch(a->fd, &a->events, EPOLLIN, a))
                         app_down(a, (uint64_t)mono_ns());
                     else
                         a->state = AS_THINK;

@@ -25,7 +25,9 @@ static void usage(void) {
           "       [--duration-s S] [--method POST|PUT|GET] [--reply-header 'NAME: VALUE']...\n"
           "       [--reply-subscribe MESSAGE] [--first-app N] [--apps-total N]\n"
           "       [--warmup-s S] [--start-at MONO_NS] [--source IPv4] [--max-rows N] [--cpu N]\n"
-          "       [--rate RPC_PER_S [--arrival poisson|constant] [--window N]] [--first-shard N]\n",
+          "       [--rate RPC_PER_S [--arrival poisson|constant] [--window N]] [--first-shard N]\n"
+          "       [--transport http|websocket [--ws-path PATH] [--ws-header 'NAME: VALUE']...\n"
+          "        [--frame TEMPLATE] [--no-acks | [--ack-unheard TEXT] [--ack-rejected TEXT]]]\n",
           stderr);
 }
 
@@ -60,6 +62,16 @@ static int pair(const char *opt, const char *s, unsigned long long max, uint32_t
     return 0;
 }
 
+/* s is one of two words: *out 0 (the first) or 1; -1 (named) if neither */
+static int choice(const char *opt, const char *s, const char *w0, const char *w1, int *out) {
+    if (strcmp(s, w0) && strcmp(s, w1)) {
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected %s or %s\n", opt, s, w0, w1);
+        return -1;
+    }
+    *out = strcmp(s, w0) != 0;
+    return 0;
+}
+
 /* a path format must hold exactly one %u and no other conversion */
 static int one_u(const char *opt, const char *f) {
     const char *p = strstr(f, "%u");
@@ -78,12 +90,12 @@ static int at_most_one_u(const char *f) {
 }
 
 /* "Name: value" (a token, a colon, one line) appended to lines with its CRLF; -1 if bad */
-static int add_header(char *lines, size_t cap, const char *h) {
+static int add_header(const char *opt, char *lines, size_t cap, const char *h) {
     size_t nl = strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                           "!#$%&'*+-.^_`|~"), used = strlen(lines);
     if (nl == 0 || h[nl] != ':' || strpbrk(h, "\r\n") || used + strlen(h) + 3 > cap) {
-        fprintf(stderr, "wot-rpcapp: bad --reply-header '%s', expected 'Name: value' on one "
-                "line (all of them at most %zu bytes)\n", h, cap - 3);
+        fprintf(stderr, "wot-rpcapp: bad %s '%s', expected 'Name: value' on one "
+                "line (all of them at most %zu bytes)\n", opt, h, cap - 3);
         return -1;
     }
     snprintf(lines + used, cap - used, "%s\r\n", h);
@@ -117,12 +129,47 @@ bad:
     return -1;
 }
 
+/* the options of one transport refused with the other; a websocket application's Upgrade
+ * target and a frame that carries the id and the device */
+static int transport_rules(const struct ra_config *c, const char *http_opt, const char *ws_opt) {
+    if (c->transport == TR_HTTP && ws_opt) {
+        fprintf(stderr, "wot-rpcapp: %s is for --transport websocket (the applications send "
+                "HTTP requests)\n", ws_opt);
+        return -1;
+    }
+    if (c->transport == TR_HTTP)
+        return 0;
+    if (http_opt) {
+        fprintf(stderr, "wot-rpcapp: %s is for --transport http; a websocket application sends "
+                "each RPC as one frame (--frame)\n", http_opt);
+        return -1;
+    }
+    if (!c->ws_path) {
+        fputs("wot-rpcapp: --transport websocket needs --ws-path (each application's WebSocket "
+              "target)\n", stderr);
+        return -1;
+    }
+    const char *id = strstr(c->frame, "{id}");
+    if (!id || !strstr(c->frame, "{device}") || strlen(c->frame) + 64 > RA_FRAME_MAX) {
+        fprintf(stderr, "wot-rpcapp: bad --frame '%s', expected {device} and {id} in it (the "
+                "RPC's device and id), at most %d bytes\n", c->frame, RA_FRAME_MAX - 64);
+        return -1;
+    }
+    if (!c->acks && (c->ack_unheard || c->ack_rejected)) {
+        fputs("wot-rpcapp: --ack-unheard and --ack-rejected classify acks; with --no-acks there "
+              "are none\n", stderr);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct ra_config c = {.rpc_path = "/rpc/%u", .reply_path = "/replies/%u",
                           .body = "{\"id\":\"{id}\",\"method\":\"ping\"}", .reply_marker = "\"id\":\"",
                           .apps = 100, .shards = 1, .think_min_ms = 1000, .think_max_ms = 3000,
                           .timeout_ms = 5000, .duration_ns = 10000000000ULL, .max_rows = 4000000,
-                          .cpu = -1, .window = 1};
+                          .cpu = -1, .window = 1, .acks = 1,
+                          .frame = "{\"id\":\"{id}\",\"device\":{device},\"method\":\"ping\"}"};
     const char *server = NULL, *devices = NULL, *source = NULL;
     unsigned long long v;
     static const struct option opts[] = {
@@ -136,7 +183,11 @@ int main(int argc, char **argv) {
         {"reply-subscribe", 1, 0, 'u'}, {"first-app", 1, 0, 'F'}, {"apps-total", 1, 0, 'A'},
         {"rate", 1, 0, 'Q'},       {"arrival", 1, 0, 'V'},    {"window", 1, 0, 'W'},
         {"first-shard", 1, 0, 'K'},
+        {"transport", 1, 0, 'X'},  {"ws-path", 1, 0, 'P'},    {"ws-header", 1, 0, 'E'},
+        {"frame", 1, 0, 'f'},      {"no-acks", 0, 0, 'n'},    {"ack-unheard", 1, 0, 'U'},
+        {"ack-rejected", 1, 0, 'J'},
         {0, 0, 0, 0}};
+    const char *http_opt = NULL, *ws_opt = NULL;   /* the last option of one transport given */
     int o, bad = 0;
     c.method = "POST";
     while (!bad && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -146,7 +197,7 @@ int main(int argc, char **argv) {
         case 'l': c.log_dir = optarg; break;
         case 'a': bad = num("--apps", optarg, 1, 1000000, &v); c.apps = (uint32_t)v; break;
         case 'k': bad = num("--shards", optarg, 1, 4096, &v); c.shards = (uint32_t)v; break;
-        case 'p': c.rpc_path = optarg; bad = one_u("--rpc-path", optarg); break;
+        case 'p': c.rpc_path = optarg; http_opt = "--rpc-path"; bad = one_u("--rpc-path", optarg); break;
         case 'r':
             c.reply_path = optarg;
             bad = optarg[0] != '/' || at_most_one_u(optarg);
@@ -154,10 +205,11 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "wot-rpcapp: bad --reply-path '%s', expected a path with at most "
                         "one %%u (the shard), e.g. /replies/%%u\n", optarg);
             break;
-        case 'b': c.body = optarg; break;
+        case 'b': c.body = optarg; http_opt = "--body"; break;
         case 'm': c.reply_marker = optarg; bad = !*optarg; break;
         case 'H':
             c.id_header = optarg;
+            http_opt = "--id-header";
             bad = !*optarg || strlen(optarg) > 63 ||
                   strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                                  "!#$%&'*+-.^_`|~") != strlen(optarg);
@@ -177,11 +229,26 @@ int main(int argc, char **argv) {
         case 'A': bad = num("--apps-total", optarg, 1, 200000000, &v); c.apps_total = (uint32_t)v; break;
         case 'M':
             c.method = optarg;
+            http_opt = "--method";
             bad = strcmp(optarg, "POST") && strcmp(optarg, "PUT") && strcmp(optarg, "GET");
             if (bad)
                 fprintf(stderr, "wot-rpcapp: bad --method '%s', expected POST, PUT or GET\n", optarg);
             break;
-        case 'e': bad = add_header(c.reply_headers, sizeof c.reply_headers, optarg); break;
+        case 'e': bad = add_header("--reply-header", c.reply_headers, sizeof c.reply_headers, optarg); break;
+        case 'E': bad = add_header("--ws-header", c.ws_headers, sizeof c.ws_headers, optarg); ws_opt = "--ws-header"; break;
+        case 'X': bad = choice("--transport", optarg, "http", "websocket", &c.transport); break;
+        case 'P':
+            c.ws_path = optarg;
+            ws_opt = "--ws-path";
+            bad = optarg[0] != '/' || strpbrk(optarg, " \t\r\n") != NULL;
+            if (bad)
+                fprintf(stderr, "wot-rpcapp: bad --ws-path '%s', expected a request target "
+                        "starting with '/', no spaces\n", optarg);
+            break;
+        case 'f': c.frame = optarg; ws_opt = "--frame"; break;
+        case 'n': c.acks = 0; ws_opt = "--no-acks"; break;
+        case 'U': c.ack_unheard = optarg; ws_opt = "--ack-unheard"; bad = !*optarg; break;
+        case 'J': c.ack_rejected = optarg; ws_opt = "--ack-rejected"; bad = !*optarg; break;
         case 'u':
             c.reply_subscribe = optarg;
             bad = at_most_one_u(optarg) || !*optarg;
@@ -199,13 +266,7 @@ int main(int argc, char **argv) {
                         "process, a number > 0 and <= 1000000\n", optarg);
             break;
         }
-        case 'V':
-            bad = strcmp(optarg, "poisson") && strcmp(optarg, "constant");
-            c.arrival = strcmp(optarg, "constant") ? ARR_POISSON : ARR_CONSTANT;
-            if (bad)
-                fprintf(stderr, "wot-rpcapp: bad --arrival '%s', expected poisson or constant\n",
-                        optarg);
-            break;
+        case 'V': bad = choice("--arrival", optarg, "poisson", "constant", &c.arrival); break;
         case 'W': bad = num("--window", optarg, 1, RA_MAX_WINDOW, &v); c.window = (uint32_t)v; break;
         case 'K': bad = num("--first-shard", optarg, 0, 1000000, &v); c.first_shard = (uint32_t)v; break;
         case 'h': usage(); return 0;
@@ -242,7 +303,10 @@ int main(int argc, char **argv) {
               "has one RPC outstanding\n", stderr);
         return 2;
     }
-    if (!c.id_header && !strstr(c.rpc_path, "{id}") && !strstr(c.body, "{id}")) {
+    if (transport_rules(&c, http_opt, ws_opt))
+        return 2;
+    if (c.transport == TR_HTTP && !c.id_header && !strstr(c.rpc_path, "{id}") &&
+        !strstr(c.body, "{id}")) {
         fputs("wot-rpcapp: the RPC carries no id: expected {id} in --body or --rpc-path, or "
               "--id-header\n", stderr);
         return 2;

@@ -14,12 +14,17 @@
  * ends in exactly one outcome: ok, timeout, rejected (the server refused the request), or lost
  * (the application's connection ended before the reply, or was not up when an open-loop RPC
  * was due, or its request's write failed: then it was never sent, no send_ns), overflow
- * (open loop, above). */
+ * (open loop, above).
+ * Transport (--transport): http (above), or websocket: each application holds ONE WebSocket to
+ * --ws-path and sends each RPC as one masked text frame (--frame, "{device}" and "{id}"
+ * filled); what the server sends back on it is one in-order ack per RPC frame (as an HTTP
+ * response per request: app_ws.c). Replies still come on the K subscriptions. */
 #ifndef WOT_RPCAPP_H
 #define WOT_RPCAPP_H
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "clock.h"
 #include "http_chunked.h"
@@ -31,6 +36,10 @@ enum ra_arrival { ARR_POISSON = 0, ARR_CONSTANT };
 #define RA_MAX_WINDOW 1024
 #define RA_MAX_RANGES 64
 enum ra_state { AS_DOWN = 0, AS_CONNECTING, AS_THINK, AS_WAIT };
+enum ra_transport { TR_HTTP = 0, TR_WEBSOCKET };
+enum ra_ack { ACK_OK = 0, ACK_UNHEARD, ACK_REJECTED };   /* websocket: what an ack says */
+#define RA_FRAME_MAX 4096        /* an RPC frame's payload, the template filled */
+#define RA_ACK_KEEP 256          /* an ack's first bytes, where its texts are looked for */
 
 struct ra_row {                  /* one RPC (rpc-log.csv) */
     uint64_t sched_ns, send_ns, reply_ns;   /* send_ns 0: never sent (overflow, lost) */
@@ -54,7 +63,19 @@ struct ra_app {
     uint16_t npend, nresp, resp_head;
     uint32_t body_left;          /* POST response body bytes to skip */
     uint16_t hlen;
-    char head[384];
+    uint16_t hoff;               /* websocket: frames that came with the 101, not yet read */
+    uint8_t upgrading;           /* websocket: the Upgrade went out, its 101 not checked yet */
+    uint8_t eof;                 /* websocket: the read saw the end (or an error) */
+    uint8_t inmsg;               /* websocket: a data message (an ack) is being read */
+    uint8_t clen;                /* websocket: bytes of the control frame being read */
+    uint16_t klen;               /* websocket: bytes kept of that message */
+    uint64_t fgot;               /* websocket: payload bytes of the frame being read */
+    void *wf;                    /* websocket: wslay frame context reading what the server
+                                    sends (its acks, pings, close) */
+    char key[WS_KEY_LEN + 1];
+    char keep[RA_ACK_KEEP];      /* websocket: the first bytes of the message being read */
+    char ctl[125];               /* websocket: a control frame's payload (a ping's, echoed) */
+    char head[512];
 };
 
 struct ra_sub {                  /* one WebSocket reply subscription */
@@ -95,6 +116,14 @@ struct ra_config {
     uint64_t start_ns, duration_ns, warmup_ns;
     size_t max_rows;
     int cpu;
+    int transport;                       /* enum ra_transport */
+    const char *ws_path;                 /* websocket: each application's Upgrade target */
+    char ws_headers[1024];               /* websocket: extra header lines of its Upgrade */
+    const char *frame;                   /* websocket: an RPC's text frame, {device} and {id}
+                                            replaced */
+    int acks;                            /* websocket: the server answers each frame (1) */
+    const char *ack_unheard;             /* NULL, or text of an ack: nobody got it (202) */
+    const char *ack_rejected;            /* NULL, or text of an ack: refused (rejected) */
 };
 
 struct ra_stats {
@@ -106,6 +135,27 @@ struct ra_stats {
 };
 
 int ra_run(const struct ra_config *cfg);
+
+/* the bytes that came with an Upgrade's 101 after its head (head[*hoff..hlen)), handed to the
+ * frame parser before the socket's next ones: how many were copied into buf (0: none left) */
+static inline size_t ra_leftover(const char *head, uint16_t *hoff, uint16_t hlen, uint8_t *buf,
+                                 size_t len) {
+    size_t left = *hoff < hlen ? (size_t)(hlen - *hoff) : 0, k = left < len ? left : len;
+    memcpy(buf, head + *hoff, k);
+    *hoff = (uint16_t)(*hoff + k);
+    return k;
+}
+
+/* app.c, for app_ws.c */
+uint64_t ra_rnd(void);
+int ra_watch(int fd, uint32_t *cur, uint32_t events, void *ptr);
+void ra_ack(struct ra_app *a, int cls);       /* enum ra_ack: the oldest RPC not acked yet */
+
+/* app_ws.c: an application's own WebSocket (--transport websocket) */
+void aw_init(const struct ra_config *cfg, struct ra_stats *st);
+int aw_event(struct ra_app *a, uint32_t ev);  /* -1: the application's connection ended */
+size_t aw_frame(struct ra_app *a, char *out, size_t cap, const char *msg, size_t len);
+void aw_free(struct ra_app *a);
 extern volatile sig_atomic_t ra_stop;   /* set by SIGTERM/SIGINT: the run ends, files written */
 
 #endif

@@ -252,3 +252,75 @@ def test_a_delimiter_adds_its_column_percent_encoded():
     assert row == "1,m-1,chunked-post,127.0.0.1:8080,,/dev/1/1,,60000,0,1000,32,1000,,,%0D%0A"
     assert connections_header(c.devices[0]).endswith(",attach_body,delimiter")
     assert connections_header(c.devices[1]).endswith(",attach_body")   # unframed: as before
+
+
+# ---- applications on their own WebSockets (applications.transport: websocket) ----
+
+WSAPP = {"transport": "websocket", "rpc_ws_path": "/.json"}
+
+
+@pytest.mark.parametrize("apps,key", [
+    ({"transport": "websocket"}, "applications: rpc_ws_path: transport: websocket needs"),
+    ({**WSAPP, "rpc_method": "GET"}, "applications: rpc_method: GET is an HTTP request's"),
+    ({**WSAPP, "rpc_id": "path"}, "applications: rpc_id: path cannot apply with transport: "
+     "websocket"),
+    ({**WSAPP, "rpc_id": "header"}, "applications: rpc_id: header cannot apply"),
+    ({**WSAPP, "rpc_path": "/p/{device}"}, "applications: rpc_path: an HTTP request's"),
+    ({**WSAPP, "body_template": '{"id":"{id}"}'}, "applications: body_template: an HTTP"),
+    ({**WSAPP, "rpc_frame": '["PUBLISH","rpc.{device}"]'},
+     "applications.rpc_frame: expected {id} in the frame"),
+    ({**WSAPP, "rpc_frame": '{"id":"{id}"}'}, "applications.rpc_frame: expected {device}"),
+    ({**WSAPP, "rpc_frame": '{"id":"{id}","d":{dev}}'},
+     "applications.rpc_frame: '{\"id\":\"{id}\",\"d\":{dev}}': unknown placeholder {dev}"),
+    ({**WSAPP, "rpc_frame": '["P","{device}","rpc:{id}"]'},
+     "applications: rpc_frame must hold id_marker followed by {id}"),
+    ({**WSAPP, "rpc_frame": '{"id":"{id}","d":{device},"p":"' + "x" * 4100 + '"}'},
+     "applications.rpc_frame: expected at most 4032 bytes"),
+    ({**WSAPP, "rpc_ws_path": "no-slash"}, "applications.rpc_ws_path: expected a request target"),
+    ({**WSAPP, "rpc_ws_path": "/a/{device}"}, "applications.rpc_ws_path: '/a/{device}': unknown"),
+    ({**WSAPP, "rpc_ws_headers": {"Host": "x"}}, "applications.rpc_ws_headers: header 'Host'"),
+    ({**WSAPP, "rpc_acks": False, "rpc_ack_unheard": "0"},
+     "applications: rpc_ack_unheard: classifies the server's acks; rpc_acks is false"),
+    ({**WSAPP, "rpc_ack_rejected": "a\nb"}, "applications.rpc_ack_rejected: expected a one-line"),
+    ({**WSAPP, "transport": "ws"}, "applications.transport"),
+    # the WebSocket's keys with the HTTP transport
+    ({"rpc_ws_path": "/.json"}, "applications: rpc_ws_path: for transport: websocket"),
+    ({"rpc_frame": '{"id":"{id}","d":{device}}'}, "applications: rpc_frame: for transport"),
+    ({"rpc_ws_headers": {"Origin": "x"}}, "applications: rpc_ws_headers: for transport"),
+    ({"rpc_acks": False}, "applications: rpc_acks: for transport: websocket"),
+    ({"rpc_ack_unheard": "0"}, "applications: rpc_ack_unheard: for transport: websocket"),
+])
+def test_websocket_applications_refusals_name_the_key(apps, key):
+    assert key in problems(WS, applications=apps)
+
+
+def test_websocket_applications_resolve_and_load_again_and_reach_wot_rpcapp():
+    from wotbench.connected.procs import rpcapp_argv
+    a = cfg(WS, applications={**WSAPP, "rpc_ws_headers": {"Origin": "http://e"},
+                              "rpc_ack_unheard": '{"PUBLISH":0}'}).applications
+    assert a.rpc_frame == '{"id":"{id}","device":{device},"method":"ping"}'
+    assert a.body_template is None and a.reply_id_marker == a.id_marker
+    assert cfg(WS, applications=a.model_dump(mode="json")).applications == a
+    argv = rpcapp_argv(a, "127.0.0.1:8080", 10, Path("/tmp"), 60, 1, None)
+    opt = dict(zip(argv[1::2], argv[2::2]))
+    assert (opt["--transport"], opt["--ws-path"], opt["--frame"], opt["--ws-header"],
+            opt["--ack-unheard"]) == ("websocket", "/.json", a.rpc_frame, "Origin: http://e",
+                                      '{"PUBLISH":0}')
+    # nothing of the HTTP request: wot-rpcapp refuses those options with --transport websocket
+    assert not {"--rpc-path", "--body", "--method", "--id-header"} & set(argv)
+    assert "--ack-rejected" not in argv and "--no-acks" not in argv
+    quiet = cfg(WS, applications={**WSAPP, "rpc_acks": False}).applications
+    assert "--no-acks" in rpcapp_argv(quiet, "127.0.0.1:8080", 10, Path("/tmp"), 60, 1, None)
+    # the HTTP transport's command line carries no WebSocket option
+    http = rpcapp_argv(cfg(WS, applications={}).applications, "127.0.0.1:8080", 10,
+                       Path("/tmp"), 60, 1, None)
+    assert "--transport" not in http and "--body" in http and "--method" in http
+
+
+def test_the_webdis_websocket_applications_config_loads():
+    c = load_config(ROOT / "configs" / "attached-devices-webdis-wsapps.yaml")
+    a = c.applications
+    assert a.transport == "websocket" and a.count == 2000 and a.rpc_ws_path == "/.json"
+    assert a.rpc_frame == '["PUBLISH","rpc.{device}","rpc:{id}"]' and a.id_marker == "rpc:"
+    assert a.rpc_ws_headers == a.reply_headers == {"Origin": "http://wotbench.invalid"}
+    assert c.devices[0].protocol == "chunked" and Path(c.edge_server.config_template).is_file()

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_validator)
 
 from wotbench.config.byo import Program
-from wotbench.config.connected_wire import (DEFAULT_ID_HEADER, IdPlace, check_attach_body,
+from wotbench.config.connected_wire import (DEFAULT_FRAME, DEFAULT_ID_HEADER, DEFAULT_RPC_PATH,
+                                            IdPlace, check_ack_text, check_attach_body,
                                             check_attach_headers, check_header_name,
                                             check_reply_headers, check_reply_subscribe,
-                                            file_field, header_block, render)
+                                            check_rpc_frame, file_field, header_block,
+                                            render)
 
 CONNECTED_PROTOCOLS = ("websocket", "chunked", "chunked-post")
 PATH_FIELDS = ("device", "shard")
@@ -143,8 +146,9 @@ class Applications(_Model):
     chosen connected devices through the edge server and match each reply by id: a closed loop
     (``think_ms`` after each outcome) or an open loop (``loop: open``: ``rate`` RPC/s over all
     applications on a ``arrival`` schedule, at most ``max_outstanding`` per application)."""
-    count: int = Field(2000, ge=1, le=60000, description="applications (one keep-alive "
-                       "connection each)")
+    count: int = Field(2000, ge=1, le=60000, description="applications (one connection each: "
+                       "an HTTP keep-alive connection, or its own WebSocket with `transport: "
+                       "websocket`)")
     think_ms: tuple[int, int] = Field((1000, 3000), description="closed loop: think time "
                                       "between a reply (or timeout) and the next RPC: uniform "
                                       "[min, max] ms")
@@ -163,8 +167,8 @@ class Applications(_Model):
                                  "has not answered yet); one due beyond is not sent and ends as "
                                  "`overflow`")
     timeout_ms: int = Field(5000, ge=1, le=600000, description="no reply by then = timeout")
-    rpc_path: str = Field("/rpc/{device}", description="the POST target of an RPC to a device; "
-                          "`{id}` the RPC's id (with `rpc_id: path`)")
+    rpc_path: str = Field(DEFAULT_RPC_PATH, description="the POST target of an RPC to a device; "
+                          "`{id}` the RPC's id (with `rpc_id: path`); transport http only")
     reply_path: str = Field("/replies/{shard}", description="the WebSocket subscription for "
                             "reply channel `{shard}` (without `{shard}` every subscription asks "
                             "for the same target and says which channel by `reply_subscribe`)")
@@ -203,6 +207,38 @@ class Applications(_Model):
         None, description="a message each reply subscription sends once open, `{shard}` "
         "filled (a server that subscribes by message: webdis "
         "`[\"SUBSCRIBE\",\"reply.{shard}\"]` on `reply_path: /.json`)")
+    transport: Literal["http", "websocket"] = Field(
+        "http", description="how an application sends its RPCs: `http` (a request each on its "
+        "keep-alive connection: rpc_method, rpc_path, body_template) or `websocket` (its own "
+        "WebSocket to `rpc_ws_path`, each RPC one text frame `rpc_frame`; the server's frames on "
+        "it are in-order acks: docs/CONNECTED.md \"Applications on their own WebSockets\"). "
+        "Replies come on the reply subscriptions either way")
+    rpc_ws_path: Optional[str] = Field(
+        None, description="transport websocket: each application's WebSocket target (required; "
+        "webdis `/.json`)")
+    rpc_ws_headers: dict[str, str] = Field(
+        default_factory=dict, description="transport websocket: extra header lines of each "
+        "application's Upgrade (webdis wants an `Origin`)")
+    rpc_frame: Optional[str] = Field(
+        None, description="transport websocket: the text frame of one RPC, `{device}` and `{id}` "
+        "filled (plain substitution; other braces are text); it must hold id_marker followed by "
+        "`{id}`. Default `" + DEFAULT_FRAME + "`; webdis "
+        "`[\"PUBLISH\",\"rpc.{device}\",\"rpc:{id}\"]`")
+    rpc_acks: bool = Field(
+        True, description="transport websocket: the server answers each RPC frame with one frame "
+        "on the application's WebSocket, in order (webdis `{\"PUBLISH\":1}`); an RPC whose ack "
+        "has not come counts as outstanding (max_outstanding, as an HTTP request without its "
+        "response). false: frames on that socket are only counted (`events_in`)")
+    rpc_ack_unheard: Optional[str] = Field(
+        None, description="transport websocket: an ack holding this text (in its first 256 "
+        "bytes) says nobody got the "
+        "RPC (webdis `{\"PUBLISH\":0}`: no subscriber on the device's channel); counted as "
+        "nchan's 202 (`post_202`), the RPC then times out")
+    rpc_ack_rejected: Optional[str] = Field(
+        None, description="transport websocket: an ack holding this text (in its first 256 "
+        "bytes) refuses the RPC: it "
+        "ends `rejected` (as a non-2xx response). Checked before rpc_ack_unheard; none: no ack "
+        "rejects")
 
     @field_validator("think_ms")
     @classmethod
@@ -221,20 +257,27 @@ class Applications(_Model):
     def _rpc(cls, v: str) -> str:
         return _path_template(v, ("device", "id")) or v
 
-    @field_validator("reply_headers")
+    @field_validator("reply_headers", "rpc_ws_headers")
     @classmethod
-    def _reply_headers(cls, v: dict[str, str]) -> dict[str, str]:
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         return check_reply_headers(v)
 
-    @field_validator("reply_subscribe")
+    @field_validator("reply_subscribe", "rpc_frame", "rpc_ack_unheard", "rpc_ack_rejected")
     @classmethod
-    def _reply_subscribe(cls, v: Optional[str]) -> Optional[str]:
-        return None if v is None else check_reply_subscribe(v)
+    def _message(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        check = {"reply_subscribe": check_reply_subscribe,
+                 "rpc_frame": check_rpc_frame}.get(info.field_name, check_ack_text)
+        return None if v is None else check(v)
 
     @field_validator("id_header")
     @classmethod
     def _id_header(cls, v: str) -> str:
         return check_header_name(v)
+
+    @field_validator("rpc_ws_path")
+    @classmethod
+    def _ws_path(cls, v: Optional[str]) -> Optional[str]:
+        return _path_template(v, ())
 
     @property
     def send_lag_scale_ms(self) -> float:
@@ -254,6 +297,18 @@ class Applications(_Model):
 
     @model_validator(mode="after")
     def _body(self) -> "Applications":
+        if self.reply_id_marker is None:
+            self.reply_id_marker = self.id_marker
+        if self.transport == "websocket":
+            return self._websocket()
+        for key in ("rpc_ws_path", "rpc_frame", "rpc_ack_unheard", "rpc_ack_rejected"):
+            if getattr(self, key) is not None:
+                raise ValueError(f"{key}: for transport: websocket (an application's own "
+                                 "WebSocket); transport is http")
+        if self.rpc_ws_headers or not self.rpc_acks:
+            key = "rpc_ws_headers" if self.rpc_ws_headers else "rpc_acks"
+            raise ValueError(f"{key}: for transport: websocket (an application's own "
+                             "WebSocket); transport is http")
         if self.rpc_method == "GET":
             if self.rpc_id == "body" or self.body_template is not None:
                 raise ValueError("rpc_method: GET sends no body, expected rpc_id path or header "
@@ -261,8 +316,6 @@ class Applications(_Model):
         elif self.body_template is None:
             self.body_template = ('{"id":"{id}","method":"ping"}' if self.rpc_id == "body"
                                   else '{"method":"ping"}')
-        if self.reply_id_marker is None:
-            self.reply_id_marker = self.id_marker
         in_body, in_path = "{id}" in (self.body_template or ""), "{id}" in self.rpc_path
         if self.rpc_id == "body" and self.id_marker + "{id}" not in self.body_template:
             raise ValueError(f"body_template must hold id_marker followed by {{id}} "
@@ -277,6 +330,34 @@ class Applications(_Model):
         if self.rpc_id != "path" and in_path:
             raise ValueError(f"rpc_path: {{id}} only with rpc_id path (rpc_id is "
                              f"{self.rpc_id}), got {self.rpc_path!r}")
+        return self
+
+    def _websocket(self) -> "Applications":
+        """transport: websocket: an HTTP request's keys cannot apply (checked by value, so a
+        resolved config read back passes), the frame carries the device and the id."""
+        if self.rpc_method != "POST":
+            raise ValueError(f"rpc_method: {self.rpc_method} is an HTTP request's; with "
+                             "transport: websocket each RPC is one frame (rpc_frame)")
+        if self.rpc_id != "body":
+            raise ValueError(f"rpc_id: {self.rpc_id} cannot apply with transport: websocket (a "
+                             "frame has no path or header of its own), expected body: the id "
+                             "goes in rpc_frame's {id}")
+        if self.rpc_path != DEFAULT_RPC_PATH or self.body_template is not None:
+            key = "rpc_path" if self.rpc_path != DEFAULT_RPC_PATH else "body_template"
+            raise ValueError(f"{key}: an HTTP request's; with transport: websocket the device "
+                             "and the id go in rpc_frame, expected no " + key)
+        if self.rpc_ws_path is None:
+            raise ValueError("rpc_ws_path: transport: websocket needs each application's "
+                             "WebSocket target (e.g. /.json for webdis)")
+        if self.rpc_frame is None:
+            self.rpc_frame = DEFAULT_FRAME
+        if self.id_marker + "{id}" not in self.rpc_frame:
+            raise ValueError(f"rpc_frame must hold id_marker followed by {{id}} "
+                             f"({self.id_marker}{{id}}), so the device finds the id it copies "
+                             f"into its reply; got {self.rpc_frame!r}")
+        if not self.rpc_acks and (self.rpc_ack_unheard or self.rpc_ack_rejected):
+            key = "rpc_ack_unheard" if self.rpc_ack_unheard else "rpc_ack_rejected"
+            raise ValueError(f"{key}: classifies the server's acks; rpc_acks is false (none)")
         return self
 
 

@@ -11,6 +11,12 @@ from typing import Literal
 # where an RPC's id travels: in the body, in a header, or in the request target
 IdPlace = Literal["body", "header", "path"]
 DEFAULT_ID_HEADER = "X-Rpc-Id"
+DEFAULT_RPC_PATH = "/rpc/{device}"
+# transport websocket: an RPC's text frame (wot-rpcapp --frame)
+DEFAULT_FRAME = '{"id":"{id}","device":{device},"method":"ping"}'
+FRAME_FIELDS = ("device", "id")
+RPC_FRAME_MAX = 4096 - 64     # wot-rpcapp: RA_FRAME_MAX less room for the device and the id
+ACK_TEXT_MAX = 255
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -80,6 +86,30 @@ def check_reply_subscribe(message: str) -> str:
         raise ValueError(f"expected a message of fewer than {REPLY_SUBSCRIBE_MAX - 10} bytes "
                          "(wot-rpcapp's limit with the shard filled in)")
     return message
+
+
+def check_rpc_frame(frame: str) -> str:
+    """An application's RPC frame: non-empty, the device and the id in it, within wot-rpcapp's
+    buffer."""
+    if "\0" in frame or not frame:
+        raise ValueError("expected a non-empty message without NUL characters")
+    check_placeholders(frame, FRAME_FIELDS)
+    why = {"device": "the server routes the RPC by it", "id": "its reply is matched by it"}
+    for f in FRAME_FIELDS:
+        if "{" + f + "}" not in frame:
+            raise ValueError(f"expected {{{f}}} in the frame (the RPC's {f}: {why[f]}), got "
+                             f"{frame!r}")
+    if len(frame.encode()) > RPC_FRAME_MAX:
+        raise ValueError(f"expected at most {RPC_FRAME_MAX} bytes (wot-rpcapp's limit), got "
+                         f"{len(frame.encode())}")
+    return frame
+
+
+def check_ack_text(text: str) -> str:
+    """A text an application's ack is recognised by: one line, no NUL."""
+    if not text or any(c in text for c in "\r\n\0") or len(text.encode()) > ACK_TEXT_MAX:
+        raise ValueError(f"expected a one-line text of 1..{ACK_TEXT_MAX} bytes, got {text!r}")
+    return text
 
 
 def check_attach_body(body: str, known: tuple[str, ...]) -> str:

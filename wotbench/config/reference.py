@@ -127,10 +127,11 @@ SECTIONS: list[Section] = [
             "every message that carries an id after its service time. "
             "[CONNECTED.md](CONNECTED.md)."),
     Section("applications", connected.Applications,
-            "wot-rpcapp (CONTRACTS §3d): closed-loop applications sending RPCs to connected "
+            "wot-rpcapp (CONTRACTS §3d): applications (a closed or an open loop, over HTTP or "
+            "each on its own WebSocket: `transport`) sending RPCs to connected "
             "devices through `edge_server`; the RPC carries its id where `rpc_id` says (body, "
-            "path or a header), the reply where `reply_id` says, and each reply is matched by "
-            "it. [CONNECTED.md](CONNECTED.md)."),
+            "path or a header; a WebSocket frame's `{id}`), the reply where `reply_id` says, "
+            "and each reply is matched by it. [CONNECTED.md](CONNECTED.md)."),
     Section("edge_server", connected.EdgeServer,
             "The server under test connected devices attach to, started like "
             "`devices[].server` on the process backend (unprivileged, its template's fields also "

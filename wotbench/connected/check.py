@@ -18,6 +18,11 @@ def check_connected(cfg: Config, offline: bool = False) -> int:
     print("config config: the schema and the cross-block rules (connected devices)")
     lay = make_layout(cfg)
     print(f"host   layout: {lay.describe()}")
+    apps = cfg.applications
+    if apps is not None and apps.transport == "websocket":
+        print(f"config applications: {apps.count} on their own WebSockets to {apps.rpc_ws_path}, "
+              f"each RPC one frame, {'one ack per frame' if apps.rpc_acks else 'no acks'} "
+              "(docs/CONNECTED.md)")
     if offline:
         print("OK (skipped, see above: programs, edge server check)")
         return 0

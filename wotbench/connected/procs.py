@@ -93,7 +93,6 @@ def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_
     calls among ``devices_total`` (the run's; given with ``device_ranges``): every device is sent ``rate /
     devices_total`` RPCs/s whichever cell holds it (the cells' application counts and device
     counts are split separately, their remainders differ)."""
-    body = apps.body_template or ""          # none with rpc_method GET
     mine = apps.count if count is None else count
     if device_ranges and devices_total is None:   # a cell's rate is its devices' share
         raise ValueError("rpcapp_argv: device_ranges (a cell's devices) need devices_total")
@@ -104,9 +103,8 @@ def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_
             "--log-dir", str(log_dir), "--apps", str(mine),
             "--first-app", str(first_app), "--apps-total", str(apps.count),
             "--shards", str(apps.reply_shards), "--first-shard", str(first_shard),
-            "--rpc-path", apps.rpc_path.replace("{device}", "%u"),
             "--reply-path", apps.reply_path.replace("{shard}", "%u"),
-            "--body", body, "--id-marker", apps.reply_id_marker,
+            "--id-marker", apps.reply_id_marker,
             "--think-ms", f"{apps.think_ms[0]}:{apps.think_ms[1]}",
             "--timeout-ms", str(apps.timeout_ms),
             "--duration-s", str(max(1, round(duration_s))),
@@ -116,11 +114,31 @@ def rpcapp_argv(apps: Any, endpoint: str, devices: int, log_dir: Path, duration_
     if apps.loop == "open":
         argv += ["--rate", f"{apps.rate * called / total:.6g}", "--arrival", apps.arrival,
                  "--window", str(apps.max_outstanding)]
-    if apps.rpc_id == "header":
-        argv += ["--id-header", apps.id_header]
-    argv += ["--method", apps.rpc_method]
+    argv += _transport_argv(apps)
     for name, value in apps.reply_headers.items():
         argv += ["--reply-header", f"{name}: {value}"]
     if apps.reply_subscribe:
         argv += ["--reply-subscribe", apps.reply_subscribe.replace("{shard}", "%u")]
     return argv
+
+
+def _transport_argv(apps: Any) -> list[str]:
+    """How the applications send (CONTRACTS §3d): an HTTP request on a keep-alive connection,
+    or a frame on each application's own WebSocket (``applications.transport``)."""
+    if apps.transport == "websocket":
+        argv = ["--transport", "websocket", "--ws-path", apps.rpc_ws_path,
+                "--frame", apps.rpc_frame]
+        for name, value in apps.rpc_ws_headers.items():
+            argv += ["--ws-header", f"{name}: {value}"]
+        if not apps.rpc_acks:
+            argv += ["--no-acks"]
+        if apps.rpc_ack_unheard:
+            argv += ["--ack-unheard", apps.rpc_ack_unheard]
+        if apps.rpc_ack_rejected:
+            argv += ["--ack-rejected", apps.rpc_ack_rejected]
+        return argv
+    argv = ["--rpc-path", apps.rpc_path.replace("{device}", "%u"),
+            "--body", apps.body_template or ""]      # no body with rpc_method GET
+    if apps.rpc_id == "header":
+        argv += ["--id-header", apps.id_header]
+    return argv + ["--method", apps.rpc_method]
