@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-fidelity bench-fleet-cluster bench-fleet-rd bench-connected bench-faults bench-notify study study-quick clean docker-clean help \
+.PHONY: all bootstrap build build-asan run test test-long fuzz test-bench-smoke test-scale check bench bench-scale bench-fleet bench-fleet-fidelity bench-fleet-cluster bench-fleet-rd bench-connected bench-connected-ws bench-faults bench-notify study study-quick clean docker-clean help \
 	cluster-up cluster-down cluster-status cluster-images test-cluster
 
 all: build
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-fleet-cluster             (root) wot-fleet engines on an emulated Swarm of its own, growing fleets toward 10^6 (CLUSTER_ARGS=\"--nodes 4 --sizes 100000,1000000\")"
 	@echo "make bench-fleet-rd                  configs/fleet-rd.yaml: 100 000 engine devices register with aiocoap-rd and push readings: RD rate, send lag, who gave up (FLEET_RD_ARGS=...)"
 	@echo "make bench-connected                 connected devices against nginx+nchan: 100 000 WebSocket devices attached and held, memory per device, RPC round trip from 2 000 applications (CONNECTED_ARGS=\"--hold-s 60\")"
+	@echo "make bench-connected-ws              applications each on its own WebSocket through webdis (Debian 13's, scripts/webdis-debian13.sh): RPC round trip at 1 000/s from 2 000 applications, the testbed's share (CONNECTED_WS_ARGS=\"--duration-s 60\")"
 	@echo "make bench-notify                    update -> notification latency through nginx+nchan: per subscriber kind, lost notifications (NOTIFY_ARGS=...)"
 	@echo "make bench-faults                    kill devices, a pod device, a GE, the harness; fill the disk; edit the config (FAULT_ARGS=...)"
 	@echo "make study                           run the contention-detector validation study, write reports/study-*/table.md"
@@ -129,6 +130,11 @@ bench-fleet-rd: build
 CONNECTED_ARGS ?=
 bench-connected: build
 	@$(PY) bench/connected_bench.py $(CONNECTED_ARGS)
+
+# applications each on its own WebSocket through webdis (Debian 13's): 1 000 RPC/s from 2 000
+CONNECTED_WS_ARGS ?=
+bench-connected-ws: build
+	@$(PY) bench/connected_wsapps_bench.py $(CONNECTED_WS_ARGS)
 
 # update -> notification latency through nginx's nchan (issue 35, docs/PLATFORMS.md)
 bench-notify: build

@@ -32,6 +32,8 @@ BENCHES = [
     ("connected devices: 100 000 attached to nginx/nchan and held 5 min, memory per attached "
      "device, RPC round trip from 2 000 applications at 1 000/s with the testbed's share",
      ["connected_bench.py"]),
+    ("connected devices: RPC round trip at 1 000/s from 2 000 applications each on its own "
+     "WebSocket, through webdis (Debian 13's) with the testbed's share", ["connected_wsapps_bench.py"]),
 ]
 
 

@@ -38,6 +38,10 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# Debian 13's webdis beside Debian 12's (applications on their own WebSockets, docs/CONNECTED.md);
+# says why and goes on when it cannot be installed
+bash scripts/webdis-debian13.sh
+
 # The venv is rebuilt only when pyproject.toml changes (the stamp holds its hash).
 stamp=.venv/.wotbench-stamp
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)

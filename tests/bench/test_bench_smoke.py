@@ -114,6 +114,13 @@ SMOKES = [
                                  rf"^  slowest 1 % \(\d+ RPCs, >= {NUM} ms, mean {NUM} ms\): "
                                  rf"server_in {NUM} %"),
           needs=("nginx",)),
+    Smoke("connected_wsapps_bench.py", (r"^devices attached: 100 of 100 at exit",
+                                        rf"^RPCs from 20 applications: \d+ scheduled, .*outcomes \{{'ok': \d+, 'timeout': 0",
+                                        rf"^round trip from the send: +{NUM} / {NUM} / {NUM}",
+                                        r"^testbed share of the round trip: p50 [\d.]+ %",
+                                        rf"^server -> device -> server \(kernel arrival -> reply write\): {NUM}",
+                                        rf"^  server_in +{NUM} / {NUM} / {NUM} / {NUM}$"),
+          needs=("webdis-debian13", "redis-server"), long=True),
     Smoke("notify_bench.py", (r"^\| 50 \| sse-a \| 50 \| 50 \| 0 \| 0 \| \d+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$",
                               r"^\| 50 \| sse-b \| 50 \| 50 \| 0 \| 0 \| "),
           needs=("nginx",)),
