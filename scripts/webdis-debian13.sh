@@ -44,12 +44,13 @@ field() { awk -v p="$2" -v f="$3:" '$1=="Package:"{on=($2==p)} on && $1==f {prin
 fetch "dists/$SUITE/InRelease" "$tmp/InRelease" || give_up "cannot fetch $MIRROR/dists/$SUITE/InRelease"
 gpgv --keyring "$KEYRING" --output "$tmp/Release" "$tmp/InRelease" 2>"$tmp/gpgv.log" \
   || give_up "the signature of $SUITE's InRelease does not verify ($(tail -1 "$tmp/gpgv.log"))"
+grep -qx "Codename: $SUITE" "$tmp/Release" || give_up "the signed Release is not $SUITE's"
 index="main/binary-$ARCH/Packages.xz"
 want=$(awk -v f="$index" '/^SHA256:/{on=1; next} /^[A-Za-z]/{on=0} on && $3==f {print $1; exit}' "$tmp/Release")
 [ -n "$want" ] || give_up "$SUITE's Release lists no $index"
 fetch "dists/$SUITE/$index" "$tmp/Packages.xz" || give_up "cannot fetch $index"
 echo "$want  $tmp/Packages.xz" | sha256sum -c --quiet - || give_up "$index does not match its signed SHA256"
-xz -dc "$tmp/Packages.xz" > "$tmp/Packages"
+xz -dc "$tmp/Packages.xz" > "$tmp/Packages" || give_up "cannot unpack $index (xz-utils)"
 
 mkdir -p "$tmp/root"
 for pkg in webdis libhiredis1.1.0; do
@@ -58,21 +59,24 @@ for pkg in webdis libhiredis1.1.0; do
   [ -n "$file" ] && [ -n "$sum" ] || give_up "$SUITE has no package $pkg for $ARCH"
   fetch "$file" "$tmp/$pkg.deb" || give_up "cannot fetch $file"
   echo "$sum  $tmp/$pkg.deb" | sha256sum -c --quiet - || give_up "$file does not match its SHA256"
-  dpkg-deb -x "$tmp/$pkg.deb" "$tmp/root"
+  dpkg-deb -x "$tmp/$pkg.deb" "$tmp/root" || give_up "cannot unpack $file"
 done
 version=$(field "$tmp/Packages" webdis Version)
 
-rm -rf "$LIBDIR.new"
-mkdir -p "$LIBDIR.new/lib"
-cp "$tmp/root/usr/bin/webdis" "$LIBDIR.new/webdis"
-cp -a "$tmp/root/usr/lib/"*/libhiredis* "$LIBDIR.new/lib/"
-echo "$version" > "$LIBDIR.new/VERSION"
-if LD_LIBRARY_PATH="$LIBDIR.new/lib" ldd "$LIBDIR.new/webdis" | grep -q "not found"; then
-  give_up "Debian $SUITE's webdis $version needs libraries this host lacks: $(LD_LIBRARY_PATH="$LIBDIR.new/lib" ldd "$LIBDIR.new/webdis" | grep 'not found' | tr -s ' \n' ' ')"
+mkdir -p "$(dirname "$LIBDIR")"
+new=$(mktemp -d "$LIBDIR.new.XXXXXX")      # its own: two bootstraps at once do not collide
+trap 'rm -rf "$tmp" "$new"' EXIT
+mkdir -p "$new/lib"
+cp "$tmp/root/usr/bin/webdis" "$new/webdis" || give_up "webdis $version has no usr/bin/webdis"
+cp -a "$tmp/root/usr/lib/"*/libhiredis* "$new/lib/" || give_up "libhiredis1.1.0 has no library"
+echo "$version" > "$new/VERSION"
+LD_LIBRARY_PATH="$new/lib" ldd "$new/webdis" > "$tmp/ldd" 2>&1 || give_up "ldd cannot read webdis $version"
+if grep -q "not found" "$tmp/ldd"; then
+  give_up "Debian $SUITE's webdis $version needs libraries this host lacks: $(grep 'not found' "$tmp/ldd" | tr -s ' \n' ' ')"
 fi
-chmod -R a+rX "$LIBDIR.new"
+chmod -R a+rX "$new"
 rm -rf "$LIBDIR"
-mv "$LIBDIR.new" "$LIBDIR"
+mv "$new" "$LIBDIR"
 cat > "$BIN" <<EOF
 #!/bin/sh
 # Debian $SUITE's webdis $version with its libhiredis (installed by WoTbench's scripts/webdis-debian13.sh)

@@ -241,6 +241,8 @@ class ScriptedEdge:
                      + b"\r\n\r\n" + self.first_frames)
         c = Conn(sock, "ws", req)
         self._opened(c)
+        while not self.read_held and not self.stop.is_set():   # a server that stopped reading
+            time.sleep(0.05)
         while True:
             op, data = r.frame()
             if op == 0x8:

@@ -149,10 +149,17 @@ static int transport_rules(const struct ra_config *c, const char *http_opt, cons
               "target)\n", stderr);
         return -1;
     }
-    const char *id = strstr(c->frame, "{id}");
-    if (!id || !strstr(c->frame, "{device}") || strlen(c->frame) + 64 > RA_FRAME_MAX) {
+    /* the longest frame once filled: an id "<app>-<seq>" is at most 10+1+20 bytes, a device
+     * 10 digits; fill_frame needs it below RA_FRAME_MAX */
+    size_t filled = strlen(c->frame);
+    for (const char *p = c->frame; (p = strstr(p, "{id}")) != NULL; p += 4)
+        filled += 31 - 4;
+    for (const char *p = c->frame; (p = strstr(p, "{device}")) != NULL; p += 8)
+        filled += 10 - 8;
+    if (!strstr(c->frame, "{id}") || !strstr(c->frame, "{device}") || filled >= RA_FRAME_MAX) {
         fprintf(stderr, "wot-rpcapp: bad --frame '%s', expected {device} and {id} in it (the "
-                "RPC's device and id), at most %d bytes\n", c->frame, RA_FRAME_MAX - 64);
+                "RPC's device and id), at most %d bytes once every {id} (31) and {device} (10) "
+                "is filled\n", c->frame, RA_FRAME_MAX - 1);
         return -1;
     }
     if (!c->acks && (c->ack_unheard || c->ack_rejected)) {

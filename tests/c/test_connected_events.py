@@ -168,13 +168,16 @@ def test_beyond_the_reserved_rows_events_are_counted_not_logged(tmp_path, conn_f
     assert sum(n for _, n in up["lag_hist"]) == up["sent"], up
 
 
+@pytest.mark.parametrize("protocol", ["chunked-post", "websocket"])
 def test_a_server_that_stops_reading_gives_queued_then_backlog_full_then_unsent(tmp_path,
-                                                                                 conn_fleet_bin):
-    """The scripted server never reads a held-open POST's body (read_held=False): 64 KiB
-    events every 2 ms fill the socket (later events `queued` in the device's backlog), then
-    the backlog's 256 KiB bound (one `backlog_full`, the session ends as a protocol
-    disconnect), then, never reconnecting, every later event is `unsent_down`."""
-    specs = [ConnSpec(1, "chunked-post", 0, 1, event_ms=2, reply_bytes=65536)]
+                                                                                 conn_fleet_bin,
+                                                                                 protocol):
+    """The scripted server never reads a held-open POST's body or a WebSocket's frames
+    (read_held=False): 64 KiB events every 2 ms fill the socket (later events `queued` in the
+    device's backlog: the POST backlog, wslay's queue), then the backlog's 256 KiB bound (one
+    `backlog_full`, the session ends as a protocol disconnect), then, never reconnecting,
+    every later event is `unsent_down`."""
+    specs = [ConnSpec(1, protocol, 0, 1, event_ms=2, reply_bytes=65536)]
     with ScriptedEdge(read_held=False) as edge:
         fleet = ConnFleet(conn_fleet_bin, tmp_path, edge.server, specs).start(attach_timeout=20)
         assert edge.wait_for(lambda: (fleet.out / "attached").exists(), 5)

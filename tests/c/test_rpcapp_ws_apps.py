@@ -204,6 +204,8 @@ def test_a_server_that_closes_an_applications_websocket_loses_that_applications_
     (["--transport", "websocket", "--ws-path", "/a", "--frame", '{"d":{device}}'],
      "bad --frame"),
     (["--transport", "websocket", "--ws-path", "/a", "--frame", '{"id":"{id}"}'], "bad --frame"),
+    (["--transport", "websocket", "--ws-path", "/a", "--frame",
+      '{"id":"{id}","d":{device},"x":"' + "{id}" * 150 + '"}'], "once every {id} (31)"),
     (["--transport", "websocket", "--ws-path", "/a", "--method", "GET"],
      "--method is for --transport http"),
     (["--transport", "websocket", "--ws-path", "/a", "--body", "x{id}"],

@@ -62,6 +62,8 @@ def _run(tmp_path, config: str, exe: str | None = None,
     assert re.search(r"\bwebdis(-debian13)? \{config\}", cmd[2]), cmd
     if exe is not None:
         cmd[2] = re.sub(r"\bwebdis(-debian13)? \{config\}", f"{exe} {{config}}", cmd[2])
+        # the wsapps config's check looks for webdis-debian13; with another webdis, only its JSON
+        c["edge_server"]["check"] = ["/usr/bin/python3", "-m", "json.tool", "{config}"]
     c["edge_server"].update(config_template=str(ROOT / "configs" / "attached-devices-webdis.json"),
                             port=free_tcp_port("127.0.0.1"))
     cfg = tmp_path / "c.yaml"

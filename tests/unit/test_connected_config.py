@@ -275,7 +275,11 @@ WSAPP = {"transport": "websocket", "rpc_ws_path": "/.json"}
     ({**WSAPP, "rpc_frame": '["P","{device}","rpc:{id}"]'},
      "applications: rpc_frame must hold id_marker followed by {id}"),
     ({**WSAPP, "rpc_frame": '{"id":"{id}","d":{device},"p":"' + "x" * 4100 + '"}'},
-     "applications.rpc_frame: expected at most 4032 bytes"),
+     "applications.rpc_frame: expected at most 4095 bytes once every {id}"),
+    # short, but 150 ids of up to 31 bytes each would not fit wot-rpcapp's frame once filled
+    ({**WSAPP, "rpc_frame": '{"id":"{id}","d":{device},"x":"' + "{id}" * 150 + '"}'},
+     "applications.rpc_frame: expected at most 4095 bytes once every {id} (up to 31 bytes) and "
+     "{device} (up to 10) is filled (wot-rpcapp's limit), got up to 4"),
     ({**WSAPP, "rpc_ws_path": "no-slash"}, "applications.rpc_ws_path: expected a request target"),
     ({**WSAPP, "rpc_ws_path": "/a/{device}"}, "applications.rpc_ws_path: '/a/{device}': unknown"),
     ({**WSAPP, "rpc_ws_headers": {"Host": "x"}}, "applications.rpc_ws_headers: header 'Host'"),

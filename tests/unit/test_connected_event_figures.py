@@ -101,6 +101,17 @@ def test_events_beyond_the_rows_are_judged_by_the_engines_histogram(tmp_path):
                for r in s.verdict.reasons)
 
 
+def test_a_histogram_bucket_that_straddles_the_rule_is_not_held_against_the_run(tmp_path):
+    """Beyond the rows, 200 events in the bucket [917.5 µs, 1 048.6 µs): its upper bound is
+    above the 1 ms rule, its lower bound below it; the true p99 may be either side, so the
+    verdict does not call the run contention for it (the figure still shows the bound)."""
+    lo = max(b for b in (bucket_lo(i) for i in range(96)) if b <= 0.95 * MS)
+    assert lo < 1 * MS < min(b for b in (bucket_lo(i) for i in range(96)) if b > lo)
+    rd, s = _run(tmp_path, lags_ms=[0.05] * 400, unlogged=200, hist_extra=[(lo, 200)])
+    assert s.connected.events.send_lag_all_p99_ms > 1.0
+    assert not any("upstream events late" in r for r in s.verdict.reasons), s.verdict.reasons
+
+
 def test_a_bad_row_is_named_by_file_and_line(tmp_path):
     with pytest.raises(AnalysisError) as e:      # sent before its due time
         _run(tmp_path, lags_ms=[0.05] * 10, bad_line=f"1,99,{T0 + 500 * MS},{T0},sent")

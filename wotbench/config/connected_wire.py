@@ -15,7 +15,8 @@ DEFAULT_RPC_PATH = "/rpc/{device}"
 # transport websocket: an RPC's text frame (wot-rpcapp --frame)
 DEFAULT_FRAME = '{"id":"{id}","device":{device},"method":"ping"}'
 FRAME_FIELDS = ("device", "id")
-RPC_FRAME_MAX = 4096 - 64     # wot-rpcapp: RA_FRAME_MAX less room for the device and the id
+RPC_FRAME_MAX = 4096 - 1      # wot-rpcapp's RA_FRAME_MAX less one: a frame once filled
+FILLED_WIDTH = {"id": 31, "device": 10}   # the longest "<app>-<seq>" (10+1+20) and device index
 ACK_TEXT_MAX = 255
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -99,9 +100,12 @@ def check_rpc_frame(frame: str) -> str:
         if "{" + f + "}" not in frame:
             raise ValueError(f"expected {{{f}}} in the frame (the RPC's {f}: {why[f]}), got "
                              f"{frame!r}")
-    if len(frame.encode()) > RPC_FRAME_MAX:
-        raise ValueError(f"expected at most {RPC_FRAME_MAX} bytes (wot-rpcapp's limit), got "
-                         f"{len(frame.encode())}")
+    filled = len(frame.encode()) + sum(frame.count("{" + f + "}") * (w - len(f) - 2)
+                                       for f, w in FILLED_WIDTH.items())
+    if filled > RPC_FRAME_MAX:
+        raise ValueError(f"expected at most {RPC_FRAME_MAX} bytes once every {{id}} (up to 31 "
+                         f"bytes) and {{device}} (up to 10) is filled (wot-rpcapp's limit), got "
+                         f"up to {filled}")
     return frame
 
 

@@ -9,7 +9,8 @@
  *
  * Rows are reserved at start (the loop's share of --event-rows); beyond them an event is still
  * counted by outcome and its send lag goes into a fixed histogram (4 buckets per octave), and
- * the rows missing are counted (`unlogged`). Nothing is allocated or written on the way. */
+ * the rows missing are counted (`unlogged`). No row is allocated and nothing logged on the way
+ * (the message goes the device's way: wslay's queue copies a WebSocket device's). */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -13,6 +13,8 @@
 
 #include "conn.h"
 
+#define WS_QUEUE_MAX (256u << 10)   /* unwritten bytes of a device's WebSocket: beyond, give up */
+
 #define HEAD_CAP 1024
 
 /* the loop whose thread runs the callbacks (wslay's user data is the device) */
@@ -186,6 +188,15 @@ void cn_ws_on_event(struct cn_loop *l, struct cn_device *d, uint32_t ev) {
 int cn_ws_send(struct cn_loop *l, struct cn_device *d, const char *msg, size_t len, int ping) {
     if (!d->ws || d->sub.state != CS_OPEN)
         return -1;
+    /* the POST backlog's bound (conn_http.c OBUF_MAX) on what wslay holds unwritten: a server
+     * that stopped reading ends the session (protocol) instead of growing the queue. Not
+     * inside wslay_event_recv (the context must outlive its callbacks): what is queued there
+     * answers what was just read, so it is bounded by the server's own sending. */
+    if (!in_recv && wslay_event_get_queued_msg_length(d->ws) + len > WS_QUEUE_MAX) {
+        l->tx_state = TX_FULL;
+        cn_disconnect(l, d, CC_PROTOCOL);
+        return -1;
+    }
     struct wslay_event_msg m = {.opcode = ping ? WSLAY_PING : WSLAY_TEXT_FRAME,
                                 .msg = (const uint8_t *)msg, .msg_length = len};
     int rc = wslay_event_queue_msg(d->ws, &m);   /* copies the message */
