@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from connected_bench import loadavg, run_spans  # noqa: E402
 from testkit import hostlock  # noqa: E402
 from testkit.bench import SMOKE_BANNER, SMOKE_HELP  # noqa: E402
+from testkit.webdis import WHY_MISSING  # noqa: E402
 from wotbench.rundir import RunDir  # noqa: E402
 
 CONFIG = ROOT / "configs" / "attached-devices-webdis-wsapps.yaml"
@@ -36,10 +37,8 @@ WOTBENCH = Path(sys.executable).parent / "wotbench"
 
 
 def missing() -> str | None:
-    if not shutil.which("webdis-debian13"):
-        return ("webdis-debian13 is not installed (as root: bash scripts/webdis-debian13.sh; "
-                "make build does): Debian 12's webdis closes an application's WebSocket after "
-                "its first RPC")
+    if not shutil.which("webdis-debian13"):       # the config runs it (WOTBENCH_WEBDIS is the tests')
+        return WHY_MISSING
     if not shutil.which("redis-server"):
         return "redis-server is not installed (apt-get install redis-server; make build does)"
     return None

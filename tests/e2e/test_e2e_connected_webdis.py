@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from testkit.nginx import free_tcp_port
+from testkit.webdis import websocket_webdis
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,16 +96,6 @@ def test_rpcs_through_webdis_are_matched_by_the_id_in_the_path(tmp_path):
     assert dev["no_id"] >= 100 and dev["heartbeats"] >= 100 * 3, dev
 
 
-def _webdis_keeps_websockets() -> tuple[str | None, str]:
-    """(the webdis program to run, why not), for applications on their own WebSockets."""
-    exe = os.environ.get("WOTBENCH_WEBDIS") or shutil.which("webdis-debian13")
-    if exe:
-        return exe, ""
-    return None, ("webdis-debian13 is not installed (Debian 12's webdis 0.1.9 closes an "
-                  "application's WebSocket after its first RPC): as root run "
-                  "bash scripts/webdis-debian13.sh (make build does; it needs deb.debian.org)")
-
-
 def _debian12_webdis() -> tuple[str | None, str]:
     """(Debian 12's webdis < 0.1.17, why not): the one that closes the WebSockets."""
     r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "webdis"], capture_output=True,
@@ -117,7 +108,7 @@ def _debian12_webdis() -> tuple[str | None, str]:
 
 @pytest.mark.long
 def test_applications_on_their_own_websockets_through_webdis_are_each_answered(tmp_path):
-    exe, reason = _webdis_keeps_websockets()
+    exe, reason = websocket_webdis()
     if exe is None:
         pytest.skip(reason)
     r, d = _run(tmp_path, WSAPPS, exe)
