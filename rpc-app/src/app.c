@@ -379,6 +379,30 @@ static int pend_index(const struct ra_app *a, uint32_t ri) {
     return -1;
 }
 
+/* the server's answer to a request (HTTP response, or an ack in the HTTP path's terms):
+ * post_2xx counts the 2xx, post_202 the 202s (nchan: published, but no subscriber) */
+static void count_status(int st) {
+    if (st / 100 == 2)
+        G.st.post_2xx++;
+    if (st == 202)
+        G.st.post_202++;
+}
+
+/* answers come in request order (pipelined): the oldest RPC awaiting one gets status st, and
+ * a non-2xx ends it rejected; -1 when no RPC awaits an answer */
+static int answer_oldest(struct ra_app *a, int st, uint64_t now) {
+    if (!a->nresp)
+        return -1;
+    uint32_t ri = a->resp[a->resp_head];
+    a->resp_head = (uint16_t)((a->resp_head + 1) % G.cfg->window);
+    a->nresp--;
+    G.rows[ri].status = (uint16_t)(st < 0 ? 0 : st);
+    int pi = st / 100 != 2 ? pend_index(a, ri) : -1;
+    if (pi >= 0)
+        end_rpc(a, (uint32_t)pi, RO_REJECTED, now);
+    return 0;
+}
+
 /* POST responses: head (status, Content-Length), then the body skipped */
 static void app_read(struct ra_app *a) {
     uint64_t now = (uint64_t)mono_ns();
@@ -409,19 +433,8 @@ static void app_read(struct ra_app *a) {
         http_header(a->head, a->hlen, "Content-Length", cl, sizeof cl);
         a->body_left = (uint32_t)strtoul(cl, NULL, 10);
         a->hlen = 0;
-        if (st / 100 == 2)
-            G.st.post_2xx++;
-        if (st == 202)
-            G.st.post_202++;    /* nchan: published, but no subscriber (device not attached) */
-        if (a->nresp) {            /* responses come in request order (pipelined) */
-            uint32_t ri = a->resp[a->resp_head];
-            a->resp_head = (uint16_t)((a->resp_head + 1) % G.cfg->window);
-            a->nresp--;
-            G.rows[ri].status = (uint16_t)(st < 0 ? 0 : st);
-            int pi = st / 100 != 2 ? pend_index(a, ri) : -1;
-            if (pi >= 0)
-                end_rpc(a, (uint32_t)pi, RO_REJECTED, now);
-        }
+        count_status(st);
+        answer_oldest(a, st, now);
     }
 }
 
@@ -432,22 +445,13 @@ static void app_read(struct ra_app *a) {
  * refused (the RPC ends rejected); post_2xx counts the first two. An ack with no RPC waiting
  * for one is counted unmatched. */
 void ra_ack(struct ra_app *a, int cls) {
-    uint64_t now = (uint64_t)mono_ns();
     if (!a->nresp) {
         G.st.unmatched++;
         return;
     }
-    uint32_t ri = a->resp[a->resp_head];
-    a->resp_head = (uint16_t)((a->resp_head + 1) % G.cfg->window);
-    a->nresp--;
-    G.rows[ri].status = cls == ACK_REJECTED ? 400 : cls == ACK_UNHEARD ? 202 : 200;
-    if (cls != ACK_REJECTED)
-        G.st.post_2xx++;
-    if (cls == ACK_UNHEARD)
-        G.st.post_202++;
-    int pi = cls == ACK_REJECTED ? pend_index(a, ri) : -1;
-    if (pi >= 0)
-        end_rpc(a, (uint32_t)pi, RO_REJECTED, now);
+    int st = cls == ACK_REJECTED ? 400 : cls == ACK_UNHEARD ? 202 : 200;
+    count_status(st);
+    answer_oldest(a, st, (uint64_t)mono_ns());
 }
 
 /* ---- replies on the WebSocket subscriptions ---- */

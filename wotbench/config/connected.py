@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Literal, Optional
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wotbench.config.byo import Program
 from wotbench.config.connected_wire import (DEFAULT_FRAME, DEFAULT_ID_HEADER, DEFAULT_RPC_PATH,
@@ -262,12 +261,20 @@ class Applications(_Model):
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         return check_reply_headers(v)
 
-    @field_validator("reply_subscribe", "rpc_frame", "rpc_ack_unheard", "rpc_ack_rejected")
+    @field_validator("reply_subscribe")
     @classmethod
-    def _message(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
-        check = {"reply_subscribe": check_reply_subscribe,
-                 "rpc_frame": check_rpc_frame}.get(info.field_name, check_ack_text)
-        return None if v is None else check(v)
+    def _reply_subscribe(cls, v: Optional[str]) -> Optional[str]:
+        return None if v is None else check_reply_subscribe(v)
+
+    @field_validator("rpc_frame")
+    @classmethod
+    def _rpc_frame(cls, v: Optional[str]) -> Optional[str]:
+        return None if v is None else check_rpc_frame(v)
+
+    @field_validator("rpc_ack_unheard", "rpc_ack_rejected")
+    @classmethod
+    def _ack_text(cls, v: Optional[str]) -> Optional[str]:
+        return None if v is None else check_ack_text(v)
 
     @field_validator("id_header")
     @classmethod
@@ -301,13 +308,14 @@ class Applications(_Model):
             self.reply_id_marker = self.id_marker
         if self.transport == "websocket":
             return self._websocket()
-        for key in ("rpc_ws_path", "rpc_frame", "rpc_ack_unheard", "rpc_ack_rejected"):
-            if getattr(self, key) is not None:
-                raise ValueError(f"{key}: for transport: websocket (an application's own "
-                                 "WebSocket); transport is http")
-        if self.rpc_ws_headers or not self.rpc_acks:
-            key = "rpc_ws_headers" if self.rpc_ws_headers else "rpc_acks"
-            raise ValueError(f"{key}: for transport: websocket (an application's own "
+        ws_keys = {"rpc_ws_path": self.rpc_ws_path is not None,
+                   "rpc_frame": self.rpc_frame is not None,
+                   "rpc_ack_unheard": self.rpc_ack_unheard is not None,
+                   "rpc_ack_rejected": self.rpc_ack_rejected is not None,
+                   "rpc_ws_headers": bool(self.rpc_ws_headers), "rpc_acks": not self.rpc_acks}
+        given = [k for k, on in ws_keys.items() if on]
+        if given:
+            raise ValueError(f"{given[0]}: for transport: websocket (an application's own "
                              "WebSocket); transport is http")
         if self.rpc_method == "GET":
             if self.rpc_id == "body" or self.body_template is not None:

@@ -33,11 +33,17 @@ def event_rows(event_mean_s: float, devices: int, lifetime_s: float) -> int:
     return min(EVENT_ROWS_CAP, want)
 
 
+def attach_budget_s(devices: int) -> float:
+    """How long a run (or a cell) waits for ``devices`` to attach: a minute plus twice their
+    staggered connects at ATTACH_RATE."""
+    return 60 + 2 * devices / ATTACH_RATE
+
+
 def engine_lifetime_s(cfg: Any, devices: int) -> float:
-    """How long an engine may run: the attach deadline (run.py), the test, the applications'
-    timeout and the stop."""
+    """How long an engine may run: the attach budget, the test, the applications' timeout and
+    the stop."""
     apps = cfg.applications
-    return (60 + 2 * devices / ATTACH_RATE + float(cfg.duration_s)
+    return (attach_budget_s(devices) + float(cfg.duration_s)
             + (apps.timeout_ms / 1000 + 1 + apps.warmup_s if apps else 0) + 30)
 
 

@@ -27,8 +27,8 @@ from wotbench.connected.edge import Edge
 from wotbench.connected.layout import EDGE_ADDRESS, make_layout
 from wotbench.connected import sched
 from wotbench.connected.sut import EdgeSutSampler, privileges
-from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
-                                      start_engines)
+from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, attach_budget_s,
+                                      rpcapp_argv, start_engines)
 from cd_module.tolerance import parse_tolerance
 from wotbench.errors import ConfigError, EnvironmentProblem
 from wotbench.rundir import RunDir, atomic
@@ -103,7 +103,7 @@ def run_connected(cfg: Config, config_path: str, out_root: str = "reports", log=
             procs.append(p)
             sampler.add(name, "testbed", lambda pid=p.pid: [pid])
             dirs.append(out)
-        deadline = t0 + 60 + 2 * lay.devices / ATTACH_RATE
+        deadline = t0 + attach_budget_s(lay.devices)
         while time.monotonic() < deadline:
             if all((d / CONN_ATTACHED).exists() for d in dirs):
                 attached_all = True

@@ -24,8 +24,8 @@ from typing import Optional
 from wotbench.configfile.yaml_loader import load_config
 from wotbench.connected import sched
 from wotbench.connected.layout import PORTS_PER_SOURCE, make_layout
-from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, rpcapp_argv,
-                                      start_engines)
+from wotbench.connected.procs import (ATTACH_RATE, FLEET_BIN, RPCAPP_BIN, attach_budget_s,
+                                      rpcapp_argv, start_engines)
 from wotbench.distributed import wire
 from wotbench.distributed.connected_routes import all_devices, device_ranges, first_shard
 from wotbench.errors import EnvironmentProblem, WotbenchError
@@ -110,7 +110,7 @@ def _run(cell, share: wire.Share, cfg, out: Path) -> None:
             procs.append(p)
             dirs.append(d)
             sampler.add(name, "testbed", lambda pid=p.pid: [pid])
-        deadline = t_att + 60 + 2 * lay.attached / ATTACH_RATE
+        deadline = t_att + attach_budget_s(lay.attached)
         while time.monotonic() < deadline and dirs:
             if all((d / CONN_ATTACHED).exists() for d in dirs):
                 attached_all = True
